@@ -1,0 +1,71 @@
+"""deepsharp: deep learning in which the model never names its engine.
+
+Everything a user calls is importable from here: `from deepsharp.core import Network, Dense, fit`.
+"""
+
+from deepsharp.core.engine import Counters, Engine, EngineIdentity, available_engines, make_engine
+from deepsharp.core.errors import (
+    DataError,
+    DeepSharpError,
+    EngineMismatchError,
+    EngineUnavailableError,
+    FileFormatError,
+    ShapeError,
+    TrainingDivergedError,
+)
+from deepsharp.core.layers import (
+    Conv2D,
+    Dense,
+    Dropout,
+    Flatten,
+    Layer,
+    MaxPool2D,
+    Pass,
+    Relu,
+    Sigmoid,
+    Tanh,
+)
+from deepsharp.core.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
+from deepsharp.core.network import Network
+from deepsharp.core.optimizers import SGD, Adam, Optimizer
+from deepsharp.core.random import Generator
+from deepsharp.core.tensor import Tensor
+from deepsharp.core.trainer import Trainer
+from deepsharp.core.version import __version__
+
+__all__ = [
+    "SGD",
+    "Adam",
+    "BinaryCrossEntropy",
+    "Conv2D",
+    "Counters",
+    "CrossEntropy",
+    "DataError",
+    "DeepSharpError",
+    "Dense",
+    "Dropout",
+    "Engine",
+    "EngineIdentity",
+    "EngineMismatchError",
+    "EngineUnavailableError",
+    "FileFormatError",
+    "Flatten",
+    "Generator",
+    "Layer",
+    "Loss",
+    "MaxPool2D",
+    "MeanSquaredError",
+    "Network",
+    "Optimizer",
+    "Pass",
+    "Relu",
+    "ShapeError",
+    "Sigmoid",
+    "Tanh",
+    "Tensor",
+    "Trainer",
+    "TrainingDivergedError",
+    "__version__",
+    "available_engines",
+    "make_engine",
+]

@@ -1,0 +1,313 @@
+"""The engine: where values live and arithmetic happens.
+
+An engine owns float32 tensors (and int64 index tensors) in its own memory and performs
+operations on opaque handles. The core knows shapes; the engine knows where values live.
+Every operation here is held to a contract by `deepsharp-contracts` (see docs/contracts.md):
+
+- transfers (`put`, `get`): exact, each one counted;
+- totals (`matmul`, `sum`, `mean`, `conv2d`, `conv2d_weight_grad`, `conv2d_fold`):
+  |got - ref| <= 3 * 2**-24 * sum(|terms|) for every element;
+- value by value (arithmetic, functions, `adam_update`, `sgd_update`):
+  |got - ref| <= 1e-5 + 1.3e-6 * |ref|;
+- moves (`reshape`, `transpose`, `slice`, `take_rows`, `concatenate`, `split`, `pad`,
+  `broadcast_to`, `max`, `maxpool2d`, `maxpool2d_back`, `one_hot`, `copy`): bit for bit.
+
+Handles are immutable for every operation but the fused optimizer updates and `assign`, which
+update their first arguments in place. Binary value-by-value operations take a handle or a
+Python float (a constant: not a transfer) on either side and broadcast as NumPy does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.errors import EngineUnavailableError
+
+__all__ = [
+    "Counters",
+    "Engine",
+    "EngineIdentity",
+    "Handle",
+    "Operand",
+    "available_engines",
+    "make_engine",
+]
+
+Handle = Any
+"""An engine's opaque reference to one tensor."""
+
+Operand = Any
+"""A handle, or a Python float used as a constant."""
+
+Padding = tuple[int, int]
+"""Zeros added before and after one spatial axis."""
+
+
+@dataclass(frozen=True)
+class EngineIdentity:
+    """What a checkpoint records of the engine it was taken on."""
+
+    name: str
+    version: str | None = None
+    device: str | None = None
+
+    def __str__(self) -> str:
+        parts = [self.name]
+        if self.version is not None:
+            parts.append(self.version)
+        if self.device is not None:
+            parts.append(f"on {self.device}")
+        return " ".join(parts)
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"name": self.name, "version": self.version, "device": self.device}
+
+    @classmethod
+    def from_json(cls, data: Any) -> EngineIdentity:
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            raise ValueError(f"an engine identity must be a mapping with a 'name', not {data!r}")
+        version, device = data.get("version"), data.get("device")
+        if not (version is None or isinstance(version, str)) or not (
+            device is None or isinstance(device, str)
+        ):
+            raise ValueError(f"an engine identity's version and device must be text, not {data!r}")
+        return cls(data["name"], version, device)
+
+
+@dataclass
+class Counters:
+    """What an engine counts. Every engine counts transfers; some count more."""
+
+    transfers_in: int = 0
+    transfers_out: int = 0
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """The operations every engine performs. Names and signatures are the contract's."""
+
+    name: str
+    counters: Counters
+
+    @property
+    def identity(self) -> EngineIdentity: ...
+
+    # --- transfers -------------------------------------------------------------------------
+    def put(self, array: NDArray[Any]) -> Handle:
+        """Host to engine: float arrays become float32, integer arrays int64. Counted."""
+        ...
+
+    def get(self, handle: Handle) -> NDArray[Any]:
+        """Engine to host: a NumPy array the caller owns (float32 or int64). Counted."""
+        ...
+
+    def zeros(self, shape: tuple[int, ...]) -> Handle:
+        """A new float32 tensor of zeros made on the engine (not a transfer)."""
+        ...
+
+    def shape(self, handle: Handle) -> tuple[int, ...]: ...
+
+    # --- totals ----------------------------------------------------------------------------
+    def matmul(
+        self, a: Handle, b: Handle, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Handle:
+        """(op(a) @ op(b)) for 2-D a and b, op transposing when asked."""
+        ...
+
+    def sum(self, x: Handle, axes: tuple[int, ...], keepdims: bool = False) -> Handle: ...
+
+    def mean(self, x: Handle, axes: tuple[int, ...], keepdims: bool = False) -> Handle: ...
+
+    def conv2d(
+        self, x: Handle, w: Handle, stride: int, padding: tuple[Padding, Padding]
+    ) -> Handle:
+        """Cross-correlation of images x (N, C, H, W) with filters w (F, C, kh, kw) -> (N, F, oh, ow).
+
+        `padding` is ((top, bottom), (left, right)) zeros around each image.
+        """
+        ...
+
+    def conv2d_weight_grad(
+        self,
+        x: Handle,
+        gy: Handle,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> Handle:
+        """The filters' gradient (F, C, kh, kw) from images x and the outputs' gradient gy."""
+        ...
+
+    def conv2d_fold(
+        self,
+        gy: Handle,
+        w: Handle,
+        image: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> Handle:
+        """The images' gradient (N, C, H, W), H, W = `image`: what folding gy through w adds onto each place."""
+        ...
+
+    # --- value by value --------------------------------------------------------------------
+    def add(self, a: Operand, b: Operand) -> Handle: ...
+    def sub(self, a: Operand, b: Operand) -> Handle: ...
+    def mul(self, a: Operand, b: Operand) -> Handle: ...
+    def div(self, a: Operand, b: Operand) -> Handle: ...
+    def maximum(self, a: Operand, b: Operand) -> Handle: ...
+    def greater(self, a: Operand, b: Operand) -> Handle:
+        """1.0 where a > b, else 0.0 (float32)."""
+        ...
+
+    def where(self, condition: Handle, a: Operand, b: Operand) -> Handle:
+        """a where condition is non-zero, else b."""
+        ...
+
+    def neg(self, x: Handle) -> Handle: ...
+    def abs(self, x: Handle) -> Handle: ...
+    def exp(self, x: Handle) -> Handle: ...
+    def log(self, x: Handle) -> Handle: ...
+    def log1p(self, x: Handle) -> Handle: ...
+    def sqrt(self, x: Handle) -> Handle: ...
+    def tanh(self, x: Handle) -> Handle: ...
+    def sigmoid(self, x: Handle) -> Handle: ...
+    def relu(self, x: Handle) -> Handle: ...
+
+    def sgd_update(
+        self,
+        slots: Sequence[Handle],
+        grads: Sequence[Handle],
+        velocities: Sequence[Handle],
+        *,
+        learning_rate: float,
+        momentum: float,
+    ) -> None:
+        """In place, for each slot: v = momentum * v - learning_rate * g; slot += v."""
+        ...
+
+    def adam_update(
+        self,
+        slots: Sequence[Handle],
+        grads: Sequence[Handle],
+        firsts: Sequence[Handle],
+        seconds: Sequence[Handle],
+        *,
+        step_size: float,
+        beta1: float,
+        beta2: float,
+        epsilon: float,
+    ) -> None:
+        """In place, for each slot (Keras's Adam; step_size already holds the bias corrections):
+        m += (g - m) * (1 - beta1); v += (g * g - v) * (1 - beta2);
+        slot -= step_size * m / (sqrt(v) + epsilon)."""
+        ...
+
+    # --- moves -----------------------------------------------------------------------------
+    def copy(self, x: Handle) -> Handle: ...
+    def assign(self, target: Handle, source: Handle) -> None:
+        """In place: target's values become source's (same shape)."""
+        ...
+
+    def reshape(self, x: Handle, shape: tuple[int, ...]) -> Handle: ...
+    def transpose(self, x: Handle, axes: tuple[int, ...]) -> Handle: ...
+    def slice(self, x: Handle, axis: int, start: int, stop: int) -> Handle: ...
+    def take_rows(self, x: Handle, rows: Handle) -> Handle:
+        """x[rows] along the first axis; rows is an int64 handle."""
+        ...
+
+    def concatenate(self, xs: Sequence[Handle], axis: int) -> Handle: ...
+    def split(self, x: Handle, sizes: Sequence[int], axis: int) -> list[Handle]: ...
+    def pad(self, x: Handle, widths: Sequence[Padding]) -> Handle:
+        """Zeros around x: one (before, after) pair per axis."""
+        ...
+
+    def broadcast_to(self, x: Handle, shape: tuple[int, ...]) -> Handle: ...
+    def max(self, x: Handle, axes: tuple[int, ...], keepdims: bool = False) -> Handle: ...
+    def one_hot(self, indices: Handle, classes: int) -> Handle:
+        """float32 (N, classes) from int64 indices (N,)."""
+        ...
+
+    def maxpool2d(self, x: Handle, pool: int) -> tuple[Handle, Handle]:
+        """Max over pool x pool windows (stride pool, no padding; trailing rows/columns dropped).
+
+        Returns the maxima (N, C, H//pool, W//pool) and the selection: an int64 handle that
+        `maxpool2d_back` reads (which place of each window held the first maximum).
+        """
+        ...
+
+    def maxpool2d_back(
+        self, gy: Handle, selection: Handle, image: tuple[int, int], pool: int
+    ) -> Handle:
+        """Sends each window's gradient to the place its selection names; zeros elsewhere."""
+        ...
+
+
+def _registered() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group="deepsharp.engines")}
+
+
+def available_engines() -> list[str]:
+    """The names of the engines installed here (found through the `deepsharp.engines` entry points)."""
+    return sorted(_registered())
+
+
+KNOWN_ENGINES = {
+    "light": "it ships with deepsharp itself: reinstall deepsharp",
+    "torch": "pip install deepsharp-engine-torch, and a torch build (see docs/install.md)",
+    "testbuffer": "pip install deepsharp-engine-testbuffer",
+}
+
+
+def make_engine(spec: str | Engine | None = None) -> Engine:
+    """An engine from a spec: `light`, `testbuffer`, `torch:cpu`, `torch:cuda:0`, `module:factory`.
+
+    None gives the light engine; an engine passes through unchanged. An installed engine's
+    entry point names a function `from_spec(option: str) -> Engine` (option: what follows
+    the first colon, '' when nothing does); `module:factory` calls `factory()` from `module`.
+    """
+    if spec is None:
+        spec = "light"
+    if not isinstance(spec, str):
+        return spec
+    name, _, option = spec.partition(":")
+    registered = _registered()
+    if name in registered:
+        from_spec = registered[name].load()
+        engine: Engine = from_spec(option)
+        return engine
+    if name in KNOWN_ENGINES:
+        installed = ", ".join(sorted(registered)) or "none"
+        raise EngineUnavailableError(
+            f"the {name!r} engine is not installed (installed: {installed}); {KNOWN_ENGINES[name]}"
+        )
+    if not option:
+        raise EngineUnavailableError(
+            f"no engine named {spec!r}: use light, testbuffer, torch:cpu, torch:cuda:N "
+            "or module:factory for an outside engine"
+        )
+    import importlib
+
+    try:
+        module = importlib.import_module(name)
+    except ImportError as error:
+        raise EngineUnavailableError(
+            f"engine spec {spec!r}: cannot import module {name!r} ({error})"
+        ) from error
+    factory = getattr(module, option, None)
+    if not callable(factory):
+        raise EngineUnavailableError(
+            f"engine spec {spec!r}: module {name!r} has no callable {option!r}"
+        )
+    made: Engine = factory()
+    return made
+
+
+def as_float32(array: Any) -> NDArray[np.float32]:
+    """A C-contiguous float32 copy-if-needed of `array` (the form every engine puts)."""
+    return np.ascontiguousarray(array, dtype=np.float32)

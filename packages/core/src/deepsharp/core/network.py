@@ -1,0 +1,288 @@
+"""The network: layers in order and the values of their slots. It never keeps an engine.
+
+Between runs its slots are host arrays. A run (a `Trainer`) binds them to its engine for as
+long as it trains — reading `network.slots` then brings them back, counted — and hands them
+back to the host when it is done.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.engine import Engine, make_engine
+from deepsharp.core.errors import FileFormatError, ShapeError
+from deepsharp.core.files import read_safetensors, write_safetensors
+from deepsharp.core.layers import Layer, Pass, SlotSpec, layer_from_json
+from deepsharp.core.losses import Loss
+from deepsharp.core.random import Generator
+from deepsharp.core.tensor import Tensor
+from deepsharp.core.version import __version__
+
+__all__ = ["Network", "NETWORK_FORMAT", "Served"]
+
+NETWORK_FORMAT = "deepsharp.network"
+FORMAT_VERSION = "1"
+Shape = tuple[int, ...]
+
+
+def _row_shape(inputs: int | Sequence[int] | None) -> Shape | None:
+    if inputs is None:
+        return None
+    shape = (inputs,) if isinstance(inputs, (int, np.integer)) else tuple(inputs)
+    if not shape or not all(isinstance(s, (int, np.integer)) and s > 0 for s in shape):
+        raise ValueError(f"inputs is a feature count or a shape of positive sizes, not {inputs!r}")
+    return tuple(int(s) for s in shape)
+
+
+class Bound:
+    """A network's slots on one engine: what a run trains and what a server answers with."""
+
+    def __init__(self, engine: Engine, tensors: dict[str, Tensor], per_layer: list[dict[str, Tensor]]):
+        self.engine = engine
+        self.tensors = tensors
+        self.per_layer = per_layer
+
+
+class Network:
+    """Layers in order. `inputs` (a feature count or a row shape such as (1, 28, 28)) may be
+    left for the first run to infer from its features."""
+
+    def __init__(self, layers: Sequence[Layer], inputs: int | Sequence[int] | None = None) -> None:
+        self.layers = list(layers)
+        if not self.layers:
+            raise ValueError("a network needs at least one layer")
+        for index, layer in enumerate(self.layers):
+            if not isinstance(layer, Layer):
+                raise TypeError(f"layer {index} is {layer!r}, not a Layer")
+        self.inputs: Shape | None = None
+        self.specs: dict[str, SlotSpec] = {}
+        self._names: list[list[tuple[str, str]]] = []
+        self._values: dict[str, NDArray[np.float32]] | None = None
+        self._bound: Bound | None = None
+        shape = _row_shape(inputs)
+        if shape is not None:
+            self.build(shape)
+
+    # --- shapes ----------------------------------------------------------------------------
+    def build(self, inputs: Shape) -> None:
+        """Work out every layer's shapes and slots for rows of shape `inputs`."""
+        if self.inputs == inputs:
+            return
+        if self._values is not None:
+            raise ShapeError(
+                f"the network was built for rows of shape {self.inputs}, not {inputs}"
+            )
+        shape = inputs
+        self.specs, self._names = {}, []
+        for index, layer in enumerate(self.layers):
+            layer.label = f"layer {index} ({layer!r})"
+            shape = layer.built_for(shape)
+            names = []
+            for slot, spec in layer.specs.items():
+                name = f"{index}.{layer.kind.lower()}.{slot}"
+                self.specs[name] = spec
+                names.append((slot, name))
+            self._names.append(names)
+        self.inputs = inputs
+
+    @property
+    def outputs(self) -> int:
+        """How many values the network gives for each row."""
+        last = self.layers[-1].output_shape
+        if last is None:
+            raise ShapeError("the network is not built yet: give it inputs, or run it once")
+        return math.prod(last)
+
+    def check_rows(self, features: NDArray[Any]) -> None:
+        """A ShapeError naming the first layer and both shapes, for rows it cannot take."""
+        if self.inputs is not None and tuple(features.shape[1:]) != self.inputs:
+            raise ShapeError(
+                f"{self.layers[0].label} takes rows of shape {self.inputs}, "
+                f"but the features have shape {tuple(features.shape)} "
+                f"(rows of shape {tuple(features.shape[1:])})"
+            )
+
+    # --- slots -----------------------------------------------------------------------------
+    def initialize(self, generator: Generator) -> None:
+        """Draw first values for every slot (Glorot-uniform weights, zero biases), in order."""
+        self._values = {name: spec.initial(generator) for name, spec in self.specs.items()}
+
+    @property
+    def initialized(self) -> bool:
+        return self._values is not None or self._bound is not None
+
+    @property
+    def slots(self) -> dict[str, NDArray[np.float32]]:
+        """A host copy of every slot's values (brought back from the engine during a run)."""
+        if self._bound is not None:
+            engine = self._bound.engine
+            return {name: engine.get(t.handle) for name, t in self._bound.tensors.items()}
+        if self._values is None:
+            return {}
+        return {name: value.copy() for name, value in self._values.items()}
+
+    def set_slots(self, values: Mapping[str, Any]) -> None:
+        """Replace every slot's values (names and shapes must match the network's)."""
+        checked = {}
+        for name, spec in self.specs.items():
+            if name not in values:
+                raise ShapeError(f"slot {name!r} is missing; the network has {list(self.specs)}")
+            value = np.ascontiguousarray(values[name], dtype=np.float32)
+            if value.shape != spec.shape:
+                raise ShapeError(f"slot {name!r} has shape {value.shape}, the network's is {spec.shape}")
+            checked[name] = value
+        extra = set(values) - set(self.specs)
+        if extra:
+            raise ShapeError(f"slots {sorted(extra)} are not the network's ({list(self.specs)})")
+        if self._bound is not None:
+            raise RuntimeError("a run is training this network: set its slots before or after")
+        self._values = checked
+
+    def bind(self, engine: Engine) -> Bound:
+        """Put the slots on `engine` for a run; the network reads them from there until `release`."""
+        if self._bound is not None:
+            raise RuntimeError("this network is already bound to a run; one run at a time")
+        bound = self.put(engine)
+        self._bound = bound
+        return bound
+
+    def put(self, engine: Engine) -> Bound:
+        """The slots on `engine` (one transfer in each), without binding the network."""
+        if self._values is None:
+            raise ShapeError("the network has no slot values yet: train it or load it")
+        tensors = {name: Tensor.put(engine, value) for name, value in self._values.items()}
+        per_layer = [{slot: tensors[name] for slot, name in names} for names in self._names]
+        return Bound(engine, tensors, per_layer)
+
+    def release(self) -> None:
+        """Bring the slots back from the engine a run trained them on."""
+        if self._bound is not None:
+            values = self.slots
+            self._bound = None
+            self._values = values
+
+    # --- passes ----------------------------------------------------------------------------
+    def forward(self, x: Tensor, bound: Bound, context: Pass) -> Tensor:
+        for layer, slots in zip(self.layers, bound.per_layer):
+            x = layer.forward(x, slots, context)
+        return x
+
+    @contextmanager
+    def served(self, loss: Loss, engine: Engine | str | None = None) -> Iterator[Served]:
+        """Slots put on the engine once, for many calls of `answer`."""
+        made = make_engine(engine)
+        bound = self._bound if self._bound is not None and self._bound.engine is made else self.put(made)
+        yield Served(self, bound, loss)
+
+    def predict(
+        self, features: Any, loss: Loss, engine: Engine | str | None = None
+    ) -> NDArray[np.float32]:
+        """The answers (the loss's link applied) for a batch of feature rows."""
+        rows = np.asarray(features, dtype=np.float32)
+        if self.inputs is None:
+            raise ShapeError("the network is not built yet: give it inputs, or train it first")
+        with self.served(loss, engine) as served:
+            return served.answer(rows)
+
+    # --- files -----------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "inputs": None if self.inputs is None else list(self.inputs),
+            "layers": [{"kind": layer.kind, "config": layer.config()} for layer in self.layers],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "the file") -> Network:
+        try:
+            layers = [layer_from_json(entry) for entry in data["layers"]]
+            inputs = data["inputs"]
+            return cls(layers, inputs=inputs)
+        except (KeyError, TypeError, ValueError) as error:
+            raise FileFormatError(f"{where}: its architecture cannot be read: {error}") from None
+
+    def metadata(self) -> dict[str, str]:
+        return {
+            "format": NETWORK_FORMAT,
+            "format_version": FORMAT_VERSION,
+            "network": json.dumps(self.to_json()),
+            "deepsharp_version": __version__,
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """The architecture and slots in one safetensors file (no engine, no code)."""
+        write_safetensors(path, self.slots, self.metadata())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Network:
+        tensors, metadata = read_safetensors(path, "network file")
+        return cls.from_file(tensors, metadata, f"network file {os.fspath(path)!r}", NETWORK_FORMAT)
+
+    @classmethod
+    def from_file(
+        cls, tensors: dict[str, NDArray[Any]], metadata: dict[str, str], where: str, kind: str
+    ) -> Network:
+        check_format(metadata, where, kind)
+        try:
+            data = json.loads(metadata["network"])
+        except (KeyError, json.JSONDecodeError):
+            raise FileFormatError(f"{where}: its metadata lacks a readable 'network' entry") from None
+        network = cls.from_json(data, where)
+        for name, spec in network.specs.items():
+            if name not in tensors:
+                raise FileFormatError(f"{where}: slot {name!r} is missing")
+            value = tensors[name]
+            if tuple(value.shape) != spec.shape or value.dtype != np.float32:
+                raise FileFormatError(
+                    f"{where}: slot {name!r} is {value.dtype} of shape {tuple(value.shape)}, "
+                    f"the architecture needs float32 of shape {spec.shape}"
+                )
+            if not np.all(np.isfinite(value)):
+                raise FileFormatError(f"{where}: slot {name!r} holds NaN or infinite values")
+        extra = sorted(set(tensors) - set(network.specs))
+        if extra:
+            raise FileFormatError(f"{where}: it holds slots the architecture does not: {extra}")
+        network._values = {name: tensors[name] for name in network.specs}
+        return network
+
+    def __repr__(self) -> str:
+        inner = ", ".join(repr(layer) for layer in self.layers)
+        return f"Network([{inner}], inputs={self.inputs})"
+
+
+def check_format(metadata: Mapping[str, str], where: str, kind: str) -> None:
+    found = metadata.get("format")
+    if found != kind:
+        raise FileFormatError(f"{where} is not a {kind} file (its format says {found!r})")
+    version = metadata.get("format_version")
+    if version != FORMAT_VERSION:
+        raise FileFormatError(
+            f"{where} has format version {version!r}; this deepsharp ({__version__}) reads "
+            f"version {FORMAT_VERSION}: use the deepsharp that wrote it, or upgrade"
+        )
+
+
+class Served:
+    """A network's slots on an engine, answering batches of rows (no recording)."""
+
+    def __init__(self, network: Network, bound: Bound, loss: Loss) -> None:
+        self.network = network
+        self.bound = bound
+        self.loss = loss
+        self.context = Pass(bound.engine, False, None)
+
+    def answer(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Answers for `rows` (one transfer in, one out)."""
+        self.network.check_rows(rows)
+        engine = self.bound.engine
+        outputs = self.network.forward(Tensor.put(engine, rows), self.bound, self.context)
+        flat = outputs.handle if outputs.ndim == 2 else engine.reshape(outputs.handle, (rows.shape[0], math.prod(outputs.shape[1:])))
+        answered: NDArray[np.float32] = engine.get(self.loss.link(engine, flat))
+        return answered

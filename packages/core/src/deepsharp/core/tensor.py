@@ -1,0 +1,187 @@
+"""Tensors, the recording of a pass, and the way back through it.
+
+A `Tensor` wraps an engine handle and its shape. While a `Recording` is open, every operation
+that involves a tensor asked for (a slot) or one made from it leaves a `Node` on the tape: its
+rule, its inputs, its attributes and what its forward saved. `Recording.gradients` walks the tape
+backwards and applies each rule only towards the inputs that lead to a tensor asked for; then
+the tape is dropped. Nodes never refer to their outputs, so no reference cycles form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from deepsharp.core.engine import Engine, Handle
+
+if TYPE_CHECKING:
+    from deepsharp.core.ops import Rule
+
+__all__ = ["Node", "Recording", "Tensor", "recording"]
+
+_active: Recording | None = None
+_ops: Any = None  # deepsharp.core.ops, which sets this when it is imported (it imports us)
+
+
+class Tensor:
+    """Values on an engine: a handle, a shape, and (during a recorded pass) its node."""
+
+    __slots__ = ("__weakref__", "engine", "handle", "node", "shape")
+
+    def __init__(
+        self, handle: Handle, shape: tuple[int, ...], engine: Engine, node: Node | None = None
+    ) -> None:
+        self.handle = handle
+        self.shape = shape
+        self.engine = engine
+        self.node = node
+
+    @classmethod
+    def put(cls, engine: Engine, array: Any) -> Tensor:
+        """Host values onto the engine (one counted transfer in)."""
+        handle = engine.put(array)
+        return cls(handle, engine.shape(handle), engine)
+
+    def numpy(self) -> Any:
+        """The values, brought back to the host (one counted transfer out)."""
+        return self.engine.get(self.handle)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Tensor(shape={self.shape}, engine={self.engine.name})"
+
+    # Ordinary operators, so that layers read like the arithmetic they do.
+    def __add__(self, other: Tensor | float) -> Tensor:
+        return _ops.add(self, other)
+
+    def __radd__(self, other: float) -> Tensor:
+        return _ops.add(other, self)
+
+    def __sub__(self, other: Tensor | float) -> Tensor:
+        return _ops.sub(self, other)
+
+    def __rsub__(self, other: float) -> Tensor:
+        return _ops.sub(other, self)
+
+    def __mul__(self, other: Tensor | float) -> Tensor:
+        return _ops.mul(self, other)
+
+    def __rmul__(self, other: float) -> Tensor:
+        return _ops.mul(other, self)
+
+    def __truediv__(self, other: Tensor | float) -> Tensor:
+        return _ops.div(self, other)
+
+    def __rtruediv__(self, other: float) -> Tensor:
+        return _ops.div(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _ops.neg(self)
+
+    def __matmul__(self, other: Tensor) -> Tensor:
+        return _ops.matmul(self, other)
+
+
+class Node:
+    """One recorded operation: enough to send its gradient back, or to run it again elsewhere."""
+
+    __slots__ = ("attrs", "generation", "inputs", "needs", "rule", "saved", "shape")
+
+    def __init__(
+        self,
+        rule: Rule,
+        inputs: tuple[Tensor | float, ...],
+        attrs: dict[str, Any],
+        saved: Any,
+        needs: tuple[bool, ...],
+        shape: tuple[int, ...],
+        generation: int,
+    ) -> None:
+        self.rule = rule
+        self.inputs = inputs
+        self.attrs = attrs
+        self.saved = saved
+        self.needs = needs
+        self.shape = shape
+        self.generation = generation
+
+
+class Recording:
+    """A pass that needs gradients towards `wanted` (and nothing else)."""
+
+    _generations = 0
+
+    def __init__(self, wanted: Sequence[Tensor]) -> None:
+        Recording._generations += 1
+        self.generation = Recording._generations
+        self.wanted = {id(tensor): index for index, tensor in enumerate(wanted)}
+        self.tape: list[Node] = []
+        self.rules_applied = 0
+
+    def __enter__(self) -> Recording:
+        global _active
+        if _active is not None:
+            raise RuntimeError("a recording is already open: passes do not nest")
+        _active = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _active
+        _active = None
+        self.drop()
+
+    def involves(self, value: Tensor | float) -> bool:
+        if not isinstance(value, Tensor):
+            return False
+        node = value.node
+        if node is not None:
+            return node.generation == self.generation
+        return id(value) in self.wanted
+
+    def gradients(self, loss: Tensor, wanted: Sequence[Tensor]) -> list[Handle]:
+        """The gradient of `loss` (a single value) towards each tensor in `wanted`, on the engine.
+
+        A wanted tensor the loss does not depend on gets zeros. The tape is dropped afterwards.
+        """
+        engine = loss.engine
+        grads: dict[int, Handle] = {}
+        if loss.node is not None and loss.node.generation == self.generation:
+            grads[id(loss.node)] = engine.add(engine.zeros(loss.shape), 1.0)
+        for node in reversed(self.tape):
+            grad = grads.pop(id(node), None)
+            if grad is None:
+                continue
+            self.rules_applied += 1
+            sent = node.rule.backward(engine, node, grad)
+            for value, needed, part in zip(node.inputs, node.needs, sent):
+                if not needed or part is None:
+                    continue
+                assert isinstance(value, Tensor)
+                key = id(value.node) if value.node is not None else id(value)
+                earlier = grads.get(key)
+                grads[key] = part if earlier is None else engine.add(earlier, part)
+        result = [grads.get(id(tensor)) for tensor in wanted]
+        self.drop()
+        return [
+            engine.zeros(tensor.shape) if grad is None else grad
+            for tensor, grad in zip(wanted, result)
+        ]
+
+    def drop(self) -> None:
+        """Let go of the tape: nodes forget their inputs and what they saved."""
+        for node in self.tape:
+            node.inputs = ()
+            node.saved = None
+        self.tape.clear()
+
+
+def recording(wanted: Sequence[Tensor]) -> Recording:
+    """Open a recorded pass towards `wanted`: `with recording(slots) as tape: ...`."""
+    return Recording(wanted)
+
+
+def active() -> Recording | None:
+    return _active

@@ -1,0 +1,317 @@
+"""The light engine: NumPy float32 arrays in the process's memory.
+
+Products go through NumPy's float32 BLAS (speed matters there); sums and means are added in
+float64 (cheap there) and rounded once. Handles are the NumPy arrays themselves, so an
+operation costs what NumPy costs and nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+from numpy.typing import NDArray
+
+from deepsharp.core.engine import Counters, EngineIdentity
+
+__all__ = ["LightEngine", "ReferenceEngine", "from_spec"]
+
+F32 = np.float32
+Array = NDArray[Any]
+Padding = tuple[int, int]
+
+
+class LightEngine:
+    """The engine that ships with the core: needs nothing but NumPy, trains and serves."""
+
+    name = "light"
+    dtype: type[np.floating[Any]] = np.float32
+
+    def __init__(self) -> None:
+        self.counters = Counters()
+        self.version = np.__version__
+        self.device = "cpu"
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, f"numpy {self.version}", self.device)
+
+    def __repr__(self) -> str:
+        return f"LightEngine(numpy {self.version})"
+
+    # --- transfers -------------------------------------------------------------------------
+    def put(self, array: Array) -> Array:
+        self.counters.transfers_in += 1
+        source = np.asarray(array)
+        kind = np.int64 if source.dtype.kind in "iub" else self.dtype
+        return np.array(source, dtype=kind, order="C", copy=True)
+
+    def get(self, handle: Array) -> Array:
+        self.counters.transfers_out += 1
+        return np.array(handle, order="C", copy=True)
+
+    def zeros(self, shape: tuple[int, ...]) -> Array:
+        return np.zeros(shape, self.dtype)
+
+    def shape(self, handle: Array) -> tuple[int, ...]:
+        return tuple(handle.shape)
+
+    # --- totals ----------------------------------------------------------------------------
+    def matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        return np.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
+
+    def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        return np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims).astype(self.dtype)
+
+    def mean(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        count = 1
+        for axis in axes:
+            count *= x.shape[axis]
+        total = np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims)
+        return np.asarray(total / count).astype(self.dtype)
+
+    def conv2d(self, x: Array, w: Array, stride: int, padding: tuple[Padding, Padding]) -> Array:
+        cols, out_h, out_w = _columns(x, w.shape[2], w.shape[3], stride, padding)
+        filters = w.shape[0]
+        y = cols @ w.reshape(filters, -1).T  # (N*oh*ow, F)
+        return np.ascontiguousarray(
+            y.reshape(x.shape[0], out_h, out_w, filters).transpose(0, 3, 1, 2)
+        )
+
+    def conv2d_weight_grad(
+        self,
+        x: Array,
+        gy: Array,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> Array:
+        cols, _, _ = _columns(x, kernel[0], kernel[1], stride, padding)
+        filters = gy.shape[1]
+        gy2 = gy.transpose(0, 2, 3, 1).reshape(-1, filters)
+        return (gy2.T @ cols).reshape(filters, x.shape[1], kernel[0], kernel[1])
+
+    def conv2d_fold(
+        self,
+        gy: Array,
+        w: Array,
+        image: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> Array:
+        count, filters, out_h, out_w = gy.shape
+        _, channels, kh, kw = w.shape
+        (top, bottom), (left, right) = padding
+        gy2 = gy.transpose(0, 2, 3, 1).reshape(-1, filters)
+        parts = (gy2 @ w.reshape(filters, -1)).reshape(count, out_h, out_w, channels, kh, kw)
+        parts = parts.transpose(0, 3, 4, 5, 1, 2)  # (N, C, kh, kw, oh, ow)
+        height, width = image[0] + top + bottom, image[1] + left + right
+        # The folded sum is taken in float64 and rounded once: at most kh*kw terms a place.
+        folded = np.zeros((count, channels, height, width), np.float64)
+        for i in range(kh):
+            for j in range(kw):
+                folded[
+                    :, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride
+                ] += parts[:, :, i, j]
+        return np.ascontiguousarray(
+            folded[:, :, top : top + image[0], left : left + image[1]], dtype=self.dtype
+        )
+
+    # --- value by value --------------------------------------------------------------------
+    def add(self, a: Any, b: Any) -> Array:
+        return np.add(a, b, dtype=self.dtype)
+
+    def sub(self, a: Any, b: Any) -> Array:
+        return np.subtract(a, b, dtype=self.dtype)
+
+    def mul(self, a: Any, b: Any) -> Array:
+        return np.multiply(a, b, dtype=self.dtype)
+
+    def div(self, a: Any, b: Any) -> Array:
+        return np.divide(a, b, dtype=self.dtype)
+
+    def maximum(self, a: Any, b: Any) -> Array:
+        return np.maximum(a, b, dtype=self.dtype)
+
+    def greater(self, a: Any, b: Any) -> Array:
+        return np.greater(a, b).astype(self.dtype)
+
+    def where(self, condition: Array, a: Any, b: Any) -> Array:
+        return np.where(condition != 0, a, b).astype(self.dtype, copy=False)
+
+    def neg(self, x: Array) -> Array:
+        return np.negative(x)
+
+    def abs(self, x: Array) -> Array:
+        return np.abs(x)
+
+    def exp(self, x: Array) -> Array:
+        return np.exp(x)
+
+    def log(self, x: Array) -> Array:
+        return np.log(x)
+
+    def log1p(self, x: Array) -> Array:
+        return np.log1p(x)
+
+    def sqrt(self, x: Array) -> Array:
+        return np.sqrt(x)
+
+    def tanh(self, x: Array) -> Array:
+        return np.tanh(x)
+
+    def sigmoid(self, x: Array) -> Array:
+        # 0.5 * (1 + tanh(x / 2)): no overflow for any float32, three passes.
+        out = np.tanh(np.multiply(x, self.dtype(0.5)))
+        out += self.dtype(1.0)
+        out *= self.dtype(0.5)
+        return out
+
+    def relu(self, x: Array) -> Array:
+        return np.maximum(x, self.dtype(0.0))
+
+    def sgd_update(
+        self,
+        slots: Sequence[Array],
+        grads: Sequence[Array],
+        velocities: Sequence[Array],
+        *,
+        learning_rate: float,
+        momentum: float,
+    ) -> None:
+        rate, keep = self.dtype(learning_rate), self.dtype(momentum)
+        for slot, grad, velocity in zip(slots, grads, velocities):
+            velocity *= keep
+            velocity -= rate * grad
+            slot += velocity
+
+    def adam_update(
+        self,
+        slots: Sequence[Array],
+        grads: Sequence[Array],
+        firsts: Sequence[Array],
+        seconds: Sequence[Array],
+        *,
+        step_size: float,
+        beta1: float,
+        beta2: float,
+        epsilon: float,
+    ) -> None:
+        rate1, rate2 = self.dtype(1.0 - beta1), self.dtype(1.0 - beta2)
+        size, tiny = self.dtype(step_size), self.dtype(epsilon)
+        for slot, grad, first, second in zip(slots, grads, firsts, seconds):
+            scratch = grad - first
+            scratch *= rate1
+            first += scratch
+            np.multiply(grad, grad, out=scratch)
+            scratch -= second
+            scratch *= rate2
+            second += scratch
+            np.sqrt(second, out=scratch)
+            scratch += tiny
+            np.divide(first, scratch, out=scratch)
+            scratch *= size
+            slot -= scratch
+
+    # --- moves -----------------------------------------------------------------------------
+    def copy(self, x: Array) -> Array:
+        return x.copy()
+
+    def assign(self, target: Array, source: Array) -> None:
+        np.copyto(target, source)
+
+    def reshape(self, x: Array, shape: tuple[int, ...]) -> Array:
+        return x.reshape(shape)
+
+    def transpose(self, x: Array, axes: tuple[int, ...]) -> Array:
+        return x.transpose(axes)
+
+    def slice(self, x: Array, axis: int, start: int, stop: int) -> Array:
+        index: list[Any] = [slice(None)] * x.ndim
+        index[axis] = slice(start, stop)
+        return x[tuple(index)]
+
+    def take_rows(self, x: Array, rows: Array) -> Array:
+        return np.take(x, rows, axis=0)
+
+    def concatenate(self, xs: Sequence[Array], axis: int) -> Array:
+        return np.concatenate(list(xs), axis=axis)
+
+    def split(self, x: Array, sizes: Sequence[int], axis: int) -> list[Array]:
+        bounds = np.cumsum(sizes)[:-1]
+        return list(np.split(x, bounds, axis=axis))
+
+    def pad(self, x: Array, widths: Sequence[Padding]) -> Array:
+        return np.pad(x, [tuple(w) for w in widths])
+
+    def broadcast_to(self, x: Array, shape: tuple[int, ...]) -> Array:
+        return np.broadcast_to(x, shape)
+
+    def max(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        return np.max(x, axis=axes, keepdims=keepdims)
+
+    def one_hot(self, indices: Array, classes: int) -> Array:
+        return np.eye(classes, dtype=self.dtype)[indices]
+
+    def maxpool2d(self, x: Array, pool: int) -> tuple[Array, Array]:
+        windows = _windows(x, pool)
+        selection = windows.argmax(axis=-1)
+        return np.take_along_axis(windows, selection[..., None], -1)[..., 0], selection
+
+    def maxpool2d_back(
+        self, gy: Array, selection: Array, image: tuple[int, int], pool: int
+    ) -> Array:
+        count, channels, out_h, out_w = gy.shape
+        spread = np.zeros((count, channels, out_h, out_w, pool * pool), self.dtype)
+        np.put_along_axis(spread, selection[..., None], gy[..., None], -1)
+        grid = spread.reshape(count, channels, out_h, out_w, pool, pool)
+        grid = grid.transpose(0, 1, 2, 4, 3, 5).reshape(count, channels, out_h * pool, out_w * pool)
+        height, width = image
+        if (height, width) == grid.shape[2:]:
+            return grid
+        return np.pad(grid, [(0, 0), (0, 0), (0, height - out_h * pool), (0, width - out_w * pool)])
+
+
+def _columns(
+    x: Array, kh: int, kw: int, stride: int, padding: tuple[Padding, Padding]
+) -> tuple[Array, int, int]:
+    """Every window of x as one row (N*oh*ow, C*kh*kw): a convolution becomes one product."""
+    if any(any(side) for side in padding):
+        x = np.pad(x, [(0, 0), (0, 0), padding[0], padding[1]])
+    windows = sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
+    count, channels, out_h, out_w = windows.shape[:4]
+    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(count * out_h * out_w, channels * kh * kw)
+    return cols, out_h, out_w
+
+
+def _windows(x: Array, pool: int) -> Array:
+    """(N, C, H//pool, W//pool, pool*pool): each pooling window's places in reading order."""
+    count, channels, height, width = x.shape
+    out_h, out_w = height // pool, width // pool
+    cropped = x[:, :, : out_h * pool, : out_w * pool]
+    grid = cropped.reshape(count, channels, out_h, pool, out_w, pool).transpose(0, 1, 2, 4, 3, 5)
+    return grid.reshape(count, channels, out_h, out_w, pool * pool)
+
+
+class ReferenceEngine(LightEngine):
+    """The same operations in float64: the reference the contracts and the rule checks use."""
+
+    name = "reference"
+    dtype = np.float64
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, f"numpy {self.version}", self.device)
+
+
+def from_spec(option: str = "") -> LightEngine:
+    """The entry point's factory: `light` takes no option."""
+    if option:
+        from deepsharp.core.errors import EngineUnavailableError
+
+        raise EngineUnavailableError(f"the light engine takes no option, not {option!r}: use 'light'")
+    return LightEngine()

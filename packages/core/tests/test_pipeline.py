@@ -1,0 +1,473 @@
+"""The pipeline: the recipe for the data, learned from the training rows only."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deepsharp.core.errors import DataError, FileFormatError
+from deepsharp.core.pipeline import Pipeline, read_csv
+
+TITANIC = Path("/work/shared/data/titanic.csv")
+if not TITANIC.exists():  # the sample's copy, once the core ships one
+    TITANIC = (
+        Path(__file__).resolve().parents[1] / "src/deepsharp/core/samples/titanic.csv"
+    )
+
+TITANIC_NAMES = [
+    "Pclass=1",
+    "Pclass=2",
+    "Pclass=3",
+    "Sex=female",
+    "Sex=male",
+    "Embarked=C",
+    "Embarked=Q",
+    "Embarked=S",
+    "Age",
+    "Age:missing",
+    "SibSp",
+    "Parch",
+    "Fare",
+    "Cabin:flag",
+]
+
+
+def titanic_recipe() -> Pipeline:
+    return (
+        Pipeline()
+        .category("Pclass")
+        .category("Sex")
+        .category("Embarked")
+        .number("Age", fill="median", missing_flag=True)
+        .number("SibSp")
+        .number("Parch")
+        .number("Fare", log=True)
+        .flag("Cabin")
+        .target("Survived", kind="binary")
+    )
+
+
+@pytest.fixture(scope="module")
+def titanic_rows() -> list[dict[str, str | None]]:
+    return read_csv(TITANIC)
+
+
+def fresh(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [dict(row) for row in rows]
+
+
+# -- read_csv -----------------------------------------------------------------------------------
+
+
+def test_read_csv_gives_text_and_none_for_empty_fields(
+    titanic_rows: list[dict[str, Any]],
+) -> None:
+    assert len(titanic_rows) == 891
+    first = titanic_rows[0]
+    assert first["Name"] == "Braund, Mr. Owen Harris"
+    assert first["Age"] == "22"
+    assert first["Cabin"] is None
+
+
+def test_read_csv_ragged_row_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "ragged.csv"
+    path.write_text("a,b\n1,2\n3\n")
+    with pytest.raises(DataError, match=r"ragged\.csv, line 3: this row has 1 fields"):
+        read_csv(path)
+
+
+def test_read_csv_missing_file_names_path(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="nowhere.csv"):
+        read_csv(tmp_path / "nowhere.csv")
+
+
+# -- the Titanic recipe -------------------------------------------------------------------------
+
+
+def test_titanic_recipe_gives_exactly_14_features(
+    titanic_rows: list[dict[str, Any]],
+) -> None:
+    # Training rows that hold every Embarked value (Titanic's two missing ones would be a
+    # category of their own: see the next test).
+    training = [row for row in titanic_rows if row["Embarked"] is not None]
+    pipe = titanic_recipe().learn(training)
+    assert pipe.feature_count == 14
+    assert pipe.feature_names == TITANIC_NAMES
+    x = pipe.features(titanic_rows)
+    assert x.shape == (891, 14)
+    assert x.dtype == np.float32
+    assert x.flags.c_contiguous
+    assert pipe.classes == ["0", "1"]
+    assert pipe.target_name == "Survived"
+    assert pipe.target_kind == "binary"
+    y = pipe.answers(titanic_rows)
+    assert y.shape == (891, 1)
+    assert y.dtype == np.float32
+    assert float(y.sum()) == 342.0  # survivors
+    # The first passenger: third class, male, from Southampton, 22, no cabin.
+    row = dict(zip(pipe.feature_names, x[0].tolist()))
+    assert row["Pclass=3"] == 1.0
+    assert row["Sex=male"] == 1.0
+    assert row["Embarked=S"] == 1.0
+    assert row["Age:missing"] == 0.0
+    assert row["Cabin:flag"] == 0.0
+
+
+def test_a_missing_category_value_is_a_category_of_its_own(
+    titanic_rows: list[dict[str, Any]],
+) -> None:
+    pipe = titanic_recipe().learn(titanic_rows)
+    assert pipe.feature_count == 15
+    assert pipe.feature_names[8] == "Embarked:missing"
+    x = pipe.features(titanic_rows)
+    missing = [i for i, row in enumerate(titanic_rows) if row["Embarked"] is None]
+    assert len(missing) == 2
+    assert np.all(x[missing, 5:9] == [0, 0, 0, 1])
+
+
+def test_numbers_are_filled_flagged_logged_and_scaled() -> None:
+    rows = [{"v": "1"}, {"v": "3"}, {"v": None}, {"v": " 7 "}]
+    x = (
+        Pipeline()
+        .number("v", fill="median", missing_flag=True, scale=False)
+        .learn(rows)
+    )
+    assert x.features(rows).tolist() == [[1, 0], [3, 0], [3, 1], [7, 0]]
+    logged = Pipeline().number("v", fill=0.0, log=True, scale=False).learn(rows)
+    expected = np.log1p([1.0, 3.0, 0.0, 7.0]).astype(np.float32)
+    assert np.array_equal(logged.features(rows)[:, 0], expected)
+    scaled = Pipeline().number("v", fill="mean").learn(rows).features(rows)[:, 0]
+    assert abs(float(scaled.mean())) < 1e-6
+    assert abs(float(scaled.std()) - 1.0) < 1e-6
+
+
+def test_median_of_a_logged_column_is_taken_after_the_log() -> None:
+    rows = [{"v": "0"}, {"v": "3"}, {"v": "100"}, {"v": None}]
+    pipe = Pipeline().number("v", fill="median", log=True, scale=False).learn(rows)
+    assert pipe.features(rows)[3, 0] == np.float32(math.log1p(3.0))
+
+
+def test_nan_and_infinity_are_missing_and_filled() -> None:
+    training = [{"v": 1.0}, {"v": 2.0}, {"v": 3.0}]
+    pipe = Pipeline().number("v", missing_flag=True, scale=False).learn(training)
+    rows = [
+        {"v": float("nan")},
+        {"v": float("inf")},
+        {"v": "-inf"},
+        {"v": "NaN"},
+        {"v": ""},
+    ]
+    assert pipe.features(rows).tolist() == [[2.0, 1.0]] * 5
+
+
+def test_flag_is_one_where_the_field_holds_anything() -> None:
+    rows = [{"c": "C85"}, {"c": None}, {"c": ""}, {"c": 0}, {"c": float("nan")}]
+    pipe = Pipeline().flag("c").learn(rows)
+    assert pipe.features(rows)[:, 0].tolist() == [1.0, 0.0, 0.0, 1.0, 0.0]
+
+
+def test_unseen_category_gives_zeros_by_default() -> None:
+    pipe = Pipeline().category("c").learn([{"c": "b"}, {"c": "a"}])
+    assert pipe.feature_names == ["c=a", "c=b"]
+    assert pipe.features([{"c": "z"}, {"c": "b"}]).tolist() == [[0, 0], [0, 1]]
+
+
+def test_numeric_categories_sort_as_numbers() -> None:
+    pipe = Pipeline().category("n").learn([{"n": "10"}, {"n": "9"}, {"n": "1"}])
+    assert pipe.feature_names == ["n=1", "n=9", "n=10"]
+
+
+def test_classes_target_gives_int64_indices_in_sorted_order() -> None:
+    rows = [{"x": "1", "y": "cat"}, {"x": "2", "y": "ant"}, {"x": "3", "y": "bee"}]
+    pipe = Pipeline().number("x").target("y", kind="classes").learn(rows)
+    assert pipe.classes == ["ant", "bee", "cat"]
+    answers = pipe.answers(rows)
+    assert answers.dtype == np.int64
+    assert answers.tolist() == [2, 0, 1]
+
+
+def test_number_target_gives_float32_column() -> None:
+    rows = [{"x": "1", "y": "2.5"}, {"x": "2", "y": "-1"}]
+    pipe = Pipeline().number("x").target("y", kind="number").learn(rows)
+    answers = pipe.answers(rows)
+    assert answers.dtype == np.float32
+    assert answers.tolist() == [[2.5], [-1.0]]
+    assert pipe.classes is None
+
+
+# -- learned from the training rows only ---------------------------------------------------------
+
+
+def test_statistics_come_from_the_training_rows_only(
+    titanic_rows: list[dict[str, Any]],
+) -> None:
+    pipe = titanic_recipe()
+    order = np.random.default_rng(7).permutation(len(titanic_rows))
+    train, _, test = pipe.partition(len(titanic_rows), order)
+    rows = fresh(titanic_rows)
+    before = titanic_recipe().learn([rows[i] for i in train])
+    # A test row's Age changes wildly, and one gets a missing Age: the learned median is the same.
+    rows[test[0]]["Age"] = "9999"
+    rows[test[1]]["Age"] = None
+    after = titanic_recipe().learn([rows[i] for i in train])
+    assert after.to_json() == before.to_json()
+    # ...but learning from every row does move it: the test can tell.
+    everything = titanic_recipe().learn(rows)
+    assert everything.to_json() != before.to_json()
+    # A missing Age in a test row is filled with the training median.
+    probe = {**rows[test[1]]}
+    ages = sorted(float(rows[i]["Age"]) for i in train if rows[i]["Age"] is not None)
+    median = float(np.median(ages))
+    x = titanic_recipe().learn([rows[i] for i in train])
+    age = x.feature_names.index("Age")
+    stats = x.to_json()["columns"][3]["learned"]
+    assert stats["fill"] == median
+    assert x.features([probe])[0, age] == np.float32(
+        (median - stats["mean"]) / stats["std"]
+    )
+
+
+# -- the split -----------------------------------------------------------------------------------
+
+
+def test_partition_of_891_rows_gives_623_133_135() -> None:
+    order = np.random.default_rng(0).permutation(891)
+    train, validation, test = Pipeline().partition(891, order)
+    assert (len(train), len(validation), len(test)) == (623, 133, 135)
+    together = np.concatenate([train, validation, test])
+    assert np.array_equal(together, order)
+
+
+def test_split_fractions_are_checked() -> None:
+    with pytest.raises(ValueError, match="train"):
+        Pipeline().split(train=0.0)
+    with pytest.raises(ValueError, match="validation"):
+        Pipeline().split(train=0.5, validation=-0.1)
+    with pytest.raises(ValueError, match="less than 1"):
+        Pipeline().split(train=0.8, validation=0.2)
+
+
+def test_too_few_rows_for_a_split_says_how_many_are_needed() -> None:
+    pipe = Pipeline().split(train=0.70, validation=0.15)
+    with pytest.raises(DataError, match=r"there are 4 rows.*needs at least 7 rows"):
+        pipe.partition(4, np.arange(4))
+    train, validation, test = pipe.partition(7, np.arange(7))
+    assert (len(train), len(validation), len(test)) == (4, 1, 2)
+
+
+# -- bad rows: DataError naming row and column ----------------------------------------------------
+
+
+def test_missing_column_names_row_column_and_the_columns_it_has() -> None:
+    pipe = Pipeline().number("Age").learn([{"Age": "1"}, {"Age": "2"}])
+    with pytest.raises(
+        DataError, match=r"row 2 \(counting from 1\) has no column 'Age'.*'Fare'"
+    ):
+        pipe.features([{"Age": "3"}, {"Fare": "7.25"}])
+
+
+def test_text_in_a_number_column_names_row_and_column() -> None:
+    rows = [{"Age": str(i)} for i in range(20)]
+    rows[16]["Age"] = "abc"
+    with pytest.raises(
+        DataError,
+        match=r"row 17 \(counting from 1\), column 'Age': expected a number, found 'abc'",
+    ):
+        Pipeline().number("Age").learn(rows)
+    pipe = Pipeline().number("Age").learn(rows[:10])
+    with pytest.raises(
+        DataError, match=r"row 7 \(counting from 1\), column 'Age'.*'abc'"
+    ):
+        pipe.features(rows[10:])
+
+
+def test_unseen_category_with_unknown_error_names_row_column_value_and_known_values() -> (
+    None
+):
+    pipe = (
+        Pipeline()
+        .category("Sex", unknown="error")
+        .learn([{"Sex": "male"}, {"Sex": "female"}])
+    )
+    with pytest.raises(
+        DataError,
+        match=r"row 2 \(counting from 1\), column 'Sex'.*'other'.*'female', 'male'",
+    ):
+        pipe.features([{"Sex": "male"}, {"Sex": "other"}])
+
+
+def test_no_rows_is_a_data_error() -> None:
+    pipe = Pipeline().number("x")
+    with pytest.raises(DataError, match="no rows"):
+        pipe.learn([])
+    pipe.learn([{"x": 1}])
+    with pytest.raises(DataError, match="no rows"):
+        pipe.features([])
+
+
+def test_no_target_column_at_learn_names_row_and_column() -> None:
+    pipe = Pipeline().number("x").target("y")
+    with pytest.raises(DataError, match=r"row 2 \(counting from 1\) has no column 'y'"):
+        pipe.learn([{"x": 1, "y": 0}, {"x": 2}])
+
+
+def test_a_missing_target_value_at_learn_names_row_and_column() -> None:
+    pipe = Pipeline().number("x").target("y")
+    with pytest.raises(
+        DataError, match=r"row 3 \(counting from 1\), column 'y'.*missing"
+    ):
+        pipe.learn([{"x": 1, "y": "0"}, {"x": 2, "y": "1"}, {"x": 3, "y": None}])
+
+
+def test_a_third_value_in_a_binary_target_names_row_column_value_and_the_two_seen() -> (
+    None
+):
+    rows = [
+        {"x": 1, "y": "yes"},
+        {"x": 2, "y": "no"},
+        {"x": 3, "y": "no"},
+        {"x": 4, "y": "maybe"},
+    ]
+    with pytest.raises(
+        DataError,
+        match=r"row 4 \(counting from 1\), column 'y'.*'maybe'.*'yes' and 'no'",
+    ):
+        Pipeline().number("x").target("y").learn(rows)
+
+
+def test_an_unseen_class_at_answers_is_a_data_error() -> None:
+    pipe = Pipeline().number("x").target("y", kind="classes")
+    pipe.learn([{"x": 1, "y": "a"}, {"x": 2, "y": "b"}])
+    with pytest.raises(DataError, match=r"row 1 \(counting from 1\), column 'y'.*'c'"):
+        pipe.answers([{"x": 1, "y": "c"}])
+
+
+def test_negative_value_for_log_names_row_and_column() -> None:
+    with pytest.raises(
+        DataError, match=r"row 2 \(counting from 1\), column 'Fare'.*log"
+    ):
+        Pipeline().number("Fare", log=True).learn([{"Fare": "1"}, {"Fare": "-2"}])
+
+
+def test_answers_without_a_target_says_to_declare_one() -> None:
+    pipe = Pipeline().number("x").learn([{"x": 1}])
+    with pytest.raises(DataError, match=r"\.target\("):
+        pipe.answers([{"x": 1}])
+
+
+def test_a_pipeline_with_no_feature_columns_is_a_data_error() -> None:
+    with pytest.raises(DataError, match="no feature columns"):
+        Pipeline().target("y").learn([{"y": "0"}, {"y": "1"}])
+
+
+def test_features_before_learning_says_to_learn_first() -> None:
+    with pytest.raises(DataError, match=r"learn\(training_rows\)"):
+        Pipeline().number("x").features([{"x": 1}])
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+def test_to_json_and_from_json_give_identical_features_bit_for_bit(
+    titanic_rows: list[dict[str, Any]],
+) -> None:
+    pipe = titanic_recipe().split(train=0.6, validation=0.2).learn(titanic_rows[:600])
+    text = json.dumps(pipe.to_json())
+    again = Pipeline.from_json(json.loads(text))
+    assert again.to_json() == pipe.to_json()
+    assert again.feature_names == pipe.feature_names
+    assert again.classes == pipe.classes
+    a = pipe.features(titanic_rows)
+    b = again.features(titanic_rows)
+    assert a.tobytes() == b.tobytes()
+    assert np.array_equal(pipe.answers(titanic_rows), again.answers(titanic_rows))
+    assert again.partition(891, np.arange(891))[0].shape == (534,)
+
+
+def test_an_unlearned_pipeline_round_trips_unlearned() -> None:
+    again = Pipeline.from_json(titanic_recipe().to_json())
+    assert not again.is_learned
+    assert again.target_kind == "binary"
+
+
+@pytest.mark.parametrize(
+    ("garbage", "says"),
+    [
+        ("not a dict", "expected a JSON object"),
+        ({}, "missing the key 'format'"),
+        ({"format": "deepsharp.pipeline", "version": 1}, "missing the key 'learned'"),
+        ({"format": "something else", "version": 1}, "format"),
+    ],
+)
+def test_from_json_with_garbage_raises_file_format_error(
+    garbage: object, says: str
+) -> None:
+    with pytest.raises(FileFormatError, match=says):
+        Pipeline.from_json(garbage)
+
+
+def test_from_json_names_what_is_wrong_in_a_column(
+    titanic_rows: list[dict[str, Any]],
+) -> None:
+    good = titanic_recipe().learn(titanic_rows).to_json()
+    bad_kind = json.loads(json.dumps(good))
+    bad_kind["columns"][0]["kind"] = "picture"
+    with pytest.raises(
+        FileFormatError, match=r"columns\[0\]\.kind: unknown column kind 'picture'"
+    ):
+        Pipeline.from_json(bad_kind)
+    bad_type = json.loads(json.dumps(good))
+    bad_type["columns"][3]["learned"]["mean"] = "zero"
+    with pytest.raises(
+        FileFormatError, match=r"columns\[3\]\.learned\.mean: expected int or float"
+    ):
+        Pipeline.from_json(bad_type)
+    no_key = json.loads(json.dumps(good))
+    del no_key["columns"][3]["log"]
+    with pytest.raises(FileFormatError, match=r"columns\[3\]: missing the key 'log'"):
+        Pipeline.from_json(no_key)
+    bad_target = json.loads(json.dumps(good))
+    bad_target["target"]["kind"] = "guess"
+    with pytest.raises(FileFormatError, match="unknown target kind 'guess'"):
+        Pipeline.from_json(bad_target)
+
+
+# -- pandas --------------------------------------------------------------------------------------
+
+
+def test_a_dataframe_gives_the_same_features_as_the_list_of_dicts(
+    titanic_rows: list[dict[str, Any]],
+) -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.read_csv(TITANIC)
+    from_dicts = titanic_recipe().learn(titanic_rows)
+    from_frame = titanic_recipe().learn(frame)
+    assert from_frame.to_json() == from_dicts.to_json()
+    assert (
+        from_frame.features(frame).tobytes()
+        == from_dicts.features(titanic_rows).tobytes()
+    )
+    assert np.array_equal(from_frame.answers(frame), from_dicts.answers(titanic_rows))
+    with pytest.raises(DataError, match="no column 'Pclass'"):
+        from_frame.features(frame.drop(columns=["Pclass"]))
+
+
+# -- speed ---------------------------------------------------------------------------------------
+
+
+def test_features_of_100000_rows_is_fast(titanic_rows: list[dict[str, Any]]) -> None:
+    import time
+
+    pipe = titanic_recipe().learn(titanic_rows)
+    rows = fresh((titanic_rows * 113)[:100_000])
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        pipe.features(rows)
+        best = min(best, time.perf_counter() - start)
+    assert best < 1.0  # about 0.15 s on a laptop; generous for slow CI machines
