@@ -28,7 +28,7 @@ from deepsharp.core.layers import (
 from deepsharp.core.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
 from deepsharp.core.network import Network
 from deepsharp.core.optimizers import SGD, Adam, Optimizer
-from deepsharp.core.random import Generator
+from deepsharp.core.random import Generator, Streams
 from deepsharp.core.tensor import Tensor
 from deepsharp.core.trainer import Trainer
 from deepsharp.core.version import __version__
@@ -61,6 +61,7 @@ __all__ = [
     "Relu",
     "ShapeError",
     "Sigmoid",
+    "Streams",
     "Tanh",
     "Tensor",
     "Trainer",

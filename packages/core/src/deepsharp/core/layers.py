@@ -141,7 +141,7 @@ class Dense(Layer):
         return (self.units,)
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
-        return x @ slots["weights"] + slots["bias"]
+        return ops.affine(x, slots["weights"], slots["bias"])  # x @ weights + bias
 
     def config(self) -> dict[str, Any]:
         return {"units": self.units}

@@ -72,7 +72,7 @@ class BinaryCrossEntropy(Loss):
 
     def value(self, outputs: Tensor, answers: Tensor) -> Tensor:
         _same(self, outputs, answers)
-        return ops.mean(ops.binary_cross_entropy_terms(outputs, answers))
+        return ops.binary_cross_entropy(outputs, answers)
 
     def link(self, engine: Engine, outputs: Handle) -> Handle:
         return engine.sigmoid(outputs)

@@ -22,6 +22,7 @@ from deepsharp.core.errors import FileFormatError, ShapeError
 from deepsharp.core.files import read_safetensors, write_safetensors
 from deepsharp.core.layers import Layer, Pass, SlotSpec, layer_from_json
 from deepsharp.core.losses import Loss
+from deepsharp.core.ops import parts
 from deepsharp.core.random import Generator
 from deepsharp.core.tensor import Tensor
 from deepsharp.core.version import __version__
@@ -158,7 +159,14 @@ class Network:
         """The slots on `engine` (one transfer in each), without binding the network."""
         if self._values is None:
             raise ShapeError("the network has no slot values yet: train it or load it")
-        tensors = {name: Tensor.put(engine, value) for name, value in self._values.items()}
+        # One flat tensor, its parts the slots: one transfer, and one pass for an optimizer.
+        shapes = [spec.shape for spec in self.specs.values()]
+        flat = engine.put(np.concatenate([self._values[name].ravel() for name in self.specs]))
+        handles = parts(engine, flat, shapes)
+        tensors = {
+            name: Tensor(handle, shape, engine)
+            for name, handle, shape in zip(self.specs, handles, shapes)
+        }
         per_layer = [{slot: tensors[name] for slot, name in names} for names in self._names]
         return Bound(engine, tensors, per_layer)
 

@@ -8,6 +8,7 @@ only for the inputs that lead to a tensor asked for (`node.needs`); it returns N
 from __future__ import annotations
 
 import builtins
+import math
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +23,9 @@ __all__ = [
     "Rule",
     "abs",
     "add",
+    "affine",
     "apply",
+    "binary_cross_entropy",
     "binary_cross_entropy_terms",
     "broadcast_to",
     "concatenate",
@@ -116,6 +119,17 @@ def _shape(value: Value) -> tuple[int, ...]:
 
 def _output(node: Node) -> Handle:
     return node.saved[0]
+
+
+def parts(engine: Engine, flat: Handle, shapes: Sequence[tuple[int, ...]]) -> list[Handle]:
+    """Consecutive parts of a flat tensor, each of its shape: how the core lays out slots and
+    optimizer memory, so that an engine whose slices are views can update them in one pass."""
+    handles, start = [], 0
+    for shape in shapes:
+        count = math.prod(shape)
+        handles.append(engine.reshape(engine.slice(flat, 0, start, start + count), tuple(shape)))
+        start += count
+    return handles
 
 
 def _unbroadcast(
@@ -363,6 +377,25 @@ class Matmul(Rule):
         return ga, gb
 
 
+@_rule
+class Affine(Rule):
+    """x @ w + b in one step (a dense layer): one node on the tape instead of two."""
+
+    name = "affine"
+
+    def forward(self, engine: Engine, x: Any, w: Any, b: Any) -> tuple[Handle, Any]:
+        return engine.add(engine.matmul(x, w), b), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x, w, _ = node.inputs
+        assert isinstance(x, Tensor) and isinstance(w, Tensor)
+        return (
+            engine.matmul(grad, w.handle, False, True) if node.needs[0] else None,
+            engine.matmul(x.handle, grad, True, False) if node.needs[1] else None,
+            engine.sum(grad, (0,)) if node.needs[2] else None,
+        )
+
+
 def _restore(
     engine: Engine, grad: Handle, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool
 ) -> Handle:
@@ -440,6 +473,25 @@ class BinaryCrossEntropyTerms(Rule):
         assert isinstance(z, Tensor)
         gz = engine.mul(grad, engine.sub(engine.sigmoid(z.handle), _handle(y)))
         gy = engine.neg(engine.mul(grad, z.handle)) if node.needs[1] else None
+        return gz, gy
+
+
+@_rule
+class BinaryCrossEntropy(Rule):
+    """The mean over every value of the binary cross entropy from logits z and answers y."""
+
+    name = "binary_cross_entropy"
+
+    def forward(self, engine: Engine, z: Any, y: Any) -> tuple[Handle, Any]:
+        terms = RULES["binary_cross_entropy_terms"].forward(engine, z, y)[0]
+        return engine.mean(terms, tuple(range(len(engine.shape(z))))), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        z, y = node.inputs
+        assert isinstance(z, Tensor)
+        scale = engine.div(grad, float(math.prod(z.shape)))
+        gz = engine.mul(engine.sub(engine.sigmoid(z.handle), _handle(y)), scale)
+        gy = engine.neg(engine.mul(z.handle, scale)) if node.needs[1] else None
         return gz, gy
 
 
@@ -648,6 +700,18 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
     if a.ndim != 2 or b.ndim != 2 or inner_a != inner_b:
         raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} do not multiply")
     return apply(RULES["matmul"], (a, b), transpose_a=transpose_a, transpose_b=transpose_b)
+
+
+def affine(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+    """x @ w + b for rows x (N, in), weights w (in, out) and bias b (out,)."""
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0] or b.shape != (w.shape[1],):
+        raise ShapeError(f"affine: shapes {x.shape} @ {w.shape} + {b.shape} do not fit")
+    return apply(RULES["affine"], (x, w, b))
+
+
+def binary_cross_entropy(logits: Tensor, answers: Value) -> Tensor:
+    """The mean binary cross entropy of logits against answers of the same shape."""
+    return apply(RULES["binary_cross_entropy"], (logits, answers))
 
 
 def _axes(x: Tensor, axes: int | Sequence[int] | None) -> tuple[int, ...]:

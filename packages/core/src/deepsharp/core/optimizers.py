@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepsharp.core.engine import Engine, Handle
+from deepsharp.core.ops import parts
 
 __all__ = ["SGD", "Adam", "Optimizer"]
 
@@ -17,8 +18,9 @@ class Optimizer:
     memories: tuple[str, ...] = ()
 
     def start(self, engine: Engine, shapes: Sequence[tuple[int, ...]]) -> OptimizerState:
+        total = sum(math.prod(shape) for shape in shapes)
         return OptimizerState(
-            {name: [engine.zeros(shape) for shape in shapes] for name in self.memories}, 0
+            {name: parts(engine, engine.zeros((total,)), shapes) for name in self.memories}, 0
         )
 
     def update(

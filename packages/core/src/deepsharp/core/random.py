@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Generator"]
+__all__ = ["Generator", "Streams"]
 
 _MASK = (1 << 64) - 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -29,12 +29,15 @@ def _mix(z: NDArray[np.uint64]) -> NDArray[np.uint64]:
 class Generator:
     """Random bits, floats, permutations and masks from a seed and a counter."""
 
-    def __init__(self, seed: int, counter: int = 0) -> None:
+    def __init__(self, seed: int, counter: int = 0, stream: int = 0) -> None:
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
             raise TypeError(f"a seed is an integer, not {seed!r}")
         self.seed = int(seed)
+        self.stream = int(stream)
         self.counter = int(counter)
-        self._key = _mix(np.array([self.seed & _MASK], dtype=np.uint64))[0]
+        words = np.array([self.seed & _MASK, self.stream & _MASK], dtype=np.uint64)
+        mixed = _mix(words)
+        self._key = _mix(mixed[:1] ^ (mixed[1:] * _GOLDEN))[0]
 
     def bits(self, count: int) -> NDArray[np.uint64]:
         """`count` fresh 64-bit words."""
@@ -50,13 +53,32 @@ class Generator:
         """The numbers 0 .. count-1 in a shuffled order."""
         return np.argsort(self.bits(count), kind="stable").astype(np.int64)
 
+    def __repr__(self) -> str:
+        return f"Generator(seed={self.seed}, stream={self.stream}, counter={self.counter})"
+
+
+class Streams:
+    """A run's randomness: one stream per purpose, each counted from the run's seed, so that
+    the split does not change with the network, nor the order of rows with its slot count."""
+
+    PURPOSES = ("split", "slots", "order", "dropout")
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.split, self.slots, self.order, self.dropout = (
+            Generator(seed, stream=index) for index in range(len(self.PURPOSES))
+        )
+
     @property
     def state(self) -> dict[str, Any]:
-        return {"seed": self.seed, "counter": self.counter}
+        """Small enough for a checkpoint: the seed and how far each stream has counted."""
+        return {
+            "seed": self.seed,
+            **{name: getattr(self, name).counter for name in self.PURPOSES},
+        }
 
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> Generator:
-        return cls(int(state["seed"]), int(state["counter"]))
-
-    def __repr__(self) -> str:
-        return f"Generator(seed={self.seed}, counter={self.counter})"
+    def restore(self, state: dict[str, Any]) -> None:
+        if int(state["seed"]) != self.seed:
+            raise ValueError(f"the state is of seed {state['seed']}, these streams of seed {self.seed}")
+        for name in self.PURPOSES:
+            getattr(self, name).counter = int(state[name])

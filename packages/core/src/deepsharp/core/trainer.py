@@ -13,7 +13,7 @@ from deepsharp.core.layers import Pass
 from deepsharp.core.losses import Loss
 from deepsharp.core.network import Bound, Network
 from deepsharp.core.optimizers import Optimizer, OptimizerState
-from deepsharp.core.random import Generator
+from deepsharp.core.random import Streams
 from deepsharp.core.tensor import Recording, Tensor
 
 __all__ = ["Trainer"]
@@ -33,13 +33,13 @@ class Trainer:
         optimizer: Optimizer,
         engine: Engine | str | None = None,
         seed: int = 0,
-        generator: Generator | None = None,
+        streams: Streams | None = None,
     ) -> None:
         self.network = network
         self.loss = loss
         self.optimizer = optimizer
         self.engine: Engine = make_engine(engine)
-        self.generator = generator if generator is not None else Generator(seed)
+        self.streams = streams if streams is not None else Streams(seed)
         self._bound: Bound | None = None
         self._slots: list[Tensor] = []
         self.state: OptimizerState | None = None
@@ -53,7 +53,7 @@ class Trainer:
             return
         self.network.build(inputs)
         if not self.network.initialized:
-            self.network.initialize(self.generator)
+            self.network.initialize(self.streams.slots)
         self._bound = self.network.bind(self.engine)
         self._slots = list(self._bound.tensors.values())
         self.state = self.optimizer.start(self.engine, [t.shape for t in self._slots])
@@ -78,7 +78,7 @@ class Trainer:
         engine = self.engine
         x = Tensor.put(engine, rows)
         y = Tensor.put(engine, self.loss.answers(answers, self.network.outputs))
-        context = Pass(engine, True, self.generator)
+        context = Pass(engine, True, self.streams.dropout)
         with Recording(self._slots) as recording:
             outputs = self.network.forward(x, self.bound, context)
             value = self.loss.value(outputs, y)
@@ -93,7 +93,7 @@ class Trainer:
         self.optimizer.update(self.engine, [t.handle for t in self._slots], grads, self.state)
 
     def evaluate(self, features: NDArray[Any], answers: Any) -> tuple[float, NDArray[np.float32]]:
-        """The loss (summed over rows... as a mean) and the linked answers for a batch, no recording."""
+        """The loss and the answers (the link applied) for a batch, without recording."""
         rows = np.asarray(features, dtype=np.float32)
         self.network.check_rows(rows)
         engine = self.engine

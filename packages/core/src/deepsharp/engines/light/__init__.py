@@ -123,16 +123,16 @@ class LightEngine:
 
     # --- value by value --------------------------------------------------------------------
     def add(self, a: Any, b: Any) -> Array:
-        return np.add(a, b, dtype=self.dtype)
+        return np.add(a, b)
 
     def sub(self, a: Any, b: Any) -> Array:
-        return np.subtract(a, b, dtype=self.dtype)
+        return np.subtract(a, b)
 
     def mul(self, a: Any, b: Any) -> Array:
-        return np.multiply(a, b, dtype=self.dtype)
+        return np.multiply(a, b)
 
     def div(self, a: Any, b: Any) -> Array:
-        return np.divide(a, b, dtype=self.dtype)
+        return np.divide(a, b)
 
     def maximum(self, a: Any, b: Any) -> Array:
         return np.maximum(a, b, dtype=self.dtype)
@@ -184,6 +184,10 @@ class LightEngine:
         momentum: float,
     ) -> None:
         rate, keep = self.dtype(learning_rate), self.dtype(momentum)
+        flat = _flat(slots, velocities)
+        if flat is not None:  # one pass over every slot at once
+            slots, velocities = flat
+            grads = [np.concatenate([grad.ravel() for grad in grads])]
         for slot, grad, velocity in zip(slots, grads, velocities):
             velocity *= keep
             velocity -= rate * grad
@@ -203,6 +207,10 @@ class LightEngine:
     ) -> None:
         rate1, rate2 = self.dtype(1.0 - beta1), self.dtype(1.0 - beta2)
         size, tiny = self.dtype(step_size), self.dtype(epsilon)
+        flat = _flat(slots, firsts, seconds)
+        if flat is not None:  # one pass over every slot at once
+            slots, firsts, seconds = flat
+            grads = [np.concatenate([grad.ravel() for grad in grads])]
         for slot, grad, first, second in zip(slots, grads, firsts, seconds):
             scratch = grad - first
             scratch *= rate1
@@ -274,6 +282,34 @@ class LightEngine:
         if (height, width) == grid.shape[2:]:
             return grid
         return np.pad(grid, [(0, 0), (0, 0), (0, height - out_h * pool), (0, width - out_w * pool)])
+
+
+def _flat(*groups: Sequence[Array]) -> tuple[list[Array], ...] | None:
+    """When each group's arrays are the consecutive parts of one flat array (as the core lays
+    out a network's slots and an optimizer's memory), those flat arrays: one pass updates all."""
+    if len(groups[0]) < 2:
+        return None
+    bases = []
+    for group in groups:
+        base = _root(group[0])
+        if base is None or base.ndim != 1 or base.dtype != group[0].dtype:
+            return None
+        total = 0
+        for array in group:
+            if _root(array) is not base:
+                return None
+            total += array.size
+        if total != base.size:
+            return None
+        bases.append([base])
+    return tuple(bases)
+
+
+def _root(array: Array) -> Any:
+    base = array.base
+    while base is not None and base.base is not None:
+        base = base.base
+    return base
 
 
 def _columns(

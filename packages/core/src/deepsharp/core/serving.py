@@ -1,0 +1,111 @@
+"""A trained network: the pipeline and the network together, answering raw rows.
+
+Rows go through the pipeline, then through the network 32 rows at a time (Keras's default
+batch), the last chunk padded with zero rows, so that no answer depends on which rows share
+its pass: a row's answer is the same bits alone, in any order, in any company.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.engine import Engine, make_engine
+from deepsharp.core.errors import FileFormatError
+from deepsharp.core.files import read_safetensors, write_safetensors
+from deepsharp.core.layers import Pass
+from deepsharp.core.losses import Loss, loss_from_json
+from deepsharp.core.network import Network
+from deepsharp.core.pipeline import Pipeline
+from deepsharp.core.tensor import Tensor
+
+__all__ = ["CHUNK", "TrainedNetwork"]
+
+CHUNK = 32
+TRAINED_FORMAT = "deepsharp.trained"
+
+
+class TrainedNetwork:
+    """What a run gives: `predict(rows, engine=None)`, `save(path)`, `TrainedNetwork.load(path)`."""
+
+    def __init__(self, network: Network, loss: Loss, pipeline: Pipeline) -> None:
+        self.network = network
+        self.loss = loss
+        self.pipeline = pipeline
+
+    @property
+    def outputs(self) -> int:
+        return self.network.outputs
+
+    def predict(self, rows: Any, engine: Engine | str | None = None) -> NDArray[np.float32]:
+        """Answers (rows, outputs) for raw rows: the pipeline, then the network on `engine`
+        (a light engine of its own when none is given)."""
+        return self.answer_features(self.pipeline.features(rows), engine)
+
+    def answer_features(
+        self, features: NDArray[np.float32], engine: Engine | str | None = None
+    ) -> NDArray[np.float32]:
+        """Answers for rows already through the pipeline, 32 at a time."""
+        count = features.shape[0]
+        if count == 0:
+            return np.zeros((0, self.outputs), np.float32)
+        inputs = self.network.inputs
+        if inputs is not None and features.shape[1:] != inputs and features[0].size == math.prod(inputs):
+            features = features.reshape(count, *inputs)  # flat pipeline columns to images
+        self.network.check_rows(features)
+        padded = -(-count // CHUNK) * CHUNK
+        if padded != count:
+            filler = np.zeros((padded - count, *features.shape[1:]), np.float32)
+            features = np.concatenate([features, filler])
+        made = make_engine(engine)
+        with self.network.served(self.loss, made) as served:
+            # The rows cross once; each chunk is a slice on the engine; the answers cross once.
+            rows = Tensor.put(made, features)
+            context = Pass(made, False, None)
+            answers = []
+            for start in range(0, padded, CHUNK):
+                chunk = Tensor(made.slice(rows.handle, 0, start, start + CHUNK), (CHUNK, *rows.shape[1:]), made)
+                outputs = self.network.forward(chunk, served.bound, context)
+                flat = made.reshape(outputs.handle, (CHUNK, self.outputs))
+                answers.append(self.loss.link(made, flat))
+            every = answers[0] if len(answers) == 1 else made.concatenate(answers, 0)
+            result: NDArray[np.float32] = made.get(every)
+        return result[:count]
+
+    # --- files -----------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """One safetensors file: the slots; in its metadata the format version, the
+        architecture, the loss, the pipeline's recipe and statistics — and no engine."""
+        metadata = self.network.metadata()
+        metadata["format"] = TRAINED_FORMAT
+        metadata["loss"] = json.dumps({"kind": self.loss.kind})
+        metadata["pipeline"] = json.dumps(self.pipeline.to_json())
+        write_safetensors(path, self.network.slots, metadata)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> TrainedNetwork:
+        """A trained network from its file; never runs code from it. FileFormatError if bad."""
+        tensors, metadata = read_safetensors(path, "trained-network file")
+        where = f"trained-network file {os.fspath(path)!r}"
+        network = Network.from_file(tensors, metadata, where, TRAINED_FORMAT)
+        try:
+            loss = loss_from_json(json.loads(metadata["loss"]))
+            pipeline_data = json.loads(metadata["pipeline"])
+        except (KeyError, ValueError, json.JSONDecodeError) as error:
+            raise FileFormatError(f"{where}: its loss or pipeline cannot be read ({error})") from None
+        pipeline = Pipeline.from_json(pipeline_data)
+        inputs = network.inputs or ()
+        if pipeline.is_learned and math.prod(inputs) != pipeline.feature_count:
+            raise FileFormatError(
+                f"{where}: its pipeline makes {pipeline.feature_count} features, its network "
+                f"takes rows of shape {network.inputs}"
+            )
+        return cls(network, loss, pipeline)
+
+    def __repr__(self) -> str:
+        return f"TrainedNetwork({self.network!r}, {self.loss!r})"
