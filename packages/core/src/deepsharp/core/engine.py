@@ -93,7 +93,11 @@ class Engine(Protocol):
     """The operations every engine performs. Names and signatures are the contract's."""
 
     name: str
-    counters: Counters
+
+    @property
+    def counters(self) -> Counters:
+        """Transfers in and out at least (an engine may count more: live buffers, bytes)."""
+        ...
 
     @property
     def identity(self) -> EngineIdentity: ...
@@ -236,8 +240,9 @@ class Engine(Protocol):
     def maxpool2d(self, x: Handle, pool: int) -> tuple[Handle, Handle]:
         """Max over pool x pool windows (stride pool, no padding; trailing rows/columns dropped).
 
-        Returns the maxima (N, C, H//pool, W//pool) and the selection: an int64 handle that
-        `maxpool2d_back` reads (which place of each window held the first maximum).
+        Returns the maxima (N, C, H//pool, W//pool) and the selection (N, C, H//pool, W//pool),
+        int64: the place within each window of its first maximum, counted row by row
+        (0 .. pool*pool-1). The contract holds the selection bit for bit.
         """
         ...
 

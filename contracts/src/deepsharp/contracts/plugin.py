@@ -1,0 +1,133 @@
+"""The pytest plugin: `--engine SPEC` picks the engines, `--contracts-report FILE` writes the worst.
+
+Registered through the `pytest11` entry point (as anyio's plugin is). Tests that ask for
+`engine`, `engine_factory`, `engine_spec` or `contract` run once per chosen engine, with the
+engine's spec as their id: `test_matmul_within_totals_bound[torch:cpu]`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deepsharp.contracts.measure import Contract, Measurements
+from deepsharp.core.engine import Engine, available_engines, make_engine
+from deepsharp.core.errors import EngineUnavailableError
+
+__all__ = ["choose_engines"]
+
+_MEASUREMENTS = pytest.StashKey[Measurements]()
+_CHOSEN = pytest.StashKey[tuple[list[str], list[str]]]()
+
+# What to try for an installed engine when no spec is named: the one that needs no card.
+_DEFAULT_OPTION = {"torch": "torch:cpu"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("deepsharp-contracts", "deepsharp engine contracts")
+    group.addoption(
+        "--engine",
+        action="append",
+        default=[],
+        dest="deepsharp_engines",
+        metavar="SPEC",
+        help="an engine to hold to the contract (repeatable): light, testbuffer, torch:cpu, "
+        "torch:cuda:0 or module:factory. Default: every installed engine that can be made.",
+    )
+    group.addoption(
+        "--contracts-report",
+        default=None,
+        dest="contracts_report",
+        metavar="FILE",
+        help="write the worst roundings measured, per family, operation and engine, as JSON",
+    )
+
+
+def choose_engines(specs: list[str]) -> tuple[list[str], list[str]]:
+    """The specs to run (those named, or every installed engine that can be made) and, for
+    engines skipped, why."""
+    if specs:
+        return list(dict.fromkeys(specs)), []
+    chosen, skipped = [], []
+    for name in available_engines():
+        spec = _DEFAULT_OPTION.get(name, name)
+        try:
+            make_engine(spec)
+        except EngineUnavailableError as error:
+            skipped.append(f"{spec}: {error}")
+            continue
+        chosen.append(spec)
+    return chosen, skipped
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_MEASUREMENTS] = Measurements()
+
+
+def _chosen(config: pytest.Config) -> tuple[list[str], list[str]]:
+    if _CHOSEN not in config.stash:
+        config.stash[_CHOSEN] = choose_engines(config.getoption("deepsharp_engines"))
+    return config.stash[_CHOSEN]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    if not config.getoption("deepsharp_engines") and not config.getoption("contracts_report"):
+        return []
+    chosen, skipped = _chosen(config)
+    lines = [f"deepsharp engines: {', '.join(chosen) or 'none'}"]
+    lines += [f"  skipped {reason}" for reason in skipped]
+    return lines
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "engine_spec" in metafunc.fixturenames:
+        chosen, _ = _chosen(metafunc.config)
+        metafunc.parametrize("engine_spec", chosen, ids=chosen, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def engine_spec(request: pytest.FixtureRequest) -> str:
+    """The spec of the engine under test (`light`, `torch:cpu`, `module:factory`, ...)."""
+    spec: str = request.param
+    return spec
+
+
+@pytest.fixture(scope="session")
+def engine_factory(engine_spec: str) -> Callable[[], Engine]:
+    """Makes a fresh engine of the kind under test (for checks that need one untouched)."""
+
+    def factory() -> Engine:
+        return make_engine(engine_spec)
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def engine(engine_factory: Callable[[], Engine]) -> Engine:
+    """One engine of the kind under test, shared by the operation checks."""
+    return engine_factory()
+
+
+@pytest.fixture(scope="session")
+def contract(
+    engine_spec: str, engine: Engine, pytestconfig: pytest.Config
+) -> Contract:
+    """The checks, bound to the engine under test; what they measure goes into the report."""
+    measurements = pytestconfig.stash[_MEASUREMENTS]
+    identity: Any = getattr(engine, "identity", None)
+    measurements.identities[engine_spec] = (
+        identity.to_json() if hasattr(identity, "to_json") else {"name": engine.name}
+    )
+    return Contract(engine_spec, measurements)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    path = session.config.getoption("contracts_report")
+    if not path or _MEASUREMENTS not in session.config.stash:
+        return
+    report = session.config.stash[_MEASUREMENTS].to_json()
+    Path(path).write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")

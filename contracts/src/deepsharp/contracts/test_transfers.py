@@ -1,0 +1,52 @@
+"""Transfers: put and get are exact, and each one is counted."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+from deepsharp.contracts.data import CHECKS, draw, seeds, sides
+from deepsharp.contracts.measure import Contract
+from deepsharp.core.engine import Engine
+
+shapes = st.lists(sides, min_size=0, max_size=4).map(tuple)
+
+
+@CHECKS
+@given(shape=shapes, seed=seeds)
+def test_put_then_get_gives_the_same_bits_and_counts_each(
+    engine: Engine, contract: Contract, shape: tuple[int, ...], seed: int
+) -> None:
+    values = draw(seed, shape, low=-40, high=38, negative_zeros=True)
+    before_in, before_out = engine.counters.transfers_in, engine.counters.transfers_out
+    handle = engine.put(values)
+    assert engine.counters.transfers_in == before_in + 1, "put must count one transfer in"
+    assert engine.shape(handle) == shape
+    got = engine.get(handle)
+    assert engine.counters.transfers_out == before_out + 1, "get must count one transfer out"
+    contract.moves("put/get", got, values, family="transfers")
+
+
+def test_special_values_cross_exactly(engine: Engine, contract: Contract) -> None:
+    special = np.array(
+        [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.1754942e-38, 3.4028235e38, 1.0 / 3.0],
+        np.float32,
+    )
+    contract.moves("put/get", engine.get(engine.put(special)), special, family="transfers")
+
+
+def test_float64_is_put_as_float32_and_integers_as_int64(engine: Engine, contract: Contract) -> None:
+    wide = np.array([[1.0 / 3.0, -2.5e-7], [1e30, 7.0]])
+    contract.moves("put/get", engine.get(engine.put(wide)), wide.astype(np.float32), family="transfers")
+    rows = np.array([0, 3, 2**40, -1], np.int64)
+    contract.moves("put/get", engine.get(engine.put(rows)), rows, family="transfers")
+    small = np.array([5, 0, 2], np.int32)
+    contract.moves("put/get", engine.get(engine.put(small)), small.astype(np.int64), family="transfers")
+
+
+def test_zeros_are_made_on_the_engine_without_a_transfer(engine: Engine, contract: Contract) -> None:
+    before_in = engine.counters.transfers_in
+    handle = engine.zeros((3, 1, 2))
+    assert engine.counters.transfers_in == before_in, "zeros() is made on the engine, not put"
+    assert engine.shape(handle) == (3, 1, 2)
+    contract.moves("zeros", engine.get(handle), np.zeros((3, 1, 2), np.float32))

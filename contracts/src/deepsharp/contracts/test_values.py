@@ -1,0 +1,180 @@
+"""Value by value: |got - ref| <= 1e-5 + 1.3e-6 * |ref| for every element.
+
+Binary operations broadcast as NumPy does and take a Python float (a constant) on either side.
+The fused optimizer updates are held to the protocol's formulas, evaluated in float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+from hypothesis.extra.numpy import mutually_broadcastable_shapes
+
+from deepsharp.contracts.data import CHECKS, draw, seeds
+from deepsharp.contracts.measure import Contract
+from deepsharp.core.engine import Engine
+
+pairs = mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=1, max_side=5)
+operand_kinds = st.sampled_from(["tensor, tensor", "tensor, tensor", "tensor, float", "float, tensor"])
+small_shapes = st.lists(st.sampled_from([1, 2, 3, 5, 7]), min_size=0, max_size=4).map(tuple)
+
+BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "maximum": np.maximum,
+    "greater": lambda a, b: np.greater(a, b).astype(np.float64),
+}
+
+
+def _operand(engine: Engine, values: np.ndarray, kind: str) -> Any:
+    """The engine's operand and the float64 value the reference sees."""
+    if kind == "float":
+        constant = float(values.reshape(-1)[0])  # exactly a float32 value
+        return constant, np.float64(constant)
+    return engine.put(values), values.astype(np.float64)
+
+
+@pytest.mark.parametrize("operation", list(BINARY))
+@CHECKS
+@given(shapes=pairs, kinds=operand_kinds, seed=seeds)
+def test_binary_operation_within_value_tolerance(
+    engine: Engine, contract: Contract, operation: str, shapes: Any, kinds: str, seed: int
+) -> None:
+    shape_a, shape_b = shapes.input_shapes
+    kind_a, kind_b = kinds.split(", ")
+    a = draw(seed, shape_a if kind_a == "tensor" else (1,), low=-4, high=4)
+    low = -3 if operation == "div" else -4  # divisors of 1e-3 and more: quotients stay finite
+    b = draw(seed + 1, shape_b if kind_b == "tensor" else (1,), low=low, high=4, zeros=0.0 if operation == "div" else 0.05)
+    if operation == "greater" and seed % 2:  # ties must compare false
+        b = np.broadcast_to(a, np.broadcast_shapes(a.shape, b.shape)).copy() if kind_a == kind_b == "tensor" else b
+    ea, ra = _operand(engine, a, kind_a)
+    eb, rb = _operand(engine, b, kind_b)
+    got = engine.get(getattr(engine, operation)(ea, eb))
+    contract.values(operation, got, np.asarray(BINARY[operation](ra, rb), np.float64))
+
+
+UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], dict[str, Any]]] = {
+    "neg": (np.negative, {}),
+    "abs": (np.abs, {}),
+    "exp": (np.exp, {"high": 1.9}),  # below e**80: finite in float32
+    "log": (np.log, {"signs": "positive", "low": -30, "high": 30, "zeros": 0.0}),
+    "log1p": (np.log1p, {"signs": "positive", "low": -8, "high": 30}),
+    "sqrt": (np.sqrt, {"signs": "positive", "low": -30, "high": 30}),
+    "tanh": (np.tanh, {"low": -6, "high": 2}),
+    "sigmoid": (lambda x: 1.0 / (1.0 + np.exp(-x)), {"low": -6, "high": 2}),
+    "relu": (lambda x: np.maximum(x, 0.0), {}),
+}
+
+
+@pytest.mark.parametrize("operation", list(UNARY))
+@CHECKS
+@given(shape=small_shapes, seed=seeds, negative_log1p=st.booleans())
+def test_unary_operation_within_value_tolerance(
+    engine: Engine, contract: Contract, operation: str, shape: tuple[int, ...], seed: int,
+    negative_log1p: bool,
+) -> None:
+    function, domain = UNARY[operation]
+    x = draw(seed, shape, **domain)
+    if operation == "log1p" and negative_log1p:
+        x = np.asarray(-np.minimum(x, 0.99), np.float32)  # (-1, 0]: log1p's other side
+    got = engine.get(getattr(engine, operation)(engine.put(x)))
+    contract.values(operation, got, function(x.astype(np.float64)))
+
+
+@CHECKS
+@given(shapes=mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=4), kinds=operand_kinds, seed=seeds)
+def test_where_within_value_tolerance(
+    engine: Engine, contract: Contract, shapes: Any, kinds: str, seed: int
+) -> None:
+    shape_c, shape_a, shape_b = shapes.input_shapes
+    condition = (np.random.default_rng(seed).uniform(size=shape_c) < 0.5).astype(np.float32)
+    kind_a, kind_b = kinds.split(", ")
+    ea, ra = _operand(engine, draw(seed + 1, shape_a if kind_a == "tensor" else (1,)), kind_a)
+    eb, rb = _operand(engine, draw(seed + 2, shape_b if kind_b == "tensor" else (1,)), kind_b)
+    got = engine.get(engine.where(engine.put(condition), ea, eb))
+    contract.values("where", got, np.where(condition != 0, ra, rb))
+
+
+slot_shapes = st.lists(small_shapes, min_size=1, max_size=3)
+
+
+@CHECKS
+@given(
+    shapes=slot_shapes, seed=seeds, step_size=st.floats(1e-5, 0.1), beta1=st.floats(0.5, 0.99),
+    beta2=st.floats(0.9, 0.9999), epsilon=st.sampled_from([1e-7, 1e-8, 1e-3]),
+)
+def test_adam_update_follows_its_formula(
+    engine: Engine, contract: Contract, shapes: list[tuple[int, ...]], seed: int,
+    step_size: float, beta1: float, beta2: float, epsilon: float,
+) -> None:
+    slots = [draw(seed + i, s, low=-3, high=1) for i, s in enumerate(shapes)]
+    grads = [draw(seed + 10 + i, s, low=-6, high=1) for i, s in enumerate(shapes)]
+    firsts = [draw(seed + 20 + i, s, low=-6, high=0) for i, s in enumerate(shapes)]
+    seconds = [np.abs(draw(seed + 30 + i, s, low=-8, high=0)) for i, s in enumerate(shapes)]
+    handles = [[engine.put(v) for v in group] for group in (slots, grads, firsts, seconds)]
+    engine.adam_update(*handles, step_size=step_size, beta1=beta1, beta2=beta2, epsilon=epsilon)
+    for i in range(len(shapes)):
+        g, m, v, p = (group[i].astype(np.float64) for group in (grads, firsts, seconds, slots))
+        m = m + (g - m) * (1.0 - beta1)
+        v = v + (g * g - v) * (1.0 - beta2)
+        p = p - step_size * m / (np.sqrt(v) + epsilon)
+        contract.values("adam_update", engine.get(handles[2][i]), m)
+        contract.values("adam_update", engine.get(handles[3][i]), v)
+        contract.values("adam_update", engine.get(handles[0][i]), p)
+
+
+@CHECKS
+@given(shapes=slot_shapes, seed=seeds, learning_rate=st.floats(1e-5, 1.0), momentum=st.sampled_from([0.0, 0.5, 0.9, 0.99]))
+def test_sgd_update_follows_its_formula(
+    engine: Engine, contract: Contract, shapes: list[tuple[int, ...]], seed: int,
+    learning_rate: float, momentum: float,
+) -> None:
+    slots = [draw(seed + i, s, low=-3, high=2) for i, s in enumerate(shapes)]
+    grads = [draw(seed + 10 + i, s, low=-6, high=2) for i, s in enumerate(shapes)]
+    velocities = [draw(seed + 20 + i, s, low=-6, high=1) for i, s in enumerate(shapes)]
+    handles = [[engine.put(v) for v in group] for group in (slots, grads, velocities)]
+    engine.sgd_update(*handles, learning_rate=learning_rate, momentum=momentum)
+    for i in range(len(shapes)):
+        p, g, v = (group[i].astype(np.float64) for group in (slots, grads, velocities))
+        v = momentum * v - learning_rate * g
+        contract.values("sgd_update", engine.get(handles[2][i]), v)
+        contract.values("sgd_update", engine.get(handles[0][i]), p + v)
+
+
+def test_fused_updates_of_parts_of_one_tensor_in_any_order(
+    engine: Engine, contract: Contract
+) -> None:
+    """Slots that are slices of one tensor (as a core may lay them out), handed in another order."""
+    sizes = [3, 5, 2]
+    groups = {name: draw(seed, (sum(sizes),), low=-3, high=0) for seed, name in enumerate("pgmv")}
+    groups["v"] = np.abs(groups["v"])
+    bounds = np.cumsum([0, *sizes])
+    order = [2, 0, 1]
+
+    def parts(handle: Any) -> list[Any]:
+        return [engine.slice(handle, 0, int(bounds[i]), int(bounds[i + 1])) for i in order]
+
+    p, m, v = (parts(engine.put(groups[name])) for name in "pmv")
+    g = parts(engine.put(groups["g"]))
+    engine.adam_update(p, g, m, v, step_size=0.01, beta1=0.9, beta2=0.999, epsilon=1e-7)
+    for place, i in enumerate(order):
+        part = slice(int(bounds[i]), int(bounds[i + 1]))
+        g64, m64, v64, p64 = (groups[name][part].astype(np.float64) for name in "gmvp")
+        m64 = m64 + (g64 - m64) * 0.1
+        v64 = v64 + (g64 * g64 - v64) * 0.001
+        contract.values("adam_update", engine.get(m[place]), m64)
+        contract.values("adam_update", engine.get(v[place]), v64)
+        contract.values("adam_update", engine.get(p[place]), p64 - 0.01 * m64 / (np.sqrt(v64) + 1e-7))
+    q, w = (parts(engine.put(groups[name])) for name in "pm")
+    engine.sgd_update(q, parts(engine.put(groups["g"])), w, learning_rate=0.1, momentum=0.5)
+    for place, i in enumerate(order):
+        part = slice(int(bounds[i]), int(bounds[i + 1]))
+        velocity = 0.5 * groups["m"][part].astype(np.float64) - 0.1 * groups["g"][part]
+        contract.values("sgd_update", engine.get(w[place]), velocity)
+        contract.values("sgd_update", engine.get(q[place]), groups["p"][part] + velocity)

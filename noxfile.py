@@ -1,0 +1,143 @@
+"""Every check deepsharp has, as nox sessions. `nox` runs the default matrix; `nox -l` lists it.
+
+Python versions come from pyenv: PYENV_VERSION=3.11.7:3.10.13:3.12.1:3.13.0 makes all four
+visible (.ci/run sets it). Installs are pinned by ci/constraints.txt, so no session can pull an
+unpinned torch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+nox.options.error_on_missing_interpreters = True
+nox.options.reuse_existing_virtualenvs = False
+
+ROOT = Path(__file__).parent
+PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+TORCH_PYTHON = "3.11"  # the tested torch (ci/constraints.txt) is installed for this version
+CONSTRAINTS = ("-c", str(ROOT / "ci" / "constraints.txt"))
+CORE = "./packages/core"
+TORCH = "./packages/engine-torch"
+TESTBUFFER = "./packages/engine-testbuffer"
+CONTRACTS = "./contracts"
+REPORTS = ROOT / "docs" / "contracts"
+
+
+def _report(session: nox.Session, engine: str) -> str:
+    """Where a contract run writes its worst roundings (docs/contracts/ on 3.11, else tmp)."""
+    name = f"{engine.replace(':', '-')}.json"
+    if session.python == TORCH_PYTHON:
+        REPORTS.mkdir(parents=True, exist_ok=True)
+        return str(REPORTS / name)
+    return os.path.join(session.create_tmp(), name)
+
+
+def _contracts(session: nox.Session, engine: str) -> None:
+    session.run(
+        "pytest", "--pyargs", "deepsharp.contracts", "--engine", engine,
+        "--contracts-report", _report(session, engine), "-q",
+    )
+
+
+@nox.session(python=PYTHONS)
+def tests(session: nox.Session) -> None:
+    """The core's tests (light engine), the test engine's, and the contracts on both engines."""
+    session.install(*CONSTRAINTS, "pytest", "hypothesis", "tqdm", CORE, TESTBUFFER, CONTRACTS)
+    session.run(
+        "pytest", "packages/core/tests", "packages/engine-testbuffer/tests", "contracts/tests", "-q",
+        *session.posargs,
+    )
+    for engine in ("light", "testbuffer"):
+        _contracts(session, engine)
+
+
+@nox.session(python="3.10")
+def oldest(session: nox.Session) -> None:
+    """The core's tests under the oldest NumPy deepsharp supports (1.26): the same bits."""
+    session.install("numpy==1.26.4", "pytest", "hypothesis", CORE)
+    session.run("pytest", "packages/core/tests", "-q", "-k", "not docs", *session.posargs)
+
+
+@nox.session(python=TORCH_PYTHON)
+def torch(session: nox.Session) -> None:
+    """The torch engine's tests and the contracts on torch:cpu."""
+    session.install(*CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TORCH, CONTRACTS)
+    session.run("pytest", "packages/engine-torch/tests", "-q", *session.posargs)
+    _contracts(session, "torch:cpu")
+
+
+@nox.session(python=TORCH_PYTHON)
+def cuda(session: nox.Session) -> None:
+    """The contracts and the torch engine's tests on torch:cuda:0, where a card is usable."""
+    session.install(*CONSTRAINTS, "torch")
+    probe = "import torch; print(torch.cuda.is_available() and torch.cuda.device_count())"
+    found = (session.run("python", "-c", probe, silent=True) or "").strip()
+    if found in ("", "False", "0"):
+        session.skip(
+            "no NVIDIA card is usable from this session's torch "
+            f"(torch.cuda.is_available() and device_count() gave {found or 'nothing'}): "
+            "the CUDA checks did not run"
+        )
+    session.install(*CONSTRAINTS, "pytest", "hypothesis", CORE, TORCH, CONTRACTS)
+    session.run("pytest", "packages/engine-torch/tests", "-q", env={"DEEPSHARP_TEST_CUDA": "1"})
+    _contracts(session, "torch:cuda:0")
+
+
+@nox.session(python=TORCH_PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff over everything; mypy --strict over every distribution."""
+    session.install(*CONSTRAINTS, "ruff", "mypy", "numpy", "pytest", "hypothesis")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run(
+        "mypy",
+        "-p", "deepsharp.core",
+        "-p", "deepsharp.engines.light",
+        "-p", "deepsharp.engines.testbuffer",
+        "-p", "deepsharp.engines.torch",
+        "-p", "deepsharp.contracts",
+    )
+
+
+@nox.session(python=TORCH_PYTHON)
+def smoke(session: nox.Session) -> None:
+    """Build every wheel with hatch; install them into fresh environments, without and with torch."""
+    session.install("hatch")
+    session.run("python", "ci/smoke.py", "--constraints", CONSTRAINTS[1], external=False)
+
+
+@nox.session(python=TORCH_PYTHON)
+def benchmarks(session: nox.Session) -> None:
+    """Seed workloads on every engine beside plain PyTorch; the ratios are asserted."""
+    session.install(
+        *CONSTRAINTS, "torch", "pytest", "pytest-benchmark", "hypothesis", CORE, TESTBUFFER, TORCH
+    )
+    session.run(
+        "pytest", "benchmarks", "-q", "--benchmark-columns=min,median,rounds",
+        "--benchmark-sort=name", *session.posargs,
+    )
+
+
+@nox.session(python=TORCH_PYTHON)
+def samples(session: nox.Session) -> None:
+    """The samples from the command line, as a user runs them."""
+    session.install(*CONSTRAINTS, CORE)
+    session.run("deepsharp", "sample", "titanic")
+    session.run("deepsharp", "sample", "digits")
+    session.run("deepsharp", "doctor")
+
+
+@nox.session(python=TORCH_PYTHON, default=False)
+def dev(session: nox.Session) -> None:
+    """A .venv with every package installed editable, and the tools: `nox -s dev`."""
+    session.run("python", "-m", "venv", ".venv")
+    pip = str(ROOT / ".venv" / "bin" / "pip")
+    session.run(
+        pip, "install", *CONSTRAINTS, "torch", "pytest", "hypothesis", "pytest-benchmark",
+        "ruff", "mypy", "nox", "tqdm", "matplotlib",
+        "-e", CORE, "-e", TESTBUFFER, "-e", TORCH, "-e", CONTRACTS, external=True,
+    )
+    session.log("ready: source .venv/bin/activate")

@@ -1,0 +1,164 @@
+"""The command line: `deepsharp sample`, `deepsharp predict`, `deepsharp doctor`."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from collections.abc import Sequence
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Any
+
+from deepsharp.core.engine import available_engines, make_engine
+from deepsharp.core.errors import DeepSharpError
+from deepsharp.core.version import __version__
+
+__all__ = ["main"]
+
+SAMPLES = ("titanic", "digits")
+ENGINE_HELP = "light (default), testbuffer, torch:cpu, torch:cuda:N, or module:factory"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deepsharp",
+        description="Train and serve networks; the engine is chosen where arithmetic is asked for.",
+    )
+    parser.add_argument("--version", action="version", version=f"deepsharp {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sample = commands.add_parser(
+        "sample", help="train a sample that ships with deepsharp and print its report",
+        description="Train a sample that ships with deepsharp (data included) and print its report.",
+    )
+    sample.add_argument("name", choices=SAMPLES, help="which sample")
+    sample.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
+    sample.add_argument("--seed", type=int, default=42, help="the run's seed (default 42)")
+    sample.add_argument("--save", metavar="FILE", help="save the trained network to FILE")
+    sample.add_argument("--plot", metavar="FILE", help="draw the training curves into FILE (matplotlib)")
+    sample.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="show a progress bar (default: on a terminal)")
+
+    predict = commands.add_parser(
+        "predict", help="answer the rows of a CSV file with a saved trained network",
+        description="Answer every row of ROWS.csv with the trained network in FILE; answers as CSV.",
+    )
+    predict.add_argument("file", metavar="FILE", help="a trained network (from fit, or sample --save)")
+    predict.add_argument("rows", metavar="ROWS.csv", help="rows with the columns the pipeline reads")
+    predict.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
+    predict.add_argument("--output", metavar="FILE", help="write the answers to FILE (default: stdout)")
+
+    commands.add_parser(
+        "doctor", help="say which engines are installed and usable, and what is missing",
+        description="Which engines are installed and usable, what torch build and cards are found, "
+        "and which packages to install for what is missing.",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _parser().parse_args(argv)
+    try:
+        if arguments.command == "sample":
+            return _sample(arguments)
+        if arguments.command == "predict":
+            return _predict(arguments)
+        return _doctor()
+    except (DeepSharpError, FileNotFoundError) as error:
+        print(f"deepsharp: {error}", file=sys.stderr)
+        return 1
+
+
+def _sample(arguments: argparse.Namespace) -> int:
+    module: Any = import_module(f"deepsharp.core.samples.{arguments.name}")
+    engine = make_engine(arguments.engine)
+    run = module.run(engine=engine, seed=arguments.seed, progress=arguments.progress)
+    print(run.report)
+    if arguments.save:
+        run.trained.save(arguments.save)
+        print(f"saved the trained network to {arguments.save}")
+    if arguments.plot:
+        run.report.plot(arguments.plot)
+        print(f"drew the training curves into {arguments.plot}")
+    return 0
+
+
+def _predict(arguments: argparse.Namespace) -> int:
+    from deepsharp.core.pipeline import read_csv
+    from deepsharp.core.serving import TrainedNetwork
+
+    trained = TrainedNetwork.load(arguments.file)
+    rows = read_csv(arguments.rows)
+    answers = trained.predict(rows, make_engine(arguments.engine))
+    classes = trained.pipeline.classes
+    if answers.shape[1] == 1:
+        header = [f"{trained.pipeline.target_name or 'answer'}"]
+    elif classes is not None and len(classes) == answers.shape[1]:
+        header = [f"{trained.pipeline.target_name}={label}" for label in classes]
+    else:
+        header = [f"output{index}" for index in range(answers.shape[1])]
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([[repr(float(value)) for value in row] for row in answers])
+    if arguments.output:
+        with open(arguments.output, "w", encoding="utf-8") as file:
+            file.write(text.getvalue())
+        print(f"wrote {len(answers)} answers to {arguments.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text.getvalue())
+    return 0
+
+
+def _doctor() -> int:
+    print(f"deepsharp {__version__} on Python {sys.version.split()[0]}")
+    names = available_engines()
+    print(f"engines installed: {', '.join(names) or 'none'}")
+    usable = 0
+    for name in names:
+        spec = "torch:cpu" if name == "torch" else name
+        try:
+            engine = make_engine(spec)
+        except DeepSharpError as error:
+            print(f"  {spec:<12} not usable: {error}")
+            continue
+        usable += 1
+        print(f"  {spec:<12} usable: {engine.identity}")
+    if "torch" in names:
+        _doctor_torch()
+    else:
+        print("  torch        not installed: pip install deepsharp-engine-torch (and a torch build, "
+              "see docs/install.md)")
+    if "testbuffer" not in names:
+        print("  testbuffer   not installed: pip install deepsharp-engine-testbuffer")
+    return 0 if usable else 1
+
+
+def _doctor_torch() -> None:
+    for point in entry_points(group="deepsharp.engines"):
+        if point.name != "torch":
+            continue
+        module = import_module(point.module)
+        describe = getattr(module, "describe_torch", None)
+        if describe is None:
+            return
+        facts = describe()
+        for line in _torch_lines(facts):
+            print(f"  {line}")
+
+
+def _torch_lines(facts: Any) -> list[str]:
+    if isinstance(facts, dict):
+        lines = []
+        for key, value in facts.items():
+            if isinstance(value, (list, tuple)):
+                value = ", ".join(str(v) for v in value) or "none"
+            lines.append(f"torch {key}: {value}")
+        return lines
+    return [str(facts)]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

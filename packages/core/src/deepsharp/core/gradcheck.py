@@ -1,0 +1,179 @@
+"""Checking the rulebook: every rule nudged, by central differences on a float64 evaluation.
+
+For a rule and some inputs, the loss is a random projection of its output, L = sum(out * r).
+Each input value is nudged up and down by a small step on the float64 reference engine; the
+change in L is compared with what the rule sends back for the grad r. The same cases serve the
+contract suite, which also holds each rule's way back on an engine to the reference's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core import ops
+from deepsharp.core.engine import Engine
+from deepsharp.core.tensor import Recording, Tensor
+
+__all__ = ["CASES", "RuleCase", "nudged_gradients", "rule_gradients", "worst_nudge_error"]
+
+Array = NDArray[Any]
+
+
+@dataclass
+class RuleCase:
+    """Inputs (arrays are nudged; floats are constants) and attributes for one rule."""
+
+    rule: str
+    inputs: list[Any]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.rule}-{self.label}" if self.label else self.rule
+
+
+def _cases() -> list[RuleCase]:
+    rng = np.random.default_rng(20261202)
+
+    def normal(*shape: int) -> Array:
+        return rng.standard_normal(shape)
+
+    def positive(*shape: int) -> Array:
+        return rng.uniform(0.5, 2.0, shape)
+
+    def apart(*shape: int) -> Array:
+        """Values kept away from 0 and from each other (kinks and ties)."""
+        count = int(np.prod(shape))
+        values = (np.arange(count) - count / 2 + 0.5) * 0.37
+        return np.asarray(rng.permutation(values).reshape(shape), dtype=np.float64)
+
+    bits = (rng.random((5, 3)) > 0.5).astype(np.float64)
+    cases = [
+        RuleCase("add", [normal(3, 4), normal(4)], label="broadcast-row"),
+        RuleCase("add", [normal(3, 1), normal(1, 4)], label="broadcast-both"),
+        RuleCase("add", [normal(3, 4), 1.5], label="constant"),
+        RuleCase("sub", [normal(3, 4), normal(3, 1)]),
+        RuleCase("sub", [2.0, normal(3, 4)], label="constant-first"),
+        RuleCase("mul", [normal(2, 3, 4), normal(3, 1)]),
+        RuleCase("div", [normal(3, 4), positive(4)]),
+        RuleCase("maximum", [apart(3, 4), apart(3, 4) + 0.1]),
+        RuleCase("neg", [normal(3, 4)]),
+        RuleCase("exp", [normal(3, 4)]),
+        RuleCase("log", [positive(3, 4)]),
+        RuleCase("log1p", [positive(3, 4) - 0.4]),
+        RuleCase("sqrt", [positive(3, 4)]),
+        RuleCase("tanh", [normal(3, 4)]),
+        RuleCase("sigmoid", [normal(3, 4)]),
+        RuleCase("relu", [apart(3, 4)]),
+        RuleCase("abs", [apart(3, 4)]),
+        RuleCase("matmul", [normal(3, 4), normal(4, 5)]),
+        RuleCase("matmul", [normal(4, 3), normal(4, 5)], {"transpose_a": True}, "ta"),
+        RuleCase("matmul", [normal(3, 4), normal(5, 4)], {"transpose_b": True}, "tb"),
+        RuleCase(
+            "matmul", [normal(4, 3), normal(5, 4)], {"transpose_a": True, "transpose_b": True}, "tab"
+        ),
+        RuleCase("affine", [normal(5, 3), normal(3, 4), normal(4)]),
+        RuleCase("sum", [normal(3, 4, 2)], {"axes": (0, 2), "keepdims": False}),
+        RuleCase("sum", [normal(3, 4)], {"axes": (1,), "keepdims": True}, "keepdims"),
+        RuleCase("mean", [normal(3, 4, 2)], {"axes": (1,), "keepdims": False}),
+        RuleCase("log_softmax", [normal(4, 5)]),
+        RuleCase("binary_cross_entropy_terms", [normal(5, 3) * 3, bits]),
+        RuleCase("binary_cross_entropy", [normal(5, 3) * 3, bits]),
+        RuleCase("conv2d", [normal(2, 2, 5, 5), normal(3, 2, 3, 3)],
+                 {"stride": 1, "padding": ((0, 0), (0, 0))}, "valid"),
+        RuleCase("conv2d", [normal(2, 2, 5, 6), normal(3, 2, 3, 3)],
+                 {"stride": 1, "padding": ((1, 1), (1, 1))}, "same"),
+        RuleCase("conv2d", [normal(1, 2, 7, 6), normal(2, 2, 3, 2)],
+                 {"stride": 2, "padding": ((0, 1), (1, 1))}, "stride-2"),
+        RuleCase("maxpool2d", [apart(2, 2, 5, 4)], {"pool": 2}),
+        RuleCase("reshape", [normal(3, 4)], {"shape": (2, 6)}),
+        RuleCase("transpose", [normal(2, 3, 4)], {"axes": (2, 0, 1)}),
+        RuleCase("slice", [normal(4, 5)], {"axis": 1, "start": 1, "stop": 4}),
+        RuleCase("pad", [normal(3, 4)], {"widths": ((1, 0), (2, 1))}),
+        RuleCase("concatenate", [normal(2, 3), normal(4, 3)], {"axis": 0}),
+        RuleCase("broadcast_to", [normal(3, 1)], {"shape": (2, 3, 4)}),
+    ]
+    return cases
+
+
+CASES: list[RuleCase] = _cases()
+
+
+def _evaluate(engine: Engine, case: RuleCase, values: Sequence[Any]) -> Tensor:
+    inputs = tuple(Tensor.put(engine, v) if isinstance(v, np.ndarray) else v for v in values)
+    return ops.apply(ops.RULES[case.rule], inputs, **case.attrs)
+
+
+def rule_gradients(engine: Engine, case: RuleCase, projection: Array) -> list[Array | None]:
+    """What the rule sends back towards each array input for the grad `projection`, on `engine`."""
+    inputs = tuple(Tensor.put(engine, v) if isinstance(v, np.ndarray) else v for v in case.inputs)
+    wanted = [v for v in inputs if isinstance(v, Tensor)]
+    with Recording(wanted):
+        out = ops.apply(ops.RULES[case.rule], inputs, **case.attrs)
+        assert out.node is not None, f"{case.id}: nothing was recorded"
+        sent = out.node.rule.backward(engine, out.node, engine.put(projection))
+        result = [
+            None if part is None else np.asarray(engine.get(part), dtype=np.float64)
+            for part, value in zip(sent, inputs)
+            if isinstance(value, Tensor)
+        ]
+    return result
+
+
+def nudged_gradients(
+    engine: Engine, case: RuleCase, projection: Array, step: float = 1e-6
+) -> list[Array]:
+    """Central differences of sum(out * projection) towards each array input, on `engine`."""
+
+    def loss(values: Sequence[Any]) -> float:
+        out = np.asarray(engine.get(_evaluate(engine, case, values).handle), dtype=np.float64)
+        return float(np.sum(out * projection))
+
+    gradients = []
+    for index, value in enumerate(case.inputs):
+        if not isinstance(value, np.ndarray):
+            continue
+        gradient = np.zeros_like(value, dtype=np.float64)
+        for place in np.ndindex(value.shape):
+            nudged = [v.copy() if isinstance(v, np.ndarray) else v for v in case.inputs]
+            nudged[index][place] += step
+            up = loss(nudged)
+            nudged[index][place] -= 2 * step
+            down = loss(nudged)
+            gradient[place] = (up - down) / (2 * step)
+        gradients.append(gradient)
+    return gradients
+
+
+def projection_for(engine: Engine, case: RuleCase) -> Array:
+    """A fixed random grad for the rule's output."""
+    shape = engine.shape(_evaluate(engine, case, case.inputs).handle)
+    return np.random.default_rng(len(case.id)).standard_normal(shape)
+
+
+def worst_nudge_error(
+    case: RuleCase, engine_factory: Callable[[], Engine] | None = None
+) -> float:
+    """The largest |rule - nudged| / (1e-7 + 1e-5 * |nudged|) over every input value, on the
+    float64 reference engine: at most 1 for a right rule."""
+    from deepsharp.engines.light import ReferenceEngine
+
+    engine = engine_factory() if engine_factory is not None else ReferenceEngine()
+    projection = projection_for(engine, case)
+    by_rule = rule_gradients(engine, case, projection)
+    by_nudging = nudged_gradients(engine, case, projection)
+    worst = 0.0
+    for got, expected in zip(by_rule, by_nudging):
+        if got is None:
+            return float("inf")
+        if got.shape != expected.shape:
+            return float("inf")
+        error = np.abs(got - expected) / (1e-7 + 1e-5 * np.abs(expected))
+        worst = max(worst, float(error.max(initial=0.0)))
+    return worst

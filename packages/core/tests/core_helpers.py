@@ -1,0 +1,32 @@
+"""Shared pieces of the core's tests (importable: conftest puts this folder on the path)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from deepsharp.core import Adam, BinaryCrossEntropy, Dense, Network, Relu, Tanh, Trainer
+
+ROOT = Path(__file__).resolve().parents[3]
+
+XOR_ROWS = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32)
+XOR_ANSWERS = np.array([[0], [1], [1], [0]], np.float32)
+
+
+def xor_trainer(seed: int = 0, engine: object = None) -> Trainer:
+    network = Network([Dense(8), Tanh(), Dense(1)])
+    return Trainer(network, BinaryCrossEntropy(), Adam(0.05), engine=engine, seed=seed)
+
+
+def titanic_shaped(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """32 rows of 14 features and their 0/1 answers, from a fixed NumPy generator."""
+    rng = np.random.default_rng(seed)
+    rows = rng.standard_normal((32, 14)).astype(np.float32)
+    answers = (rng.random((32, 1)) > 0.5).astype(np.float32)
+    return rows, answers
+
+
+def titanic_trainer(seed: int = 0, engine: object = None) -> Trainer:
+    network = Network([Dense(16), Relu(), Dense(1)], inputs=14)
+    return Trainer(network, BinaryCrossEntropy(), Adam(0.001), engine=engine, seed=seed)

@@ -1,0 +1,61 @@
+"""Shape mistakes raise ShapeError naming the layer and both shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
+    CrossEntropy,
+    Dense,
+    Flatten,
+    MaxPool2D,
+    Network,
+    Relu,
+    ShapeError,
+    Trainer,
+)
+
+from core_helpers import titanic_shaped, titanic_trainer
+
+
+def test_a_wrong_feature_count_names_the_layer_and_both_shapes() -> None:
+    trainer = titanic_trainer()
+    _, answers = titanic_shaped()
+    with pytest.raises(ShapeError, match=r"layer 0 \(Dense\(units=16\)\).*\(14,\).*\(32, 13\)"):
+        trainer.step(np.zeros((32, 13), np.float32), answers)
+
+
+def test_a_wrong_answer_shape_names_the_loss_and_both_shapes() -> None:
+    trainer = titanic_trainer()
+    rows, _ = titanic_shaped()
+    with pytest.raises(ShapeError, match=r"BinaryCrossEntropy.*\(32, 2\).*\(N, 1\)"):
+        trainer.step(rows, np.zeros((32, 2), np.float32))
+
+
+def test_class_answers_must_be_indices_within_the_outputs() -> None:
+    network = Network([Dense(3)], inputs=14)
+    trainer = Trainer(network, CrossEntropy(), Adam(), seed=0)
+    rows, _ = titanic_shaped()
+    with pytest.raises(ShapeError, match=r"0\.\.2"):
+        trainer.step(rows, np.full(32, 5))
+
+
+def test_predict_with_the_wrong_feature_count_names_the_layer() -> None:
+    network = Network([Dense(4), Relu(), Dense(1)], inputs=3)
+    trainer = Trainer(network, BinaryCrossEntropy(), Adam(), seed=0)
+    trainer.close()
+    with pytest.raises(ShapeError, match=r"layer 0 .*\(3,\).*\(2, 5\)"):
+        network.predict(np.zeros((2, 5)), BinaryCrossEntropy())
+
+
+def test_a_dense_layer_after_images_asks_for_flatten() -> None:
+    with pytest.raises(ShapeError, match=r"layer 0 \(Dense\(units=4\)\).*Flatten"):
+        Network([Dense(4)], inputs=(1, 8, 8))
+
+
+def test_a_pool_too_big_for_its_images_is_refused() -> None:
+    with pytest.raises(ShapeError, match=r"layer 0 .*\(1, 1, 1\)"):
+        Network([MaxPool2D(2), Flatten()], inputs=(1, 1, 1))

@@ -1,0 +1,436 @@
+"""The torch engine's operations: handles are torch tensors on the engine's device.
+
+torch is imported when the first engine is made (`_bind`), never when this module is: the
+module-level names `torch`, `F` and friends are filled in then, so every operation costs one
+global lookup and torch's own dispatch, nothing more.
+
+- Nothing the engine makes requires grad or has a grad_fn: no input ever requires grad, so
+  autograd records nothing; grad mode is never switched.
+- Results do not depend on torch's thread count (the application's to set): sums and means
+  are added in float64 and rounded once (float32 sums split work across threads); a sigmoid
+  too large to run on one thread is formed through tanh, whose vectorised and scalar paths
+  agree (torch.sigmoid's do not, so chunk edges would change bits). Products, convolutions,
+  maxima and the value-by-value kernels give the same bits whatever the thread count.
+- On a card, products and convolutions run with TF32 off and deterministic algorithms, set
+  for the engine's own calls only and put back as the application had them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.engine import Counters, EngineIdentity
+from deepsharp.core.errors import EngineUnavailableError, ShapeError
+from deepsharp.engines.torch._probe import cuda_refusal, load_torch
+
+__all__ = ["TorchEngine"]
+
+Padding = tuple[int, int]
+Tensor = Any
+
+# Filled by _bind() when the first engine is made.
+torch: Any = None
+F: Any = None
+F32: Any = None
+I64: Any = None
+TorchTensor: Any = None
+_conv_backward: Any = None
+
+_SERIAL_BELOW = 32768
+"""libtorch's grain size: value-by-value kernels on fewer elements run on one thread."""
+
+
+def _bind() -> Any:
+    global torch, F, F32, I64, TorchTensor, _conv_backward
+    module = load_torch()
+    if torch is not module:
+        torch = module
+        F = module.nn.functional
+        F32 = module.float32
+        I64 = module.int64
+        TorchTensor = module.Tensor
+        _conv_backward = module.ops.aten.convolution_backward.default
+    return module
+
+
+class _Exact:
+    """On a card: TF32 off and deterministic algorithms for the engine's own calls only.
+
+    Entered around products and convolutions on CUDA (value-by-value kernels, sums and moves
+    are not affected by these settings). Reads the application's settings through the same
+    (new) API it sets them with and puts back exactly what it found.
+    """
+
+    __slots__ = ("_saved",)
+
+    def __init__(self) -> None:
+        self._saved: tuple[Any, ...] = ()
+
+    def __enter__(self) -> None:
+        matmul = torch.backends.cuda.matmul
+        conv = torch.backends.cudnn.conv
+        c = torch._C
+        self._saved = (
+            matmul.fp32_precision,
+            conv.fp32_precision,
+            c._get_deterministic_algorithms(),
+            c._get_deterministic_algorithms_warn_only(),
+            c._get_cudnn_benchmark(),
+            c._get_cudnn_deterministic(),
+        )
+        if self._saved[0] != "ieee":
+            matmul.fp32_precision = "ieee"
+        if self._saved[1] != "ieee":
+            conv.fp32_precision = "ieee"
+        if not self._saved[2] or self._saved[3]:
+            c._set_deterministic_algorithms(True, warn_only=False)
+        if self._saved[4]:
+            c._set_cudnn_benchmark(False)
+        if not self._saved[5]:
+            c._set_cudnn_deterministic(True)
+
+    def __exit__(self, *exc: object) -> None:
+        matmul_p, conv_p, det, warn_only, benchmark, cudnn_det = self._saved
+        c = torch._C
+        if matmul_p != "ieee":
+            torch.backends.cuda.matmul.fp32_precision = matmul_p
+        if conv_p != "ieee":
+            torch.backends.cudnn.conv.fp32_precision = conv_p
+        if not det or warn_only:
+            c._set_deterministic_algorithms(det, warn_only=warn_only)
+        if benchmark:
+            c._set_cudnn_benchmark(True)
+        if not cudnn_det:
+            c._set_cudnn_deterministic(False)
+
+
+class TorchEngine:
+    """deepsharp's engine on libtorch: `TorchEngine.on_cpu()` or `TorchEngine.on_gpu(index)`.
+
+    Handles are torch tensors on the engine's device (float32; int64 for indices). Made where
+    there is no torch, or asked for a card torch cannot use, it raises EngineUnavailableError
+    saying why and which packages bring what is missing.
+    """
+
+    name = "torch"
+
+    def __init__(self, device: str = "cpu") -> None:
+        module = _bind()
+        self.counters = Counters()
+        self.version: str = str(module.__version__)
+        self.device: str = device
+        self._device = module.device(device)
+        self._cuda = self._device.type == "cuda"
+        self._exact = _Exact() if self._cuda else None
+
+    @classmethod
+    def on_cpu(cls) -> TorchEngine:
+        """The engine on the processor (any torch build)."""
+        return cls("cpu")
+
+    @classmethod
+    def on_gpu(cls, index: int = 0) -> TorchEngine:
+        """The engine on NVIDIA card `index` (a CUDA build of torch and a card it finds)."""
+        module = _bind()
+        index = int(index)
+        why = cuda_refusal(module, index)
+        if why is not None:
+            raise EngineUnavailableError(f"the torch engine cannot run on cuda:{index}: {why}")
+        # Deterministic cuBLAS needs a fixed workspace; only filled in where the application
+        # has not chosen one (read when cuBLAS makes its workspace).
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        return cls(f"cuda:{index}")
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, self.version, self.device)
+
+    def __repr__(self) -> str:
+        return f"TorchEngine(torch {self.version} on {self.device})"
+
+    # --- transfers -------------------------------------------------------------------------
+    def put(self, array: NDArray[Any]) -> Tensor:
+        self.counters.transfers_in += 1
+        source = np.asarray(array)
+        kind = np.int64 if source.dtype.kind in "iub" else np.float32
+        if self._cuda:
+            return torch.from_numpy(np.ascontiguousarray(source, dtype=kind)).to(self._device)
+        # A copy of our own: the caller's array may change after the put.
+        return torch.from_numpy(np.array(source, dtype=kind, order="C", copy=True))
+
+    def get(self, handle: Tensor) -> NDArray[Any]:
+        self.counters.transfers_out += 1
+        if self._cuda:
+            return np.ascontiguousarray(handle.cpu().numpy())
+        return np.array(handle.numpy(), order="C", copy=True)
+
+    def zeros(self, shape: tuple[int, ...]) -> Tensor:
+        return torch.zeros(shape, dtype=F32, device=self._device)
+
+    def shape(self, handle: Tensor) -> tuple[int, ...]:
+        return tuple(handle.shape)
+
+    # --- totals ----------------------------------------------------------------------------
+    def matmul(
+        self, a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Tensor:
+        if transpose_a:
+            a = a.t()
+        if transpose_b:
+            b = b.t()
+        if self._exact is None:
+            return torch.mm(a, b)
+        with self._exact:
+            return torch.mm(a, b)
+
+    def sum(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+        if not axes:
+            return x if x.dtype == F32 else x.to(F32)
+        return torch.sum(x, axes, keepdims, dtype=torch.float64).to(F32)
+
+    def mean(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+        if not axes:
+            return x if x.dtype == F32 else x.to(F32)
+        return torch.mean(x, axes, keepdims, dtype=torch.float64).to(F32)
+
+    def conv2d(
+        self, x: Tensor, w: Tensor, stride: int, padding: tuple[Padding, Padding]
+    ) -> Tensor:
+        x, pads = _padded(x, padding)
+        if self._exact is None:
+            return F.conv2d(x, w, None, stride, pads)
+        with self._exact:
+            return F.conv2d(x, w, None, stride, pads)
+
+    def conv2d_weight_grad(
+        self,
+        x: Tensor,
+        gy: Tensor,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> Tensor:
+        x, pads = _padded(x, padding)
+        w = x.new_empty(1).expand(gy.shape[1], x.shape[1], kernel[0], kernel[1])
+        args = (gy, x, w, None, (stride, stride), pads, (1, 1), False, (0, 0), 1)
+        if self._exact is None:
+            return _conv_backward(*args, (False, True, False))[1]
+        with self._exact:
+            return _conv_backward(*args, (False, True, False))[1]
+
+    def conv2d_fold(
+        self,
+        gy: Tensor,
+        w: Tensor,
+        image: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> Tensor:
+        (top, bottom), (left, right) = padding
+        even = top == bottom and left == right
+        height = image[0] if even else image[0] + top + bottom
+        width = image[1] if even else image[1] + left + right
+        x = gy.new_empty(1).expand(gy.shape[0], w.shape[1], height, width)
+        pads = (top, left) if even else (0, 0)
+        args = (gy, x, w, None, (stride, stride), pads, (1, 1), False, (0, 0), 1)
+        if self._exact is None:
+            folded = _conv_backward(*args, (True, False, False))[0]
+        else:
+            with self._exact:
+                folded = _conv_backward(*args, (True, False, False))[0]
+        if even:
+            return folded
+        return folded[:, :, top : top + image[0], left : left + image[1]]
+
+    # --- value by value --------------------------------------------------------------------
+    def add(self, a: Any, b: Any) -> Tensor:
+        return a + b
+
+    def sub(self, a: Any, b: Any) -> Tensor:
+        return a - b
+
+    def mul(self, a: Any, b: Any) -> Tensor:
+        return a * b
+
+    def div(self, a: Any, b: Any) -> Tensor:
+        return a / b
+
+    def maximum(self, a: Any, b: Any) -> Tensor:
+        if not isinstance(b, TorchTensor):
+            return torch.clamp_min(a, b)
+        if not isinstance(a, TorchTensor):
+            return torch.clamp_min(b, a)
+        return torch.maximum(a, b)
+
+    def greater(self, a: Any, b: Any) -> Tensor:
+        return (a > b).to(F32)
+
+    def where(self, condition: Tensor, a: Any, b: Any) -> Tensor:
+        out = torch.where(condition != 0, a, b)
+        return out if out.dtype == F32 else out.to(F32)
+
+    def neg(self, x: Tensor) -> Tensor:
+        return torch.neg(x)
+
+    def abs(self, x: Tensor) -> Tensor:
+        return torch.abs(x)
+
+    def exp(self, x: Tensor) -> Tensor:
+        return torch.exp(x)
+
+    def log(self, x: Tensor) -> Tensor:
+        return torch.log(x)
+
+    def log1p(self, x: Tensor) -> Tensor:
+        return torch.log1p(x)
+
+    def sqrt(self, x: Tensor) -> Tensor:
+        return torch.sqrt(x)
+
+    def tanh(self, x: Tensor) -> Tensor:
+        return torch.tanh(x)
+
+    def sigmoid(self, x: Tensor) -> Tensor:
+        if self._cuda or x.numel() < _SERIAL_BELOW:
+            return torch.sigmoid(x)
+        # 0.5 * (1 + tanh(x / 2)), as the light engine: the same bits on any thread count.
+        return torch.tanh(x * 0.5).add_(1.0).mul_(0.5)
+
+    def relu(self, x: Tensor) -> Tensor:
+        return torch.relu(x)
+
+    def sgd_update(
+        self,
+        slots: Sequence[Tensor],
+        grads: Sequence[Tensor],
+        velocities: Sequence[Tensor],
+        *,
+        learning_rate: float,
+        momentum: float,
+    ) -> None:
+        if not slots:
+            return
+        velocities = list(velocities)
+        torch._foreach_mul_(velocities, momentum)
+        torch._foreach_add_(velocities, list(grads), alpha=-learning_rate)
+        torch._foreach_add_(list(slots), velocities)
+
+    def adam_update(
+        self,
+        slots: Sequence[Tensor],
+        grads: Sequence[Tensor],
+        firsts: Sequence[Tensor],
+        seconds: Sequence[Tensor],
+        *,
+        step_size: float,
+        beta1: float,
+        beta2: float,
+        epsilon: float,
+    ) -> None:
+        if not slots:
+            return
+        grads, firsts = list(grads), list(firsts)
+        # lerp with a weight under 0.5 is m + w * (g - m): Keras's m += (g - m) * (1 - beta1).
+        torch._foreach_lerp_(firsts, grads, 1.0 - beta1)
+        squares = torch._foreach_mul(grads, grads)
+        torch._foreach_lerp_(list(seconds), squares, 1.0 - beta2)
+        roots = torch._foreach_sqrt(list(seconds))
+        torch._foreach_add_(roots, epsilon)
+        torch._foreach_addcdiv_(list(slots), firsts, roots, -step_size)
+
+    # --- moves -----------------------------------------------------------------------------
+    def copy(self, x: Tensor) -> Tensor:
+        return x.clone(memory_format=torch.contiguous_format)
+
+    def assign(self, target: Tensor, source: Tensor) -> None:
+        if tuple(target.shape) != tuple(source.shape):
+            raise ShapeError(
+                f"assign: target of shape {tuple(target.shape)}, source of shape "
+                f"{tuple(source.shape)}: they must be the same"
+            )
+        target.copy_(source)
+
+    def reshape(self, x: Tensor, shape: tuple[int, ...]) -> Tensor:
+        return x.reshape(shape)
+
+    def transpose(self, x: Tensor, axes: tuple[int, ...]) -> Tensor:
+        return x.permute(axes)
+
+    def slice(self, x: Tensor, axis: int, start: int, stop: int) -> Tensor:
+        index: list[Any] = [slice(None)] * x.dim()
+        index[axis] = slice(start, stop)
+        return x[tuple(index)]
+
+    def take_rows(self, x: Tensor, rows: Tensor) -> Tensor:
+        if rows.dim() == 1:
+            return torch.index_select(x, 0, rows)
+        return x[rows]
+
+    def concatenate(self, xs: Sequence[Tensor], axis: int) -> Tensor:
+        return torch.cat(list(xs), axis)
+
+    def split(self, x: Tensor, sizes: Sequence[int], axis: int) -> list[Tensor]:
+        return list(torch.split(x, list(sizes), axis))
+
+    def pad(self, x: Tensor, widths: Sequence[Padding]) -> Tensor:
+        flat: list[int] = []
+        for before, after in reversed(list(widths)):
+            flat += (int(before), int(after))
+        return F.pad(x, flat)
+
+    def broadcast_to(self, x: Tensor, shape: tuple[int, ...]) -> Tensor:
+        return x.expand(shape)
+
+    def max(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+        if not axes:
+            return x
+        return torch.amax(x, axes, keepdims)
+
+    def one_hot(self, indices: Tensor, classes: int) -> Tensor:
+        out = torch.zeros((*indices.shape, classes), dtype=F32, device=indices.device)
+        return out.scatter_(-1, indices.unsqueeze(-1), 1.0)
+
+    def maxpool2d(self, x: Tensor, pool: int) -> tuple[Tensor, Tensor]:
+        count, channels, height, width = x.shape
+        out_h, out_w = height // pool, width // pool
+        if (out_h * pool, out_w * pool) != (height, width):
+            x = x[:, :, : out_h * pool, : out_w * pool]
+        windows = (
+            x.reshape(count, channels, out_h, pool, out_w, pool)
+            .permute(0, 1, 2, 4, 3, 5)
+            .reshape(count, channels, out_h, out_w, pool * pool)
+        )
+        # torch.max along a dimension names the first maximum, as NumPy's argmax does.
+        values, selection = torch.max(windows, -1)
+        return values, selection
+
+    def maxpool2d_back(
+        self, gy: Tensor, selection: Tensor, image: tuple[int, int], pool: int
+    ) -> Tensor:
+        count, channels, out_h, out_w = gy.shape
+        spread = torch.zeros(
+            (count, channels, out_h, out_w, pool * pool), dtype=gy.dtype, device=gy.device
+        )
+        spread.scatter_(-1, selection.unsqueeze(-1), gy.unsqueeze(-1))
+        grid = (
+            spread.reshape(count, channels, out_h, out_w, pool, pool)
+            .permute(0, 1, 2, 4, 3, 5)
+            .reshape(count, channels, out_h * pool, out_w * pool)
+        )
+        height, width = image
+        if (height, width) == (out_h * pool, out_w * pool):
+            return grid
+        return F.pad(grid, (0, width - out_w * pool, 0, height - out_h * pool))
+
+
+def _padded(x: Tensor, padding: tuple[Padding, Padding]) -> tuple[Tensor, tuple[int, int]]:
+    """x and the padding to hand libtorch: symmetric padding goes to the kernel, other is added."""
+    (top, bottom), (left, right) = padding
+    if top == bottom and left == right:
+        return x, (top, left)
+    return F.pad(x, (left, right, top, bottom)), (0, 0)
