@@ -35,8 +35,9 @@ BOUNDS: dict[str, float] = {
     "totals": 3.0,  # |got - ref| in units of u * sum(|terms|)
     "values": 1.0,  # |got - ref| as a fraction of 1e-5 + 1.3e-6 * |ref|
     "moves": 0.0,  # mismatching bits
-    "gradients": 1.0,  # a rule's gradient: fraction of its tolerance (see test_rules)
+    "rules": 1.0,  # a rule's forward and gradient on the engine: fraction of its tolerance
     "nudging": 1.0,  # a rule's gradient against central differences: fraction of its tolerance
+    "steps": 0.0,  # mismatching bits between steps that must agree bit for bit
 }
 
 UNITS: dict[str, str] = {
@@ -44,8 +45,9 @@ UNITS: dict[str, str] = {
     "totals": "u·Σ|terms| (u = 2^-24)",
     "values": "fraction of 1e-5 + 1.3e-6·|ref|",
     "moves": "mismatching bits",
-    "gradients": "fraction of 1e-5 + 1.3e-6·|ref| + 3u·S",
+    "rules": "fraction of 1e-5 + 1.3e-6·|ref| + 3u·S",
     "nudging": "fraction of 1e-6·(1 + max|grad|)",
+    "steps": "mismatching bits",
 }
 
 Array = NDArray[Any]

@@ -113,6 +113,14 @@ CASES: dict[str, Callable[[np.random.Generator], list[Case]]] = {
         Case((_away_from_zero(rng, (6, 1)) * np.float32(2.0), rng.uniform(0, 1, (6, 1)).astype(np.float32))),
         Case((_uniform(rng, (4, 2)), (rng.uniform(size=(4, 2)) < 0.5).astype(np.float32))),
     ],
+    "binary_cross_entropy": lambda rng: [
+        Case((_away_from_zero(rng, (6, 1)) * np.float32(2.0), rng.uniform(0, 1, (6, 1)).astype(np.float32))),
+        Case((_uniform(rng, (4, 3)), (rng.uniform(size=(4, 3)) < 0.5).astype(np.float32))),
+    ],
+    "affine": lambda rng: [
+        Case((_uniform(rng, (5, 3)), _uniform(rng, (3, 4)), _uniform(rng, (4,)))),
+        Case((_uniform(rng, (1, 7)), _uniform(rng, (7, 1)), _uniform(rng, (1,)))),
+    ],
     "conv2d": _conv2d,
     "maxpool2d": lambda rng: [
         Case((_distinct(rng, (1, 2, 4, 5)),), {"pool": 2}),

@@ -21,7 +21,12 @@ from numpy.typing import NDArray
 
 from deepsharp.core.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.engine import Engine, EngineIdentity, Handle, make_engine
-from deepsharp.core.errors import EngineMismatchError, ShapeError, TrainingDivergedError
+from deepsharp.core.errors import (
+    DataError,
+    EngineMismatchError,
+    ShapeError,
+    TrainingDivergedError,
+)
 from deepsharp.core.losses import Loss
 from deepsharp.core.network import Network
 from deepsharp.core.optimizers import Optimizer
@@ -299,6 +304,8 @@ def _split(
     pipeline: Pipeline, rows: Any, test_rows: Any, generator: Any
 ) -> tuple[Any, Any, Any]:
     count = _count(rows)
+    if count == 0:
+        raise DataError("no rows: fit needs rows to learn from (a list of mappings, a DataFrame, or read_csv's rows)")
     if test_rows is None:
         train, validation, test = pipeline.partition(count, generator.permutation(count))
         return _take(rows, train), _take(rows, validation), _take(rows, test)
@@ -306,8 +313,6 @@ def _split(
     share, held = pipeline.split_fractions
     validation_count = int(math.floor(count * held / (share + held)))
     if validation_count < 1 or validation_count >= count:
-        from deepsharp.core.errors import DataError
-
         raise DataError(f"{count} rows are too few to hold back validation rows: give more rows")
     return _take(rows, order[validation_count:]), _take(rows, order[:validation_count]), test_rows
 

@@ -1,8 +1,11 @@
 """The light engine: NumPy float32 arrays in the process's memory.
 
-Products go through NumPy's float32 BLAS (speed matters there); sums and means are added in
-float64 (cheap there) and rounded once. Handles are the NumPy arrays themselves, so an
-operation costs what NumPy costs and nothing more.
+Every total — products, convolutions, sums and means — is added in float64 and rounded to
+float32 once. That keeps each element within half a unit of float32 of the exact total (the
+contract asks 3 units of 2**-24 times the sum of the terms' sizes), and it makes a row's
+answer independent of the rows beside it: float32 BLAS kernels treat the rows of a block
+differently, so a row's bits would depend on its place in a chunk. Handles are the NumPy
+arrays themselves, so an operation costs what NumPy costs and nothing more.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ class LightEngine:
     def matmul(
         self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
     ) -> Array:
-        return np.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
+        product = np.matmul(a.T if transpose_a else a, b.T if transpose_b else b, dtype=np.float64)
+        return product.astype(self.dtype)
 
     def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
         return np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims).astype(self.dtype)
@@ -77,9 +81,9 @@ class LightEngine:
     def conv2d(self, x: Array, w: Array, stride: int, padding: tuple[Padding, Padding]) -> Array:
         cols, out_h, out_w = _columns(x, w.shape[2], w.shape[3], stride, padding)
         filters = w.shape[0]
-        y = cols @ w.reshape(filters, -1).T  # (N*oh*ow, F)
+        y = np.matmul(cols, w.reshape(filters, -1).T, dtype=np.float64)  # (N*oh*ow, F)
         return np.ascontiguousarray(
-            y.reshape(x.shape[0], out_h, out_w, filters).transpose(0, 3, 1, 2)
+            y.reshape(x.shape[0], out_h, out_w, filters).transpose(0, 3, 1, 2), dtype=self.dtype
         )
 
     def conv2d_weight_grad(
@@ -93,7 +97,8 @@ class LightEngine:
         cols, _, _ = _columns(x, kernel[0], kernel[1], stride, padding)
         filters = gy.shape[1]
         gy2 = gy.transpose(0, 2, 3, 1).reshape(-1, filters)
-        return (gy2.T @ cols).reshape(filters, x.shape[1], kernel[0], kernel[1])
+        product = np.matmul(gy2.T, cols, dtype=np.float64)
+        return product.astype(self.dtype).reshape(filters, x.shape[1], kernel[0], kernel[1])
 
     def conv2d_fold(
         self,
@@ -107,10 +112,10 @@ class LightEngine:
         _, channels, kh, kw = w.shape
         (top, bottom), (left, right) = padding
         gy2 = gy.transpose(0, 2, 3, 1).reshape(-1, filters)
-        parts = (gy2 @ w.reshape(filters, -1)).reshape(count, out_h, out_w, channels, kh, kw)
+        parts = np.matmul(gy2, w.reshape(filters, -1), dtype=np.float64)
+        parts = parts.reshape(count, out_h, out_w, channels, kh, kw)
         parts = parts.transpose(0, 3, 4, 5, 1, 2)  # (N, C, kh, kw, oh, ow)
         height, width = image[0] + top + bottom, image[1] + left + right
-        # The folded sum is taken in float64 and rounded once: at most kh*kw terms a place.
         folded = np.zeros((count, channels, height, width), np.float64)
         for i in range(kh):
             for j in range(kw):

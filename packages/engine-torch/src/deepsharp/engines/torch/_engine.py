@@ -196,7 +196,11 @@ class TorchEngine:
     def mean(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
         if not axes:
             return x if x.dtype == F32 else x.to(F32)
-        return torch.mean(x, axes, keepdims, dtype=torch.float64).to(F32)
+        count = 1
+        for axis in axes:
+            count *= x.shape[axis]
+        total = torch.sum(x, axes, keepdims, dtype=torch.float64)
+        return total.div_(count).to(F32)
 
     def conv2d(
         self, x: Tensor, w: Tensor, stride: int, padding: tuple[Padding, Padding]

@@ -1,0 +1,265 @@
+"""A run: fit with early stopping and a report, checkpoints and resume, serving, files."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
+    DataError,
+    Dense,
+    EngineIdentity,
+    EngineMismatchError,
+    FileFormatError,
+    Layer,
+    Network,
+    Pass,
+    Relu,
+    Tensor,
+    TrainingDivergedError,
+)
+from deepsharp.core.checkpoint import Checkpoint
+from deepsharp.core.run import FitOptions, Run, fit
+from deepsharp.core.samples import data_path, titanic
+from deepsharp.core.serving import TrainedNetwork
+from deepsharp.engines.light import LightEngine
+
+
+@pytest.fixture(scope="module")
+def sample() -> Run:
+    return titanic.run()
+
+
+def test_the_titanic_sample_reaches_078_on_its_135_test_passengers(sample: Run) -> None:
+    report = sample.report
+    assert report.test_rows == 135
+    assert report.measures["accuracy"] >= 0.78
+    assert set(report.measures) == {"loss", "accuracy"}
+    assert report.engine.name == "light"
+    assert 1 <= report.best_epoch <= report.epochs_run == len(report.history)
+    assert "Braund, Mr. Owen Harris, 22, class 3" in str(report)
+
+
+def test_early_stopping_keeps_the_best_epoch(sample: Run) -> None:
+    report = sample.report
+    losses = [record.validation_loss for record in report.history]
+    assert report.history[report.best_epoch - 1].validation_loss == min(losses)
+    if report.epochs_run < 200:  # it stopped early: patience epochs went by without a better one
+        assert report.epochs_run - report.best_epoch == 10
+
+
+def test_the_report_reads_as_a_table(sample: Run) -> None:
+    text = str(sample.report)
+    assert "best epoch" in text and "validation" in text and "accuracy" in text
+
+
+def test_the_report_draws_its_curves(sample: Run, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    sample.report.plot(tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_shipped_titanic_data_is_the_known_file() -> None:
+    digest = hashlib.sha256(data_path("titanic.csv").read_bytes()).hexdigest()
+    assert digest == titanic.SHA256
+
+
+def test_a_row_is_answered_the_same_alone_in_any_order_and_in_any_company(sample: Run) -> None:
+    rows = titanic.rows()
+    every = sample.trained.predict(rows)
+    assert every.shape == (891, 1) and every.dtype == np.float32
+    for index in (0, 31, 32, 890):
+        alone = sample.trained.predict([rows[index]])
+        assert alone.tobytes() == every[index].tobytes()
+    order = np.random.default_rng(1).permutation(891)[:100]
+    mixed = sample.trained.predict([rows[i] for i in order])
+    assert mixed.tobytes() == every[order].tobytes()
+
+
+def test_a_trained_network_saved_and_loaded_answers_the_same_bits(
+    sample: Run, tmp_path: Path
+) -> None:
+    sample.trained.save(tmp_path / "titanic.safetensors")
+    loaded = TrainedNetwork.load(tmp_path / "titanic.safetensors")
+    rows = titanic.rows()[:50]
+    assert loaded.predict(rows).tobytes() == sample.trained.predict(rows).tobytes()
+    assert b"light" not in (tmp_path / "titanic.safetensors").read_bytes()[:4096]
+
+
+def test_a_save_that_fails_midway_leaves_the_earlier_file_intact(
+    sample: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "titanic.safetensors"
+    sample.trained.save(path)
+    before = path.read_bytes()
+
+    def full_disk(descriptor: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        sample.trained.save(path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["titanic.safetensors"]
+
+
+def test_a_trained_file_with_a_broken_pipeline_is_refused(sample: Run, tmp_path: Path) -> None:
+    from deepsharp.core.files import encode_safetensors, read_safetensors
+
+    sample.trained.save(tmp_path / "good.safetensors")
+    tensors, metadata = read_safetensors(tmp_path / "good.safetensors")
+    metadata["pipeline"] = '{"format": "deepsharp.pipeline", "columns": 3}'
+    (tmp_path / "bad.safetensors").write_bytes(encode_safetensors(tensors, metadata))
+    with pytest.raises(FileFormatError):
+        TrainedNetwork.load(tmp_path / "bad.safetensors")
+
+
+# --- checkpoints and resume ------------------------------------------------------------------
+
+
+def _options(**extra: Any) -> FitOptions:
+    settings: dict[str, Any] = {"seed": 7, "epochs": 12, "patience": 100, "progress": False}
+    return FitOptions(**{**settings, **extra})
+
+
+def _fit(options: FitOptions, **extra: Any) -> Run:
+    return fit(
+        titanic.pipeline(), titanic.rows(), titanic.network(), BinaryCrossEntropy(), Adam(0.001),
+        options, **extra,
+    )
+
+
+def _bits(run: Run) -> bytes:
+    slots = run.trained.network.slots
+    return b"".join(slots[name].tobytes() for name in sorted(slots))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted() -> Run:
+    return _fit(_options())
+
+
+@pytest.mark.parametrize("epoch", [1, 5, 10])
+def test_a_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_does(
+    uninterrupted: Run, tmp_path: Path, epoch: int
+) -> None:
+    kept = tmp_path / f"epoch-{epoch}.safetensors"
+
+    def keep(record: Any) -> None:
+        if record.epoch == epoch:
+            shutil.copy(Checkpoint.path_in(tmp_path / "run"), kept)
+
+    _fit(_options(checkpoint_dir=tmp_path / "run", checkpoint_every=1), on_epoch=keep)
+    assert Checkpoint.load(kept).epoch == epoch
+    resumed = _fit(_options(), resume_from=kept)
+    assert _bits(resumed) == _bits(uninterrupted)
+    assert resumed.report.history == uninterrupted.report.history[: len(resumed.report.history)] or [
+        (r.epoch, r.loss, r.validation_loss) for r in resumed.report.history
+    ] == [(r.epoch, r.loss, r.validation_loss) for r in uninterrupted.report.history]
+    assert resumed.report.measures == uninterrupted.report.measures
+
+
+KILLED = """
+import os, signal, sys
+from deepsharp.core import Adam, BinaryCrossEntropy
+from deepsharp.core.run import FitOptions, fit
+from deepsharp.core.samples import titanic
+
+def die(record):
+    if record.epoch == 7:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+fit(titanic.pipeline(), titanic.rows(), titanic.network(), BinaryCrossEntropy(), Adam(0.001),
+    FitOptions(seed=7, epochs=12, patience=100, progress=False, checkpoint_dir=sys.argv[1],
+               checkpoint_every=1), on_epoch=die)
+"""
+
+
+def test_a_run_killed_mid_training_resumes_to_the_same_final_bits(
+    uninterrupted: Run, tmp_path: Path
+) -> None:
+    process = subprocess.run([sys.executable, "-c", KILLED, str(tmp_path)], capture_output=True)
+    assert process.returncode == -9, process.stderr.decode()
+    checkpoint = Checkpoint.load(Checkpoint.path_in(tmp_path))
+    assert checkpoint.epoch == 7
+    resumed = _fit(_options(), resume_from=checkpoint)
+    assert _bits(resumed) == _bits(uninterrupted)
+
+
+class OtherLight(LightEngine):
+    """The light engine under another name: what a checkpoint must not go on with."""
+
+    name = "other"
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity("other", "9.9", "cpu")
+
+
+def test_a_checkpoint_is_refused_on_another_engine_before_anything_is_restored(
+    tmp_path: Path,
+) -> None:
+    _fit(_options(epochs=2, checkpoint_dir=tmp_path, checkpoint_every=1))
+    checkpoint = Checkpoint.load(Checkpoint.path_in(tmp_path))
+    assert checkpoint.engine.name == "light"
+    other = OtherLight()
+    network = titanic.network()
+    with pytest.raises(EngineMismatchError, match=r"light numpy .* other 9\.9 on cpu"):
+        fit(
+            titanic.pipeline(), titanic.rows(), network, BinaryCrossEntropy(), Adam(0.001),
+            _options(engine=other), resume_from=Checkpoint.path_in(tmp_path),
+        )
+    assert other.counters.transfers_in == 0
+    assert not network.initialized
+
+
+class Explode(Layer):
+    """Passes values through, until its fifth training pass makes them infinite."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passes = 0
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        if context.training:
+            self.passes += 1
+            if self.passes == 5:
+                return x * math.inf
+        return x
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+def test_a_loss_that_turns_infinite_stops_the_run_naming_epoch_and_step() -> None:
+    network = Network([Dense(16), Relu(), Explode(), Dense(1)])
+    with pytest.raises(TrainingDivergedError, match="epoch 1, step 5"):
+        fit(titanic.pipeline(), titanic.rows(), network, BinaryCrossEntropy(), Adam(0.001),
+            _options())
+
+
+def test_fit_without_rows_or_target_says_so() -> None:
+    with pytest.raises(DataError, match="no rows"):
+        _fit_rows([])
+    rows = [{k: v for k, v in row.items() if k != "Survived"} for row in titanic.rows()]
+    with pytest.raises(DataError, match="Survived"):
+        _fit_rows(rows)
+
+
+def _fit_rows(rows: list[Any]) -> Run:
+    return fit(titanic.pipeline(), rows, titanic.network(), BinaryCrossEntropy(), Adam(),
+               _options())
+
+
+def test_the_same_run_twice_gives_the_same_bits(uninterrupted: Run) -> None:
+    assert _bits(_fit(_options())) == _bits(uninterrupted)

@@ -1,0 +1,130 @@
+"""Refusals and the doctor's report: these run with or without torch installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from deepsharp.core import EngineUnavailableError, available_engines, make_engine
+from deepsharp.engines.torch import TorchEngine, describe_torch, from_spec
+from deepsharp.engines.torch._probe import cuda_refusal
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+@pytest.fixture
+def no_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process in which `import torch` fails as it does where torch is not installed."""
+    monkeypatch.setitem(sys.modules, "torch", None)
+
+
+def _names_both_builds(message: str) -> None:
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in message
+    assert "pip install torch" in message
+    assert "https://download.pytorch.org/whl/cu126" in message
+    assert "CPU-only" in message and "CUDA" in message
+
+
+def test_registered_as_an_entry_point() -> None:
+    assert "torch" in available_engines()
+
+
+@pytest.mark.usefixtures("no_torch")
+@pytest.mark.parametrize("make", [TorchEngine.on_cpu, TorchEngine.on_gpu, lambda: from_spec("")])
+def test_refused_without_torch_naming_packages(make: Any) -> None:
+    with pytest.raises(EngineUnavailableError) as caught:
+        make()
+    message = str(caught.value)
+    assert "not installed" in message
+    _names_both_builds(message)
+
+
+@pytest.mark.usefixtures("no_torch")
+def test_make_engine_spec_refused_without_torch() -> None:
+    with pytest.raises(EngineUnavailableError, match="download.pytorch.org/whl/cpu"):
+        make_engine("torch:cpu")
+
+
+@pytest.mark.usefixtures("no_torch")
+def test_describe_without_torch() -> None:
+    report = describe_torch()
+    assert report["installed"] is False
+    assert report["version"] is None and report["build"] is None
+    assert report["cards"] == [] and report["devices"] == []
+    assert report["problems"] == ["torch is not installed"]
+    assert any("whl/cpu" in line for line in report["advice"])
+    assert any("whl/cu126" in line for line in report["advice"])
+
+
+def test_bad_option_refused() -> None:
+    with pytest.raises(EngineUnavailableError, match="cuda:N"):
+        from_spec("tpu")
+
+
+def _fake_torch(cuda: str | None, available: bool, count: int) -> Any:
+    return SimpleNamespace(
+        __version__="9.9.9",
+        version=SimpleNamespace(cuda=cuda),
+        cuda=SimpleNamespace(
+            is_available=lambda: available,
+            device_count=lambda: count,
+            get_device_name=lambda i: f"Card {i}",
+        ),
+    )
+
+
+def test_gpu_refusal_cpu_only_build_names_cuda_builds() -> None:
+    why = cuda_refusal(_fake_torch(None, False, 0), 0)
+    assert why is not None and "CPU-only build" in why
+    assert "whl/cu126" in why and "pip install torch" in why
+
+
+def test_gpu_refusal_no_card_or_driver() -> None:
+    why = cuda_refusal(_fake_torch("12.6", False, 0), 0)
+    assert why is not None and "no NVIDIA card or no working driver" in why
+
+
+def test_gpu_refusal_no_card_of_that_index() -> None:
+    why = cuda_refusal(_fake_torch("12.6", True, 2), 3)
+    assert why is not None and "no card of index 3" in why and "2 cards" in why
+    assert cuda_refusal(_fake_torch("12.6", True, 2), 1) is None
+
+
+def test_describe_with_fake_cards(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch("12.6", True, 2))
+    report = describe_torch()
+    assert report["installed"] and report["build"] == "CUDA 12.6"
+    assert report["cards"] == ["Card 0", "Card 1"]
+    assert report["devices"] == ["torch:cpu", "torch:cuda:0", "torch:cuda:1"]
+    assert report["problems"] == [] and report["advice"] == []
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_on_gpu_refused_on_this_machine_when_torch_cannot_use_a_card() -> None:
+    import torch
+
+    if torch.version.cuda is not None and torch.cuda.is_available():
+        pytest.skip("this machine has a usable card")
+    with pytest.raises(EngineUnavailableError) as caught:
+        TorchEngine.on_gpu(0)
+    message = str(caught.value)
+    if torch.version.cuda is None:
+        assert "CPU-only build" in message and "whl/cu126" in message
+    else:
+        assert "no NVIDIA card" in message
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_describe_with_real_torch() -> None:
+    import torch
+
+    report = describe_torch()
+    assert report["installed"] and report["version"] == torch.__version__
+    assert "torch:cpu" in report["devices"]
+    if torch.version.cuda is None:
+        assert report["build"] == "CPU-only" and report["cards"] == []
+        assert any("cu126" in line for line in report["advice"])
