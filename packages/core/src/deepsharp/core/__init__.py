@@ -3,6 +3,7 @@
 Everything a user calls is importable from here: `from deepsharp.core import Network, Dense, fit`.
 """
 
+from deepsharp.core.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.engine import Counters, Engine, EngineIdentity, available_engines, make_engine
 from deepsharp.core.errors import (
     DataError,
@@ -28,7 +29,10 @@ from deepsharp.core.layers import (
 from deepsharp.core.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
 from deepsharp.core.network import Network
 from deepsharp.core.optimizers import SGD, Adam, Optimizer
+from deepsharp.core.pipeline import Pipeline, read_csv
 from deepsharp.core.random import Generator, Streams
+from deepsharp.core.run import FitOptions, Report, Run, fit
+from deepsharp.core.serving import TrainedNetwork
 from deepsharp.core.tensor import Tensor
 from deepsharp.core.trainer import Trainer
 from deepsharp.core.version import __version__
@@ -37,6 +41,7 @@ __all__ = [
     "SGD",
     "Adam",
     "BinaryCrossEntropy",
+    "Checkpoint",
     "Conv2D",
     "Counters",
     "CrossEntropy",
@@ -45,10 +50,12 @@ __all__ = [
     "Dense",
     "Dropout",
     "Engine",
+    "EpochRecord",
     "EngineIdentity",
     "EngineMismatchError",
     "EngineUnavailableError",
     "FileFormatError",
+    "FitOptions",
     "Flatten",
     "Generator",
     "Layer",
@@ -58,15 +65,21 @@ __all__ = [
     "Network",
     "Optimizer",
     "Pass",
+    "Pipeline",
     "Relu",
+    "Report",
+    "Run",
     "ShapeError",
     "Sigmoid",
     "Streams",
     "Tanh",
     "Tensor",
+    "TrainedNetwork",
     "Trainer",
     "TrainingDivergedError",
     "__version__",
     "available_engines",
+    "fit",
     "make_engine",
+    "read_csv",
 ]

@@ -1,0 +1,42 @@
+"""Docs are examples that run: every ```python block of docs/*.md, in order, one namespace a page."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[3] / "docs"
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+PAGES = sorted(DOCS.glob("*.md")) if DOCS.is_dir() else []
+
+
+def _needs(code: str) -> list[str]:
+    """A block may start with `# needs: torch, matplotlib` to run only where those are installed."""
+    first = code.splitlines()[0] if code.strip() else ""
+    match = re.match(r"#\s*needs:\s*(.*)", first)
+    return [name.strip() for name in match.group(1).split(",")] if match else []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_the_page_s_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocks = BLOCK.findall(page.read_text(encoding="utf-8"))
+    if not blocks:
+        pytest.skip(f"{page.name} has no python examples")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
+    for number, code in enumerate(blocks, start=1):
+        missing = [name for name in _needs(code) if importlib.util.find_spec(name) is None]
+        if missing:
+            pytest.skip(f"{page.name} block {number} needs {', '.join(missing)}")
+        try:
+            exec(compile(code, f"{page.name} (example {number})", "exec"), namespace)
+        except Exception as error:  # name the page and block, keep the cause
+            raise AssertionError(f"{page.name}, example {number} failed: {error!r}") from error
+
+
+def test_the_docs_folder_is_found() -> None:
+    assert PAGES, f"no docs at {DOCS} (cwd {os.getcwd()})"

@@ -1,0 +1,317 @@
+"""Every operation against the float64 reference (totals, value by value) or the light engine (moves)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from deepsharp.engines.light import LightEngine, ReferenceEngine  # noqa: E402
+from deepsharp.engines.torch import TorchEngine  # noqa: E402
+
+U = 2.0**-24
+Array = Any
+
+
+@pytest.fixture(scope="module")
+def engine() -> TorchEngine:
+    return TorchEngine.on_cpu()
+
+
+REF = ReferenceEngine()
+LIGHT = LightEngine()
+
+
+def rand(*shape: int, seed: int = 0, low: float = -2.0, high: float = 2.0) -> Array:
+    rng = np.random.default_rng(seed + 7919 * len(shape) + sum(shape))
+    return rng.uniform(low, high, size=shape).astype(np.float32)
+
+
+def check_total(got: Array, ref: Array, magnitude: Array) -> None:
+    """|got - ref| <= 3 u sum|terms|, elementwise (magnitude: the same total over |terms|)."""
+    assert got.dtype == np.float32 and got.shape == ref.shape
+    excess = np.abs(got.astype(np.float64) - ref) - 3 * U * magnitude
+    assert excess.max(initial=-1.0) <= 0.0, f"worst excess {excess.max()}"
+
+
+def check_value(got: Array, ref: Array) -> None:
+    assert got.dtype == np.float32 and got.shape == np.shape(ref)
+    ref = np.asarray(ref, np.float64)
+    np.testing.assert_array_less(np.abs(got - ref), 1e-5 + 1.3e-6 * np.abs(ref) + 1e-30)
+
+
+def check_move(got: Array, expected: Array) -> None:
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.tobytes() == np.ascontiguousarray(expected).tobytes()
+
+
+def run(engine: TorchEngine, op: str, *args: Any, **kw: Any) -> Array:
+    handles = [engine.put(a) if isinstance(a, np.ndarray) else a for a in args]
+    out = getattr(engine, op)(*handles, **kw)
+    assert not out.requires_grad and out.grad_fn is None
+    return engine.get(out)
+
+
+def ref(op: str, *args: Any, **kw: Any) -> Array:
+    handles = [REF.put(a) if isinstance(a, np.ndarray) else a for a in args]
+    return np.asarray(getattr(REF, op)(*handles, **kw))
+
+
+def light(op: str, *args: Any, **kw: Any) -> Array:
+    handles = [LIGHT.put(a) if isinstance(a, np.ndarray) else a for a in args]
+    return np.asarray(getattr(LIGHT, op)(*handles, **kw))
+
+
+def absolute(*args: Any) -> list[Any]:
+    return [np.abs(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+# --- transfers -------------------------------------------------------------------------------
+
+
+def test_put_get_exact_and_owned(engine: TorchEngine) -> None:
+    x = rand(3, 5)
+    h = engine.put(x)
+    x[0, 0] = 99.0  # the engine holds its own copy
+    back = engine.get(h)
+    assert back.dtype == np.float32 and back[0, 0] != 99.0
+    back[0, 1] = -5.0  # and the caller owns what get returns
+    assert engine.get(h)[0, 1] != -5.0
+    i = engine.put(np.array([3, 1, 2], np.int32))
+    assert i.dtype == torch.int64 and engine.get(i).dtype == np.int64
+    d = engine.put(np.arange(6, dtype=np.float64).reshape(2, 3))
+    assert d.dtype == torch.float32
+    assert engine.shape(d) == (2, 3)
+    z = engine.zeros((2, 4))
+    assert z.dtype == torch.float32 and engine.get(z).tolist() == [[0.0] * 4] * 2
+
+
+def test_get_of_a_view_is_contiguous(engine: TorchEngine) -> None:
+    x = rand(4, 6)
+    got = engine.get(engine.transpose(engine.put(x), (1, 0)))
+    assert got.flags.c_contiguous
+    check_move(got, x.T)
+
+
+# --- totals ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("m,k,n", [(32, 14, 16), (1, 1, 1), (7, 300, 5), (64, 1024, 33)])
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_matmul(engine: TorchEngine, m: int, k: int, n: int, ta: bool, tb: bool) -> None:
+    a = rand(*((k, m) if ta else (m, k)), seed=1)
+    b = rand(*((n, k) if tb else (k, n)), seed=2)
+    kw = {"transpose_a": ta, "transpose_b": tb}
+    check_total(run(engine, "matmul", a, b, **kw), ref("matmul", a, b, **kw),
+                ref("matmul", *absolute(a, b), **kw))
+
+
+@pytest.mark.parametrize("shape,axes", [((32, 16), (0,)), ((32, 1), (0, 1)), ((4, 5, 6), (1,)),
+                                        ((4, 5, 6), (0, 2)), ((300_000,), (0,)),
+                                        ((8, 3, 9, 9), (0, 2, 3))])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("op", ["sum", "mean"])
+def test_sum_mean(engine: TorchEngine, op: str, shape: tuple[int, ...], axes: tuple[int, ...],
+                  keepdims: bool) -> None:
+    x = rand(*shape, seed=3)
+    check_total(run(engine, op, x, axes, keepdims), ref(op, x, axes, keepdims),
+                ref(op, np.abs(x), axes, keepdims))
+
+
+CONVS = [
+    # (N, C, H, W), (F, kh, kw), stride, padding
+    ((2, 1, 8, 8), (3, 3, 3), 1, ((0, 0), (0, 0))),  # valid
+    ((2, 3, 9, 7), (4, 3, 3), 1, ((1, 1), (1, 1))),  # same, odd kernel
+    ((2, 2, 8, 8), (3, 2, 2), 1, ((0, 1), (0, 1))),  # same, even kernel: asymmetric
+    ((3, 2, 9, 9), (5, 3, 3), 2, ((0, 0), (0, 0))),  # stride 2, valid
+    ((2, 2, 10, 11), (3, 3, 3), 2, ((1, 1), (1, 1))),  # stride 2, same
+    ((2, 1, 8, 8), (2, 4, 4), 2, ((1, 2), (1, 2))),  # stride 2, asymmetric
+    ((1, 4, 6, 6), (2, 1, 1), 1, ((0, 0), (0, 0))),  # 1x1
+]
+
+
+@pytest.mark.parametrize("xs,ws,stride,padding", CONVS)
+def test_conv2d_and_its_gradients(engine: TorchEngine, xs: tuple[int, ...],
+                                  ws: tuple[int, int, int], stride: int, padding: Any) -> None:
+    x = rand(*xs, seed=4)
+    w = rand(ws[0], xs[1], ws[1], ws[2], seed=5)
+    y_ref = ref("conv2d", x, w, stride, padding)
+    check_total(run(engine, "conv2d", x, w, stride, padding), y_ref,
+                ref("conv2d", *absolute(x, w), stride, padding))
+    gy = rand(*y_ref.shape, seed=6)
+    kernel = (ws[1], ws[2])
+    check_total(run(engine, "conv2d_weight_grad", x, gy, kernel, stride, padding),
+                ref("conv2d_weight_grad", x, gy, kernel, stride, padding),
+                ref("conv2d_weight_grad", *absolute(x, gy), kernel, stride, padding))
+    image = (xs[2], xs[3])
+    check_total(run(engine, "conv2d_fold", gy, w, image, stride, padding),
+                ref("conv2d_fold", gy, w, image, stride, padding),
+                ref("conv2d_fold", *absolute(gy, w), image, stride, padding))
+
+
+# --- value by value --------------------------------------------------------------------------
+
+SHAPES = [(5,), (32, 16), (3, 4, 5), (70_000,)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("op", ["neg", "abs", "exp", "log", "log1p", "sqrt", "tanh", "sigmoid",
+                                "relu"])
+def test_unary(engine: TorchEngine, op: str, shape: tuple[int, ...]) -> None:
+    positive = op in ("log", "sqrt")
+    x = rand(*shape, seed=8, low=0.01 if positive else -8.0, high=8.0)
+    if op == "log1p":
+        x = rand(*shape, seed=8, low=-0.9, high=8.0)
+    check_value(run(engine, op, x), ref(op, x))
+
+
+def test_sigmoid_extremes(engine: TorchEngine) -> None:
+    x = np.array([-1e30, -100.0, -20.0, 0.0, 20.0, 100.0, 1e30], np.float32)
+    got = run(engine, "sigmoid", x)
+    assert np.isfinite(got).all()
+    check_value(got, ref("sigmoid", x))
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum", "greater"])
+@pytest.mark.parametrize("sa,sb", [((32, 16), (32, 16)), ((32, 16), (16,)), ((4, 1, 5), (3, 1)),
+                                   ((32, 1), None), (None, (32, 1))])
+def test_binary(engine: TorchEngine, op: str, sa: Any, sb: Any) -> None:
+    a: Any = rand(*sa, seed=9) if sa is not None else 0.75
+    b: Any = rand(*sb, seed=10) if sb is not None else -0.5
+    if op == "div" and isinstance(b, np.ndarray):
+        b = np.where(np.abs(b) < 0.1, np.float32(0.5), b).astype(np.float32)
+    check_value(run(engine, op, a, b), ref(op, a, b))
+
+
+@pytest.mark.parametrize("a,b", [("t", "t"), ("t", 2.5), (-1.0, "t"), (1.0, 0.0)])
+def test_where(engine: TorchEngine, a: Any, b: Any) -> None:
+    condition = (rand(6, 7, seed=11) > 0).astype(np.float32)
+    a = rand(6, 7, seed=12) if a == "t" else a
+    b = rand(6, 7, seed=13) if b == "t" else b
+    check_value(run(engine, "where", condition, a, b), ref("where", condition, a, b))
+
+
+def _optimizer_inputs(seed: int) -> tuple[list[Array], ...]:
+    shapes = [(14, 16), (16,), (16, 1), (1,), (300, 200)]
+    slots = [rand(*s, seed=seed + i) for i, s in enumerate(shapes)]
+    grads = [rand(*s, seed=seed + 10 + i) for i, s in enumerate(shapes)]
+    firsts = [rand(*s, seed=seed + 20 + i) * 0.1 for i, s in enumerate(shapes)]
+    seconds = [np.abs(rand(*s, seed=seed + 30 + i)) * 0.01 for i, s in enumerate(shapes)]
+    return slots, grads, firsts, seconds
+
+
+def test_adam_update_in_place(engine: TorchEngine) -> None:
+    slots, grads, firsts, seconds = _optimizer_inputs(20)
+    kw = {"step_size": 0.001 * (1 - 0.999**3) ** 0.5 / (1 - 0.9**3), "beta1": 0.9,
+          "beta2": 0.999, "epsilon": 1e-7}
+    hs = [[engine.put(a) for a in group] for group in (slots, grads, firsts, seconds)]
+    ids = [id(h) for h in hs[0]]
+    engine.adam_update(*hs, **kw)
+    rs = [[REF.put(a) for a in group] for group in (slots, grads, firsts, seconds)]
+    REF.adam_update(*rs, **kw)
+    assert [id(h) for h in hs[0]] == ids
+    for group in (0, 2, 3):
+        for h, r in zip(hs[group], rs[group]):
+            assert not h.requires_grad
+            check_value(engine.get(h), r)
+
+
+def test_sgd_update_in_place(engine: TorchEngine) -> None:
+    slots, grads, velocities, _ = _optimizer_inputs(40)
+    kw = {"learning_rate": 0.01, "momentum": 0.9}
+    hs = [[engine.put(a) for a in group] for group in (slots, grads, velocities)]
+    engine.sgd_update(*hs, **kw)
+    rs = [[REF.put(a) for a in group] for group in (slots, grads, velocities)]
+    REF.sgd_update(*rs, **kw)
+    for group in (0, 2):
+        for h, r in zip(hs[group], rs[group]):
+            check_value(engine.get(h), r)
+
+
+def test_empty_updates(engine: TorchEngine) -> None:
+    engine.adam_update([], [], [], [], step_size=0.1, beta1=0.9, beta2=0.999, epsilon=1e-7)
+    engine.sgd_update([], [], [], learning_rate=0.1, momentum=0.0)
+
+
+# --- moves -----------------------------------------------------------------------------------
+
+MoveCase = tuple[str, Callable[[], tuple[Any, ...]], dict[str, Any]]
+
+
+def _moves() -> list[Any]:
+    x = rand(4, 6, 5, seed=14)
+    return [
+        pytest.param("copy", (x,), {}, id="copy"),
+        pytest.param("reshape", (x, (6, 20)), {}, id="reshape"),
+        pytest.param("reshape", (x, (-1,)), {}, id="reshape-flat"),
+        pytest.param("transpose", (x, (2, 0, 1)), {}, id="transpose"),
+        pytest.param("slice", (x, 1, 2, 5), {}, id="slice"),
+        pytest.param("slice", (x, 2, 0, 1), {}, id="slice-last"),
+        pytest.param("take_rows", (x, np.array([3, 0, 0, 2], np.int64)), {}, id="take-rows"),
+        pytest.param("pad", (x, [(0, 0), (1, 2), (3, 0)]), {}, id="pad"),
+        pytest.param("broadcast_to", (rand(1, 5, seed=15), (4, 6, 5)), {}, id="broadcast"),
+        pytest.param("max", (x, (1,), False), {}, id="max"),
+        pytest.param("max", (x, (0, 2), True), {}, id="max-keep"),
+        pytest.param("one_hot", (np.array([2, 0, 1, 2, 4], np.int64), 5), {}, id="one-hot"),
+    ]
+
+
+@pytest.mark.parametrize("op,args,kw", _moves())
+def test_moves_bit_for_bit(engine: TorchEngine, op: str, args: tuple[Any, ...],
+                           kw: dict[str, Any]) -> None:
+    check_move(run(engine, op, *args, **kw), light(op, *args, **kw))
+
+
+def test_concatenate_and_split(engine: TorchEngine) -> None:
+    parts = [rand(3, 2, seed=16), rand(3, 5, seed=17), rand(3, 1, seed=18)]
+    joined = engine.concatenate([engine.put(p) for p in parts], 1)
+    check_move(engine.get(joined), np.concatenate(parts, 1))
+    pieces = engine.split(joined, [2, 5, 1], 1)
+    assert isinstance(pieces, list) and len(pieces) == 3
+    for piece, part in zip(pieces, parts):
+        check_move(engine.get(piece), part)
+
+
+def test_assign_in_place(engine: TorchEngine) -> None:
+    target = engine.put(rand(3, 4, seed=19))
+    before = id(target)
+    source = rand(3, 4, seed=20)
+    engine.assign(target, engine.put(source))
+    assert id(target) == before
+    check_move(engine.get(target), source)
+
+
+@pytest.mark.parametrize("shape,pool", [((2, 3, 8, 8), 2), ((2, 2, 9, 7), 2), ((1, 3, 9, 9), 3),
+                                        ((4, 8, 26, 26), 2)])
+@pytest.mark.parametrize("ties", [False, True])
+def test_maxpool_bit_for_bit(engine: TorchEngine, shape: tuple[int, ...], pool: int,
+                             ties: bool) -> None:
+    x = rand(*shape, seed=21)
+    if ties:  # few distinct values: many windows hold their maximum more than once
+        x = np.round(x).astype(np.float32)
+    values, selection = engine.maxpool2d(engine.put(x), pool)
+    light_values, light_selection = LIGHT.maxpool2d(x, pool)
+    check_move(engine.get(values), light_values)
+    assert selection.dtype == torch.int64
+    check_move(engine.get(selection), light_selection.astype(np.int64))
+    gy = rand(*light_values.shape, seed=22)
+    image = (shape[2], shape[3])
+    back = engine.maxpool2d_back(engine.put(gy), selection, image, pool)
+    check_move(engine.get(back), LIGHT.maxpool2d_back(gy, light_selection, image, pool))
+
+
+def test_nothing_requires_grad_or_records(engine: TorchEngine) -> None:
+    x = engine.put(rand(2, 3, 6, 6, seed=23))
+    w = engine.put(rand(4, 3, 3, 3, seed=24))
+    outs = [
+        engine.conv2d(x, w, 1, ((1, 1), (1, 1))),
+        *engine.maxpool2d(x, 2),
+        engine.sigmoid(x), engine.sum(x, (0, 2)), engine.add(x, 1.0),
+    ]
+    assert torch.is_grad_enabled()  # never switched
+    for out in outs:
+        assert not out.requires_grad and out.grad_fn is None

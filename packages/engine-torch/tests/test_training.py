@@ -1,0 +1,180 @@
+"""Training on the torch engine: XOR, transfers per step, no autograd, thread counts, memory."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from deepsharp.core import (  # noqa: E402
+    Adam,
+    BinaryCrossEntropy,
+    Dense,
+    Network,
+    Relu,
+    Tanh,
+    Trainer,
+)
+from deepsharp.engines.torch import TorchEngine  # noqa: E402
+
+THREADS = (1, 2, 4, 8)
+
+
+@pytest.fixture
+def restore_threads() -> Iterator[None]:
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def titanic_batches(steps: int) -> list[tuple[Any, Any]]:
+    rng = np.random.default_rng(891)
+    return [
+        (rng.standard_normal((32, 14)).astype(np.float32),
+         (rng.random((32, 1)) < 0.38).astype(np.float32))
+        for _ in range(steps)
+    ]
+
+
+def titanic_trainer(engine: TorchEngine) -> Trainer:
+    network = Network([Dense(16), Relu(), Dense(1)], inputs=14)
+    return Trainer(network, BinaryCrossEntropy(), Adam(0.001), engine=engine, seed=0)
+
+
+def test_xor_trains() -> None:
+    features = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32)
+    answers = np.array([[0], [1], [1], [0]], np.float32)
+    network = Network([Dense(8), Tanh(), Dense(1)], inputs=2)
+    trainer = Trainer(network, BinaryCrossEntropy(), Adam(0.05), engine=TorchEngine.on_cpu(),
+                      seed=0)
+    losses = [trainer.step(features, answers) for _ in range(500)]
+    assert losses[-1] < 0.05, losses[-1]
+    answered = network.predict(features, BinaryCrossEntropy(), engine=trainer.engine)
+    assert ((answered > 0.5) == (answers > 0.5)).all()
+
+
+def test_a_step_moves_two_in_one_out() -> None:
+    engine = TorchEngine.on_cpu()
+    trainer = titanic_trainer(engine)
+    batches = titanic_batches(3)
+    trainer.step(*batches[0])  # the first step also puts the slots
+    for features, answers in batches[1:]:
+        before_in, before_out = engine.counters.transfers_in, engine.counters.transfers_out
+        trainer.step(features, answers)
+        assert engine.counters.transfers_in - before_in == 2
+        assert engine.counters.transfers_out - before_out == 1
+
+
+def test_nothing_requires_grad_after_a_step() -> None:
+    engine = TorchEngine.on_cpu()
+    trainer = titanic_trainer(engine)
+    features, answers = titanic_batches(1)[0]
+    value = trainer.step_tensor(features, answers)
+    assert torch.is_grad_enabled()
+    handles = [value.handle, *(t.handle for t in trainer.bound.tensors.values())]
+    assert trainer.state is not None
+    for memory in trainer.state.memory.values():
+        handles.extend(memory)
+    for handle in handles:
+        assert isinstance(handle, torch.Tensor)
+        assert not handle.requires_grad and handle.grad_fn is None and handle.grad is None
+
+
+def _titanic_run(threads: int) -> tuple[list[float], dict[str, Any]]:
+    torch.set_num_threads(threads)
+    trainer = titanic_trainer(TorchEngine.on_cpu())
+    losses = [trainer.step(x, y) for x, y in titanic_batches(200)]
+    return losses, dict(trainer.network.slots)
+
+
+@pytest.mark.usefixtures("restore_threads")
+def test_same_bits_whatever_the_thread_count() -> None:
+    runs = {threads: _titanic_run(threads) for threads in THREADS}
+    losses, slots = runs[1]
+    for threads in THREADS[1:]:
+        other_losses, other_slots = runs[threads]
+        assert other_losses == losses, f"losses differ with {threads} threads"
+        for name, value in slots.items():
+            assert other_slots[name].tobytes() == value.tobytes(), (name, threads)
+
+
+def _large_ops(engine: TorchEngine) -> list[Any]:
+    rng = np.random.default_rng(5)
+    x = engine.put(rng.standard_normal((16, 8, 30, 30)).astype(np.float32))
+    w = engine.put(rng.standard_normal((16, 8, 3, 3)).astype(np.float32))
+    a = engine.put(rng.standard_normal((257, 1031)).astype(np.float32))
+    b = engine.put(rng.standard_normal((1031, 129)).astype(np.float32))
+    flat = engine.put(rng.standard_normal((1_000_003,)).astype(np.float32))
+    same = ((1, 1), (1, 1))
+    y = engine.conv2d(x, w, 1, same)
+    values, selection = engine.maxpool2d(y, 2)
+    return [
+        engine.matmul(a, b), engine.matmul(a, a, transpose_b=True),
+        engine.matmul(a, a, transpose_a=True),
+        engine.sum(flat, (0,)), engine.mean(flat, (0,)), engine.sum(y, (0, 2, 3)),
+        engine.sum(a, (1,)), engine.sum(a, (0,)), engine.max(flat, (0,)),
+        engine.sigmoid(flat), engine.tanh(flat), engine.exp(flat), engine.log1p(engine.abs(flat)),
+        y, engine.conv2d(x, w, 2, ((0, 1), (0, 1))),
+        engine.conv2d_weight_grad(x, y, (3, 3), 1, same), engine.conv2d_fold(y, w, (30, 30), 1, same),
+        values, selection, engine.maxpool2d_back(values, selection, (30, 30), 2),
+    ]
+
+
+@pytest.mark.usefixtures("restore_threads")
+def test_large_operations_same_bits_whatever_the_thread_count() -> None:
+    engine = TorchEngine.on_cpu()
+    results: dict[int, list[Any]] = {}
+    for threads in THREADS:
+        torch.set_num_threads(threads)
+        results[threads] = [engine.get(out) for out in _large_ops(engine)]
+    for threads in THREADS[1:]:
+        for i, (mine, other) in enumerate(zip(results[1], results[threads])):
+            assert mine.tobytes() == other.tobytes(), f"result {i} differs with {threads} threads"
+
+
+def test_thread_count_never_set_by_the_engine() -> None:
+    before = torch.get_num_threads()
+    trainer = titanic_trainer(TorchEngine.on_cpu())
+    for x, y in titanic_batches(3):
+        trainer.step(x, y)
+    assert torch.get_num_threads() == before
+
+
+def _count_alive(make: Callable[[int], Any], rounds: int) -> int:
+    alive = 0
+    most = 0
+
+    def gone() -> None:
+        nonlocal alive
+        alive -= 1
+
+    for i in range(rounds):
+        handle = make(i)
+        weakref.finalize(handle, gone)
+        alive += 1
+        most = max(most, alive)
+        del handle
+    return most
+
+
+def test_tensors_are_freed_when_dropped() -> None:
+    engine = TorchEngine.on_cpu()
+    block = np.ones((1024, 1024), np.float32)  # 4 MB
+
+    def make(i: int) -> Any:
+        return engine.mul(engine.add(engine.put(block), float(i)), 0.5)
+
+    assert _count_alive(make, 500) <= 3
+    assert _count_alive(lambda i: engine.zeros((1024, 1024)), 500) <= 3
+
+
+def test_identity() -> None:
+    engine = TorchEngine.on_cpu()
+    identity = engine.identity
+    assert (identity.name, identity.version, identity.device) == ("torch", torch.__version__, "cpu")
+    assert engine.counters.transfers_in == 0 and engine.counters.transfers_out == 0
