@@ -37,8 +37,14 @@ def _report(session: nox.Session, engine: str) -> str:
 
 def _contracts(session: nox.Session, engine: str) -> None:
     session.run(
-        "pytest", "--pyargs", "deepsharp.contracts", "--engine", engine,
-        "--contracts-report", _report(session, engine), "-q",
+        "pytest",
+        "--pyargs",
+        "deepsharp.contracts",
+        "--engine",
+        engine,
+        "--contracts-report",
+        _report(session, engine),
+        "-q",
     )
 
 
@@ -47,7 +53,11 @@ def tests(session: nox.Session) -> None:
     """The core's tests (light engine), the test engine's, and the contracts on both engines."""
     session.install(*CONSTRAINTS, "pytest", "hypothesis", "tqdm", CORE, TESTBUFFER, CONTRACTS)
     session.run(
-        "pytest", "packages/core/tests", "packages/engine-testbuffer/tests", "contracts/tests", "-q",
+        "pytest",
+        "packages/core/tests",
+        "packages/engine-testbuffer/tests",
+        "contracts/tests",
+        "-q",
         *session.posargs,
     )
     for engine in ("light", "testbuffer"):
@@ -94,11 +104,16 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
     session.run(
         "mypy",
-        "-p", "deepsharp.core",
-        "-p", "deepsharp.engines.light",
-        "-p", "deepsharp.engines.testbuffer",
-        "-p", "deepsharp.engines.torch",
-        "-p", "deepsharp.contracts",
+        "-p",
+        "deepsharp.core",
+        "-p",
+        "deepsharp.engines.light",
+        "-p",
+        "deepsharp.engines.testbuffer",
+        "-p",
+        "deepsharp.engines.torch",
+        "-p",
+        "deepsharp.contracts",
     )
 
 
@@ -116,8 +131,12 @@ def benchmarks(session: nox.Session) -> None:
         *CONSTRAINTS, "torch", "pytest", "pytest-benchmark", "hypothesis", CORE, TESTBUFFER, TORCH
     )
     session.run(
-        "pytest", "benchmarks", "-q", "--benchmark-columns=min,median,rounds",
-        "--benchmark-sort=name", *session.posargs,
+        "pytest",
+        "benchmarks",
+        "-q",
+        "--benchmark-columns=min,median,rounds",
+        "--benchmark-sort=name",
+        *session.posargs,
     )
 
 
@@ -136,8 +155,26 @@ def dev(session: nox.Session) -> None:
     session.run("python", "-m", "venv", ".venv")
     pip = str(ROOT / ".venv" / "bin" / "pip")
     session.run(
-        pip, "install", *CONSTRAINTS, "torch", "pytest", "hypothesis", "pytest-benchmark",
-        "ruff", "mypy", "nox", "tqdm", "matplotlib",
-        "-e", CORE, "-e", TESTBUFFER, "-e", TORCH, "-e", CONTRACTS, external=True,
+        pip,
+        "install",
+        *CONSTRAINTS,
+        "torch",
+        "pytest",
+        "hypothesis",
+        "pytest-benchmark",
+        "ruff",
+        "mypy",
+        "nox",
+        "tqdm",
+        "matplotlib",
+        "-e",
+        CORE,
+        "-e",
+        TESTBUFFER,
+        "-e",
+        TORCH,
+        "-e",
+        CONTRACTS,
+        external=True,
     )
     session.log("ready: source .venv/bin/activate")

@@ -23,9 +23,12 @@ class Float16Products(PreciseEngine):
 
     name = "float16-products"
 
-    def matmul(self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False) -> Array:
+    def matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
         half = np.matmul(
-            (a.T if transpose_a else a).astype(np.float16), (b.T if transpose_b else b).astype(np.float16)
+            (a.T if transpose_a else a).astype(np.float16),
+            (b.T if transpose_b else b).astype(np.float16),
         )
         return half.astype(np.float32)
 
@@ -38,7 +41,7 @@ class DropsLastTerm(PreciseEngine):
     def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
         last = max(axes)
         kept = np.take(x, np.arange(x.shape[last] - 1), axis=last)
-        return np.add.reduce(kept, axis=axes, dtype=np.float64, keepdims=keepdims).astype(np.float32)
+        return np.sum(kept, axis=axes, dtype=np.float64, keepdims=keepdims).astype(np.float32)
 
 
 class FlipsABit(PreciseEngine):
@@ -54,9 +57,34 @@ class FlipsABit(PreciseEngine):
 
 
 _OPERATIONS = [
-    "matmul", "sum", "mean", "add", "sub", "mul", "div", "maximum", "greater", "where", "neg",
-    "abs", "exp", "log", "log1p", "sqrt", "tanh", "sigmoid", "relu", "copy", "reshape",
-    "transpose", "slice", "take_rows", "pad", "broadcast_to", "max", "one_hot",
+    "matmul",
+    "sum",
+    "mean",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "maximum",
+    "greater",
+    "where",
+    "neg",
+    "abs",
+    "exp",
+    "log",
+    "log1p",
+    "sqrt",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "copy",
+    "reshape",
+    "transpose",
+    "slice",
+    "take_rows",
+    "pad",
+    "broadcast_to",
+    "max",
+    "one_hot",
 ]
 
 
@@ -90,7 +118,8 @@ class _HalfGradient(Rule):
 
     def backward(self, engine: Any, node: Node, grad: Any) -> Any:
         return tuple(
-            None if g is None else engine.mul(g, 0.5) for g in self.honest.backward(engine, node, grad)
+            None if g is None else engine.mul(g, 0.5)
+            for g in self.honest.backward(engine, node, grad)
         )
 
 

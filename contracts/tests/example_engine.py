@@ -42,7 +42,9 @@ class PreciseEngine(LightEngine):
     def conv2d_fold(
         self, gy: Array, w: Array, image: tuple[int, int], stride: int, padding: Any
     ) -> Array:
-        wide = super().conv2d_fold(gy.astype(np.float64), w.astype(np.float64), image, stride, padding)
+        wide = super().conv2d_fold(
+            gy.astype(np.float64), w.astype(np.float64), image, stride, padding
+        )
         return wide.astype(np.float32)
 
     def sgd_update(
@@ -54,7 +56,7 @@ class PreciseEngine(LightEngine):
         learning_rate: float,
         momentum: float,
     ) -> None:
-        for slot, grad, velocity in zip(slots, grads, velocities):
+        for slot, grad, velocity in zip(slots, grads, velocities, strict=True):
             velocity *= np.float32(momentum)
             velocity -= np.float32(learning_rate) * grad
             slot += velocity
@@ -71,7 +73,7 @@ class PreciseEngine(LightEngine):
         beta2: float,
         epsilon: float,
     ) -> None:
-        for slot, grad, first, second in zip(slots, grads, firsts, seconds):
+        for slot, grad, first, second in zip(slots, grads, firsts, seconds, strict=True):
             first += (grad - first) * np.float32(1.0 - beta1)
             second += (grad * grad - second) * np.float32(1.0 - beta2)
             slot -= np.float32(step_size) * first / (np.sqrt(second) + np.float32(epsilon))

@@ -21,13 +21,17 @@ def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixtur
     assert "usage: deepsharp" in capsys.readouterr().out
 
 
-def test_sample_then_predict_answers_a_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sample_then_predict_answers_a_csv(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     saved = tmp_path / "titanic.safetensors"
     assert main(["sample", "titanic", "--save", str(saved), "--no-progress"]) == 0
     report = capsys.readouterr().out
     assert "accuracy" in report and "Braund, Mr. Owen Harris" in report
     output = tmp_path / "answers.csv"
-    assert main(["predict", str(saved), str(data_path("titanic.csv")), "--output", str(output)]) == 0
+    assert (
+        main(["predict", str(saved), str(data_path("titanic.csv")), "--output", str(output)]) == 0
+    )
     with open(output, newline="") as file:
         answers = list(csv.reader(file))
     assert answers[0] == ["Survived"]
@@ -35,7 +39,9 @@ def test_sample_then_predict_answers_a_csv(tmp_path: Path, capsys: pytest.Captur
     assert all(0.0 <= float(row[0]) <= 1.0 for row in answers[1:])
 
 
-def test_predict_on_a_missing_file_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_predict_on_a_missing_file_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["predict", str(tmp_path / "none.safetensors"), "rows.csv"]) == 1
     assert "none.safetensors" in capsys.readouterr().err
 

@@ -22,7 +22,9 @@ def _needs(code: str) -> list[str]:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
-def test_the_page_s_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_page_s_examples_run(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocks = BLOCK.findall(page.read_text(encoding="utf-8"))
     if not blocks:
         pytest.skip(f"{page.name} has no python examples")

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from core_helpers import XOR_ANSWERS, XOR_ROWS, xor_trainer
 
 from deepsharp.core import BinaryCrossEntropy, FileFormatError, Network
 from deepsharp.core.files import encode_safetensors, read_safetensors
-
-from core_helpers import XOR_ANSWERS, XOR_ROWS, xor_trainer
 
 
 @pytest.fixture
@@ -90,8 +89,10 @@ def test_an_unknown_layer_is_refused(tmp_path: Path, trained: Network) -> None:
     tensors, metadata = _parts(trained)
     network = json.loads(metadata["network"])
     network["layers"][1]["kind"] = "os.system"
-    path = _write(tmp_path / "odd.safetensors", tensors, {**metadata, "network": json.dumps(network)})
-    with pytest.raises(FileFormatError, match="unknown layer kind 'os.system'"):
+    path = _write(
+        tmp_path / "odd.safetensors", tensors, {**metadata, "network": json.dumps(network)}
+    )
+    with pytest.raises(FileFormatError, match=r"unknown layer kind 'os\.system'"):
         Network.load(path)
 
 
@@ -135,5 +136,5 @@ def test_a_pickle_payload_is_refused_without_running_it(tmp_path: Path) -> None:
 
 
 def test_a_missing_file_says_where_it_was_looked_for(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="nowhere.safetensors"):
+    with pytest.raises(FileNotFoundError, match=r"nowhere\.safetensors"):
         Network.load(tmp_path / "nowhere.safetensors")

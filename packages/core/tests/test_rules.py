@@ -40,7 +40,9 @@ class ForgetsTranspose(ops.Rule):
     name = "matmul"
 
     def forward(self, engine: Engine, a: Any, b: Any, **attrs: Any) -> tuple[Any, Any]:
-        return engine.matmul(a, b, attrs.get("transpose_a", False), attrs.get("transpose_b", False)), None
+        return engine.matmul(
+            a, b, attrs.get("transpose_a", False), attrs.get("transpose_b", False)
+        ), None
 
     def backward(self, engine: Engine, node: Node, grad: Any) -> tuple[Any, ...]:
         a, b = node.inputs

@@ -136,8 +136,13 @@ def _options(**extra: Any) -> FitOptions:
 
 def _fit(options: FitOptions, **extra: Any) -> Run:
     return fit(
-        titanic.pipeline(), titanic.rows(), titanic.network(), BinaryCrossEntropy(), Adam(0.001),
-        options, **extra,
+        titanic.pipeline(),
+        titanic.rows(),
+        titanic.network(),
+        BinaryCrossEntropy(),
+        Adam(0.001),
+        options,
+        **extra,
     )
 
 
@@ -165,9 +170,11 @@ def test_a_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_does(
     assert Checkpoint.load(kept).epoch == epoch
     resumed = _fit(_options(), resume_from=kept)
     assert _bits(resumed) == _bits(uninterrupted)
-    assert resumed.report.history == uninterrupted.report.history[: len(resumed.report.history)] or [
-        (r.epoch, r.loss, r.validation_loss) for r in resumed.report.history
-    ] == [(r.epoch, r.loss, r.validation_loss) for r in uninterrupted.report.history]
+    assert resumed.report.history == uninterrupted.report.history[
+        : len(resumed.report.history)
+    ] or [(r.epoch, r.loss, r.validation_loss) for r in resumed.report.history] == [
+        (r.epoch, r.loss, r.validation_loss) for r in uninterrupted.report.history
+    ]
     assert resumed.report.measures == uninterrupted.report.measures
 
 
@@ -218,8 +225,13 @@ def test_a_checkpoint_is_refused_on_another_engine_before_anything_is_restored(
     network = titanic.network()
     with pytest.raises(EngineMismatchError, match=r"light numpy .* other 9\.9 on cpu"):
         fit(
-            titanic.pipeline(), titanic.rows(), network, BinaryCrossEntropy(), Adam(0.001),
-            _options(engine=other), resume_from=Checkpoint.path_in(tmp_path),
+            titanic.pipeline(),
+            titanic.rows(),
+            network,
+            BinaryCrossEntropy(),
+            Adam(0.001),
+            _options(engine=other),
+            resume_from=Checkpoint.path_in(tmp_path),
         )
     assert other.counters.transfers_in == 0
     assert not network.initialized
@@ -244,8 +256,14 @@ class Explode(Layer):
 def test_a_loss_that_turns_infinite_stops_the_run_naming_epoch_and_step() -> None:
     network = Network([Dense(16), Relu(), Explode(), Dense(1)])
     with pytest.raises(TrainingDivergedError, match="epoch 1, step 5"):
-        fit(titanic.pipeline(), titanic.rows(), network, BinaryCrossEntropy(), Adam(0.001),
-            _options())
+        fit(
+            titanic.pipeline(),
+            titanic.rows(),
+            network,
+            BinaryCrossEntropy(),
+            Adam(0.001),
+            _options(),
+        )
 
 
 def test_fit_without_rows_or_target_says_so() -> None:
@@ -257,8 +275,9 @@ def test_fit_without_rows_or_target_says_so() -> None:
 
 
 def _fit_rows(rows: list[Any]) -> Run:
-    return fit(titanic.pipeline(), rows, titanic.network(), BinaryCrossEntropy(), Adam(),
-               _options())
+    return fit(
+        titanic.pipeline(), rows, titanic.network(), BinaryCrossEntropy(), Adam(), _options()
+    )
 
 
 def test_the_same_run_twice_gives_the_same_bits(uninterrupted: Run) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from core_helpers import titanic_shaped, titanic_trainer
 
 from deepsharp.core import (
     Adam,
@@ -17,8 +18,6 @@ from deepsharp.core import (
     ShapeError,
     Trainer,
 )
-
-from core_helpers import titanic_shaped, titanic_trainer
 
 
 def test_a_wrong_feature_count_names_the_layer_and_both_shapes() -> None:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from core_helpers import XOR_ANSWERS, XOR_ROWS, titanic_shaped, titanic_trainer, xor_trainer
 
 from deepsharp.core import (
     Adam,
@@ -24,8 +25,6 @@ from deepsharp.core import (
 )
 from deepsharp.core.tensor import Node
 from deepsharp.engines.light import LightEngine
-
-from core_helpers import XOR_ANSWERS, XOR_ROWS, titanic_shaped, titanic_trainer, xor_trainer
 
 
 def test_a_dense_network_learns_xor_within_500_steps() -> None:

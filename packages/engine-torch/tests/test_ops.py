@@ -1,8 +1,7 @@
-"""Every operation against the float64 reference (totals, value by value) or the light engine (moves)."""
+"""Every operation against the float64 reference (totals, value by value) or light (moves)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -106,20 +105,35 @@ def test_matmul(engine: TorchEngine, m: int, k: int, n: int, ta: bool, tb: bool)
     a = rand(*((k, m) if ta else (m, k)), seed=1)
     b = rand(*((n, k) if tb else (k, n)), seed=2)
     kw = {"transpose_a": ta, "transpose_b": tb}
-    check_total(run(engine, "matmul", a, b, **kw), ref("matmul", a, b, **kw),
-                ref("matmul", *absolute(a, b), **kw))
+    check_total(
+        run(engine, "matmul", a, b, **kw),
+        ref("matmul", a, b, **kw),
+        ref("matmul", *absolute(a, b), **kw),
+    )
 
 
-@pytest.mark.parametrize("shape,axes", [((32, 16), (0,)), ((32, 1), (0, 1)), ((4, 5, 6), (1,)),
-                                        ((4, 5, 6), (0, 2)), ((300_000,), (0,)),
-                                        ((8, 3, 9, 9), (0, 2, 3))])
+@pytest.mark.parametrize(
+    "shape,axes",
+    [
+        ((32, 16), (0,)),
+        ((32, 1), (0, 1)),
+        ((4, 5, 6), (1,)),
+        ((4, 5, 6), (0, 2)),
+        ((300_000,), (0,)),
+        ((8, 3, 9, 9), (0, 2, 3)),
+    ],
+)
 @pytest.mark.parametrize("keepdims", [False, True])
 @pytest.mark.parametrize("op", ["sum", "mean"])
-def test_sum_mean(engine: TorchEngine, op: str, shape: tuple[int, ...], axes: tuple[int, ...],
-                  keepdims: bool) -> None:
+def test_sum_mean(
+    engine: TorchEngine, op: str, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool
+) -> None:
     x = rand(*shape, seed=3)
-    check_total(run(engine, op, x, axes, keepdims), ref(op, x, axes, keepdims),
-                ref(op, np.abs(x), axes, keepdims))
+    check_total(
+        run(engine, op, x, axes, keepdims),
+        ref(op, x, axes, keepdims),
+        ref(op, np.abs(x), axes, keepdims),
+    )
 
 
 CONVS = [
@@ -135,22 +149,30 @@ CONVS = [
 
 
 @pytest.mark.parametrize("xs,ws,stride,padding", CONVS)
-def test_conv2d_and_its_gradients(engine: TorchEngine, xs: tuple[int, ...],
-                                  ws: tuple[int, int, int], stride: int, padding: Any) -> None:
+def test_conv2d_and_its_gradients(
+    engine: TorchEngine, xs: tuple[int, ...], ws: tuple[int, int, int], stride: int, padding: Any
+) -> None:
     x = rand(*xs, seed=4)
     w = rand(ws[0], xs[1], ws[1], ws[2], seed=5)
     y_ref = ref("conv2d", x, w, stride, padding)
-    check_total(run(engine, "conv2d", x, w, stride, padding), y_ref,
-                ref("conv2d", *absolute(x, w), stride, padding))
+    check_total(
+        run(engine, "conv2d", x, w, stride, padding),
+        y_ref,
+        ref("conv2d", *absolute(x, w), stride, padding),
+    )
     gy = rand(*y_ref.shape, seed=6)
     kernel = (ws[1], ws[2])
-    check_total(run(engine, "conv2d_weight_grad", x, gy, kernel, stride, padding),
-                ref("conv2d_weight_grad", x, gy, kernel, stride, padding),
-                ref("conv2d_weight_grad", *absolute(x, gy), kernel, stride, padding))
+    check_total(
+        run(engine, "conv2d_weight_grad", x, gy, kernel, stride, padding),
+        ref("conv2d_weight_grad", x, gy, kernel, stride, padding),
+        ref("conv2d_weight_grad", *absolute(x, gy), kernel, stride, padding),
+    )
     image = (xs[2], xs[3])
-    check_total(run(engine, "conv2d_fold", gy, w, image, stride, padding),
-                ref("conv2d_fold", gy, w, image, stride, padding),
-                ref("conv2d_fold", *absolute(gy, w), image, stride, padding))
+    check_total(
+        run(engine, "conv2d_fold", gy, w, image, stride, padding),
+        ref("conv2d_fold", gy, w, image, stride, padding),
+        ref("conv2d_fold", *absolute(gy, w), image, stride, padding),
+    )
 
 
 # --- value by value --------------------------------------------------------------------------
@@ -159,8 +181,9 @@ SHAPES = [(5,), (32, 16), (3, 4, 5), (70_000,)]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("op", ["neg", "abs", "exp", "log", "log1p", "sqrt", "tanh", "sigmoid",
-                                "relu"])
+@pytest.mark.parametrize(
+    "op", ["neg", "abs", "exp", "log", "log1p", "sqrt", "tanh", "sigmoid", "relu"]
+)
 def test_unary(engine: TorchEngine, op: str, shape: tuple[int, ...]) -> None:
     positive = op in ("log", "sqrt")
     x = rand(*shape, seed=8, low=0.01 if positive else -8.0, high=8.0)
@@ -177,8 +200,16 @@ def test_sigmoid_extremes(engine: TorchEngine) -> None:
 
 
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum", "greater"])
-@pytest.mark.parametrize("sa,sb", [((32, 16), (32, 16)), ((32, 16), (16,)), ((4, 1, 5), (3, 1)),
-                                   ((32, 1), None), (None, (32, 1))])
+@pytest.mark.parametrize(
+    "sa,sb",
+    [
+        ((32, 16), (32, 16)),
+        ((32, 16), (16,)),
+        ((4, 1, 5), (3, 1)),
+        ((32, 1), None),
+        (None, (32, 1)),
+    ],
+)
 def test_binary(engine: TorchEngine, op: str, sa: Any, sb: Any) -> None:
     a: Any = rand(*sa, seed=9) if sa is not None else 0.75
     b: Any = rand(*sb, seed=10) if sb is not None else -0.5
@@ -206,8 +237,12 @@ def _optimizer_inputs(seed: int) -> tuple[list[Array], ...]:
 
 def test_adam_update_in_place(engine: TorchEngine) -> None:
     slots, grads, firsts, seconds = _optimizer_inputs(20)
-    kw = {"step_size": 0.001 * (1 - 0.999**3) ** 0.5 / (1 - 0.9**3), "beta1": 0.9,
-          "beta2": 0.999, "epsilon": 1e-7}
+    kw = {
+        "step_size": 0.001 * (1 - 0.999**3) ** 0.5 / (1 - 0.9**3),
+        "beta1": 0.9,
+        "beta2": 0.999,
+        "epsilon": 1e-7,
+    }
     hs = [[engine.put(a) for a in group] for group in (slots, grads, firsts, seconds)]
     ids = [id(h) for h in hs[0]]
     engine.adam_update(*hs, **kw)
@@ -215,20 +250,19 @@ def test_adam_update_in_place(engine: TorchEngine) -> None:
     REF.adam_update(*rs, **kw)
     assert [id(h) for h in hs[0]] == ids
     for group in (0, 2, 3):
-        for h, r in zip(hs[group], rs[group]):
+        for h, r in zip(hs[group], rs[group], strict=True):
             assert not h.requires_grad
             check_value(engine.get(h), r)
 
 
 def test_sgd_update_in_place(engine: TorchEngine) -> None:
     slots, grads, velocities, _ = _optimizer_inputs(40)
-    kw = {"learning_rate": 0.01, "momentum": 0.9}
     hs = [[engine.put(a) for a in group] for group in (slots, grads, velocities)]
-    engine.sgd_update(*hs, **kw)
+    engine.sgd_update(*hs, learning_rate=0.01, momentum=0.9)
     rs = [[REF.put(a) for a in group] for group in (slots, grads, velocities)]
-    REF.sgd_update(*rs, **kw)
+    REF.sgd_update(*rs, learning_rate=0.01, momentum=0.9)
     for group in (0, 2):
-        for h, r in zip(hs[group], rs[group]):
+        for h, r in zip(hs[group], rs[group], strict=True):
             check_value(engine.get(h), r)
 
 
@@ -238,8 +272,6 @@ def test_empty_updates(engine: TorchEngine) -> None:
 
 
 # --- moves -----------------------------------------------------------------------------------
-
-MoveCase = tuple[str, Callable[[], tuple[Any, ...]], dict[str, Any]]
 
 
 def _moves() -> list[Any]:
@@ -261,8 +293,9 @@ def _moves() -> list[Any]:
 
 
 @pytest.mark.parametrize("op,args,kw", _moves())
-def test_moves_bit_for_bit(engine: TorchEngine, op: str, args: tuple[Any, ...],
-                           kw: dict[str, Any]) -> None:
+def test_moves_bit_for_bit(
+    engine: TorchEngine, op: str, args: tuple[Any, ...], kw: dict[str, Any]
+) -> None:
     check_move(run(engine, op, *args, **kw), light(op, *args, **kw))
 
 
@@ -272,7 +305,7 @@ def test_concatenate_and_split(engine: TorchEngine) -> None:
     check_move(engine.get(joined), np.concatenate(parts, 1))
     pieces = engine.split(joined, [2, 5, 1], 1)
     assert isinstance(pieces, list) and len(pieces) == 3
-    for piece, part in zip(pieces, parts):
+    for piece, part in zip(pieces, parts, strict=True):
         check_move(engine.get(piece), part)
 
 
@@ -285,11 +318,13 @@ def test_assign_in_place(engine: TorchEngine) -> None:
     check_move(engine.get(target), source)
 
 
-@pytest.mark.parametrize("shape,pool", [((2, 3, 8, 8), 2), ((2, 2, 9, 7), 2), ((1, 3, 9, 9), 3),
-                                        ((4, 8, 26, 26), 2)])
+@pytest.mark.parametrize(
+    "shape,pool", [((2, 3, 8, 8), 2), ((2, 2, 9, 7), 2), ((1, 3, 9, 9), 3), ((4, 8, 26, 26), 2)]
+)
 @pytest.mark.parametrize("ties", [False, True])
-def test_maxpool_bit_for_bit(engine: TorchEngine, shape: tuple[int, ...], pool: int,
-                             ties: bool) -> None:
+def test_maxpool_bit_for_bit(
+    engine: TorchEngine, shape: tuple[int, ...], pool: int, ties: bool
+) -> None:
     x = rand(*shape, seed=21)
     if ties:  # few distinct values: many windows hold their maximum more than once
         x = np.round(x).astype(np.float32)
@@ -310,7 +345,9 @@ def test_nothing_requires_grad_or_records(engine: TorchEngine) -> None:
     outs = [
         engine.conv2d(x, w, 1, ((1, 1), (1, 1))),
         *engine.maxpool2d(x, 2),
-        engine.sigmoid(x), engine.sum(x, (0, 2)), engine.add(x, 1.0),
+        engine.sigmoid(x),
+        engine.sum(x, (0, 2)),
+        engine.add(x, 1.0),
     ]
     assert torch.is_grad_enabled()  # never switched
     for out in outs:

@@ -45,7 +45,7 @@ def test_refused_without_torch_naming_packages(make: Any) -> None:
 
 @pytest.mark.usefixtures("no_torch")
 def test_make_engine_spec_refused_without_torch() -> None:
-    with pytest.raises(EngineUnavailableError, match="download.pytorch.org/whl/cpu"):
+    with pytest.raises(EngineUnavailableError, match=r"download\.pytorch\.org/whl/cpu"):
         make_engine("torch:cpu")
 
 

@@ -35,8 +35,10 @@ def restore_threads() -> Iterator[None]:
 def titanic_batches(steps: int) -> list[tuple[Any, Any]]:
     rng = np.random.default_rng(891)
     return [
-        (rng.standard_normal((32, 14)).astype(np.float32),
-         (rng.random((32, 1)) < 0.38).astype(np.float32))
+        (
+            rng.standard_normal((32, 14)).astype(np.float32),
+            (rng.random((32, 1)) < 0.38).astype(np.float32),
+        )
         for _ in range(steps)
     ]
 
@@ -50,8 +52,9 @@ def test_xor_trains() -> None:
     features = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32)
     answers = np.array([[0], [1], [1], [0]], np.float32)
     network = Network([Dense(8), Tanh(), Dense(1)], inputs=2)
-    trainer = Trainer(network, BinaryCrossEntropy(), Adam(0.05), engine=TorchEngine.on_cpu(),
-                      seed=0)
+    trainer = Trainer(
+        network, BinaryCrossEntropy(), Adam(0.05), engine=TorchEngine.on_cpu(), seed=0
+    )
     losses = [trainer.step(features, answers) for _ in range(500)]
     assert losses[-1] < 0.05, losses[-1]
     answered = network.predict(features, BinaryCrossEntropy(), engine=trainer.engine)
@@ -114,14 +117,26 @@ def _large_ops(engine: TorchEngine) -> list[Any]:
     y = engine.conv2d(x, w, 1, same)
     values, selection = engine.maxpool2d(y, 2)
     return [
-        engine.matmul(a, b), engine.matmul(a, a, transpose_b=True),
+        engine.matmul(a, b),
+        engine.matmul(a, a, transpose_b=True),
         engine.matmul(a, a, transpose_a=True),
-        engine.sum(flat, (0,)), engine.mean(flat, (0,)), engine.sum(y, (0, 2, 3)),
-        engine.sum(a, (1,)), engine.sum(a, (0,)), engine.max(flat, (0,)),
-        engine.sigmoid(flat), engine.tanh(flat), engine.exp(flat), engine.log1p(engine.abs(flat)),
-        y, engine.conv2d(x, w, 2, ((0, 1), (0, 1))),
-        engine.conv2d_weight_grad(x, y, (3, 3), 1, same), engine.conv2d_fold(y, w, (30, 30), 1, same),
-        values, selection, engine.maxpool2d_back(values, selection, (30, 30), 2),
+        engine.sum(flat, (0,)),
+        engine.mean(flat, (0,)),
+        engine.sum(y, (0, 2, 3)),
+        engine.sum(a, (1,)),
+        engine.sum(a, (0,)),
+        engine.max(flat, (0,)),
+        engine.sigmoid(flat),
+        engine.tanh(flat),
+        engine.exp(flat),
+        engine.log1p(engine.abs(flat)),
+        y,
+        engine.conv2d(x, w, 2, ((0, 1), (0, 1))),
+        engine.conv2d_weight_grad(x, y, (3, 3), 1, same),
+        engine.conv2d_fold(y, w, (30, 30), 1, same),
+        values,
+        selection,
+        engine.maxpool2d_back(values, selection, (30, 30), 2),
     ]
 
 
@@ -133,7 +148,7 @@ def test_large_operations_same_bits_whatever_the_thread_count() -> None:
         torch.set_num_threads(threads)
         results[threads] = [engine.get(out) for out in _large_ops(engine)]
     for threads in THREADS[1:]:
-        for i, (mine, other) in enumerate(zip(results[1], results[threads])):
+        for i, (mine, other) in enumerate(zip(results[1], results[threads], strict=True)):
             assert mine.tobytes() == other.tobytes(), f"result {i} differs with {threads} threads"
 
 
@@ -164,10 +179,10 @@ def _count_alive(make: Callable[[int], Any], rounds: int) -> int:
 
 def test_tensors_are_freed_when_dropped() -> None:
     engine = TorchEngine.on_cpu()
-    block = np.ones((1024, 1024), np.float32)  # 4 MB
+    block = engine.put(np.ones((1024, 1024), np.float32))  # 4 MB
 
     def make(i: int) -> Any:
-        return engine.mul(engine.add(engine.put(block), float(i)), 0.5)
+        return engine.mul(engine.add(block, float(i)), 0.5)
 
     assert _count_alive(make, 500) <= 3
     assert _count_alive(lambda i: engine.zeros((1024, 1024)), 500) <= 3
@@ -178,3 +193,38 @@ def test_identity() -> None:
     identity = engine.identity
     assert (identity.name, identity.version, identity.device) == ("torch", torch.__version__, "cpu")
     assert engine.counters.transfers_in == 0 and engine.counters.transfers_out == 0
+
+
+def _conv_run(threads: int) -> tuple[list[float], dict[str, Any]]:
+    from deepsharp.core import Conv2D, CrossEntropy, Flatten, MaxPool2D
+
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(28)
+    network = Network(
+        [
+            Conv2D(8, 3, padding="same"),
+            Relu(),
+            MaxPool2D(2),
+            Conv2D(4, 3, stride=2),
+            Relu(),
+            Flatten(),
+            Dense(10),
+        ],
+        inputs=(1, 28, 28),
+    )
+    trainer = Trainer(network, CrossEntropy(), Adam(0.001), engine=TorchEngine.on_cpu(), seed=0)
+    losses = []
+    for _ in range(5):
+        images = rng.standard_normal((32, 1, 28, 28)).astype(np.float32)
+        losses.append(trainer.step(images, rng.integers(0, 10, 32)))
+    return losses, dict(network.slots)
+
+
+@pytest.mark.usefixtures("restore_threads")
+def test_convolution_steps_same_bits_whatever_the_thread_count() -> None:
+    runs = {threads: _conv_run(threads) for threads in THREADS}
+    losses, slots = runs[1]
+    for threads in THREADS[1:]:
+        assert runs[threads][0] == losses, f"losses differ with {threads} threads"
+        for name, value in slots.items():
+            assert runs[threads][1][name].tobytes() == value.tobytes(), (name, threads)

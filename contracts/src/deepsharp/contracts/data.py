@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 __all__ = [
@@ -85,7 +86,9 @@ def conv2d_reference(x: Array, w: Array, stride: int, padding: Padding) -> Array
     y = np.zeros((x.shape[0], w.shape[0], oh, ow))
     for i in range(kh):
         for j in range(kw):
-            window = xp[:, :, i : i + stride * (oh - 1) + 1 : stride, j : j + stride * (ow - 1) + 1 : stride]
+            window = xp[
+                :, :, i : i + stride * (oh - 1) + 1 : stride, j : j + stride * (ow - 1) + 1 : stride
+            ]
             y += np.einsum("nchw,fc->nfhw", window, w[:, :, i, j])
     return y
 
@@ -99,7 +102,9 @@ def conv2d_weight_grad_reference(
     gw = np.zeros((gy.shape[1], x.shape[1], kernel[0], kernel[1]))
     for i in range(kernel[0]):
         for j in range(kernel[1]):
-            window = xp[:, :, i : i + stride * (oh - 1) + 1 : stride, j : j + stride * (ow - 1) + 1 : stride]
+            window = xp[
+                :, :, i : i + stride * (oh - 1) + 1 : stride, j : j + stride * (ow - 1) + 1 : stride
+            ]
             gw[:, :, i, j] = np.einsum("nfhw,nchw->fc", gy, window)
     return gw
 
@@ -116,7 +121,7 @@ def conv2d_fold_reference(
     gx = np.zeros((count, w.shape[1], image[0] + top + bottom, image[1] + left + right))
     for i in range(kh):
         for j in range(kw):
-            gx[:, :, i : i + stride * (oh - 1) + 1 : stride, j : j + stride * (ow - 1) + 1 : stride] += (
-                np.einsum("nfhw,fc->nchw", gy, w[:, :, i, j])
-            )
+            gx[
+                :, :, i : i + stride * (oh - 1) + 1 : stride, j : j + stride * (ow - 1) + 1 : stride
+            ] += np.einsum("nfhw,fc->nchw", gy, w[:, :, i, j])
     return gx[:, :, top : top + image[0], left : left + image[1]]

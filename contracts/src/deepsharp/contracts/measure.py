@@ -127,7 +127,9 @@ class Contract:
             f"{operation}: get() must give a numpy.ndarray, not {type(got).__name__}"
         )
         assert got.shape == shape, f"{operation}: shape {got.shape}, expected {shape}"
-        assert got.dtype == np.dtype(dtype), f"{operation}: dtype {got.dtype}, expected {np.dtype(dtype)}"
+        assert got.dtype == np.dtype(dtype), (
+            f"{operation}: dtype {got.dtype}, expected {np.dtype(dtype)}"
+        )
 
     def totals(self, operation: str, got: Array, ref: Array, terms: Array) -> float:
         """|got - ref| <= 3u * sum(|terms|) for every element; `terms` holds sum(|terms|)."""
@@ -148,7 +150,9 @@ class Contract:
     ) -> float:
         """|got - ref| <= allowed for every element (a family whose bound is 1)."""
         ref = np.asarray(ref, np.float64)
-        assert np.shape(got) == ref.shape, f"{operation}: shape {np.shape(got)}, expected {ref.shape}"
+        assert np.shape(got) == ref.shape, (
+            f"{operation}: shape {np.shape(got)}, expected {ref.shape}"
+        )
         got64 = np.asarray(got, np.float64)
         ratio = _ratio(np.abs(got64 - ref), np.asarray(allowed, np.float64))
         return self._judge(family, operation, got64, ref, ratio, unit)
@@ -160,14 +164,18 @@ class Contract:
         bits = mismatching_bits(got, expected)
         self.measurements.record(self.spec, family, operation, float(bits))
         if bits:
-            wrong = np.flatnonzero(
-                np.ascontiguousarray(got).view(np.uint8).reshape(got.size, -1)
-                != np.ascontiguousarray(expected).view(np.uint8).reshape(expected.size, -1)
-            ) // expected.itemsize
+            wrong = (
+                np.flatnonzero(
+                    np.ascontiguousarray(got).view(np.uint8).reshape(got.size, -1)
+                    != np.ascontiguousarray(expected).view(np.uint8).reshape(expected.size, -1)
+                )
+                // expected.itemsize
+            )
             first = np.unravel_index(int(wrong[0]), expected.shape) if expected.ndim else ()
             raise AssertionError(
                 f"{operation} on {self.spec}: {bits} bits differ (a move must be exact); first "
-                f"{_where(tuple(int(i) for i in first))}: got {got[first]!r}, expected {expected[first]!r}"
+                f"{_where(tuple(int(i) for i in first))}: "
+                f"got {got[first]!r}, expected {expected[first]!r}"
             )
         return bits
 

@@ -113,9 +113,7 @@ def engine(engine_factory: Callable[[], Engine]) -> Engine:
 
 
 @pytest.fixture(scope="session")
-def contract(
-    engine_spec: str, engine: Engine, pytestconfig: pytest.Config
-) -> Contract:
+def contract(engine_spec: str, engine: Engine, pytestconfig: pytest.Config) -> Contract:
     """The checks, bound to the engine under test; what they measure goes into the report."""
     measurements = pytestconfig.stash[_MEASUREMENTS]
     identity: Any = getattr(engine, "identity", None)

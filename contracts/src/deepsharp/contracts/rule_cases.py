@@ -1,4 +1,4 @@
-"""One or more cases for every rule of the rulebook: inputs (float32, away from kinks) and attributes.
+"""Cases for every rule of the rulebook: inputs (float32, away from kinks) and attributes.
 
 A rule added to `deepsharp.core.ops.RULES` without a case here fails `test_every_rule_has_a_case`.
 """
@@ -25,23 +25,28 @@ class Case:
     attrs: dict[str, Any] = field(default_factory=dict)
 
 
-def _uniform(rng: np.random.Generator, shape: tuple[int, ...], low: float = -2.0, high: float = 2.0) -> Array:
-    return rng.uniform(low, high, shape).astype(np.float32)
+def _uniform(
+    rng: np.random.Generator, shape: tuple[int, ...], low: float = -2.0, high: float = 2.0
+) -> Array:
+    return np.asarray(rng.uniform(low, high, shape), np.float32)
 
 
 def _away_from_zero(rng: np.random.Generator, shape: tuple[int, ...]) -> Array:
     """Values with |x| in [0.2, 2]: no kink within a nudge."""
-    return (rng.uniform(0.2, 2.0, shape) * rng.choice([-1.0, 1.0], shape)).astype(np.float32)
+    return np.asarray(rng.uniform(0.2, 2.0, shape) * rng.choice([-1.0, 1.0], shape), np.float32)
 
 
 def _distinct(rng: np.random.Generator, shape: tuple[int, ...]) -> Array:
     """Distinct values at least 0.05 apart: no ties for a maximum to choose between."""
     count = int(np.prod(shape))
-    return (rng.permutation(count) * 0.05 - count * 0.025).reshape(shape).astype(np.float32)
+    spread = rng.permutation(count) * 0.05 - count * 0.025
+    return np.asarray(spread, np.float32).reshape(shape)
 
 
 def _binary(rng: np.random.Generator, divisor: bool = False) -> list[Case]:
-    b = (lambda s: _away_from_zero(rng, s)) if divisor else (lambda s: _uniform(rng, s))
+    def b(shape: tuple[int, ...]) -> Array:
+        return _away_from_zero(rng, shape) if divisor else _uniform(rng, shape)
+
     return [
         Case((_uniform(rng, (3, 4)), b((3, 4)))),
         Case((_uniform(rng, (2, 3, 4)), b((3, 1)))),  # the second input broadcast twice over
@@ -60,7 +65,9 @@ def _maximum(rng: np.random.Generator) -> list[Case]:
     ]
 
 
-def _unary(make: Callable[[np.random.Generator, tuple[int, ...]], Array]) -> Callable[[np.random.Generator], list[Case]]:
+def _unary(
+    make: Callable[[np.random.Generator, tuple[int, ...]], Array],
+) -> Callable[[np.random.Generator], list[Case]]:
     return lambda rng: [Case((make(rng, (3, 5)),)), Case((make(rng, (2, 1, 3)),))]
 
 
@@ -84,9 +91,18 @@ def _reduction(rng: np.random.Generator) -> list[Case]:
 
 def _conv2d(rng: np.random.Generator) -> list[Case]:
     return [
-        Case((_uniform(rng, (2, 2, 5, 5)), _uniform(rng, (3, 2, 3, 3))), {"stride": 1, "padding": ((1, 1), (1, 1))}),
-        Case((_uniform(rng, (1, 2, 6, 5)), _uniform(rng, (2, 2, 2, 3))), {"stride": 2, "padding": ((0, 0), (0, 0))}),
-        Case((_uniform(rng, (1, 1, 4, 4)), _uniform(rng, (2, 1, 3, 3))), {"stride": 2, "padding": ((0, 1), (1, 1))}),
+        Case(
+            (_uniform(rng, (2, 2, 5, 5)), _uniform(rng, (3, 2, 3, 3))),
+            {"stride": 1, "padding": ((1, 1), (1, 1))},
+        ),
+        Case(
+            (_uniform(rng, (1, 2, 6, 5)), _uniform(rng, (2, 2, 2, 3))),
+            {"stride": 2, "padding": ((0, 0), (0, 0))},
+        ),
+        Case(
+            (_uniform(rng, (1, 1, 4, 4)), _uniform(rng, (2, 1, 3, 3))),
+            {"stride": 2, "padding": ((0, 1), (1, 1))},
+        ),
     ]
 
 
@@ -110,11 +126,21 @@ CASES: dict[str, Callable[[np.random.Generator], list[Case]]] = {
     "mean": _reduction,
     "log_softmax": lambda rng: [Case((_uniform(rng, (3, 5)),)), Case((_uniform(rng, (4, 1)),))],
     "binary_cross_entropy_terms": lambda rng: [
-        Case((_away_from_zero(rng, (6, 1)) * np.float32(2.0), rng.uniform(0, 1, (6, 1)).astype(np.float32))),
+        Case(
+            (
+                _away_from_zero(rng, (6, 1)) * np.float32(2.0),
+                rng.uniform(0, 1, (6, 1)).astype(np.float32),
+            )
+        ),
         Case((_uniform(rng, (4, 2)), (rng.uniform(size=(4, 2)) < 0.5).astype(np.float32))),
     ],
     "binary_cross_entropy": lambda rng: [
-        Case((_away_from_zero(rng, (6, 1)) * np.float32(2.0), rng.uniform(0, 1, (6, 1)).astype(np.float32))),
+        Case(
+            (
+                _away_from_zero(rng, (6, 1)) * np.float32(2.0),
+                rng.uniform(0, 1, (6, 1)).astype(np.float32),
+            )
+        ),
         Case((_uniform(rng, (4, 3)), (rng.uniform(size=(4, 3)) < 0.5).astype(np.float32))),
     ],
     "affine": lambda rng: [
@@ -126,13 +152,22 @@ CASES: dict[str, Callable[[np.random.Generator], list[Case]]] = {
         Case((_distinct(rng, (1, 2, 4, 5)),), {"pool": 2}),
         Case((_distinct(rng, (2, 1, 7, 6)),), {"pool": 3}),
     ],
-    "reshape": lambda rng: [Case((_uniform(rng, (3, 4)),), {"shape": (2, 6)}), Case((_uniform(rng, (2, 3)),), {"shape": (6,)})],
-    "transpose": lambda rng: [Case((_uniform(rng, (2, 3, 4)),), {"axes": (2, 0, 1)}), Case((_uniform(rng, (2, 3)),), {"axes": (1, 0)})],
+    "reshape": lambda rng: [
+        Case((_uniform(rng, (3, 4)),), {"shape": (2, 6)}),
+        Case((_uniform(rng, (2, 3)),), {"shape": (6,)}),
+    ],
+    "transpose": lambda rng: [
+        Case((_uniform(rng, (2, 3, 4)),), {"axes": (2, 0, 1)}),
+        Case((_uniform(rng, (2, 3)),), {"axes": (1, 0)}),
+    ],
     "slice": lambda rng: [
         Case((_uniform(rng, (5, 3)),), {"axis": 0, "start": 1, "stop": 4}),
         Case((_uniform(rng, (2, 6, 2)),), {"axis": 1, "start": 0, "stop": 5}),
     ],
-    "pad": lambda rng: [Case((_uniform(rng, (2, 3)),), {"widths": ((1, 0), (2, 1))}), Case((_uniform(rng, (1, 2, 2, 2)),), {"widths": ((0, 0), (0, 0), (1, 1), (0, 2))})],
+    "pad": lambda rng: [
+        Case((_uniform(rng, (2, 3)),), {"widths": ((1, 0), (2, 1))}),
+        Case((_uniform(rng, (1, 2, 2, 2)),), {"widths": ((0, 0), (0, 0), (1, 1), (0, 2))}),
+    ],
     "concatenate": lambda rng: [
         Case((_uniform(rng, (2, 3)), _uniform(rng, (2, 1)), _uniform(rng, (2, 2))), {"axis": 1}),
         Case((_uniform(rng, (1, 3)), _uniform(rng, (2, 3))), {"axis": 0}),

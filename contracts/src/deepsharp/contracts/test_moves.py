@@ -6,7 +6,8 @@ import math
 from typing import Any
 
 import numpy as np
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from deepsharp.contracts.data import CHECKS, draw, seeds, sides
 from deepsharp.contracts.measure import Contract
@@ -65,7 +66,9 @@ def test_take_rows_moves_every_bit(
     engine: Engine, contract: Contract, shape: tuple[int, ...], seed: int, data: st.DataObject
 ) -> None:
     x = _values(seed, shape)
-    rows = np.array(data.draw(st.lists(st.integers(0, shape[0] - 1), min_size=1, max_size=9)), np.int64)
+    rows = np.array(
+        data.draw(st.lists(st.integers(0, shape[0] - 1), min_size=1, max_size=9)), np.int64
+    )
     got = engine.get(engine.take_rows(engine.put(x), engine.put(rows)))
     contract.moves("take_rows", got, x[rows])
 
@@ -85,7 +88,7 @@ def test_concatenate_and_split_move_every_bit(
     pieces = engine.split(joined, lengths, axis)
     assert isinstance(pieces, list), f"split must return a list, not {type(pieces).__name__}"
     assert len(pieces) == len(parts)
-    for piece, part in zip(pieces, parts):
+    for piece, part in zip(pieces, parts, strict=True):
         contract.moves("split", engine.get(piece), part)
 
 
@@ -115,11 +118,17 @@ def test_broadcast_to_moves_every_bit(
 @CHECKS
 @given(shape=shapes, seed=seeds, keepdims=st.booleans(), data=st.data())
 def test_max_moves_every_bit(
-    engine: Engine, contract: Contract, shape: tuple[int, ...], seed: int, keepdims: bool,
+    engine: Engine,
+    contract: Contract,
+    shape: tuple[int, ...],
+    seed: int,
+    keepdims: bool,
     data: st.DataObject,
 ) -> None:
     x = draw(seed, shape, low=-30, high=30, zeros=0.1)  # no -0.0: which zero is larger is unsaid
-    axes = tuple(sorted(data.draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, unique=True))))
+    axes = tuple(
+        sorted(data.draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, unique=True)))
+    )
     got = engine.get(engine.max(engine.put(x), axes, keepdims))
     contract.moves("max", got, np.max(x, axis=axes, keepdims=keepdims))
 
@@ -151,8 +160,10 @@ def test_copy_and_assign_move_every_bit_and_copies_stay_apart(
 def _images(draw_: st.DrawFn) -> tuple[tuple[int, int, int, int], int]:
     pool = draw_(st.integers(1, 3))
     shape = (
-        draw_(st.integers(1, 3)), draw_(st.integers(1, 3)),
-        draw_(st.integers(pool, 3 * pool + 2)), draw_(st.integers(pool, 3 * pool + 2)),
+        draw_(st.integers(1, 3)),
+        draw_(st.integers(1, 3)),
+        draw_(st.integers(pool, 3 * pool + 2)),
+        draw_(st.integers(pool, 3 * pool + 2)),
     )
     return shape, pool
 
@@ -206,6 +217,8 @@ def test_maxpool2d_back_sends_each_gradient_to_its_selection(
     np.put_along_axis(spread, expected_selection[..., None], gy[..., None], -1)
     expected = np.zeros(shape, np.float32)
     expected[:, :, : oh * pool, : ow * pool] = (
-        spread.reshape(n, c, oh, ow, pool, pool).transpose(0, 1, 2, 4, 3, 5).reshape(n, c, oh * pool, ow * pool)
+        spread.reshape(n, c, oh, ow, pool, pool)
+        .transpose(0, 1, 2, 4, 3, 5)
+        .reshape(n, c, oh * pool, ow * pool)
     )
     contract.moves("maxpool2d_back", got, expected)

@@ -79,14 +79,17 @@ def _forward_and_back(
         sent = rule.backward(engine, out.node, engine.put(r))
         output = engine.get(out.handle)
         grads = [
-            None if part is None else np.asarray(engine.get(part), np.float64)
-            for part in sent
+            None if part is None else np.asarray(engine.get(part), np.float64) for part in sent
         ]
-    assert len(grads) == len(inputs), f"{rule.name}: {len(grads)} gradients for {len(inputs)} inputs"
-    for x, grad in zip(inputs, grads):
+    assert len(grads) == len(inputs), (
+        f"{rule.name}: {len(grads)} gradients for {len(inputs)} inputs"
+    )
+    for x, grad in zip(inputs, grads, strict=True):
         if isinstance(x, Tensor):
             assert grad is not None, f"{rule.name}: no gradient sent to an input that needs one"
-            assert grad.shape == x.shape, f"{rule.name}: gradient of shape {grad.shape} for {x.shape}"
+            assert grad.shape == x.shape, (
+                f"{rule.name}: gradient of shape {grad.shape} for {x.shape}"
+            )
     return np.asarray(output, np.float64), grads
 
 
@@ -108,12 +111,20 @@ def test_rule_agrees_with_nudging(contract: Contract, name: str) -> None:
                     moved = base.copy()
                     moved[place] += sign * step
                     nudged[index] = moved
-                    out, _ = rule.forward(engine, *_handles(engine, Case(tuple(nudged))), **case.attrs)
+                    out, _ = rule.forward(
+                        engine, *_handles(engine, Case(tuple(nudged))), **case.attrs
+                    )
                     losses.append(float(np.sum(np.asarray(out) * r)))
                 numeric[place] = (losses[0] - losses[1]) / (2.0 * step)
             allowed = np.full(x.shape, NUDGING_TOLERANCE * (1.0 + np.abs(numeric).max(initial=0.0)))
+            analytic = grads[index]
+            assert analytic is not None
             contract.within(
-                "nudging", f"nudged {name}", grads[index], numeric, allowed,
+                "nudging",
+                f"nudged {name}",
+                analytic,
+                numeric,
+                allowed,
                 f"of the nudging tolerance (input {index}, attrs {case.attrs})",
             )
 
@@ -128,14 +139,20 @@ def test_rule_on_the_engine_matches_the_reference(
         ref_out, ref_grads = _forward_and_back(ReferenceEngine(), rule, case, r)
         scale_out, scale_grads = _forward_and_back(_AbsoluteTotals(), rule, case, r)
         allowed = value_tolerance(ref_out) + 3 * UNIT * np.abs(scale_out)
-        contract.within("rules", f"rule {name}", out, ref_out, allowed, "of the rule's tolerance (forward)")
-        for index, (got, ref, scale) in enumerate(zip(grads, ref_grads, scale_grads)):
+        contract.within(
+            "rules", f"rule {name}", out, ref_out, allowed, "of the rule's tolerance (forward)"
+        )
+        for index, (got, ref, scale) in enumerate(zip(grads, ref_grads, scale_grads, strict=True)):
             if ref is None:
                 continue
             assert got is not None and scale is not None
             allowed = value_tolerance(ref) + 3 * UNIT * np.abs(scale)
             contract.within(
-                "rules", f"rule {name}", got, ref, allowed,
+                "rules",
+                f"rule {name}",
+                got,
+                ref,
+                allowed,
                 f"of the rule's tolerance (gradient to input {index})",
             )
 

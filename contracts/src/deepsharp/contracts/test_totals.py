@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import numpy as np
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from deepsharp.contracts.data import (
     CHECKS,
@@ -33,18 +35,32 @@ inner_sizes = st.one_of(sides, st.integers(1, 40), st.sampled_from([255, 1000, 4
 
 @CHECKS
 @given(
-    m=sides, k=inner_sizes, n=sides, transpose_a=st.booleans(), transpose_b=st.booleans(),
-    sign=signs, seed=seeds,
+    m=sides,
+    k=inner_sizes,
+    n=sides,
+    transpose_a=st.booleans(),
+    transpose_b=st.booleans(),
+    sign=signs,
+    seed=seeds,
 )
 def test_matmul_within_totals_bound(
-    engine: Engine, contract: Contract, m: int, k: int, n: int,
-    transpose_a: bool, transpose_b: bool, sign: str, seed: int,
+    engine: Engine,
+    contract: Contract,
+    m: int,
+    k: int,
+    n: int,
+    transpose_a: bool,
+    transpose_b: bool,
+    sign: str,
+    seed: int,
 ) -> None:
     a = draw(seed, (m, k), signs=sign)
     b = draw(seed + 1, (k, n), signs=sign)
     stored_a = np.ascontiguousarray(a.T) if transpose_a else a
     stored_b = np.ascontiguousarray(b.T) if transpose_b else b
-    got = engine.get(engine.matmul(engine.put(stored_a), engine.put(stored_b), transpose_a, transpose_b))
+    got = engine.get(
+        engine.matmul(engine.put(stored_a), engine.put(stored_b), transpose_a, transpose_b)
+    )
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     contract.totals("matmul", got, a64 @ b64, np.abs(a64) @ np.abs(b64))
 
@@ -64,21 +80,31 @@ reductions = st.composite(_reductions)()
 @CHECKS
 @given(case=reductions, keepdims=st.booleans(), sign=signs, seed=seeds)
 def test_sum_within_totals_bound(
-    engine: Engine, contract: Contract, case: tuple[tuple[int, ...], tuple[int, ...]],
-    keepdims: bool, sign: str, seed: int,
+    engine: Engine,
+    contract: Contract,
+    case: tuple[tuple[int, ...], tuple[int, ...]],
+    keepdims: bool,
+    sign: str,
+    seed: int,
 ) -> None:
     shape, axes = case
     x = draw(seed, shape, signs=sign)
     got = engine.get(engine.sum(engine.put(x), axes, keepdims))
     x64 = x.astype(np.float64)
-    contract.totals("sum", got, x64.sum(axes, keepdims=keepdims), np.abs(x64).sum(axes, keepdims=keepdims))
+    contract.totals(
+        "sum", got, x64.sum(axes, keepdims=keepdims), np.abs(x64).sum(axes, keepdims=keepdims)
+    )
 
 
 @CHECKS
 @given(case=reductions, keepdims=st.booleans(), sign=signs, seed=seeds)
 def test_mean_within_totals_bound(
-    engine: Engine, contract: Contract, case: tuple[tuple[int, ...], tuple[int, ...]],
-    keepdims: bool, sign: str, seed: int,
+    engine: Engine,
+    contract: Contract,
+    case: tuple[tuple[int, ...], tuple[int, ...]],
+    keepdims: bool,
+    sign: str,
+    seed: int,
 ) -> None:
     shape, axes = case
     x = draw(seed, shape, signs=sign)
@@ -86,7 +112,9 @@ def test_mean_within_totals_bound(
     x64 = x.astype(np.float64)
     count = math.prod(shape[axis] for axis in axes)
     contract.totals(
-        "mean", got, x64.sum(axes, keepdims=keepdims) / count,
+        "mean",
+        got,
+        x64.sum(axes, keepdims=keepdims) / count,
         np.abs(x64).sum(axes, keepdims=keepdims) / count,
     )
 
@@ -110,9 +138,14 @@ def _convolutions(draw_: st.DrawFn) -> dict[str, object]:
     oh = out_size(height, kh, stride, *padding[0])
     ow = out_size(width, kw, stride, *padding[1])
     return {
-        "count": draw_(st.integers(1, 3)), "channels": draw_(st.sampled_from([1, 2, 3, 8])),
-        "filters": draw_(st.sampled_from([1, 2, 5])), "image": (height, width),
-        "kernel": (kh, kw), "stride": stride, "padding": padding, "out": (oh, ow),
+        "count": draw_(st.integers(1, 3)),
+        "channels": draw_(st.sampled_from([1, 2, 3, 8])),
+        "filters": draw_(st.sampled_from([1, 2, 5])),
+        "image": (height, width),
+        "kernel": (kh, kw),
+        "stride": stride,
+        "padding": padding,
+        "out": (oh, ow),
     }
 
 
@@ -122,7 +155,7 @@ convolutions = st.composite(_convolutions)()
 @CHECKS
 @given(case=convolutions, sign=signs, seed=seeds)
 def test_conv2d_within_totals_bound(
-    engine: Engine, contract: Contract, case: dict, sign: str, seed: int
+    engine: Engine, contract: Contract, case: dict[str, Any], sign: str, seed: int
 ) -> None:
     assume(min(case["out"]) >= 1)
     x = draw(seed, (case["count"], case["channels"], *case["image"]), signs=sign)
@@ -136,7 +169,7 @@ def test_conv2d_within_totals_bound(
 @CHECKS
 @given(case=convolutions, sign=signs, seed=seeds)
 def test_conv2d_weight_grad_within_totals_bound(
-    engine: Engine, contract: Contract, case: dict, sign: str, seed: int
+    engine: Engine, contract: Contract, case: dict[str, Any], sign: str, seed: int
 ) -> None:
     assume(min(case["out"]) >= 1)
     x = draw(seed, (case["count"], case["channels"], *case["image"]), signs=sign)
@@ -154,7 +187,7 @@ def test_conv2d_weight_grad_within_totals_bound(
 @CHECKS
 @given(case=convolutions, sign=signs, seed=seeds)
 def test_conv2d_fold_within_totals_bound(
-    engine: Engine, contract: Contract, case: dict, sign: str, seed: int
+    engine: Engine, contract: Contract, case: dict[str, Any], sign: str, seed: int
 ) -> None:
     assume(min(case["out"]) >= 1)
     gy = draw(seed, (case["count"], case["filters"], *case["out"]), signs=sign)
@@ -163,7 +196,9 @@ def test_conv2d_fold_within_totals_bound(
         engine.put(gy), engine.put(w), case["image"], case["stride"], case["padding"]
     )
     ref = conv2d_fold_reference(gy, w, case["image"], case["stride"], case["padding"])
-    terms = conv2d_fold_reference(np.abs(gy), np.abs(w), case["image"], case["stride"], case["padding"])
+    terms = conv2d_fold_reference(
+        np.abs(gy), np.abs(w), case["image"], case["stride"], case["padding"]
+    )
     contract.totals("conv2d_fold", engine.get(handle), ref, terms)
 
 

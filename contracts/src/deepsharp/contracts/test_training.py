@@ -59,7 +59,7 @@ def watched_step(trainer: Trainer, batch: int = 0) -> dict[str, Any]:
         seen["gradients"] = [engine.get(g) for g in grads]
         update(grads)
 
-    network.forward, trainer.update = watching_forward, watching_update  # type: ignore[method-assign]
+    network.forward, trainer.update = watching_forward, watching_update  # type: ignore[method-assign,assignment]
     try:
         seen["loss"] = np.float32(trainer.step(*titanic_batch(batch)))
     finally:
@@ -67,7 +67,9 @@ def watched_step(trainer: Trainer, batch: int = 0) -> dict[str, Any]:
     seen["outputs"] = engine.get(seen.pop("outputs").handle)
     seen["slots"] = [engine.get(t.handle) for t in trainer.bound.tensors.values()]
     assert trainer.state is not None
-    seen["moments"] = [engine.get(h) for name in ("first", "second") for h in trainer.state.memory[name]]
+    seen["moments"] = [
+        engine.get(h) for name in ("first", "second") for h in trainer.state.memory[name]
+    ]
     return seen
 
 
@@ -91,7 +93,9 @@ def magnitudes(slots: list[Array]) -> dict[str, Any]:
     }
 
 
-def test_titanic_step_matches_the_light_engine(engine_factory: Callable[[], Engine], contract: Contract) -> None:
+def test_titanic_step_matches_the_light_engine(
+    engine_factory: Callable[[], Engine], contract: Contract
+) -> None:
     trainer, light = titanic_trainer(engine_factory()), titanic_trainer(LightEngine())
     start = trainer.network.slots
     assert all(np.array_equal(start[k], v) for k, v in light.network.slots.items()), (
@@ -100,24 +104,30 @@ def test_titanic_step_matches_the_light_engine(engine_factory: Callable[[], Engi
     scale = magnitudes(list(start.values()))
     got, ref = watched_step(trainer), watched_step(light)
     contract.totals("titanic step: outputs", got["outputs"], ref["outputs"], scale["outputs"])
-    contract.totals("titanic step: loss", np.asarray(got["loss"]), np.float64(ref["loss"]), scale["loss"])
-    for g, r, s in zip(got["gradients"], ref["gradients"], scale["gradients"]):
+    contract.totals(
+        "titanic step: loss", np.asarray(got["loss"]), np.float64(ref["loss"]), scale["loss"]
+    )
+    for g, r, s in zip(got["gradients"], ref["gradients"], scale["gradients"], strict=True):
         contract.totals("titanic step: gradients", g, r, s)
-    for g, r in zip(got["slots"] + got["moments"], ref["slots"] + ref["moments"]):
+    for g, r in zip(got["slots"] + got["moments"], ref["slots"] + ref["moments"], strict=True):
         contract.values("titanic step: slots after Adam", g, r)
 
 
-def test_the_same_steps_give_the_same_bits(engine_factory: Callable[[], Engine], contract: Contract) -> None:
+def test_the_same_steps_give_the_same_bits(
+    engine_factory: Callable[[], Engine], contract: Contract
+) -> None:
     runs = []
     for _ in range(2):
         trainer = titanic_trainer(engine_factory())
         runs.append([watched_step(trainer, batch) for batch in range(2)])
-    for first, second in zip(*runs):
-        contract.moves("same step twice", np.asarray(second["loss"]), np.asarray(first["loss"]), "steps")
+    for first, second in zip(*runs, strict=True):
+        contract.moves(
+            "same step twice", np.asarray(second["loss"]), np.asarray(first["loss"]), "steps"
+        )
         for key in ("outputs",):
             contract.moves("same step twice", second[key], first[key], "steps")
         for key in ("gradients", "slots", "moments"):
-            for a, b in zip(second[key], first[key]):
+            for a, b in zip(second[key], first[key], strict=True):
                 contract.moves("same step twice", a, b, "steps")
 
 
@@ -130,16 +140,23 @@ def test_a_row_alone_gets_the_bits_it_gets_in_a_chunk(engine: Engine, contract: 
         for index in (0, 1, 13, ROWS - 1):
             alone = np.zeros_like(rows)
             alone[0] = rows[index]  # padded with zeros to a chunk of 32, as serving pads
-            contract.moves("served alone or in a chunk", served.answer(alone)[0], together[index], "steps")
+            contract.moves(
+                "served alone or in a chunk", served.answer(alone)[0], together[index], "steps"
+            )
 
 
-def test_a_titanic_step_makes_two_transfers_in_and_one_out(engine_factory: Callable[[], Engine]) -> None:
+def test_a_titanic_step_makes_two_transfers_in_and_one_out(
+    engine_factory: Callable[[], Engine],
+) -> None:
     engine = engine_factory()
     trainer = titanic_trainer(engine)
     for batch in range(3):
         before = (engine.counters.transfers_in, engine.counters.transfers_out)
         trainer.step(*titanic_batch(batch))
-        moved = (engine.counters.transfers_in - before[0], engine.counters.transfers_out - before[1])
+        moved = (
+            engine.counters.transfers_in - before[0],
+            engine.counters.transfers_out - before[1],
+        )
         assert moved == (2, 1), (
             f"step {batch + 1} made {moved[0]} transfers in and {moved[1]} out; a step puts the "
             "rows and answers (2 in) and gets the loss (1 out), nothing else crosses"
@@ -193,7 +210,7 @@ def _held(engine: Any, watched: LiveHandles) -> tuple[int, ...]:
 def test_memory_stays_flat_over_2000_steps(engine_factory: Callable[[], Engine]) -> None:
     engine = engine_factory()
     watched = LiveHandles(engine)
-    trainer = titanic_trainer(watched)  # type: ignore[arg-type]
+    trainer = titanic_trainer(watched)
     batches = [titanic_batch(b) for b in range(4)]
     tracemalloc.start()
     try:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from deepsharp.contracts.data import CHECKS, draw, seeds, sides
 from deepsharp.contracts.measure import Contract
@@ -35,16 +36,24 @@ def test_special_values_cross_exactly(engine: Engine, contract: Contract) -> Non
     contract.moves("put/get", engine.get(engine.put(special)), special, family="transfers")
 
 
-def test_float64_is_put_as_float32_and_integers_as_int64(engine: Engine, contract: Contract) -> None:
+def test_float64_is_put_as_float32_and_integers_as_int64(
+    engine: Engine, contract: Contract
+) -> None:
     wide = np.array([[1.0 / 3.0, -2.5e-7], [1e30, 7.0]])
-    contract.moves("put/get", engine.get(engine.put(wide)), wide.astype(np.float32), family="transfers")
+    contract.moves(
+        "put/get", engine.get(engine.put(wide)), wide.astype(np.float32), family="transfers"
+    )
     rows = np.array([0, 3, 2**40, -1], np.int64)
     contract.moves("put/get", engine.get(engine.put(rows)), rows, family="transfers")
     small = np.array([5, 0, 2], np.int32)
-    contract.moves("put/get", engine.get(engine.put(small)), small.astype(np.int64), family="transfers")
+    contract.moves(
+        "put/get", engine.get(engine.put(small)), small.astype(np.int64), family="transfers"
+    )
 
 
-def test_zeros_are_made_on_the_engine_without_a_transfer(engine: Engine, contract: Contract) -> None:
+def test_zeros_are_made_on_the_engine_without_a_transfer(
+    engine: Engine, contract: Contract
+) -> None:
     before_in = engine.counters.transfers_in
     handle = engine.zeros((3, 1, 2))
     assert engine.counters.transfers_in == before_in, "zeros() is made on the engine, not put"

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 from deepsharp.contracts.data import CHECKS, draw, seeds
@@ -19,7 +20,9 @@ from deepsharp.contracts.measure import Contract
 from deepsharp.core.engine import Engine
 
 pairs = mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=1, max_side=5)
-operand_kinds = st.sampled_from(["tensor, tensor", "tensor, tensor", "tensor, float", "float, tensor"])
+operand_kinds = st.sampled_from(
+    ["tensor, tensor", "tensor, tensor", "tensor, float", "float, tensor"]
+)
 small_shapes = st.lists(st.sampled_from([1, 2, 3, 5, 7]), min_size=0, max_size=4).map(tuple)
 
 BINARY: dict[str, Callable[[Any, Any], Any]] = {
@@ -50,9 +53,19 @@ def test_binary_operation_within_value_tolerance(
     kind_a, kind_b = kinds.split(", ")
     a = draw(seed, shape_a if kind_a == "tensor" else (1,), low=-4, high=4)
     low = -3 if operation == "div" else -4  # divisors of 1e-3 and more: quotients stay finite
-    b = draw(seed + 1, shape_b if kind_b == "tensor" else (1,), low=low, high=4, zeros=0.0 if operation == "div" else 0.05)
+    b = draw(
+        seed + 1,
+        shape_b if kind_b == "tensor" else (1,),
+        low=low,
+        high=4,
+        zeros=0.0 if operation == "div" else 0.05,
+    )
     if operation == "greater" and seed % 2:  # ties must compare false
-        b = np.broadcast_to(a, np.broadcast_shapes(a.shape, b.shape)).copy() if kind_a == kind_b == "tensor" else b
+        b = (
+            np.broadcast_to(a, np.broadcast_shapes(a.shape, b.shape)).copy()
+            if kind_a == kind_b == "tensor"
+            else b
+        )
     ea, ra = _operand(engine, a, kind_a)
     eb, rb = _operand(engine, b, kind_b)
     got = engine.get(getattr(engine, operation)(ea, eb))
@@ -76,7 +89,11 @@ UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], dict[str, Any]]] = {
 @CHECKS
 @given(shape=small_shapes, seed=seeds, negative_log1p=st.booleans())
 def test_unary_operation_within_value_tolerance(
-    engine: Engine, contract: Contract, operation: str, shape: tuple[int, ...], seed: int,
+    engine: Engine,
+    contract: Contract,
+    operation: str,
+    shape: tuple[int, ...],
+    seed: int,
     negative_log1p: bool,
 ) -> None:
     function, domain = UNARY[operation]
@@ -88,7 +105,11 @@ def test_unary_operation_within_value_tolerance(
 
 
 @CHECKS
-@given(shapes=mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=4), kinds=operand_kinds, seed=seeds)
+@given(
+    shapes=mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=4),
+    kinds=operand_kinds,
+    seed=seeds,
+)
 def test_where_within_value_tolerance(
     engine: Engine, contract: Contract, shapes: Any, kinds: str, seed: int
 ) -> None:
@@ -106,12 +127,22 @@ slot_shapes = st.lists(small_shapes, min_size=1, max_size=3)
 
 @CHECKS
 @given(
-    shapes=slot_shapes, seed=seeds, step_size=st.floats(1e-5, 0.1), beta1=st.floats(0.5, 0.99),
-    beta2=st.floats(0.9, 0.9999), epsilon=st.sampled_from([1e-7, 1e-8, 1e-3]),
+    shapes=slot_shapes,
+    seed=seeds,
+    step_size=st.floats(1e-5, 0.1),
+    beta1=st.floats(0.5, 0.99),
+    beta2=st.floats(0.9, 0.9999),
+    epsilon=st.sampled_from([1e-7, 1e-8, 1e-3]),
 )
 def test_adam_update_follows_its_formula(
-    engine: Engine, contract: Contract, shapes: list[tuple[int, ...]], seed: int,
-    step_size: float, beta1: float, beta2: float, epsilon: float,
+    engine: Engine,
+    contract: Contract,
+    shapes: list[tuple[int, ...]],
+    seed: int,
+    step_size: float,
+    beta1: float,
+    beta2: float,
+    epsilon: float,
 ) -> None:
     slots = [draw(seed + i, s, low=-3, high=1) for i, s in enumerate(shapes)]
     grads = [draw(seed + 10 + i, s, low=-6, high=1) for i, s in enumerate(shapes)]
@@ -130,10 +161,19 @@ def test_adam_update_follows_its_formula(
 
 
 @CHECKS
-@given(shapes=slot_shapes, seed=seeds, learning_rate=st.floats(1e-5, 1.0), momentum=st.sampled_from([0.0, 0.5, 0.9, 0.99]))
+@given(
+    shapes=slot_shapes,
+    seed=seeds,
+    learning_rate=st.floats(1e-5, 1.0),
+    momentum=st.sampled_from([0.0, 0.5, 0.9, 0.99]),
+)
 def test_sgd_update_follows_its_formula(
-    engine: Engine, contract: Contract, shapes: list[tuple[int, ...]], seed: int,
-    learning_rate: float, momentum: float,
+    engine: Engine,
+    contract: Contract,
+    shapes: list[tuple[int, ...]],
+    seed: int,
+    learning_rate: float,
+    momentum: float,
 ) -> None:
     slots = [draw(seed + i, s, low=-3, high=2) for i, s in enumerate(shapes)]
     grads = [draw(seed + 10 + i, s, low=-6, high=2) for i, s in enumerate(shapes)]
@@ -170,7 +210,9 @@ def test_fused_updates_of_parts_of_one_tensor_in_any_order(
         v64 = v64 + (g64 * g64 - v64) * 0.001
         contract.values("adam_update", engine.get(m[place]), m64)
         contract.values("adam_update", engine.get(v[place]), v64)
-        contract.values("adam_update", engine.get(p[place]), p64 - 0.01 * m64 / (np.sqrt(v64) + 1e-7))
+        contract.values(
+            "adam_update", engine.get(p[place]), p64 - 0.01 * m64 / (np.sqrt(v64) + 1e-7)
+        )
     q, w = (parts(engine.put(groups[name])) for name in "pm")
     engine.sgd_update(q, parts(engine.put(groups["g"])), w, learning_rate=0.1, momentum=0.5)
     for place, i in enumerate(order):

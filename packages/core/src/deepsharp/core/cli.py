@@ -30,28 +30,43 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sample = commands.add_parser(
-        "sample", help="train a sample that ships with deepsharp and print its report",
+        "sample",
+        help="train a sample that ships with deepsharp and print its report",
         description="Train a sample that ships with deepsharp (data included) and print its report.",
     )
     sample.add_argument("name", choices=SAMPLES, help="which sample")
     sample.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
     sample.add_argument("--seed", type=int, default=42, help="the run's seed (default 42)")
     sample.add_argument("--save", metavar="FILE", help="save the trained network to FILE")
-    sample.add_argument("--plot", metavar="FILE", help="draw the training curves into FILE (matplotlib)")
-    sample.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="show a progress bar (default: on a terminal)")
+    sample.add_argument(
+        "--plot", metavar="FILE", help="draw the training curves into FILE (matplotlib)"
+    )
+    sample.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar (default: on a terminal)",
+    )
 
     predict = commands.add_parser(
-        "predict", help="answer the rows of a CSV file with a saved trained network",
+        "predict",
+        help="answer the rows of a CSV file with a saved trained network",
         description="Answer every row of ROWS.csv with the trained network in FILE; answers as CSV.",
     )
-    predict.add_argument("file", metavar="FILE", help="a trained network (from fit, or sample --save)")
-    predict.add_argument("rows", metavar="ROWS.csv", help="rows with the columns the pipeline reads")
+    predict.add_argument(
+        "file", metavar="FILE", help="a trained network (from fit, or sample --save)"
+    )
+    predict.add_argument(
+        "rows", metavar="ROWS.csv", help="rows with the columns the pipeline reads"
+    )
     predict.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
-    predict.add_argument("--output", metavar="FILE", help="write the answers to FILE (default: stdout)")
+    predict.add_argument(
+        "--output", metavar="FILE", help="write the answers to FILE (default: stdout)"
+    )
 
     commands.add_parser(
-        "doctor", help="say which engines are installed and usable, and what is missing",
+        "doctor",
+        help="say which engines are installed and usable, and what is missing",
         description="Which engines are installed and usable, what torch build and cards are found, "
         "and which packages to install for what is missing.",
     )
@@ -129,8 +144,10 @@ def _doctor() -> int:
     if "torch" in names:
         _doctor_torch()
     else:
-        print("  torch        not installed: pip install deepsharp-engine-torch (and a torch build, "
-              "see docs/install.md)")
+        print(
+            "  torch        not installed: pip install deepsharp-engine-torch (and a torch build, "
+            "see docs/install.md)"
+        )
     if "testbuffer" not in names:
         print("  testbuffer   not installed: pip install deepsharp-engine-testbuffer")
     return 0 if usable else 1

@@ -128,9 +128,7 @@ class Engine(Protocol):
 
     def mean(self, x: Handle, axes: tuple[int, ...], keepdims: bool = False) -> Handle: ...
 
-    def conv2d(
-        self, x: Handle, w: Handle, stride: int, padding: tuple[Padding, Padding]
-    ) -> Handle:
+    def conv2d(self, x: Handle, w: Handle, stride: int, padding: tuple[Padding, Padding]) -> Handle:
         """Cross-correlation of images x (N, C, H, W) with filters w (F, C, kh, kw) -> (N, F, oh, ow).
 
         `padding` is ((top, bottom), (left, right)) zeros around each image.

@@ -24,7 +24,11 @@ from deepsharp.core.errors import FileFormatError
 
 __all__ = ["read_safetensors", "write_atomically", "write_safetensors"]
 
-_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "I64": np.dtype("<i8")}
+_DTYPES: dict[str, np.dtype[Any]] = {
+    "F32": np.dtype("<f4"),
+    "F64": np.dtype("<f8"),
+    "I64": np.dtype("<i8"),
+}
 _NAMES = {dtype: name for name, dtype in _DTYPES.items()}
 _MAX_HEADER = 100 * 1024 * 1024
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")
@@ -93,14 +97,18 @@ def read_safetensors(
     (length,) = struct.unpack("<Q", data[:8])
     if length > _MAX_HEADER or 8 + length > len(data):
         if length > _MAX_HEADER:
-            raise FileFormatError(f"{where} is not a safetensors file (its first bytes are garbage)")
+            raise FileFormatError(
+                f"{where} is not a safetensors file (its first bytes are garbage)"
+            )
         raise FileFormatError(
             f"{where} is truncated: its header says {length} bytes, the file holds {len(data) - 8}"
         )
     try:
         header = json.loads(data[8 : 8 + length].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise FileFormatError(f"{where} is not a safetensors file: its header is not JSON ({error})") from None
+        raise FileFormatError(
+            f"{where} is not a safetensors file: its header is not JSON ({error})"
+        ) from None
     if not isinstance(header, dict):
         raise FileFormatError(f"{where}: its header must be a JSON object")
     metadata = header.pop("__metadata__", {})
@@ -141,5 +149,5 @@ def _tensor(where: str, name: str, entry: Any, body: bytes) -> NDArray[Any]:
         raise FileFormatError(
             f"{where} is truncated: tensor {name!r} ends at byte {stop}, the file holds {len(body)}"
         )
-    array = np.frombuffer(body, dtype=dtype, count=math.prod(shape), offset=start)
+    array: NDArray[Any] = np.frombuffer(body, dtype=dtype, count=math.prod(shape), offset=start)
     return array.reshape(shape).astype(dtype.newbyteorder("="))

@@ -76,7 +76,10 @@ def _cases() -> list[RuleCase]:
         RuleCase("matmul", [normal(4, 3), normal(4, 5)], {"transpose_a": True}, "ta"),
         RuleCase("matmul", [normal(3, 4), normal(5, 4)], {"transpose_b": True}, "tb"),
         RuleCase(
-            "matmul", [normal(4, 3), normal(5, 4)], {"transpose_a": True, "transpose_b": True}, "tab"
+            "matmul",
+            [normal(4, 3), normal(5, 4)],
+            {"transpose_a": True, "transpose_b": True},
+            "tab",
         ),
         RuleCase("affine", [normal(5, 3), normal(3, 4), normal(4)]),
         RuleCase("sum", [normal(3, 4, 2)], {"axes": (0, 2), "keepdims": False}),
@@ -85,12 +88,24 @@ def _cases() -> list[RuleCase]:
         RuleCase("log_softmax", [normal(4, 5)]),
         RuleCase("binary_cross_entropy_terms", [normal(5, 3) * 3, bits]),
         RuleCase("binary_cross_entropy", [normal(5, 3) * 3, bits]),
-        RuleCase("conv2d", [normal(2, 2, 5, 5), normal(3, 2, 3, 3)],
-                 {"stride": 1, "padding": ((0, 0), (0, 0))}, "valid"),
-        RuleCase("conv2d", [normal(2, 2, 5, 6), normal(3, 2, 3, 3)],
-                 {"stride": 1, "padding": ((1, 1), (1, 1))}, "same"),
-        RuleCase("conv2d", [normal(1, 2, 7, 6), normal(2, 2, 3, 2)],
-                 {"stride": 2, "padding": ((0, 1), (1, 1))}, "stride-2"),
+        RuleCase(
+            "conv2d",
+            [normal(2, 2, 5, 5), normal(3, 2, 3, 3)],
+            {"stride": 1, "padding": ((0, 0), (0, 0))},
+            "valid",
+        ),
+        RuleCase(
+            "conv2d",
+            [normal(2, 2, 5, 6), normal(3, 2, 3, 3)],
+            {"stride": 1, "padding": ((1, 1), (1, 1))},
+            "same",
+        ),
+        RuleCase(
+            "conv2d",
+            [normal(1, 2, 7, 6), normal(2, 2, 3, 2)],
+            {"stride": 2, "padding": ((0, 1), (1, 1))},
+            "stride-2",
+        ),
         RuleCase("maxpool2d", [apart(2, 2, 5, 4)], {"pool": 2}),
         RuleCase("reshape", [normal(3, 4)], {"shape": (2, 6)}),
         RuleCase("transpose", [normal(2, 3, 4)], {"axes": (2, 0, 1)}),
@@ -157,9 +172,7 @@ def projection_for(engine: Engine, case: RuleCase) -> Array:
     return np.random.default_rng(len(case.id)).standard_normal(shape)
 
 
-def worst_nudge_error(
-    case: RuleCase, engine_factory: Callable[[], Engine] | None = None
-) -> float:
+def worst_nudge_error(case: RuleCase, engine_factory: Callable[[], Engine] | None = None) -> float:
     """The largest |rule - nudged| / (1e-7 + 1e-5 * |nudged|) over every input value, on the
     float64 reference engine: at most 1 for a right rule."""
     from deepsharp.engines.light import ReferenceEngine

@@ -242,7 +242,11 @@ class Conv2D(Layer):
         if out_h < 1 or out_w < 1:
             raise ShapeError(f"{self.label}: a {kh}x{kw} kernel does not fit images of {shape}")
         self.slot(
-            "weights", (self.filters, channels, kh, kw), "glorot", channels * kh * kw, self.filters * kh * kw
+            "weights",
+            (self.filters, channels, kh, kw),
+            "glorot",
+            channels * kh * kw,
+            self.filters * kh * kw,
         )
         self.slot("bias", (self.filters,), "zeros")
         return (self.filters, out_h, out_w)
@@ -266,13 +270,17 @@ class MaxPool2D(Layer):
     def __init__(self, pool_size: int = 2) -> None:
         super().__init__()
         if not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError(f"MaxPool2D's pool_size must be a positive whole number, not {pool_size!r}")
+            raise ValueError(
+                f"MaxPool2D's pool_size must be a positive whole number, not {pool_size!r}"
+            )
         self.pool_size = pool_size
 
     def build(self, shape: Shape) -> Shape:
         channels, height, width = _image(self, shape)
         if height < self.pool_size or width < self.pool_size:
-            raise ShapeError(f"{self.label}: a {self.pool_size}-pool does not fit images of {shape}")
+            raise ShapeError(
+                f"{self.label}: a {self.pool_size}-pool does not fit images of {shape}"
+            )
         return (channels, height // self.pool_size, width // self.pool_size)
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:

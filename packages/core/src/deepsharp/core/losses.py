@@ -12,7 +12,14 @@ from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.errors import ShapeError
 from deepsharp.core.tensor import Tensor
 
-__all__ = ["LOSSES", "BinaryCrossEntropy", "CrossEntropy", "Loss", "MeanSquaredError", "loss_from_json"]
+__all__ = [
+    "LOSSES",
+    "BinaryCrossEntropy",
+    "CrossEntropy",
+    "Loss",
+    "MeanSquaredError",
+    "loss_from_json",
+]
 
 LOSSES: dict[str, type[Loss]] = {}
 

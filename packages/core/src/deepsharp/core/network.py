@@ -46,7 +46,9 @@ def _row_shape(inputs: int | Sequence[int] | None) -> Shape | None:
 class Bound:
     """A network's slots on one engine: what a run trains and what a server answers with."""
 
-    def __init__(self, engine: Engine, tensors: dict[str, Tensor], per_layer: list[dict[str, Tensor]]):
+    def __init__(
+        self, engine: Engine, tensors: dict[str, Tensor], per_layer: list[dict[str, Tensor]]
+    ):
         self.engine = engine
         self.tensors = tensors
         self.per_layer = per_layer
@@ -78,9 +80,7 @@ class Network:
         if self.inputs == inputs:
             return
         if self._values is not None:
-            raise ShapeError(
-                f"the network was built for rows of shape {self.inputs}, not {inputs}"
-            )
+            raise ShapeError(f"the network was built for rows of shape {self.inputs}, not {inputs}")
         shape = inputs
         self.specs, self._names = {}, []
         for index, layer in enumerate(self.layers):
@@ -138,7 +138,9 @@ class Network:
                 raise ShapeError(f"slot {name!r} is missing; the network has {list(self.specs)}")
             value = np.ascontiguousarray(values[name], dtype=np.float32)
             if value.shape != spec.shape:
-                raise ShapeError(f"slot {name!r} has shape {value.shape}, the network's is {spec.shape}")
+                raise ShapeError(
+                    f"slot {name!r} has shape {value.shape}, the network's is {spec.shape}"
+                )
             checked[name] = value
         extra = set(values) - set(self.specs)
         if extra:
@@ -187,7 +189,11 @@ class Network:
     def served(self, loss: Loss, engine: Engine | str | None = None) -> Iterator[Served]:
         """Slots put on the engine once, for many calls of `answer`."""
         made = make_engine(engine)
-        bound = self._bound if self._bound is not None and self._bound.engine is made else self.put(made)
+        bound = (
+            self._bound
+            if self._bound is not None and self._bound.engine is made
+            else self.put(made)
+        )
         yield Served(self, bound, loss)
 
     def predict(
@@ -241,7 +247,9 @@ class Network:
         try:
             data = json.loads(metadata["network"])
         except (KeyError, json.JSONDecodeError):
-            raise FileFormatError(f"{where}: its metadata lacks a readable 'network' entry") from None
+            raise FileFormatError(
+                f"{where}: its metadata lacks a readable 'network' entry"
+            ) from None
         network = cls.from_json(data, where)
         for name, spec in network.specs.items():
             if name not in tensors:
@@ -291,6 +299,10 @@ class Served:
         self.network.check_rows(rows)
         engine = self.bound.engine
         outputs = self.network.forward(Tensor.put(engine, rows), self.bound, self.context)
-        flat = outputs.handle if outputs.ndim == 2 else engine.reshape(outputs.handle, (rows.shape[0], math.prod(outputs.shape[1:])))
+        flat = (
+            outputs.handle
+            if outputs.ndim == 2
+            else engine.reshape(outputs.handle, (rows.shape[0], math.prod(outputs.shape[1:])))
+        )
         answered: NDArray[np.float32] = engine.get(self.loss.link(engine, flat))
         return answered

@@ -88,7 +88,7 @@ def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
     engine: Engine | None = None
     args: list[Any] = []
     for value in inputs:
-        if isinstance(value, Tensor):
+        if type(value) is Tensor or isinstance(value, Tensor):
             if engine is None:
                 engine = value.engine
             elif value.engine is not engine:
@@ -104,12 +104,13 @@ def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
     handle, saved = rule.forward(engine, *args, **attrs)
     shape = engine.shape(handle)
     recording = _tensor._active
-    node = None
-    if recording is not None:
-        needs = tuple([recording.involves(value) for value in inputs])
-        if True in needs:
-            node = Node(rule, inputs, attrs, (handle, saved), needs, shape, recording.generation)
-            recording.tape.append(node)
+    if recording is None:
+        return Tensor(handle, shape, engine)
+    needs = tuple([recording.involves(value) for value in inputs])
+    if True not in needs:
+        return Tensor(handle, shape, engine)
+    node = Node(rule, inputs, attrs, (handle, saved), needs, shape, recording.generation)
+    recording.tape.append(node)
     return Tensor(handle, shape, engine, node)
 
 
@@ -578,7 +579,9 @@ class Transpose(Rule):
 class Slice(Rule):
     name = "slice"
 
-    def forward(self, engine: Engine, x: Any, axis: int, start: int, stop: int) -> tuple[Handle, Any]:
+    def forward(
+        self, engine: Engine, x: Any, axis: int, start: int, stop: int
+    ) -> tuple[Handle, Any]:
         return engine.slice(x, axis, start, stop), None
 
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
@@ -690,7 +693,7 @@ def relu(x: Tensor) -> Tensor:
     return apply(RULES["relu"], (x,))
 
 
-def abs(x: Tensor) -> Tensor:  # noqa: A001 - the operation's name
+def abs(x: Tensor) -> Tensor:
     return apply(RULES["abs"], (x,))
 
 
@@ -704,7 +707,8 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
 
 def affine(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
     """x @ w + b for rows x (N, in), weights w (in, out) and bias b (out,)."""
-    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0] or b.shape != (w.shape[1],):
+    xs, ws = x.shape, w.shape
+    if len(xs) != 2 or len(ws) != 2 or xs[1] != ws[0] or b.shape != (ws[1],):
         raise ShapeError(f"affine: shapes {x.shape} @ {w.shape} + {b.shape} do not fit")
     return apply(RULES["affine"], (x, w, b))
 
@@ -722,7 +726,7 @@ def _axes(x: Tensor, axes: int | Sequence[int] | None) -> tuple[int, ...]:
     return tuple(sorted(axis % x.ndim for axis in axes))
 
 
-def sum(x: Tensor, axes: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def sum(x: Tensor, axes: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     return apply(RULES["sum"], (x,), axes=_axes(x, axes), keepdims=keepdims)
 
 
@@ -739,7 +743,10 @@ def binary_cross_entropy_terms(logits: Tensor, answers: Value) -> Tensor:
 
 
 def conv2d(
-    x: Tensor, w: Tensor, stride: int = 1, padding: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
+    x: Tensor,
+    w: Tensor,
+    stride: int = 1,
+    padding: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0)),
 ) -> Tensor:
     return apply(RULES["conv2d"], (x, w), stride=stride, padding=padding)
 
@@ -756,7 +763,7 @@ def transpose(x: Tensor, axes: tuple[int, ...]) -> Tensor:
     return apply(RULES["transpose"], (x,), axes=tuple(axes))
 
 
-def slice(x: Tensor, axis: int, start: int, stop: int) -> Tensor:  # noqa: A001
+def slice(x: Tensor, axis: int, start: int, stop: int) -> Tensor:
     return apply(RULES["slice"], (x,), axis=axis % x.ndim, start=start, stop=stop)
 
 
@@ -764,7 +771,9 @@ def split(x: Tensor, sizes: Sequence[int], axis: int = 0) -> list[Tensor]:
     """Consecutive parts of x along `axis`, of the given sizes."""
     axis %= x.ndim
     if builtins.sum(sizes) != x.shape[axis]:
-        raise ShapeError(f"split: sizes {list(sizes)} do not add up to {x.shape[axis]} (shape {x.shape})")
+        raise ShapeError(
+            f"split: sizes {list(sizes)} do not add up to {x.shape[axis]} (shape {x.shape})"
+        )
     parts, start = [], 0
     for size in sizes:
         parts.append(slice(x, axis, start, start + size))
@@ -798,4 +807,4 @@ def one_hot(indices: Tensor, classes: int) -> Tensor:
     return Tensor(handle, indices.engine.shape(handle), indices.engine)
 
 
-_tensor._ops = sys.modules[__name__]
+_tensor._ops = sys.modules[__name__]  # type: ignore[attr-defined]

@@ -24,7 +24,11 @@ class Optimizer:
         )
 
     def update(
-        self, engine: Engine, slots: Sequence[Handle], grads: Sequence[Handle], state: OptimizerState
+        self,
+        engine: Engine,
+        slots: Sequence[Handle],
+        grads: Sequence[Handle],
+        state: OptimizerState,
     ) -> None:
         raise NotImplementedError
 
@@ -58,7 +62,11 @@ class SGD(Optimizer):
         self.momentum = float(momentum)
 
     def update(
-        self, engine: Engine, slots: Sequence[Handle], grads: Sequence[Handle], state: OptimizerState
+        self,
+        engine: Engine,
+        slots: Sequence[Handle],
+        grads: Sequence[Handle],
+        state: OptimizerState,
     ) -> None:
         state.steps += 1
         engine.sgd_update(
@@ -95,7 +103,11 @@ class Adam(Optimizer):
         self.epsilon = float(epsilon)
 
     def update(
-        self, engine: Engine, slots: Sequence[Handle], grads: Sequence[Handle], state: OptimizerState
+        self,
+        engine: Engine,
+        slots: Sequence[Handle],
+        grads: Sequence[Handle],
+        state: OptimizerState,
     ) -> None:
         state.steps += 1
         t = state.steps

@@ -1,11 +1,12 @@
 """The data pipeline: the recipe for the data. It knows no learner.
 
-A :class:`Pipeline` is declared column by column (``.number``, ``.category``, ``.flag`` and one
-``.target``), learns its statistics from the training rows only (:meth:`Pipeline.learn`) and then
-turns any rows into a float32 feature matrix (:meth:`Pipeline.features`) and answers
-(:meth:`Pipeline.answers`). Rows are a sequence of mappings (what :func:`read_csv` returns, or
-dicts written by hand) or a pandas ``DataFrame`` (pandas is optional and imported only when one is
-handed in).
+A :class:`Pipeline` is declared column by column (``.number``, ``.category``, ``.flag``,
+``.image`` and one ``.target``), learns its statistics from the training rows only
+(:meth:`Pipeline.learn`) and then turns any rows into a float32 feature matrix
+(:meth:`Pipeline.features`) and answers (:meth:`Pipeline.answers`). Rows are a sequence of
+mappings (what :func:`read_csv` returns, or dicts written by hand) or a pandas ``DataFrame``
+(pandas is optional and imported only when one is handed in). An image column's field holds a
+whole image (an array, a list or a text of numbers), stacked by NumPy into the matrix at once.
 
 The work is done column by column with NumPy. Each column's distinct values are found once (a dict
 built in C), each distinct value is parsed once, and the column is then mapped in one pass; so a
@@ -32,15 +33,14 @@ __all__ = ["Pipeline", "read_csv"]
 FillSpec = Literal["median", "mean"] | float
 TargetKind = Literal["binary", "classes", "number"]
 UnknownRule = Literal["zeros", "error"]
+ImageScale = float | Literal["max"] | None
 
 _FORMAT = "deepsharp.pipeline"
 _VERSION = 1
 _NAN = float("nan")
 _TARGET_KINDS = ("binary", "classes", "number")
-_COLUMN_KINDS = ("number", "category", "flag")
-_SHOWN_VALUES = (
-    20  # how many known values an error message lists before it says "and N more"
-)
+_COLUMN_KINDS = ("number", "category", "flag", "image")
+_SHOWN_VALUES = 20  # how many known values an error message lists before it says "and N more"
 
 
 # --------------------------------------------------------------------------------------------
@@ -81,18 +81,14 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
                         f"the header has {len(header)}; every row must have one field per column"
                     )
                 out.append(
-                    {k: (v if v != "" else None) for k, v in zip(header, record)}
+                    {k: (v if v != "" else None) for k, v in zip(header, record, strict=False)}
                 )
         except csv.Error as exc:
-            raise DataError(
-                f"{name}, line {reader.line_num}: not valid CSV: {exc}"
-            ) from None
+            raise DataError(f"{name}, line {reader.line_num}: not valid CSV: {exc}") from None
         except UnicodeDecodeError as exc:
             raise DataError(f"{name}: not UTF-8 text: {exc}") from None
     if header is None:
-        raise DataError(
-            f"{name}: the file is empty; expected a header row naming the columns"
-        )
+        raise DataError(f"{name}: the file is empty; expected a header row naming the columns")
     return out
 
 
@@ -116,7 +112,7 @@ def _is_missing(value: object) -> bool:
 
 
 def _parse_number(value: object) -> float | None:
-    """A finite float, NaN for a missing value (inf counts as missing), None when it is no number."""
+    """A finite float, NaN for a missing value (inf counts as missing), None for no number."""
     if value is None:
         return _NAN
     if isinstance(value, str):
@@ -217,9 +213,7 @@ def _numbers(column: _Column, name: str) -> npt.NDArray[np.float64]:
     distinct = _distinct(column)
     if distinct is None:
         i = _first_unhashable(column)
-        raise DataError(
-            f"{_row_text(i)}, column {name!r}: expected a number, found {column[i]!r}"
-        )
+        raise DataError(f"{_row_text(i)}, column {name!r}: expected a number, found {column[i]!r}")
     if len(distinct) * 2 <= count:
         for key in distinct:
             number = _parse_number(key)
@@ -229,9 +223,7 @@ def _numbers(column: _Column, name: str) -> npt.NDArray[np.float64]:
                     f"{_row_text(i)}, column {name!r}: expected a number, found {key!r}"
                 )
             distinct[key] = number
-        return np.fromiter(
-            map(distinct.__getitem__, column), dtype=np.float64, count=count
-        )
+        return np.fromiter(map(distinct.__getitem__, column), dtype=np.float64, count=count)
     # Mostly distinct values: let NumPy parse them in one go (None becomes NaN).
     try:
         values = np.array(column, dtype=np.float64)
@@ -251,10 +243,8 @@ def _numbers(column: _Column, name: str) -> npt.NDArray[np.float64]:
     return values
 
 
-def _labels(
-    column: _Column, name: str, lookup: Mapping[str | None, int]
-) -> npt.NDArray[np.intp]:
-    """Map a column to indices through ``lookup`` (label -> index); -1 where the label is unknown."""
+def _labels(column: _Column, name: str, lookup: Mapping[str | None, int]) -> npt.NDArray[np.intp]:
+    """Map a column to indices through ``lookup`` (label -> index); -1 for an unknown label."""
     if isinstance(column, np.ndarray):
         column = column.tolist()
     assert isinstance(column, list)
@@ -342,9 +332,7 @@ def _raise_missing_column(rows: Sequence[Any], name: str) -> None:
                 f"{_row_text(i)} has no column {name!r}; that row has the columns: "
                 f"{columns or '(none)'}"
             ) from None
-    raise DataError(
-        f"column {name!r} could not be read from the rows"
-    )  # pragma: no cover
+    raise DataError(f"column {name!r} could not be read from the rows")  # pragma: no cover
 
 
 def _frame_columns(frame: Any, names: Sequence[str]) -> tuple[int, dict[str, _Column]]:
@@ -354,9 +342,7 @@ def _frame_columns(frame: Any, names: Sequence[str]) -> tuple[int, dict[str, _Co
         )
     count = len(frame)
     if count == 0:
-        raise DataError(
-            "no rows: the DataFrame handed in has no rows; give at least one row"
-        )
+        raise DataError("no rows: the DataFrame handed in has no rows; give at least one row")
     present = [str(c) for c in frame.columns]
     out: dict[str, _Column] = {}
     for name in names:
@@ -427,9 +413,7 @@ class _Number:
                     f"column {self.name!r}: every training row is missing a value, so there is no "
                     f"{self.fill} to fill with; give fill=<number> or rows that hold numbers"
                 )
-            fill = float(
-                np.median(present) if self.fill == "median" else np.mean(present)
-            )
+            fill = float(np.median(present) if self.fill == "median" else np.mean(present))
         else:
             fill = math.log1p(self.fill) if self.log else float(self.fill)
         filled = np.where(missing, fill, values)
@@ -444,11 +428,7 @@ class _Number:
         self.std = std if std > 0.0 else 1.0
 
     def write(self, column: _Column, out: npt.NDArray[np.float32], at: int) -> None:
-        assert (
-            self.fill_value is not None
-            and self.mean is not None
-            and self.std is not None
-        )
+        assert self.fill_value is not None and self.mean is not None and self.std is not None
         values, missing = self._transformed(column)
         values[missing] = self.fill_value
         if self.scale:
@@ -499,9 +479,7 @@ class _Category:
 
     def learn(self, column: _Column) -> None:
         labels, _ = _column_labels(column, self.name)
-        self.set_learned(
-            _sorted_labels(v for v in labels if v is not None), None in labels
-        )
+        self.set_learned(_sorted_labels(v for v in labels if v is not None), None in labels)
 
     def set_learned(self, values: list[str], has_missing: bool) -> None:
         self.values = values
@@ -517,9 +495,7 @@ class _Category:
             if self.unknown == "error":
                 i = int(np.argmax(unknown))
                 value = column[i]
-                known = list(self.values or []) + (
-                    ["(missing)"] if self.has_missing else []
-                )
+                known = list(self.values or []) + (["(missing)"] if self.has_missing else [])
                 raise DataError(
                     f"{_row_text(i)}, column {self.name!r}: the value {value!r} was not in the "
                     f"training rows; the known values are: {_shown(known)} "
@@ -571,9 +547,7 @@ class _Flag:
             return
         for key in distinct:
             distinct[key] = 0.0 if _is_missing(key) else 1.0
-        out[:, at] = np.fromiter(
-            map(distinct.__getitem__, column), np.float64, len(column)
-        )
+        out[:, at] = np.fromiter(map(distinct.__getitem__, column), np.float64, len(column))
 
     def recipe(self) -> dict[str, Any]:
         return {"kind": "flag", "name": self.name}
@@ -585,7 +559,181 @@ class _Flag:
         pass
 
 
-_Feature = _Number | _Category | _Flag
+def _short(value: object, limit: int = 60) -> str:
+    """A value's repr, cut short for an error message (an image's row may hold thousands)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_image_shape(name: str, shape: object) -> tuple[int, ...]:
+    """An image column's shape: a positive whole number or a sequence of them (e.g. (1, 8, 8))."""
+    dims: Sequence[object]
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        dims = (shape,)
+    elif isinstance(shape, Sequence) and not isinstance(shape, (str, bytes)):
+        dims = shape
+    else:
+        raise TypeError(
+            f"column {name!r}: shape must be a whole number or a sequence of them such as "
+            f"(1, 8, 8), not {shape!r}"
+        )
+    out: list[int] = []
+    for d in dims:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 1:
+            out = []
+            break
+        out.append(int(d))
+    if not out:
+        raise ValueError(
+            f"column {name!r}: shape must hold one or more positive whole numbers, such as "
+            f"(1, 8, 8), not {shape!r}"
+        )
+    return tuple(out)
+
+
+def _check_image_scale(name: str, scale: object) -> ImageScale:
+    if scale is None or scale == "max":
+        return "max" if scale == "max" else None
+    if isinstance(scale, str):
+        raise ValueError(
+            f"column {name!r}: scale must be None, a positive number or 'max', not {scale!r}"
+        )
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(
+        scale, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(
+            f"column {name!r}: scale must be None, a positive number or 'max', not {scale!r}"
+        )
+    value = float(scale)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"column {name!r}: scale must be a positive finite number, not {scale!r}")
+    return value
+
+
+@dataclass
+class _Image:
+    """A column whose field holds a whole image (or any fixed-shape block of numbers).
+
+    Each row's field is a list, tuple or NumPy array (of any nesting) of ``prod(shape)`` numbers,
+    or a text of numbers separated by spaces or commas; it is flattened in C order (channels,
+    then rows, then columns) into ``prod(shape)`` features named ``name[0]``, ``name[1]``, ...
+    Every value is divided by one number: ``scale`` when it is given, the largest absolute value
+    of the training rows when it is ``"max"`` (1 where they are all 0), and 1 when it is None.
+    A missing field, a wrong count, a value that is no number or not finite is a DataError.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    scale: ImageScale
+    # learned: what every value is divided by
+    divisor: float | None = None
+
+    kind = "image"
+
+    def width(self) -> int:
+        return math.prod(self.shape)
+
+    def names(self) -> list[str]:
+        return [f"{self.name}[{i}]" for i in range(self.width())]
+
+    def _expected(self) -> str:
+        return f"{self.width()} numbers (an image of shape {self.shape})"
+
+    def _values(self, column: _Column) -> npt.NDArray[np.float64]:
+        """The column as one float64 matrix (rows, width), checked: stacked by NumPy in one go
+        where it can, row by row (to name the bad row) where it cannot."""
+        count = len(column)
+        width = self.width()
+        values: npt.NDArray[np.float64] | None = None
+        try:  # the usual case: equal arrays or lists, stacked by NumPy at once
+            stacked = np.asarray(column, dtype=np.float64)
+        except (ValueError, TypeError, OverflowError):
+            stacked = None
+        if (
+            stacked is not None
+            and stacked.ndim >= 1
+            and stacked.shape[0] == count
+            and stacked.size == count * width
+            and (stacked.ndim > 1 or width == 1)
+        ):
+            values = stacked.reshape(count, width)
+        if values is None:
+            values = np.empty((count, width), dtype=np.float64)
+            for i, value in enumerate(column):
+                values[i] = self._row(i, value)
+        finite = np.isfinite(values)
+        if not finite.all():
+            i, k = (int(v) for v in np.argwhere(~finite)[0])
+            raise DataError(
+                f"{_row_text(i)}, column {self.name!r}: expected {self._expected()}, but "
+                f"value {k} (counting from 0) is {values[i, k]!r}, not a finite number"
+            )
+        return values
+
+    def _row(self, i: int, value: object) -> npt.NDArray[np.float64]:
+        where = f"{_row_text(i)}, column {self.name!r}"
+        if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+            raise DataError(f"{where}: the image is missing; expected {self._expected()}")
+        if isinstance(value, str):
+            tokens = value.replace(",", " ").split()
+            if not tokens:
+                raise DataError(
+                    f"{where}: the image is missing (empty text); expected {self._expected()}"
+                )
+            try:
+                parsed = np.array([float(t) for t in tokens], dtype=np.float64)
+            except ValueError:
+                bad = next(t for t in tokens if _parse_number(t) is None)
+                raise DataError(
+                    f"{where}: expected {self._expected()}, found {bad!r}, which is no number"
+                ) from None
+        elif isinstance(value, (bytes, Mapping, bool, int, float, np.generic)):
+            raise DataError(
+                f"{where}: expected {self._expected()} as a list, tuple, NumPy array or text, "
+                f"found {type(value).__name__} {_short(value)}"
+            )
+        else:
+            try:
+                parsed = np.asarray(value, dtype=np.float64)
+            except (ValueError, TypeError, OverflowError):
+                raise DataError(
+                    f"{where}: expected {self._expected()}, found {_short(value)}, which holds "
+                    f"something that is no number (or rows of unequal length)"
+                ) from None
+            if parsed.ndim == 0:
+                raise DataError(
+                    f"{where}: expected {self._expected()}, found the single value {_short(value)}"
+                )
+        if parsed.size != self.width():
+            raise DataError(f"{where}: expected {self._expected()}, found {parsed.size} numbers")
+        return parsed.reshape(-1)
+
+    def learn(self, column: _Column) -> None:
+        values = self._values(column)  # checks every row, as the other columns do
+        if self.scale == "max":
+            largest = float(np.max(np.abs(values))) if values.size else 0.0
+            self.divisor = largest if largest > 0.0 else 1.0
+        else:
+            self.divisor = 1.0 if self.scale is None else float(self.scale)
+
+    def write(self, column: _Column, out: npt.NDArray[np.float32], at: int) -> None:
+        assert self.divisor is not None
+        values = self._values(column)
+        if self.divisor != 1.0:
+            values /= self.divisor
+        out[:, at : at + self.width()] = values
+
+    def recipe(self) -> dict[str, Any]:
+        return {"kind": "image", "name": self.name, "shape": list(self.shape), "scale": self.scale}
+
+    def learned(self) -> dict[str, Any]:
+        return {"divisor": self.divisor}
+
+    def forget(self) -> None:
+        self.divisor = None
+
+
+_Feature = _Number | _Category | _Flag | _Image
 
 
 @dataclass
@@ -605,7 +753,7 @@ class _Target:
             self.set_classes(None)
             return
         labels, first_rows = _column_labels(column, self.name)
-        for label, i in zip(labels, first_rows):
+        for label, i in zip(labels, first_rows, strict=False):
             if label is None:
                 raise DataError(
                     f"{_row_text(i)}, column {self.name!r}: the target is missing; every "
@@ -696,9 +844,7 @@ class Pipeline:
                 f"column {name!r}: fill must be 'median', 'mean' or a number, not {fill!r}"
             )
         elif not math.isfinite(fill):
-            raise ValueError(
-                f"column {name!r}: fill must be a finite number, not {fill!r}"
-            )
+            raise ValueError(f"column {name!r}: fill must be a finite number, not {fill!r}")
         elif log and fill < 0:
             raise ValueError(
                 f"column {name!r}: fill={fill!r} is negative, but log=True needs values of 0 "
@@ -728,6 +874,25 @@ class Pipeline:
         _check_name(name)
         return self._add(_Flag(name))
 
+    def image(
+        self,
+        name: str,
+        shape: int | Sequence[int],
+        scale: ImageScale = None,
+    ) -> Pipeline:
+        """A column whose field holds a whole image of ``shape`` (e.g. ``(1, 8, 8)``: channels,
+        height, width), flattened into ``prod(shape)`` features ``name[0]``, ``name[1]``, ...
+
+        A row's field is a list, tuple or NumPy array of that many numbers (nested or flat, read
+        in C order), or a text of numbers separated by spaces or commas. ``scale`` divides every
+        value by a fixed positive number (16.0 for the digits' counts 0..16); ``"max"`` learns the
+        largest absolute value of the training rows and divides by it; None leaves values as they
+        are. A run hands the flat features to a network whose ``inputs`` are ``shape`` as images.
+        """
+        _check_name(name)
+        dims = _check_image_shape(name, shape)
+        return self._add(_Image(name, dims, _check_image_scale(name, scale)))
+
     def target(self, name: str, kind: TargetKind = "binary") -> Pipeline:
         """The one column the network answers."""
         _check_name(name)
@@ -741,9 +906,7 @@ class Pipeline:
                 f"exactly one target"
             )
         if any(f.name == name for f in self._features):
-            raise ValueError(
-                f"column {name!r} is already a feature; it cannot be the target too"
-            )
+            raise ValueError(f"column {name!r} is already a feature; it cannot be the target too")
         self._target = _Target(name, kind)
         self._forget()
         return self
@@ -770,14 +933,10 @@ class Pipeline:
 
     def _add(self, column: _Feature) -> Pipeline:
         if self._target is not None and column.name == self._target.name:
-            raise ValueError(
-                f"column {column.name!r} is the target; it cannot be a feature too"
-            )
+            raise ValueError(f"column {column.name!r} is the target; it cannot be a feature too")
         for other in self._features:
             if other.name == column.name and other.kind == column.kind:
-                raise ValueError(
-                    f"column {column.name!r} is already declared as a {column.kind}"
-                )
+                raise ValueError(f"column {column.name!r} is already declared as a {column.kind}")
         self._features.append(column)
         self._forget()
         return self
@@ -795,8 +954,8 @@ class Pipeline:
         """Learn the statistics from these rows, which must be the training rows only."""
         if not self._features:
             raise DataError(
-                "the pipeline has no feature columns; declare some with .number(), .category() "
-                "or .flag() before learning"
+                "the pipeline has no feature columns; declare some with .number(), .category(), "
+                ".flag() or .image() before learning"
             )
         names = [f.name for f in self._features]
         if self._target is not None:
@@ -843,14 +1002,8 @@ class Pipeline:
 
         train = floor(train * count) rows, validation = floor(validation * count), test the rest.
         """
-        if (
-            isinstance(count, bool)
-            or not isinstance(count, (int, np.integer))
-            or count < 0
-        ):
-            raise ValueError(
-                f"partition: count must be a whole number of rows, not {count!r}"
-            )
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+            raise ValueError(f"partition: count must be a whole number of rows, not {count!r}")
         count = int(count)
         perm = np.asarray(order)
         if perm.ndim != 1 or perm.shape[0] != count:
@@ -869,9 +1022,7 @@ class Pipeline:
             raise ValueError(
                 f"partition: order must be a permutation of 0 .. {count - 1}, each index once"
             )
-        n_train, n_validation, n_test = _split_sizes(
-            count, self._train, self._validation
-        )
+        n_train, n_validation, n_test = _split_sizes(count, self._train, self._validation)
         if n_train == 0 or n_test == 0 or (self._validation > 0 and n_validation == 0):
             needed = _rows_needed(self._train, self._validation)
             raise DataError(
@@ -1012,8 +1163,7 @@ def _get(d: Mapping[str, Any], key: str, where: str, *types: type) -> Any:
         raise _fail(where, f"missing the key {key!r}")
     value = d[key]
     ok = any(
-        isinstance(value, t) and not (isinstance(value, bool) and t in (int, float))
-        for t in types
+        isinstance(value, t) and not (isinstance(value, bool) and t in (int, float)) for t in types
     )
     if not ok:
         names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
@@ -1055,9 +1205,7 @@ def _from_json(data: object) -> Pipeline:
     split = _get(data, "split", "", dict)
     pipe = Pipeline()
     try:
-        pipe.split(
-            _float(split, "train", ".split"), _float(split, "validation", ".split")
-        )
+        pipe.split(_float(split, "train", ".split"), _float(split, "validation", ".split"))
     except (ValueError, TypeError) as exc:
         if isinstance(exc, FileFormatError):
             raise
@@ -1083,6 +1231,15 @@ def _from_json(data: object) -> Pipeline:
                 pipe.category(name, unknown=_get(entry, "unknown", where, str))
             elif kind == "flag":
                 pipe.flag(name)
+            elif kind == "image":
+                shape = _get(entry, "shape", where, list)
+                scale = _get(entry, "scale", where, str, int, float, type(None))
+                if isinstance(scale, str) and scale != "max":
+                    raise _fail(
+                        f"{where}.scale",
+                        f"expected a positive number, 'max' or null, found {scale!r}",
+                    )
+                pipe.image(name, shape, scale=scale)
             else:
                 raise _fail(
                     f"{where}.kind",
@@ -1097,9 +1254,7 @@ def _from_json(data: object) -> Pipeline:
         raise _fail("", "missing the key 'target'")
     if target is not None:
         if not isinstance(target, Mapping):
-            raise _fail(
-                ".target", f"expected an object or null, found {type(target).__name__}"
-            )
+            raise _fail(".target", f"expected an object or null, found {type(target).__name__}")
         kind = _get(target, "kind", ".target", str)
         if kind not in _TARGET_KINDS:
             raise _fail(
@@ -1114,7 +1269,7 @@ def _from_json(data: object) -> Pipeline:
         return pipe
     if not pipe._features:
         raise _fail(".columns", "a learned pipeline must have at least one column")
-    for i, (column, entry) in enumerate(zip(pipe._features, columns)):
+    for i, (column, entry) in enumerate(zip(pipe._features, columns, strict=False)):
         where = f".columns[{i}].learned"
         stats = _get(entry, "learned", f".columns[{i}]", dict)
         if isinstance(column, _Number):
@@ -1122,19 +1277,29 @@ def _from_json(data: object) -> Pipeline:
             column.mean = _float(stats, "mean", where)
             column.std = _float(stats, "std", where)
             if not column.std > 0:
-                raise _fail(
-                    f"{where}.std", f"expected a positive number, found {column.std!r}"
-                )
+                raise _fail(f"{where}.std", f"expected a positive number, found {column.std!r}")
         elif isinstance(column, _Category):
             values = _text_list(_get(stats, "values", where, list), f"{where}.values")
             column.set_learned(values, _get(stats, "missing", where, bool))
+        elif isinstance(column, _Image):
+            divisor = _float(stats, "divisor", where)
+            if not divisor > 0:
+                raise _fail(f"{where}.divisor", f"expected a positive number, found {divisor!r}")
+            if isinstance(column.scale, float) and divisor != column.scale:
+                raise _fail(
+                    f"{where}.divisor",
+                    f"the column's scale is {column.scale!r}, but its divisor is {divisor!r}",
+                )
+            if column.scale is None and divisor != 1.0:
+                raise _fail(
+                    f"{where}.divisor", f"a column without scale divides by 1, not {divisor!r}"
+                )
+            column.divisor = divisor
     if pipe._target is not None:
         classes = target.get("classes") if isinstance(target, Mapping) else None
         if pipe._target.kind == "number":
             if classes is not None:
-                raise _fail(
-                    ".target.classes", "a number target has no classes; expected null"
-                )
+                raise _fail(".target.classes", "a number target has no classes; expected null")
             pipe._target.set_classes(None)
         else:
             if classes is None:
@@ -1146,9 +1311,7 @@ def _from_json(data: object) -> Pipeline:
                     f"a binary target has exactly two classes, found {len(labels)}",
                 )
             if pipe._target.kind == "classes" and not labels:
-                raise _fail(
-                    ".target.classes", "a classes target needs at least one class"
-                )
+                raise _fail(".target.classes", "a classes target needs at least one class")
             pipe._target.set_classes(labels)
     pipe._learned = True
     return pipe

@@ -23,7 +23,8 @@ def _mix(z: NDArray[np.uint64]) -> NDArray[np.uint64]:
     """SplitMix64's finaliser: every input bit reaches every output bit."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    mixed: NDArray[np.uint64] = z ^ (z >> np.uint64(31))
+    return mixed
 
 
 class Generator:
@@ -47,7 +48,8 @@ class Generator:
 
     def uniform(self, count: int) -> NDArray[np.float64]:
         """`count` floats in [0, 1), each a multiple of 2**-53."""
-        return (self.bits(count) >> np.uint64(11)).astype(np.float64) * (2.0**-53)
+        floats: NDArray[np.float64] = (self.bits(count) >> np.uint64(11)).astype(np.float64)
+        return floats * (2.0**-53)
 
     def permutation(self, count: int) -> NDArray[np.int64]:
         """The numbers 0 .. count-1 in a shuffled order."""
@@ -79,6 +81,8 @@ class Streams:
 
     def restore(self, state: dict[str, Any]) -> None:
         if int(state["seed"]) != self.seed:
-            raise ValueError(f"the state is of seed {state['seed']}, these streams of seed {self.seed}")
+            raise ValueError(
+                f"the state is of seed {state['seed']}, these streams of seed {self.seed}"
+            )
         for name in self.PURPOSES:
             getattr(self, name).counter = int(state[name])

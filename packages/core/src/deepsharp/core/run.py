@@ -112,7 +112,9 @@ class Report:
         figure, axes = plt.subplots(figsize=(6, 4))
         axes.plot(epochs, [r.loss for r in self.history], label="training loss")
         axes.plot(epochs, [r.validation_loss for r in self.history], label="validation loss")
-        axes.axvline(self.best_epoch, color="grey", linestyle=":", label=f"best epoch ({self.best_epoch})")
+        axes.axvline(
+            self.best_epoch, color="grey", linestyle=":", label=f"best epoch ({self.best_epoch})"
+        )
         axes.set_xlabel("epoch")
         axes.set_ylabel("loss")
         axes.set_title(f"deepsharp run on {self.engine}")
@@ -230,7 +232,11 @@ def fit(
     best_epoch, best_loss, waited, first_epoch = 0, math.inf, 0, 0
     if checkpoint is not None:
         first_epoch = checkpoint.epoch
-        best_epoch, best_loss, waited = checkpoint.best_epoch, checkpoint.best_loss, checkpoint.waited
+        best_epoch, best_loss, waited = (
+            checkpoint.best_epoch,
+            checkpoint.best_loss,
+            checkpoint.waited,
+        )
         history = list(checkpoint.history)
         _restore(engine, trainer, checkpoint, best)
         streams.restore(checkpoint.generator)
@@ -256,8 +262,16 @@ def fit(
             if options.checkpoint_every and epoch % options.checkpoint_every == 0:
                 assert options.checkpoint_dir is not None
                 _save_checkpoint(
-                    options.checkpoint_dir, engine, trainer, best, streams, history,
-                    best_epoch, best_loss, waited, epoch,
+                    options.checkpoint_dir,
+                    engine,
+                    trainer,
+                    best,
+                    streams,
+                    history,
+                    best_epoch,
+                    best_loss,
+                    waited,
+                    epoch,
                 )
             if on_epoch is not None:
                 on_epoch(record)
@@ -289,7 +303,9 @@ def _checkpoint(
 ) -> Checkpoint | None:
     if resume_from is None:
         return None
-    checkpoint = resume_from if isinstance(resume_from, Checkpoint) else Checkpoint.load(resume_from)
+    checkpoint = (
+        resume_from if isinstance(resume_from, Checkpoint) else Checkpoint.load(resume_from)
+    )
     if checkpoint.engine != engine.identity:
         where = f" ({checkpoint.path})" if checkpoint.path else ""
         raise EngineMismatchError(
@@ -300,18 +316,18 @@ def _checkpoint(
     return checkpoint
 
 
-def _split(
-    pipeline: Pipeline, rows: Any, test_rows: Any, generator: Any
-) -> tuple[Any, Any, Any]:
+def _split(pipeline: Pipeline, rows: Any, test_rows: Any, generator: Any) -> tuple[Any, Any, Any]:
     count = _count(rows)
     if count == 0:
-        raise DataError("no rows: fit needs rows to learn from (a list of mappings, a DataFrame, or read_csv's rows)")
+        raise DataError(
+            "no rows: fit needs rows to learn from (a list of mappings, a DataFrame, or read_csv's rows)"
+        )
     if test_rows is None:
         train, validation, test = pipeline.partition(count, generator.permutation(count))
         return _take(rows, train), _take(rows, validation), _take(rows, test)
     order = generator.permutation(count)
     share, held = pipeline.split_fractions
-    validation_count = int(math.floor(count * held / (share + held)))
+    validation_count = math.floor(count * held / (share + held))
     if validation_count < 1 or validation_count >= count:
         raise DataError(f"{count} rows are too few to hold back validation rows: give more rows")
     return _take(rows, order[validation_count:]), _take(rows, order[:validation_count]), test_rows
@@ -405,7 +421,9 @@ def _restore(engine: Engine, trainer: Trainer, checkpoint: Checkpoint, best: lis
 
     def put_into(handle: Handle, value: NDArray[np.float32], what: str) -> None:
         if tuple(value.shape) != engine.shape(handle):
-            raise FileFormatError(f"checkpoint: {what} has shape {value.shape}, expected {engine.shape(handle)}")
+            raise FileFormatError(
+                f"checkpoint: {what} has shape {value.shape}, expected {engine.shape(handle)}"
+            )
         engine.assign(handle, engine.put(value))
 
     for name, tensor in trainer.bound.tensors.items():

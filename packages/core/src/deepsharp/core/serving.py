@@ -55,7 +55,11 @@ class TrainedNetwork:
         if count == 0:
             return np.zeros((0, self.outputs), np.float32)
         inputs = self.network.inputs
-        if inputs is not None and features.shape[1:] != inputs and features[0].size == math.prod(inputs):
+        if (
+            inputs is not None
+            and features.shape[1:] != inputs
+            and features[0].size == math.prod(inputs)
+        ):
             features = features.reshape(count, *inputs)  # flat pipeline columns to images
         self.network.check_rows(features)
         padded = -(-count // CHUNK) * CHUNK
@@ -69,7 +73,9 @@ class TrainedNetwork:
             context = Pass(made, False, None)
             answers = []
             for start in range(0, padded, CHUNK):
-                chunk = Tensor(made.slice(rows.handle, 0, start, start + CHUNK), (CHUNK, *rows.shape[1:]), made)
+                chunk = Tensor(
+                    made.slice(rows.handle, 0, start, start + CHUNK), (CHUNK, *rows.shape[1:]), made
+                )
                 outputs = self.network.forward(chunk, served.bound, context)
                 flat = made.reshape(outputs.handle, (CHUNK, self.outputs))
                 answers.append(self.loss.link(made, flat))
@@ -97,7 +103,9 @@ class TrainedNetwork:
             loss = loss_from_json(json.loads(metadata["loss"]))
             pipeline_data = json.loads(metadata["pipeline"])
         except (KeyError, ValueError, json.JSONDecodeError) as error:
-            raise FileFormatError(f"{where}: its loss or pipeline cannot be read ({error})") from None
+            raise FileFormatError(
+                f"{where}: its loss or pipeline cannot be read ({error})"
+            ) from None
         pipeline = Pipeline.from_json(pipeline_data)
         inputs = network.inputs or ()
         if pipeline.is_learned and math.prod(inputs) != pipeline.feature_count:

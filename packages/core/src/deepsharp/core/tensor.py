@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 from deepsharp.core.engine import Engine, Handle
 
 if TYPE_CHECKING:
+    from deepsharp.core import ops as _ops
     from deepsharp.core.ops import Rule
+else:
+    _ops = None  # deepsharp.core.ops, which sets this when it is imported (it imports us)
 
 __all__ = ["Node", "Recording", "Tensor", "recording"]
 
 _active: Recording | None = None
-_ops: Any = None  # deepsharp.core.ops, which sets this when it is imported (it imports us)
 
 
 class Tensor:

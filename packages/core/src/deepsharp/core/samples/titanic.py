@@ -1,8 +1,8 @@
 """The Titanic passengers: who survived? 891 rows, a 14-feature recipe, a small dense network.
 
-    from deepsharp.core.samples import titanic
-    run = titanic.run()          # the light engine, seed 42
-    print(run.report)
+from deepsharp.core.samples import titanic
+run = titanic.run()          # the light engine, seed 42
+print(run.report)
 """
 
 from __future__ import annotations
@@ -52,10 +52,7 @@ def network() -> Network:
 
 
 def describe(passenger: dict[str, Any]) -> str:
-    return (
-        f"{passenger['Name']}, {passenger['Age'] or 'age unknown'}, "
-        f"class {passenger['Pclass']}"
-    )
+    return f"{passenger['Name']}, {passenger['Age'] or 'age unknown'}, class {passenger['Pclass']}"
 
 
 def run(engine: Engine | str | None = None, seed: int = 42, **options: Any) -> Run:

@@ -22,7 +22,7 @@ from deepsharp.core.engine import Counters, EngineIdentity
 __all__ = ["LightEngine", "ReferenceEngine", "from_spec"]
 
 F32 = np.float32
-Array = NDArray[Any]
+Array = Any  # a handle: the NumPy array itself
 Padding = tuple[int, int]
 
 
@@ -69,13 +69,14 @@ class LightEngine:
         return product.astype(self.dtype)
 
     def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
-        return np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims).astype(self.dtype)
+        total = np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims)  # type: ignore[call-overload]
+        return total.astype(self.dtype)
 
     def mean(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
         count = 1
         for axis in axes:
             count *= x.shape[axis]
-        total = np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims)
+        total = np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims)  # type: ignore[call-overload]
         return np.asarray(total / count).astype(self.dtype)
 
     def conv2d(self, x: Array, w: Array, stride: int, padding: tuple[Padding, Padding]) -> Array:
@@ -119,9 +120,9 @@ class LightEngine:
         folded = np.zeros((count, channels, height, width), np.float64)
         for i in range(kh):
             for j in range(kw):
-                folded[
-                    :, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride
-                ] += parts[:, :, i, j]
+                folded[:, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride] += (
+                    parts[:, :, i, j]
+                )
         return np.ascontiguousarray(
             folded[:, :, top : top + image[0], left : left + image[1]], dtype=self.dtype
         )
@@ -354,5 +355,7 @@ def from_spec(option: str = "") -> LightEngine:
     if option:
         from deepsharp.core.errors import EngineUnavailableError
 
-        raise EngineUnavailableError(f"the light engine takes no option, not {option!r}: use 'light'")
+        raise EngineUnavailableError(
+            f"the light engine takes no option, not {option!r}: use 'light'"
+        )
     return LightEngine()

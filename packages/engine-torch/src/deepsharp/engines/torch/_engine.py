@@ -58,12 +58,22 @@ def _bind() -> Any:
     return module
 
 
+def _attempt(read: Any) -> Any:
+    """A setting's value, or None where torch refuses to say (settings mixed by the caller)."""
+    try:
+        return read()
+    except (RuntimeError, AttributeError):
+        return None
+
+
 class _Exact:
     """On a card: TF32 off and deterministic algorithms for the engine's own calls only.
 
     Entered around products and convolutions on CUDA (value-by-value kernels, sums and moves
-    are not affected by these settings). Reads the application's settings through the same
-    (new) API it sets them with and puts back exactly what it found.
+    are not affected by these settings). Since torch 2.9 TF32 has two APIs (the legacy flags
+    and `fp32_precision`) that must agree or libtorch refuses to read them: the legacy setters
+    keep both in step, so those are what is set; on the way out both are put back exactly as
+    the application had them, whichever API it used.
     """
 
     __slots__ = ("_saved",)
@@ -72,35 +82,51 @@ class _Exact:
         self._saved: tuple[Any, ...] = ()
 
     def __enter__(self) -> None:
-        matmul = torch.backends.cuda.matmul
-        conv = torch.backends.cudnn.conv
-        c = torch._C
+        backends, c = torch.backends, torch._C
+        cudnn = backends.cudnn
         self._saved = (
-            matmul.fp32_precision,
-            conv.fp32_precision,
+            _attempt(torch.get_float32_matmul_precision),
+            _attempt(lambda: backends.cuda.matmul.fp32_precision),
+            _attempt(lambda: cudnn.allow_tf32),
+            _attempt(lambda: cudnn.conv.fp32_precision),
+            _attempt(lambda: cudnn.rnn.fp32_precision),
             c._get_deterministic_algorithms(),
             c._get_deterministic_algorithms_warn_only(),
             c._get_cudnn_benchmark(),
             c._get_cudnn_deterministic(),
         )
-        if self._saved[0] != "ieee":
-            matmul.fp32_precision = "ieee"
-        if self._saved[1] != "ieee":
-            conv.fp32_precision = "ieee"
-        if not self._saved[2] or self._saved[3]:
+        torch.set_float32_matmul_precision("highest")
+        cudnn.allow_tf32 = False
+        for part in ("conv", "rnn"):  # explicit, should the application's 'all' say tf32
+            owner = getattr(cudnn, part, None)
+            if owner is not None and hasattr(owner, "fp32_precision"):
+                owner.fp32_precision = "ieee"
+        det, warn_only, benchmark, cudnn_det = self._saved[5:]
+        if not det or warn_only:
             c._set_deterministic_algorithms(True, warn_only=False)
-        if self._saved[4]:
+        if benchmark:
             c._set_cudnn_benchmark(False)
-        if not self._saved[5]:
+        if not cudnn_det:
             c._set_cudnn_deterministic(True)
 
     def __exit__(self, *exc: object) -> None:
-        matmul_p, conv_p, det, warn_only, benchmark, cudnn_det = self._saved
-        c = torch._C
-        if matmul_p != "ieee":
-            torch.backends.cuda.matmul.fp32_precision = matmul_p
-        if conv_p != "ieee":
-            torch.backends.cudnn.conv.fp32_precision = conv_p
+        matmul, matmul_new, dnn, conv_new, rnn_new, det, warn_only, benchmark, cudnn_det = (
+            self._saved
+        )
+        backends, c = torch.backends, torch._C
+        if matmul is not None:
+            torch.set_float32_matmul_precision(matmul)
+        if dnn is not None:
+            backends.cudnn.allow_tf32 = dnn
+        for owner, value in (
+            (backends.cuda.matmul, matmul_new),
+            (getattr(backends.cudnn, "conv", None), conv_new),
+            (getattr(backends.cudnn, "rnn", None), rnn_new),
+        ):
+            if owner is None or value is None:
+                continue
+            if _attempt(lambda o=owner: o.fp32_precision) != value:
+                owner.fp32_precision = value
         if not det or warn_only:
             c._set_deterministic_algorithms(det, warn_only=warn_only)
         if benchmark:
@@ -202,9 +228,7 @@ class TorchEngine:
         total = torch.sum(x, axes, keepdims, dtype=torch.float64)
         return total.div_(count).to(F32)
 
-    def conv2d(
-        self, x: Tensor, w: Tensor, stride: int, padding: tuple[Padding, Padding]
-    ) -> Tensor:
+    def conv2d(self, x: Tensor, w: Tensor, stride: int, padding: tuple[Padding, Padding]) -> Tensor:
         x, pads = _padded(x, padding)
         if self._exact is None:
             return F.conv2d(x, w, None, stride, pads)
@@ -219,13 +243,20 @@ class TorchEngine:
         stride: int,
         padding: tuple[Padding, Padding],
     ) -> Tensor:
+        # A forward convolution of the images (channels as the batch) with the outputs'
+        # gradient (rows as channels, dilated by the stride): libtorch's own weight gradient
+        # splits its sum over the rows across threads, so its bits change with the thread count.
         x, pads = _padded(x, padding)
-        w = x.new_empty(1).expand(gy.shape[1], x.shape[1], kernel[0], kernel[1])
-        args = (gy, x, w, None, (stride, stride), pads, (1, 1), False, (0, 0), 1)
+        images, grads = x.transpose(0, 1), gy.transpose(0, 1)
         if self._exact is None:
-            return _conv_backward(*args, (False, True, False))[1]
-        with self._exact:
-            return _conv_backward(*args, (False, True, False))[1]
+            out = F.conv2d(images, grads, None, 1, pads, stride)
+        else:
+            with self._exact:
+                out = F.conv2d(images, grads, None, 1, pads, stride)
+        kh, kw = kernel
+        if out.shape[2] != kh or out.shape[3] != kw:
+            out = out[:, :, :kh, :kw]
+        return out.transpose(0, 1)
 
     def conv2d_fold(
         self,

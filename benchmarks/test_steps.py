@@ -1,0 +1,62 @@
+"""Training steps on every engine present, beside plain PyTorch eager: the ratios asserted.
+
+Goals (issues 2, 5, 6): the Titanic step on light <= 0.4x PyTorch's and on torch:cpu <= 1.0x;
+the small convolution step on light <= 1.2x and on torch:cpu <= 1.05x; the large one on light
+<= 2.0x and on torch:cpu <= 1.05x. The asserted limits are in LIMITS; where a goal is not yet
+met, its limit is what is reached, and docs/performance.md says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from bench_support import best_of, engine_specs, record
+from workloads import conv_step, titanic_step, torch_conv_step, torch_titanic_step
+
+torch = pytest.importorskip("torch", reason="the peer is plain PyTorch: install torch")
+
+# (workload, engine) -> the largest ratio to PyTorch's step that passes.
+LIMITS = {
+    ("titanic", "light"): 0.4,
+    ("titanic", "torch:cpu"): 1.0,
+    ("titanic", "testbuffer"): None,  # measured, not held to a goal: it exists for tests
+    ("conv-32x8", "light"): 1.2,
+    ("conv-32x8", "torch:cpu"): 1.05,
+    ("conv-32x8", "testbuffer"): None,
+    ("conv-256x32", "light"): 2.0,
+    ("conv-256x32", "torch:cpu"): 1.05,
+    ("conv-256x32", "testbuffer"): None,
+}
+
+WORKLOADS: dict[str, tuple[Any, Any, int, int]] = {
+    # name: (deepsharp step maker, peer maker, calls a round, rounds)
+    "titanic": (titanic_step, torch_titanic_step, 200, 15),
+    "conv-32x8": (lambda e: conv_step(e, 32, 8), lambda: torch_conv_step(32, 8), 20, 10),
+    "conv-256x32": (lambda e: conv_step(e, 256, 32), lambda: torch_conv_step(256, 32), 2, 6),
+}
+
+
+@pytest.mark.parametrize("engine", engine_specs())
+@pytest.mark.parametrize("workload", list(WORKLOADS))
+def test_step_against_plain_pytorch(benchmark: Any, workload: str, engine: str) -> None:
+    make, make_peer, number, rounds = WORKLOADS[workload]
+    step, peer = make(engine), make_peer()
+    if engine == "testbuffer" and workload == "conv-256x32":
+        number, rounds = 1, 2
+    seconds, peer_seconds = best_of(step, peer, number, rounds)
+    ratio = seconds / peer_seconds
+    benchmark.extra_info.update(peer_seconds=peer_seconds, ratio=ratio)
+    benchmark.pedantic(step, rounds=max(3, rounds), iterations=number)
+    record(
+        f"{workload} on {engine}",
+        step_us=round(seconds * 1e6, 1),
+        pytorch_us=round(peer_seconds * 1e6, 1),
+        ratio=round(ratio, 3),
+        torch_threads=torch.get_num_threads(),
+    )
+    limit = LIMITS.get((workload, engine))
+    if limit is not None:
+        assert ratio <= limit, (
+            f"{workload} on {engine}: {ratio:.3f}x PyTorch's step (limit {limit}x)"
+        )
