@@ -124,7 +124,12 @@ def _output(node: Node) -> Handle:
 
 def parts(engine: Engine, flat: Handle, shapes: Sequence[tuple[int, ...]]) -> list[Handle]:
     """Consecutive parts of a flat tensor, each of its shape: how the core lays out slots and
-    optimizer memory, so that an engine whose slices are views can update them in one pass."""
+    optimizer memory. An engine may offer `parts` itself (the light engine does, so that an
+    update over all of a network's slots is one pass); otherwise slices are reshaped."""
+    own = getattr(engine, "parts", None)
+    if own is not None:
+        made: list[Handle] = own(flat, shapes)
+        return made
     handles, start = [], 0
     for shape in shapes:
         count = math.prod(shape)

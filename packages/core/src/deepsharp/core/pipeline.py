@@ -666,7 +666,7 @@ class _Image:
             i, k = (int(v) for v in np.argwhere(~finite)[0])
             raise DataError(
                 f"{_row_text(i)}, column {self.name!r}: expected {self._expected()}, but "
-                f"value {k} (counting from 0) is {values[i, k]!r}, not a finite number"
+                f"value {k} (counting from 0) is {float(values[i, k])!r}, not a finite number"
             )
         return values
 

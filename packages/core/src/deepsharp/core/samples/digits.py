@@ -88,7 +88,7 @@ def run(engine: Engine | str | None = None, seed: int = 42, **options: Any) -> R
         rows("train"),
         network(),
         CrossEntropy(),
-        Adam(0.001),
+        Adam(0.003),
         FitOptions(seed=seed, engine=engine, **options),
         test_rows=tests,
     )

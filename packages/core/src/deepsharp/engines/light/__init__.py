@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import math
+import weakref
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from numpy.typing import NDArray
 
 from deepsharp.core.engine import Counters, EngineIdentity
 
@@ -36,6 +38,9 @@ class LightEngine:
         self.counters = Counters()
         self.version = np.__version__
         self.device = "cpu"
+        # Flat arrays the core laid out as parts (slots, optimizer memory): id of the first
+        # part -> (the flat array, the parts), all held weakly.
+        self._groups: dict[int, tuple[Any, list[Any]]] = {}
 
     @property
     def identity(self) -> EngineIdentity:
@@ -190,7 +195,7 @@ class LightEngine:
         momentum: float,
     ) -> None:
         rate, keep = self.dtype(learning_rate), self.dtype(momentum)
-        flat = _flat(slots, velocities)
+        flat = self._flat(slots, velocities) if len(slots) > 1 else None
         if flat is not None:  # one pass over every slot at once
             slots, velocities = flat
             grads = [np.concatenate([grad.ravel() for grad in grads])]
@@ -213,12 +218,12 @@ class LightEngine:
     ) -> None:
         rate1, rate2 = self.dtype(1.0 - beta1), self.dtype(1.0 - beta2)
         size, tiny = self.dtype(step_size), self.dtype(epsilon)
-        flat = _flat(slots, firsts, seconds)
+        flat = self._flat(slots, firsts, seconds) if len(slots) > 1 else None
         if flat is not None:  # one pass over every slot at once
             slots, firsts, seconds = flat
             grads = [np.concatenate([grad.ravel() for grad in grads])]
         for slot, grad, first, second in zip(slots, grads, firsts, seconds):
-            scratch = grad - first
+            scratch = np.subtract(grad, first, out=np.empty_like(first))
             scratch *= rate1
             first += scratch
             np.multiply(grad, grad, out=scratch)
@@ -230,6 +235,33 @@ class LightEngine:
             np.divide(first, scratch, out=scratch)
             scratch *= size
             slot -= scratch
+
+    def parts(self, flat: Array, shapes: Sequence[tuple[int, ...]]) -> list[Array]:
+        """Views of consecutive parts of a flat array; remembered, so that an optimizer's update
+        over exactly these parts is one pass over the flat array."""
+        views, start = [], 0
+        for shape in shapes:
+            count = math.prod(shape)
+            views.append(flat[start : start + count].reshape(shape))
+            start += count
+        if views:
+            key = id(views[0])
+            self._groups[key] = (weakref.ref(flat), [weakref.ref(view) for view in views])
+            weakref.finalize(views[0], self._groups.pop, key, None)
+        return views
+
+    def _flat(self, *groups: Sequence[Array]) -> tuple[list[Array], ...] | None:
+        """The flat arrays behind these groups, when each group is exactly one array's parts."""
+        flats = []
+        for group in groups:
+            known = self._groups.get(id(group[0])) if group else None
+            if known is None or len(known[1]) != len(group):
+                return None
+            for held, array in zip(known[1], group):
+                if held() is not array:
+                    return None
+            flats.append([known[0]()])
+        return tuple(flats)
 
     # --- moves -----------------------------------------------------------------------------
     def copy(self, x: Array) -> Array:
@@ -288,34 +320,6 @@ class LightEngine:
         if (height, width) == grid.shape[2:]:
             return grid
         return np.pad(grid, [(0, 0), (0, 0), (0, height - out_h * pool), (0, width - out_w * pool)])
-
-
-def _flat(*groups: Sequence[Array]) -> tuple[list[Array], ...] | None:
-    """When each group's arrays are the consecutive parts of one flat array (as the core lays
-    out a network's slots and an optimizer's memory), those flat arrays: one pass updates all."""
-    if len(groups[0]) < 2:
-        return None
-    bases = []
-    for group in groups:
-        base = _root(group[0])
-        if base is None or base.ndim != 1 or base.dtype != group[0].dtype:
-            return None
-        total = 0
-        for array in group:
-            if _root(array) is not base:
-                return None
-            total += array.size
-        if total != base.size:
-            return None
-        bases.append([base])
-    return tuple(bases)
-
-
-def _root(array: Array) -> Any:
-    base = array.base
-    while base is not None and base.base is not None:
-        base = base.base
-    return base
 
 
 def _columns(

@@ -1,0 +1,93 @@
+"""The smoke check of built wheels: what a user installs, in environments with nothing else.
+
+1. Build every wheel with hatch (core, torch engine, test engine, contracts) into a fresh folder.
+2. A fresh virtual environment with only the built `deepsharp` and `deepsharp-engine-torch`
+   wheels (and NumPy): making `TorchEngine.on_cpu()` must be refused naming the packages that
+   bring torch, and `deepsharp doctor` must say so.
+3. Then the tested CPU torch (ci/constraints.txt): a Titanic step must fit on torch:cpu.
+
+Nothing from the source tree is on the path: every command runs in a scratch folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ["packages/core", "packages/engine-torch", "packages/engine-testbuffer", "contracts"]
+
+REFUSED = """
+from deepsharp.core import EngineUnavailableError
+from deepsharp.engines.torch import TorchEngine
+try:
+    TorchEngine.on_cpu()
+except EngineUnavailableError as error:
+    message = str(error)
+    print("refused:", message)
+    assert "torch" in message and "pip install" in message, message
+else:
+    raise SystemExit("TorchEngine.on_cpu() was made without torch installed")
+"""
+
+TITANIC_STEP = """
+import deepsharp.core, deepsharp.engines.torch as engine_module
+from deepsharp.core import FitOptions, fit, BinaryCrossEntropy, Adam
+from deepsharp.core.samples import titanic
+assert "site-packages" in deepsharp.core.__file__, deepsharp.core.__file__
+run = fit(titanic.pipeline(), titanic.rows(), titanic.network(), BinaryCrossEntropy(),
+          Adam(0.001), FitOptions(seed=42, engine="torch:cpu", epochs=1, progress=False))
+print(run.report)
+assert run.report.engine.name == "torch", run.report.engine
+"""
+
+
+def run(command: list[str], cwd: Path, expect: int | None = 0) -> str:
+    print("$", " ".join(command), flush=True)
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    print(done.stdout + done.stderr, flush=True)
+    if expect is not None and done.returncode != expect:
+        raise SystemExit(f"exit code {done.returncode} (expected {expect}): {' '.join(command)}")
+    return done.stdout + done.stderr
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--constraints", default=str(ROOT / "ci" / "constraints.txt"))
+    arguments = parser.parse_args()
+    constraints = ["-c", str(Path(arguments.constraints).resolve())]
+    scratch = Path(tempfile.mkdtemp(prefix="deepsharp-smoke-"))
+    wheels = scratch / "wheels"
+    for package in PACKAGES:
+        run(["hatch", "build", "-t", "wheel", str(wheels)], cwd=ROOT / package)
+    built = sorted(wheels.glob("*.whl"))
+    print("built:", *[w.name for w in built], sep="\n  ")
+    assert len(built) == len(PACKAGES), built
+
+    def wheel(prefix: str) -> str:
+        return str(next(w for w in built if w.name.startswith(prefix + "-0")))
+
+    environment = scratch / "env"
+    venv.create(environment, with_pip=True)
+    python = str(environment / "bin" / "python")
+    pip = [python, "-m", "pip", "install", "--quiet", *constraints]
+    run([*pip, wheel("deepsharp"), wheel("deepsharp_engine_torch")], cwd=scratch)
+    run([python, "-c", "import importlib.util as u; assert u.find_spec('torch') is None"], scratch)
+    run([python, "-c", REFUSED], cwd=scratch)
+    doctor = run([str(environment / "bin" / "deepsharp"), "doctor"], cwd=scratch)
+    assert "torch" in doctor and "pip install" in doctor, doctor
+
+    run([*pip, "torch"], cwd=scratch)
+    run([python, "-c", TITANIC_STEP], cwd=scratch)
+    print("smoke check passed", flush=True)
+    if os.environ.get("CI"):
+        print("(scratch folder:", scratch, ")")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

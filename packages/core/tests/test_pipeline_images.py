@@ -1,0 +1,282 @@
+"""The pipeline's image column: a field holding a whole image, flattened into the features."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from deepsharp.core import (
+    Adam,
+    Conv2D,
+    CrossEntropy,
+    Dense,
+    FitOptions,
+    Flatten,
+    Network,
+    Relu,
+    fit,
+)
+from deepsharp.core.errors import DataError, FileFormatError
+from deepsharp.core.pipeline import Pipeline
+
+
+def images(count: int = 6, seed: int = 0) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 17, size=(count, 1, 2, 3)).astype(np.float64)
+    rows = [{"pixels": values[i], "label": str(i % 2)} for i in range(count)]
+    return values, rows
+
+
+def recipe(scale: Any = None) -> Pipeline:
+    return Pipeline().image("pixels", (1, 2, 3), scale=scale).target("label", kind="classes")
+
+
+# -- what it makes ------------------------------------------------------------------------------
+
+
+def test_arrays_are_flattened_in_c_order_with_names() -> None:
+    values, rows = images()
+    pipe = recipe().learn(rows)
+    out = pipe.features(rows)
+    assert out.dtype == np.float32 and out.flags.c_contiguous
+    assert out.shape == (6, 6)
+    assert np.array_equal(out, values.reshape(6, 6).astype(np.float32))
+    assert pipe.feature_names == [f"pixels[{i}]" for i in range(6)]
+    assert pipe.feature_count == 6
+
+
+def test_lists_tuples_nested_and_text_rows_give_the_same_features() -> None:
+    flat = [0.0, 1.0, 2.0, 3.0, 4.0, 16.0]
+    forms: list[object] = [
+        flat,
+        tuple(flat),
+        np.array(flat, np.float32),
+        np.array(flat).reshape(1, 2, 3),
+        [[[0, 1, 2], [3, 4, 16]]],
+        "0 1 2 3 4 16",
+        "0,1,2,3,4,16",
+        " 0, 1 ,2  3,4,16 ",
+    ]
+    pipe = recipe(16.0).learn([{"pixels": form, "label": "a"} for form in forms])
+    for form in forms:
+        got = pipe.features([{"pixels": form}])
+        assert np.array_equal(got[0], np.array(flat, np.float32) / 16), form
+    mixed = pipe.features([{"pixels": form} for form in forms])
+    assert np.array_equal(mixed, np.tile(np.array(flat, np.float32) / 16, (len(forms), 1)))
+
+
+def test_a_fixed_scale_divides_every_value() -> None:
+    values, rows = images()
+    pipe = recipe(16.0).learn(rows)
+    assert np.allclose(pipe.features(rows), (values / 16.0).reshape(6, 6), rtol=1e-7)
+    assert pipe.to_json()["columns"][0]["learned"] == {"divisor": 16.0}
+
+
+def test_scale_max_is_learned_from_the_training_rows_only() -> None:
+    train = [{"pixels": [0, 2, 4, 8, 1, 1], "label": "a"}, {"pixels": [0, 0, 0, 0, 0, 5], "label": "b"}]
+    later = [{"pixels": [16, 0, 0, 0, 0, -4]}]
+    pipe = recipe("max").learn(train)
+    assert pipe.to_json()["columns"][0]["learned"] == {"divisor": 8.0}
+    assert np.array_equal(pipe.features(later)[0], np.array([2, 0, 0, 0, 0, -0.5], np.float32))
+    # all zeros: divided by 1, not by 0
+    zeros = recipe("max").learn([{"pixels": [0] * 6, "label": "a"}])
+    assert zeros.to_json()["columns"][0]["learned"] == {"divisor": 1.0}
+    # the largest size, whatever its sign
+    negative = recipe("max").learn([{"pixels": [-10, 0, 0, 0, 0, 5], "label": "a"}])
+    assert negative.to_json()["columns"][0]["learned"] == {"divisor": 10.0}
+
+
+def test_an_image_beside_other_columns_keeps_the_declared_order() -> None:
+    rows = [
+        {"age": "3", "pixels": [1, 2, 3, 4], "sex": "m", "y": "1"},
+        {"age": "5", "pixels": [5, 6, 7, 8], "sex": "f", "y": "0"},
+    ]
+    pipe = Pipeline().number("age", scale=False).image("pixels", 4).category("sex").target("y")
+    pipe.learn(rows)
+    assert pipe.feature_names == ["age", "pixels[0]", "pixels[1]", "pixels[2]", "pixels[3]", "sex=f", "sex=m"]
+    assert np.array_equal(
+        pipe.features(rows), np.array([[3, 1, 2, 3, 4, 0, 1], [5, 5, 6, 7, 8, 1, 0]], np.float32)
+    )
+
+
+def test_a_dataframe_column_of_arrays() -> None:
+    pandas = pytest.importorskip("pandas")
+    values, rows = images()
+    frame = pandas.DataFrame({"pixels": list(values), "label": [r["label"] for r in rows]})
+    pipe = recipe(2.0).learn(frame)
+    assert np.array_equal(pipe.features(frame), pipe.features(rows))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    hnp.arrays(
+        np.float64,
+        st.tuples(st.integers(1, 5), st.just(2), st.just(2)),
+        elements=st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False),
+    ),
+    st.sampled_from([None, 3.0, "max"]),
+)
+def test_features_are_the_values_divided_by_the_divisor(values: np.ndarray, scale: Any) -> None:
+    rows = [{"im": v} for v in values]
+    pipe = Pipeline().image("im", (1, 2, 2), scale=scale).learn(rows)
+    divisor = pipe.to_json()["columns"][0]["learned"]["divisor"]
+    expected = (values.reshape(len(values), 4) / divisor).astype(np.float32)
+    assert np.array_equal(pipe.features(rows), expected)
+    again = Pipeline.from_json(json.loads(json.dumps(pipe.to_json())))
+    assert np.array_equal(again.features(rows), expected)
+
+
+def test_many_rows_are_stacked_at_once() -> None:
+    rng = np.random.default_rng(1)
+    rows = [{"im": image} for image in rng.random((20_000, 1, 28, 28), dtype=np.float32)]
+    pipe = Pipeline().image("im", (1, 28, 28)).learn(rows[:10])
+    best = min(_timed(lambda: pipe.features(rows)) for _ in range(3))
+    assert best < 2.0  # about 0.1 s on a laptop; row-by-row parsing would take several
+
+
+def _timed(work: Any) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+# -- bad rows -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "said"),
+    [
+        ([1, 2, 3, 4, 5], r"row 2 \(counting from 1\), column 'pixels': expected 6 numbers .*found 5"),
+        (np.zeros(7), r"row 2 .*'pixels': expected 6 numbers \(an image of shape \(1, 2, 3\)\), found 7"),
+        ("1 2 3", r"row 2 .*found 3 numbers"),
+        ("1 2 x 4 5 6", r"row 2 .*found 'x', which is no number"),
+        ([1, 2, "x", 4, 5, 6], r"row 2 .*'pixels': expected 6 numbers.*no number"),
+        ([[1, 2, 3], [4, 5]], r"row 2 .*'pixels'"),
+        (None, r"row 2 .*'pixels': the image is missing; expected 6 numbers"),
+        ("", r"row 2 .*'pixels': the image is missing"),
+        (float("nan"), r"row 2 .*'pixels': the image is missing"),
+        (7, r"row 2 .*'pixels': expected 6 numbers .*found int 7"),
+        ({"a": 1}, r"row 2 .*'pixels': expected 6 numbers"),
+        ([1, 2, float("nan"), 4, 5, 6], r"row 2 .*'pixels'.*value 2 \(counting from 0\) is nan"),
+        ("1 2 3 inf 5 6", r"row 2 .*'pixels'.*value 3 .* is inf, not a finite number"),
+    ],
+)
+def test_a_bad_row_names_its_row_column_and_what_was_expected(field: object, said: str) -> None:
+    good = {"pixels": [0, 1, 2, 3, 4, 5], "label": "a"}
+    rows = [good, {"pixels": field, "label": "b"}, good]
+    with pytest.raises(DataError, match=said):
+        recipe().learn(rows)
+    pipe = recipe().learn([good])
+    with pytest.raises(DataError, match=said):
+        pipe.features(rows)
+
+
+def test_a_row_without_the_column_is_named() -> None:
+    with pytest.raises(DataError, match=r"row 2 .*has no column 'pixels'"):
+        recipe().learn([{"pixels": [0] * 6, "label": "a"}, {"label": "b"}])
+
+
+@pytest.mark.parametrize(
+    ("shape", "scale", "error"),
+    [
+        ((0, 8, 8), None, ValueError),
+        ((), None, ValueError),
+        ((1, 8.0, 8), None, ValueError),
+        ((True, 8), None, ValueError),
+        (True, None, TypeError),
+        ("1,8,8", None, TypeError),
+        ((1, 8, 8), 0.0, ValueError),
+        ((1, 8, 8), -16.0, ValueError),
+        ((1, 8, 8), float("inf"), ValueError),
+        ((1, 8, 8), "min", ValueError),
+        ((1, 8, 8), True, TypeError),
+        ((1, 8, 8), [16.0], TypeError),
+    ],
+)
+def test_a_bad_declaration_is_refused(shape: Any, scale: Any, error: type[Exception]) -> None:
+    with pytest.raises(error, match="column 'pixels'"):
+        Pipeline().image("pixels", shape, scale=scale)
+
+
+def test_an_image_column_declared_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="already declared as a image"):
+        Pipeline().image("pixels", 4).image("pixels", 4)
+
+
+# -- files --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", [None, 16.0, "max"])
+def test_the_recipe_and_divisor_go_through_json(scale: Any) -> None:
+    values, rows = images()
+    pipe = recipe(scale).learn(rows)
+    data = json.loads(json.dumps(pipe.to_json()))
+    assert data["columns"][0]["kind"] == "image"
+    assert data["columns"][0]["shape"] == [1, 2, 3]
+    assert data["columns"][0]["scale"] == scale
+    again = Pipeline.from_json(data)
+    assert again.is_learned and again.feature_names == pipe.feature_names
+    assert np.array_equal(again.features(rows), pipe.features(rows))
+    unlearned = Pipeline.from_json(json.loads(json.dumps(recipe(scale).to_json())))
+    assert not unlearned.is_learned
+    assert np.array_equal(unlearned.learn(rows).features(rows), pipe.features(rows))
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda c: c.update(shape=[1, 0, 3]), r"columns\[0\].*positive whole numbers"),
+        (lambda c: c.update(shape="1,2,3"), r"columns\[0\]\.shape: expected list"),
+        (lambda c: c.update(shape=[1, 2.5, 3]), r"columns\[0\]"),
+        (lambda c: c.pop("shape"), r"missing the key 'shape'"),
+        (lambda c: c.pop("scale"), r"missing the key 'scale'"),
+        (lambda c: c.update(scale="min"), r"columns\[0\]\.scale: expected a positive number, 'max' or null"),
+        (lambda c: c.update(scale=-2.0), r"columns\[0\].*positive finite number"),
+        (lambda c: c.update(scale=True), r"columns\[0\]\.scale"),
+        (lambda c: c.update(scale=[2.0]), r"columns\[0\]\.scale"),
+        (lambda c: c["learned"].update(divisor=0.0), r"divisor: expected a positive number"),
+        (lambda c: c["learned"].update(divisor="2"), r"divisor: expected int or float"),
+        (lambda c: c["learned"].update(divisor=float("nan")), r"divisor: expected a finite number"),
+        (lambda c: c["learned"].pop("divisor"), r"missing the key 'divisor'"),
+        (lambda c: c.pop("learned"), r"missing the key 'learned'"),
+        (lambda c: c["learned"].update(divisor=3.0), r"the column's scale is 2.0, but its divisor is 3.0"),
+        (lambda c: (c.update(scale=None), c["learned"].update(divisor=2.0)), r"without scale divides by 1"),
+        (lambda c: c.update(kind="picture"), r"unknown column kind 'picture'.*image"),
+    ],
+)
+def test_a_malformed_image_column_is_a_file_format_error(change: Any, said: str) -> None:
+    _, rows = images()
+    data = json.loads(json.dumps(recipe(2.0).learn(rows).to_json()))
+    change(data["columns"][0])
+    with pytest.raises(FileFormatError, match=said):
+        Pipeline.from_json(data)
+
+
+# -- a run --------------------------------------------------------------------------------------
+
+
+def test_a_run_hands_the_flat_image_features_to_a_convolutional_network() -> None:
+    rng = np.random.default_rng(3)
+    # two classes: a bright left half or a bright right half, with noise
+    rows = []
+    for i in range(120):
+        image = rng.random((1, 6, 6)) * 4
+        if i % 2:
+            image[:, :, :3] += 8
+        else:
+            image[:, :, 3:] += 8
+        rows.append({"im": image.tolist(), "side": "left" if i % 2 else "right"})
+    pipe = Pipeline().image("im", (1, 6, 6), scale="max").target("side", kind="classes")
+    network = Network([Conv2D(4, 3), Relu(), Flatten(), Dense(2)], inputs=(1, 6, 6))
+    run = fit(pipe, rows, network, CrossEntropy(), Adam(0.01), FitOptions(seed=1, epochs=15))
+    assert run.report.measures["accuracy"] == 1.0
+    answers = run.trained.predict(rows[:3])
+    assert answers.shape == (3, 2)
+    assert np.allclose(answers.sum(axis=1), 1.0, atol=1e-5)
