@@ -133,13 +133,46 @@ def test_sum_mean(engines: Any, shape: Any, axes: Any, keepdims: bool, name: str
     close(*both(engines, name, rand(*shape), axes, keepdims), rtol=1e-5, atol=1e-5)
 
 
-def test_single_precision_totals() -> None:
-    """The test engine adds in float32: a sum that float64 gets exactly, float32 rounds."""
+def test_single_precision_totals_carry_their_roundings() -> None:
+    """The test engine adds in float32 and carries each addition's rounding (also float32):
+    (2**24 + 1) + 1 rounds twice when simply added, but the carried roundings restore it."""
     engine = TestBufferEngine()
     values = np.array([2.0**24, 1.0, 1.0], np.float32)
     total = engine.get(engine.sum(engine.put(values), (0,)))
     assert total.dtype == np.float32
-    assert float(total) == 2.0**24  # float32 pairwise: (2**24 + 1) + 1 rounds twice
+    assert float(total) == 2.0**24 + 2
+
+
+def test_long_one_sign_totals_stay_within_three_roundings() -> None:
+    """4,096 positive terms spread over ten decades: within 3u of the total (u = 2**-24)."""
+    engine = TestBufferEngine()
+    rng = np.random.default_rng(7)
+    a = (10.0 ** rng.uniform(-6, 4, (5, 4096))).astype(np.float32)
+    b = (10.0 ** rng.uniform(-6, 4, (4096, 3))).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    got = engine.get(engine.matmul(engine.put(a), engine.put(b)))
+    assert np.all(np.abs(got - exact) <= 3 * 2.0**-24 * exact)
+    exact_sum = a.astype(np.float64).sum(axis=1)
+    got_sum = engine.get(engine.sum(engine.put(a), (1,)))
+    assert np.all(np.abs(got_sum - exact_sum) <= 3 * 2.0**-24 * exact_sum)
+
+
+def test_a_row_gets_the_same_bits_alone_and_among_others() -> None:
+    engine = TestBufferEngine()
+    a, b = rand(32, 300), rand(300, 7)
+    x = rand(32, 1, 9, 9)
+    w = rand(4, 1, 3, 3)
+    chunk = engine.get(engine.matmul(engine.put(a), engine.put(b)))
+    sums = engine.get(engine.sum(engine.put(a), (1,)))
+    conv = engine.get(engine.conv2d(engine.put(x), engine.put(w), 1, ((1, 1), (1, 1))))
+    for row in [0, 5, 31]:
+        alone = engine.get(engine.matmul(engine.put(a[row : row + 1]), engine.put(b)))
+        same(alone[0], chunk[row])
+        same(engine.get(engine.sum(engine.put(a[row : row + 1]), (1,)))[0], sums[row])
+        image = engine.get(
+            engine.conv2d(engine.put(x[row : row + 1]), engine.put(w), 1, ((1, 1), (1, 1)))
+        )
+        same(image[0], conv[row])
 
 
 CONV_CASES = [

@@ -1,4 +1,4 @@
-"""Inputs for the checks, and the suite's own float64 references for the harder operations.
+"""Inputs for the checks, and their float64 references (the light engine's `ReferenceEngine`).
 
 Hypothesis draws the shapes, the kinds of values and a seed; the values themselves come from
 NumPy's generator with that seed, so inputs of 4,096 elements cost nothing to draw and every
@@ -14,20 +14,20 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
+from deepsharp.engines.light import ReferenceEngine
+
 __all__ = [
     "CHECKS",
-    "conv2d_reference",
-    "conv2d_fold_reference",
-    "conv2d_weight_grad_reference",
+    "AbsoluteTotals",
     "draw",
     "out_size",
+    "references",
     "seeds",
     "sides",
     "signs",
 ]
 
 Array = NDArray[Any]
-Padding = tuple[tuple[int, int], tuple[int, int]]
 
 CHECKS = settings(
     max_examples=30,
@@ -72,56 +72,37 @@ def out_size(size: int, kernel: int, stride: int, before: int, after: int) -> in
     return (size + before + after - kernel) // stride + 1
 
 
-def _padded(x: Array, padding: Padding) -> Array:
-    return np.pad(np.asarray(x, np.float64), [(0, 0), (0, 0), padding[0], padding[1]])
+class AbsoluteTotals(ReferenceEngine):
+    """The float64 reference engine with every total taken over absolute values: Σ|terms|, what
+    the totals bound (and a rule's S) is made of."""
+
+    name = "reference over absolute values"
+
+    def matmul(self, a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False) -> Any:
+        return super().matmul(np.abs(a), np.abs(b), transpose_a, transpose_b)
+
+    def sum(self, x: Any, axes: tuple[int, ...], keepdims: bool = False) -> Any:
+        return super().sum(np.abs(x), axes, keepdims)
+
+    def mean(self, x: Any, axes: tuple[int, ...], keepdims: bool = False) -> Any:
+        return super().mean(np.abs(x), axes, keepdims)
+
+    def conv2d(self, x: Any, w: Any, stride: int, padding: Any) -> Any:
+        return super().conv2d(np.abs(x), np.abs(w), stride, padding)
+
+    def conv2d_weight_grad(self, x: Any, gy: Any, kernel: Any, stride: int, padding: Any) -> Any:
+        return super().conv2d_weight_grad(np.abs(x), np.abs(gy), kernel, stride, padding)
+
+    def conv2d_fold(self, gy: Any, w: Any, image: Any, stride: int, padding: Any) -> Any:
+        return super().conv2d_fold(np.abs(gy), np.abs(w), image, stride, padding)
 
 
-def conv2d_reference(x: Array, w: Array, stride: int, padding: Padding) -> Array:
-    """Cross-correlation in float64, one kernel place at a time."""
-    xp = _padded(x, padding)
-    w = np.asarray(w, np.float64)
-    kh, kw = w.shape[2:]
-    oh = (xp.shape[2] - kh) // stride + 1
-    ow = (xp.shape[3] - kw) // stride + 1
-    y = np.zeros((x.shape[0], w.shape[0], oh, ow))
-    for i in range(kh):
-        for j in range(kw):
-            window = xp[
-                :, :, i : i + stride * (oh - 1) + 1 : stride, j : j + stride * (ow - 1) + 1 : stride
-            ]
-            y += np.einsum("nchw,fc->nfhw", window, w[:, :, i, j])
-    return y
-
-
-def conv2d_weight_grad_reference(
-    x: Array, gy: Array, kernel: tuple[int, int], stride: int, padding: Padding
-) -> Array:
-    xp = _padded(x, padding)
-    gy = np.asarray(gy, np.float64)
-    oh, ow = gy.shape[2:]
-    gw = np.zeros((gy.shape[1], x.shape[1], kernel[0], kernel[1]))
-    for i in range(kernel[0]):
-        for j in range(kernel[1]):
-            window = xp[
-                :, :, i : i + stride * (oh - 1) + 1 : stride, j : j + stride * (ow - 1) + 1 : stride
-            ]
-            gw[:, :, i, j] = np.einsum("nfhw,nchw->fc", gy, window)
-    return gw
-
-
-def conv2d_fold_reference(
-    gy: Array, w: Array, image: tuple[int, int], stride: int, padding: Padding
-) -> Array:
-    """What each output place's gradient adds onto the image places it read, in float64."""
-    gy = np.asarray(gy, np.float64)
-    w = np.asarray(w, np.float64)
-    (top, bottom), (left, right) = padding
-    count, _, oh, ow = gy.shape
-    kh, kw = w.shape[2:]
-    gx = np.zeros((count, w.shape[1], image[0] + top + bottom, image[1] + left + right))
-    for i in range(kh):
-        for j in range(kw):
-            gx[
-                :, :, i : i + stride * (oh - 1) + 1 : stride, j : j + stride * (ow - 1) + 1 : stride
-            ] += np.einsum("nfhw,fc->nchw", gy, w[:, :, i, j])
-    return gx[:, :, top : top + image[0], left : left + image[1]]
+def references(operation: str, *args: Any) -> tuple[Array, Array]:
+    """`operation` on the same float32 inputs on the float64 reference engine, and Σ|terms|:
+    the same on `AbsoluteTotals` (arrays are put on each engine; other arguments pass as they
+    are)."""
+    results = []
+    for engine in (ReferenceEngine(), AbsoluteTotals()):
+        handles = [engine.put(a) if isinstance(a, np.ndarray) else a for a in args]
+        results.append(np.asarray(engine.get(getattr(engine, operation)(*handles)), np.float64))
+    return results[0], results[1]

@@ -6,6 +6,7 @@ The fused optimizer updates are held to the protocol's formulas, evaluated in fl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 from deepsharp.contracts.data import CHECKS, draw, seeds
 from deepsharp.contracts.measure import Contract
 from deepsharp.core.engine import Engine
+from deepsharp.core.ops import parts
 
 pairs = mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=1, max_side=5)
 operand_kinds = st.sampled_from(
@@ -187,25 +189,33 @@ def test_sgd_update_follows_its_formula(
         contract.values("sgd_update", engine.get(handles[0][i]), p + v)
 
 
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1), (1, 2)], ids=["laid-out", "other", "some"])
 def test_fused_updates_of_parts_of_one_tensor_in_any_order(
-    engine: Engine, contract: Contract
+    engine: Engine, contract: Contract, order: tuple[int, ...]
 ) -> None:
-    """Slots that are slices of one tensor (as a core may lay them out), handed in another order."""
-    sizes = [3, 5, 2]
-    groups = {name: draw(seed, (sum(sizes),), low=-3, high=0) for seed, name in enumerate("pgmv")}
+    """Slots laid out as the core lays them out (`deepsharp.core.ops.parts`: parts of one flat
+    tensor, which an engine may update in one pass), handed in that order, in another, or only
+    some of them."""
+    shapes: list[tuple[int, ...]] = [(3,), (), (2, 2)]
+    bounds = np.cumsum([0, *(math.prod(shape) for shape in shapes)])
+    groups = {
+        name: draw(seed, (int(bounds[-1]),), low=-3, high=0) for seed, name in enumerate("pgmv")
+    }
     groups["v"] = np.abs(groups["v"])
-    bounds = np.cumsum([0, *sizes])
-    order = [2, 0, 1]
 
-    def parts(handle: Any) -> list[Any]:
-        return [engine.slice(handle, 0, int(bounds[i]), int(bounds[i + 1])) for i in order]
+    def laid_out(name: str) -> list[Any]:
+        made = parts(engine, engine.put(groups[name]), shapes)
+        return [made[i] for i in order]
 
-    p, m, v = (parts(engine.put(groups[name])) for name in "pmv")
-    g = parts(engine.put(groups["g"]))
+    def expected(name: str, i: int) -> np.ndarray:
+        return (
+            groups[name][int(bounds[i]) : int(bounds[i + 1])].reshape(shapes[i]).astype(np.float64)
+        )
+
+    p, g, m, v = (laid_out(name) for name in "pgmv")
     engine.adam_update(p, g, m, v, step_size=0.01, beta1=0.9, beta2=0.999, epsilon=1e-7)
     for place, i in enumerate(order):
-        part = slice(int(bounds[i]), int(bounds[i + 1]))
-        g64, m64, v64, p64 = (groups[name][part].astype(np.float64) for name in "gmvp")
+        g64, m64, v64, p64 = (expected(name, i) for name in "gmvp")
         m64 = m64 + (g64 - m64) * 0.1
         v64 = v64 + (g64 * g64 - v64) * 0.001
         contract.values("adam_update", engine.get(m[place]), m64)
@@ -213,10 +223,9 @@ def test_fused_updates_of_parts_of_one_tensor_in_any_order(
         contract.values(
             "adam_update", engine.get(p[place]), p64 - 0.01 * m64 / (np.sqrt(v64) + 1e-7)
         )
-    q, w = (parts(engine.put(groups[name])) for name in "pm")
-    engine.sgd_update(q, parts(engine.put(groups["g"])), w, learning_rate=0.1, momentum=0.5)
+    q, w = (laid_out(name) for name in "pm")
+    engine.sgd_update(q, laid_out("g"), w, learning_rate=0.1, momentum=0.5)
     for place, i in enumerate(order):
-        part = slice(int(bounds[i]), int(bounds[i + 1]))
-        velocity = 0.5 * groups["m"][part].astype(np.float64) - 0.1 * groups["g"][part]
+        velocity = 0.5 * expected("m", i) - 0.1 * expected("g", i)
         contract.values("sgd_update", engine.get(w[place]), velocity)
-        contract.values("sgd_update", engine.get(q[place]), groups["p"][part] + velocity)
+        contract.values("sgd_update", engine.get(q[place]), expected("p", i) + velocity)

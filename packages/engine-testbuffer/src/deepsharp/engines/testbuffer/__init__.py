@@ -148,24 +148,20 @@ class TestBufferEngine:
         if left.shape[1] != right.shape[0]:
             raise ValueError(f"matmul: inner sizes differ ({left.shape} @ {right.shape})")
         handle, out = self._new((left.shape[0], right.shape[1]))
-        if left.shape[1] == 0:
-            out.fill(0)
-        else:
-            np.matmul(left, right, out=out)
+        _products(left, right.T, out)
         return handle
 
     def _total(self, x: TestBuffer, axes: tuple[int, ...], keepdims: bool) -> tuple[Array, int]:
-        """The float32 total over `axes` (pairwise: the axes are brought last and contiguous)."""
+        """The float32 total over `axes` (compensated: the axes are brought last and contiguous)."""
         source = view(x)
         axes = tuple(sorted({axis % source.ndim for axis in axes})) if source.ndim else ()
         kept = tuple(axis for axis in range(source.ndim) if axis not in axes)
         count = 1
         for axis in axes:
             count *= source.shape[axis]
-        gathered = np.ascontiguousarray(source.transpose(kept + axes)).reshape(
-            (*(source.shape[axis] for axis in kept), count)
-        )
-        total = np.add.reduce(gathered, axis=-1, dtype=F32)
+        shape = tuple(source.shape[axis] for axis in kept)
+        rows = source.transpose(kept + axes).reshape(int(np.prod(shape, dtype=I64)), count)
+        total = _row_totals(rows).reshape(shape)
         if keepdims:
             total = total.reshape(
                 tuple(1 if axis in axes else n for axis, n in enumerate(source.shape))
@@ -187,14 +183,13 @@ class TestBufferEngine:
         self, x: TestBuffer, w: TestBuffer, stride: int, padding: tuple[Padding, Padding]
     ) -> TestBuffer:
         images, filters = view(x), view(w)
-        count, channels = images.shape[:2]
+        count = images.shape[0]
         number, _, kh, kw = filters.shape
-        cols, out_h, out_w = _columns(images, kh, kw, stride, padding)  # (N, C*kh*kw, oh*ow)
+        rows, out_h, out_w = _windows_as_rows(images, kh, kw, stride, padding)  # (N*oh*ow, CKK)
         handle, out = self._new((count, number, out_h, out_w))
-        if channels * kh * kw == 0:
-            out.fill(0)
-        elif out.size:
-            np.matmul(filters.reshape(number, -1), cols, out=out.reshape(count, number, -1))
+        places = np.empty((number, rows.shape[0]), F32)
+        _products(filters.reshape(number, -1), rows, places)
+        np.copyto(out, places.reshape(number, count, out_h, out_w).transpose(1, 0, 2, 3))
         return handle
 
     def conv2d_weight_grad(
@@ -208,15 +203,11 @@ class TestBufferEngine:
         images, grad = view(x), view(gy)
         channels = images.shape[1]
         filters = grad.shape[1]
-        cols, _, _ = _columns(images, kernel[0], kernel[1], stride, padding)
-        # (F, N*oh*ow) @ (N*oh*ow, C*kh*kw): one product, every term of a place in one total.
-        rows = np.ascontiguousarray(cols.transpose(0, 2, 1)).reshape(-1, cols.shape[1])
-        grad2 = np.ascontiguousarray(grad.transpose(1, 0, 2, 3)).reshape(filters, rows.shape[0])
+        rows, _, _ = _windows_as_rows(images, kernel[0], kernel[1], stride, padding)
+        # (F, N*oh*ow) against (C*kh*kw, N*oh*ow): every term of a place in one total.
+        grad2 = grad.transpose(1, 0, 2, 3).reshape(filters, rows.shape[0])
         handle, out = self._new((filters, channels, kernel[0], kernel[1]))
-        if rows.shape[0] == 0:
-            out.fill(0)
-        elif out.size:
-            np.matmul(grad2, rows, out=out.reshape(filters, -1))
+        _products(grad2, rows.T, out.reshape(filters, -1))
         return handle
 
     def conv2d_fold(
@@ -231,23 +222,23 @@ class TestBufferEngine:
         count, number, out_h, out_w = grad.shape
         _, channels, kh, kw = filters.shape
         (top, bottom), (left, right) = padding
-        gy2 = np.ascontiguousarray(grad.transpose(0, 2, 3, 1)).reshape(
-            count * out_h * out_w, number
-        )
-        if number == 0:
-            parts = np.zeros((gy2.shape[0], channels * kh * kw), F32)
-        else:
-            parts = gy2 @ filters.reshape(number, -1)
-        parts = parts.reshape(count, out_h, out_w, channels, kh, kw).transpose(0, 3, 4, 5, 1, 2)
         height, width = image[0] + top + bottom, image[1] + left + right
-        # Folded in float32: each place adds at most kh*kw parts, in a fixed order.
-        folded = np.zeros((count, channels, height, width), F32)
+        # spread[n, y, x, f, i, j]: the gradient that window (i, j) of filter f sends to place
+        # (y, x), zero where none does; each place's fold is one total over (f, i, j).
+        spread = np.zeros((count, height, width, number, kh, kw), F32)
+        moved = grad.transpose(0, 2, 3, 1)
         for i in range(kh):
             for j in range(kw):
-                folded[:, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride] += (
-                    parts[:, :, i, j]
-                )
-        return self._from(folded[:, :, top : top + image[0], left : left + image[1]])
+                spread[
+                    :, i : i + stride * out_h : stride, j : j + stride * out_w : stride, :, i, j
+                ] = moved
+        places = spread[:, top : top + image[0], left : left + image[1]].reshape(
+            count * image[0] * image[1], number * kh * kw
+        )
+        weights = filters.transpose(1, 0, 2, 3).reshape(channels, number * kh * kw)
+        folded = np.empty((channels, places.shape[0]), F32)
+        _products(weights, places, folded)
+        return self._from(folded.reshape(channels, count, image[0], image[1]).transpose(1, 0, 2, 3))
 
     # --- value by value --------------------------------------------------------------------
     def add(self, a: Any, b: Any) -> TestBuffer:
@@ -349,7 +340,8 @@ class TestBufferEngine:
         size, tiny = F32(step_size), F32(epsilon)
         for slot, grad, first, second in zip(slots, grads, firsts, seconds, strict=True):
             s, g, m, v = view(slot), view(grad), view(first), view(second)
-            scratch = g - m
+            scratch = np.empty(g.shape, F32)
+            np.subtract(g, m, out=scratch)
             scratch *= rate1
             m += scratch
             np.multiply(g, g, out=scratch)
@@ -474,16 +466,106 @@ def _resolve_shape(size: int, shape: Sequence[int]) -> tuple[int, ...]:
     return wanted
 
 
-def _columns(
+_BLOCK = 1 << 22
+"""The most float32 terms one block of a total holds (16 MB): temporaries stay near 64 MB."""
+
+
+def _compensated(terms: Array) -> Array:
+    """Each row's total, added pairwise in float32 with every addition's rounding carried.
+
+    `terms` is (rows, width), width a power of two (zeros pad a row), and is overwritten. Each
+    level adds the second half onto the first; the exact rounding error of every addition
+    (Knuth's TwoSum, itself float32 arithmetic) is added pairwise alongside and joins the total
+    at the end, so a total is off by about one rounding of its value, however long and of
+    whatever signs. Every row's total depends on its own terms alone, in a fixed order.
+    """
+    width = terms.shape[1]
+    carry: Array | None = None
+    while width > 1:
+        half = width // 2
+        first, second = terms[:, :half], terms[:, half:width]
+        total = first + second
+        late = total - first
+        error = total - late
+        np.subtract(first, error, out=error)
+        np.subtract(second, late, out=late)
+        error += late
+        if carry is None:
+            carry = error
+        else:
+            np.add(carry[:, :half], carry[:, half:width], out=carry[:, :half])
+            carry[:, :half] += error
+        terms[:, :half] = total
+        width = half
+    result: Array = terms[:, 0].copy()
+    if carry is not None:
+        # Infinities and NaNs make no rounding to carry: such a total stays as added.
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.add(result, carry[:, 0], out=result, where=np.isfinite(result))
+    return result
+
+
+def _width(count: int) -> int:
+    """The power of two a total of `count` terms is padded to."""
+    return 1 << max(count - 1, 0).bit_length()
+
+
+def _row_totals(rows: Array) -> Array:
+    """The float32 total of each row of `rows` (rows, count), compensated, in bounded blocks."""
+    number, count = rows.shape
+    totals = np.zeros(number, F32)
+    if count == 0 or number == 0:
+        return totals
+    width = _width(count)
+    step = max(1, _BLOCK // width)
+    for start in range(0, number, step):
+        block = rows[start : start + step]
+        terms = np.zeros((block.shape[0], width), F32)
+        terms[:, :count] = block
+        totals[start : start + step] = _compensated(terms)
+    return totals
+
+
+def _products(left: Array, right_rows: Array, out: Array) -> None:
+    """out[i, j] = the total of left[i, :] * right_rows[j, :], products and additions in float32.
+
+    Each product is rounded once to float32; the products of a place are then added by
+    `_compensated`, so a place's total depends on its own terms alone, never on its neighbours.
+    """
+    rows, count = left.shape
+    columns = right_rows.shape[0]
+    if out.size == 0:
+        return
+    if count == 0:
+        out.fill(0)
+        return
+    a = np.ascontiguousarray(left, dtype=F32)
+    b = np.ascontiguousarray(right_rows, dtype=F32)
+    width = _width(count)
+    places = max(1, _BLOCK // width)
+    across = min(columns, places)
+    down = max(1, places // across)
+    for i in range(0, rows, down):
+        part_a = a[i : i + down]
+        for j in range(0, columns, across):
+            part_b = b[j : j + across]
+            terms = np.empty((part_a.shape[0], part_b.shape[0], width), F32)
+            np.multiply(part_a[:, None, :], part_b[None, :, :], out=terms[:, :, :count])
+            terms[:, :, count:] = 0
+            totals = _compensated(terms.reshape(-1, width))
+            out[i : i + down, j : j + across] = totals.reshape(part_a.shape[0], part_b.shape[0])
+
+
+def _windows_as_rows(
     x: Array, kh: int, kw: int, stride: int, padding: tuple[Padding, Padding]
 ) -> tuple[Array, int, int]:
-    """Every window of x as one column per image (N, C*kh*kw, oh*ow): a convolution is a product."""
+    """Every window of x as one row (N*oh*ow, C*kh*kw): a convolution is a product."""
     if any(any(side) for side in padding):
         x = np.pad(x, [(0, 0), (0, 0), padding[0], padding[1]])
     windows = sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
     count, channels, out_h, out_w = windows.shape[:4]
-    cols = windows.transpose(0, 1, 4, 5, 2, 3).reshape(count, channels * kh * kw, out_h * out_w)
-    return np.ascontiguousarray(cols, dtype=F32), out_h, out_w
+    rows = windows.transpose(0, 2, 3, 1, 4, 5).reshape(count * out_h * out_w, channels * kh * kw)
+    return np.ascontiguousarray(rows, dtype=F32), out_h, out_w
 
 
 def _windows(x: Array, pool: int) -> Array:
