@@ -473,35 +473,35 @@ _BLOCK = 1 << 22
 def _compensated(terms: Array) -> Array:
     """Each row's total, added pairwise in float32 with every addition's rounding carried.
 
-    `terms` is (rows, width), width a power of two (zeros pad a row), and is overwritten. Each
-    level adds the second half onto the first; the exact rounding error of every addition
-    (Knuth's TwoSum, itself float32 arithmetic) is added pairwise alongside and joins the total
-    at the end, so a total is off by about one rounding of its value, however long and of
-    whatever signs. Every row's total depends on its own terms alone, in a fixed order.
+    `terms` is (rows, width), width a power of two (zeros pad a row). Each level adds the second
+    half onto the first; the exact rounding error of every addition (Knuth's TwoSum, itself
+    float32 arithmetic) is kept, and the errors of a row, tiny beside its total, are added
+    (pairwise, float32) and join the total at the end. So a total is off by about one rounding
+    of its value, however long and of whatever signs, and every row's total depends on its own
+    terms alone, in a fixed order.
     """
-    width = terms.shape[1]
-    carry: Array | None = None
-    while width > 1:
-        half = width // 2
-        first, second = terms[:, :half], terms[:, half:width]
-        total = first + second
-        late = total - first
-        error = total - late
-        np.subtract(first, error, out=error)
-        np.subtract(second, late, out=late)
-        error += late
-        if carry is None:
-            carry = error
-        else:
-            np.add(carry[:, :half], carry[:, half:width], out=carry[:, :half])
-            carry[:, :half] += error
-        terms[:, :half] = total
-        width = half
-    result: Array = terms[:, 0].copy()
-    if carry is not None:
+    rows, width = terms.shape
+    if width == 1:
+        single: Array = terms[:, 0].copy()
+        return single
+    errors = np.empty((rows, width - 1), F32)
+    place = 0
+    with np.errstate(invalid="ignore", over="ignore"):
+        while width > 1:
+            half = width // 2
+            first, second = terms[:, :half], terms[:, half:width]
+            total = first + second
+            late = total - first
+            early = total - late
+            np.subtract(first, early, out=early)
+            np.subtract(second, late, out=late)
+            np.add(early, late, out=errors[:, place : place + half])
+            place += half
+            terms, width = total, half
+        result: Array = terms[:, 0]
+        carry = np.add.reduce(errors, axis=1, dtype=F32)
         # Infinities and NaNs make no rounding to carry: such a total stays as added.
-        with np.errstate(invalid="ignore", over="ignore"):
-            np.add(result, carry[:, 0], out=result, where=np.isfinite(result))
+        np.add(result, carry, out=result, where=np.isfinite(result))
     return result
 
 
