@@ -1,6 +1,11 @@
 """The contract can fail: engines broken on purpose are caught, each by the check meant for it,
 and engines that keep the contract pass it. Each runs as users run it:
-`pytest --pyargs deepsharp.contracts --engine module:factory`, in a subprocess of its own."""
+`pytest --pyargs deepsharp.contracts --engine module:factory`, in a subprocess.
+
+Only the honest engines (the example engine and the light one) run the whole suite; the broken
+ones run just the checks meant to catch them (and each must fail exactly those), which keeps these
+tests to a few seconds beyond two full passes.
+"""
 
 from __future__ import annotations
 
@@ -14,42 +19,47 @@ from typing import Any
 
 import pytest
 
+import deepsharp.contracts
+
 HERE = Path(__file__).parent
+SUITE = Path(deepsharp.contracts.__file__).parent
+"""The suite's folder, the runs' rootdir: their test ids then name the module, `test_totals.py::`."""
 
-# spec -> (what to run, the test ids that must fail)
-BROKEN: dict[str, tuple[str, set[str]]] = {
-    "broken_engines:float16_products": (
-        "deepsharp.contracts.test_totals",
-        {"test_matmul_within_totals_bound", "test_matmul_with_every_transpose_of_a_long_total"},
+# spec -> the checks that must catch it (every other check a broken engine runs must pass)
+BROKEN: dict[str, set[str]] = {
+    "broken_engines:float16_products": {
+        "test_totals::test_matmul_within_totals_bound",
+        "test_totals::test_matmul_with_every_transpose_of_a_long_total",
+    },
+    "broken_engines:drops_last_term": {"test_totals::test_sum_within_totals_bound"},
+    "broken_engines:flips_a_bit": {"test_moves::test_reshape_moves_every_bit"},
+    "broken_engines:round_trips": {
+        "test_training::test_a_titanic_step_makes_two_transfers_in_and_one_out"
+    },
+}
+# The broken rule breaks the rulebook of the process it runs in, so it runs alone, on the nudging
+# check only: every matmul case must fail it, every other rule's case pass.
+HALF_GRADIENT = "broken_engines:half_gradient_rule"
+NUDGING = "test_rules::test_rule_agrees_with_nudging"
+MATMUL_CASES = {"matmul", "matmul-ta", "matmul-tb", "matmul-tab"}
+
+# Every run: a name -> (the engine specs, what to run, more options). The broken engines' runs
+# leave Hypothesis's shrinking out (no_shrinking.py): their failures need no minimal example.
+RUNS: dict[str, tuple[list[str], list[str], list[str]]] = {
+    "example": (["example_engine:make"], ["deepsharp.contracts"], []),
+    "light": (["light"], ["deepsharp.contracts"], []),
+    "broken": (
+        list(BROKEN),
+        sorted({f"deepsharp.contracts.{check}" for checks in BROKEN.values() for check in checks}),
+        ["-p", "no_shrinking"],
     ),
-    "broken_engines:drops_last_term": (
-        "deepsharp.contracts.test_totals",
-        {"test_sum_within_totals_bound"},
-    ),
-    "broken_engines:flips_a_bit": (
-        "deepsharp.contracts.test_moves",
-        {"test_reshape_moves_every_bit"},
-    ),
-    "broken_engines:round_trips": (
-        "deepsharp.contracts.test_training",
-        {"test_a_titanic_step_makes_two_transfers_in_and_one_out"},
-    ),
-    "broken_engines:half_gradient_rule": (
-        "deepsharp.contracts.test_rules",
-        {"test_rule_agrees_with_nudging[{spec}-matmul]"},
-    ),
+    "half-gradient": ([HALF_GRADIENT], [f"deepsharp.contracts.{NUDGING}"], []),
 }
 
-# What the light engine may fail while a bug reported against the core is open (see
-# docs/contracts.md, "Known breaks"); an entry can go once the light engine passes it.
-LIGHT_KNOWN_BREAKS = {
-    # adam_update on a 0-d slot raises; its one-pass path mixes up slots handed out of order.
-    "test_adam_update_follows_its_formula[light]",
-    "test_fused_updates_of_parts_of_one_tensor_in_any_order[light]",
-}
 
-
-def _run(spec: str, target: str, folder: Path) -> subprocess.Popen[bytes]:
+def _run(
+    specs: list[str], targets: list[str], options: list[str], folder: Path
+) -> subprocess.Popen[bytes]:
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
     )
@@ -58,15 +68,16 @@ def _run(spec: str, target: str, folder: Path) -> subprocess.Popen[bytes]:
             sys.executable,
             "-m",
             "pytest",
+            f"--rootdir={SUITE}",
             "--pyargs",
-            target,
-            "--engine",
-            spec,
+            *targets,
+            *(f"--engine={spec}" for spec in specs),
             "-q",
             "-p",
             "no:cacheprovider",
             "-p",
             "no:randomly",
+            *options,
             f"--junitxml={folder / 'junit.xml'}",
             f"--contracts-report={folder / 'report.json'}",
         ],
@@ -78,45 +89,56 @@ def _run(spec: str, target: str, folder: Path) -> subprocess.Popen[bytes]:
 
 
 class Outcome:
+    """What one run passed and failed, as `module::test[id]`, and the report it wrote."""
+
     def __init__(self, folder: Path, output: str) -> None:
         self.output = output
         self.failed: set[str] = set()
         self.passed: set[str] = set()
         for case in ElementTree.parse(folder / "junit.xml").iter("testcase"):
             bad = case.find("failure") is not None or case.find("error") is not None
-            (self.failed if bad else self.passed).add(case.get("name", ""))
+            module = case.get("classname", "").rsplit(".", 1)[-1]
+            (self.failed if bad else self.passed).add(f"{module}::{case.get('name', '')}")
         self.report: dict[str, Any] = json.loads((folder / "report.json").read_text())
+
+    def of(self, spec: str, tests: set[str]) -> set[str]:
+        """The tests among `tests` run on `spec`, their ids' engine part taken off."""
+        found = set()
+        for test in tests:
+            check, _, rest = test.partition("[")
+            if rest == f"{spec}]":
+                found.add(check)
+            elif rest.startswith(f"{spec}-"):
+                found.add(f"{check}[{rest[len(spec) + 1 : -1]}]")
+        return found
 
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    """Every run at once (they take seconds each, and there are cores to spare)."""
-    runs = {"example_engine:make": "deepsharp.contracts", "light": "deepsharp.contracts"}
-    runs.update({spec: target for spec, (target, _) in BROKEN.items()})
+    """Every run at once (the honest engines' full passes take the time; each has a process)."""
     started = {}
-    for spec, target in runs.items():
-        folder = tmp_path_factory.mktemp(spec.replace(":", "-"))
-        started[spec] = (folder, _run(spec, target, folder))
+    for name, (specs, targets, options) in RUNS.items():
+        folder = tmp_path_factory.mktemp(name)
+        started[name] = (folder, _run(specs, targets, options, folder))
     results = {}
-    for spec, (folder, process) in started.items():
+    for name, (folder, process) in started.items():
         output, _ = process.communicate(timeout=600)
-        results[spec] = Outcome(folder, output.decode(errors="replace"))
+        results[name] = Outcome(folder, output.decode(errors="replace"))
     return results
 
 
 def test_an_engine_that_keeps_the_contract_passes_it(outcomes: dict[str, Outcome]) -> None:
-    outcome = outcomes["example_engine:make"]
+    outcome = outcomes["example"]
     assert not outcome.failed, outcome.output[-4000:]
     assert len(outcome.passed) > 90, "the whole suite ran"
     families = outcome.report["engines"]["example_engine:make"]["families"]
     assert families["moves"] == 0 and families["totals"] <= 3 and families["values"] <= 1
 
 
-def test_the_light_engine_passes_but_for_its_known_breaks(outcomes: dict[str, Outcome]) -> None:
+def test_the_light_engine_passes_the_whole_contract(outcomes: dict[str, Outcome]) -> None:
     outcome = outcomes["light"]
-    assert outcome.failed <= LIGHT_KNOWN_BREAKS, (
-        f"the light engine newly fails {sorted(outcome.failed - LIGHT_KNOWN_BREAKS)}:\n"
-        + outcome.output[-4000:]
+    assert not outcome.failed, (
+        f"the light engine fails {sorted(outcome.failed)}:\n" + outcome.output[-4000:]
     )
     assert len(outcome.passed) > 90, "the whole suite ran"
 
@@ -125,20 +147,29 @@ def test_the_light_engine_passes_but_for_its_known_breaks(outcomes: dict[str, Ou
 def test_a_broken_engine_is_caught_by_the_check_meant_for_it(
     outcomes: dict[str, Outcome], spec: str
 ) -> None:
-    _, expected = BROKEN[spec]
-    outcome = outcomes[spec]
-    for name in expected:
-        test_id = name.format(spec=spec) if "[" in name else f"{name}[{spec}]"
-        assert test_id in outcome.failed, (
-            f"{spec} should fail {test_id}; it failed {sorted(outcome.failed)}\n"
-            + outcome.output[-3000:]
-        )
+    outcome = outcomes["broken"]
+    failed, passed = outcome.of(spec, outcome.failed), outcome.of(spec, outcome.passed)
+    assert failed == BROKEN[spec], (
+        f"{spec} should fail {sorted(BROKEN[spec])} and pass the rest; it failed {sorted(failed)}"
+        f" and passed {sorted(passed)}\n" + outcome.output[-3000:]
+    )
+    assert len(failed | passed) == len({c for checks in BROKEN.values() for c in checks})
+
+
+def test_a_broken_rule_is_caught_by_nudging(outcomes: dict[str, Outcome]) -> None:
+    outcome = outcomes["half-gradient"]
+    failed = outcome.of(HALF_GRADIENT, outcome.failed)
+    passed = outcome.of(HALF_GRADIENT, outcome.passed)
+    assert failed == {f"{NUDGING}[{case}]" for case in MATMUL_CASES}, (
+        f"{HALF_GRADIENT} should fail the matmul cases only; it failed {sorted(failed)}\n"
+        + outcome.output[-3000:]
+    )
+    assert len(passed) > 30, "every rule's case ran"
 
 
 def test_the_report_measures_what_was_broken(outcomes: dict[str, Outcome]) -> None:
-    bits = outcomes["broken_engines:flips_a_bit"].report["engines"]["broken_engines:flips_a_bit"]
-    assert bits["operations"]["reshape"]["worst"] >= 1
-    half = outcomes["broken_engines:float16_products"].report["engines"][
-        "broken_engines:float16_products"
-    ]
-    assert half["operations"]["matmul"]["worst"] > 3
+    engines = outcomes["broken"].report["engines"]
+    assert engines["broken_engines:flips_a_bit"]["operations"]["reshape"]["worst"] >= 1
+    assert engines["broken_engines:float16_products"]["operations"]["matmul"]["worst"] > 3
+    nudged = outcomes["half-gradient"].report["engines"][HALF_GRADIENT]["operations"]
+    assert nudged["nudged matmul"]["worst"] > 1 and nudged["nudged tanh"]["worst"] <= 1

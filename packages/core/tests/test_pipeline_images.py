@@ -80,7 +80,10 @@ def test_a_fixed_scale_divides_every_value() -> None:
 
 
 def test_scale_max_is_learned_from_the_training_rows_only() -> None:
-    train = [{"pixels": [0, 2, 4, 8, 1, 1], "label": "a"}, {"pixels": [0, 0, 0, 0, 0, 5], "label": "b"}]
+    train = [
+        {"pixels": [0, 2, 4, 8, 1, 1], "label": "a"},
+        {"pixels": [0, 0, 0, 0, 0, 5], "label": "b"},
+    ]
     later = [{"pixels": [16, 0, 0, 0, 0, -4]}]
     pipe = recipe("max").learn(train)
     assert pipe.to_json()["columns"][0]["learned"] == {"divisor": 8.0}
@@ -100,7 +103,15 @@ def test_an_image_beside_other_columns_keeps_the_declared_order() -> None:
     ]
     pipe = Pipeline().number("age", scale=False).image("pixels", 4).category("sex").target("y")
     pipe.learn(rows)
-    assert pipe.feature_names == ["age", "pixels[0]", "pixels[1]", "pixels[2]", "pixels[3]", "sex=f", "sex=m"]
+    assert pipe.feature_names == [
+        "age",
+        "pixels[0]",
+        "pixels[1]",
+        "pixels[2]",
+        "pixels[3]",
+        "sex=f",
+        "sex=m",
+    ]
     assert np.array_equal(
         pipe.features(rows), np.array([[3, 1, 2, 3, 4, 0, 1], [5, 5, 6, 7, 8, 1, 0]], np.float32)
     )
@@ -153,8 +164,14 @@ def _timed(work: Any) -> float:
 @pytest.mark.parametrize(
     ("field", "said"),
     [
-        ([1, 2, 3, 4, 5], r"row 2 \(counting from 1\), column 'pixels': expected 6 numbers .*found 5"),
-        (np.zeros(7), r"row 2 .*'pixels': expected 6 numbers \(an image of shape \(1, 2, 3\)\), found 7"),
+        (
+            [1, 2, 3, 4, 5],
+            r"row 2 \(counting from 1\), column 'pixels': expected 6 numbers .*found 5",
+        ),
+        (
+            np.zeros(7),
+            r"row 2 .*'pixels': expected 6 numbers \(an image of shape \(1, 2, 3\)\), found 7",
+        ),
         ("1 2 3", r"row 2 .*found 3 numbers"),
         ("1 2 x 4 5 6", r"row 2 .*found 'x', which is no number"),
         ([1, 2, "x", 4, 5, 6], r"row 2 .*'pixels': expected 6 numbers.*no number"),
@@ -215,7 +232,7 @@ def test_an_image_column_declared_twice_is_refused() -> None:
 
 @pytest.mark.parametrize("scale", [None, 16.0, "max"])
 def test_the_recipe_and_divisor_go_through_json(scale: Any) -> None:
-    values, rows = images()
+    _, rows = images()
     pipe = recipe(scale).learn(rows)
     data = json.loads(json.dumps(pipe.to_json()))
     assert data["columns"][0]["kind"] == "image"
@@ -237,7 +254,10 @@ def test_the_recipe_and_divisor_go_through_json(scale: Any) -> None:
         (lambda c: c.update(shape=[1, 2.5, 3]), r"columns\[0\]"),
         (lambda c: c.pop("shape"), r"missing the key 'shape'"),
         (lambda c: c.pop("scale"), r"missing the key 'scale'"),
-        (lambda c: c.update(scale="min"), r"columns\[0\]\.scale: expected a positive number, 'max' or null"),
+        (
+            lambda c: c.update(scale="min"),
+            r"columns\[0\]\.scale: expected a positive number, 'max' or null",
+        ),
         (lambda c: c.update(scale=-2.0), r"columns\[0\].*positive finite number"),
         (lambda c: c.update(scale=True), r"columns\[0\]\.scale"),
         (lambda c: c.update(scale=[2.0]), r"columns\[0\]\.scale"),
@@ -246,8 +266,14 @@ def test_the_recipe_and_divisor_go_through_json(scale: Any) -> None:
         (lambda c: c["learned"].update(divisor=float("nan")), r"divisor: expected a finite number"),
         (lambda c: c["learned"].pop("divisor"), r"missing the key 'divisor'"),
         (lambda c: c.pop("learned"), r"missing the key 'learned'"),
-        (lambda c: c["learned"].update(divisor=3.0), r"the column's scale is 2.0, but its divisor is 3.0"),
-        (lambda c: (c.update(scale=None), c["learned"].update(divisor=2.0)), r"without scale divides by 1"),
+        (
+            lambda c: c["learned"].update(divisor=3.0),
+            r"the column's scale is 2.0, but its divisor is 3.0",
+        ),
+        (
+            lambda c: (c.update(scale=None), c["learned"].update(divisor=2.0)),
+            r"without scale divides by 1",
+        ),
         (lambda c: c.update(kind="picture"), r"unknown column kind 'picture'.*image"),
     ],
 )

@@ -81,6 +81,7 @@ UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], dict[str, Any]]] = {
     "log": (np.log, {"signs": "positive", "low": -30, "high": 30, "zeros": 0.0}),
     "log1p": (np.log1p, {"signs": "positive", "low": -8, "high": 30}),
     "sqrt": (np.sqrt, {"signs": "positive", "low": -30, "high": 30}),
+    "softplus": (lambda x: np.logaddexp(0.0, x), {"low": -6, "high": 4}),
     "tanh": (np.tanh, {"low": -6, "high": 2}),
     "sigmoid": (lambda x: 1.0 / (1.0 + np.exp(-x)), {"low": -6, "high": 2}),
     "relu": (lambda x: np.maximum(x, 0.0), {}),

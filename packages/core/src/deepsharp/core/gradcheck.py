@@ -19,7 +19,14 @@ from deepsharp.core import ops
 from deepsharp.core.engine import Engine
 from deepsharp.core.tensor import Recording, Tensor
 
-__all__ = ["CASES", "RuleCase", "nudged_gradients", "rule_gradients", "worst_nudge_error"]
+__all__ = [
+    "CASES",
+    "RuleCase",
+    "nudged_gradients",
+    "projection_for",
+    "rule_gradients",
+    "worst_nudge_error",
+]
 
 Array = NDArray[Any]
 
@@ -113,6 +120,40 @@ def _cases() -> list[RuleCase]:
         RuleCase("pad", [normal(3, 4)], {"widths": ((1, 0), (2, 1))}),
         RuleCase("concatenate", [normal(2, 3), normal(4, 3)], {"axis": 0}),
         RuleCase("broadcast_to", [normal(3, 1)], {"shape": (2, 3, 4)}),
+    ]
+
+    def away(*shape: int) -> Array:
+        """Values of both signs with sizes in [0.5, 2]: safe divisors."""
+        return rng.uniform(0.5, 2, shape) * rng.choice([-1.0, 1.0], shape)
+
+    cases += [
+        RuleCase("add", [1.5, normal(2, 3)], label="constant-first"),
+        RuleCase("sub", [normal(3, 4), -0.75], label="constant"),
+        RuleCase("mul", [normal(3, 4), -0.75], label="constant"),
+        RuleCase("mul", [2.5, normal(2, 3)], label="constant-first"),
+        RuleCase("div", [normal(2, 3, 4), away(3, 1)], label="broadcast-negative"),
+        RuleCase("div", [normal(3, 4), 1.5], label="constant"),
+        RuleCase("div", [2.5, away(2, 3)], label="constant-first"),
+        RuleCase("maximum", [apart(3, 4), 0.01], label="constant"),
+        RuleCase("maximum", [apart(2, 3, 4), apart(3, 1) + 0.0925], label="broadcast"),
+        RuleCase("sum", [normal(3, 4, 2)], {"axes": (0, 1, 2), "keepdims": False}, "all"),
+        RuleCase("mean", [normal(3, 4, 2)], {"axes": (1, 2), "keepdims": True}, "keepdims"),
+        RuleCase("mean", [normal(3, 4, 2)], {"axes": (0, 1, 2), "keepdims": False}, "all"),
+        RuleCase("log_softmax", [normal(4, 1)], label="one-class"),
+        RuleCase("binary_cross_entropy", [away(6, 1) * 2, rng.uniform(0, 1, (6, 1))], label="soft"),
+        RuleCase(
+            "binary_cross_entropy_terms",
+            [away(6, 1) * 2, rng.uniform(0, 1, (6, 1))],
+            label="soft",
+        ),
+        RuleCase("affine", [normal(1, 7), normal(7, 1), normal(1)], label="one"),
+        RuleCase("concatenate", [normal(2, 3), normal(2, 1), normal(2, 2)], {"axis": 1}, "three"),
+        RuleCase("maxpool2d", [apart(2, 1, 7, 6)], {"pool": 3}, "pool-3"),
+        RuleCase("slice", [normal(2, 6, 2)], {"axis": 1, "start": 0, "stop": 5}, "middle"),
+        RuleCase(
+            "pad", [normal(1, 2, 2, 2)], {"widths": ((0, 0), (0, 0), (1, 1), (0, 2))}, "images"
+        ),
+        RuleCase("broadcast_to", [normal(4)], {"shape": (2, 4)}, "new-axis"),
     ]
     return cases
 

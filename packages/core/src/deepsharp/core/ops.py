@@ -466,13 +466,12 @@ class LogSoftmax(Rule):
 @_rule
 class BinaryCrossEntropyTerms(Rule):
     """Each row's binary cross entropy from logits z and answers y, without overflow:
-    max(z, 0) - z * y + log(1 + exp(-|z|))."""
+    softplus(z) - z * y, where softplus(z) = log(1 + exp(z))."""
 
     name = "binary_cross_entropy_terms"
 
     def forward(self, engine: Engine, z: Any, y: Any) -> tuple[Handle, Any]:
-        softplus = engine.log1p(engine.exp(engine.neg(engine.abs(z))))
-        return engine.add(engine.sub(engine.relu(z), engine.mul(z, y)), softplus), None
+        return engine.sub(engine.softplus(z), engine.mul(z, y)), None
 
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
         z, y = node.inputs

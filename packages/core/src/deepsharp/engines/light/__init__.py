@@ -169,6 +169,9 @@ class LightEngine:
     def log1p(self, x: Array) -> Array:
         return np.log1p(x)
 
+    def softplus(self, x: Array) -> Array:
+        return np.logaddexp(self.dtype(0.0), x)
+
     def sqrt(self, x: Array) -> Array:
         return np.sqrt(x)
 

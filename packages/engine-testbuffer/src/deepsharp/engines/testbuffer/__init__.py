@@ -286,6 +286,12 @@ class TestBufferEngine:
     def log1p(self, x: TestBuffer) -> TestBuffer:
         return self._unary(np.log1p, x)
 
+    def softplus(self, x: TestBuffer) -> TestBuffer:
+        source = view(x)
+        handle, out = self._new(source.shape)
+        np.logaddexp(F32(0.0), source, out=out)
+        return handle
+
     def sqrt(self, x: TestBuffer) -> TestBuffer:
         return self._unary(np.sqrt, x)
 
