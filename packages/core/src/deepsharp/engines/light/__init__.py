@@ -10,11 +10,10 @@ arrays themselves, so an operation costs what NumPy costs and nothing more.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import math
 import weakref
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
