@@ -124,8 +124,8 @@ def _cases() -> list[RuleCase]:
 
     def away(*shape: int) -> Array:
         """Values of both signs with sizes in [0.5, 2]: safe divisors."""
-        sizes: Array = rng.uniform(0.5, 2, shape)
-        return sizes * rng.choice([-1.0, 1.0], shape)
+        signed: Array = rng.uniform(0.5, 2, shape) * rng.choice([-1.0, 1.0], shape)
+        return signed
 
     cases += [
         RuleCase("add", [1.5, normal(2, 3)], label="constant-first"),
