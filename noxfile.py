@@ -58,17 +58,28 @@ def tests(session: nox.Session) -> None:
         "packages/engine-testbuffer/tests",
         "contracts/tests",
         "-q",
+        "-m",
+        "not slow",
         *session.posargs,
     )
     for engine in ("light", "testbuffer"):
         _contracts(session, engine)
 
 
+@nox.session(python=TORCH_PYTHON)
+def memory(session: nox.Session) -> None:
+    """The long memory checks: 2,000 convolution steps on the test engine hold their bytes."""
+    session.install(*CONSTRAINTS, "pytest", "hypothesis", CORE, TESTBUFFER)
+    session.run("pytest", "packages/core/tests", "-q", "-m", "slow", *session.posargs)
+
+
 @nox.session(python="3.10")
 def oldest(session: nox.Session) -> None:
     """The core's tests under the oldest NumPy deepsharp supports (1.26): the same bits."""
     session.install("numpy==1.26.4", "pytest", "hypothesis", CORE)
-    session.run("pytest", "packages/core/tests", "-q", "-k", "not docs", *session.posargs)
+    session.run(
+        "pytest", "packages/core/tests", "-q", "-m", "not slow", "-k", "not docs", *session.posargs
+    )
 
 
 @nox.session(python=TORCH_PYTHON)
