@@ -2,8 +2,10 @@
 
 Goals (issues 2, 5, 6): the Titanic step on light <= 0.4x PyTorch's and on torch:cpu <= 1.0x;
 the small convolution step on light <= 1.2x and on torch:cpu <= 1.05x; the large one on light
-<= 2.0x and on torch:cpu <= 1.05x. The asserted limits are in LIMITS; where a goal is not yet
-met, its limit is what is reached, and docs/performance.md says so.
+<= 2.0x and on torch:cpu <= 1.05x. A ratio over its goal but under its GUARD (what is reached
+now, with room for noise) is reported as an expected failure naming both figures, so that the
+gap stays visible; over its guard, the benchmark fails: something got slower.
+docs/performance.md gives the figures and why the gaps are there.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from workloads import conv_step, titanic_step, torch_conv_step, torch_titanic_st
 
 torch = pytest.importorskip("torch", reason="the peer is plain PyTorch: install torch")
 
-# (workload, engine) -> the largest ratio to PyTorch's step that passes.
+# (workload, engine) -> the goal: the largest ratio to PyTorch's step that meets it.
 LIMITS = {
     ("titanic", "light"): 0.4,
     ("titanic", "torch:cpu"): 1.0,
@@ -27,6 +29,13 @@ LIMITS = {
     ("conv-256x32", "light"): 2.0,
     ("conv-256x32", "torch:cpu"): 1.05,
     ("conv-256x32", "testbuffer"): None,
+}
+
+# Where a goal is not met yet: the ratio that would mean a regression.
+GUARDS = {
+    ("conv-32x8", "torch:cpu"): 2.5,
+    ("conv-256x32", "light"): 4.5,
+    ("conv-256x32", "torch:cpu"): 6.0,
 }
 
 WORKLOADS: dict[str, tuple[Any, Any, int, int]] = {

@@ -83,13 +83,13 @@ class LightEngine:
         total = np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims)  # type: ignore[call-overload]
         return np.asarray(total / count).astype(self.dtype)
 
+    # Convolutions work image by image in NCHW order: windows as columns (N, C*kh*kw, P),
+    # one batched product with the filters, no transposed copies of the large tensors.
     def conv2d(self, x: Array, w: Array, stride: int, padding: tuple[Padding, Padding]) -> Array:
         cols, out_h, out_w = _columns(x, w.shape[2], w.shape[3], stride, padding)
         filters = w.shape[0]
-        y = np.matmul(cols, w.reshape(filters, -1).T, dtype=np.float64)  # (N*oh*ow, F)
-        return np.ascontiguousarray(
-            y.reshape(x.shape[0], out_h, out_w, filters).transpose(0, 3, 1, 2), dtype=self.dtype
-        )
+        y = np.matmul(w.reshape(filters, -1), cols, dtype=np.float64)  # (N, F, P)
+        return y.astype(self.dtype).reshape(x.shape[0], filters, out_h, out_w)
 
     def conv2d_weight_grad(
         self,
@@ -100,10 +100,12 @@ class LightEngine:
         padding: tuple[Padding, Padding],
     ) -> Array:
         cols, _, _ = _columns(x, kernel[0], kernel[1], stride, padding)
-        filters = gy.shape[1]
-        gy2 = gy.transpose(0, 2, 3, 1).reshape(-1, filters)
-        product = np.matmul(gy2.T, cols, dtype=np.float64)
-        return product.astype(self.dtype).reshape(filters, x.shape[1], kernel[0], kernel[1])
+        count, filters = gy.shape[:2]
+        each = np.matmul(
+            gy.reshape(count, filters, -1), cols.transpose(0, 2, 1), dtype=np.float64
+        )  # (N, F, C*kh*kw): one image's share each, added in float64
+        total = np.add.reduce(each, axis=0)
+        return total.astype(self.dtype).reshape(filters, x.shape[1], kernel[0], kernel[1])
 
     def conv2d_fold(
         self,
@@ -116,10 +118,10 @@ class LightEngine:
         count, filters, out_h, out_w = gy.shape
         _, channels, kh, kw = w.shape
         (top, bottom), (left, right) = padding
-        gy2 = gy.transpose(0, 2, 3, 1).reshape(-1, filters)
-        parts = np.matmul(gy2, w.reshape(filters, -1), dtype=np.float64)
-        parts = parts.reshape(count, out_h, out_w, channels, kh, kw)
-        parts = parts.transpose(0, 3, 4, 5, 1, 2)  # (N, C, kh, kw, oh, ow)
+        parts = np.matmul(
+            w.reshape(filters, -1).T, gy.reshape(count, filters, -1), dtype=np.float64
+        )  # (N, C*kh*kw, P)
+        parts = parts.reshape(count, channels, kh, kw, out_h, out_w)
         height, width = image[0] + top + bottom, image[1] + left + right
         folded = np.zeros((count, channels, height, width), np.float64)
         for i in range(kh):
@@ -327,12 +329,13 @@ class LightEngine:
 def _columns(
     x: Array, kh: int, kw: int, stride: int, padding: tuple[Padding, Padding]
 ) -> tuple[Array, int, int]:
-    """Every window of x as one row (N*oh*ow, C*kh*kw): a convolution becomes one product."""
+    """Every window of each image as one column (N, C*kh*kw, oh*ow): a convolution becomes
+    one product an image."""
     if any(any(side) for side in padding):
         x = np.pad(x, [(0, 0), (0, 0), padding[0], padding[1]])
     windows = sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
     count, channels, out_h, out_w = windows.shape[:4]
-    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(count * out_h * out_w, channels * kh * kw)
+    cols = windows.transpose(0, 1, 4, 5, 2, 3).reshape(count, channels * kh * kw, out_h * out_w)
     return cols, out_h, out_w
 
 
