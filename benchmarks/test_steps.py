@@ -31,8 +31,12 @@ LIMITS = {
     ("conv-256x32", "testbuffer"): None,
 }
 
-# Where a goal is not met yet: the ratio that would mean a regression.
+# The ratio that would mean a regression (met goals get room for a noisy machine; unmet ones
+# sit just above what is reached now).
 GUARDS = {
+    ("titanic", "light"): 0.6,
+    ("titanic", "torch:cpu"): 1.5,
+    ("conv-32x8", "light"): 1.8,
     ("conv-32x8", "torch:cpu"): 2.5,
     ("conv-256x32", "light"): 4.5,
     ("conv-256x32", "torch:cpu"): 6.0,
