@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from example_engine import PreciseEngine
+from example_engine import ExampleEngine
 
 from deepsharp.core.ops import RULES, Rule
 from deepsharp.core.tensor import Node
@@ -18,7 +18,7 @@ from deepsharp.core.tensor import Node
 Array = Any
 
 
-class Float16Products(PreciseEngine):
+class Float16Products(ExampleEngine):
     """Adds its matrix products in float16."""
 
     name = "float16-products"
@@ -33,7 +33,7 @@ class Float16Products(PreciseEngine):
         return half.astype(np.float32)
 
 
-class DropsLastTerm(PreciseEngine):
+class DropsLastTerm(ExampleEngine):
     """A sum that leaves out the last term along the last axis it reduces."""
 
     name = "drops-last-term"
@@ -44,7 +44,7 @@ class DropsLastTerm(PreciseEngine):
         return np.sum(kept, axis=axes, dtype=np.float64, keepdims=keepdims).astype(np.float32)
 
 
-class FlipsABit(PreciseEngine):
+class FlipsABit(ExampleEngine):
     """A reshape that flips the lowest bit of its first value."""
 
     name = "flips-a-bit"
@@ -88,7 +88,7 @@ _OPERATIONS = [
 ]
 
 
-class RoundTrips(PreciseEngine):
+class RoundTrips(ExampleEngine):
     """Copies every result out to the host and back in: right values, far too many transfers."""
 
     name = "round-trips"
@@ -96,7 +96,7 @@ class RoundTrips(PreciseEngine):
 
 def _round_trip(operation: str) -> Any:
     def run(self: RoundTrips, *args: Any, **kwargs: Any) -> Array:
-        return self.put(self.get(getattr(PreciseEngine, operation)(self, *args, **kwargs)))
+        return self.put(self.get(getattr(ExampleEngine, operation)(self, *args, **kwargs)))
 
     return run
 
@@ -123,24 +123,24 @@ class _HalfGradient(Rule):
         )
 
 
-def float16_products() -> PreciseEngine:
+def float16_products() -> ExampleEngine:
     return Float16Products()
 
 
-def drops_last_term() -> PreciseEngine:
+def drops_last_term() -> ExampleEngine:
     return DropsLastTerm()
 
 
-def flips_a_bit() -> PreciseEngine:
+def flips_a_bit() -> ExampleEngine:
     return FlipsABit()
 
 
-def round_trips() -> PreciseEngine:
+def round_trips() -> ExampleEngine:
     return RoundTrips()
 
 
-def half_gradient_rule() -> PreciseEngine:
+def half_gradient_rule() -> ExampleEngine:
     """An honest engine in a process whose rulebook's matmul rule is broken (a subprocess only)."""
     if not isinstance(RULES["matmul"], _HalfGradient):
         RULES["matmul"] = _HalfGradient(RULES["matmul"])
-    return PreciseEngine()
+    return ExampleEngine()
