@@ -1,0 +1,217 @@
+"""Every check that needs an NVIDIA card, in one run of a few minutes (`ci/gpu-check`).
+
+On torch:cuda:0: determinism (the same steps twice give the same bits), flat memory over
+2,000 steps (torch.cuda.memory_allocated), the application's TF32 and determinism settings left
+as they were, and the seed workloads beside plain PyTorch eager on the same card. The contract
+suite on torch:cuda:0 is run by the wrapper script. Figures go to the folder named by --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from workloads import conv_step, image_batch, titanic_batch  # noqa: E402
+
+from deepsharp.core import (  # noqa: E402
+    Adam,
+    BinaryCrossEntropy,
+    Conv2D,
+    CrossEntropy,
+    Dense,
+    Flatten,
+    Network,
+    Relu,
+    Trainer,
+)
+from deepsharp.engines.torch import TorchEngine  # noqa: E402
+
+
+def titanic_trainer(engine: Any) -> Trainer:
+    network = Network([Dense(16), Relu(), Dense(1)], inputs=14)
+    return Trainer(network, BinaryCrossEntropy(), Adam(0.001), engine=engine, seed=0)
+
+
+def conv_trainer(engine: Any, count: int = 32, filters: int = 8) -> Trainer:
+    network = Network([Conv2D(filters, 3), Relu(), Flatten(), Dense(10)], inputs=(1, 28, 28))
+    return Trainer(network, CrossEntropy(), Adam(0.001), engine=engine, seed=0)
+
+
+def slots_after(make: Any, batch: Any, steps: int) -> bytes:
+    trainer = make(TorchEngine.on_gpu(0))
+    rows, answers = batch
+    for _ in range(steps):
+        trainer.step(rows, answers)
+    return b"".join(value.tobytes() for value in trainer.network.slots.values())
+
+
+def determinism() -> dict[str, bool]:
+    return {
+        "titanic 200 steps twice, same bits": slots_after(titanic_trainer, titanic_batch(), 200)
+        == slots_after(titanic_trainer, titanic_batch(), 200),
+        "conv 50 steps twice, same bits": slots_after(conv_trainer, image_batch(32), 50)
+        == slots_after(conv_trainer, image_batch(32), 50),
+    }
+
+
+def memory(steps: int = 2000) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    for name, make, batch in (
+        ("titanic", titanic_trainer, titanic_batch()),
+        ("conv 32x8", conv_trainer, image_batch(32)),
+    ):
+        trainer = make(TorchEngine.on_gpu(0))
+        rows, answers = batch
+        for _ in range(30):
+            trainer.step(rows, answers)
+        torch.cuda.synchronize()
+        after_30 = torch.cuda.memory_allocated(0)
+        for _ in range(steps - 30):
+            trainer.step(rows, answers)
+        torch.cuda.synchronize()
+        after_all = torch.cuda.memory_allocated(0)
+        figures[name] = {
+            "after_30": after_30,
+            f"after_{steps}": after_all,
+            "flat": after_all == after_30,
+        }
+    return figures
+
+
+def settings_left_alone() -> dict[str, bool]:
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    torch.use_deterministic_algorithms(False)
+    trainer = conv_trainer(TorchEngine.on_gpu(0))
+    images, classes = image_batch(32)
+    trainer.step(images, classes)
+    return {
+        "matmul TF32 still the application's": torch.backends.cuda.matmul.allow_tf32 is True,
+        "cudnn TF32 still the application's": torch.backends.cudnn.allow_tf32 is True,
+        "deterministic algorithms still off": not torch.are_deterministic_algorithms_enabled(),
+    }
+
+
+def peer_titanic(device: str) -> Any:
+    rows, answers = titanic_batch()
+    model = torch.nn.Sequential(
+        torch.nn.Linear(14, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)
+    ).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.001, eps=1e-7)
+    loss = torch.nn.BCEWithLogitsLoss()
+
+    def step() -> float:
+        x, y = torch.from_numpy(rows.copy()).to(device), torch.from_numpy(answers.copy()).to(device)
+        optimizer.zero_grad()
+        value = loss(model(x), y)
+        value.backward()
+        optimizer.step()
+        return float(value.item())
+
+    return step
+
+
+def peer_conv(device: str, count: int, filters: int) -> Any:
+    images, classes = image_batch(count)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, filters, 3),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(filters * 26 * 26, 10),
+    ).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.001, eps=1e-7)
+    loss = torch.nn.CrossEntropyLoss()
+
+    def step() -> float:
+        x = torch.from_numpy(images.copy()).to(device)
+        y = torch.from_numpy(classes.copy()).to(device)
+        optimizer.zero_grad()
+        value = loss(model(x), y)
+        value.backward()
+        optimizer.step()
+        return float(value.item())
+
+    return step
+
+
+def best(step: Any, number: int, rounds: int = 5) -> float:
+    for _ in range(3):
+        step()
+    fastest = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(number):
+            step()
+        fastest = min(fastest, (time.perf_counter() - start) / number)
+    return fastest
+
+
+def benchmarks() -> dict[str, Any]:
+    engine = TorchEngine.on_gpu(0)
+    cases = {
+        "titanic": (
+            lambda: conv_or_titanic("titanic", engine),
+            lambda: peer_titanic("cuda:0"),
+            200,
+        ),
+        "conv-32x8": (lambda: conv_step(engine, 32, 8), lambda: peer_conv("cuda:0", 32, 8), 50),
+        "conv-256x32": (
+            lambda: conv_step(engine, 256, 32),
+            lambda: peer_conv("cuda:0", 256, 32),
+            20,
+        ),
+    }
+    figures = {}
+    for name, (make, make_peer, number) in cases.items():
+        ours, theirs = best(make(), number), best(make_peer(), number)
+        figures[name] = {"step_us": ours * 1e6, "pytorch_us": theirs * 1e6, "ratio": ours / theirs}
+    return figures
+
+
+def conv_or_titanic(name: str, engine: Any) -> Any:
+    trainer = titanic_trainer(engine)
+    rows, answers = titanic_batch()
+    return lambda: trainer.step(rows.copy(), answers.copy())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "gpu"))
+    out = Path(parser.parse_args().out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not torch.cuda.is_available():
+        print("no usable NVIDIA card: nothing to check here")
+        return 2
+    report = {
+        "card": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "determinism": determinism(),
+        "settings": settings_left_alone(),
+        "memory": memory(),
+        "benchmarks": benchmarks(),
+    }
+    text = json.dumps(report, indent=2)
+    print(text)
+    (out / "gpu-check.json").write_text(text + "\n")
+    failed = [k for k, v in {**report["determinism"], **report["settings"]}.items() if not v]
+    failed += [k for k, v in report["memory"].items() if not v["flat"]]
+    if failed:
+        print("FAILED:", ", ".join(failed))
+        return 1
+    print("every GPU check passed")
+    return 0
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    sys.exit(main())
