@@ -160,7 +160,7 @@ def benchmarks() -> dict[str, Any]:
     engine = TorchEngine.on_gpu(0)
     cases = {
         "titanic": (
-            lambda: conv_or_titanic("titanic", engine),
+            lambda: titanic_step_on(engine),
             lambda: peer_titanic("cuda:0"),
             200,
         ),
@@ -178,7 +178,7 @@ def benchmarks() -> dict[str, Any]:
     return figures
 
 
-def conv_or_titanic(name: str, engine: Any) -> Any:
+def titanic_step_on(engine: Any) -> Any:
     trainer = titanic_trainer(engine)
     rows, answers = titanic_batch()
     return lambda: trainer.step(rows.copy(), answers.copy())
