@@ -51,7 +51,11 @@ def _contracts(session: nox.Session, engine: str) -> None:
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
     """The core's tests (light engine), the test engine's, and the contracts on both engines."""
-    session.install(*CONSTRAINTS, "pytest", "hypothesis", "tqdm", CORE, TESTBUFFER, CONTRACTS)
+    # The optional companions (pandas rows, plots, other safetensors readers) on one version.
+    extras = ["pandas", "matplotlib", "safetensors"] if session.python == TORCH_PYTHON else []
+    session.install(
+        *CONSTRAINTS, "pytest", "hypothesis", "tqdm", *extras, CORE, TESTBUFFER, CONTRACTS
+    )
     session.run(
         "pytest",
         "packages/core/tests",
