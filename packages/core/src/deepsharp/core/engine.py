@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.errors import EngineUnavailableError
@@ -313,8 +312,3 @@ def make_engine(spec: str | Engine | None = None) -> Engine:
         )
     made: Engine = factory()
     return made
-
-
-def as_float32(array: Any) -> NDArray[np.float32]:
-    """A C-contiguous float32 copy-if-needed of `array` (the form every engine puts)."""
-    return np.ascontiguousarray(array, dtype=np.float32)

@@ -152,17 +152,6 @@ def _unbroadcast(
     return engine.reshape(total, shape)
 
 
-def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...], where: str) -> tuple[int, ...]:
-    """NumPy's broadcasting of two shapes, or a ShapeError naming the operation and both."""
-    out = []
-    for x, y in zip(reversed(a), reversed(b)):
-        if x != y and x != 1 and y != 1:
-            raise ShapeError(f"{where}: shapes {a} and {b} do not broadcast together")
-        out.append(max(x, y))
-    longer = a if len(a) > len(b) else b
-    return tuple(longer[: len(longer) - len(out)]) + tuple(reversed(out))
-
-
 # --- value by value, with broadcasting -------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 else:
     _ops = None  # deepsharp.core.ops, which sets this when it is imported (it imports us)
 
-__all__ = ["Node", "Recording", "Tensor", "recording"]
+__all__ = ["Node", "Recording", "Tensor"]
 
 _active: Recording | None = None
 
@@ -178,12 +178,3 @@ class Recording:
             node.inputs = ()
             node.saved = None
         self.tape.clear()
-
-
-def recording(wanted: Sequence[Tensor]) -> Recording:
-    """Open a recorded pass towards `wanted`: `with recording(slots) as tape: ...`."""
-    return Recording(wanted)
-
-
-def active() -> Recording | None:
-    return _active
