@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+import operator
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
@@ -303,7 +304,7 @@ def _columns(rows: object, names: Sequence[str]) -> tuple[int, dict[str, _Column
         if name in out:
             continue
         try:
-            out[name] = [row[name] for row in seq]
+            out[name] = list(map(operator.itemgetter(name), seq))  # a C loop, not bytecode
         except (KeyError, TypeError, IndexError):
             _raise_missing_column(seq, name)
     return count, out
