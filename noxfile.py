@@ -105,7 +105,7 @@ def cuda(session: nox.Session) -> None:
     if found is None or int(found.group(1)) == 0:
         session.skip(
             "no NVIDIA card is usable from this session's torch "
-            f"(its probe said {said!r}): the CUDA checks did not run"
+            f"(its probe: {found.group(0) if found else repr(said)[-300:]}): the CUDA checks did not run"
         )
     session.install(*CONSTRAINTS, "pytest", "hypothesis", CORE, TORCH, CONTRACTS)
     session.run("pytest", "packages/engine-torch/tests", "-q", env={"DEEPSHARP_TEST_CUDA": "1"})
