@@ -21,30 +21,22 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from workloads import conv_step, image_batch, titanic_batch  # noqa: E402
-
-from deepsharp.core import (  # noqa: E402
-    Adam,
-    BinaryCrossEntropy,
-    Conv2D,
-    CrossEntropy,
-    Dense,
-    Flatten,
-    Network,
-    Relu,
-    Trainer,
+from workloads import (  # noqa: E402
+    conv_step,
+    conv_trainer,
+    image_batch,
+    titanic_batch,
+    titanic_step,
+    titanic_trainer,
+    torch_conv_step,
+    torch_titanic_step,
 )
+
 from deepsharp.engines.torch import TorchEngine  # noqa: E402
 
 
-def titanic_trainer(engine: Any) -> Trainer:
-    network = Network([Dense(16), Relu(), Dense(1)], inputs=14)
-    return Trainer(network, BinaryCrossEntropy(), Adam(0.001), engine=engine, seed=0)
-
-
-def conv_trainer(engine: Any, count: int = 32, filters: int = 8) -> Trainer:
-    network = Network([Conv2D(filters, 3), Relu(), Flatten(), Dense(10)], inputs=(1, 28, 28))
-    return Trainer(network, CrossEntropy(), Adam(0.001), engine=engine, seed=0)
+def conv_8(engine: Any) -> Any:
+    return conv_trainer(engine, 8)
 
 
 def slots_after(make: Any, batch: Any, steps: int) -> bytes:
@@ -59,8 +51,8 @@ def determinism() -> dict[str, bool]:
     return {
         "titanic 200 steps twice, same bits": slots_after(titanic_trainer, titanic_batch(), 200)
         == slots_after(titanic_trainer, titanic_batch(), 200),
-        "conv 50 steps twice, same bits": slots_after(conv_trainer, image_batch(32), 50)
-        == slots_after(conv_trainer, image_batch(32), 50),
+        "conv 50 steps twice, same bits": slots_after(conv_8, image_batch(32), 50)
+        == slots_after(conv_8, image_batch(32), 50),
     }
 
 
@@ -68,7 +60,7 @@ def memory(steps: int = 2000) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     for name, make, batch in (
         ("titanic", titanic_trainer, titanic_batch()),
-        ("conv 32x8", conv_trainer, image_batch(32)),
+        ("conv 32x8", conv_8, image_batch(32)),
     ):
         trainer = make(TorchEngine.on_gpu(0))
         rows, answers = batch
@@ -92,7 +84,7 @@ def settings_left_alone() -> dict[str, bool]:
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     torch.use_deterministic_algorithms(False)
-    trainer = conv_trainer(TorchEngine.on_gpu(0))
+    trainer = conv_8(TorchEngine.on_gpu(0))
     images, classes = image_batch(32)
     trainer.step(images, classes)
     return {
@@ -100,48 +92,6 @@ def settings_left_alone() -> dict[str, bool]:
         "cudnn TF32 still the application's": torch.backends.cudnn.allow_tf32 is True,
         "deterministic algorithms still off": not torch.are_deterministic_algorithms_enabled(),
     }
-
-
-def peer_titanic(device: str) -> Any:
-    rows, answers = titanic_batch()
-    model = torch.nn.Sequential(
-        torch.nn.Linear(14, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)
-    ).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.001, eps=1e-7)
-    loss = torch.nn.BCEWithLogitsLoss()
-
-    def step() -> float:
-        x, y = torch.from_numpy(rows.copy()).to(device), torch.from_numpy(answers.copy()).to(device)
-        optimizer.zero_grad()
-        value = loss(model(x), y)
-        value.backward()
-        optimizer.step()
-        return float(value.item())
-
-    return step
-
-
-def peer_conv(device: str, count: int, filters: int) -> Any:
-    images, classes = image_batch(count)
-    model = torch.nn.Sequential(
-        torch.nn.Conv2d(1, filters, 3),
-        torch.nn.ReLU(),
-        torch.nn.Flatten(),
-        torch.nn.Linear(filters * 26 * 26, 10),
-    ).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.001, eps=1e-7)
-    loss = torch.nn.CrossEntropyLoss()
-
-    def step() -> float:
-        x = torch.from_numpy(images.copy()).to(device)
-        y = torch.from_numpy(classes.copy()).to(device)
-        optimizer.zero_grad()
-        value = loss(model(x), y)
-        value.backward()
-        optimizer.step()
-        return float(value.item())
-
-    return step
 
 
 def best(step: Any, number: int, rounds: int = 5) -> float:
@@ -159,15 +109,15 @@ def best(step: Any, number: int, rounds: int = 5) -> float:
 def benchmarks() -> dict[str, Any]:
     engine = TorchEngine.on_gpu(0)
     cases = {
-        "titanic": (
-            lambda: titanic_step_on(engine),
-            lambda: peer_titanic("cuda:0"),
-            200,
+        "titanic": (lambda: titanic_step(engine), lambda: torch_titanic_step("cuda:0"), 200),
+        "conv-32x8": (
+            lambda: conv_step(engine, 32, 8),
+            lambda: torch_conv_step(32, 8, "cuda:0"),
+            50,
         ),
-        "conv-32x8": (lambda: conv_step(engine, 32, 8), lambda: peer_conv("cuda:0", 32, 8), 50),
         "conv-256x32": (
             lambda: conv_step(engine, 256, 32),
-            lambda: peer_conv("cuda:0", 256, 32),
+            lambda: torch_conv_step(256, 32, "cuda:0"),
             20,
         ),
     }
@@ -176,12 +126,6 @@ def benchmarks() -> dict[str, Any]:
         ours, theirs = best(make(), number), best(make_peer(), number)
         figures[name] = {"step_us": ours * 1e6, "pytorch_us": theirs * 1e6, "ratio": ours / theirs}
     return figures
-
-
-def titanic_step_on(engine: Any) -> Any:
-    trainer = titanic_trainer(engine)
-    rows, answers = titanic_batch()
-    return lambda: trainer.step(rows.copy(), answers.copy())
 
 
 def main() -> int:
