@@ -1,0 +1,593 @@
+"""The rulebook: every operation's forward in engine operations, beside its rule.
+
+A rule says how an operation sends the gradient of its output back to its inputs, written once
+in engine operations — so every engine gets its gradients from the same rules. A rule is asked
+only for the inputs that lead to a tensor asked for (`node.needs`); it returns None for the rest.
+`apply` runs a rule forward and, while a `Recording` is open, leaves its node on the tape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from deepsharp.core import tensor as _tensor
+from deepsharp.core.engine import Engine, Handle
+from deepsharp.core.tensor import Node, Tensor
+
+__all__ = ["RULES", "Grads", "Rule", "Value", "apply", "parts", "same_padding"]
+
+Value = Tensor | float
+Grads = tuple[Handle | None, ...]
+
+
+class Rule:
+    """One operation: its forward in engine operations, and how it sends a gradient back."""
+
+    name = ""
+
+    def forward(self, engine: Engine, *args: Any, **attrs: Any) -> tuple[Handle, Any]:
+        """The output's handle, and whatever the way back needs beyond inputs and output."""
+        raise NotImplementedError
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        """The gradient towards each input (None where `node.needs` says it is not needed)."""
+        raise NotImplementedError
+
+
+RULES: dict[str, Rule] = {}
+
+
+def _rule(cls: type[Rule]) -> Rule:
+    rule = cls()
+    RULES[rule.name] = rule
+    return rule
+
+
+def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
+    """Run `rule` forward on the inputs' engine; record it when the pass needs its gradient."""
+    engine: Engine | None = None
+    args: list[Any] = []
+    for value in inputs:
+        if type(value) is Tensor or isinstance(value, Tensor):
+            if engine is None:
+                engine = value.engine
+            elif value.engine is not engine:
+                raise ValueError(
+                    f"{rule.name}: its inputs live on different engines "
+                    f"({engine.name} and {value.engine.name}); put them on one"
+                )
+            args.append(value.handle)
+        else:
+            args.append(value)
+    if engine is None:
+        raise TypeError(f"{rule.name}: at least one input must be a Tensor")
+    handle, saved = rule.forward(engine, *args, **attrs)
+    shape = engine.shape(handle)
+    recording = _tensor._active
+    if recording is None:
+        return Tensor(handle, shape, engine)
+    needs = tuple([recording.involves(value) for value in inputs])
+    if True not in needs:
+        return Tensor(handle, shape, engine)
+    node = Node(rule, inputs, attrs, (handle, saved), needs, shape, recording.generation)
+    recording.tape.append(node)
+    return Tensor(handle, shape, engine, node)
+
+
+def _shape(value: Value) -> tuple[int, ...]:
+    return value.shape if isinstance(value, Tensor) else ()
+
+
+def _output(node: Node) -> Handle:
+    return node.saved[0]
+
+
+def parts(engine: Engine, flat: Handle, shapes: Sequence[tuple[int, ...]]) -> list[Handle]:
+    """Consecutive parts of a flat tensor, each of its shape: how the core lays out slots and
+    optimizer memory. An engine may offer `parts` itself (the light engine does, so that an
+    update over all of a network's slots is one pass); otherwise slices are reshaped."""
+    own = getattr(engine, "parts", None)
+    if own is not None:
+        made: list[Handle] = own(flat, shapes)
+        return made
+    handles, start = [], 0
+    for shape in shapes:
+        count = math.prod(shape)
+        handles.append(engine.reshape(engine.slice(flat, 0, start, start + count), tuple(shape)))
+        start += count
+    return handles
+
+
+def _unbroadcast(
+    engine: Engine, grad: Handle, grad_shape: tuple[int, ...], shape: tuple[int, ...]
+) -> Handle:
+    """Sum a broadcast gradient back down to `shape`."""
+    if grad_shape == shape:
+        return grad
+    lead = len(grad_shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, size in enumerate(shape) if size == 1 and grad_shape[lead + i] != 1
+    )
+    total = engine.sum(grad, axes) if axes else grad
+    return engine.reshape(total, shape)
+
+
+# --- value by value, with broadcasting -------------------------------------------------------
+
+
+@_rule
+class Add(Rule):
+    name = "add"
+
+    def forward(self, engine: Engine, a: Any, b: Any) -> tuple[Handle, Any]:
+        return engine.add(a, b), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        a, b = node.inputs
+        return (
+            _unbroadcast(engine, grad, node.shape, _shape(a)) if node.needs[0] else None,
+            _unbroadcast(engine, grad, node.shape, _shape(b)) if node.needs[1] else None,
+        )
+
+
+@_rule
+class Sub(Rule):
+    name = "sub"
+
+    def forward(self, engine: Engine, a: Any, b: Any) -> tuple[Handle, Any]:
+        return engine.sub(a, b), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        a, b = node.inputs
+        return (
+            _unbroadcast(engine, grad, node.shape, _shape(a)) if node.needs[0] else None,
+            _unbroadcast(engine, engine.neg(grad), node.shape, _shape(b))
+            if node.needs[1]
+            else None,
+        )
+
+
+def _handle(value: Value) -> Any:
+    return value.handle if isinstance(value, Tensor) else value
+
+
+@_rule
+class Mul(Rule):
+    name = "mul"
+
+    def forward(self, engine: Engine, a: Any, b: Any) -> tuple[Handle, Any]:
+        return engine.mul(a, b), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        a, b = node.inputs
+        return (
+            _unbroadcast(engine, engine.mul(grad, _handle(b)), node.shape, _shape(a))
+            if node.needs[0]
+            else None,
+            _unbroadcast(engine, engine.mul(grad, _handle(a)), node.shape, _shape(b))
+            if node.needs[1]
+            else None,
+        )
+
+
+@_rule
+class Div(Rule):
+    name = "div"
+
+    def forward(self, engine: Engine, a: Any, b: Any) -> tuple[Handle, Any]:
+        return engine.div(a, b), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        a, b = node.inputs
+        towards_a = engine.div(grad, _handle(b))
+        return (
+            _unbroadcast(engine, towards_a, node.shape, _shape(a)) if node.needs[0] else None,
+            _unbroadcast(
+                engine, engine.neg(engine.mul(towards_a, _output(node))), node.shape, _shape(b)
+            )
+            if node.needs[1]
+            else None,
+        )
+
+
+@_rule
+class Maximum(Rule):
+    """The larger of two values; where they are equal, the gradient goes to the first."""
+
+    name = "maximum"
+
+    def forward(self, engine: Engine, a: Any, b: Any) -> tuple[Handle, Any]:
+        return engine.maximum(a, b), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        a, b = node.inputs
+        to_b = engine.mul(grad, engine.greater(_handle(b), _handle(a)))
+        return (
+            _unbroadcast(engine, engine.sub(grad, to_b), node.shape, _shape(a))
+            if node.needs[0]
+            else None,
+            _unbroadcast(engine, to_b, node.shape, _shape(b)) if node.needs[1] else None,
+        )
+
+
+class _Unary(Rule):
+    def forward(self, engine: Engine, x: Any) -> tuple[Handle, Any]:
+        return getattr(engine, self.name)(x), None
+
+    def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
+        """d out / d x, value by value."""
+        raise NotImplementedError
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        return (engine.mul(grad, self.local(engine, x.handle, _output(node))),)
+
+
+@_rule
+class Neg(_Unary):
+    name = "neg"
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        return (engine.neg(grad),)
+
+
+@_rule
+class Exp(_Unary):
+    name = "exp"
+
+    def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
+        return out
+
+
+@_rule
+class Log(_Unary):
+    name = "log"
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        return (engine.div(grad, x.handle),)
+
+
+@_rule
+class Log1p(_Unary):
+    name = "log1p"
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        return (engine.div(grad, engine.add(x.handle, 1.0)),)
+
+
+@_rule
+class Sqrt(_Unary):
+    name = "sqrt"
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        return (engine.div(engine.mul(grad, 0.5), _output(node)),)
+
+
+@_rule
+class Tanh(_Unary):
+    name = "tanh"
+
+    def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
+        return engine.sub(1.0, engine.mul(out, out))
+
+
+@_rule
+class Sigmoid(_Unary):
+    name = "sigmoid"
+
+    def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
+        return engine.mul(out, engine.sub(1.0, out))
+
+
+@_rule
+class Relu(_Unary):
+    name = "relu"
+
+    def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
+        return engine.greater(x, 0.0)
+
+
+@_rule
+class Abs(_Unary):
+    name = "abs"
+
+    def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
+        return engine.sub(engine.greater(x, 0.0), engine.greater(0.0, x))
+
+
+# --- totals ----------------------------------------------------------------------------------
+
+
+@_rule
+class Matmul(Rule):
+    name = "matmul"
+
+    def forward(
+        self, engine: Engine, a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False
+    ) -> tuple[Handle, Any]:
+        return engine.matmul(a, b, transpose_a, transpose_b), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        a, b = node.inputs
+        assert isinstance(a, Tensor) and isinstance(b, Tensor)
+        ta, tb = node.attrs.get("transpose_a", False), node.attrs.get("transpose_b", False)
+        ga = gb = None
+        if node.needs[0]:
+            ga = (
+                engine.matmul(b.handle, grad, tb, True)
+                if ta
+                else engine.matmul(grad, b.handle, False, not tb)
+            )
+        if node.needs[1]:
+            gb = (
+                engine.matmul(grad, a.handle, True, ta)
+                if tb
+                else engine.matmul(a.handle, grad, not ta, False)
+            )
+        return ga, gb
+
+
+@_rule
+class Affine(Rule):
+    """x @ w + b in one step (a dense layer): one node on the tape instead of two."""
+
+    name = "affine"
+
+    def forward(self, engine: Engine, x: Any, w: Any, b: Any) -> tuple[Handle, Any]:
+        return engine.add(engine.matmul(x, w), b), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x, w, _ = node.inputs
+        assert isinstance(x, Tensor) and isinstance(w, Tensor)
+        return (
+            engine.matmul(grad, w.handle, False, True) if node.needs[0] else None,
+            engine.matmul(x.handle, grad, True, False) if node.needs[1] else None,
+            engine.sum(grad, (0,)) if node.needs[2] else None,
+        )
+
+
+def _restore(
+    engine: Engine, grad: Handle, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool
+) -> Handle:
+    """A reduction's gradient spread back over the places it reduced."""
+    if not keepdims:
+        kept = tuple(1 if i in axes else size for i, size in enumerate(shape))
+        grad = engine.reshape(grad, kept)
+    return engine.broadcast_to(grad, shape)
+
+
+@_rule
+class Sum(Rule):
+    name = "sum"
+
+    def forward(
+        self, engine: Engine, x: Any, axes: tuple[int, ...], keepdims: bool = False
+    ) -> tuple[Handle, Any]:
+        return engine.sum(x, axes, keepdims), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        return (_restore(engine, grad, x.shape, node.attrs["axes"], node.attrs["keepdims"]),)
+
+
+@_rule
+class Mean(Rule):
+    name = "mean"
+
+    def forward(
+        self, engine: Engine, x: Any, axes: tuple[int, ...], keepdims: bool = False
+    ) -> tuple[Handle, Any]:
+        return engine.mean(x, axes, keepdims), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        count = 1
+        for axis in node.attrs["axes"]:
+            count *= x.shape[axis]
+        spread = _restore(engine, grad, x.shape, node.attrs["axes"], node.attrs["keepdims"])
+        return (engine.div(spread, float(count)),)
+
+
+@_rule
+class LogSoftmax(Rule):
+    """log(softmax(x)) over the last axis, taken as x - max - log(sum(exp(x - max)))."""
+
+    name = "log_softmax"
+
+    def forward(self, engine: Engine, x: Any) -> tuple[Handle, Any]:
+        last = (len(engine.shape(x)) - 1,)
+        shifted = engine.sub(x, engine.max(x, last, True))
+        return engine.sub(shifted, engine.log(engine.sum(engine.exp(shifted), last, True))), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        last = (len(node.shape) - 1,)
+        softmax = engine.exp(_output(node))
+        return (engine.sub(grad, engine.mul(softmax, engine.sum(grad, last, True))),)
+
+
+@_rule
+class BinaryCrossEntropyTerms(Rule):
+    """Each row's binary cross entropy from logits z and answers y, without overflow:
+    softplus(z) - z * y, where softplus(z) = log(1 + exp(z))."""
+
+    name = "binary_cross_entropy_terms"
+
+    def forward(self, engine: Engine, z: Any, y: Any) -> tuple[Handle, Any]:
+        return engine.sub(engine.softplus(z), engine.mul(z, y)), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        z, y = node.inputs
+        assert isinstance(z, Tensor)
+        gz = engine.mul(grad, engine.sub(engine.sigmoid(z.handle), _handle(y)))
+        gy = engine.neg(engine.mul(grad, z.handle)) if node.needs[1] else None
+        return gz, gy
+
+
+@_rule
+class BinaryCrossEntropy(Rule):
+    """The mean over every value of the binary cross entropy from logits z and answers y."""
+
+    name = "binary_cross_entropy"
+
+    def forward(self, engine: Engine, z: Any, y: Any) -> tuple[Handle, Any]:
+        terms = RULES["binary_cross_entropy_terms"].forward(engine, z, y)[0]
+        return engine.mean(terms, tuple(range(len(engine.shape(z))))), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        z, y = node.inputs
+        assert isinstance(z, Tensor)
+        scale = engine.div(grad, float(math.prod(z.shape)))
+        gz = engine.mul(engine.sub(engine.sigmoid(z.handle), _handle(y)), scale)
+        gy = engine.neg(engine.mul(z.handle, scale)) if node.needs[1] else None
+        return gz, gy
+
+
+# --- images ----------------------------------------------------------------------------------
+
+
+def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    """TensorFlow's 'same': the output has ceil(size / stride) places; extra zero goes after."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+@_rule
+class Conv2D(Rule):
+    name = "conv2d"
+
+    def forward(
+        self, engine: Engine, x: Any, w: Any, stride: int, padding: tuple[tuple[int, int], ...]
+    ) -> tuple[Handle, Any]:
+        return engine.conv2d(x, w, stride, (padding[0], padding[1])), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x, w = node.inputs
+        assert isinstance(x, Tensor) and isinstance(w, Tensor)
+        stride, padding = node.attrs["stride"], node.attrs["padding"]
+        gx = (
+            engine.conv2d_fold(grad, w.handle, (x.shape[2], x.shape[3]), stride, padding)
+            if node.needs[0]
+            else None
+        )
+        gw = (
+            engine.conv2d_weight_grad(x.handle, grad, (w.shape[2], w.shape[3]), stride, padding)
+            if node.needs[1]
+            else None
+        )
+        return gx, gw
+
+
+@_rule
+class MaxPool2D(Rule):
+    name = "maxpool2d"
+
+    def forward(self, engine: Engine, x: Any, pool: int) -> tuple[Handle, Any]:
+        return engine.maxpool2d(x, pool)
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        image = (x.shape[2], x.shape[3])
+        return (engine.maxpool2d_back(grad, node.saved[1], image, node.attrs["pool"]),)
+
+
+# --- moves -----------------------------------------------------------------------------------
+
+
+@_rule
+class Reshape(Rule):
+    name = "reshape"
+
+    def forward(self, engine: Engine, x: Any, shape: tuple[int, ...]) -> tuple[Handle, Any]:
+        return engine.reshape(x, shape), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        return (engine.reshape(grad, x.shape),)
+
+
+@_rule
+class Transpose(Rule):
+    name = "transpose"
+
+    def forward(self, engine: Engine, x: Any, axes: tuple[int, ...]) -> tuple[Handle, Any]:
+        return engine.transpose(x, axes), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        axes = node.attrs["axes"]
+        inverse = tuple(sorted(range(len(axes)), key=lambda i: axes[i]))
+        return (engine.transpose(grad, inverse),)
+
+
+@_rule
+class Slice(Rule):
+    name = "slice"
+
+    def forward(
+        self, engine: Engine, x: Any, axis: int, start: int, stop: int
+    ) -> tuple[Handle, Any]:
+        return engine.slice(x, axis, start, stop), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        axis, start, stop = node.attrs["axis"], node.attrs["start"], node.attrs["stop"]
+        widths = [(0, 0)] * len(x.shape)
+        widths[axis] = (start, x.shape[axis] - stop)
+        return (engine.pad(grad, widths),)
+
+
+@_rule
+class Pad(Rule):
+    name = "pad"
+
+    def forward(
+        self, engine: Engine, x: Any, widths: tuple[tuple[int, int], ...]
+    ) -> tuple[Handle, Any]:
+        return engine.pad(x, widths), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        for axis, (before, _) in enumerate(node.attrs["widths"]):
+            if node.shape[axis] != x.shape[axis]:
+                grad = engine.slice(grad, axis, before, before + x.shape[axis])
+        return (grad,)
+
+
+@_rule
+class Concatenate(Rule):
+    name = "concatenate"
+
+    def forward(self, engine: Engine, *xs: Any, axis: int) -> tuple[Handle, Any]:
+        return engine.concatenate(xs, axis), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        axis = node.attrs["axis"]
+        sizes = [x.shape[axis] for x in node.inputs if isinstance(x, Tensor)]
+        parts = engine.split(grad, sizes, axis)
+        return tuple(part if need else None for part, need in zip(parts, node.needs))
+
+
+@_rule
+class BroadcastTo(Rule):
+    name = "broadcast_to"
+
+    def forward(self, engine: Engine, x: Any, shape: tuple[int, ...]) -> tuple[Handle, Any]:
+        return engine.broadcast_to(x, shape), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        return (_unbroadcast(engine, grad, node.shape, x.shape),)
