@@ -22,7 +22,7 @@ from deepsharp.core.layers import Pass
 from deepsharp.core.losses import Loss, loss_from_json
 from deepsharp.core.network import Network
 from deepsharp.core.pipeline import Pipeline
-from deepsharp.core.tensor import Tensor
+from deepsharp.core.tensor import Replay, Tensor
 
 __all__ = ["CHUNK", "TrainedNetwork"]
 
@@ -69,16 +69,26 @@ class TrainedNetwork:
         made = make_engine(engine)
         with self.network.served(self.loss, made) as served:
             # The rows cross once; each chunk is a slice on the engine; the answers cross once.
+            # The first chunk goes through the layers and is traced; the others replay the
+            # trace: the same engine calls in the same order, without the layers' Python.
             rows = Tensor.put(made, features)
+            shape = (CHUNK, *rows.shape[1:])
             context = Pass(made, False, None)
+            bound, network, link, outputs = served.bound, self.network, self.loss.link, self.outputs
+            replay: Replay | None = None
             answers = []
             for start in range(0, padded, CHUNK):
-                chunk = Tensor(
-                    made.slice(rows.handle, 0, start, start + CHUNK), (CHUNK, *rows.shape[1:]), made
-                )
-                outputs = self.network.forward(chunk, served.bound, context)
-                flat = made.reshape(outputs.handle, (CHUNK, self.outputs))
-                answers.append(self.loss.link(made, flat))
+                handle = made.slice(rows.handle, 0, start, start + CHUNK)
+                if replay is not None:
+                    out = replay.replay(made, handle)
+                elif start == 0:
+                    replay, traced = Replay.trace(
+                        lambda x: network.forward(x, bound, context), Tensor(handle, shape, made)
+                    )
+                    out = traced.handle
+                else:
+                    out = network.forward(Tensor(handle, shape, made), bound, context).handle
+                answers.append(link(made, made.reshape(out, (CHUNK, outputs))))
             every = answers[0] if len(answers) == 1 else made.concatenate(answers, 0)
             result: NDArray[np.float32] = made.get(every)
         return result[:count]

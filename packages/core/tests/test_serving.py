@@ -1,0 +1,128 @@
+"""Serving in chunks: the first chunk goes through the layers and is traced, the others replay
+the trace. A replayed chunk must give the bits the layers give, on every engine installed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    Conv2D,
+    CrossEntropy,
+    Dense,
+    Flatten,
+    Layer,
+    MaxPool2D,
+    Network,
+    Pass,
+    Relu,
+    Tensor,
+    available_engines,
+    make_engine,
+)
+from deepsharp.core.errors import EngineUnavailableError
+from deepsharp.core.pipeline import Pipeline
+from deepsharp.core.random import Generator
+from deepsharp.core.serving import CHUNK, TrainedNetwork
+from deepsharp.core.tensor import Replay
+
+
+def _engines() -> list[str]:
+    found = []
+    for name in available_engines():
+        spec = "torch:cpu" if name == "torch" else name
+        try:
+            make_engine(spec)
+        except EngineUnavailableError:
+            continue
+        found.append(spec)
+    return found
+
+
+class Peek(Layer):
+    """Brings its rows to the host on the way through: a pass that cannot be replayed."""
+
+    calls = 0
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        self.calls += 1
+        self.seen = x.numpy()
+        return x
+
+
+class Scaled(Layer):
+    """Multiplies by twice its slot: `scale * 2` involves no rows, so it is worked out once."""
+
+    def build(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        self.slot("scale", shape, "ones")
+        return shape
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        return x * (slots["scale"] * 2.0)
+
+
+def _trained(layers: list[Layer], inputs: tuple[int, ...]) -> TrainedNetwork:
+    network = Network(layers, inputs=inputs)
+    network.initialize(Generator(7))
+    return TrainedNetwork(network, CrossEntropy(), Pipeline())
+
+
+def _layer_by_layer(trained: TrainedNetwork, features: np.ndarray, engine: str) -> np.ndarray:
+    """The answers with every chunk run through the layers (nothing replayed)."""
+    count = features.shape[0]
+    padded = -(-count // CHUNK) * CHUNK
+    rows = np.concatenate([features, np.zeros((padded - count, *features.shape[1:]), np.float32)])
+    with trained.network.served(trained.loss, make_engine(engine)) as served:
+        chunks = [served.answer(rows[i : i + CHUNK]) for i in range(0, padded, CHUNK)]
+    return np.concatenate(chunks)[:count]
+
+
+@pytest.mark.parametrize("engine", _engines())
+def test_replayed_chunks_give_the_bits_the_layers_give(engine: str) -> None:
+    trained = _trained(
+        [Conv2D(4, 3, padding="same"), Relu(), MaxPool2D(2), Flatten(), Scaled(), Dense(3)],
+        (1, 6, 6),
+    )
+    images = np.random.default_rng(3).random((100, 1, 6, 6)).astype(np.float32)
+    served = trained.answer_features(images, engine)
+    assert served.shape == (100, 3)
+    assert served.tobytes() == _layer_by_layer(trained, images, engine).tobytes()
+
+
+def test_a_pass_that_reads_its_values_is_run_through_the_layers_every_chunk() -> None:
+    peek = Peek()
+    trained = _trained([Dense(5), peek, Relu(), Dense(2)], (4,))
+    rows = np.random.default_rng(4).standard_normal((70, 4)).astype(np.float32)
+    served = trained.answer_features(rows)
+    assert served.tobytes() == _layer_by_layer(trained, rows, "light").tobytes()
+    peek.calls = 0
+    trained.answer_features(rows)
+    assert peek.calls == 3  # 70 rows: three chunks, each through the layers
+
+
+def test_a_trace_refuses_a_pass_that_moves_values() -> None:
+    network = Network([Dense(3), Peek()], inputs=(2,))
+    network.initialize(Generator(1))
+    engine = make_engine("light")
+    bound = network.put(engine)
+    context = Pass(engine, False, None)
+    x = Tensor.put(engine, np.ones((4, 2), np.float32))
+    replay, out = Replay.trace(lambda t: network.forward(t, bound, context), x)
+    assert replay is None and out.shape == (4, 3)
+
+
+def test_a_replay_runs_the_traced_rules_on_new_rows() -> None:
+    network = Network([Dense(3), Relu(), Scaled()], inputs=(2,))
+    network.initialize(Generator(2))
+    engine = make_engine("light")
+    bound = network.put(engine)
+    context = Pass(engine, False, None)
+    first = Tensor.put(engine, np.ones((4, 2), np.float32))
+    replay, _ = Replay.trace(lambda t: network.forward(t, bound, context), first)
+    assert replay is not None
+    other = np.random.default_rng(5).standard_normal((4, 2)).astype(np.float32)
+    again = engine.get(replay.replay(engine, engine.put(other)))
+    direct = network.forward(Tensor.put(engine, other), bound, context).numpy()
+    assert again.tobytes() == direct.tobytes()
