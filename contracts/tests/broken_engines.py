@@ -33,6 +33,20 @@ class Float16Products(ExampleEngine):
         return half.astype(np.float32)
 
 
+class Float32LargeProducts(ExampleEngine):
+    """Adds large products in float32, as a plain BLAS call would (small ones stay honest)."""
+
+    name = "float32-large-products"
+
+    def matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        a, b = (a.T if transpose_a else a), (b.T if transpose_b else b)
+        if a.shape[0] * b.shape[1] < 1000:
+            return super().matmul(a, b)
+        return np.matmul(a, b).astype(np.float32)
+
+
 class DropsLastTerm(ExampleEngine):
     """A sum that leaves out the last term along the last axis it reduces."""
 
@@ -125,6 +139,10 @@ class _HalfGradient(Rule):
 
 def float16_products() -> ExampleEngine:
     return Float16Products()
+
+
+def float32_large_products() -> ExampleEngine:
+    return Float32LargeProducts()
 
 
 def drops_last_term() -> ExampleEngine:

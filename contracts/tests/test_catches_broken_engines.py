@@ -30,7 +30,9 @@ BROKEN: dict[str, set[str]] = {
     "broken_engines:float16_products": {
         "test_totals::test_matmul_within_totals_bound",
         "test_totals::test_matmul_with_every_transpose_of_a_long_total",
+        "test_totals::test_large_totals_within_bound",
     },
+    "broken_engines:float32_large_products": {"test_totals::test_large_totals_within_bound"},
     "broken_engines:drops_last_term": {"test_totals::test_sum_within_totals_bound"},
     "broken_engines:flips_a_bit": {"test_moves::test_reshape_moves_every_bit"},
     "broken_engines:round_trips": {

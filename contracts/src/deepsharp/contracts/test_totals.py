@@ -185,3 +185,31 @@ def test_matmul_with_every_transpose_of_a_long_total(engine: Engine, contract: C
             sb = np.ascontiguousarray(b.T) if tb else b
             got = engine.get(engine.matmul(engine.put(sa), engine.put(sb), ta, tb))
             contract.totals("matmul", got, *ref)
+
+
+def test_large_totals_within_bound(engine: Engine, contract: Contract) -> None:
+    """Products and convolutions large enough that an engine may work them a block at a time
+    (the light engine does above 2**18 float64 temporaries): every element still within bound."""
+    for (m, k, n), sign in itertools.product([(700, 400, 3), (3, 400, 700)], ["positive", "mixed"]):
+        a, b = draw(m + n, (m, k), signs=sign), draw(k, (k, n), signs=sign)
+        ref = references("matmul", a, b)
+        for ta, tb in itertools.product([False, True], repeat=2):
+            sa = np.ascontiguousarray(a.T) if ta else a
+            sb = np.ascontiguousarray(b.T) if tb else b
+            got = engine.get(engine.matmul(engine.put(sa), engine.put(sb), ta, tb))
+            contract.totals("matmul", got, *ref)
+    from deepsharp.core.ops import same_padding
+
+    padding = (same_padding(20, 3, 1), same_padding(20, 3, 1))
+    for sign in ("positive", "mixed"):
+        x = draw(1, (48, 2, 20, 20), signs=sign)
+        w = draw(2, (8, 2, 3, 3), signs=sign)
+        gy = draw(3, (48, 8, 20, 20), signs=sign)
+        got = engine.get(engine.conv2d(engine.put(x), engine.put(w), 1, padding))
+        contract.totals("conv2d", got, *references("conv2d", x, w, 1, padding))
+        handle = engine.conv2d_weight_grad(engine.put(x), engine.put(gy), (3, 3), 1, padding)
+        ref = references("conv2d_weight_grad", x, gy, (3, 3), 1, padding)
+        contract.totals("conv2d_weight_grad", engine.get(handle), *ref)
+        handle = engine.conv2d_fold(engine.put(gy), engine.put(w), (20, 20), 1, padding)
+        ref = references("conv2d_fold", gy, w, (20, 20), 1, padding)
+        contract.totals("conv2d_fold", engine.get(handle), *ref)

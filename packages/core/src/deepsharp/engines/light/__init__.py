@@ -26,6 +26,12 @@ F32 = np.float32
 Array = Any  # a handle: the NumPy array itself
 Padding = tuple[int, int]
 
+_BLOCK = 1 << 18
+"""How many float64 values a large total's temporaries may hold (2 MiB). A large product or
+convolution is worked a block of rows (or images) at a time, so the float64 copies stay in
+the processor's caches instead of crossing memory whole; each element is still one float64
+total rounded once."""
+
 
 class LightEngine:
     """The engine that ships with the core: needs nothing but NumPy, trains and serves."""
@@ -69,8 +75,26 @@ class LightEngine:
     def matmul(
         self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
     ) -> Array:
-        product = np.matmul(a.T if transpose_a else a, b.T if transpose_b else b, dtype=np.float64)
-        return product.astype(self.dtype)
+        a = a.T if transpose_a else a
+        b = b.T if transpose_b else b
+        (rows, inner), columns = a.shape, b.shape[1]
+        if (rows + columns) * inner + rows * columns > _BLOCK:
+            # Large: the small side widened once, the large side a block at a time.
+            if rows >= columns and inner * columns <= _BLOCK:
+                out = np.empty((rows, columns), self.dtype)
+                wide = b.astype(np.float64)
+                step = max(1, _BLOCK // (inner + columns))
+                for i in range(0, rows, step):
+                    out[i : i + step] = np.matmul(a[i : i + step], wide, dtype=np.float64)
+                return out
+            if columns > rows and rows * inner <= _BLOCK:
+                out = np.empty((rows, columns), self.dtype)
+                wide = a.astype(np.float64)
+                step = max(1, _BLOCK // (inner + rows))
+                for j in range(0, columns, step):
+                    out[:, j : j + step] = np.matmul(wide, b[:, j : j + step], dtype=np.float64)
+                return out
+        return np.matmul(a, b, dtype=np.float64).astype(self.dtype)
 
     def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
         total = np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims)  # type: ignore[call-overload]
@@ -87,9 +111,14 @@ class LightEngine:
     # one batched product with the filters, no transposed copies of the large tensors.
     def conv2d(self, x: Array, w: Array, stride: int, padding: tuple[Padding, Padding]) -> Array:
         cols, out_h, out_w = _columns(x, w.shape[2], w.shape[3], stride, padding)
+        count, depth, places = cols.shape
         filters = w.shape[0]
-        y = np.matmul(w.reshape(filters, -1), cols, dtype=np.float64)  # (N, F, P)
-        return y.astype(self.dtype).reshape(x.shape[0], filters, out_h, out_w)
+        out = np.empty((count, filters, places), self.dtype)
+        flat = w.reshape(filters, depth)
+        step = max(1, _BLOCK // ((filters + depth) * places))
+        for i in range(0, count, step):  # (n, F, P) in float64, a few images at a time
+            out[i : i + step] = np.matmul(flat, cols[i : i + step], dtype=np.float64)
+        return out.reshape(count, filters, out_h, out_w)
 
     def conv2d_weight_grad(
         self,
@@ -100,11 +129,16 @@ class LightEngine:
         padding: tuple[Padding, Padding],
     ) -> Array:
         cols, _, _ = _columns(x, kernel[0], kernel[1], stride, padding)
-        count, filters = gy.shape[:2]
-        each = np.matmul(
-            gy.reshape(count, filters, -1), cols.transpose(0, 2, 1), dtype=np.float64
-        )  # (N, F, C*kh*kw): one image's share each, added in float64
-        total = np.add.reduce(each, axis=0)
+        count, depth, places = cols.shape
+        filters = gy.shape[1]
+        grads = gy.reshape(count, filters, places)
+        total = np.zeros((filters, depth), np.float64)
+        step = max(1, _BLOCK // ((filters + depth) * places))
+        for i in range(0, count, step):  # each image's share (F, C*kh*kw), added in float64
+            each = np.matmul(
+                grads[i : i + step], cols[i : i + step].transpose(0, 2, 1), dtype=np.float64
+            )
+            total += np.add.reduce(each, axis=0)
         return total.astype(self.dtype).reshape(filters, x.shape[1], kernel[0], kernel[1])
 
     def conv2d_fold(
