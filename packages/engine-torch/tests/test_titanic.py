@@ -46,6 +46,21 @@ def test_a_network_trained_on_one_engine_is_served_on_the_other(
     assert np.all(np.abs(here - there) <= 1e-5 + 1.3e-6 * np.abs(here))
 
 
+def test_on_torch_a_row_is_answered_the_same_alone_and_in_any_company(
+    runs: dict[str, Run],
+) -> None:
+    rows = titanic.rows()
+    trained = runs["torch:cpu"].trained
+    every = trained.predict(rows, "torch:cpu")  # 28 chunks: the later ones replayed
+    for index in (0, 33, 890):
+        alone = trained.predict([rows[index]], "torch:cpu")
+        assert alone.tobytes() == every[index].tobytes()
+    order = np.random.default_rng(2).permutation(891)[:100]
+    assert trained.predict([rows[i] for i in order], "torch:cpu").tobytes() == (
+        every[order].tobytes()
+    )
+
+
 @pytest.mark.parametrize(
     ("taken_on", "resumed_on"), [("torch:cpu", "light"), ("light", "torch:cpu")]
 )
