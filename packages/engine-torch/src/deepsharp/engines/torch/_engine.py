@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,9 @@ F32: Any = None
 I64: Any = None
 TorchTensor: Any = None
 _conv_backward: Any = None
+
+_BLOCK = 1 << 19
+"""How many float64 values a large total's temporaries may hold on the processor (4 MiB)."""
 
 _SERIAL_BELOW = 32768
 """libtorch's grain size: value-by-value kernels on fewer elements run on one thread."""
@@ -152,7 +156,7 @@ class TorchEngine:
         self.device: str = device
         self._device = module.device(device)
         self._cuda = self._device.type == "cuda"
-        self._exact = _Exact() if self._cuda else None
+        self._guard: Any = _Exact() if self._cuda else nullcontext()
 
     @classmethod
     def on_cpu(cls) -> TorchEngine:
@@ -202,15 +206,35 @@ class TorchEngine:
         return tuple(handle.shape)
 
     # --- totals ----------------------------------------------------------------------------
+    # Every total is added in float64 and rounded once (see _wide). On the processor a large
+    # one is worked a block of rows (or images) at a time, so that the float64 copies stay in
+    # the caches instead of crossing memory whole; on a card it is one call.
     def matmul(
         self, a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False
     ) -> Tensor:
-        # Every total is added in float64 and rounded once (see _wide).
-        a, b = _wide(a.t() if transpose_a else a), _wide(b.t() if transpose_b else b)
-        if self._exact is None:
-            return torch.mm(a, b).to(F32)
-        with self._exact:
-            return torch.mm(a, b).to(F32)
+        a = a.t() if transpose_a else a
+        b = b.t() if transpose_b else b
+        (rows, inner), columns = a.shape, b.shape[1]
+        with self._guard:
+            if not self._cuda and (rows + columns) * inner + rows * columns > _BLOCK:
+                if transpose_a and rows > columns and inner * columns <= _BLOCK:
+                    # Blocks of a's rows would be strided: (b.T @ a.T).T reads a by its rows.
+                    return self.matmul(b, a, True, True).t().contiguous()
+                if rows >= columns and inner * columns <= _BLOCK:
+                    out = torch.empty((rows, columns), dtype=F32)
+                    wide = _wide(b)
+                    step = max(1, _BLOCK // (inner + columns))
+                    for i in range(0, rows, step):
+                        out[i : i + step] = torch.mm(_wide(a[i : i + step]), wide)
+                    return out
+                if columns > rows and rows * inner <= _BLOCK:
+                    out = torch.empty((rows, columns), dtype=F32)
+                    wide = _wide(a)
+                    step = max(1, _BLOCK // (inner + rows))
+                    for j in range(0, columns, step):
+                        out[:, j : j + step] = torch.mm(wide, _wide(b[:, j : j + step]))
+                    return out
+            return torch.mm(_wide(a), _wide(b)).to(F32)
 
     def sum(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
         if not axes:
@@ -226,12 +250,30 @@ class TorchEngine:
         total = torch.sum(x, axes, keepdims, dtype=torch.float64)
         return total.div_(count).to(F32)
 
+    def _images_a_block(self, shape: Sequence[int], filters: int, kernel: Sequence[int]) -> int:
+        """How many images a convolution's block takes: its float64 windows and outputs (about
+        (filters + C*kh*kw) * H * W values an image) within _BLOCK; every image on a card."""
+        count, channels, height, width = shape
+        if self._cuda:
+            return max(1, count)
+        per_image = (filters + channels * kernel[0] * kernel[1]) * height * width
+        return max(1, _BLOCK // per_image)
+
     def conv2d(self, x: Tensor, w: Tensor, stride: int, padding: tuple[Padding, Padding]) -> Tensor:
-        x, pads = _padded(_wide(x), padding)
-        if self._exact is None:
-            return F.conv2d(x, _wide(w), None, stride, pads).to(F32)
-        with self._exact:
-            return F.conv2d(x, _wide(w), None, stride, pads).to(F32)
+        count = x.shape[0]
+        step = self._images_a_block(x.shape, w.shape[0], w.shape[2:])
+        wide = _wide(w)
+        out: Tensor = None
+        with self._guard:
+            for i in range(0, count, step):
+                images, pads = _padded(_wide(x[i : i + step]), padding)
+                y = F.conv2d(images, wide, None, stride, pads)
+                if step >= count:
+                    return y.to(F32)
+                if out is None:
+                    out = torch.empty((count, *y.shape[1:]), dtype=F32)
+                out[i : i + step] = y
+        return out
 
     def conv2d_weight_grad(
         self,
@@ -241,20 +283,22 @@ class TorchEngine:
         stride: int,
         padding: tuple[Padding, Padding],
     ) -> Tensor:
-        # A forward convolution of the images (channels as the batch) with the outputs'
-        # gradient (rows as channels, dilated by the stride): libtorch's own weight gradient
-        # splits its sum over the rows across threads, so its bits change with the thread count.
-        x, pads = _padded(_wide(x), padding)
-        images, grads = x.transpose(0, 1), _wide(gy).transpose(0, 1)
-        if self._exact is None:
-            out = F.conv2d(images, grads, None, 1, pads, stride)
-        else:
-            with self._exact:
-                out = F.conv2d(images, grads, None, 1, pads, stride)
-        kh, kw = kernel
-        if out.shape[2] != kh or out.shape[3] != kw:
-            out = out[:, :, :kh, :kw]
-        return out.transpose(0, 1).to(F32)
+        # Each image's windows (unfolded) times its outputs' gradient, the images' shares added
+        # in float64: libtorch's own weight gradient splits its sum over the rows across
+        # threads, so its bits would change with the thread count.
+        count, channels = x.shape[:2]
+        filters = gy.shape[1]
+        step = self._images_a_block(x.shape, filters, kernel)
+        total = torch.zeros(
+            (filters, channels * kernel[0] * kernel[1]), dtype=torch.float64, device=x.device
+        )
+        with self._guard:
+            for i in range(0, count, step):
+                images, pads = _padded(_wide(x[i : i + step]), padding)
+                windows = F.unfold(images, kernel, 1, pads, stride)  # (n, C*kh*kw, P)
+                grads = _wide(gy[i : i + step]).reshape(images.shape[0], filters, -1)
+                total += torch.bmm(grads, windows.transpose(1, 2)).sum(0)
+        return total.reshape(filters, channels, *kernel).to(F32)
 
     def conv2d_fold(
         self,
@@ -268,18 +312,24 @@ class TorchEngine:
         even = top == bottom and left == right
         height = image[0] if even else image[0] + top + bottom
         width = image[1] if even else image[1] + left + right
-        gy, w = _wide(gy), _wide(w)
-        x = gy.new_empty(1).expand(gy.shape[0], w.shape[1], height, width)
+        count, filters = gy.shape[:2]
+        channels = w.shape[1]
+        step = self._images_a_block(
+            (count, channels, height, width), filters, (w.shape[2], w.shape[3])
+        )
+        wide = _wide(w)
         pads = (top, left) if even else (0, 0)
-        args = (gy, x, w, None, (stride, stride), pads, (1, 1), False, (0, 0), 1)
-        if self._exact is None:
-            folded = _conv_backward(*args, (True, False, False))[0]
-        else:
-            with self._exact:
+        out = torch.empty((count, channels, *image), dtype=F32, device=gy.device)
+        with self._guard:
+            for i in range(0, count, step):
+                grads = _wide(gy[i : i + step])
+                x = grads.new_empty(1).expand(grads.shape[0], channels, height, width)
+                args = (grads, x, wide, None, (stride, stride), pads, (1, 1), False, (0, 0), 1)
                 folded = _conv_backward(*args, (True, False, False))[0]
-        if even:
-            return folded.to(F32)
-        return folded[:, :, top : top + image[0], left : left + image[1]].to(F32)
+                if not even:
+                    folded = folded[:, :, top : top + image[0], left : left + image[1]]
+                out[i : i + step] = folded
+        return out
 
     # --- value by value --------------------------------------------------------------------
     def add(self, a: Any, b: Any) -> Tensor:
@@ -302,7 +352,13 @@ class TorchEngine:
         return torch.maximum(a, b)
 
     def greater(self, a: Any, b: Any) -> Tensor:
-        return (a > b).to(F32)
+        # Compared straight into float32 (one pass, not a bool tensor and a conversion).
+        if not isinstance(a, TorchTensor):
+            return torch.lt(b, a, out=torch.empty(b.shape, dtype=F32, device=b.device))
+        if not isinstance(b, TorchTensor):
+            return torch.gt(a, b, out=torch.empty(a.shape, dtype=F32, device=a.device))
+        shape = torch.broadcast_shapes(a.shape, b.shape)
+        return torch.gt(a, b, out=torch.empty(shape, dtype=F32, device=a.device))
 
     def where(self, condition: Tensor, a: Any, b: Any) -> Tensor:
         out = torch.where(condition != 0, a, b)
