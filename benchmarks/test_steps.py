@@ -37,9 +37,9 @@ GUARDS = {
     ("titanic", "light"): 0.6,
     ("titanic", "torch:cpu"): 1.5,
     ("conv-32x8", "light"): 1.8,
-    ("conv-32x8", "torch:cpu"): 2.5,
-    ("conv-256x32", "light"): 4.5,
-    ("conv-256x32", "torch:cpu"): 8.0,
+    ("conv-32x8", "torch:cpu"): 2.4,
+    ("conv-256x32", "light"): 3.0,
+    ("conv-256x32", "torch:cpu"): 3.5,
 }
 
 WORKLOADS: dict[str, tuple[Any, Any, int, int]] = {
