@@ -4,6 +4,7 @@ the trace. A replayed chunk must give the bits the layers give, on every engine 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pytest
@@ -104,27 +105,32 @@ def test_a_pass_that_reads_its_values_is_run_through_the_layers_every_chunk() ->
     assert peek.calls == 3  # 70 rows: three chunks, each through the layers
 
 
-def test_a_trace_refuses_a_pass_that_moves_values() -> None:
-    network = Network([Dense(3), Peek()], inputs=(2,))
+def _traced(layers: list[Layer]) -> tuple[Replay | None, Tensor, Any]:
+    """A network of `layers` on the light engine, traced on 4 rows of 2 ones: the replay, the
+    traced output, and the network's forward."""
+    network = Network(layers, inputs=(2,))
     network.initialize(Generator(1))
     engine = make_engine("light")
     bound = network.put(engine)
     context = Pass(engine, False, None)
-    x = Tensor.put(engine, np.ones((4, 2), np.float32))
-    replay, out = Replay.trace(lambda t: network.forward(t, bound, context), x)
+
+    def forward(x: Tensor) -> Tensor:
+        return network.forward(x, bound, context)
+
+    replay, out = Replay.trace(forward, Tensor.put(engine, np.ones((4, 2), np.float32)))
+    return replay, out, forward
+
+
+def test_a_trace_refuses_a_pass_that_moves_values() -> None:
+    replay, out, _ = _traced([Dense(3), Peek()])
     assert replay is None and out.shape == (4, 3)
 
 
 def test_a_replay_runs_the_traced_rules_on_new_rows() -> None:
-    network = Network([Dense(3), Relu(), Scaled()], inputs=(2,))
-    network.initialize(Generator(2))
-    engine = make_engine("light")
-    bound = network.put(engine)
-    context = Pass(engine, False, None)
-    first = Tensor.put(engine, np.ones((4, 2), np.float32))
-    replay, _ = Replay.trace(lambda t: network.forward(t, bound, context), first)
+    replay, traced, forward = _traced([Dense(3), Relu(), Scaled()])
     assert replay is not None
+    engine = traced.engine
     other = np.random.default_rng(5).standard_normal((4, 2)).astype(np.float32)
     again = engine.get(replay.replay(engine, engine.put(other)))
-    direct = network.forward(Tensor.put(engine, other), bound, context).numpy()
+    direct = forward(Tensor.put(engine, other)).numpy()
     assert again.tobytes() == direct.tobytes()

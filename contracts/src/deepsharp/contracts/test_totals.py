@@ -175,16 +175,21 @@ def test_conv2d_fold_within_totals_bound(
     contract.totals("conv2d_fold", engine.get(handle), *ref)
 
 
+def _every_transpose(engine: Engine, contract: Contract, a: Any, b: Any) -> None:
+    """a @ b held to the bound with each operand stored as it is and transposed."""
+    ref = references("matmul", a, b)
+    for ta, tb in itertools.product([False, True], repeat=2):
+        sa = np.ascontiguousarray(a.T) if ta else a
+        sb = np.ascontiguousarray(b.T) if tb else b
+        got = engine.get(engine.matmul(engine.put(sa), engine.put(sb), ta, tb))
+        contract.totals("matmul", got, *ref)
+
+
 def test_matmul_with_every_transpose_of_a_long_total(engine: Engine, contract: Contract) -> None:
     """Products of 4,096 terms, one sign and both, each way round (a fixed, deterministic case)."""
     for (m, n), sign in itertools.product([(1, 1), (1, 5), (5, 1), (3, 7)], ["mixed", "positive"]):
         a, b = draw(m * 10 + n, (m, 4096), signs=sign), draw(n, (4096, n), signs=sign)
-        ref = references("matmul", a, b)
-        for ta, tb in itertools.product([False, True], repeat=2):
-            sa = np.ascontiguousarray(a.T) if ta else a
-            sb = np.ascontiguousarray(b.T) if tb else b
-            got = engine.get(engine.matmul(engine.put(sa), engine.put(sb), ta, tb))
-            contract.totals("matmul", got, *ref)
+        _every_transpose(engine, contract, a, b)
 
 
 def test_large_totals_within_bound(engine: Engine, contract: Contract) -> None:
@@ -192,12 +197,7 @@ def test_large_totals_within_bound(engine: Engine, contract: Contract) -> None:
     (the light engine does above 2**18 float64 temporaries): every element still within bound."""
     for (m, k, n), sign in itertools.product([(700, 400, 3), (3, 400, 700)], ["positive", "mixed"]):
         a, b = draw(m + n, (m, k), signs=sign), draw(k, (k, n), signs=sign)
-        ref = references("matmul", a, b)
-        for ta, tb in itertools.product([False, True], repeat=2):
-            sa = np.ascontiguousarray(a.T) if ta else a
-            sb = np.ascontiguousarray(b.T) if tb else b
-            got = engine.get(engine.matmul(engine.put(sa), engine.put(sb), ta, tb))
-            contract.totals("matmul", got, *ref)
+        _every_transpose(engine, contract, a, b)
     from deepsharp.core.ops import same_padding
 
     padding = (same_padding(20, 3, 1), same_padding(20, 3, 1))
