@@ -3,6 +3,7 @@ the trace. A replayed chunk must give the bits the layers give, on every engine 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +11,8 @@ import numpy as np
 import pytest
 
 from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
     Conv2D,
     CrossEntropy,
     Dense,
@@ -20,6 +23,7 @@ from deepsharp.core import (
     Pass,
     Relu,
     Tensor,
+    Trainer,
     available_engines,
     make_engine,
 )
@@ -134,3 +138,39 @@ def test_a_replay_runs_the_traced_rules_on_new_rows() -> None:
     again = engine.get(replay.replay(engine, engine.put(other)))
     direct = forward(Tensor.put(engine, other)).numpy()
     assert again.tobytes() == direct.tobytes()
+
+
+def test_one_thread_serves_while_another_trains() -> None:
+    """Recordings are per thread: a trace while another thread records a step is no nesting."""
+    trained = _trained([Dense(8), Relu(), Dense(3)], (4,))
+    rows = np.random.default_rng(6).standard_normal((200, 4)).astype(np.float32)
+    expected = trained.answer_features(rows)
+    trainer = Trainer(
+        Network([Dense(8), Relu(), Dense(1)], inputs=4), BinaryCrossEntropy(), Adam(0.01), seed=0
+    )
+    answers = (rows[:32, :1] > 0).astype(np.float32)
+    failures: list[BaseException] = []
+    served: list[np.ndarray] = []
+
+    def train() -> None:
+        try:
+            for _ in range(300):
+                trainer.step(rows[:32], answers)
+        except BaseException as error:  # pragma: no cover - reported below
+            failures.append(error)
+
+    def serve() -> None:
+        try:
+            for _ in range(30):
+                served.append(trained.answer_features(rows))
+        except BaseException as error:  # pragma: no cover - reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=train), threading.Thread(target=serve)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+    assert len(served) == 30
+    assert all(answer.tobytes() == expected.tobytes() for answer in served)

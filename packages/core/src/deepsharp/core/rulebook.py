@@ -65,7 +65,7 @@ def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
         raise TypeError(f"{rule.name}: at least one input must be a Tensor")
     handle, saved = rule.forward(engine, *args, **attrs)
     shape = engine.shape(handle)
-    recording = _tensor._active
+    recording = _tensor._recordings.active
     if recording is None:
         return Tensor(handle, shape, engine)
     needs = tuple([recording.involves(value) for value in inputs])

@@ -9,6 +9,8 @@ the tape is dropped. Nodes never refer to their outputs, so no reference cycles 
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +24,14 @@ else:
 
 __all__ = ["Node", "Recording", "Replay", "Tensor"]
 
-_active: Recording | None = None
+
+class _Recordings(threading.local):
+    """The recording open in each thread: one thread may train while another serves."""
+
+    active: Recording | None = None
+
+
+_recordings = _Recordings()
 
 
 class Tensor:
@@ -114,25 +123,22 @@ class Node:
 class Recording:
     """A pass that needs gradients towards `wanted` (and nothing else)."""
 
-    _generations = 0
+    _generations = itertools.count(1)  # next() on a count is one step: safe across threads
 
     def __init__(self, wanted: Sequence[Tensor]) -> None:
-        Recording._generations += 1
-        self.generation = Recording._generations
+        self.generation = next(Recording._generations)
         self.wanted = {id(tensor): index for index, tensor in enumerate(wanted)}
         self.tape: list[Node] = []
         self.rules_applied = 0
 
     def __enter__(self) -> Recording:
-        global _active
-        if _active is not None:
-            raise RuntimeError("a recording is already open: passes do not nest")
-        _active = self
+        if _recordings.active is not None:
+            raise RuntimeError("a recording is already open in this thread: passes do not nest")
+        _recordings.active = self
         return self
 
     def __exit__(self, *exc: object) -> None:
-        global _active
-        _active = None
+        _recordings.active = None
         self.drop()
 
     def involves(self, value: Tensor | float) -> bool:
