@@ -263,13 +263,14 @@ class TorchEngine:
         count = x.shape[0]
         step = self._images_a_block(x.shape, w.shape[0], w.shape[2:])
         wide = _wide(w)
-        out: Tensor = None
         with self._guard:
+            if step >= count:  # on a card, or few images: one call
+                images, pads = _padded(_wide(x), padding)
+                return F.conv2d(images, wide, None, stride, pads).to(F32)
+            out: Tensor = None
             for i in range(0, count, step):
                 images, pads = _padded(_wide(x[i : i + step]), padding)
                 y = F.conv2d(images, wide, None, stride, pads)
-                if step >= count:
-                    return y.to(F32)
                 if out is None:
                     out = torch.empty((count, *y.shape[1:]), dtype=F32)
                 out[i : i + step] = y
