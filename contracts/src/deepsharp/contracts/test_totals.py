@@ -193,11 +193,16 @@ def test_matmul_with_every_transpose_of_a_long_total(engine: Engine, contract: C
 
 
 def test_large_totals_within_bound(engine: Engine, contract: Contract) -> None:
-    """Products and convolutions large enough that an engine may work them a block at a time
-    (the light engine does above 2**18 float64 temporaries): every element still within bound."""
+    """Products, sums and convolutions large enough that an engine may work them a block at a
+    time (light and torch do, above 2**18 and 2**19 float64 values): every element within bound."""
     for (m, k, n), sign in itertools.product([(700, 400, 3), (3, 400, 700)], ["positive", "mixed"]):
         a, b = draw(m + n, (m, k), signs=sign), draw(k, (k, n), signs=sign)
         _every_transpose(engine, contract, a, b)
+    x = draw(4, (64, 8, 40, 40), signs="positive")
+    for axes, keepdims in (((0, 2, 3), False), ((1,), True), ((0,), False), ((0, 1, 2, 3), False)):
+        for operation in ("sum", "mean"):
+            got = engine.get(getattr(engine, operation)(engine.put(x), axes, keepdims))
+            contract.totals(operation, got, *references(operation, x, axes, keepdims))
     from deepsharp.core.ops import same_padding
 
     padding = (same_padding(20, 3, 1), same_padding(20, 3, 1))

@@ -293,11 +293,6 @@ class Relu(_Unary):
     def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
         return engine.greater(x, 0.0)
 
-    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
-        # The gradient where the input was above 0, else 0: one pass (the output is not 0
-        # exactly where the input is above 0), not a mask and then a product.
-        return (engine.where(_output(node), grad, 0.0),)
-
 
 @_rule
 class Abs(_Unary):

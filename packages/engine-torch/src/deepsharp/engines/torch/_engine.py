@@ -239,7 +239,7 @@ class TorchEngine:
     def sum(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
         if not axes:
             return x if x.dtype == F32 else x.to(F32)
-        return torch.sum(x, axes, keepdims, dtype=torch.float64).to(F32)
+        return self._total(x, axes, keepdims).to(F32)
 
     def mean(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
         if not axes:
@@ -247,8 +247,27 @@ class TorchEngine:
         count = 1
         for axis in axes:
             count *= x.shape[axis]
-        total = torch.sum(x, axes, keepdims, dtype=torch.float64)
-        return total.div_(count).to(F32)
+        return self._total(x, axes, keepdims).div_(count).to(F32)
+
+    def _total(self, x: Tensor, axes: tuple[int, ...], keepdims: bool) -> Tensor:
+        """The float64 total over `axes`. libtorch widens a whole tensor before it adds it up
+        in float64, so on the processor a large one is added a block of its first axis at a
+        time: the blocks' totals added in float64 where that axis is summed, else laid end
+        to end."""
+        count = x.shape[0] if x.dim() else 1
+        if self._cuda or count < 2 or x.numel() <= _BLOCK:
+            return torch.sum(x, axes, keepdims, dtype=torch.float64)
+        step = max(1, _BLOCK * count // x.numel())
+        parts = [
+            torch.sum(x[i : i + step], axes, keepdims, dtype=torch.float64)
+            for i in range(0, count, step)
+        ]
+        if 0 not in {axis % x.dim() for axis in axes}:
+            return torch.cat(parts, 0)
+        total = parts[0]
+        for part in parts[1:]:
+            total += part
+        return total
 
     def _images_a_block(self, shape: Sequence[int], filters: int, kernel: Sequence[int]) -> int:
         """How many images a convolution's block takes: its float64 windows and outputs (about
