@@ -195,7 +195,9 @@ def test_matmul_with_every_transpose_of_a_long_total(engine: Engine, contract: C
 def test_large_totals_within_bound(engine: Engine, contract: Contract) -> None:
     """Products, sums and convolutions large enough that an engine may work them a block at a
     time (light and torch do, above 2**18 and 2**19 float64 values): every element within bound."""
-    for (m, k, n), sign in itertools.product([(700, 400, 3), (3, 400, 700)], ["positive", "mixed"]):
+    for (m, k, n), sign in itertools.product(
+        [(1400, 400, 3), (3, 400, 1400)], ["positive", "mixed"]
+    ):
         a, b = draw(m + n, (m, k), signs=sign), draw(k, (k, n), signs=sign)
         _every_transpose(engine, contract, a, b)
     x = draw(4, (64, 8, 40, 40), signs="positive")
@@ -207,9 +209,9 @@ def test_large_totals_within_bound(engine: Engine, contract: Contract) -> None:
 
     padding = (same_padding(20, 3, 1), same_padding(20, 3, 1))
     for sign in ("positive", "mixed"):
-        x = draw(1, (48, 2, 20, 20), signs=sign)
+        x = draw(1, (64, 2, 20, 20), signs=sign)
         w = draw(2, (8, 2, 3, 3), signs=sign)
-        gy = draw(3, (48, 8, 20, 20), signs=sign)
+        gy = draw(3, (64, 8, 20, 20), signs=sign)
         got = engine.get(engine.conv2d(engine.put(x), engine.put(w), 1, padding))
         contract.totals("conv2d", got, *references("conv2d", x, w, 1, padding))
         handle = engine.conv2d_weight_grad(engine.put(x), engine.put(gy), (3, 3), 1, padding)

@@ -36,6 +36,7 @@ __all__ = [
     "Operand",
     "available_engines",
     "make_engine",
+    "product_blocks",
 ]
 
 Handle = Any
@@ -252,6 +253,31 @@ class Engine(Protocol):
     ) -> Handle:
         """Sends each window's gradient to the place its selection names; zeros elsewhere."""
         ...
+
+
+def product_blocks(
+    rows: int, inner: int, columns: int, transposed_a: bool, budget: int
+) -> tuple[str, int]:
+    """How an engine that widens its totals may work a product (rows x inner) @ (inner x
+    columns) so that the wide copies stay within `budget` values (and so in cache):
+
+    - ``("whole", 0)``: small enough to widen both sides at once;
+    - ``("turned", 0)``: a is stored transposed and a block of its rows would be strided: form
+      (b.T @ a.T).T instead, which reads a by its rows;
+    - ``("rows", step)``: widen b once, a `step` rows at a time;
+    - ``("columns", step)``: widen a once, b `step` columns at a time;
+    - ``("whole", 0)`` too when neither side is small enough to widen once.
+    The light and torch engines use it; each element stays one wide total rounded once.
+    """
+    if (rows + columns) * inner + rows * columns <= budget:
+        return "whole", 0
+    if transposed_a and rows > columns and inner * columns <= budget:
+        return "turned", 0
+    if inner * columns <= budget:
+        return "rows", max(1, budget // (inner + columns))
+    if rows * inner <= budget:
+        return "columns", max(1, budget // (inner + rows))
+    return "whole", 0
 
 
 def _registered() -> dict[str, Any]:

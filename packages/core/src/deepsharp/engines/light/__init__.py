@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from deepsharp.core.engine import Counters, EngineIdentity
+from deepsharp.core.engine import Counters, EngineIdentity, product_blocks
 
 __all__ = ["LightEngine", "ReferenceEngine", "from_spec"]
 
@@ -78,22 +78,22 @@ class LightEngine:
         a = a.T if transpose_a else a
         b = b.T if transpose_b else b
         (rows, inner), columns = a.shape, b.shape[1]
-        if (rows + columns) * inner + rows * columns > _BLOCK:
-            # Large: the small side widened once, the large side a block at a time.
-            if rows >= columns and inner * columns <= _BLOCK:
-                out = np.empty((rows, columns), self.dtype)
-                wide = b.astype(np.float64)
-                step = max(1, _BLOCK // (inner + columns))
-                for i in range(0, rows, step):
-                    out[i : i + step] = np.matmul(a[i : i + step], wide, dtype=np.float64)
-                return out
-            if columns > rows and rows * inner <= _BLOCK:
-                out = np.empty((rows, columns), self.dtype)
-                wide = a.astype(np.float64)
-                step = max(1, _BLOCK // (inner + rows))
-                for j in range(0, columns, step):
-                    out[:, j : j + step] = np.matmul(wide, b[:, j : j + step], dtype=np.float64)
-                return out
+        # A large product: the small side widened once, the large one a block at a time.
+        how, step = product_blocks(rows, inner, columns, transpose_a, _BLOCK)
+        if how == "turned":
+            return np.ascontiguousarray(self.matmul(b, a, True, True).T)
+        if how == "rows":
+            out = np.empty((rows, columns), self.dtype)
+            wide = b.astype(np.float64)
+            for i in range(0, rows, step):
+                out[i : i + step] = np.matmul(a[i : i + step], wide, dtype=np.float64)
+            return out
+        if how == "columns":
+            out = np.empty((rows, columns), self.dtype)
+            wide = a.astype(np.float64)
+            for j in range(0, columns, step):
+                out[:, j : j + step] = np.matmul(wide, b[:, j : j + step], dtype=np.float64)
+            return out
         return np.matmul(a, b, dtype=np.float64).astype(self.dtype)
 
     def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:

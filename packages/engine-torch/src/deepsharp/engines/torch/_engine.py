@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.engine import Counters, EngineIdentity
+from deepsharp.core.engine import Counters, EngineIdentity, product_blocks
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
 from deepsharp.engines.torch._probe import cuda_refusal, load_torch
 
@@ -215,25 +215,26 @@ class TorchEngine:
         a = a.t() if transpose_a else a
         b = b.t() if transpose_b else b
         (rows, inner), columns = a.shape, b.shape[1]
+        how, step = (
+            ("whole", 0)
+            if self._cuda
+            else product_blocks(rows, inner, columns, transpose_a, _BLOCK)
+        )
+        if how == "turned":
+            return self.matmul(b, a, True, True).t().contiguous()
         with self._guard:
-            if not self._cuda and (rows + columns) * inner + rows * columns > _BLOCK:
-                if transpose_a and rows > columns and inner * columns <= _BLOCK:
-                    # Blocks of a's rows would be strided: (b.T @ a.T).T reads a by its rows.
-                    return self.matmul(b, a, True, True).t().contiguous()
-                if rows >= columns and inner * columns <= _BLOCK:
-                    out = torch.empty((rows, columns), dtype=F32)
-                    wide = _wide(b)
-                    step = max(1, _BLOCK // (inner + columns))
-                    for i in range(0, rows, step):
-                        out[i : i + step] = torch.mm(_wide(a[i : i + step]), wide)
-                    return out
-                if columns > rows and rows * inner <= _BLOCK:
-                    out = torch.empty((rows, columns), dtype=F32)
-                    wide = _wide(a)
-                    step = max(1, _BLOCK // (inner + rows))
-                    for j in range(0, columns, step):
-                        out[:, j : j + step] = torch.mm(wide, _wide(b[:, j : j + step]))
-                    return out
+            if how == "rows":
+                out = torch.empty((rows, columns), dtype=F32)
+                wide = _wide(b)
+                for i in range(0, rows, step):
+                    out[i : i + step] = torch.mm(_wide(a[i : i + step]), wide)
+                return out
+            if how == "columns":
+                out = torch.empty((rows, columns), dtype=F32)
+                wide = _wide(a)
+                for j in range(0, columns, step):
+                    out[:, j : j + step] = torch.mm(wide, _wide(b[:, j : j + step]))
+                return out
             return torch.mm(_wide(a), _wide(b)).to(F32)
 
     def sum(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
