@@ -37,7 +37,7 @@ def test_a_large_product_is_split_where_the_wide_copies_stay_within_budget(
         ((3, 300), (300, 2000), False, False),
     ],
 )
-def test_every_way_of_splitting_gives_the_whole_products_bits(
+def test_every_way_of_splitting_stays_within_a_unit_of_the_whole_product(
     shape_a: tuple[int, int], shape_b: tuple[int, int], ta: bool, tb: bool
 ) -> None:
     rng = np.random.default_rng(0)

@@ -61,18 +61,26 @@ def test_on_torch_a_row_is_answered_the_same_alone_and_in_any_company(
     )
 
 
+def _fit_titanic(options: FitOptions, resume_from: Path | None = None) -> Run:
+    """The Titanic sample's recipe, network, loss and optimizer, fitted with `options`."""
+    return fit(
+        titanic.pipeline(),
+        titanic.rows(),
+        titanic.network(),
+        BinaryCrossEntropy(),
+        Adam(0.001),
+        options,
+        resume_from=resume_from,
+    )
+
+
 @pytest.mark.parametrize(
     ("taken_on", "resumed_on"), [("torch:cpu", "light"), ("light", "torch:cpu")]
 )
 def test_a_checkpoint_is_refused_on_the_other_engine_naming_both(
     tmp_path: Path, taken_on: str, resumed_on: str
 ) -> None:
-    fit(
-        titanic.pipeline(),
-        titanic.rows(),
-        titanic.network(),
-        BinaryCrossEntropy(),
-        Adam(0.001),
+    _fit_titanic(
         FitOptions(
             seed=1,
             engine=taken_on,
@@ -80,15 +88,10 @@ def test_a_checkpoint_is_refused_on_the_other_engine_naming_both(
             progress=False,
             checkpoint_dir=tmp_path,
             checkpoint_every=1,
-        ),
+        )
     )
     with pytest.raises(EngineMismatchError) as refused:
-        fit(
-            titanic.pipeline(),
-            titanic.rows(),
-            titanic.network(),
-            BinaryCrossEntropy(),
-            Adam(0.001),
+        _fit_titanic(
             FitOptions(seed=1, engine=resumed_on, epochs=2, progress=False),
             resume_from=Checkpoint.path_in(tmp_path),
         )

@@ -35,6 +35,7 @@ __all__ = [
     "Handle",
     "Operand",
     "available_engines",
+    "images_a_block",
     "make_engine",
     "product_blocks",
 ]
@@ -278,6 +279,13 @@ def product_blocks(
     if rows * inner <= budget:
         return "columns", max(1, budget // (inner + rows))
     return "whole", 0
+
+
+def images_a_block(filters: int, window: int, places: int, budget: int) -> int:
+    """How many images a convolution that widens its totals may take at a time so that its
+    wide outputs (`filters` values a place) and windows (`window` = C*kh*kw values a place),
+    over `places` places an image, stay within `budget` values: at least one."""
+    return max(1, budget // ((filters + window) * places))
 
 
 def _registered() -> dict[str, Any]:

@@ -310,29 +310,28 @@ def _columns(rows: object, names: Sequence[str]) -> tuple[int, dict[str, _Column
             return count, {wanted[0]: list(map(operator.itemgetter(wanted[0]), seq))}
         flat = list(itertools.chain.from_iterable(map(operator.itemgetter(*wanted), seq)))
     except (KeyError, TypeError, IndexError):
-        _raise_missing_column(seq, wanted)
-        raise  # pragma: no cover - the line above always raises
+        raise _missing_column(seq, wanted) from None
     width = len(wanted)
     return count, {name: flat[i::width] for i, name in enumerate(wanted)}
 
 
-def _raise_missing_column(rows: Sequence[Any], names: Sequence[str]) -> None:
-    """The DataError for the first row that is not a mapping or lacks one of `names`."""
+def _missing_column(rows: Sequence[Any], names: Sequence[str]) -> DataError:
+    """The error for the first row that is not a mapping or lacks one of `names`."""
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
-            raise DataError(
+            return DataError(
                 f"{_row_text(i)} is of type {type(row).__name__}, not a mapping "
                 f"from column name to value"
-            ) from None
+            )
         for name in names:
             if name not in row:
                 columns = ", ".join(repr(str(k)) for k in row)
-                raise DataError(
+                return DataError(
                     f"{_row_text(i)} has no column {name!r}; that row has the columns: "
                     f"{columns or '(none)'}"
-                ) from None
-    shown = ", ".join(repr(name) for name in names)
-    raise DataError(f"the columns {shown} could not be read from the rows")  # pragma: no cover
+                )
+    shown = ", ".join(repr(name) for name in names)  # pragma: no cover - a lookup failed
+    return DataError(f"the columns {shown} could not be read from the rows")  # pragma: no cover
 
 
 def _frame_columns(frame: Any, names: Sequence[str]) -> tuple[int, dict[str, _Column]]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.engine import Engine, make_engine
+from deepsharp.core.engine import Engine, Handle, make_engine
 from deepsharp.core.errors import FileFormatError
 from deepsharp.core.files import read_safetensors, write_safetensors
 from deepsharp.core.layers import Pass
@@ -74,21 +74,23 @@ class TrainedNetwork:
             rows = Tensor.put(made, features)
             shape = (CHUNK, *rows.shape[1:])
             context = Pass(made, False, None)
-            bound, network, link, outputs = served.bound, self.network, self.loss.link, self.outputs
-            replay: Replay | None = None
-            answers = []
-            for start in range(0, padded, CHUNK):
+            network, bound = self.network, served.bound
+
+            def forward(chunk: Tensor) -> Tensor:
+                return network.forward(chunk, bound, context)
+
+            def answer(out: Handle) -> Handle:
+                return self.loss.link(made, made.reshape(out, (CHUNK, self.outputs)))
+
+            first = Tensor(made.slice(rows.handle, 0, 0, CHUNK), shape, made)
+            replay, traced = Replay.trace(forward, first)
+            answers = [answer(traced.handle)]
+            for start in range(CHUNK, padded, CHUNK):
                 handle = made.slice(rows.handle, 0, start, start + CHUNK)
-                if replay is not None:
-                    out = replay.replay(made, handle)
-                elif start == 0:
-                    replay, traced = Replay.trace(
-                        lambda x: network.forward(x, bound, context), Tensor(handle, shape, made)
-                    )
-                    out = traced.handle
+                if replay is None:  # a pass that moves values runs through the layers each time
+                    answers.append(answer(forward(Tensor(handle, shape, made)).handle))
                 else:
-                    out = network.forward(Tensor(handle, shape, made), bound, context).handle
-                answers.append(link(made, made.reshape(out, (CHUNK, outputs))))
+                    answers.append(answer(replay.replay(made, handle)))
             every = answers[0] if len(answers) == 1 else made.concatenate(answers, 0)
             result: NDArray[np.float32] = made.get(every)
         return result[:count]

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from deepsharp.core.engine import Counters, EngineIdentity, product_blocks
+from deepsharp.core.engine import Counters, EngineIdentity, images_a_block, product_blocks
 
 __all__ = ["LightEngine", "ReferenceEngine", "from_spec"]
 
@@ -115,7 +115,7 @@ class LightEngine:
         filters = w.shape[0]
         out = np.empty((count, filters, places), self.dtype)
         flat = w.reshape(filters, depth)
-        step = max(1, _BLOCK // ((filters + depth) * places))
+        step = images_a_block(filters, depth, places, _BLOCK)
         for i in range(0, count, step):  # (n, F, P) in float64, a few images at a time
             out[i : i + step] = np.matmul(flat, cols[i : i + step], dtype=np.float64)
         return out.reshape(count, filters, out_h, out_w)
@@ -133,7 +133,7 @@ class LightEngine:
         filters = gy.shape[1]
         grads = gy.reshape(count, filters, places)
         total = np.zeros((filters, depth), np.float64)
-        step = max(1, _BLOCK // ((filters + depth) * places))
+        step = images_a_block(filters, depth, places, _BLOCK)
         for i in range(0, count, step):  # each image's share (F, C*kh*kw), added in float64
             each = np.matmul(
                 grads[i : i + step], cols[i : i + step].transpose(0, 2, 1), dtype=np.float64

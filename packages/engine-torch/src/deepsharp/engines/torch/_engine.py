@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.engine import Counters, EngineIdentity, product_blocks
+from deepsharp.core.engine import Counters, EngineIdentity, images_a_block, product_blocks
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
 from deepsharp.engines.torch._probe import cuda_refusal, load_torch
 
@@ -276,8 +276,7 @@ class TorchEngine:
         count, channels, height, width = shape
         if self._cuda:
             return max(1, count)
-        per_image = (filters + channels * kernel[0] * kernel[1]) * height * width
-        return max(1, _BLOCK // per_image)
+        return images_a_block(filters, channels * kernel[0] * kernel[1], height * width, _BLOCK)
 
     def conv2d(self, x: Tensor, w: Tensor, stride: int, padding: tuple[Padding, Padding]) -> Tensor:
         count = x.shape[0]
