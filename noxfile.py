@@ -89,10 +89,11 @@ def oldest(session: nox.Session) -> None:
 
 @nox.session(python=TORCH_PYTHON)
 def torch(session: nox.Session) -> None:
-    """The torch engine's tests and the contracts on torch:cpu."""
+    """The torch engine's tests and the contracts on torch:cpu, float64 and float32 totals."""
     session.install(*CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TORCH, CONTRACTS)
     session.run("pytest", "packages/engine-torch/tests", "-q", *session.posargs)
     _contracts(session, "torch:cpu")
+    _contracts(session, "torch:cpu:float32-totals")
 
 
 @nox.session(python=TORCH_PYTHON)
@@ -110,6 +111,7 @@ def cuda(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, "pytest", "hypothesis", CORE, TORCH, CONTRACTS)
     session.run("pytest", "packages/engine-torch/tests", "-q", env={"DEEPSHARP_TEST_CUDA": "1"})
     _contracts(session, "torch:cuda:0")
+    _contracts(session, "torch:cuda:0:float32-totals")
 
 
 @nox.session(python=TORCH_PYTHON)

@@ -24,7 +24,8 @@ _results: dict[str, Any] = {}
 
 
 def engine_specs() -> list[str]:
-    """Every engine installed here that can be made (torch on the processor)."""
+    """Every engine installed here that can be made (torch on the processor, with float64
+    totals and with float32 ones)."""
     specs = []
     for name in available_engines():
         spec = "torch:cpu" if name == "torch" else name
@@ -33,6 +34,8 @@ def engine_specs() -> list[str]:
         except EngineUnavailableError:
             continue
         specs.append(spec)
+        if name == "torch":
+            specs.append("torch:cpu:float32-totals")
     return specs
 
 

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 from example_engine import ExampleEngine
 
+from deepsharp.contracts.measure import FLOAT32_TOTALS
+from deepsharp.core.engine import EngineIdentity
 from deepsharp.core.ops import RULES, Rule
 from deepsharp.core.tensor import Node
 
@@ -56,6 +58,17 @@ class DropsLastTerm(ExampleEngine):
         last = max(axes)
         kept = np.take(x, np.arange(x.shape[last] - 1), axis=last)
         return np.sum(kept, axis=axes, dtype=np.float64, keepdims=keepdims).astype(np.float32)
+
+
+class Float32TotalsDropsLastTerm(DropsLastTerm):
+    """The same dropped term in an engine that declares float32 totals: the wider bound
+    those are held to must still catch it."""
+
+    name = "float32-totals-drops-last-term"
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, precision=FLOAT32_TOTALS)
 
 
 class FlipsABit(ExampleEngine):
@@ -147,6 +160,10 @@ def float32_large_products() -> ExampleEngine:
 
 def drops_last_term() -> ExampleEngine:
     return DropsLastTerm()
+
+
+def float32_totals_drops_last_term() -> ExampleEngine:
+    return Float32TotalsDropsLastTerm()
 
 
 def flips_a_bit() -> ExampleEngine:

@@ -37,6 +37,10 @@ BROKEN: dict[str, set[str]] = {
         "test_totals::test_sum_within_totals_bound",
         "test_totals::test_large_totals_within_bound",
     },
+    "broken_engines:float32_totals_drops_last_term": {
+        "test_totals::test_sum_within_totals_bound",
+        "test_totals::test_large_totals_within_bound",
+    },
     "broken_engines:flips_a_bit": {"test_moves::test_reshape_moves_every_bit"},
     "broken_engines:round_trips": {
         "test_training::test_a_titanic_step_makes_two_transfers_in_and_one_out"

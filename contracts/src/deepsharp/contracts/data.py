@@ -87,22 +87,39 @@ class AbsoluteTotals(ReferenceEngine):
     def mean(self, x: Any, axes: tuple[int, ...], keepdims: bool = False) -> Any:
         return super().mean(np.abs(x), axes, keepdims)
 
-    def conv2d(self, x: Any, w: Any, stride: int, padding: Any) -> Any:
-        return super().conv2d(np.abs(x), np.abs(w), stride, padding)
+    def conv2d(self, x: Any, w: Any, stride: int, padding: Any, bias: Any = None) -> Any:
+        bias = None if bias is None else np.abs(bias)
+        return super().conv2d(np.abs(x), np.abs(w), stride, padding, bias)
 
-    def conv2d_weight_grad(self, x: Any, gy: Any, kernel: Any, stride: int, padding: Any) -> Any:
-        return super().conv2d_weight_grad(np.abs(x), np.abs(gy), kernel, stride, padding)
+    def conv2d_weight_grad(
+        self, x: Any, gy: Any, kernel: Any, stride: int, padding: Any, bias: bool = False
+    ) -> Any:
+        return super().conv2d_weight_grad(np.abs(x), np.abs(gy), kernel, stride, padding, bias)
 
     def conv2d_fold(self, gy: Any, w: Any, image: Any, stride: int, padding: Any) -> Any:
         return super().conv2d_fold(np.abs(gy), np.abs(w), image, stride, padding)
 
 
-def references(operation: str, *args: Any) -> tuple[Array, Array]:
-    """`operation` on the same float32 inputs on the float64 reference engine, and Σ|terms|:
-    the same on `AbsoluteTotals` (arrays are put on each engine; other arguments pass as they
-    are)."""
+class TermCounts(ReferenceEngine):
+    """The float64 reference engine over ones: how many terms each element's total adds (a
+    mean's terms too), what the bound of float32 totals is made of."""
+
+    name = "reference counting terms"
+
+    def put(self, array: Any) -> Any:
+        held = super().put(array)
+        return np.ones_like(held) if held.dtype.kind == "f" else held
+
+    def mean(self, x: Any, axes: tuple[int, ...], keepdims: bool = False) -> Any:
+        return super().sum(x, axes, keepdims)
+
+
+def references(operation: str, *args: Any) -> tuple[Array, Array, Array]:
+    """`operation` on the same float32 inputs on the float64 reference engine; Σ|terms|: the
+    same on `AbsoluteTotals`; and how many terms each element adds: the same on `TermCounts`
+    (arrays are put on each engine; other arguments pass as they are)."""
     results = []
-    for engine in (ReferenceEngine(), AbsoluteTotals()):
+    for engine in (ReferenceEngine(), AbsoluteTotals(), TermCounts()):
         handles = [engine.put(a) if isinstance(a, np.ndarray) else a for a in args]
         results.append(np.asarray(engine.get(getattr(engine, operation)(*handles)), np.float64))
-    return results[0], results[1]
+    return results[0], results[1], results[2]

@@ -120,7 +120,7 @@ def contract(engine_spec: str, engine: Engine, pytestconfig: pytest.Config) -> C
     measurements.identities[engine_spec] = (
         identity.to_json() if hasattr(identity, "to_json") else {"name": engine.name}
     )
-    return Contract(engine_spec, measurements)
+    return Contract(engine_spec, measurements, getattr(identity, "precision", None))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

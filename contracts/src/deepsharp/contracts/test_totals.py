@@ -143,6 +143,13 @@ def test_conv2d_within_totals_bound(
     w = draw(seed + 1, (case["filters"], case["channels"], *case["kernel"]), signs=sign)
     got = engine.get(engine.conv2d(engine.put(x), engine.put(w), case["stride"], case["padding"]))
     contract.totals("conv2d", got, *references("conv2d", x, w, case["stride"], case["padding"]))
+    # With a bias: one more term of every total.
+    b = draw(seed + 2, (case["filters"],), signs=sign)
+    handle = engine.conv2d(
+        engine.put(x), engine.put(w), case["stride"], case["padding"], engine.put(b)
+    )
+    ref = references("conv2d", x, w, case["stride"], case["padding"], b)
+    contract.totals("conv2d with bias", engine.get(handle), *ref)
 
 
 @CHECKS
@@ -158,6 +165,13 @@ def test_conv2d_weight_grad_within_totals_bound(
     )
     ref = references("conv2d_weight_grad", x, gy, case["kernel"], case["stride"], case["padding"])
     contract.totals("conv2d_weight_grad", engine.get(handle), *ref)
+    # With the biases' gradient from the same pass: the filters' the same, gy's totals beside.
+    weights, biases = engine.conv2d_weight_grad(
+        engine.put(x), engine.put(gy), case["kernel"], case["stride"], case["padding"], True
+    )
+    contract.totals("conv2d_weight_grad with bias", engine.get(weights), *ref)
+    ref = references("sum", gy, (0, 2, 3))
+    contract.totals("conv2d_weight_grad with bias", engine.get(biases), *ref)
 
 
 @CHECKS
@@ -211,12 +225,17 @@ def test_large_totals_within_bound(engine: Engine, contract: Contract) -> None:
     for sign in ("positive", "mixed"):
         x = draw(1, (64, 2, 20, 20), signs=sign)
         w = draw(2, (8, 2, 3, 3), signs=sign)
+        b = draw(5, (8,), signs=sign)
         gy = draw(3, (64, 8, 20, 20), signs=sign)
-        got = engine.get(engine.conv2d(engine.put(x), engine.put(w), 1, padding))
-        contract.totals("conv2d", got, *references("conv2d", x, w, 1, padding))
-        handle = engine.conv2d_weight_grad(engine.put(x), engine.put(gy), (3, 3), 1, padding)
+        got = engine.get(engine.conv2d(engine.put(x), engine.put(w), 1, padding, engine.put(b)))
+        contract.totals("conv2d with bias", got, *references("conv2d", x, w, 1, padding, b))
+        weights, biases = engine.conv2d_weight_grad(
+            engine.put(x), engine.put(gy), (3, 3), 1, padding, True
+        )
         ref = references("conv2d_weight_grad", x, gy, (3, 3), 1, padding)
-        contract.totals("conv2d_weight_grad", engine.get(handle), *ref)
+        contract.totals("conv2d_weight_grad with bias", engine.get(weights), *ref)
+        ref = references("sum", gy, (0, 2, 3))
+        contract.totals("conv2d_weight_grad with bias", engine.get(biases), *ref)
         handle = engine.conv2d_fold(engine.put(gy), engine.put(w), (20, 20), 1, padding)
         ref = references("conv2d_fold", gy, w, (20, 20), 1, padding)
         contract.totals("conv2d_fold", engine.get(handle), *ref)

@@ -125,6 +125,17 @@ def test_where_within_value_tolerance(
     contract.values("where", got, np.where(condition != 0, ra, rb))
 
 
+@CHECKS
+@given(shape=small_shapes, seed=seeds)
+def test_relu_back_passes_the_gradient_where_x_is_positive(
+    engine: Engine, contract: Contract, shape: tuple[int, ...], seed: int
+) -> None:
+    x = draw(seed, shape, low=-3, high=3, zeros=0.2)  # zeros: ReLU's way back sends none there
+    grad = draw(seed + 1, shape, low=-3, high=3)
+    got = engine.get(engine.relu_back(engine.put(x), engine.put(grad)))
+    contract.values("relu_back", got, np.where(x > 0, grad.astype(np.float64), 0.0))
+
+
 slot_shapes = st.lists(small_shapes, min_size=1, max_size=3)
 
 

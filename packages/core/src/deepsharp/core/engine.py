@@ -52,11 +52,16 @@ Padding = tuple[int, int]
 
 @dataclass(frozen=True)
 class EngineIdentity:
-    """What a checkpoint records of the engine it was taken on."""
+    """What a checkpoint records of the engine it was taken on.
+
+    `precision` is set by an engine that can add in more than one way (the torch engine's
+    float32 totals): a run goes on only with the same precision. None is the engine's default.
+    """
 
     name: str
     version: str | None = None
     device: str | None = None
+    precision: str | None = None
 
     def __str__(self) -> str:
         parts = [self.name]
@@ -64,21 +69,28 @@ class EngineIdentity:
             parts.append(self.version)
         if self.device is not None:
             parts.append(f"on {self.device}")
+        if self.precision is not None:
+            parts.append(f"with {self.precision}")
         return " ".join(parts)
 
     def to_json(self) -> dict[str, str | None]:
-        return {"name": self.name, "version": self.version, "device": self.device}
+        data = {"name": self.name, "version": self.version, "device": self.device}
+        if self.precision is not None:
+            data["precision"] = self.precision
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> EngineIdentity:
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
             raise ValueError(f"an engine identity must be a mapping with a 'name', not {data!r}")
-        version, device = data.get("version"), data.get("device")
-        if not (version is None or isinstance(version, str)) or not (
-            device is None or isinstance(device, str)
+        version, device, precision = data.get("version"), data.get("device"), data.get("precision")
+        if not all(
+            value is None or isinstance(value, str) for value in (version, device, precision)
         ):
-            raise ValueError(f"an engine identity's version and device must be text, not {data!r}")
-        return cls(data["name"], version, device)
+            raise ValueError(
+                f"an engine identity's version, device and precision must be text, not {data!r}"
+            )
+        return cls(data["name"], version, device, precision)
 
 
 @dataclass
@@ -129,10 +141,18 @@ class Engine(Protocol):
 
     def mean(self, x: Handle, axes: tuple[int, ...], keepdims: bool = False) -> Handle: ...
 
-    def conv2d(self, x: Handle, w: Handle, stride: int, padding: tuple[Padding, Padding]) -> Handle:
+    def conv2d(
+        self,
+        x: Handle,
+        w: Handle,
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: Handle | None = None,
+    ) -> Handle:
         """Cross-correlation of images x (N, C, H, W) with filters w (F, C, kh, kw) -> (N, F, oh, ow).
 
-        `padding` is ((top, bottom), (left, right)) zeros around each image.
+        `padding` is ((top, bottom), (left, right)) zeros around each image. With `bias` (F,),
+        each filter's bias is one more term of each of its totals (one pass, not a second).
         """
         ...
 
@@ -143,8 +163,13 @@ class Engine(Protocol):
         kernel: tuple[int, int],
         stride: int,
         padding: tuple[Padding, Padding],
+        bias: bool = False,
     ) -> Handle:
-        """The filters' gradient (F, C, kh, kw) from images x and the outputs' gradient gy."""
+        """The filters' gradient (F, C, kh, kw) from images x and the outputs' gradient gy.
+
+        With `bias`, a pair: that and the biases' gradient (F,), gy's total over images and
+        places, worked out in the same pass over gy.
+        """
         ...
 
     def conv2d_fold(
@@ -185,6 +210,9 @@ class Engine(Protocol):
     def tanh(self, x: Handle) -> Handle: ...
     def sigmoid(self, x: Handle) -> Handle: ...
     def relu(self, x: Handle) -> Handle: ...
+    def relu_back(self, x: Handle, grad: Handle) -> Handle:
+        """ReLU's way back in one pass: grad where x > 0, else 0 (x and grad of one shape)."""
+        ...
 
     def sgd_update(
         self,

@@ -113,6 +113,12 @@ def _cases() -> list[RuleCase]:
             {"stride": 2, "padding": ((0, 1), (1, 1))},
             "stride-2",
         ),
+        RuleCase(
+            "conv2d",
+            [normal(2, 2, 5, 6), normal(3, 2, 3, 3), normal(3)],
+            {"stride": 1, "padding": ((1, 1), (0, 1))},
+            "bias",
+        ),
         RuleCase("maxpool2d", [apart(2, 2, 5, 4)], {"pool": 2}),
         RuleCase("reshape", [normal(3, 4)], {"shape": (2, 6)}),
         RuleCase("transpose", [normal(2, 3, 4)], {"axes": (2, 0, 1)}),

@@ -252,8 +252,7 @@ class Conv2D(Layer):
         return (self.filters, out_h, out_w)
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
-        y = ops.conv2d(x, slots["weights"], self.stride, self.pads)
-        return y + ops.reshape(slots["bias"], (1, self.filters, 1, 1))
+        return ops.conv2d(x, slots["weights"], self.stride, self.pads, slots["bias"])
 
     def config(self) -> dict[str, Any]:
         return {

@@ -164,8 +164,11 @@ def conv2d(
     w: Tensor,
     stride: int = 1,
     padding: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0)),
+    bias: Tensor | None = None,
 ) -> Tensor:
-    return apply(RULES["conv2d"], (x, w), stride=stride, padding=padding)
+    """Images x (N, C, H, W) through filters w (F, C, kh, kw), plus each filter's bias (F,)."""
+    inputs = (x, w) if bias is None else (x, w, bias)
+    return apply(RULES["conv2d"], inputs, stride=stride, padding=padding)
 
 
 def maxpool2d(x: Tensor, pool: int = 2) -> Tensor:

@@ -290,8 +290,10 @@ class Sigmoid(_Unary):
 class Relu(_Unary):
     name = "relu"
 
-    def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
-        return engine.greater(x, 0.0)
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        return (engine.relu_back(x.handle, grad),)
 
 
 @_rule
@@ -466,12 +468,20 @@ class Conv2D(Rule):
     name = "conv2d"
 
     def forward(
-        self, engine: Engine, x: Any, w: Any, stride: int, padding: tuple[tuple[int, int], ...]
+        self,
+        engine: Engine,
+        x: Any,
+        w: Any,
+        *bias: Any,
+        stride: int,
+        padding: tuple[tuple[int, int], ...],
     ) -> tuple[Handle, Any]:
+        if bias:  # the bias added inside the convolution: one pass over the output, not two
+            return engine.conv2d(x, w, stride, (padding[0], padding[1]), bias[0]), None
         return engine.conv2d(x, w, stride, (padding[0], padding[1])), None
 
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
-        x, w = node.inputs
+        x, w = node.inputs[:2]
         assert isinstance(x, Tensor) and isinstance(w, Tensor)
         stride, padding = node.attrs["stride"], node.attrs["padding"]
         gx = (
@@ -479,12 +489,19 @@ class Conv2D(Rule):
             if node.needs[0]
             else None
         )
+        kernel = (w.shape[2], w.shape[3])
+        if len(node.inputs) == 3 and node.needs[1] and node.needs[2]:
+            # The filters' and the biases' gradients from one pass over grad.
+            gw, gb = engine.conv2d_weight_grad(x.handle, grad, kernel, stride, padding, True)
+            return gx, gw, gb
         gw = (
-            engine.conv2d_weight_grad(x.handle, grad, (w.shape[2], w.shape[3]), stride, padding)
+            engine.conv2d_weight_grad(x.handle, grad, kernel, stride, padding)
             if node.needs[1]
             else None
         )
-        return gx, gw
+        if len(node.inputs) == 2:
+            return gx, gw
+        return gx, gw, engine.sum(grad, (0, 2, 3)) if node.needs[2] else None
 
 
 @_rule

@@ -311,7 +311,7 @@ def _checkpoint(
         raise EngineMismatchError(
             f"the checkpoint{where} was taken on the engine {checkpoint.engine}; this run's "
             f"engine is {engine.identity}. A run goes on only on an engine of the same name, "
-            "version and device: resume there, or start the run afresh"
+            "version, device and precision: resume there, or start the run afresh"
         )
     return checkpoint
 

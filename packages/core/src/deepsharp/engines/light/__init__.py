@@ -109,15 +109,26 @@ class LightEngine:
 
     # Convolutions work image by image in NCHW order: windows as columns (N, C*kh*kw, P),
     # one batched product with the filters, no transposed copies of the large tensors.
-    def conv2d(self, x: Array, w: Array, stride: int, padding: tuple[Padding, Padding]) -> Array:
+    def conv2d(
+        self,
+        x: Array,
+        w: Array,
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: Array | None = None,
+    ) -> Array:
         cols, out_h, out_w = _columns(x, w.shape[2], w.shape[3], stride, padding)
         count, depth, places = cols.shape
         filters = w.shape[0]
         out = np.empty((count, filters, places), self.dtype)
         flat = w.reshape(filters, depth)
+        wide_bias = None if bias is None else np.asarray(bias, np.float64).reshape(filters, 1)
         step = images_a_block(filters, depth, places, _BLOCK)
         for i in range(0, count, step):  # (n, F, P) in float64, a few images at a time
-            out[i : i + step] = np.matmul(flat, cols[i : i + step], dtype=np.float64)
+            block = np.matmul(flat, cols[i : i + step], dtype=np.float64)
+            if wide_bias is not None:  # one more term of each total, before it is rounded
+                block += wide_bias
+            out[i : i + step] = block
         return out.reshape(count, filters, out_h, out_w)
 
     def conv2d_weight_grad(
@@ -127,19 +138,23 @@ class LightEngine:
         kernel: tuple[int, int],
         stride: int,
         padding: tuple[Padding, Padding],
-    ) -> Array:
+        bias: bool = False,
+    ) -> Any:
         cols, _, _ = _columns(x, kernel[0], kernel[1], stride, padding)
         count, depth, places = cols.shape
         filters = gy.shape[1]
         grads = gy.reshape(count, filters, places)
         total = np.zeros((filters, depth), np.float64)
+        biases = np.zeros(filters, np.float64)
         step = images_a_block(filters, depth, places, _BLOCK)
         for i in range(0, count, step):  # each image's share (F, C*kh*kw), added in float64
-            each = np.matmul(
-                grads[i : i + step], cols[i : i + step].transpose(0, 2, 1), dtype=np.float64
-            )
+            block = grads[i : i + step]
+            each = np.matmul(block, cols[i : i + step].transpose(0, 2, 1), dtype=np.float64)
             total += np.add.reduce(each, axis=0)
-        return total.astype(self.dtype).reshape(filters, x.shape[1], kernel[0], kernel[1])
+            if bias:
+                biases += np.add.reduce(block, axis=(0, 2), dtype=np.float64)
+        weights = total.astype(self.dtype).reshape(filters, x.shape[1], kernel[0], kernel[1])
+        return (weights, biases.astype(self.dtype)) if bias else weights
 
     def conv2d_fold(
         self,
@@ -185,6 +200,10 @@ class LightEngine:
 
     def greater(self, a: Any, b: Any) -> Array:
         return np.greater(a, b).astype(self.dtype)
+
+    def relu_back(self, x: Array, grad: Array) -> Array:
+        # A product with the mask: measured 3-4x faster than np.where on 5.5 M values.
+        return np.multiply(grad, np.greater(x, 0), dtype=self.dtype)
 
     def where(self, condition: Array, a: Any, b: Any) -> Array:
         return np.where(condition != 0, a, b).astype(self.dtype, copy=False)

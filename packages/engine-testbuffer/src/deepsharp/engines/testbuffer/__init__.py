@@ -180,15 +180,24 @@ class TestBufferEngine:
         return handle
 
     def conv2d(
-        self, x: TestBuffer, w: TestBuffer, stride: int, padding: tuple[Padding, Padding]
+        self,
+        x: TestBuffer,
+        w: TestBuffer,
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: TestBuffer | None = None,
     ) -> TestBuffer:
         images, filters = view(x), view(w)
         count = images.shape[0]
         number, _, kh, kw = filters.shape
         rows, out_h, out_w = _windows_as_rows(images, kh, kw, stride, padding)  # (N*oh*ow, CKK)
+        flat = filters.reshape(number, -1)
+        if bias is not None:  # the bias is one more term of each total: times a window's 1
+            rows = np.concatenate([rows, np.ones((rows.shape[0], 1), F32)], axis=1)
+            flat = np.concatenate([flat, view(bias).reshape(number, 1)], axis=1)
         handle, out = self._new((count, number, out_h, out_w))
         places = np.empty((number, rows.shape[0]), F32)
-        _products(filters.reshape(number, -1), rows, places)
+        _products(flat, rows, places)
         np.copyto(out, places.reshape(number, count, out_h, out_w).transpose(1, 0, 2, 3))
         return handle
 
@@ -199,7 +208,11 @@ class TestBufferEngine:
         kernel: tuple[int, int],
         stride: int,
         padding: tuple[Padding, Padding],
-    ) -> TestBuffer:
+        bias: bool = False,
+    ) -> Any:
+        if bias:
+            weights = self.conv2d_weight_grad(x, gy, kernel, stride, padding)
+            return weights, self.sum(gy, (0, 2, 3))
         images, grad = view(x), view(gy)
         channels = images.shape[1]
         filters = grad.shape[1]
@@ -312,6 +325,12 @@ class TestBufferEngine:
         source = view(x)
         handle, out = self._new(source.shape)
         np.maximum(source, F32(0.0), out=out, dtype=F32)
+        return handle
+
+    def relu_back(self, x: TestBuffer, grad: TestBuffer) -> TestBuffer:
+        source, sent = view(x), view(grad)
+        handle, out = self._new(np.broadcast_shapes(source.shape, sent.shape))
+        np.multiply(sent, np.greater(source, F32(0.0)), out=out, dtype=F32)
         return handle
 
     def sgd_update(

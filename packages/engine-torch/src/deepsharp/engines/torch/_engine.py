@@ -41,16 +41,21 @@ F32: Any = None
 I64: Any = None
 TorchTensor: Any = None
 _conv_backward: Any = None
+_threshold_backward: Any = None
 
 _BLOCK = 1 << 19
 """How many float64 values a large total's temporaries may hold on the processor (4 MiB)."""
+
+TOTALS = ("float64", "float32")
+"""How the engine adds its totals: in float64, rounded once (the contract's 3u bound, the same
+bits on any thread count), or in libtorch's float32 kernels as PyTorch does."""
 
 _SERIAL_BELOW = 32768
 """libtorch's grain size: value-by-value kernels on fewer elements run on one thread."""
 
 
 def _bind() -> Any:
-    global torch, F, F32, I64, TorchTensor, _conv_backward
+    global torch, F, F32, I64, TorchTensor, _conv_backward, _threshold_backward
     module = load_torch()
     if torch is not module:
         torch = module
@@ -59,6 +64,7 @@ def _bind() -> Any:
         I64 = module.int64
         TorchTensor = module.Tensor
         _conv_backward = module.ops.aten.convolution_backward.default
+        _threshold_backward = module.ops.aten.threshold_backward.default
     return module
 
 
@@ -149,22 +155,43 @@ class TorchEngine:
 
     name = "torch"
 
-    def __init__(self, device: str = "cpu") -> None:
+    def __init__(self, device: str = "cpu", totals: str = "float64") -> None:
+        if totals not in TOTALS:
+            raise ValueError(
+                f"the torch engine adds its totals in {' or '.join(map(repr, TOTALS))}, "
+                f"not {totals!r}"
+            )
         module = _bind()
         self.counters = Counters()
         self.version: str = str(module.__version__)
         self.device: str = device
+        self.totals: str = totals
         self._device = module.device(device)
         self._cuda = self._device.type == "cuda"
         self._guard: Any = _Exact() if self._cuda else nullcontext()
+        if totals == "float32":  # libtorch's own float32 kernels, as PyTorch runs them
+            for operation in (
+                "matmul",
+                "sum",
+                "mean",
+                "conv2d",
+                "conv2d_weight_grad",
+                "conv2d_fold",
+            ):
+                setattr(self, operation, getattr(self, f"_{operation}_float32"))
 
     @classmethod
-    def on_cpu(cls) -> TorchEngine:
-        """The engine on the processor (any torch build)."""
-        return cls("cpu")
+    def on_cpu(cls, totals: str = "float64") -> TorchEngine:
+        """The engine on the processor (any torch build).
+
+        `totals="float32"` adds products, sums and convolutions as PyTorch does, in libtorch's
+        float32 kernels: faster, held to a wider bound, and its bits may change with torch's
+        thread count (docs/contracts.md says what it keeps and what it gives up).
+        """
+        return cls("cpu", totals)
 
     @classmethod
-    def on_gpu(cls, index: int = 0) -> TorchEngine:
+    def on_gpu(cls, index: int = 0, totals: str = "float64") -> TorchEngine:
         """The engine on NVIDIA card `index` (a CUDA build of torch and a card it finds)."""
         module = _bind()
         index = int(index)
@@ -174,14 +201,16 @@ class TorchEngine:
         # Deterministic cuBLAS needs a fixed workspace; only filled in where the application
         # has not chosen one (read when cuBLAS makes its workspace).
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        return cls(f"cuda:{index}")
+        return cls(f"cuda:{index}", totals)
 
     @property
     def identity(self) -> EngineIdentity:
-        return EngineIdentity(self.name, self.version, self.device)
+        precision = None if self.totals == "float64" else f"{self.totals} totals"
+        return EngineIdentity(self.name, self.version, self.device, precision)
 
     def __repr__(self) -> str:
-        return f"TorchEngine(torch {self.version} on {self.device})"
+        totals = "" if self.totals == "float64" else f", {self.totals} totals"
+        return f"TorchEngine(torch {self.version} on {self.device}{totals})"
 
     # --- transfers -------------------------------------------------------------------------
     def put(self, array: NDArray[Any]) -> Tensor:
@@ -278,18 +307,26 @@ class TorchEngine:
             return max(1, count)
         return images_a_block(filters, channels * kernel[0] * kernel[1], height * width, _BLOCK)
 
-    def conv2d(self, x: Tensor, w: Tensor, stride: int, padding: tuple[Padding, Padding]) -> Tensor:
+    def conv2d(
+        self,
+        x: Tensor,
+        w: Tensor,
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: Tensor | None = None,
+    ) -> Tensor:
         count = x.shape[0]
         step = self._images_a_block(x.shape, w.shape[0], w.shape[2:])
         wide = _wide(w)
+        wide_bias = None if bias is None else _wide(bias)  # a term of each float64 total
         with self._guard:
             if step >= count:  # on a card, or few images: one call
                 images, pads = _padded(_wide(x), padding)
-                return F.conv2d(images, wide, None, stride, pads).to(F32)
+                return F.conv2d(images, wide, wide_bias, stride, pads).to(F32)
             out: Tensor = None
             for i in range(0, count, step):
                 images, pads = _padded(_wide(x[i : i + step]), padding)
-                y = F.conv2d(images, wide, None, stride, pads)
+                y = F.conv2d(images, wide, wide_bias, stride, pads)
                 if out is None:
                     out = torch.empty((count, *y.shape[1:]), dtype=F32)
                 out[i : i + step] = y
@@ -302,7 +339,8 @@ class TorchEngine:
         kernel: tuple[int, int],
         stride: int,
         padding: tuple[Padding, Padding],
-    ) -> Tensor:
+        bias: bool = False,
+    ) -> Any:
         # Each image's windows (unfolded) times its outputs' gradient, the images' shares added
         # in float64: libtorch's own weight gradient splits its sum over the rows across
         # threads, so its bits would change with the thread count.
@@ -312,13 +350,17 @@ class TorchEngine:
         total = torch.zeros(
             (filters, channels * kernel[0] * kernel[1]), dtype=torch.float64, device=x.device
         )
+        biases = torch.zeros(filters, dtype=torch.float64, device=x.device)
         with self._guard:
             for i in range(0, count, step):
                 images, pads = _padded(_wide(x[i : i + step]), padding)
                 windows = F.unfold(images, kernel, 1, pads, stride)  # (n, C*kh*kw, P)
                 grads = _wide(gy[i : i + step]).reshape(images.shape[0], filters, -1)
                 total += torch.bmm(grads, windows.transpose(1, 2)).sum(0)
-        return total.reshape(filters, channels, *kernel).to(F32)
+                if bias:
+                    biases += grads.sum((0, 2))
+        weights = total.reshape(filters, channels, *kernel).to(F32)
+        return (weights, biases.to(F32)) if bias else weights
 
     def conv2d_fold(
         self,
@@ -350,6 +392,75 @@ class TorchEngine:
                     folded = folded[:, :, top : top + image[0], left : left + image[1]]
                 out[i : i + step] = folded
         return out
+
+    # --- totals in libtorch's float32 kernels (totals="float32"): what PyTorch itself runs --
+    def _matmul_float32(
+        self, a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Tensor:
+        b = b.t() if transpose_b else b
+        with self._guard:
+            if transpose_a and a.shape[1] > b.shape[1]:
+                # A tall product from a stored transposed (a dense layer's weight gradient):
+                # (b.T @ a).T reads a by its rows, 3-4x faster in libtorch's sgemm.
+                return torch.mm(b.t(), a).t().contiguous()
+            return torch.mm(a.t() if transpose_a else a, b)
+
+    def _sum_float32(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+        return torch.sum(x, axes, keepdims) if axes else x
+
+    def _mean_float32(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+        return torch.mean(x, axes, keepdims) if axes else x
+
+    def _conv2d_float32(
+        self,
+        x: Tensor,
+        w: Tensor,
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: Tensor | None = None,
+    ) -> Tensor:
+        images, pads = _padded(x, padding)
+        with self._guard:
+            return F.conv2d(images, w, bias, stride, pads)
+
+    def _conv2d_weight_grad_float32(
+        self,
+        x: Tensor,
+        gy: Tensor,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: bool = False,
+    ) -> Any:
+        images, pads = _padded(x, padding)
+        # Only the weights' shape is read: an expanded scalar stands in for them.
+        w = x.new_empty(1).expand(gy.shape[1], x.shape[1], *kernel)
+        sizes = [gy.shape[1]] if bias else None
+        args = (gy, images, w, sizes, (stride, stride), pads, (1, 1), False, (0, 0), 1)
+        with self._guard:
+            _, weights, biases = _conv_backward(*args, (False, True, bias))
+        return (weights, biases) if bias else weights
+
+    def _conv2d_fold_float32(
+        self,
+        gy: Tensor,
+        w: Tensor,
+        image: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> Tensor:
+        (top, bottom), (left, right) = padding
+        even = top == bottom and left == right
+        height = image[0] if even else image[0] + top + bottom
+        width = image[1] if even else image[1] + left + right
+        x = gy.new_empty(1).expand(gy.shape[0], w.shape[1], height, width)
+        pads = (top, left) if even else (0, 0)
+        args = (gy, x, w, None, (stride, stride), pads, (1, 1), False, (0, 0), 1)
+        with self._guard:
+            folded = _conv_backward(*args, (True, False, False))[0]
+        if even:
+            return folded
+        return folded[:, :, top : top + image[0], left : left + image[1]].contiguous()
 
     # --- value by value --------------------------------------------------------------------
     def add(self, a: Any, b: Any) -> Tensor:
@@ -417,6 +528,10 @@ class TorchEngine:
 
     def relu(self, x: Tensor) -> Tensor:
         return torch.relu(x)
+
+    def relu_back(self, x: Tensor, grad: Tensor) -> Tensor:
+        # What PyTorch's own ReLU runs on its way back: grad where x > 0, one pass.
+        return _threshold_backward(grad, x, 0.0)
 
     def sgd_update(
         self,
