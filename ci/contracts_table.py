@@ -18,7 +18,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- contracts-table:start -->", "<!-- contracts-table:end -->"
-EXPECTED = ["light", "testbuffer", "torch:cpu", "torch:cuda:0"]
+EXPECTED = ["light", "testbuffer", "torch:cpu", "torch:cpu:float32-totals", "torch:cuda:0"]
+FLOAT32_TOTALS = "float32 totals"
+"""An engine of this precision is held to (n + 1)u·Σ|terms|: its totals are that fraction."""
 FAMILIES = [
     ("transfers", "transfers (bits)"),
     ("totals", "totals (u·Σ\\|terms\\|, ≤ 3)"),
@@ -50,8 +52,18 @@ def merge(paths: list[Path]) -> dict[str, Any]:
 
 def _identity(entry: dict[str, Any]) -> str:
     identity = entry.get("identity") or {}
-    parts = [identity.get("name"), identity.get("version"), identity.get("device")]
-    return " · ".join(str(p) for p in parts if p) or "-"
+    keys = ("name", "version", "device", "precision")
+    return " · ".join(str(identity[k]) for k in keys if identity.get(k)) or "-"
+
+
+def _cell(entry: dict[str, Any], family: str, value: float | None) -> str:
+    """A worst in its family's unit; an engine with float32 totals states its totals as a
+    fraction of its own bound, (n + 1)u·Σ|terms|."""
+    text = _number(value, family)
+    precision = (entry.get("identity") or {}).get("precision")
+    if family == "totals" and value is not None and precision == FLOAT32_TOTALS:
+        return f"{text} of (n+1)u·Σ"
+    return text
 
 
 def table(engines: dict[str, Any]) -> str:
@@ -62,7 +74,7 @@ def table(engines: dict[str, Any]) -> str:
     ]
     for spec in specs:
         entry = engines[spec]
-        cells = [_number(entry["families"].get(family), family) for family, _ in FAMILIES]
+        cells = [_cell(entry, family, entry["families"].get(family)) for family, _ in FAMILIES]
         lines.append(f"| `{spec}` | {_identity(entry)} | " + " | ".join(cells) + " |")
     for spec in EXPECTED:
         if spec not in engines:
@@ -84,7 +96,10 @@ def table(engines: dict[str, Any]) -> str:
         family = next(
             engines[s]["operations"][op]["family"] for s in specs if op in engines[s]["operations"]
         )
-        cells = [_number(engines[s]["operations"].get(op, {}).get("worst"), family) for s in specs]
+        cells = [
+            _cell(engines[s], family, engines[s]["operations"].get(op, {}).get("worst"))
+            for s in specs
+        ]
         lines.append(f"| {op} | {family} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
