@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
+import numpy as np
 import pytest
 
 from deepsharp.core import ops
 from deepsharp.core.engine import Engine
 from deepsharp.core.gradcheck import CASES, RuleCase, worst_nudge_error
-from deepsharp.core.tensor import Node
+from deepsharp.core.tensor import Node, Recording, Tensor
+from deepsharp.engines.light import LightEngine
 
 
 def test_every_rule_has_a_nudging_case() -> None:
@@ -62,3 +65,26 @@ def test_a_planted_wrong_rule_is_caught(
     assert worst_nudge_error(case) <= 1.0
     monkeypatch.setitem(ops.RULES, wrong.name, wrong)
     assert worst_nudge_error(case) > 1.0
+
+
+def test_a_node_keeps_only_what_its_way_back_reads() -> None:
+    """A convolution's output, once ReLU has read it, is held by nothing on the tape: ReLU's way
+    back reads its own output, the convolution's reads its inputs. Its memory goes at once."""
+    engine = LightEngine()
+    rng = np.random.default_rng(0)
+    x = Tensor.put(engine, rng.standard_normal((2, 1, 6, 6)).astype(np.float32))
+    w = Tensor.put(engine, rng.standard_normal((3, 1, 3, 3)).astype(np.float32))
+    with Recording([w]) as recording:
+        convolved = ops.conv2d(x, w)
+        gone = weakref.ref(convolved.handle)
+        loss = ops.sum(ops.relu(convolved))
+        del convolved
+        assert gone() is None
+        (grad,) = recording.gradients(loss, [w])
+
+    # the same gradient as working it out here: Σ over images and places of x · [conv > 0]
+    xs, ws = x.numpy().astype(np.float64), w.numpy().astype(np.float64)
+    windows = np.lib.stride_tricks.sliding_window_view(xs, (3, 3), axis=(2, 3))[:, 0]
+    positive = np.einsum("nhwij,fij->nfhw", windows, ws[:, 0]) > 0
+    expected = np.einsum("nhwij,nfhw->fij", windows, positive)[:, None]
+    np.testing.assert_allclose(engine.get(grad), expected, rtol=1e-5, atol=1e-5)

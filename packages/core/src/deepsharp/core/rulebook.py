@@ -26,6 +26,11 @@ class Rule:
     """One operation: its forward in engine operations, and how it sends a gradient back."""
 
     name = ""
+    keeps_output = True
+    """Whether the way back reads the output (`_output(node)`): a node keeps it only then."""
+    keeps_inputs = True
+    """Whether the way back reads the inputs' values: where it does not, a node keeps only
+    where each input came from, so a large input can go as soon as nothing else holds it."""
 
     def forward(self, engine: Engine, *args: Any, **attrs: Any) -> tuple[Handle, Any]:
         """The output's handle, and whatever the way back needs beyond inputs and output."""
@@ -71,9 +76,20 @@ def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
     needs = tuple([recording.involves(value) for value in inputs])
     if True not in needs:
         return Tensor(handle, shape, engine)
-    node = Node(rule, inputs, attrs, (handle, saved), needs, shape, recording.generation)
+    if not rule.keeps_inputs:
+        inputs = tuple([_origin(value, recording.generation) for value in inputs])
+    kept = handle if rule.keeps_output else None
+    node = Node(rule, inputs, attrs, (kept, saved), needs, shape, recording.generation)
     recording.tape.append(node)
     return Tensor(handle, shape, engine, node)
+
+
+def _origin(value: Value, generation: int) -> Value:
+    """What a node keeps of an input whose value its way back does not read: a tensor made in
+    this pass by its node alone (no handle), so its values can be freed; others as they are."""
+    if isinstance(value, Tensor) and value.node is not None and value.node.generation == generation:
+        return Tensor(None, value.shape, value.engine, value.node)
+    return value
 
 
 def _shape(value: Value) -> tuple[int, ...]:
@@ -289,11 +305,10 @@ class Sigmoid(_Unary):
 @_rule
 class Relu(_Unary):
     name = "relu"
+    keeps_inputs = False  # its output says where the input was positive: the input can go
 
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
-        x = node.inputs[0]
-        assert isinstance(x, Tensor)
-        return (engine.relu_back(x.handle, grad),)
+        return (engine.relu_back(_output(node), grad),)
 
 
 @_rule
@@ -310,6 +325,7 @@ class Abs(_Unary):
 @_rule
 class Matmul(Rule):
     name = "matmul"
+    keeps_output = False
 
     def forward(
         self, engine: Engine, a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False
@@ -341,6 +357,7 @@ class Affine(Rule):
     """x @ w + b in one step (a dense layer): one node on the tape instead of two."""
 
     name = "affine"
+    keeps_output = False
 
     def forward(self, engine: Engine, x: Any, w: Any, b: Any) -> tuple[Handle, Any]:
         return engine.add(engine.matmul(x, w), b), None
@@ -466,6 +483,7 @@ def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
 @_rule
 class Conv2D(Rule):
     name = "conv2d"
+    keeps_output = False  # its largest tensor, read by nothing on the way back
 
     def forward(
         self,
@@ -507,6 +525,7 @@ class Conv2D(Rule):
 @_rule
 class MaxPool2D(Rule):
     name = "maxpool2d"
+    keeps_output = False
 
     def forward(self, engine: Engine, x: Any, pool: int) -> tuple[Handle, Any]:
         return engine.maxpool2d(x, pool)
