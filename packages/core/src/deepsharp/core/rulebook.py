@@ -136,6 +136,7 @@ def _unbroadcast(
 @_rule
 class Add(Rule):
     name = "add"
+    keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
     def forward(self, engine: Engine, a: Any, b: Any) -> tuple[Handle, Any]:
         return engine.add(a, b), None
@@ -151,6 +152,7 @@ class Add(Rule):
 @_rule
 class Sub(Rule):
     name = "sub"
+    keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
     def forward(self, engine: Engine, a: Any, b: Any) -> tuple[Handle, Any]:
         return engine.sub(a, b), None
@@ -172,6 +174,7 @@ def _handle(value: Value) -> Any:
 @_rule
 class Mul(Rule):
     name = "mul"
+    keeps_output = False
 
     def forward(self, engine: Engine, a: Any, b: Any) -> tuple[Handle, Any]:
         return engine.mul(a, b), None
@@ -213,6 +216,7 @@ class Maximum(Rule):
     """The larger of two values; where they are equal, the gradient goes to the first."""
 
     name = "maximum"
+    keeps_output = False
 
     def forward(self, engine: Engine, a: Any, b: Any) -> tuple[Handle, Any]:
         return engine.maximum(a, b), None
@@ -385,6 +389,7 @@ def _restore(
 @_rule
 class Sum(Rule):
     name = "sum"
+    keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
     def forward(
         self, engine: Engine, x: Any, axes: tuple[int, ...], keepdims: bool = False
@@ -400,6 +405,7 @@ class Sum(Rule):
 @_rule
 class Mean(Rule):
     name = "mean"
+    keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
     def forward(
         self, engine: Engine, x: Any, axes: tuple[int, ...], keepdims: bool = False
@@ -439,6 +445,7 @@ class BinaryCrossEntropyTerms(Rule):
     softplus(z) - z * y, where softplus(z) = log(1 + exp(z))."""
 
     name = "binary_cross_entropy_terms"
+    keeps_output = False
 
     def forward(self, engine: Engine, z: Any, y: Any) -> tuple[Handle, Any]:
         return engine.sub(engine.softplus(z), engine.mul(z, y)), None
@@ -456,6 +463,7 @@ class BinaryCrossEntropy(Rule):
     """The mean over every value of the binary cross entropy from logits z and answers y."""
 
     name = "binary_cross_entropy"
+    keeps_output = False
 
     def forward(self, engine: Engine, z: Any, y: Any) -> tuple[Handle, Any]:
         terms = RULES["binary_cross_entropy_terms"].forward(engine, z, y)[0]
@@ -543,6 +551,7 @@ class MaxPool2D(Rule):
 @_rule
 class Reshape(Rule):
     name = "reshape"
+    keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
     def forward(self, engine: Engine, x: Any, shape: tuple[int, ...]) -> tuple[Handle, Any]:
         return engine.reshape(x, shape), None
@@ -556,6 +565,7 @@ class Reshape(Rule):
 @_rule
 class Transpose(Rule):
     name = "transpose"
+    keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
     def forward(self, engine: Engine, x: Any, axes: tuple[int, ...]) -> tuple[Handle, Any]:
         return engine.transpose(x, axes), None
@@ -569,6 +579,7 @@ class Transpose(Rule):
 @_rule
 class Slice(Rule):
     name = "slice"
+    keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
     def forward(
         self, engine: Engine, x: Any, axis: int, start: int, stop: int
@@ -587,6 +598,7 @@ class Slice(Rule):
 @_rule
 class Pad(Rule):
     name = "pad"
+    keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
     def forward(
         self, engine: Engine, x: Any, widths: tuple[tuple[int, int], ...]
@@ -605,6 +617,7 @@ class Pad(Rule):
 @_rule
 class Concatenate(Rule):
     name = "concatenate"
+    keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
     def forward(self, engine: Engine, *xs: Any, axis: int) -> tuple[Handle, Any]:
         return engine.concatenate(xs, axis), None
@@ -619,6 +632,7 @@ class Concatenate(Rule):
 @_rule
 class BroadcastTo(Rule):
     name = "broadcast_to"
+    keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
     def forward(self, engine: Engine, x: Any, shape: tuple[int, ...]) -> tuple[Handle, Any]:
         return engine.broadcast_to(x, shape), None

@@ -160,11 +160,16 @@ class Recording:
             grads[id(loss.node)] = engine.add(engine.zeros(loss.shape), 1.0)
         for node in reversed(self.tape):
             grad = grads.pop(id(node), None)
+            inputs = node.inputs
+            if grad is not None:
+                self.rules_applied += 1
+                sent = node.rule.backward(engine, node, grad)
+            # Its way back is done: let go of what it kept now, not at the end, so that a large
+            # value (a convolution's) is freed before the layers below it allocate theirs.
+            node.inputs, node.saved = (), None
             if grad is None:
                 continue
-            self.rules_applied += 1
-            sent = node.rule.backward(engine, node, grad)
-            for value, needed, part in zip(node.inputs, node.needs, sent):
+            for value, needed, part in zip(inputs, node.needs, sent):
                 if not needed or part is None:
                     continue
                 assert isinstance(value, Tensor)
