@@ -402,7 +402,7 @@ class TorchEngine:
             if transpose_a and a.shape[1] > b.shape[1]:
                 # A tall product from a stored transposed (a dense layer's weight gradient):
                 # (b.T @ a).T reads a by its rows, 3-4x faster in libtorch's sgemm.
-                return torch.mm(b.t(), a).t().contiguous()
+                return torch.mm(b.t(), a).t()
             return torch.mm(a.t() if transpose_a else a, b)
 
     def _sum_float32(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
