@@ -51,7 +51,8 @@ def _contracts(session: nox.Session, engine: str) -> None:
 
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
-    """The core's tests (light engine), the test engine's, and the contracts on both engines."""
+    """The core's tests (light engine), the test engine's, and the contracts on both engines
+    (the light engine with float64 totals and with float32 ones)."""
     # The optional companions (pandas rows, plots, other safetensors readers) on one version.
     extras = ["pandas", "matplotlib", "safetensors"] if session.python == TORCH_PYTHON else []
     session.install(
@@ -67,7 +68,7 @@ def tests(session: nox.Session) -> None:
         "not slow",
         *session.posargs,
     )
-    for engine in ("light", "testbuffer"):
+    for engine in ("light", "light:float32-totals", "testbuffer"):
         _contracts(session, engine)
 
 

@@ -18,7 +18,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- contracts-table:start -->", "<!-- contracts-table:end -->"
-EXPECTED = ["light", "testbuffer", "torch:cpu", "torch:cpu:float32-totals", "torch:cuda:0"]
+EXPECTED = [
+    "light",
+    "light:float32-totals",
+    "testbuffer",
+    "torch:cpu",
+    "torch:cpu:float32-totals",
+    "torch:cuda:0",
+]
 FLOAT32_TOTALS = "float32 totals"
 """An engine of this precision is held to (n + 1)u·Σ|terms|: its totals are that fraction."""
 FAMILIES = [

@@ -20,7 +20,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from deepsharp.core.engine import Counters, EngineIdentity, images_a_block, product_blocks
 
-__all__ = ["LightEngine", "ReferenceEngine", "from_spec"]
+__all__ = ["TOTALS", "LightEngine", "ReferenceEngine", "from_spec"]
 
 F32 = np.float32
 Array = Any  # a handle: the NumPy array itself
@@ -33,26 +33,52 @@ the processor's caches instead of crossing memory whole; each element is still o
 total rounded once."""
 
 
+TOTALS = ("float64", "float32")
+"""How the engine adds its totals: in float64, rounded once (the contract's 3u bound, a row's
+bits independent of its neighbours), or in NumPy's float32 kernels (BLAS's sgemm, pairwise sums)
+as a hand-written NumPy network would."""
+
+_FLOAT32_OPERATIONS = ("matmul", "sum", "mean", "conv2d", "conv2d_weight_grad", "conv2d_fold")
+
+
 class LightEngine:
-    """The engine that ships with the core: needs nothing but NumPy, trains and serves."""
+    """The engine that ships with the core: needs nothing but NumPy, trains and serves.
+
+    `LightEngine(totals="float32")` (spec `light:float32-totals`) adds products, sums and
+    convolutions in float32, as NumPy's own kernels do: about twice as fast on convolutions,
+    held by the contract to (n + 1)u·Σ|terms| for a total of n terms instead of 3u·Σ|terms|,
+    and a row's bits may then depend on the rows served beside it. The precision is part of
+    the engine's identity, so a checkpoint goes on only with the same totals.
+    """
 
     name = "light"
     dtype: type[np.floating[Any]] = np.float32
 
-    def __init__(self) -> None:
+    def __init__(self, totals: str = "float64") -> None:
+        if totals not in TOTALS:
+            raise ValueError(
+                f"the light engine adds its totals in {' or '.join(map(repr, TOTALS))}, "
+                f"not {totals!r}"
+            )
         self.counters = Counters()
         self.version = np.__version__
         self.device = "cpu"
+        self.totals = totals
         # Flat arrays the core laid out as parts (slots, optimizer memory): id of the first
         # part -> (the flat array, the parts), all held weakly.
         self._groups: dict[int, tuple[Any, list[Any]]] = {}
+        if totals == "float32":
+            for operation in _FLOAT32_OPERATIONS:
+                setattr(self, operation, getattr(self, f"_{operation}_float32"))
 
     @property
     def identity(self) -> EngineIdentity:
-        return EngineIdentity(self.name, f"numpy {self.version}", self.device)
+        precision = None if self.totals == "float64" else f"{self.totals} totals"
+        return EngineIdentity(self.name, f"numpy {self.version}", self.device, precision)
 
     def __repr__(self) -> str:
-        return f"LightEngine(numpy {self.version})"
+        totals = "" if self.totals == "float64" else f", {self.totals} totals"
+        return f"LightEngine(numpy {self.version}{totals})"
 
     # --- transfers -------------------------------------------------------------------------
     def put(self, array: Array) -> Array:
@@ -181,6 +207,78 @@ class LightEngine:
         return np.ascontiguousarray(
             folded[:, :, top : top + image[0], left : left + image[1]], dtype=self.dtype
         )
+
+    # --- totals in NumPy's float32 kernels (totals="float32") ----------------------------
+    def _matmul_float32(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        b = b.T if transpose_b else b
+        if transpose_a and a.shape[1] > b.shape[1]:
+            # A tall product from a stored transposed (a dense layer's weight gradient):
+            # (b.T @ a).T reads a by its rows, as sgemm prefers.
+            return np.ascontiguousarray(np.matmul(b.T, a).T)
+        return np.matmul(a.T if transpose_a else a, b)
+
+    def _sum_float32(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        return np.add.reduce(x, axis=axes, keepdims=keepdims) if axes else x  # type: ignore[call-overload]
+
+    def _mean_float32(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        return np.mean(x, axis=axes, keepdims=keepdims) if axes else x
+
+    def _conv2d_float32(
+        self,
+        x: Array,
+        w: Array,
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: Array | None = None,
+    ) -> Array:
+        cols, out_h, out_w = _columns(x, w.shape[2], w.shape[3], stride, padding)
+        count, depth, _ = cols.shape
+        filters = w.shape[0]
+        out = np.matmul(w.reshape(filters, depth), cols)  # (N, F, P), one sgemm an image
+        if bias is not None:
+            out += bias.reshape(filters, 1)
+        return out.reshape(count, filters, out_h, out_w)
+
+    def _conv2d_weight_grad_float32(
+        self,
+        x: Array,
+        gy: Array,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: bool = False,
+    ) -> Any:
+        cols, _, _ = _columns(x, kernel[0], kernel[1], stride, padding)
+        count, _, places = cols.shape
+        filters = gy.shape[1]
+        grads = gy.reshape(count, filters, places)
+        each = np.matmul(grads, cols.transpose(0, 2, 1))  # (N, F, C*kh*kw): each image's share
+        weights = np.add.reduce(each, axis=0).reshape(filters, x.shape[1], *kernel)
+        return (weights, np.add.reduce(grads, axis=(0, 2))) if bias else weights
+
+    def _conv2d_fold_float32(
+        self,
+        gy: Array,
+        w: Array,
+        image: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> Array:
+        count, filters, out_h, out_w = gy.shape
+        _, channels, kh, kw = w.shape
+        (top, bottom), (left, right) = padding
+        parts = np.matmul(w.reshape(filters, -1).T, gy.reshape(count, filters, -1))
+        parts = parts.reshape(count, channels, kh, kw, out_h, out_w)
+        height, width = image[0] + top + bottom, image[1] + left + right
+        folded = np.zeros((count, channels, height, width), self.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                folded[:, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride] += (
+                    parts[:, :, i, j]
+                )
+        return np.ascontiguousarray(folded[:, :, top : top + image[0], left : left + image[1]])
 
     # --- value by value --------------------------------------------------------------------
     def add(self, a: Any, b: Any) -> Array:
@@ -413,11 +511,15 @@ class ReferenceEngine(LightEngine):
 
 
 def from_spec(option: str = "") -> LightEngine:
-    """The entry point's factory: `light` takes no option."""
-    if option:
-        from deepsharp.core.errors import EngineUnavailableError
+    """The entry point's factory: `light`, or `light:float32-totals` for float32 totals."""
+    text = option.strip().lower()
+    if text in ("", "float64-totals"):
+        return LightEngine()
+    if text == "float32-totals":
+        return LightEngine(totals="float32")
+    from deepsharp.core.errors import EngineUnavailableError
 
-        raise EngineUnavailableError(
-            f"the light engine takes no option, not {option!r}: use 'light'"
-        )
-    return LightEngine()
+    raise EngineUnavailableError(
+        f"the light engine takes no option but 'float32-totals', not {option!r}: "
+        "use 'light' or 'light:float32-totals'"
+    )

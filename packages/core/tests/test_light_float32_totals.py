@@ -1,0 +1,95 @@
+"""The light engine with float32 totals: NumPy's own float32 kernels (sgemm, pairwise sums) for
+products, sums and convolutions. What it keeps (the contract at its own bound, runs that repeat
+bit for bit, the samples' accuracy, checkpoints that know it) and what it is named by."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
+    EngineMismatchError,
+    FitOptions,
+    fit,
+    make_engine,
+)
+from deepsharp.core.checkpoint import Checkpoint
+from deepsharp.core.engine import EngineIdentity
+from deepsharp.core.errors import EngineUnavailableError
+from deepsharp.core.samples import digits, titanic
+from deepsharp.engines.light import LightEngine, from_spec
+
+FAST = "light:float32-totals"
+
+
+def test_named_by_spec_and_carried_in_the_identity() -> None:
+    engine = make_engine(FAST)
+    assert isinstance(engine, LightEngine) and engine.totals == "float32"
+    assert engine.identity == EngineIdentity(
+        "light", f"numpy {np.__version__}", "cpu", "float32 totals"
+    )
+    assert str(engine.identity).endswith("on cpu with float32 totals")
+    assert make_engine("light").identity.precision is None  # the default adds in float64
+    assert EngineIdentity.from_json(engine.identity.to_json()) == engine.identity
+    assert "float32 totals" in repr(engine)
+
+
+def test_an_unknown_way_of_adding_is_refused() -> None:
+    with pytest.raises(ValueError, match="'float64' or 'float32', not 'float16'"):
+        LightEngine(totals="float16")
+    with pytest.raises(EngineUnavailableError, match="light:float32-totals"):
+        from_spec("float16-totals")
+
+
+def test_its_totals_are_numpys_own() -> None:
+    # The products a hand-written NumPy network computes, to the bit.
+    rng = np.random.default_rng(0)
+    engine = LightEngine(totals="float32")
+    a, b = rng.standard_normal((64, 300), np.float32), rng.standard_normal((300, 10), np.float32)
+    assert engine.matmul(a, b).tobytes() == np.matmul(a, b).tobytes()
+    assert engine.sum(a, (0,)).tobytes() == a.sum(axis=0).tobytes()
+    # and they are float32 totals: not the float64 ones rounded once
+    wide = LightEngine().matmul(a, b)
+    assert wide.dtype == engine.matmul(a, b).dtype == np.float32
+    assert not np.array_equal(wide, engine.matmul(a, b))
+
+
+def test_a_run_repeats_bit_for_bit() -> None:
+    first, second = (titanic.run(engine=FAST, seed=5, progress=False) for _ in range(2))
+    losses = [[(e.loss, e.validation_loss) for e in run.report.history] for run in (first, second)]
+    assert losses[0] == losses[1] and len(losses[0]) == first.report.epochs_run
+    assert first.report.measures == second.report.measures
+
+
+def test_the_samples_reach_their_goals() -> None:
+    run = titanic.run(engine=FAST, progress=False)
+    assert run.report.engine.precision == "float32 totals"
+    assert run.report.measures["accuracy"] >= 0.78
+    assert digits.run(engine=FAST, progress=False).report.measures["accuracy"] >= 0.95
+
+
+def test_its_checkpoint_refuses_the_engine_with_float64_totals(tmp_path: Path) -> None:
+    options = dict(seed=1, epochs=1, progress=False, checkpoint_dir=tmp_path, checkpoint_every=1)
+    fit(
+        titanic.pipeline(),
+        titanic.rows(),
+        titanic.network(),
+        BinaryCrossEntropy(),
+        Adam(0.001),
+        FitOptions(engine=FAST, **options),  # type: ignore[arg-type]
+    )
+    assert Checkpoint.load(Checkpoint.path_in(tmp_path)).engine.precision == "float32 totals"
+    with pytest.raises(EngineMismatchError, match="with float32 totals"):
+        fit(
+            titanic.pipeline(),
+            titanic.rows(),
+            titanic.network(),
+            BinaryCrossEntropy(),
+            Adam(0.001),
+            FitOptions(engine="light", seed=1, epochs=2, progress=False),
+            resume_from=Checkpoint.path_in(tmp_path),
+        )
