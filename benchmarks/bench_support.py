@@ -22,10 +22,15 @@ RESULTS = Path(
 )
 _results: dict[str, Any] = {}
 
+SETTLE = 0.3
+"""Seconds of rest before each round: a thread pool that has just worked spins a while, waiting
+for more (OpenBLAS's under NumPy about 0.1 s, libgomp's under torch a few ms), and would take
+the cores from the other side's first calls. Rested, each side's round has the cores alone."""
+
 
 def engine_specs() -> list[str]:
-    """Every engine installed here that can be made (torch on the processor, with float64
-    totals and with float32 ones)."""
+    """Every engine installed here that can be made (torch on the processor), light and torch
+    each with float64 totals and with float32 ones."""
     specs = []
     for name in available_engines():
         spec = "torch:cpu" if name == "torch" else name
@@ -34,8 +39,8 @@ def engine_specs() -> list[str]:
         except EngineUnavailableError:
             continue
         specs.append(spec)
-        if name == "torch":
-            specs.append("torch:cpu:float32-totals")
+        if name in ("light", "torch"):
+            specs.append(f"{spec}:float32-totals")
     return specs
 
 
@@ -48,10 +53,12 @@ def best_of(
         peer()
     best_work = best_peer = float("inf")
     for _ in range(rounds):
+        time.sleep(SETTLE)
         start = time.perf_counter()
         for _ in range(number):
             work()
         best_work = min(best_work, (time.perf_counter() - start) / number)
+        time.sleep(SETTLE)
         start = time.perf_counter()
         for _ in range(number):
             peer()
