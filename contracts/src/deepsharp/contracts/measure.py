@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from deepsharp.core.engine import FLOAT32_TOTALS
+
 __all__ = [
     "BOUNDS",
     "FLOAT32_TOTALS",
@@ -41,12 +43,12 @@ BOUNDS: dict[str, float] = {
     "steps": 0.0,  # mismatching bits between steps that must agree bit for bit
 }
 
-FLOAT32_TOTALS = "float32 totals"
-"""The precision of an engine that adds its totals in float32 in an order of its own (the torch
-engine's `totals="float32"`, libtorch's kernels as PyTorch runs them). No float32 order keeps
-3u·Σ|terms| for long totals of one sign, so such an engine is held to the classical bound of a
-float32 sum of n terms added in any order: |got - ref| <= (n + 1)·u·Σ|terms| (gamma_n and the
-final rounding), n the number of terms in that element's total."""
+# FLOAT32_TOTALS (deepsharp.core.engine) is the precision of an engine that adds its totals in
+# float32 in an order of its own (the light and torch engines' `totals="float32"`: NumPy's and
+# libtorch's kernels). No float32 order keeps 3u·Σ|terms| for long totals of one sign, so such an
+# engine is held to the classical bound of a float32 sum of n terms added in any order:
+# |got - ref| <= (n + 1)·u·Σ|terms| (gamma_n and the final rounding), n the number of terms in
+# that element's total.
 
 UNITS: dict[str, str] = {
     "transfers": "mismatching bits",

@@ -29,6 +29,8 @@ from numpy.typing import NDArray
 from deepsharp.core.errors import EngineUnavailableError
 
 __all__ = [
+    "FLOAT32_TOTALS",
+    "TOTALS",
     "Counters",
     "Engine",
     "EngineIdentity",
@@ -38,6 +40,7 @@ __all__ = [
     "images_a_block",
     "make_engine",
     "product_blocks",
+    "use_totals",
 ]
 
 Handle = Any
@@ -50,12 +53,39 @@ Padding = tuple[int, int]
 """Zeros added before and after one spatial axis."""
 
 
+TOTALS = ("float64", "float32")
+"""How an engine that offers a choice adds its totals: in float64, each rounded once to float32
+(the default: the contract's 3u bound, the same bits on any thread count and for a row in any
+company), or in its library's own float32 kernels (`totals="float32"`)."""
+
+FLOAT32_TOTALS = "float32 totals"
+"""The precision in the identity of an engine that adds its totals in float32."""
+
+TOTALS_OPERATIONS = ("matmul", "sum", "mean", "conv2d", "conv2d_weight_grad", "conv2d_fold")
+"""The operations whose totals `totals` chooses; every other operation is the same either way."""
+
+
+def use_totals(engine: Any, name: str, totals: str) -> str | None:
+    """Check `totals` for the engine called `name`; for "float32", put the engine's
+    `_<operation>_float32` methods in place of the six totals. Gives the identity's precision."""
+    if totals not in TOTALS:
+        raise ValueError(
+            f"the {name} engine adds its totals in {' or '.join(map(repr, TOTALS))}, not {totals!r}"
+        )
+    if totals == "float64":
+        return None
+    for operation in TOTALS_OPERATIONS:
+        setattr(engine, operation, getattr(engine, f"_{operation}_float32"))
+    return FLOAT32_TOTALS
+
+
 @dataclass(frozen=True)
 class EngineIdentity:
     """What a checkpoint records of the engine it was taken on.
 
-    `precision` is set by an engine that can add in more than one way (the torch engine's
-    float32 totals): a run goes on only with the same precision. None is the engine's default.
+    `precision` is set by an engine that can add in more than one way (the light and torch
+    engines' float32 totals, `FLOAT32_TOTALS`): a run goes on only with the same precision.
+    None is the engine's default.
     """
 
     name: str
@@ -152,7 +182,7 @@ class Engine(Protocol):
         """Cross-correlation of images x (N, C, H, W) with filters w (F, C, kh, kw) -> (N, F, oh, ow).
 
         `padding` is ((top, bottom), (left, right)) zeros around each image. With `bias` (F,),
-        each filter's bias is one more term of each of its totals (one pass, not a second).
+        each filter's bias is one more term of each of its totals, added in the same call.
         """
         ...
 
@@ -168,7 +198,7 @@ class Engine(Protocol):
         """The filters' gradient (F, C, kh, kw) from images x and the outputs' gradient gy.
 
         With `bias`, a pair: that and the biases' gradient (F,), gy's total over images and
-        places, worked out in the same pass over gy.
+        places, worked out in the same call.
         """
         ...
 
@@ -211,7 +241,7 @@ class Engine(Protocol):
     def sigmoid(self, x: Handle) -> Handle: ...
     def relu(self, x: Handle) -> Handle: ...
     def relu_back(self, x: Handle, grad: Handle) -> Handle:
-        """ReLU's way back in one pass: grad where x > 0, else 0 (x and grad of one shape)."""
+        """ReLU's way back in one operation: grad where x > 0, else 0 (x and grad of one shape)."""
         ...
 
     def sgd_update(

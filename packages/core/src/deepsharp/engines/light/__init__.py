@@ -1,7 +1,8 @@
 """The light engine: NumPy float32 arrays in the process's memory.
 
-Every total — products, convolutions, sums and means — is added in float64 and rounded to
-float32 once. That keeps each element within half a unit of float32 of the exact total (the
+By default every total — products, convolutions, sums and means — is added in float64 and
+rounded to float32 once (`totals="float32"` gives NumPy's own float32 kernels instead: see
+`LightEngine`). That keeps each element within half a unit of float32 of the exact total (the
 contract asks 3 units of 2**-24 times the sum of the terms' sizes), and it makes a row's
 answer independent of the rows beside it: float32 BLAS kernels treat the rows of a block
 differently, so a row's bits would depend on its place in a chunk. Handles are the NumPy
@@ -18,9 +19,15 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from deepsharp.core.engine import Counters, EngineIdentity, images_a_block, product_blocks
+from deepsharp.core.engine import (
+    Counters,
+    EngineIdentity,
+    images_a_block,
+    product_blocks,
+    use_totals,
+)
 
-__all__ = ["TOTALS", "LightEngine", "ReferenceEngine", "from_spec"]
+__all__ = ["LightEngine", "ReferenceEngine", "from_spec"]
 
 F32 = np.float32
 Array = Any  # a handle: the NumPy array itself
@@ -31,14 +38,6 @@ _BLOCK = 1 << 18
 convolution is worked a block of rows (or images) at a time, so the float64 copies stay in
 the processor's caches instead of crossing memory whole; each element is still one float64
 total rounded once."""
-
-
-TOTALS = ("float64", "float32")
-"""How the engine adds its totals: in float64, rounded once (the contract's 3u bound, a row's
-bits independent of its neighbours), or in NumPy's float32 kernels (BLAS's sgemm, pairwise sums)
-as a hand-written NumPy network would."""
-
-_FLOAT32_OPERATIONS = ("matmul", "sum", "mean", "conv2d", "conv2d_weight_grad", "conv2d_fold")
 
 
 class LightEngine:
@@ -55,11 +54,7 @@ class LightEngine:
     dtype: type[np.floating[Any]] = np.float32
 
     def __init__(self, totals: str = "float64") -> None:
-        if totals not in TOTALS:
-            raise ValueError(
-                f"the light engine adds its totals in {' or '.join(map(repr, TOTALS))}, "
-                f"not {totals!r}"
-            )
+        self.precision = use_totals(self, "light", totals)
         self.counters = Counters()
         self.version = np.__version__
         self.device = "cpu"
@@ -67,18 +62,14 @@ class LightEngine:
         # Flat arrays the core laid out as parts (slots, optimizer memory): id of the first
         # part -> (the flat array, the parts), all held weakly.
         self._groups: dict[int, tuple[Any, list[Any]]] = {}
-        if totals == "float32":
-            for operation in _FLOAT32_OPERATIONS:
-                setattr(self, operation, getattr(self, f"_{operation}_float32"))
 
     @property
     def identity(self) -> EngineIdentity:
-        precision = None if self.totals == "float64" else f"{self.totals} totals"
-        return EngineIdentity(self.name, f"numpy {self.version}", self.device, precision)
+        return EngineIdentity(self.name, f"numpy {self.version}", self.device, self.precision)
 
     def __repr__(self) -> str:
-        totals = "" if self.totals == "float64" else f", {self.totals} totals"
-        return f"LightEngine(numpy {self.version}{totals})"
+        precision = "" if self.precision is None else f", {self.precision}"
+        return f"LightEngine(numpy {self.version}{precision})"
 
     # --- transfers -------------------------------------------------------------------------
     def put(self, array: Array) -> Array:
@@ -190,15 +181,27 @@ class LightEngine:
         stride: int,
         padding: tuple[Padding, Padding],
     ) -> Array:
+        return self._fold(gy, w, image, stride, padding, np.float64)
+
+    def _fold(
+        self,
+        gy: Array,
+        w: Array,
+        image: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+        totals: type[np.floating[Any]],
+    ) -> Array:
+        """`conv2d_fold` with its products and their overlaps added in `totals`."""
         count, filters, out_h, out_w = gy.shape
         _, channels, kh, kw = w.shape
         (top, bottom), (left, right) = padding
         parts = np.matmul(
-            w.reshape(filters, -1).T, gy.reshape(count, filters, -1), dtype=np.float64
+            w.reshape(filters, -1).T, gy.reshape(count, filters, -1), dtype=totals
         )  # (N, C*kh*kw, P)
         parts = parts.reshape(count, channels, kh, kw, out_h, out_w)
         height, width = image[0] + top + bottom, image[1] + left + right
-        folded = np.zeros((count, channels, height, width), np.float64)
+        folded = np.zeros((count, channels, height, width), totals)
         for i in range(kh):
             for j in range(kw):
                 folded[:, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride] += (
@@ -266,19 +269,7 @@ class LightEngine:
         stride: int,
         padding: tuple[Padding, Padding],
     ) -> Array:
-        count, filters, out_h, out_w = gy.shape
-        _, channels, kh, kw = w.shape
-        (top, bottom), (left, right) = padding
-        parts = np.matmul(w.reshape(filters, -1).T, gy.reshape(count, filters, -1))
-        parts = parts.reshape(count, channels, kh, kw, out_h, out_w)
-        height, width = image[0] + top + bottom, image[1] + left + right
-        folded = np.zeros((count, channels, height, width), self.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                folded[:, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride] += (
-                    parts[:, :, i, j]
-                )
-        return np.ascontiguousarray(folded[:, :, top : top + image[0], left : left + image[1]])
+        return self._fold(gy, w, image, stride, padding, np.float32)
 
     # --- value by value --------------------------------------------------------------------
     def add(self, a: Any, b: Any) -> Array:
@@ -513,7 +504,7 @@ class ReferenceEngine(LightEngine):
 def from_spec(option: str = "") -> LightEngine:
     """The entry point's factory: `light`, or `light:float32-totals` for float32 totals."""
     text = option.strip().lower()
-    if text in ("", "float64-totals"):
+    if text == "":
         return LightEngine()
     if text == "float32-totals":
         return LightEngine(totals="float32")

@@ -25,7 +25,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.engine import Counters, EngineIdentity, images_a_block, product_blocks
+from deepsharp.core.engine import (
+    Counters,
+    EngineIdentity,
+    images_a_block,
+    product_blocks,
+    use_totals,
+)
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
 from deepsharp.engines.torch._probe import cuda_refusal, load_torch
 
@@ -45,10 +51,6 @@ _threshold_backward: Any = None
 
 _BLOCK = 1 << 19
 """How many float64 values a large total's temporaries may hold on the processor (4 MiB)."""
-
-TOTALS = ("float64", "float32")
-"""How the engine adds its totals: in float64, rounded once (the contract's 3u bound, the same
-bits on any thread count), or in libtorch's float32 kernels as PyTorch does."""
 
 _SERIAL_BELOW = 32768
 """libtorch's grain size: value-by-value kernels on fewer elements run on one thread."""
@@ -156,11 +158,7 @@ class TorchEngine:
     name = "torch"
 
     def __init__(self, device: str = "cpu", totals: str = "float64") -> None:
-        if totals not in TOTALS:
-            raise ValueError(
-                f"the torch engine adds its totals in {' or '.join(map(repr, TOTALS))}, "
-                f"not {totals!r}"
-            )
+        self.precision = use_totals(self, "torch", totals)
         module = _bind()
         self.counters = Counters()
         self.version: str = str(module.__version__)
@@ -169,16 +167,6 @@ class TorchEngine:
         self._device = module.device(device)
         self._cuda = self._device.type == "cuda"
         self._guard: Any = _Exact() if self._cuda else nullcontext()
-        if totals == "float32":  # libtorch's own float32 kernels, as PyTorch runs them
-            for operation in (
-                "matmul",
-                "sum",
-                "mean",
-                "conv2d",
-                "conv2d_weight_grad",
-                "conv2d_fold",
-            ):
-                setattr(self, operation, getattr(self, f"_{operation}_float32"))
 
     @classmethod
     def on_cpu(cls, totals: str = "float64") -> TorchEngine:
@@ -205,12 +193,11 @@ class TorchEngine:
 
     @property
     def identity(self) -> EngineIdentity:
-        precision = None if self.totals == "float64" else f"{self.totals} totals"
-        return EngineIdentity(self.name, self.version, self.device, precision)
+        return EngineIdentity(self.name, self.version, self.device, self.precision)
 
     def __repr__(self) -> str:
-        totals = "" if self.totals == "float64" else f", {self.totals} totals"
-        return f"TorchEngine(torch {self.version} on {self.device}{totals})"
+        precision = "" if self.precision is None else f", {self.precision}"
+        return f"TorchEngine(torch {self.version} on {self.device}{precision})"
 
     # --- transfers -------------------------------------------------------------------------
     def put(self, array: NDArray[Any]) -> Tensor:
