@@ -249,6 +249,7 @@ class _Unary(Rule):
 @_rule
 class Neg(_Unary):
     name = "neg"
+    keeps_output = keeps_inputs = False  # its way back reads nothing
 
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
         return (engine.neg(grad),)
@@ -257,6 +258,7 @@ class Neg(_Unary):
 @_rule
 class Exp(_Unary):
     name = "exp"
+    keeps_inputs = False  # its way back reads its output only
 
     def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
         return out
@@ -285,6 +287,7 @@ class Log1p(_Unary):
 @_rule
 class Sqrt(_Unary):
     name = "sqrt"
+    keeps_inputs = False  # its way back reads its output only
 
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
         return (engine.div(engine.mul(grad, 0.5), _output(node)),)
@@ -293,6 +296,7 @@ class Sqrt(_Unary):
 @_rule
 class Tanh(_Unary):
     name = "tanh"
+    keeps_inputs = False  # its way back reads its output only
 
     def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
         return engine.sub(1.0, engine.mul(out, out))
@@ -301,6 +305,7 @@ class Tanh(_Unary):
 @_rule
 class Sigmoid(_Unary):
     name = "sigmoid"
+    keeps_inputs = False  # its way back reads its output only
 
     def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
         return engine.mul(out, engine.sub(1.0, out))
@@ -427,6 +432,7 @@ class LogSoftmax(Rule):
     """log(softmax(x)) over the last axis, taken as x - max - log(sum(exp(x - max)))."""
 
     name = "log_softmax"
+    keeps_inputs = False  # its way back reads its output only
 
     def forward(self, engine: Engine, x: Any) -> tuple[Handle, Any]:
         last = (len(engine.shape(x)) - 1,)
@@ -533,7 +539,7 @@ class Conv2D(Rule):
 @_rule
 class MaxPool2D(Rule):
     name = "maxpool2d"
-    keeps_output = False
+    keeps_output = keeps_inputs = False  # the selection and the input's shape suffice
 
     def forward(self, engine: Engine, x: Any, pool: int) -> tuple[Handle, Any]:
         return engine.maxpool2d(x, pool)

@@ -119,6 +119,11 @@ class Node:
         self.shape = shape
         self.generation = generation
 
+    def forget(self) -> None:
+        """Let go of its inputs and what it saved: its way back has run, or will not."""
+        self.inputs = ()
+        self.saved = None
+
 
 class Recording:
     """A pass that needs gradients towards `wanted` (and nothing else)."""
@@ -166,7 +171,7 @@ class Recording:
                 sent = node.rule.backward(engine, node, grad)
             # Its way back is done: let go of what it kept now, not at the end, so that a large
             # value (a convolution's) is freed before the layers below it allocate theirs.
-            node.inputs, node.saved = (), None
+            node.forget()
             if grad is None:
                 continue
             for value, needed, part in zip(inputs, node.needs, sent):
@@ -186,8 +191,7 @@ class Recording:
     def drop(self) -> None:
         """Let go of the tape: nodes forget their inputs and what they saved."""
         for node in self.tape:
-            node.inputs = ()
-            node.saved = None
+            node.forget()
         self.tape.clear()
 
 
