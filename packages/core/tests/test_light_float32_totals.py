@@ -1,6 +1,7 @@
 """The light engine with float32 totals: NumPy's own float32 kernels (sgemm, pairwise sums) for
-products, sums and convolutions. What it keeps (the contract at its own bound, runs that repeat
-bit for bit, the samples' accuracy, checkpoints that know it) and what it is named by."""
+products, sums and convolutions. What it keeps (totals within their float32 bound, runs that
+repeat bit for bit, the samples' accuracy, checkpoints that know it) and what it is named by.
+The whole contract runs on it in the nox `tests` session (`--engine light:float32-totals`)."""
 
 from __future__ import annotations
 
@@ -58,11 +59,51 @@ def test_its_totals_are_numpys_own() -> None:
     assert not np.array_equal(wide, engine.matmul(a, b))
 
 
+def _within_float32_bound(got: np.ndarray, want: np.ndarray, terms: int) -> None:
+    """|got - want| <= (terms + 1)u·|want| + a floor: float32 totals of `terms` terms."""
+    assert got.shape == want.shape and got.dtype == np.float32
+    bound = (terms + 1) * 2.0**-24 * (np.abs(want) + 1.0)
+    assert (np.abs(got.astype(np.float64) - want) <= bound).all()
+
+
+@pytest.mark.parametrize("stride, padding", [(1, ((1, 1), (1, 1))), (2, ((0, 1), (1, 0)))])
+def test_every_float32_total_agrees_with_the_float64_one(
+    stride: int, padding: tuple[tuple[int, int], tuple[int, int]]
+) -> None:
+    rng = np.random.default_rng(1)
+    fast, wide = LightEngine(totals="float32"), LightEngine()
+    tall = rng.standard_normal((40, 700), np.float32)  # a dense layer's rows
+    grads = rng.standard_normal((40, 10), np.float32)
+    # the weight gradient: the tall product x^T @ g, formed the other way round
+    _within_float32_bound(fast.matmul(tall, grads, True), wide.matmul(tall, grads, True), 40)
+    _within_float32_bound(fast.matmul(grads, grads, False, True), grads @ grads.T, 10)
+    _within_float32_bound(fast.mean(tall, (0,)), wide.mean(tall, (0,)), 40)
+    x = rng.standard_normal((3, 2, 9, 8), np.float32)
+    w, bias = rng.standard_normal((4, 2, 3, 3), np.float32), rng.standard_normal(4, np.float32)
+    out = wide.conv2d(x, w, stride, padding, bias)
+    _within_float32_bound(fast.conv2d(x, w, stride, padding, bias), out, 19)
+    gy = rng.standard_normal(out.shape, np.float32)
+    got = fast.conv2d_weight_grad(x, gy, (3, 3), stride, padding, bias=True)
+    want = wide.conv2d_weight_grad(x, gy, (3, 3), stride, padding, bias=True)
+    places = 3 * out.shape[2] * out.shape[3]
+    _within_float32_bound(got[0], want[0], places)
+    _within_float32_bound(got[1], want[1], places)
+    image = (x.shape[2], x.shape[3])
+    _within_float32_bound(
+        fast.conv2d_fold(gy, w, image, stride, padding),
+        wide.conv2d_fold(gy, w, image, stride, padding),
+        4 * 9,
+    )
+
+
 def test_a_run_repeats_bit_for_bit() -> None:
     first, second = (titanic.run(engine=FAST, seed=5, progress=False) for _ in range(2))
-    losses = [[(e.loss, e.validation_loss) for e in run.report.history] for run in (first, second)]
-    assert losses[0] == losses[1] and len(losses[0]) == first.report.epochs_run
-    assert first.report.measures == second.report.measures
+    other = titanic.run(engine=FAST, seed=6, progress=False)
+    losses = [
+        [(e.loss, e.validation_loss) for e in run.report.history] for run in (first, second, other)
+    ]
+    assert losses[0] == losses[1] and first.report.measures == second.report.measures
+    assert losses[0] != losses[2]  # what is compared does tell runs apart
 
 
 def test_the_samples_reach_their_goals() -> None:

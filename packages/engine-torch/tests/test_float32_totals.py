@@ -1,6 +1,7 @@
 """The torch engine with float32 totals: libtorch's own kernels for products, sums and
-convolutions, as PyTorch runs them. What it keeps (the contract at its own bound, runs that
-repeat bit for bit on one thread count, checkpoints that know it) and what it is named by."""
+convolutions, as PyTorch runs them. What it keeps (libtorch's own bits, runs that repeat bit for
+bit on one thread count, checkpoints that know it) and what it is named by. The whole contract
+runs on it in the nox `torch` session (`--engine torch:cpu:float32-totals`)."""
 
 from __future__ import annotations
 
