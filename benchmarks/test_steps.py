@@ -46,14 +46,14 @@ GUARDS = {
     ("titanic", "light:float32-totals"): 0.6,
     ("titanic", "torch:cpu"): 1.5,
     ("titanic", "torch:cpu:float32-totals"): 1.5,
-    ("conv-32x8", "light"): 2.4,
+    ("conv-32x8", "light"): 3.0,
     ("conv-32x8", "light:float32-totals"): 1.8,
     ("conv-32x8", "torch:cpu"): 2.4,
     ("conv-32x8", "torch:cpu:float32-totals"): 1.6,
-    ("conv-256x32", "light"): 3.8,
+    ("conv-256x32", "light"): 4.5,
     ("conv-256x32", "light:float32-totals"): 3.0,
-    ("conv-256x32", "torch:cpu"): 3.0,
-    ("conv-256x32", "torch:cpu:float32-totals"): 1.6,
+    ("conv-256x32", "torch:cpu"): 4.0,
+    ("conv-256x32", "torch:cpu:float32-totals"): 2.0,
 }
 
 WORKLOADS: dict[str, tuple[Any, Any, int, int]] = {
