@@ -53,14 +53,14 @@ GUARDS = {
     ("conv-256x32", "light"): 4.5,
     ("conv-256x32", "light:float32-totals"): 3.0,
     ("conv-256x32", "torch:cpu"): 4.0,
-    ("conv-256x32", "torch:cpu:float32-totals"): 2.0,
+    ("conv-256x32", "torch:cpu:float32-totals"): 2.5,
 }
 
 WORKLOADS: dict[str, tuple[Any, Any, int, int]] = {
     # name: (deepsharp step maker, peer maker, calls a round, rounds)
     "titanic": (titanic_step, torch_titanic_step, 200, 15),
     "conv-32x8": (lambda e: conv_step(e, 32, 8), lambda: torch_conv_step(32, 8), 20, 10),
-    "conv-256x32": (lambda e: conv_step(e, 256, 32), lambda: torch_conv_step(256, 32), 2, 6),
+    "conv-256x32": (lambda e: conv_step(e, 256, 32), lambda: torch_conv_step(256, 32), 2, 12),
 }
 
 
