@@ -89,15 +89,7 @@ def test_the_titanic_sample_reaches_078() -> None:
 
 
 def test_its_checkpoint_refuses_an_engine_with_float64_totals(tmp_path: Path) -> None:
-    options = dict(seed=1, epochs=1, progress=False, checkpoint_dir=tmp_path, checkpoint_every=1)
-    fit(
-        titanic.pipeline(),
-        titanic.rows(),
-        titanic.network(),
-        BinaryCrossEntropy(),
-        Adam(0.001),
-        FitOptions(engine=FAST, **options),  # type: ignore[arg-type]
-    )
+    titanic.run(FAST, 1, epochs=1, progress=False, checkpoint_dir=tmp_path, checkpoint_every=1)
     assert Checkpoint.load(Checkpoint.path_in(tmp_path)).engine.precision == "float32 totals"
     with pytest.raises(EngineMismatchError, match="with float32 totals"):
         fit(

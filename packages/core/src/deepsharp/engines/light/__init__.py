@@ -134,15 +134,27 @@ class LightEngine:
         padding: tuple[Padding, Padding],
         bias: Array | None = None,
     ) -> Array:
+        return self._conv2d(x, w, stride, padding, bias, np.float64)
+
+    def _conv2d(
+        self,
+        x: Array,
+        w: Array,
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: Array | None,
+        totals: type[np.floating[Any]],
+    ) -> Array:
+        """`conv2d` with its totals (the bias one more term of each) added in `totals`."""
         cols, out_h, out_w = _columns(x, w.shape[2], w.shape[3], stride, padding)
         count, depth, places = cols.shape
         filters = w.shape[0]
         out = np.empty((count, filters, places), self.dtype)
         flat = w.reshape(filters, depth)
-        wide_bias = None if bias is None else np.asarray(bias, np.float64).reshape(filters, 1)
+        wide_bias = None if bias is None else np.asarray(bias, totals).reshape(filters, 1)
         step = images_a_block(filters, depth, places, _BLOCK)
-        for i in range(0, count, step):  # (n, F, P) in float64, a few images at a time
-            block = np.matmul(flat, cols[i : i + step], dtype=np.float64)
+        for i in range(0, count, step):  # (n, F, P) in `totals`, a few images at a time
+            block = np.matmul(flat, cols[i : i + step], dtype=totals)
             if wide_bias is not None:  # one more term of each total, before it is rounded
                 block += wide_bias
             out[i : i + step] = block
@@ -157,19 +169,32 @@ class LightEngine:
         padding: tuple[Padding, Padding],
         bias: bool = False,
     ) -> Any:
+        return self._weight_grad(x, gy, kernel, stride, padding, bias, np.float64)
+
+    def _weight_grad(
+        self,
+        x: Array,
+        gy: Array,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: bool,
+        totals: type[np.floating[Any]],
+    ) -> Any:
+        """`conv2d_weight_grad` with its totals added in `totals`."""
         cols, _, _ = _columns(x, kernel[0], kernel[1], stride, padding)
         count, depth, places = cols.shape
         filters = gy.shape[1]
         grads = gy.reshape(count, filters, places)
-        total = np.zeros((filters, depth), np.float64)
-        biases = np.zeros(filters, np.float64)
+        total = np.zeros((filters, depth), totals)
+        biases = np.zeros(filters, totals)
         step = images_a_block(filters, depth, places, _BLOCK)
-        for i in range(0, count, step):  # each image's share (F, C*kh*kw), added in float64
+        for i in range(0, count, step):  # each image's share (F, C*kh*kw), added in `totals`
             block = grads[i : i + step]
-            each = np.matmul(block, cols[i : i + step].transpose(0, 2, 1), dtype=np.float64)
+            each = np.matmul(block, cols[i : i + step].transpose(0, 2, 1), dtype=totals)
             total += np.add.reduce(each, axis=0)
             if bias:
-                biases += np.add.reduce(block, axis=(0, 2), dtype=np.float64)
+                biases += np.add.reduce(block, axis=(0, 2), dtype=totals)
         weights = total.astype(self.dtype).reshape(filters, x.shape[1], kernel[0], kernel[1])
         return (weights, biases.astype(self.dtype)) if bias else weights
 
@@ -236,13 +261,7 @@ class LightEngine:
         padding: tuple[Padding, Padding],
         bias: Array | None = None,
     ) -> Array:
-        cols, out_h, out_w = _columns(x, w.shape[2], w.shape[3], stride, padding)
-        count, depth, _ = cols.shape
-        filters = w.shape[0]
-        out = np.matmul(w.reshape(filters, depth), cols)  # (N, F, P), one sgemm an image
-        if bias is not None:
-            out += bias.reshape(filters, 1)
-        return out.reshape(count, filters, out_h, out_w)
+        return self._conv2d(x, w, stride, padding, bias, np.float32)
 
     def _conv2d_weight_grad_float32(
         self,
@@ -253,13 +272,7 @@ class LightEngine:
         padding: tuple[Padding, Padding],
         bias: bool = False,
     ) -> Any:
-        cols, _, _ = _columns(x, kernel[0], kernel[1], stride, padding)
-        count, _, places = cols.shape
-        filters = gy.shape[1]
-        grads = gy.reshape(count, filters, places)
-        each = np.matmul(grads, cols.transpose(0, 2, 1))  # (N, F, C*kh*kw): each image's share
-        weights = np.add.reduce(each, axis=0).reshape(filters, x.shape[1], *kernel)
-        return (weights, np.add.reduce(grads, axis=(0, 2))) if bias else weights
+        return self._weight_grad(x, gy, kernel, stride, padding, bias, np.float32)
 
     def _conv2d_fold_float32(
         self,
