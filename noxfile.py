@@ -90,9 +90,15 @@ def oldest(session: nox.Session) -> None:
 
 @nox.session(python=TORCH_PYTHON)
 def torch(session: nox.Session) -> None:
-    """The torch engine's tests and the contracts on torch:cpu, float64 and float32 totals."""
+    """The torch engine's tests, the memory tests on it, and the contracts on torch:cpu (both totals)."""
     session.install(*CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TORCH, CONTRACTS)
-    session.run("pytest", "packages/engine-torch/tests", "-q", *session.posargs)
+    session.run(
+        "pytest",
+        "packages/engine-torch/tests",
+        "packages/core/tests/test_memory.py",
+        "-q",
+        *session.posargs,
+    )
     _contracts(session, "torch:cpu")
     _contracts(session, "torch:cpu:float32-totals")
 

@@ -27,6 +27,7 @@ from deepsharp.core.layers import (
     Tanh,
 )
 from deepsharp.core.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
+from deepsharp.core.memory import heap_policy
 from deepsharp.core.network import Network
 from deepsharp.core.optimizers import SGD, Adam, Optimizer
 from deepsharp.core.pipeline import Pipeline, read_csv
@@ -80,6 +81,7 @@ __all__ = [
     "__version__",
     "available_engines",
     "fit",
+    "heap_policy",
     "make_engine",
     "read_csv",
 ]

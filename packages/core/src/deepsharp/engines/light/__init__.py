@@ -26,6 +26,7 @@ from deepsharp.core.engine import (
     product_blocks,
     use_totals,
 )
+from deepsharp.core.memory import keep_freed_memory
 
 __all__ = ["LightEngine", "ReferenceEngine", "from_spec"]
 
@@ -62,6 +63,7 @@ class LightEngine:
         # Flat arrays the core laid out as parts (slots, optimizer memory): id of the first
         # part -> (the flat array, the parts), all held weakly.
         self._groups: dict[int, tuple[Any, list[Any]]] = {}
+        keep_freed_memory()  # a step's freed arrays stay in the heap for the next
 
     @property
     def identity(self) -> EngineIdentity:

@@ -11,6 +11,8 @@ global lookup and torch's own dispatch, nothing more.
   too large to run on one thread is formed through tanh, whose vectorised and scalar paths
   agree (torch.sigmoid's do not, so chunk edges would change bits). Products, convolutions,
   maxima and the value-by-value kernels give the same bits whatever the thread count.
+- On the processor, the first engine asks glibc's malloc to keep freed memory for reuse
+  (`deepsharp.core.memory`), so a step does not fault its memory in again each time.
 - On a card, products and convolutions run with TF32 off and deterministic algorithms, set
   for the engine's own calls only and put back as the application had them.
 """
@@ -33,6 +35,7 @@ from deepsharp.core.engine import (
     use_totals,
 )
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
+from deepsharp.core.memory import keep_freed_memory
 from deepsharp.engines.torch._probe import cuda_refusal, load_torch
 
 __all__ = ["TorchEngine"]
@@ -167,6 +170,8 @@ class TorchEngine:
         self._device = module.device(device)
         self._cuda = self._device.type == "cuda"
         self._guard: Any = _Exact() if self._cuda else nullcontext()
+        if not self._cuda:  # a step's freed memory stays in the heap for the next
+            keep_freed_memory()
 
     @classmethod
     def on_cpu(cls, totals: str = "float64") -> TorchEngine:

@@ -1,0 +1,107 @@
+"""The CPU engines keep a step's freed memory in the heap (`deepsharp.core.memory`).
+
+Each case runs in a fresh interpreter: glibc's limits are the whole process's and move with
+what it did before, so only a new process shows what making an engine does to them. The torch
+engine's cases run in the nox `torch` session, which runs this file too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+
+# Three steps to settle, then the page faults of three more (the benchmarks' large convolution
+# step: 22 MB activations, which glibc otherwise gives back to the system at each step's end).
+_STEPS = textwrap.dedent(
+    """
+    import json, resource, sys
+    import numpy as np
+    from deepsharp.core import Adam, Conv2D, CrossEntropy, Dense, Flatten, Network, Relu, Trainer
+    from deepsharp.core import heap_policy, make_engine
+
+    engine = make_engine(sys.argv[1])
+    network = Network([Conv2D(32, 3), Relu(), Flatten(), Dense(10)], inputs=(1, 28, 28))
+    trainer = Trainer(network, CrossEntropy(), Adam(0.001), engine=engine, seed=0)
+    rng = np.random.default_rng(0)
+    images = rng.random((256, 1, 28, 28)).astype(np.float32)
+    classes = rng.integers(0, 10, 256)
+    for _ in range(3):
+        trainer.step(images.copy(), classes.copy())
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(3):
+        trainer.step(images.copy(), classes.copy())
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 3
+    print(json.dumps({"policy": heap_policy(), "faults": faults}))
+    """
+)
+
+
+def _run(spec: str = "light", **environment: str) -> dict[str, object]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("MALLOC_")
+        and key not in ("GLIBC_TUNABLES", "DEEPSHARP_KEEP_FREED_MEMORY")
+    }
+    env.update(environment)
+    done = subprocess.run(
+        [sys.executable, "-c", _STEPS, spec],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _torch() -> bool:
+    return importlib.util.find_spec("torch") is not None and (
+        importlib.util.find_spec("deepsharp.engines.torch") is not None
+    )
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc is what the engines tune")
+@pytest.mark.parametrize(
+    "spec", ["light", "light:float32-totals", "torch:cpu", "torch:cpu:float32-totals"]
+)
+def test_a_step_faults_no_memory_in_once_the_engine_is_made(spec: str) -> None:
+    if spec.startswith("torch") and not _torch():
+        pytest.skip("the torch engine and a torch build are not installed in this session")
+    result = _run(spec)
+    assert str(result["policy"]).startswith("kept:"), result
+    # Without the policy a fresh process faulted, a step, 10,784 pages on
+    # torch:cpu:float32-totals, 0 to 16,192 on torch:cpu, 2,503 on light:float32-totals;
+    # with it, none.
+    assert float(str(result["faults"])) < 200, result
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc is what the engines tune")
+def test_the_application_can_leave_malloc_alone() -> None:
+    result = _run(DEEPSHARP_KEEP_FREED_MEMORY="0")
+    assert result["policy"] == "left as the process has it: DEEPSHARP_KEEP_FREED_MEMORY=0"
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc is what the engines tune")
+def test_malloc_limits_the_application_set_are_kept() -> None:
+    result = _run(MALLOC_TRIM_THRESHOLD_="1048576")
+    assert result["policy"] == "left as the application set it (MALLOC_TRIM_THRESHOLD_)"
+    result = _run(GLIBC_TUNABLES="glibc.malloc.trim_threshold=1048576")
+    assert result["policy"] == "left as the application set it (GLIBC_TUNABLES)"
+
+
+def test_nothing_is_changed_before_an_engine_is_made() -> None:
+    code = "from deepsharp.core import heap_policy, Network; print(heap_policy())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "None"
