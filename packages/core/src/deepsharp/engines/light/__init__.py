@@ -156,10 +156,16 @@ class LightEngine:
         wide_bias = None if bias is None else np.asarray(bias, totals).reshape(filters, 1)
         step = images_a_block(filters, depth, places, _BLOCK)
         for i in range(0, count, step):  # (n, F, P) in `totals`, a few images at a time
+            part = out[i : i + step]
+            if totals is self.dtype:  # float32 totals: formed where they are kept, no copy
+                np.matmul(flat, cols[i : i + step], out=part)
+                if wide_bias is not None:
+                    part += wide_bias
+                continue
             block = np.matmul(flat, cols[i : i + step], dtype=totals)
             if wide_bias is not None:  # one more term of each total, before it is rounded
                 block += wide_bias
-            out[i : i + step] = block
+            part[...] = block
         return out.reshape(count, filters, out_h, out_w)
 
     def conv2d_weight_grad(
