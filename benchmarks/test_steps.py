@@ -50,7 +50,7 @@ GUARDS = {
     ("conv-32x8", "light:float32-totals"): 1.8,
     ("conv-32x8", "torch:cpu"): 2.4,
     ("conv-32x8", "torch:cpu:float32-totals"): 1.6,
-    ("conv-256x32", "light"): 4.5,
+    ("conv-256x32", "light"): 5.0,
     ("conv-256x32", "light:float32-totals"): 3.0,
     ("conv-256x32", "torch:cpu"): 4.0,
     ("conv-256x32", "torch:cpu:float32-totals"): 2.5,
