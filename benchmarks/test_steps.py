@@ -59,7 +59,7 @@ GUARDS = {
 WORKLOADS: dict[str, tuple[Any, Any, int, int]] = {
     # name: (deepsharp step maker, peer maker, calls a round, rounds)
     "titanic": (titanic_step, torch_titanic_step, 200, 15),
-    "conv-32x8": (lambda e: conv_step(e, 32, 8), lambda: torch_conv_step(32, 8), 20, 10),
+    "conv-32x8": (lambda e: conv_step(e, 32, 8), lambda: torch_conv_step(32, 8), 20, 15),
     "conv-256x32": (lambda e: conv_step(e, 256, 32), lambda: torch_conv_step(256, 32), 2, 12),
 }
 
