@@ -82,9 +82,10 @@ def test_a_step_faults_no_memory_in_once_the_engine_is_made(spec: str) -> None:
     result = _run(spec)
     assert str(result["policy"]).startswith("kept:"), result
     # Without the policy a fresh process faulted, a step, 10,784 pages on
-    # torch:cpu:float32-totals, 0 to 16,192 on torch:cpu, 2,503 on light:float32-totals;
-    # with it, none.
-    assert float(str(result["faults"])) < 200, result
+    # torch:cpu:float32-totals, 0 to 16,192 on torch:cpu, 2,503 to 3,014 on light; with it,
+    # none, except under NumPy 1.26: its OpenBLAS (0.3.23) maps a buffer of its own for the
+    # products each step, outside malloc, 703 faults a step on light:float32-totals either way.
+    assert float(str(result["faults"])) < 1000, result
 
 
 @pytest.mark.skipif(not GLIBC, reason="glibc's malloc is what the engines tune")
