@@ -26,7 +26,7 @@ EXPECTED = [
     "torch:cpu:float32-totals",
     "torch:cuda:0",
 ]
-FLOAT32_TOTALS = "float32 totals"
+FLOAT32_TOTALS = "float32"
 """An engine of this precision is held to (n + 1)u·Σ|terms|: its totals are that fraction."""
 FAMILIES = [
     ("transfers", "transfers (bits)"),

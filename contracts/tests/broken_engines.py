@@ -13,9 +13,9 @@ import numpy as np
 from example_engine import ExampleEngine
 
 from deepsharp.contracts.measure import FLOAT32_TOTALS
+from deepsharp.core.autodiff.functions import RULES, Rule
+from deepsharp.core.autodiff.tensor import Node
 from deepsharp.core.engine import EngineIdentity
-from deepsharp.core.ops import RULES, Rule
-from deepsharp.core.tensor import Node
 
 Array = Any
 

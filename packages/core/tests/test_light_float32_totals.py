@@ -18,10 +18,10 @@ from deepsharp.core import (
     fit,
     make_engine,
 )
-from deepsharp.core.checkpoint import Checkpoint
 from deepsharp.core.engine import EngineIdentity
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.core.samples import digits, titanic
+from deepsharp.core.training.checkpoint import Checkpoint
 from deepsharp.engines.light import LightEngine, from_spec
 
 FAST = "light:float32-totals"
@@ -30,13 +30,11 @@ FAST = "light:float32-totals"
 def test_named_by_spec_and_carried_in_the_identity() -> None:
     engine = make_engine(FAST)
     assert isinstance(engine, LightEngine) and engine.totals == "float32"
-    assert engine.identity == EngineIdentity(
-        "light", f"numpy {np.__version__}", "cpu", "float32 totals"
-    )
-    assert str(engine.identity).endswith("on cpu with float32 totals")
-    assert make_engine("light").identity.precision is None  # the default adds in float64
+    assert engine.identity == EngineIdentity("light", f"numpy {np.__version__}", "cpu", "float32")
+    assert str(engine.identity).endswith("on cpu (float32)")
+    assert make_engine("light").identity.precision == "strict"  # the default adds in float64
     assert EngineIdentity.from_json(engine.identity.to_json()) == engine.identity
-    assert "float32 totals" in repr(engine)
+    assert "float32" in repr(engine)
 
 
 def test_an_unknown_way_of_adding_is_refused() -> None:
@@ -108,15 +106,15 @@ def test_a_run_repeats_bit_for_bit() -> None:
 
 def test_the_samples_reach_their_goals() -> None:
     run = titanic.run(engine=FAST, progress=False)
-    assert run.report.engine.precision == "float32 totals"
+    assert run.report.engine.precision == "float32"
     assert run.report.measures["accuracy"] >= 0.78
     assert digits.run(engine=FAST, progress=False).report.measures["accuracy"] >= 0.95
 
 
 def test_its_checkpoint_refuses_the_engine_with_float64_totals(tmp_path: Path) -> None:
     titanic.run(FAST, 1, epochs=1, progress=False, checkpoint_dir=tmp_path, checkpoint_every=1)
-    assert Checkpoint.load(Checkpoint.path_in(tmp_path)).engine.precision == "float32 totals"
-    with pytest.raises(EngineMismatchError, match="with float32 totals"):
+    assert Checkpoint.load(Checkpoint.path_in(tmp_path)).engine.precision == "float32"
+    with pytest.raises(EngineMismatchError, match="float32"):
         fit(
             titanic.pipeline(),
             titanic.rows(),

@@ -1,4 +1,4 @@
-"""The CPU engines keep a step's freed memory in the heap (`deepsharp.core.memory`).
+"""The CPU engines keep a step's freed memory in the heap (`deepsharp.core.engine.memory`).
 
 Each case runs in a fresh interpreter: glibc's limits are the whole process's and move with
 what it did before, so only a new process shows what making an engine does to them. The torch

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from deepsharp.core.data.pipeline import Pipeline, read_csv
 from deepsharp.core.errors import DataError, FileFormatError
-from deepsharp.core.pipeline import Pipeline, read_csv
 
 TITANIC = Path("/work/shared/data/titanic.csv")
 if not TITANIC.exists():  # the sample's copy, once the core ships one

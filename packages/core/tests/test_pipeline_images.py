@@ -23,8 +23,8 @@ from deepsharp.core import (
     Relu,
     fit,
 )
+from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.errors import DataError, FileFormatError
-from deepsharp.core.pipeline import Pipeline
 
 
 def images(count: int = 6, seed: int = 0) -> tuple[np.ndarray, list[dict[str, Any]]]:

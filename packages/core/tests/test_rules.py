@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from deepsharp.core import ops
+from deepsharp.contracts.nudging import CASES, RuleCase, worst_nudge_error
+from deepsharp.core.autodiff import functions as ops
+from deepsharp.core.autodiff.tensor import Node, Recording, Tensor
 from deepsharp.core.engine import Engine
-from deepsharp.core.gradcheck import CASES, RuleCase, worst_nudge_error
-from deepsharp.core.tensor import Node, Recording, Tensor
 from deepsharp.engines.light import LightEngine
 
 

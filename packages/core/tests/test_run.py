@@ -30,10 +30,10 @@ from deepsharp.core import (
     Tensor,
     TrainingDivergedError,
 )
-from deepsharp.core.checkpoint import Checkpoint
-from deepsharp.core.run import FitOptions, Run, fit
 from deepsharp.core.samples import data_path, titanic
 from deepsharp.core.serving import TrainedNetwork
+from deepsharp.core.training.checkpoint import Checkpoint
+from deepsharp.core.training.loop import FitOptions, Run, fit
 from deepsharp.engines.light import LightEngine
 
 
@@ -181,7 +181,7 @@ def test_a_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_does(
 KILLED = """
 import os, signal, sys
 from deepsharp.core import Adam, BinaryCrossEntropy
-from deepsharp.core.run import FitOptions, fit
+from deepsharp.core.training.loop import FitOptions, fit
 from deepsharp.core.samples import titanic
 
 def die(record):

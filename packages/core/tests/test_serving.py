@@ -27,11 +27,11 @@ from deepsharp.core import (
     available_engines,
     make_engine,
 )
+from deepsharp.core.autodiff.replay import Replay
+from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.errors import EngineUnavailableError
-from deepsharp.core.pipeline import Pipeline
 from deepsharp.core.random import Generator
 from deepsharp.core.serving import CHUNK, TrainedNetwork
-from deepsharp.core.tensor import Replay
 
 
 def _engines() -> list[str]:

@@ -23,7 +23,7 @@ from deepsharp.core import (
     Tensor,
     Trainer,
 )
-from deepsharp.core.tensor import Node
+from deepsharp.core.autodiff.tensor import Node
 from deepsharp.engines.light import LightEngine
 
 

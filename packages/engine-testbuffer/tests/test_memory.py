@@ -8,7 +8,7 @@ import tracemalloc
 import numpy as np
 
 from deepsharp.core import BinaryCrossEntropy, Dense, Network, Tanh, Trainer, make_engine
-from deepsharp.core.optimizers import Adam
+from deepsharp.core.nn.optimizers import Adam
 from deepsharp.engines.testbuffer import BufferCounters, TestBuffer, TestBufferEngine
 
 MEGA = 1024 * 1024  # float32 values in 4 MB
@@ -31,7 +31,7 @@ def test_make_engine_finds_it_through_the_entry_point() -> None:
     assert "testbuffer" in available_engines()
     engine = make_engine("testbuffer")
     assert isinstance(engine, TestBufferEngine)
-    assert str(engine.identity) == "testbuffer 0.1.0 on cpu"
+    assert str(engine.identity) == "testbuffer 0.1.0 on cpu (strict)"
 
 
 def test_live_buffers_and_bytes_follow_handles() -> None:

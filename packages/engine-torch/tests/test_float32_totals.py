@@ -29,9 +29,9 @@ from deepsharp.core import (
     fit,
     make_engine,
 )
-from deepsharp.core.checkpoint import Checkpoint
 from deepsharp.core.engine import EngineIdentity
 from deepsharp.core.samples import titanic
+from deepsharp.core.training.checkpoint import Checkpoint
 from deepsharp.engines.torch import TorchEngine, from_spec
 
 FAST = "torch:cpu:float32-totals"
@@ -40,9 +40,9 @@ FAST = "torch:cpu:float32-totals"
 def test_named_by_spec_and_carried_in_the_identity() -> None:
     engine = make_engine(FAST)
     assert isinstance(engine, TorchEngine) and engine.totals == "float32"
-    assert engine.identity == EngineIdentity("torch", torch.__version__, "cpu", "float32 totals")
-    assert str(engine.identity).endswith("on cpu with float32 totals")
-    assert make_engine("torch:cpu").identity.precision is None  # the default adds in float64
+    assert engine.identity == EngineIdentity("torch", torch.__version__, "cpu", "float32")
+    assert str(engine.identity).endswith("on cpu (float32)")
+    assert make_engine("torch:cpu").identity.precision == "strict"  # the default adds in float64
     assert from_spec("cpu:float32-totals").totals == "float32"
     assert EngineIdentity.from_json(engine.identity.to_json()) == engine.identity
 
@@ -84,14 +84,14 @@ def test_a_run_repeats_bit_for_bit_on_one_thread_count() -> None:
 
 def test_the_titanic_sample_reaches_078() -> None:
     run = titanic.run(engine=FAST, progress=False)
-    assert run.report.engine.precision == "float32 totals"
+    assert run.report.engine.precision == "float32"
     assert run.report.measures["accuracy"] >= 0.78
 
 
 def test_its_checkpoint_refuses_an_engine_with_float64_totals(tmp_path: Path) -> None:
     titanic.run(FAST, 1, epochs=1, progress=False, checkpoint_dir=tmp_path, checkpoint_every=1)
-    assert Checkpoint.load(Checkpoint.path_in(tmp_path)).engine.precision == "float32 totals"
-    with pytest.raises(EngineMismatchError, match="with float32 totals"):
+    assert Checkpoint.load(Checkpoint.path_in(tmp_path)).engine.precision == "float32"
+    with pytest.raises(EngineMismatchError, match="float32"):
         fit(
             titanic.pipeline(),
             titanic.rows(),

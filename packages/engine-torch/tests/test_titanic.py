@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("torch")
 
 from deepsharp.core import Adam, BinaryCrossEntropy, EngineMismatchError, FitOptions, Run, fit
-from deepsharp.core.checkpoint import Checkpoint
 from deepsharp.core.cli import main
 from deepsharp.core.samples import titanic
+from deepsharp.core.training.checkpoint import Checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.engine import FLOAT32_TOTALS
+FLOAT32_TOTALS = "float32"
 
 __all__ = [
     "BOUNDS",
@@ -39,7 +39,7 @@ BOUNDS: dict[str, float] = {
     "values": 1.0,  # |got - ref| as a fraction of 1e-5 + 1.3e-6 * |ref|
     "moves": 0.0,  # mismatching bits
     "rules": 1.0,  # a rule's forward and gradient on the engine: fraction of its tolerance
-    "nudging": 1.0,  # a rule's gradient against central differences (deepsharp.core.gradcheck)
+    "nudging": 1.0,  # a rule's gradient against central differences (deepsharp.contracts.nudging)
     "steps": 0.0,  # mismatching bits between steps that must agree bit for bit
 }
 

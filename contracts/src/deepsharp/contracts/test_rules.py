@@ -1,6 +1,6 @@
 """Every rule of the rulebook, nudged, and its way back on the engine under test.
 
-The cases and the nudging are the core's (`deepsharp.core.gradcheck`, the check the core's own
+The cases and the nudging are the core's (`deepsharp.contracts.nudging`, the check the core's own
 tests run): on the float64 reference engine, each rule's way back for the loss sum(out * r) must
 agree with central differences of its float64 forward. On the engine under test, the rule's
 forward and way back, from the same inputs and r rounded to float32, must agree with the
@@ -17,16 +17,16 @@ from numpy.typing import NDArray
 
 from deepsharp.contracts.data import AbsoluteTotals
 from deepsharp.contracts.measure import UNIT, Contract, value_tolerance
-from deepsharp.core import ops
-from deepsharp.core.engine import Engine
-from deepsharp.core.gradcheck import (
+from deepsharp.contracts.nudging import (
     CASES,
     RuleCase,
     projection_for,
     rule_gradients,
     worst_nudge_error,
 )
-from deepsharp.core.tensor import Tensor
+from deepsharp.core.autodiff import functions as ops
+from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.engine import Engine
 from deepsharp.engines.light import ReferenceEngine
 
 Array = NDArray[np.float64]
@@ -101,5 +101,5 @@ def test_rule_on_the_engine_matches_the_reference(
 def test_every_rule_has_a_case(contract: Contract) -> None:
     missing = sorted(set(ops.RULES) - {case.rule for case in CASES})
     assert not missing, (
-        f"rules without a nudging case (add them to deepsharp.core.gradcheck.CASES): {missing}"
+        f"rules without a nudging case (add them to deepsharp.contracts.nudging.CASES): {missing}"
     )

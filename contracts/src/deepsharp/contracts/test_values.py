@@ -18,8 +18,8 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 from deepsharp.contracts.data import CHECKS, draw, seeds
 from deepsharp.contracts.measure import Contract
+from deepsharp.core.autodiff.functions import parts
 from deepsharp.core.engine import Engine
-from deepsharp.core.ops import parts
 
 pairs = mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=1, max_side=5)
 operand_kinds = st.sampled_from(
@@ -205,7 +205,7 @@ def test_sgd_update_follows_its_formula(
 def test_fused_updates_of_parts_of_one_tensor_in_any_order(
     engine: Engine, contract: Contract, order: tuple[int, ...]
 ) -> None:
-    """Slots laid out as the core lays them out (`deepsharp.core.ops.parts`: parts of one flat
+    """Slots laid out as the core lays them out (`deepsharp.core.autodiff.functions.parts`: parts of one flat
     tensor, which an engine may update in one pass), handed in that order, in another, or only
     some of them."""
     shapes: list[tuple[int, ...]] = [(3,), (), (2, 2)]

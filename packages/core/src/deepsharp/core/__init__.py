@@ -3,8 +3,10 @@
 Everything a user calls is importable from here: `from deepsharp.core import Network, Dense, fit`.
 """
 
-from deepsharp.core.checkpoint import Checkpoint, EpochRecord
+from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.data.pipeline import Pipeline, read_csv
 from deepsharp.core.engine import Counters, Engine, EngineIdentity, available_engines, make_engine
+from deepsharp.core.engine.memory import heap_policy
 from deepsharp.core.errors import (
     DataError,
     DeepSharpError,
@@ -14,7 +16,7 @@ from deepsharp.core.errors import (
     ShapeError,
     TrainingDivergedError,
 )
-from deepsharp.core.layers import (
+from deepsharp.core.nn.layers import (
     Conv2D,
     Dense,
     Dropout,
@@ -26,16 +28,14 @@ from deepsharp.core.layers import (
     Sigmoid,
     Tanh,
 )
-from deepsharp.core.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
-from deepsharp.core.memory import heap_policy
-from deepsharp.core.network import Network
-from deepsharp.core.optimizers import SGD, Adam, Optimizer
-from deepsharp.core.pipeline import Pipeline, read_csv
+from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
+from deepsharp.core.nn.network import Network
+from deepsharp.core.nn.optimizers import SGD, Adam, Optimizer
 from deepsharp.core.random import Generator, Streams
-from deepsharp.core.run import FitOptions, Report, Run, fit
 from deepsharp.core.serving import TrainedNetwork
-from deepsharp.core.tensor import Tensor
-from deepsharp.core.trainer import Trainer
+from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
+from deepsharp.core.training.loop import FitOptions, Report, Run, fit
+from deepsharp.core.training.trainer import Trainer
 from deepsharp.core.version import __version__
 
 __all__ = [

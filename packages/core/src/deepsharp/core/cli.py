@@ -101,7 +101,7 @@ def _sample(arguments: argparse.Namespace) -> int:
 
 
 def _predict(arguments: argparse.Namespace) -> int:
-    from deepsharp.core.pipeline import read_csv
+    from deepsharp.core.data.pipeline import read_csv
     from deepsharp.core.serving import TrainedNetwork
 
     trained = TrainedNetwork.load(arguments.file)

@@ -15,14 +15,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from deepsharp.core.autodiff.replay import Replay
+from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.engine import Engine, Handle, make_engine
 from deepsharp.core.errors import FileFormatError
 from deepsharp.core.files import read_safetensors, write_safetensors
-from deepsharp.core.layers import Pass
-from deepsharp.core.losses import Loss, loss_from_json
-from deepsharp.core.network import Network
-from deepsharp.core.pipeline import Pipeline
-from deepsharp.core.tensor import Replay, Tensor
+from deepsharp.core.nn.layers import Pass
+from deepsharp.core.nn.losses import Loss, loss_from_json
+from deepsharp.core.nn.network import Network
 
 __all__ = ["CHUNK", "TrainedNetwork"]
 

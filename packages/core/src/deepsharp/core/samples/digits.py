@@ -16,14 +16,14 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.engine import Engine
-from deepsharp.core.layers import Conv2D, Dense, Flatten, MaxPool2D, Relu
-from deepsharp.core.losses import CrossEntropy
-from deepsharp.core.network import Network
-from deepsharp.core.optimizers import Adam
-from deepsharp.core.pipeline import Pipeline
-from deepsharp.core.run import FitOptions, Run, fit
+from deepsharp.core.nn.layers import Conv2D, Dense, Flatten, MaxPool2D, Relu
+from deepsharp.core.nn.losses import CrossEntropy
+from deepsharp.core.nn.network import Network
+from deepsharp.core.nn.optimizers import Adam
 from deepsharp.core.samples import data_path
+from deepsharp.core.training.loop import FitOptions, Run, fit
 
 __all__ = ["FILES", "SHA256", "network", "pipeline", "rows", "run"]
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from deepsharp.core.data.pipeline import Pipeline, read_csv
 from deepsharp.core.engine import Engine
-from deepsharp.core.layers import Dense, Relu
-from deepsharp.core.losses import BinaryCrossEntropy
-from deepsharp.core.network import Network
-from deepsharp.core.optimizers import Adam
-from deepsharp.core.pipeline import Pipeline, read_csv
-from deepsharp.core.run import FitOptions, Run, fit
+from deepsharp.core.nn.layers import Dense, Relu
+from deepsharp.core.nn.losses import BinaryCrossEntropy
+from deepsharp.core.nn.network import Network
+from deepsharp.core.nn.optimizers import Adam
 from deepsharp.core.samples import data_path
+from deepsharp.core.training.loop import FitOptions, Run, fit
 
 __all__ = ["SHA256", "describe", "network", "pipeline", "rows", "run"]
 

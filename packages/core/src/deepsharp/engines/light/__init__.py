@@ -26,7 +26,7 @@ from deepsharp.core.engine import (
     product_blocks,
     use_totals,
 )
-from deepsharp.core.memory import keep_freed_memory
+from deepsharp.core.engine.memory import keep_freed_memory
 
 __all__ = ["LightEngine", "ReferenceEngine", "from_spec"]
 

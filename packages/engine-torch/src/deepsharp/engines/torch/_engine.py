@@ -12,7 +12,7 @@ global lookup and torch's own dispatch, nothing more.
   agree (torch.sigmoid's do not, so chunk edges would change bits). Products, convolutions,
   maxima and the value-by-value kernels give the same bits whatever the thread count.
 - On the processor, the first engine asks glibc's malloc to keep freed memory for reuse
-  (`deepsharp.core.memory`), so a step does not fault its memory in again each time.
+  (`deepsharp.core.engine.memory`), so a step does not fault its memory in again each time.
 - On a card, products and convolutions run with TF32 off and deterministic algorithms, set
   for the engine's own calls only and put back as the application had them.
 """
@@ -34,8 +34,8 @@ from deepsharp.core.engine import (
     product_blocks,
     use_totals,
 )
+from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
-from deepsharp.core.memory import keep_freed_memory
 from deepsharp.engines.torch._probe import cuda_refusal, load_torch
 
 __all__ = ["TorchEngine"]

@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from deepsharp.core.autodiff.functions import parts
+from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, make_engine
 from deepsharp.core.errors import FileFormatError, ShapeError
 from deepsharp.core.files import read_safetensors, write_safetensors
-from deepsharp.core.layers import Layer, Pass, SlotSpec, layer_from_json
-from deepsharp.core.losses import Loss
-from deepsharp.core.ops import parts
+from deepsharp.core.nn.layers import Layer, Pass, SlotSpec, layer_from_json
+from deepsharp.core.nn.losses import Loss
 from deepsharp.core.random import Generator
-from deepsharp.core.tensor import Tensor
 from deepsharp.core.version import __version__
 
 __all__ = ["Network", "NETWORK_FORMAT", "Served"]

@@ -16,11 +16,11 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core import ops
+from deepsharp.core.autodiff import functions as ops
+from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine
 from deepsharp.core.errors import ShapeError
 from deepsharp.core.random import Generator
-from deepsharp.core.tensor import Tensor
 
 __all__ = [
     "LAYERS",

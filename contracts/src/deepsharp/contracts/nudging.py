@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core import ops
+from deepsharp.core.autodiff import functions as ops
+from deepsharp.core.autodiff.tensor import Recording, Tensor
 from deepsharp.core.engine import Engine
-from deepsharp.core.tensor import Recording, Tensor
 
 __all__ = [
     "CASES",

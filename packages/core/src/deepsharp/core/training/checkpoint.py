@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from deepsharp.core.engine import EngineIdentity
 from deepsharp.core.errors import FileFormatError
 from deepsharp.core.files import read_safetensors, write_safetensors
-from deepsharp.core.network import check_format
+from deepsharp.core.nn.network import check_format
 from deepsharp.core.version import __version__
 
 __all__ = ["Checkpoint", "EpochRecord"]

@@ -11,8 +11,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from deepsharp.core.errors import DataError
-from deepsharp.core.rows import (
+from deepsharp.core.data.sources import (
     FillSpec,
     ImageScale,
     TargetKind,
@@ -29,6 +28,7 @@ from deepsharp.core.rows import (
     _shown,
     _sorted_labels,
 )
+from deepsharp.core.errors import DataError
 
 # --------------------------------------------------------------------------------------------
 # Columns of the recipe

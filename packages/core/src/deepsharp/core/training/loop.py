@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.checkpoint import Checkpoint, EpochRecord
+from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.engine import Engine, EngineIdentity, Handle, make_engine
 from deepsharp.core.errors import (
     DataError,
@@ -27,13 +27,13 @@ from deepsharp.core.errors import (
     ShapeError,
     TrainingDivergedError,
 )
-from deepsharp.core.losses import Loss
-from deepsharp.core.network import Network
-from deepsharp.core.optimizers import Optimizer
-from deepsharp.core.pipeline import Pipeline
+from deepsharp.core.nn.losses import Loss
+from deepsharp.core.nn.network import Network
+from deepsharp.core.nn.optimizers import Optimizer
 from deepsharp.core.random import Streams
 from deepsharp.core.serving import TrainedNetwork
-from deepsharp.core.trainer import Trainer
+from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
+from deepsharp.core.training.trainer import Trainer
 
 __all__ = ["FitOptions", "Report", "Run", "fit"]
 

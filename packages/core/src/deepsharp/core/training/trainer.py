@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from deepsharp.core.autodiff.tensor import Recording, Tensor
 from deepsharp.core.engine import Engine, Handle, make_engine
-from deepsharp.core.layers import Pass
-from deepsharp.core.losses import Loss
-from deepsharp.core.network import Bound, Network
-from deepsharp.core.optimizers import Optimizer, OptimizerState
+from deepsharp.core.nn.layers import Pass
+from deepsharp.core.nn.losses import Loss
+from deepsharp.core.nn.network import Bound, Network
+from deepsharp.core.nn.optimizers import Optimizer, OptimizerState
 from deepsharp.core.random import Streams
-from deepsharp.core.tensor import Recording, Tensor
 
 __all__ = ["Trainer"]
 

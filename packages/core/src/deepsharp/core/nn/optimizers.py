@@ -6,8 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from deepsharp.core.autodiff.functions import parts
 from deepsharp.core.engine import Engine, Handle
-from deepsharp.core.ops import parts
 
 __all__ = ["SGD", "Adam", "Optimizer"]
 

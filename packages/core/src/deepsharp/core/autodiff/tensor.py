@@ -1,6 +1,8 @@
 """Tensors, the recording of a pass, and the way back through it.
 
-A `Tensor` wraps an engine handle and its shape. While a `Recording` is open, every operation
+A `Tensor` wraps an engine handle and its shape. Each operation is a `Rule` (its forward in
+engine operations beside how it sends a gradient back), entered in `RULES` by the rulebook;
+`apply` runs one. While a `Recording` is open, every operation
 that involves a tensor asked for (a slot) or one made from it leaves a `Node` on the tape: its
 rule, its inputs, its attributes and what its forward saved. `Recording.gradients` walks the tape
 backwards and applies each rule only towards the inputs that lead to a tensor asked for; then
@@ -11,18 +13,12 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 from deepsharp.core.engine import Engine, Handle
 
-if TYPE_CHECKING:
-    from deepsharp.core import ops as _ops
-    from deepsharp.core.ops import Rule
-else:
-    _ops = None  # deepsharp.core.ops, which sets this when it is imported (it imports us)
-
-__all__ = ["Node", "Recording", "Replay", "Tensor"]
+__all__ = ["RULES", "Grads", "Node", "Recording", "Rule", "Tensor", "Value", "apply", "register"]
 
 
 class _Recordings(threading.local):
@@ -66,34 +62,34 @@ class Tensor:
 
     # Ordinary operators, so that layers read like the arithmetic they do.
     def __add__(self, other: Tensor | float) -> Tensor:
-        return _ops.add(self, other)
+        return apply(RULES["add"], (self, other))
 
     def __radd__(self, other: float) -> Tensor:
-        return _ops.add(other, self)
+        return apply(RULES["add"], (other, self))
 
     def __sub__(self, other: Tensor | float) -> Tensor:
-        return _ops.sub(self, other)
+        return apply(RULES["sub"], (self, other))
 
     def __rsub__(self, other: float) -> Tensor:
-        return _ops.sub(other, self)
+        return apply(RULES["sub"], (other, self))
 
     def __mul__(self, other: Tensor | float) -> Tensor:
-        return _ops.mul(self, other)
+        return apply(RULES["mul"], (self, other))
 
     def __rmul__(self, other: float) -> Tensor:
-        return _ops.mul(other, self)
+        return apply(RULES["mul"], (other, self))
 
     def __truediv__(self, other: Tensor | float) -> Tensor:
-        return _ops.div(self, other)
+        return apply(RULES["div"], (self, other))
 
     def __rtruediv__(self, other: float) -> Tensor:
-        return _ops.div(other, self)
+        return apply(RULES["div"], (other, self))
 
     def __neg__(self) -> Tensor:
-        return _ops.neg(self)
+        return apply(RULES["neg"], (self,))
 
     def __matmul__(self, other: Tensor) -> Tensor:
-        return _ops.matmul(self, other)
+        return apply(RULES["matmul"], (self, other))
 
 
 class Node:
@@ -195,65 +191,80 @@ class Recording:
         self.tape.clear()
 
 
-_INPUT, _EARLIER, _FIXED = 0, 1, 2
+Value = Tensor | float
+Grads = tuple[Handle | None, ...]
 
 
-class Replay:
-    """A pass traced once and run again on other inputs of the same shape, rule by rule.
+class Rule:
+    """One operation: its forward in engine operations, and how it sends a gradient back."""
 
-    `Replay.trace(function, x)` runs `function(x)` while recording every rule that involves `x`
-    (what involves only slots is worked out once, during the trace, and kept). `replay(handle)`
-    then calls the same rules' forwards on the engine in the same order, without layers,
-    tensors or shape checks in between: the same engine calls, so the same bits, as running
-    `function` again. Serving uses it for its chunks. A pass that brings values to the host or
-    puts new ones on the engine (it could depend on the values) cannot be replayed: `trace`
-    returns None for it, with the traced output, and the caller runs the function each time.
-    """
+    name = ""
+    keeps_output = True
+    """Whether the way back reads the output (`_output(node)`): a node keeps it only then."""
+    keeps_inputs = True
+    """Whether the way back reads the inputs' values: where it does not, a node keeps only
+    where each input came from, so a large input can go as soon as nothing else holds it."""
 
-    __slots__ = ("_output", "_steps")
+    def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
+        """Refuse inputs of shapes the operation cannot take (a ShapeError naming both)."""
 
-    def __init__(
-        self,
-        steps: list[tuple[Any, tuple[tuple[int, Any], ...], dict[str, Any]]],
-        output: tuple[int, Any],
-    ) -> None:
-        self._steps = steps
-        self._output = output
+    def forward(self, engine: Engine, *args: Any, **attrs: Any) -> tuple[Handle, Any]:
+        """The output's handle, and whatever the way back needs beyond inputs and output."""
+        raise NotImplementedError
 
-    @classmethod
-    def trace(cls, function: Callable[[Tensor], Tensor], x: Tensor) -> tuple[Replay | None, Tensor]:
-        counters = x.engine.counters
-        transfers = (counters.transfers_in, counters.transfers_out)
-        with Recording([x]) as recording:
-            out = function(x)
-            tape = list(recording.tape)
-            if (counters.transfers_in, counters.transfers_out) != transfers:
-                return None, out
-            index = {id(node): i for i, node in enumerate(tape)}
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        """The gradient towards each input (None where `node.needs` says it is not needed)."""
+        raise NotImplementedError
 
-            def ref(value: Tensor | float) -> tuple[int, Any]:
-                if isinstance(value, Tensor):
-                    if value.node is not None and id(value.node) in index:
-                        return (_EARLIER, index[id(value.node)])
-                    if value is x:
-                        return (_INPUT, None)
-                    return (_FIXED, value.handle)
-                return (_FIXED, value)
 
-            steps = [
-                (node.rule.forward, tuple(ref(value) for value in node.inputs), node.attrs)
-                for node in tape
-            ]
-            return cls(steps, ref(out)), out
+RULES: dict[str, Rule] = {}
 
-    def replay(self, engine: Engine, handle: Handle) -> Handle:
-        """The traced pass's output handle for the input `handle`."""
-        made: list[Handle] = []
-        for forward, refs, attrs in self._steps:
-            args = [
-                handle if kind == _INPUT else made[value] if kind == _EARLIER else value
-                for kind, value in refs
-            ]
-            made.append(forward(engine, *args, **attrs)[0])
-        kind, value = self._output
-        return handle if kind == _INPUT else made[value] if kind == _EARLIER else value
+
+def register(cls: type[Rule]) -> Rule:
+    """Make one rule of `cls` and enter it in RULES under its name (a class decorator)."""
+    rule = cls()
+    RULES[rule.name] = rule
+    return rule
+
+
+def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
+    """Run `rule` forward on the inputs' engine; record it when the pass needs its gradient."""
+    engine: Engine | None = None
+    args: list[Any] = []
+    for value in inputs:
+        if type(value) is Tensor or isinstance(value, Tensor):
+            if engine is None:
+                engine = value.engine
+            elif value.engine is not engine:
+                raise ValueError(
+                    f"{rule.name}: its inputs live on different engines "
+                    f"({engine.name} and {value.engine.name}); put them on one"
+                )
+            args.append(value.handle)
+        else:
+            args.append(value)
+    if engine is None:
+        raise TypeError(f"{rule.name}: at least one input must be a Tensor")
+    rule.check(inputs, attrs)
+    handle, saved = rule.forward(engine, *args, **attrs)
+    shape = engine.shape(handle)
+    recording = _recordings.active
+    if recording is None:
+        return Tensor(handle, shape, engine)
+    needs = tuple([recording.involves(value) for value in inputs])
+    if True not in needs:
+        return Tensor(handle, shape, engine)
+    if not rule.keeps_inputs:
+        inputs = tuple([_origin(value, recording.generation) for value in inputs])
+    kept = handle if rule.keeps_output else None
+    node = Node(rule, inputs, attrs, (kept, saved), needs, shape, recording.generation)
+    recording.tape.append(node)
+    return Tensor(handle, shape, engine, node)
+
+
+def _origin(value: Value, generation: int) -> Value:
+    """What a node keeps of an input whose value its way back does not read: a tensor made in
+    this pass by its node alone (no handle), so its values can be freed; others as they are."""
+    if isinstance(value, Tensor) and value.node is not None and value.node.generation == generation:
+        return Tensor(None, value.shape, value.engine, value.node)
+    return value

@@ -21,27 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from numpy.typing import NDArray
 
-from deepsharp.core.errors import EngineUnavailableError
-
-__all__ = [
-    "FLOAT32_TOTALS",
-    "TOTALS",
-    "Counters",
-    "Engine",
-    "EngineIdentity",
-    "Handle",
-    "Operand",
-    "available_engines",
-    "images_a_block",
-    "make_engine",
-    "product_blocks",
-    "use_totals",
-]
+__all__ = ["Counters", "Engine", "EngineIdentity", "Handle", "Operand", "Padding"]
 
 Handle = Any
 """An engine's opaque reference to one tensor."""
@@ -53,45 +37,17 @@ Padding = tuple[int, int]
 """Zeros added before and after one spatial axis."""
 
 
-TOTALS = ("float64", "float32")
-"""How an engine that offers a choice adds its totals: in float64, each rounded once to float32
-(the default: the contract's 3u bound, the same bits on any thread count and for a row in any
-company), or in its library's own float32 kernels (`totals="float32"`)."""
-
-FLOAT32_TOTALS = "float32 totals"
-"""The precision in the identity of an engine that adds its totals in float32."""
-
-TOTALS_OPERATIONS = ("matmul", "sum", "mean", "conv2d", "conv2d_weight_grad", "conv2d_fold")
-"""The operations whose totals `totals` chooses; every other operation is the same either way."""
-
-
-def use_totals(engine: Any, name: str, totals: str) -> str | None:
-    """Check `totals` for the engine called `name`; for "float32", put the engine's
-    `_<operation>_float32` methods in place of the six totals. Gives the identity's precision."""
-    if totals not in TOTALS:
-        raise ValueError(
-            f"the {name} engine adds its totals in {' or '.join(map(repr, TOTALS))}, not {totals!r}"
-        )
-    if totals == "float64":
-        return None
-    for operation in TOTALS_OPERATIONS:
-        setattr(engine, operation, getattr(engine, f"_{operation}_float32"))
-    return FLOAT32_TOTALS
-
-
 @dataclass(frozen=True)
 class EngineIdentity:
-    """What a checkpoint records of the engine it was taken on.
-
-    `precision` is set by an engine that can add in more than one way (the light and torch
-    engines' float32 totals, `FLOAT32_TOTALS`): a run goes on only with the same precision.
-    None is the engine's default.
-    """
+    """What a checkpoint records of the engine it was taken on: its name, version, device and
+    precision (`strict`, `float32`, `mixed_bfloat16`, `mixed_float16`; see
+    `deepsharp.core.engine.precision`). A run goes on only with the same identity. An engine of
+    your own without a version or device is recorded by its name and precision."""
 
     name: str
     version: str | None = None
     device: str | None = None
-    precision: str | None = None
+    precision: str = "strict"
 
     def __str__(self) -> str:
         parts = [self.name]
@@ -99,26 +55,29 @@ class EngineIdentity:
             parts.append(self.version)
         if self.device is not None:
             parts.append(f"on {self.device}")
-        if self.precision is not None:
-            parts.append(f"with {self.precision}")
+        parts.append(f"({self.precision})")
         return " ".join(parts)
 
     def to_json(self) -> dict[str, str | None]:
-        data = {"name": self.name, "version": self.version, "device": self.device}
-        if self.precision is not None:
-            data["precision"] = self.precision
-        return data
+        return {
+            "name": self.name,
+            "version": self.version,
+            "device": self.device,
+            "precision": self.precision,
+        }
 
     @classmethod
     def from_json(cls, data: Any) -> EngineIdentity:
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
             raise ValueError(f"an engine identity must be a mapping with a 'name', not {data!r}")
-        version, device, precision = data.get("version"), data.get("device"), data.get("precision")
-        if not all(
-            value is None or isinstance(value, str) for value in (version, device, precision)
+        version, device = data.get("version"), data.get("device")
+        precision = data.get("precision")
+        if not all(value is None or isinstance(value, str) for value in (version, device)) or (
+            not isinstance(precision, str)
         ):
             raise ValueError(
-                f"an engine identity's version, device and precision must be text, not {data!r}"
+                f"an engine identity's version and device must be text or null and its "
+                f"precision text, not {data!r}"
             )
         return cls(data["name"], version, device, precision)
 
@@ -312,95 +271,3 @@ class Engine(Protocol):
     ) -> Handle:
         """Sends each window's gradient to the place its selection names; zeros elsewhere."""
         ...
-
-
-def product_blocks(
-    rows: int, inner: int, columns: int, transposed_a: bool, budget: int
-) -> tuple[str, int]:
-    """How an engine that widens its totals may work a product (rows x inner) @ (inner x
-    columns) so that the wide copies stay within `budget` values (and so in cache):
-
-    - ``("whole", 0)``: small enough to widen both sides at once;
-    - ``("turned", 0)``: a is stored transposed and a block of its rows would be strided: form
-      (b.T @ a.T).T instead, which reads a by its rows;
-    - ``("rows", step)``: widen b once, a `step` rows at a time;
-    - ``("columns", step)``: widen a once, b `step` columns at a time;
-    - ``("whole", 0)`` too when neither side is small enough to widen once.
-    The light and torch engines use it; each element stays one wide total rounded once.
-    """
-    if (rows + columns) * inner + rows * columns <= budget:
-        return "whole", 0
-    if transposed_a and rows > columns and inner * columns <= budget:
-        return "turned", 0
-    if inner * columns <= budget:
-        return "rows", max(1, budget // (inner + columns))
-    if rows * inner <= budget:
-        return "columns", max(1, budget // (inner + rows))
-    return "whole", 0
-
-
-def images_a_block(filters: int, window: int, places: int, budget: int) -> int:
-    """How many images a convolution that widens its totals may take at a time so that its
-    wide outputs (`filters` values a place) and windows (`window` = C*kh*kw values a place),
-    over `places` places an image, stay within `budget` values: at least one."""
-    return max(1, budget // ((filters + window) * places))
-
-
-def _registered() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group="deepsharp.engines")}
-
-
-def available_engines() -> list[str]:
-    """The names of the engines installed here (found through the `deepsharp.engines` entry points)."""
-    return sorted(_registered())
-
-
-KNOWN_ENGINES = {
-    "light": "it ships with deepsharp itself: reinstall deepsharp",
-    "torch": "pip install deepsharp-engine-torch, and a torch build (see docs/install.md)",
-    "testbuffer": "pip install deepsharp-engine-testbuffer",
-}
-
-
-def make_engine(spec: str | Engine | None = None) -> Engine:
-    """An engine from a spec: `light`, `testbuffer`, `torch:cpu`, `torch:cuda:0`, `module:factory`.
-
-    None gives the light engine; an engine passes through unchanged. An installed engine's
-    entry point names a function `from_spec(option: str) -> Engine` (option: what follows
-    the first colon, '' when nothing does); `module:factory` calls `factory()` from `module`.
-    """
-    if spec is None:
-        spec = "light"
-    if not isinstance(spec, str):
-        return spec
-    name, _, option = spec.partition(":")
-    registered = _registered()
-    if name in registered:
-        from_spec = registered[name].load()
-        engine: Engine = from_spec(option)
-        return engine
-    if name in KNOWN_ENGINES:
-        installed = ", ".join(sorted(registered)) or "none"
-        raise EngineUnavailableError(
-            f"the {name!r} engine is not installed (installed: {installed}); {KNOWN_ENGINES[name]}"
-        )
-    if not option:
-        raise EngineUnavailableError(
-            f"no engine named {spec!r}: use light, testbuffer, torch:cpu, torch:cuda:N "
-            "or module:factory for an outside engine"
-        )
-    import importlib
-
-    try:
-        module = importlib.import_module(name)
-    except ImportError as error:
-        raise EngineUnavailableError(
-            f"engine spec {spec!r}: cannot import module {name!r} ({error})"
-        ) from error
-    factory = getattr(module, option, None)
-    if not callable(factory):
-        raise EngineUnavailableError(
-            f"engine spec {spec!r}: module {name!r} has no callable {option!r}"
-        )
-    made: Engine = factory()
-    return made

@@ -12,84 +12,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from deepsharp.core import tensor as _tensor
+from deepsharp.core.autodiff.tensor import RULES, Grads, Node, Rule, Tensor, Value, register
 from deepsharp.core.engine import Engine, Handle
-from deepsharp.core.tensor import Node, Tensor
+from deepsharp.core.errors import ShapeError
 
-__all__ = ["RULES", "Grads", "Rule", "Value", "apply", "parts", "same_padding"]
-
-Value = Tensor | float
-Grads = tuple[Handle | None, ...]
-
-
-class Rule:
-    """One operation: its forward in engine operations, and how it sends a gradient back."""
-
-    name = ""
-    keeps_output = True
-    """Whether the way back reads the output (`_output(node)`): a node keeps it only then."""
-    keeps_inputs = True
-    """Whether the way back reads the inputs' values: where it does not, a node keeps only
-    where each input came from, so a large input can go as soon as nothing else holds it."""
-
-    def forward(self, engine: Engine, *args: Any, **attrs: Any) -> tuple[Handle, Any]:
-        """The output's handle, and whatever the way back needs beyond inputs and output."""
-        raise NotImplementedError
-
-    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
-        """The gradient towards each input (None where `node.needs` says it is not needed)."""
-        raise NotImplementedError
-
-
-RULES: dict[str, Rule] = {}
-
-
-def _rule(cls: type[Rule]) -> Rule:
-    rule = cls()
-    RULES[rule.name] = rule
-    return rule
-
-
-def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
-    """Run `rule` forward on the inputs' engine; record it when the pass needs its gradient."""
-    engine: Engine | None = None
-    args: list[Any] = []
-    for value in inputs:
-        if type(value) is Tensor or isinstance(value, Tensor):
-            if engine is None:
-                engine = value.engine
-            elif value.engine is not engine:
-                raise ValueError(
-                    f"{rule.name}: its inputs live on different engines "
-                    f"({engine.name} and {value.engine.name}); put them on one"
-                )
-            args.append(value.handle)
-        else:
-            args.append(value)
-    if engine is None:
-        raise TypeError(f"{rule.name}: at least one input must be a Tensor")
-    handle, saved = rule.forward(engine, *args, **attrs)
-    shape = engine.shape(handle)
-    recording = _tensor._recordings.active
-    if recording is None:
-        return Tensor(handle, shape, engine)
-    needs = tuple([recording.involves(value) for value in inputs])
-    if True not in needs:
-        return Tensor(handle, shape, engine)
-    if not rule.keeps_inputs:
-        inputs = tuple([_origin(value, recording.generation) for value in inputs])
-    kept = handle if rule.keeps_output else None
-    node = Node(rule, inputs, attrs, (kept, saved), needs, shape, recording.generation)
-    recording.tape.append(node)
-    return Tensor(handle, shape, engine, node)
-
-
-def _origin(value: Value, generation: int) -> Value:
-    """What a node keeps of an input whose value its way back does not read: a tensor made in
-    this pass by its node alone (no handle), so its values can be freed; others as they are."""
-    if isinstance(value, Tensor) and value.node is not None and value.node.generation == generation:
-        return Tensor(None, value.shape, value.engine, value.node)
-    return value
+__all__ = ["parts", "same_padding"]
 
 
 def _shape(value: Value) -> tuple[int, ...]:
@@ -133,7 +60,7 @@ def _unbroadcast(
 # --- value by value, with broadcasting -------------------------------------------------------
 
 
-@_rule
+@register
 class Add(Rule):
     name = "add"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
@@ -149,7 +76,7 @@ class Add(Rule):
         )
 
 
-@_rule
+@register
 class Sub(Rule):
     name = "sub"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
@@ -171,7 +98,7 @@ def _handle(value: Value) -> Any:
     return value.handle if isinstance(value, Tensor) else value
 
 
-@_rule
+@register
 class Mul(Rule):
     name = "mul"
     keeps_output = False
@@ -191,7 +118,7 @@ class Mul(Rule):
         )
 
 
-@_rule
+@register
 class Div(Rule):
     name = "div"
 
@@ -211,7 +138,7 @@ class Div(Rule):
         )
 
 
-@_rule
+@register
 class Maximum(Rule):
     """The larger of two values; where they are equal, the gradient goes to the first."""
 
@@ -246,7 +173,7 @@ class _Unary(Rule):
         return (engine.mul(grad, self.local(engine, x.handle, _output(node))),)
 
 
-@_rule
+@register
 class Neg(_Unary):
     name = "neg"
     keeps_output = keeps_inputs = False  # its way back reads nothing
@@ -255,7 +182,7 @@ class Neg(_Unary):
         return (engine.neg(grad),)
 
 
-@_rule
+@register
 class Exp(_Unary):
     name = "exp"
     keeps_inputs = False  # its way back reads its output only
@@ -264,7 +191,7 @@ class Exp(_Unary):
         return out
 
 
-@_rule
+@register
 class Log(_Unary):
     name = "log"
 
@@ -274,7 +201,7 @@ class Log(_Unary):
         return (engine.div(grad, x.handle),)
 
 
-@_rule
+@register
 class Log1p(_Unary):
     name = "log1p"
 
@@ -284,7 +211,7 @@ class Log1p(_Unary):
         return (engine.div(grad, engine.add(x.handle, 1.0)),)
 
 
-@_rule
+@register
 class Sqrt(_Unary):
     name = "sqrt"
     keeps_inputs = False  # its way back reads its output only
@@ -293,7 +220,7 @@ class Sqrt(_Unary):
         return (engine.div(engine.mul(grad, 0.5), _output(node)),)
 
 
-@_rule
+@register
 class Tanh(_Unary):
     name = "tanh"
     keeps_inputs = False  # its way back reads its output only
@@ -302,7 +229,7 @@ class Tanh(_Unary):
         return engine.sub(1.0, engine.mul(out, out))
 
 
-@_rule
+@register
 class Sigmoid(_Unary):
     name = "sigmoid"
     keeps_inputs = False  # its way back reads its output only
@@ -311,7 +238,7 @@ class Sigmoid(_Unary):
         return engine.mul(out, engine.sub(1.0, out))
 
 
-@_rule
+@register
 class Relu(_Unary):
     name = "relu"
     keeps_inputs = False  # its output says where the input was positive: the input can go
@@ -320,7 +247,7 @@ class Relu(_Unary):
         return (engine.relu_back(_output(node), grad),)
 
 
-@_rule
+@register
 class Abs(_Unary):
     name = "abs"
 
@@ -331,10 +258,22 @@ class Abs(_Unary):
 # --- totals ----------------------------------------------------------------------------------
 
 
-@_rule
+@register
 class Matmul(Rule):
     name = "matmul"
     keeps_output = False
+
+    def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
+        a, b = _shape(inputs[0]), _shape(inputs[1])
+        if (
+            len(a) != 2
+            or len(b) != 2
+            or (
+                (a[0] if attrs.get("transpose_a") else a[1])
+                != (b[1] if attrs.get("transpose_b") else b[0])
+            )
+        ):
+            raise ShapeError(f"matmul: shapes {a} and {b} do not multiply")
 
     def forward(
         self, engine: Engine, a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False
@@ -361,12 +300,17 @@ class Matmul(Rule):
         return ga, gb
 
 
-@_rule
+@register
 class Affine(Rule):
     """x @ w + b in one step (a dense layer): one node on the tape instead of two."""
 
     name = "affine"
     keeps_output = False
+
+    def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
+        xs, ws, bs = (_shape(value) for value in inputs)
+        if len(xs) != 2 or len(ws) != 2 or xs[1] != ws[0] or bs != (ws[1],):
+            raise ShapeError(f"affine: shapes {xs} @ {ws} + {bs} do not fit")
 
     def forward(self, engine: Engine, x: Any, w: Any, b: Any) -> tuple[Handle, Any]:
         return engine.add(engine.matmul(x, w), b), None
@@ -391,7 +335,7 @@ def _restore(
     return engine.broadcast_to(grad, shape)
 
 
-@_rule
+@register
 class Sum(Rule):
     name = "sum"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
@@ -407,7 +351,7 @@ class Sum(Rule):
         return (_restore(engine, grad, x.shape, node.attrs["axes"], node.attrs["keepdims"]),)
 
 
-@_rule
+@register
 class Mean(Rule):
     name = "mean"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
@@ -427,7 +371,7 @@ class Mean(Rule):
         return (engine.div(spread, float(count)),)
 
 
-@_rule
+@register
 class LogSoftmax(Rule):
     """log(softmax(x)) over the last axis, taken as x - max - log(sum(exp(x - max)))."""
 
@@ -445,7 +389,7 @@ class LogSoftmax(Rule):
         return (engine.sub(grad, engine.mul(softmax, engine.sum(grad, last, True))),)
 
 
-@_rule
+@register
 class BinaryCrossEntropyTerms(Rule):
     """Each row's binary cross entropy from logits z and answers y, without overflow:
     softplus(z) - z * y, where softplus(z) = log(1 + exp(z))."""
@@ -464,7 +408,7 @@ class BinaryCrossEntropyTerms(Rule):
         return gz, gy
 
 
-@_rule
+@register
 class BinaryCrossEntropy(Rule):
     """The mean over every value of the binary cross entropy from logits z and answers y."""
 
@@ -494,7 +438,7 @@ def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
     return total // 2, total - total // 2
 
 
-@_rule
+@register
 class Conv2D(Rule):
     name = "conv2d"
     keeps_output = False  # its largest tensor, read by nothing on the way back
@@ -536,7 +480,7 @@ class Conv2D(Rule):
         return gx, gw, engine.sum(grad, (0, 2, 3)) if node.needs[2] else None
 
 
-@_rule
+@register
 class MaxPool2D(Rule):
     name = "maxpool2d"
     keeps_output = keeps_inputs = False  # the selection and the input's shape suffice
@@ -554,7 +498,7 @@ class MaxPool2D(Rule):
 # --- moves -----------------------------------------------------------------------------------
 
 
-@_rule
+@register
 class Reshape(Rule):
     name = "reshape"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
@@ -568,7 +512,7 @@ class Reshape(Rule):
         return (engine.reshape(grad, x.shape),)
 
 
-@_rule
+@register
 class Transpose(Rule):
     name = "transpose"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
@@ -582,7 +526,7 @@ class Transpose(Rule):
         return (engine.transpose(grad, inverse),)
 
 
-@_rule
+@register
 class Slice(Rule):
     name = "slice"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
@@ -601,7 +545,7 @@ class Slice(Rule):
         return (engine.pad(grad, widths),)
 
 
-@_rule
+@register
 class Pad(Rule):
     name = "pad"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
@@ -620,7 +564,7 @@ class Pad(Rule):
         return (grad,)
 
 
-@_rule
+@register
 class Concatenate(Rule):
     name = "concatenate"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
@@ -635,7 +579,7 @@ class Concatenate(Rule):
         return tuple(part if need else None for part, need in zip(parts, node.needs))
 
 
-@_rule
+@register
 class BroadcastTo(Rule):
     name = "broadcast_to"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from deepsharp.core.columns import (
+from deepsharp.core.data.columns import (
     _Category,
     _check_image_scale,
     _check_image_shape,
@@ -33,8 +33,7 @@ from deepsharp.core.columns import (
     _Number,
     _Target,
 )
-from deepsharp.core.errors import DataError, FileFormatError
-from deepsharp.core.rows import (
+from deepsharp.core.data.sources import (
     _COLUMN_KINDS,
     _TARGET_KINDS,
     FillSpec,
@@ -44,6 +43,7 @@ from deepsharp.core.rows import (
     _columns,
     read_csv,
 )
+from deepsharp.core.errors import DataError, FileFormatError
 
 __all__ = ["Pipeline", "read_csv"]
 

@@ -1,0 +1,1 @@
+"""Data: sources of rows, value parsing, column kinds and the pipeline."""

@@ -1,0 +1,116 @@
+"""Precision: how an engine adds its totals, and the bound each of its totals is held to.
+
+Precision is a property of an engine, chosen when it is made, named in its identity (and so in
+every checkpoint: a run goes on only with the same precision), and each precision is held by the
+contract suite to a bound it can prove. With u = 2**-24 (float32's unit roundoff), n the number
+of terms one total adds and Σ|terms| the sum of their sizes:
+
+- ``strict``: every total added in float64 (or compensated) and rounded once:
+  |got - ref| <= 3·u·Σ|terms| at any size; a row's answer is the same bits in any company and at
+  any thread count. The default of the light and test engines.
+- ``float32``: totals as the library's own float32 kernels add them (NumPy's sgemm, libtorch,
+  cuBLAS with TF32 off): |got - ref| <= (n + 1)·u·Σ|terms|, the classical bound of a float32
+  sum; bit for bit run to run on one engine at one thread count. The default of the torch engine.
+- ``mixed_bfloat16`` / ``mixed_float16``: products and convolutions take their inputs in the
+  half format and add in float32: (3·u_h + (n + 1)·u)·Σ|terms|, u_h = 2**-8 (bfloat16) or
+  2**-11 (float16). Sums and means stay float32 totals; slots, the optimizer's memory, losses,
+  softmax, exp and log stay float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "FLOAT32",
+    "MIXED_BFLOAT16",
+    "MIXED_FLOAT16",
+    "PRECISIONS",
+    "STRICT",
+    "UNIT",
+    "Precision",
+    "precision_named",
+]
+
+UNIT = 2.0**-24
+"""u: float32's unit roundoff."""
+
+
+@dataclass(frozen=True)
+class Precision:
+    """One way of adding totals: its binding `name`, the half format of its products (mixed
+    precisions only) and the bound the contract holds its totals to."""
+
+    name: str
+    half: str | None = None
+    """"bfloat16" or "float16" for the mixed precisions: the format products take their inputs in."""
+    summary: str = ""
+
+    @property
+    def half_unit(self) -> float:
+        """u_h: the unit roundoff of the half format (0 where there is none)."""
+        return {"bfloat16": 2.0**-8, "float16": 2.0**-11}.get(self.half or "", 0.0)
+
+    @property
+    def mixed(self) -> bool:
+        return self.half is not None
+
+    @property
+    def batch_invariant(self) -> bool:
+        """Whether a row's answer is the same bits in any company (only strict promises it)."""
+        return self.name == "strict"
+
+    def totals_factor(self, count: Any, product: bool = True) -> Any:
+        """How many u·Σ|terms| a total of `count` terms may stray from the exact one: 3 for
+        strict; n + 1 for float32 (at least 3); for a mixed precision, 3·u_h/u + n + 1 on
+        products and convolutions (`product`) and the float32 bound on other totals."""
+        if self.name == "strict":
+            return 3.0
+        terms = np.maximum(np.asarray(count, np.float64) + 1.0, 3.0)
+        if self.mixed and product:
+            return terms + 3.0 * self.half_unit / UNIT
+        return terms
+
+    def __str__(self) -> str:
+        return self.name
+
+
+STRICT = Precision(
+    "strict",
+    summary="every total added in float64 (or compensated) and rounded once: 3u·Σ|terms|; "
+    "the same bits in any company and at any thread count",
+)
+FLOAT32 = Precision(
+    "float32",
+    summary="totals in the library's float32 kernels: (n + 1)u·Σ|terms|; "
+    "bit for bit run to run at one thread count",
+)
+MIXED_BFLOAT16 = Precision(
+    "mixed_bfloat16",
+    "bfloat16",
+    "products and convolutions on bfloat16 inputs, added in float32: (3·2^-8 + (n + 1)u)·Σ|terms|",
+)
+MIXED_FLOAT16 = Precision(
+    "mixed_float16",
+    "float16",
+    "products and convolutions on float16 inputs, added in float32: "
+    "(3·2^-11 + (n + 1)u)·Σ|terms|; train with loss scaling",
+)
+
+PRECISIONS: dict[str, Precision] = {
+    precision.name: precision for precision in (STRICT, FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16)
+}
+
+
+def precision_named(name: str | Precision) -> Precision:
+    """The precision called `name`; a ValueError naming the precisions there are otherwise."""
+    if isinstance(name, Precision):
+        return name
+    found = PRECISIONS.get(name) if isinstance(name, str) else None
+    if found is None:
+        known = ", ".join(PRECISIONS)
+        raise ValueError(f"no precision named {name!r}: the precisions are {known}")
+    return found

@@ -1,0 +1,1 @@
+"""The network and what it is made of: layers, losses, optimizers."""

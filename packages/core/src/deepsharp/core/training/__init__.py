@@ -1,0 +1,1 @@
+"""Training: the trainer, the fit loop and its callbacks, checkpoints."""
