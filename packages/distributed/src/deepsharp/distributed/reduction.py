@@ -1,0 +1,61 @@
+"""The two ways the processes' gradients are added, on flat float32 torch tensors.
+
+"ordered" (`ordered_sum`): the flat gradient of W·S values is cut into W contiguous shards of
+S; an all_to_all hands each rank the W copies of its own shard, in rank order; the rank adds
+them one after another, 0 .. W-1, in float32; an all_gather gives every rank every summed
+shard. The collectives only move values, and each sum is added in one fixed order, so the
+result is the same bits at a given world size whatever algorithm, topology or backend carries
+it, on every rank. "fast" (`fast_sum`): the backend's all_reduce, which adds in whatever order
+its algorithm takes (within the same float32 bound, not the same bits).
+
+gloo runs all_to_all_single on processors (checked on torch 2.13; gloo's alltoall entered
+torch in 2020, pytorch/pytorch#41424), NCCL on cards: torch.distributed's collectives only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deepsharp.distributed._torch import require_torch
+
+__all__ = ["all_gather", "fast_sum", "ordered_sum", "shard_width"]
+
+
+def shard_width(count: int, world_size: int) -> int:
+    """S: how many values each rank's shard holds (the flat gradient is padded to W·S)."""
+    return -(-count // world_size)
+
+
+def all_gather(output: Any, shard: Any, group: Any = None) -> None:
+    """`output` (W times `shard`'s values) <- every rank's `shard`, in rank order."""
+    _, dist = require_torch()
+    gather = getattr(dist, "all_gather_single", None)  # torch 2.13's name
+    if gather is None:
+        gather = dist.all_gather_into_tensor
+    gather(output, shard, group=group)
+
+
+def ordered_sum(send: Any, receive: Any, group: Any = None) -> None:
+    """`receive` <- the sum over ranks of `send`, added in rank order (both flat float32 tensors
+    of W·S values on one device, `receive` not `send`); the same bits on every rank."""
+    _, dist = require_torch()
+    world = dist.get_world_size(group)
+    width = send.numel() // world
+    if send.numel() != world * width or receive.numel() != send.numel():
+        raise ValueError(
+            f"ordered_sum takes flat tensors of W·S values (W = {world}), not {send.numel()} "
+            f"and {receive.numel()}"
+        )
+    copies = send.new_empty(send.shape)  # row r: rank r's values of this rank's shard
+    dist.all_to_all_single(copies, send, group=group)
+    rows = copies.view(world, width)
+    shard = rows[0].clone()
+    for other in range(1, world):
+        shard.add_(rows[other])  # one float32 rounding each, in rank order
+    all_gather(receive, shard, group)
+
+
+def fast_sum(tensor: Any, group: Any = None) -> None:
+    """`tensor` <- the sum over ranks of `tensor`, in place, by the backend's all_reduce."""
+    _, dist = require_torch()
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
