@@ -4,6 +4,7 @@ the rank and the traceback's text, within the timeout: never a hang."""
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 
 import distributed_workers as workers
@@ -34,6 +35,7 @@ def _failure(function: object, rank: int) -> tuple[ProcessFailedError, float]:
     began = time.monotonic()
     with pytest.raises(ProcessFailedError) as caught:
         launch(function, 2, rank, timeout=TIMEOUT, start_method=workers.START)  # type: ignore[arg-type]
+    assert not multiprocessing.active_children(), "a rank of the failed job is still running"
     return caught.value, time.monotonic() - began
 
 

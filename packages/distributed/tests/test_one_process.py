@@ -13,7 +13,7 @@ import pytest
 
 from deepsharp.core import make_engine
 from deepsharp.core.engine import Counters, EngineIdentity
-from deepsharp.distributed import DataParallel, Job
+from deepsharp.distributed import DataParallel, DistributedError, Job
 from deepsharp.distributed.bridge import shared_tensor
 
 torch = pytest.importorskip("torch")
@@ -164,3 +164,15 @@ def test_the_module_needs_no_torch_to_import() -> None:
             line for line in text.splitlines() if line.startswith(("import torch", "from torch"))
         ]
         assert not top, f"{module.name} imports torch at its top: {top}"
+
+
+def test_a_job_asked_for_another_backend_than_it_was_started_with_is_refused(job: Job) -> None:
+    with pytest.raises(DistributedError, match="asks for backend 'nccl'; the job was started"):
+        DataParallel(backend="nccl").join()
+
+
+def test_processor_tensors_are_refused_by_a_job_that_carries_only_cards_tensors() -> None:
+    cards_only = Job(DataParallel(), 0, 1, 0, {"cuda": "nccl"})
+    engine = make_engine("light")
+    with pytest.raises(DistributedError, match="start the job with backend 'gloo' or 'auto'"):
+        cards_only.reduce_gradients(engine, [engine.zeros((3,))])
