@@ -228,23 +228,13 @@ class Job:
 
     # --- how tensors cross ------------------------------------------------------------------
     def _sum(self, engine: Engine, flat: Handle) -> Handle:
+        """`flat` (made here, so ours to write) summed over every process, in place."""
         tensor, staged = self._cross(engine, flat)
         if self.config.reduction == "fast":
             fast_sum(tensor)
-            return engine.put(tensor.cpu().numpy()) if staged else flat
-        if staged:
-            out = tensor.new_empty(tensor.shape)
-            ordered_sum(tensor, out)
-            return engine.put(out.cpu().numpy())
-        summed = engine.zeros(tuple(engine.shape(flat)))
-        target = shared_tensor(summed)
-        if target is None or target.device != tensor.device:
-            raise DistributedError(
-                f"the engine {engine.identity} shares the memory of what it holds, but not of "
-                "its zeros: its handles must be alike to cross in place"
-            )
-        ordered_sum(tensor, target)
-        return summed
+        else:
+            ordered_sum(tensor)
+        return engine.put(tensor.cpu().numpy()) if staged else flat
 
     def _cross(self, engine: Engine, flat: Handle) -> tuple[Any, bool]:
         """`flat` as a torch tensor a backend of this job carries: in place where its memory can

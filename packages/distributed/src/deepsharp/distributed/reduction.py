@@ -35,24 +35,24 @@ def all_gather(output: Any, shard: Any, group: Any = None) -> None:
     gather(output, shard, group=group)
 
 
-def ordered_sum(send: Any, receive: Any, group: Any = None) -> None:
-    """`receive` <- the sum over ranks of `send`, added in rank order (both flat float32 tensors
-    of W·S values on one device, `receive` not `send`); the same bits on every rank."""
+def ordered_sum(tensor: Any, group: Any = None) -> None:
+    """`tensor` <- the sum over ranks of `tensor` (flat float32, W·S values), in place, added in
+    rank order: the same bits on every rank, whatever carries the values."""
     _, dist = require_torch()
     world = dist.get_world_size(group)
-    width = send.numel() // world
-    if send.numel() != world * width or receive.numel() != send.numel():
+    width = tensor.numel() // world
+    if tensor.dim() != 1 or tensor.numel() != world * width:
         raise ValueError(
-            f"ordered_sum takes flat tensors of W·S values (W = {world}), not {send.numel()} "
-            f"and {receive.numel()}"
+            f"ordered_sum takes a flat tensor of W·S values (W = {world}), not one of shape "
+            f"{tuple(tensor.shape)}"
         )
-    copies = send.new_empty(send.shape)  # row r: rank r's values of this rank's shard
-    dist.all_to_all_single(copies, send, group=group)
+    copies = tensor.new_empty(tensor.shape)  # row r: rank r's values of this rank's shard
+    dist.all_to_all_single(copies, tensor, group=group)
     rows = copies.view(world, width)
     shard = rows[0].clone()
     for other in range(1, world):
         shard.add_(rows[other])  # one float32 rounding each, in rank order
-    all_gather(receive, shard, group)
+    all_gather(tensor, shard, group)
 
 
 def fast_sum(tensor: Any, group: Any = None) -> None:
