@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from itertools import product
 from typing import Any
 
 import numpy as np
@@ -24,14 +25,18 @@ from deepsharp.distributed import DataParallel, ReplicasDifferError
 START = "forkserver"
 """How the tests start most jobs (conftest preloads the fork server)."""
 
-SHAPES = [(14, 16), (16,), (16, 1), (1,)]
-"""A Titanic network's gradients: 14·16 + 16 + 16 + 1 = 257 values, which no world of 2 or 3
-divides evenly (so the shards' padding is exercised)."""
+SIZES = {
+    "small": [(14, 16), (16,), (16, 1), (1,)],
+    "large": [(14, 16), (16,), (16, 1), (1,), (128, 300)],
+}
+"""A Titanic network's gradients (257 values: the ordered sum gathers them whole), and the same
+with 38,400 more (the ordered sum goes by shards). No world of 2 or 3 divides either evenly,
+so the shards' padding is exercised."""
 
 TITANIC_SEED, TITANIC_ROWS, FEATURES = 1912, 32, 14
 
 
-def gradients_of(rank: int) -> list[NDArray[np.float32]]:
+def gradients_of(rank: int, size: str) -> list[NDArray[np.float32]]:
     """Rank `rank`'s gradients: values of every size and sign, so that the order of adding
     them shows in the last bits."""
     generator = np.random.default_rng(100 + rank)
@@ -39,7 +44,7 @@ def gradients_of(rank: int) -> list[NDArray[np.float32]]:
         (generator.standard_normal(shape) * 10.0 ** generator.uniform(-3, 3, shape)).astype(
             np.float32
         )
-        for shape in SHAPES
+        for shape in SIZES[size]
     ]
 
 
@@ -67,20 +72,19 @@ def reductions(specs: list[str]) -> dict[str, Any]:
     The ordered sums are checked identical on every rank (check_identical raises otherwise)."""
     job = DataParallel().join()
     found: dict[str, Any] = {}
-    for spec in specs:
+    for spec, size, reduction in product(specs, SIZES, ("ordered", "fast")):
         engine = make_engine(spec)
-        for reduction in ("ordered", "fast"):
-            job.config = DataParallel(reduction=reduction)
-            grads = [engine.put(g) for g in gradients_of(job.rank)]
-            before = (engine.counters.transfers_in, engine.counters.transfers_out)
-            reduced = job.reduce_gradients(engine, grads, weight_of(job.rank))
-            after = (engine.counters.transfers_in, engine.counters.transfers_out)
-            if reduction == "ordered":
-                job.check_identical(engine, {str(i): h for i, h in enumerate(reduced)})
-            found[f"{spec} {reduction}"] = {
-                "gradients": [engine.get(h) for h in reduced],
-                "transfers": (after[0] - before[0], after[1] - before[1]),
-            }
+        job.config = DataParallel(reduction=reduction)
+        grads = [engine.put(g) for g in gradients_of(job.rank, size)]
+        before = (engine.counters.transfers_in, engine.counters.transfers_out)
+        reduced = job.reduce_gradients(engine, grads, weight_of(job.rank))
+        after = (engine.counters.transfers_in, engine.counters.transfers_out)
+        if reduction == "ordered":
+            job.check_identical(engine, {str(i): h for i, h in enumerate(reduced)})
+        found[f"{spec} {size} {reduction}"] = {
+            "gradients": [engine.get(h) for h in reduced],
+            "transfers": (after[0] - before[0], after[1] - before[1]),
+        }
     return found
 
 

@@ -43,41 +43,47 @@ def job(request: pytest.FixtureRequest) -> dict[str, Any]:
     return found
 
 
-def _weighted(rank: int) -> list[NDArray[np.float32]]:
-    return [g * np.float32(workers.weight_of(rank)) for g in workers.gradients_of(rank)]
+def _weighted(rank: int, size: str) -> list[NDArray[np.float32]]:
+    return [g * np.float32(workers.weight_of(rank)) for g in workers.gradients_of(rank, size)]
 
 
+@pytest.mark.parametrize("size", workers.SIZES)
 @pytest.mark.parametrize("spec", ENGINES)
 def test_the_ordered_sum_is_the_rank_order_float32_sum_bit_for_bit(
-    job: dict[str, Any], spec: str
+    job: dict[str, Any], spec: str, size: str
 ) -> None:
-    # every rank's gradients, weighted as the rank weighted them, added 0 + 1 (+ 2) in float32
-    expected = _weighted(0)
+    # every rank's gradients, weighted as the rank weighted them, added 0 + 1 (+ 2) in float32;
+    # small gradients are gathered whole, large ones go by shards: the same sums either way
+    expected = _weighted(0, size)
     for rank in range(1, job["world"]):
-        expected = [total + part for total, part in zip(expected, _weighted(rank))]
-    got = job["reductions"][f"{spec} ordered"]["gradients"]
+        expected = [total + part for total, part in zip(expected, _weighted(rank, size))]
+    got = job["reductions"][f"{spec} {size} ordered"]["gradients"]
     for g, e in zip(got, expected, strict=True):
         assert g.dtype == np.float32 and g.shape == e.shape
         assert np.array_equal(g.view(np.uint32), e.view(np.uint32))
 
 
+@pytest.mark.parametrize("size", workers.SIZES)
 @pytest.mark.parametrize("spec", ENGINES)
-def test_the_fast_sum_lies_within_a_float32_sum_s_bound(job: dict[str, Any], spec: str) -> None:
+def test_the_fast_sum_lies_within_a_float32_sum_s_bound(
+    job: dict[str, Any], spec: str, size: str
+) -> None:
     world = job["world"]
-    terms = [[t.astype(np.float64) for t in _weighted(rank)] for rank in range(world)]
-    got = job["reductions"][f"{spec} fast"]["gradients"]
+    terms = [[t.astype(np.float64) for t in _weighted(rank, size)] for rank in range(world)]
+    got = job["reductions"][f"{spec} {size} fast"]["gradients"]
     for index, g in enumerate(got):
         exact = sum(terms[rank][index] for rank in range(world))
         size = sum(np.abs(terms[rank][index]) for rank in range(world))
         assert np.all(np.abs(g - exact) <= world * U * size)  # (W - 1)u·Σ|terms|, and a hair
 
 
+@pytest.mark.parametrize("size", workers.SIZES)
 @pytest.mark.parametrize("spec", ENGINES)
 @pytest.mark.parametrize("reduction", ["ordered", "fast"])
 def test_the_gradients_cross_without_a_transfer(
-    job: dict[str, Any], spec: str, reduction: str
+    job: dict[str, Any], spec: str, reduction: str, size: str
 ) -> None:
-    assert job["reductions"][f"{spec} {reduction}"]["transfers"] == (0, 0)
+    assert job["reductions"][f"{spec} {size} {reduction}"]["transfers"] == (0, 0)
 
 
 @pytest.mark.parametrize("spec", TITANIC_ENGINES)
