@@ -97,8 +97,8 @@ def titanic_batch() -> tuple[NDArray[np.float32], NDArray[np.float32]]:
     return np.hstack([numbers, flags]).astype(np.float32), answers
 
 
-def titanic_trainer(engine: Engine | str, seed: int = TITANIC_SEED) -> Trainer:
-    network = Network([Dense(16), Relu(), Dense(1)], inputs=FEATURES)
+def titanic_trainer(engine: Engine | str, seed: int = TITANIC_SEED, units: int = 16) -> Trainer:
+    network = Network([Dense(units), Relu(), Dense(1)], inputs=FEATURES)
     return Trainer(network, BinaryCrossEntropy(), Adam(0.001), engine=engine, seed=seed)
 
 
@@ -131,6 +131,13 @@ def titanic_steps(specs: list[str]) -> dict[str, Any]:
             caught = str(error)
         # ...and start_identical gives every rank rank 0's.
         job.start_identical(engine, slots)
+        # A rank that built another network is refused before anything moves.
+        other = titanic_trainer(engine, units=16 if job.rank == 0 else 8)
+        try:
+            job.start_identical(engine, {n: t.handle for n, t in other.bound.tensors.items()})
+            found[f"{spec} other network"] = None
+        except ReplicasDifferError as error:
+            found[f"{spec} other network"] = str(error)
         trainer = titanic_trainer(engine)
         before = (engine.counters.transfers_in, engine.counters.transfers_out)
         job.start_identical(engine, {n: t.handle for n, t in trainer.bound.tensors.items()})

@@ -99,6 +99,17 @@ def test_slots_that_differ_between_ranks_are_caught_and_named(
 
 
 @pytest.mark.parametrize("spec", TITANIC_ENGINES)
+def test_ranks_that_built_different_networks_are_refused_naming_them(
+    job: dict[str, Any], spec: str
+) -> None:
+    caught = job["titanic"][f"{spec} other network"]
+    assert caught is not None, "ranks holding different networks passed"
+    others = ", ".join(str(rank) for rank in range(1, job["world"]))
+    assert f"rank{'s' if job['world'] > 2 else ''} {others} hold" in caught
+    assert "slots of other names or shapes than rank 0's" in caught
+
+
+@pytest.mark.parametrize("spec", TITANIC_ENGINES)
 def test_start_identical_gives_every_rank_rank_0_s_slots_without_a_transfer(
     job: dict[str, Any], spec: str
 ) -> None:

@@ -143,9 +143,11 @@ class Job:
 
     def start_identical(self, engine: Engine, slots: Mapping[str, Handle]) -> None:
         """Give every process rank 0's slots (in place, by `engine.assign`), then check that
-        every process holds the same bits (`check_identical`)."""
+        every process holds the same bits (`check_identical`). Processes whose slots differ in
+        names or shapes (different networks) are refused before anything moves."""
         names = list(slots)
         shapes = [tuple(engine.shape(slots[name])) for name in names]
+        self._check_layouts(_layout(names, shapes))
         sizes = [math.prod(shape) for shape in shapes]
         if sum(sizes):
             flat = engine.concatenate(
@@ -164,36 +166,52 @@ class Job:
 
     def check_identical(self, engine: Engine, slots: Mapping[str, Handle]) -> None:
         """Raise `ReplicasDifferError` on every process unless every process holds the same
-        slots, bit for bit (SHA-256 digests of each slot's name, shape and bytes compared)."""
-        torch, _ = require_torch()
+        slots, bit for bit: SHA-256 digests of each slot's bytes compared with rank 0's (one
+        collective of 64 bytes where they agree; a second names the slots that differ)."""
         names = list(slots)
-        digests = b"".join(_digest(engine, name, slots[name]) for name in names)
-        mine = torch.frombuffer(bytearray(digests or b"\0"), dtype=torch.uint8)
-        every = self._gather(mine.to(self._control_device())).cpu().numpy()
-        width = hashlib.sha256().digest_size
+        shapes = [tuple(engine.shape(slots[name])) for name in names]
+        layout = _layout(names, shapes)
+        digests = [_digest(engine, slots[name]) for name in names]
+        every = self._gather_bytes(layout + hashlib.sha256(b"".join(digests)).digest())
+        if all(header == every[0] for header in every):
+            return
+        self._check_layouts(layout, every=[header[:32] for header in every])
+        each = self._gather_bytes(b"".join(digests) or b"\0")
         differ: dict[int, list[str]] = {}
         for rank in range(1, self.world_size):
             for index, name in enumerate(names):
-                part = slice(index * width, (index + 1) * width)
-                if not np.array_equal(every[rank, part], every[0, part]):
+                part = slice(index * 32, (index + 1) * 32)
+                if each[rank][part] != each[0][part]:
                     differ.setdefault(rank, []).append(name)
-        if differ:
-            said = "; ".join(
-                f"rank {rank}: {', '.join(map(repr, found[:3]))}"
-                + (f" and {len(found) - 3} more" if len(found) > 3 else "")
-                for rank, found in differ.items()
-            )
+        said = "; ".join(
+            f"rank {rank}: {', '.join(map(repr, found[:3]))}"
+            + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+            for rank, found in differ.items()
+        )
+        raise ReplicasDifferError(
+            f"the processes hold different slots where they must hold the same bits: "
+            f"{said} differ from rank 0's. Every process must build the same network from "
+            "the same seed (the same FitOptions.seed, the same network file); "
+            "start_identical gives every process rank 0's slots"
+        )
+
+    def _check_layouts(self, layout: bytes, every: list[bytes] | None = None) -> None:
+        """Refuse processes whose slots differ in names or shapes from rank 0's."""
+        every = every if every is not None else self._gather_bytes(layout)
+        other = [rank for rank, seen in enumerate(every) if seen != every[0]]
+        if other:
             raise ReplicasDifferError(
-                f"the processes hold different slots where they must hold the same bits: "
-                f"{said} differ from rank 0's. Every process must build the same network from "
-                "the same seed (the same FitOptions.seed, the same network file); "
-                "start_identical gives every process rank 0's slots"
+                f"{'ranks' if len(other) > 1 else 'rank'} {', '.join(map(str, other))} "
+                f"{'hold' if len(other) > 1 else 'holds'} slots of other names or shapes than "
+                "rank 0's: the processes train "
+                "different networks. Every process must build the same network (the same "
+                "layers, the same inputs)"
             )
 
     def means(self, sums: Mapping[str, float], rows: int) -> dict[str, float]:
         """The means over every process's rows: each process passes the sums of its figures over
-        its `rows` (the loss times the rows, the rows answered right); the totals are added in rank order (float64)
-        and divided by all the rows. The same values on every process."""
+        its `rows` (the loss times the rows, the rows answered right); the totals are added in
+        rank order (float64) and divided by all the rows. The same values on every process."""
         torch, _ = require_torch()
         names = list(sums)
         mine = torch.tensor(
@@ -265,6 +283,13 @@ class Job:
             return torch.device("cpu")
         return torch.device("cuda", self.local_rank % max(torch.cuda.device_count(), 1))
 
+    def _gather_bytes(self, mine: bytes) -> list[bytes]:
+        """Every process's `mine` (of one length on every process), rank by rank."""
+        torch, _ = require_torch()
+        tensor = torch.frombuffer(bytearray(mine), dtype=torch.uint8)
+        every = self._gather(tensor.to(self._control_device())).cpu().numpy()
+        return [bytes(row.tobytes()) for row in every]
+
     def _gather(self, mine: Any) -> Any:
         """Every process's `mine` (one shape on every process), row r from rank r."""
         every = mine.new_empty((self.world_size * mine.numel(),))
@@ -272,8 +297,11 @@ class Job:
         return every.view(self.world_size, *mine.shape)
 
 
-def _digest(engine: Engine, name: str, handle: Handle) -> bytes:
-    shape = tuple(engine.shape(handle))
-    hashed = hashlib.sha256(f"{name}|{shape}|".encode())
-    hashed.update(host_bytes(engine, handle))
-    return hashed.digest()
+def _layout(names: list[str], shapes: list[tuple[int, ...]]) -> bytes:
+    """A digest of the slots' names and shapes, in order."""
+    return hashlib.sha256(repr(list(zip(names, shapes))).encode()).digest()
+
+
+def _digest(engine: Engine, handle: Handle) -> bytes:
+    """A digest of the handle's bytes."""
+    return hashlib.sha256(host_bytes(engine, handle)).digest()
