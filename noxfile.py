@@ -24,6 +24,7 @@ CORE = "./packages/core"
 TORCH = "./packages/engine-torch"
 TESTBUFFER = "./packages/engine-testbuffer"
 CONTRACTS = "./contracts"
+DISTRIBUTED = "./packages/distributed"
 REPORTS = ROOT / "docs" / "contracts"
 
 
@@ -139,7 +140,20 @@ def lint(session: nox.Session) -> None:
         "deepsharp.engines.torch",
         "-p",
         "deepsharp.contracts",
+        "-p",
+        "deepsharp.distributed",
     )
+
+
+@nox.session(python=TORCH_PYTHON)
+def distributed(session: nox.Session) -> None:
+    """Data-parallel training on gloo: jobs of 1, 2 and 3 processes through `launch` (the ordered
+    sum bit for bit, the gradient bound, failing ranks ending the job), and docs/distributed.md's
+    script by hand and under `torchrun --standalone --nproc-per-node 2`."""
+    session.install(
+        *CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TESTBUFFER, TORCH, DISTRIBUTED
+    )
+    session.run("pytest", "packages/distributed/tests", "-q", *session.posargs)
 
 
 @nox.session(python=TORCH_PYTHON)
@@ -200,6 +214,8 @@ def dev(session: nox.Session) -> None:
         TORCH,
         "-e",
         CONTRACTS,
+        "-e",
+        DISTRIBUTED,
         external=True,
     )
     session.log("ready: source .venv/bin/activate")

@@ -4,7 +4,10 @@
 2. A fresh virtual environment with only the built `deepsharp` and `deepsharp-engine-torch`
    wheels (and NumPy): making `TorchEngine.on_cpu()` must be refused naming the packages that
    bring torch, and `deepsharp doctor` must say so.
-3. Then the tested CPU torch (ci/constraints.txt): a Titanic step must fit on torch:cpu.
+   With `deepsharp-distributed` too, its package must import, and starting a job must be refused
+   naming the packages that bring torch.
+3. Then the tested CPU torch (ci/constraints.txt): a Titanic step must fit on torch:cpu, and a
+   job of 2 processes must give the sum of their shares' gradients.
 
 Nothing from the source tree is on the path: every command runs in a scratch folder.
 """
@@ -20,7 +23,13 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ["packages/core", "packages/engine-torch", "packages/engine-testbuffer", "contracts"]
+PACKAGES = [
+    "packages/core",
+    "packages/engine-torch",
+    "packages/engine-testbuffer",
+    "contracts",
+    "packages/distributed",
+]
 
 REFUSED = """
 from deepsharp.core import EngineUnavailableError
@@ -33,6 +42,37 @@ except EngineUnavailableError as error:
     assert "torch" in message and "pip install" in message, message
 else:
     raise SystemExit("TorchEngine.on_cpu() was made without torch installed")
+"""
+
+DISTRIBUTED_REFUSED = """
+from deepsharp.distributed import DataParallel, DistributedError, launch
+DataParallel()  # the configuration needs no torch
+try:
+    launch(print, 2)
+except DistributedError as error:
+    print("refused:", error)
+    assert "torch" in str(error) and "pip install" in str(error), error
+else:
+    raise SystemExit("a job was launched without torch installed")
+"""
+
+DISTRIBUTED_JOB = """
+import numpy as np
+from deepsharp.core import make_engine
+from deepsharp.distributed import DataParallel, launch
+
+def step():
+    job = DataParallel().join()
+    engine = make_engine("light")
+    share = job.share(3)
+    values = np.arange(3, dtype=np.float32)[share.rows]
+    (total,) = job.reduce_gradients(engine, [engine.put(values.sum(keepdims=True))])
+    return float(engine.get(total)[0])
+
+if __name__ == "__main__":
+    total = launch(step, 2)
+    print("2 processes:", total)
+    assert total == 3.0, total
 """
 
 TITANIC_STEP = """
@@ -76,14 +116,21 @@ def main() -> None:
     venv.create(environment, with_pip=True)
     python = str(environment / "bin" / "python")
     pip = [python, "-m", "pip", "install", "--quiet", *constraints]
-    run([*pip, wheel("deepsharp"), wheel("deepsharp_engine_torch")], cwd=scratch)
+    run(
+        [*pip, wheel("deepsharp"), wheel("deepsharp_engine_torch"), wheel("deepsharp_distributed")],
+        cwd=scratch,
+    )
     run([python, "-c", "import importlib.util as u; assert u.find_spec('torch') is None"], scratch)
     run([python, "-c", REFUSED], cwd=scratch)
+    run([python, "-c", DISTRIBUTED_REFUSED], cwd=scratch)
     doctor = run([str(environment / "bin" / "deepsharp"), "doctor"], cwd=scratch)
     assert "torch" in doctor and "pip install" in doctor, doctor
 
     run([*pip, "torch"], cwd=scratch)
     run([python, "-c", TITANIC_STEP], cwd=scratch)
+    job = scratch / "two_processes.py"  # a file: spawned processes import the function from it
+    job.write_text(DISTRIBUTED_JOB, encoding="utf-8")
+    run([python, str(job)], cwd=scratch)
     print("smoke check passed", flush=True)
     if os.environ.get("CI"):
         print("(scratch folder:", scratch, ")")

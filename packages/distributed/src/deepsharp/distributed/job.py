@@ -1,0 +1,307 @@
+"""`Job`: this process's place in a running data-parallel job, and every collective the training
+loop calls: the starting slots made identical, each step's gradients added, the epoch's
+figures combined.
+
+Every method is a collective: every process of the job calls it, in the same order, with
+tensors of the same shapes. An engine's tensors cross as `deepsharp.distributed.bridge` says
+(in place where the memory can be shared).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+
+from deepsharp.core.engine import Engine, Handle
+from deepsharp.distributed._torch import require_torch, resolve_backend
+from deepsharp.distributed.bridge import host_bytes, shared_tensor
+from deepsharp.distributed.config import DataParallel
+from deepsharp.distributed.errors import DistributedError, ReplicasDifferError
+from deepsharp.distributed.reduction import all_gather, fast_sum, ordered_sum, shard_width
+from deepsharp.distributed.shares import Share, check_world_size, share_of
+
+__all__ = ["Job", "join"]
+
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def join(config: DataParallel) -> Job:
+    """The job this process belongs to: the group already started (by `launch`, or by the
+    application), or the one torchrun's environment describes."""
+    _, dist = require_torch()
+    owns = False
+    if not dist.is_initialized():
+        missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
+        if missing:
+            raise DistributedError(
+                f"DataParallel runs inside a job, and this process is in none ({', '.join(missing)} "
+                "not set): start the script with torchrun (`torchrun --standalone "
+                "--nproc-per-node 2 script.py` on one machine), or call "
+                "deepsharp.distributed.launch(function, nprocs, ...) to start the processes"
+            )
+        dist.init_process_group(
+            resolve_backend(config.backend),
+            init_method="env://",
+            timeout=timedelta(seconds=config.timeout),
+        )
+        owns = True
+    carries = _carries(dist.get_backend_config())
+    if config.backend != "auto" and config.backend not in carries.values():
+        raise DistributedError(
+            f"DataParallel asks for backend {config.backend!r}; the job was started with "
+            f"{dist.get_backend_config()!r}: start it with the same backend "
+            f"(launch(..., backend={config.backend!r})), or ask for 'auto'"
+        )
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    return Job(config, rank, world_size, local_rank, carries, owns)
+
+
+def _carries(config: str) -> dict[str, str]:
+    """torch's backend config ("cpu:gloo,cuda:nccl") as device type -> backend."""
+    pairs = (part.split(":", 1) for part in config.split(",") if ":" in part)
+    return {device.strip(): backend.strip() for device, backend in pairs}
+
+
+class Job:
+    """This process's place in a data-parallel job: `rank` of `world_size`, and the collectives
+    the loop calls. Made by `DataParallel.join()`; a context manager that leaves the job's
+    group (where it started it) on exit."""
+
+    def __init__(
+        self,
+        config: DataParallel,
+        rank: int,
+        world_size: int,
+        local_rank: int,
+        carries: Mapping[str, str],
+        owns_group: bool = False,
+    ) -> None:
+        self.config = config
+        self.rank = rank
+        self.world_size = world_size
+        self.local_rank = local_rank
+        self.carries = dict(carries)
+        """Which backend carries each device's tensors: {"cpu": "gloo", "cuda": "nccl"}."""
+        self._owns_group = owns_group
+
+    def __repr__(self) -> str:
+        carried = ", ".join(f"{device}: {backend}" for device, backend in self.carries.items())
+        return (
+            f"Job(rank {self.rank} of {self.world_size}, {carried}, "
+            f"reduction {self.config.reduction!r})"
+        )
+
+    @property
+    def writes(self) -> bool:
+        """Whether this process writes the run's files (checkpoints, the report): rank 0 only."""
+        return self.rank == 0
+
+    # --- the work's shares (no communication) ----------------------------------------------
+    def share(self, total: int) -> Share:
+        """This process's contiguous share of `total` rows (a global batch, or a whole set)."""
+        return share_of(total, self.rank, self.world_size)
+
+    def check_world_size(self, recorded: int | None, where: str = "") -> None:
+        """Refuse a checkpoint taken at another world size, naming both (before restoring)."""
+        check_world_size(recorded, self.world_size, where)
+
+    # --- collectives ------------------------------------------------------------------------
+    def reduce_gradients(
+        self, engine: Engine, grads: Sequence[Handle], weight: float = 1.0
+    ) -> list[Handle]:
+        """Every process's `grads`, each multiplied by its `weight` (its share/B), added up:
+        new handles on `engine`, of the same shapes, the same values on every process.
+
+        The gradients cross as one flat tensor: no transfer where the engine's memory is shared
+        (light, test and torch engines), one `get` and one `put` otherwise. "ordered" adds in
+        rank order (the same bits whatever the backend), "fast" by the backend's all_reduce.
+        """
+        shapes = [tuple(engine.shape(g)) for g in grads]
+        sizes = [math.prod(shape) for shape in shapes]
+        count = sum(sizes)
+        if count == 0:
+            return [engine.zeros(shape) for shape in shapes]
+        padded = shard_width(count, self.world_size) * self.world_size
+        pieces = [engine.reshape(g, (size,)) for g, size in zip(grads, sizes)]
+        if padded > count:
+            pieces.append(engine.zeros((padded - count,)))
+        flat = engine.concatenate(pieces, 0)
+        if weight != 1.0:
+            flat = engine.mul(flat, float(weight))
+        summed = self._sum(engine, flat)
+        if padded > count:
+            summed = engine.slice(summed, 0, 0, count)
+        parts = engine.split(summed, sizes, 0)
+        return [engine.reshape(part, shape) for part, shape in zip(parts, shapes)]
+
+    def start_identical(self, engine: Engine, slots: Mapping[str, Handle]) -> None:
+        """Give every process rank 0's slots (in place, by `engine.assign`), then check that
+        every process holds the same bits (`check_identical`). Processes whose slots differ in
+        names or shapes (different networks) are refused before anything moves."""
+        names = list(slots)
+        shapes = [tuple(engine.shape(slots[name])) for name in names]
+        self._check_layouts(_layout(names, shapes))
+        sizes = [math.prod(shape) for shape in shapes]
+        if sum(sizes):
+            flat = engine.concatenate(
+                [engine.reshape(slots[n], (s,)) for n, s in zip(names, sizes)], 0
+            )
+            tensor, staged = self._cross(engine, flat)
+            _, dist = require_torch()
+            dist.broadcast(tensor, src=0)
+            if self.rank != 0:
+                if staged:
+                    flat = engine.put(tensor.cpu().numpy())
+                parts = engine.split(flat, sizes, 0)
+                for name, part, shape in zip(names, parts, shapes):
+                    engine.assign(slots[name], engine.reshape(part, shape))
+        self.check_identical(engine, slots)
+
+    def check_identical(self, engine: Engine, slots: Mapping[str, Handle]) -> None:
+        """Raise `ReplicasDifferError` on every process unless every process holds the same
+        slots, bit for bit: SHA-256 digests of each slot's bytes compared with rank 0's (one
+        collective of 64 bytes where they agree; a second names the slots that differ)."""
+        names = list(slots)
+        shapes = [tuple(engine.shape(slots[name])) for name in names]
+        layout = _layout(names, shapes)
+        digests = [_digest(engine, slots[name]) for name in names]
+        every = self._gather_bytes(layout + hashlib.sha256(b"".join(digests)).digest())
+        if all(header == every[0] for header in every):
+            return
+        self._check_layouts(layout, every=[header[:32] for header in every])
+        each = self._gather_bytes(b"".join(digests) or b"\0")
+        differ: dict[int, list[str]] = {}
+        for rank in range(1, self.world_size):
+            for index, name in enumerate(names):
+                part = slice(index * 32, (index + 1) * 32)
+                if each[rank][part] != each[0][part]:
+                    differ.setdefault(rank, []).append(name)
+        said = "; ".join(
+            f"rank {rank}: {', '.join(map(repr, found[:3]))}"
+            + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+            for rank, found in differ.items()
+        )
+        raise ReplicasDifferError(
+            f"the processes hold different slots where they must hold the same bits: "
+            f"{said} differ from rank 0's. Every process must build the same network from "
+            "the same seed (the same FitOptions.seed, the same network file); "
+            "start_identical gives every process rank 0's slots"
+        )
+
+    def _check_layouts(self, layout: bytes, every: list[bytes] | None = None) -> None:
+        """Refuse processes whose slots differ in names or shapes from rank 0's."""
+        every = every if every is not None else self._gather_bytes(layout)
+        other = [rank for rank, seen in enumerate(every) if seen != every[0]]
+        if other:
+            raise ReplicasDifferError(
+                f"{'ranks' if len(other) > 1 else 'rank'} {', '.join(map(str, other))} "
+                f"{'hold' if len(other) > 1 else 'holds'} slots of other names or shapes than "
+                "rank 0's: the processes train "
+                "different networks. Every process must build the same network (the same "
+                "layers, the same inputs)"
+            )
+
+    def means(self, sums: Mapping[str, float], rows: int) -> dict[str, float]:
+        """The means over every process's rows: each process passes the sums of its figures over
+        its `rows` (the loss times the rows, the rows answered right); the totals are added in
+        rank order (float64) and divided by all the rows. The same values on every process."""
+        torch, _ = require_torch()
+        names = list(sums)
+        mine = torch.tensor(
+            [float(sums[name]) for name in names] + [float(rows)], dtype=torch.float64
+        )
+        every = self._gather(mine.to(self._control_device())).cpu().numpy()
+        total = every[0].copy()
+        for rank in range(1, self.world_size):
+            total = total + every[rank]
+        if total[-1] <= 0:
+            raise ValueError("means over no rows: every process passed rows=0")
+        return {name: float(total[index] / total[-1]) for index, name in enumerate(names)}
+
+    def barrier(self) -> None:
+        """Wait until every process gets here (within the job's timeout)."""
+        _, dist = require_torch()
+        dist.barrier()
+
+    def close(self) -> None:
+        """Leave the job's group, where this Job started it (under `launch`, launch does)."""
+        if self._owns_group:
+            _, dist = require_torch()
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            self._owns_group = False
+
+    def __enter__(self) -> Job:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- how tensors cross ------------------------------------------------------------------
+    def _sum(self, engine: Engine, flat: Handle) -> Handle:
+        """`flat` (made here, so ours to write) summed over every process, in place."""
+        tensor, staged = self._cross(engine, flat)
+        if self.config.reduction == "fast":
+            fast_sum(tensor)
+        else:
+            ordered_sum(tensor)
+        return engine.put(tensor.cpu().numpy()) if staged else flat
+
+    def _cross(self, engine: Engine, flat: Handle) -> tuple[Any, bool]:
+        """`flat` as a torch tensor a backend of this job carries: in place where its memory can
+        be shared and its device is carried (staged False); else the host copy `engine.get`
+        brings (staged True: the result goes back by `engine.put`)."""
+        torch, _ = require_torch()
+        tensor = shared_tensor(flat)
+        if tensor is not None:
+            device = tensor.device.type
+            if device == "cuda" and self.carries.get("cuda") == "nccl":
+                return tensor, False
+            if device == "cpu" and self.carries.get("cpu") == "gloo":
+                return tensor, False
+        if self.carries.get("cpu") != "gloo":
+            raise DistributedError(
+                f"the engine {engine.identity} keeps its tensors on the processor (or in memory "
+                f"of its own), and this job's backend carries only {self.carries}: start the job "
+                "with backend 'gloo' or 'auto'"
+            )
+        host = np.ascontiguousarray(engine.get(flat), dtype=np.float32)
+        return torch.from_numpy(host), True
+
+    def _control_device(self) -> Any:
+        """Where small tensors of figures and digests travel: the processor where gloo carries
+        it, else this process's card."""
+        torch, _ = require_torch()
+        if self.carries.get("cpu") == "gloo":
+            return torch.device("cpu")
+        return torch.device("cuda", self.local_rank % max(torch.cuda.device_count(), 1))
+
+    def _gather_bytes(self, mine: bytes) -> list[bytes]:
+        """Every process's `mine` (of one length on every process), rank by rank."""
+        torch, _ = require_torch()
+        tensor = torch.frombuffer(bytearray(mine), dtype=torch.uint8)
+        every = self._gather(tensor.to(self._control_device())).cpu().numpy()
+        return [bytes(row.tobytes()) for row in every]
+
+    def _gather(self, mine: Any) -> Any:
+        """Every process's `mine` (one shape on every process), row r from rank r."""
+        every = mine.new_empty((self.world_size * mine.numel(),))
+        all_gather(every, mine.contiguous().view(-1))
+        return every.view(self.world_size, *mine.shape)
+
+
+def _layout(names: list[str], shapes: list[tuple[int, ...]]) -> bytes:
+    """A digest of the slots' names and shapes, in order."""
+    return hashlib.sha256(repr(list(zip(names, shapes))).encode()).digest()
+
+
+def _digest(engine: Engine, handle: Handle) -> bytes:
+    """A digest of the handle's bytes."""
+    return hashlib.sha256(host_bytes(engine, handle)).digest()

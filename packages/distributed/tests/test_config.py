@@ -1,0 +1,68 @@
+"""DataParallel is a small frozen configuration, checked when it is made; joining or launching
+outside what works is refused with a message that says what to do."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import distributed_workers as workers
+import pytest
+
+from deepsharp.distributed import DataParallel, DistributedError, launch
+
+
+def test_the_defaults_are_auto_and_ordered() -> None:
+    config = DataParallel()
+    assert (config.backend, config.reduction) == ("auto", "ordered")
+    assert DataParallel("gloo", "fast", timeout=5) == DataParallel(
+        backend="gloo", reduction="fast", timeout=5
+    )
+
+
+def test_it_is_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        DataParallel().backend = "nccl"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ({"backend": "mpi"}, "backend is one of 'auto', 'gloo', 'nccl'"),
+        ({"reduction": "sum"}, "reduction is 'ordered'"),
+        ({"timeout": 0}, "timeout is a number of seconds above 0"),
+        ({"timeout": float("inf")}, "timeout"),
+        ({"timeout": True}, "timeout"),
+    ],
+)
+def test_a_bad_setting_is_refused_when_made(arguments: dict[str, object], said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        DataParallel(**arguments)  # type: ignore[arg-type]
+
+
+def test_joining_outside_any_job_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(DistributedError) as caught:
+        DataParallel().join()
+    assert "torchrun" in str(caught.value) and "launch(function, nprocs" in str(caught.value)
+
+
+@pytest.mark.parametrize("nprocs", [0, -1, True, 2.0])
+def test_launch_needs_a_whole_number_of_processes(nprocs: object) -> None:
+    with pytest.raises(ValueError, match="launch starts 1 or more processes"):
+        launch(workers.environment, nprocs)  # type: ignore[arg-type]
+
+
+def test_launch_refuses_a_function_new_processes_cannot_import() -> None:
+    pytest.importorskip("torch")
+    with pytest.raises(DistributedError, match="top level of a module"):
+        launch(lambda: 1, 2)
+
+
+def test_nccl_is_refused_where_torch_has_no_card() -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a card is usable here")
+    with pytest.raises(DistributedError, match="backend 'nccl'"):
+        launch(workers.environment, 2, backend="nccl")

@@ -1,0 +1,68 @@
+"""The script docs/distributed.md shows runs as a user runs it: by hand (it launches its own two
+processes) and under `torchrun --standalone --nproc-per-node 2`; both give the whole batch's
+gradient on every process."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "distributed.md"
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+NAME = "shares_sum.py"
+
+
+def write_script(folder: Path) -> Path:
+    """docs/distributed.md's shares_sum.py, written into `folder`."""
+    blocks = [b for b in BLOCK.findall(DOC.read_text(encoding="utf-8")) if f'"""{NAME}' in b]
+    assert len(blocks) == 1, f"docs/distributed.md shows {NAME} {len(blocks)} times, not once"
+    path = folder / NAME
+    path.write_text(blocks[0], encoding="utf-8")
+    return path
+
+
+def _batch_gradient() -> np.ndarray:
+    rows = np.random.default_rng(0).standard_normal((32, 3)).astype(np.float32)
+    answers = rows @ np.array([1.0, -2.0, 0.5], np.float32)
+    x, y = rows.astype(np.float64), answers.astype(np.float64)
+    return -2.0 * x.T @ y / len(x)  # at zero slots: 2·xᵀ(x·0 - y)/B
+
+
+def _printed(output: str) -> list[np.ndarray]:
+    found = re.findall(r"\[[^\[\]]*\]", output)
+    return [np.array(ast.literal_eval(text)) for text in found]
+
+
+def _run(command: list[str], folder: Path) -> str:
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_the_script_launches_its_own_job_and_prints_the_batch_gradient(tmp_path: Path) -> None:
+    output = _run([sys.executable, str(write_script(tmp_path))], tmp_path)
+    (got,) = _printed(output)
+    expected = _batch_gradient()
+    assert np.allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_the_script_runs_under_torchrun_and_every_rank_holds_the_same_bits(
+    tmp_path: Path,
+) -> None:
+    script = write_script(tmp_path)
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
+    command = [torchrun] if torchrun else [sys.executable, "-m", "torch.distributed.run"]
+    output = _run([*command, "--standalone", "--nproc-per-node", "2", str(script)], tmp_path)
+    printed = _printed(output)
+    assert len(printed) == 2 and "rank 0:" in output and "rank 1:" in output
+    assert np.array_equal(printed[0], printed[1])
+    assert np.allclose(printed[0], _batch_gradient(), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,70 @@
+"""launch starts local processes already in a group and returns rank 0's result; a process that
+raises, exits or stops answering ends the job on every rank, and its error is raised here with
+the rank and the traceback's text, within the timeout: never a hang."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import distributed_workers as workers
+import pytest
+
+from deepsharp.distributed import ProcessFailedError, launch
+
+pytest.importorskip("torch")
+
+TIMEOUT = 3.0
+SLACK = 30.0
+"""How long past the timeout a failing job may take to end here: starting processes and
+importing torch on a loaded machine, never a hang."""
+
+
+@pytest.mark.parametrize("start_method", ["spawn", workers.START])
+def test_it_returns_rank_0_s_result_with_the_environment_torchrun_sets(start_method: str) -> None:
+    found = launch(workers.environment, 3, start_method=start_method)
+    assert found["rank"] == 0 and found["world_size"] == 3 and found["writes"]
+    assert found["mean rank"] == 1.0  # every rank took part in a collective
+    environment = found["environment"]
+    assert environment["RANK"] == "0" and environment["LOCAL_RANK"] == "0"
+    assert environment["WORLD_SIZE"] == "3" and environment["LOCAL_WORLD_SIZE"] == "3"
+    assert environment["OMP_NUM_THREADS"] is not None
+
+
+def _failure(function: object, rank: int) -> tuple[ProcessFailedError, float]:
+    began = time.monotonic()
+    with pytest.raises(ProcessFailedError) as caught:
+        launch(function, 2, rank, timeout=TIMEOUT, start_method=workers.START)  # type: ignore[arg-type]
+    assert not multiprocessing.active_children(), "a rank of the failed job is still running"
+    return caught.value, time.monotonic() - began
+
+
+def test_a_rank_that_raises_ends_the_job_with_its_error_and_traceback() -> None:
+    error, took = _failure(workers.raises_on, 1)
+    assert error.rank == 1
+    assert "rank 1 of 2 failed: ValueError: rank 1 found a broken row" in str(error)
+    assert error.remote_traceback is not None
+    assert "raises_on" in error.remote_traceback and "ValueError" in error.remote_traceback
+    assert "raises_on" in str(error)  # the traceback's text is in the message too
+    assert took < TIMEOUT + SLACK
+
+
+def test_a_rank_that_exits_without_a_word_ends_the_job_naming_its_code() -> None:
+    error, took = _failure(workers.exits_on, 1)
+    assert error.rank == 1 and error.exit_code == 7
+    assert "rank 1 of 2 exited with code 7 before its function returned" in str(error)
+    assert took < TIMEOUT + SLACK
+
+
+def test_a_rank_that_stops_answering_is_ended_when_the_others_time_out() -> None:
+    error, took = _failure(workers.hangs_on, 1)
+    assert error.rank == 1
+    assert "rank 1 of 2 stopped answering (rank 0 waited 3 s for it in a collective)" in str(error)
+    assert "it was ended" in str(error)
+    assert took < TIMEOUT + SLACK
+
+
+def test_a_rank_that_hangs_after_the_others_returned_is_ended_too() -> None:
+    error, took = _failure(workers.returns_early_but, 0)
+    assert error.rank == 0 and "stopped answering" in str(error)
+    assert took < 2 * TIMEOUT + SLACK
