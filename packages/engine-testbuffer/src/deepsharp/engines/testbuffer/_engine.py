@@ -1,10 +1,9 @@
-"""The test engine: every value in memory from the C library's allocator, totals in float32.
+"""`TestBufferEngine`: every tensor in malloc'd memory, every total in float32, all counted.
 
-Each handle (`TestBuffer`) owns one buffer from `malloc`, freed when the handle is collected.
-Operations compute with NumPy views over those buffers and write their results into newly
-allocated buffers, so no tensor's values live on Python's heap. Its counters add live buffers,
-live bytes and the most buffers alive at once to the transfers every engine counts, so memory
-and transfer promises are tested without a card.
+Operations compute with NumPy views over the handles' buffers and write their results into newly
+allocated buffers: NumPy temporaries live only during an operation, and no tensor's values live
+on Python's heap. Totals are `_totals.dot` (float32 arithmetic, within 3u·Σ|terms|); a
+convolution is a product of its filters with the image's windows.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from importlib.metadata import version as _distribution_version
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import NDArray
 
 from deepsharp.core.engine import Counters, EngineIdentity
@@ -27,8 +25,9 @@ from deepsharp.engines.testbuffer._memory import (
     memmove,
     view,
 )
+from deepsharp.engines.testbuffer._totals import dot, totals
 
-__all__ = ["BufferCounters", "TestBuffer", "TestBufferEngine", "__version__", "from_spec"]
+__all__ = ["PRECISION", "TestBufferEngine", "__version__", "from_spec"]
 
 try:
     __version__ = _distribution_version("deepsharp-engine-testbuffer")
@@ -40,9 +39,19 @@ I64 = np.int64
 Array = NDArray[Any]
 Padding = tuple[int, int]
 
+PRECISION = "strict"
+"""How its totals are added: float32 arithmetic, each total within 3u·Σ|terms| at any size."""
+
+WINDOWS = 1 << 22
+"""About the most values of images' windows a convolution lays out at once (16 MiB)."""
+
 
 class TestBufferEngine:
-    """Every tensor in malloc'd memory, every total added in single precision, all counted."""
+    """Every tensor in malloc'd memory, every total added in single precision, all counted.
+
+    Its precision is `strict`: every total within 3u·Σ|terms| of the exact one, at any size, a
+    place's answer the same bits whatever is worked out beside it.
+    """
 
     __test__ = False  # not a pytest test class, despite the name
 
@@ -52,6 +61,7 @@ class TestBufferEngine:
         self._counters = BufferCounters()
         self.version = __version__
         self.device = "cpu"
+        self.precision = PRECISION
 
     @property
     def counters(self) -> BufferCounters:
@@ -70,7 +80,7 @@ class TestBufferEngine:
 
     @property
     def identity(self) -> EngineIdentity:
-        return EngineIdentity(self.name, self.version, self.device)
+        return EngineIdentity(self.name, self.version, self.device, self.precision)
 
     def __repr__(self) -> str:
         return f"TestBufferEngine({self.version})"
@@ -147,12 +157,10 @@ class TestBufferEngine:
         right = right.T if transpose_b else right
         if left.shape[1] != right.shape[0]:
             raise ValueError(f"matmul: inner sizes differ ({left.shape} @ {right.shape})")
-        handle, out = self._new((left.shape[0], right.shape[1]))
-        _products(left, right.T, out)
-        return handle
+        return self._from(dot(left, right))
 
     def _total(self, x: TestBuffer, axes: tuple[int, ...], keepdims: bool) -> tuple[Array, int]:
-        """The float32 total over `axes` (compensated: the axes are brought last and contiguous)."""
+        """The float32 total over `axes` (the axes brought last: each row of terms one total)."""
         source = view(x)
         axes = tuple(sorted({axis % source.ndim for axis in axes})) if source.ndim else ()
         kept = tuple(axis for axis in range(source.ndim) if axis not in axes)
@@ -161,12 +169,12 @@ class TestBufferEngine:
             count *= source.shape[axis]
         shape = tuple(source.shape[axis] for axis in kept)
         rows = source.transpose(kept + axes).reshape(int(np.prod(shape, dtype=I64)), count)
-        total = _row_totals(rows).reshape(shape)
+        total = totals(rows).reshape(shape)
         if keepdims:
             total = total.reshape(
                 tuple(1 if axis in axes else n for axis, n in enumerate(source.shape))
             )
-        return np.asarray(total, dtype=F32), count
+        return total, count
 
     def sum(self, x: TestBuffer, axes: tuple[int, ...], keepdims: bool = False) -> TestBuffer:
         total, _ = self._total(x, axes, keepdims)
@@ -187,19 +195,25 @@ class TestBufferEngine:
         padding: tuple[Padding, Padding],
         bias: TestBuffer | None = None,
     ) -> TestBuffer:
+        """Images x (N, C, H, W) with filters w (F, C, kh, kw) -> (N, F, oh, ow). `bias` is for
+        the core before the fast paths; `conv2d_bias` is the fast path's name."""
         images, filters = view(x), view(w)
-        count = images.shape[0]
-        number, _, kh, kw = filters.shape
-        rows, out_h, out_w = _windows_as_rows(images, kh, kw, stride, padding)  # (N*oh*ow, CKK)
-        flat = filters.reshape(number, -1)
-        if bias is not None:  # the bias is one more term of each total: times a window's 1
-            rows = np.concatenate([rows, np.ones((rows.shape[0], 1), F32)], axis=1)
-            flat = np.concatenate([flat, view(bias).reshape(number, 1)], axis=1)
-        handle, out = self._new((count, number, out_h, out_w))
-        places = np.empty((number, rows.shape[0]), F32)
-        _products(flat, rows, places)
-        np.copyto(out, places.reshape(number, count, out_h, out_w).transpose(1, 0, 2, 3))
+        biases = None if bias is None else view(bias)
+        out_h, out_w = _out_size(images.shape[2:], filters.shape[2:], stride, padding)
+        handle, out = self._new((images.shape[0], filters.shape[0], out_h, out_w))
+        _convolve(images, filters, stride, padding, biases, out)
         return handle
+
+    def conv2d_bias(
+        self,
+        x: TestBuffer,
+        w: TestBuffer,
+        bias: TestBuffer,
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> TestBuffer:
+        """The fast path: the convolution with each filter's bias as one more term of its totals."""
+        return self.conv2d(x, w, stride, padding, bias)
 
     def conv2d_weight_grad(
         self,
@@ -210,18 +224,46 @@ class TestBufferEngine:
         padding: tuple[Padding, Padding],
         bias: bool = False,
     ) -> Any:
+        """The filters' gradient (F, C, kh, kw). With `bias` (the core before the fast paths) a
+        pair with the biases' gradient; `conv2d_weight_bias_grad` is the fast path's name."""
         if bias:
-            weights = self.conv2d_weight_grad(x, gy, kernel, stride, padding)
-            return weights, self.sum(gy, (0, 2, 3))
+            return self.conv2d_weight_bias_grad(x, gy, kernel, stride, padding)
+        weights, _ = self._filters_grad(x, gy, kernel, stride, padding, False)
+        return weights
+
+    def conv2d_weight_bias_grad(
+        self,
+        x: TestBuffer,
+        gy: TestBuffer,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> tuple[TestBuffer, TestBuffer]:
+        """The fast path: the filters' and the biases' gradients from one pass over gy."""
+        weights, biases = self._filters_grad(x, gy, kernel, stride, padding, True)
+        assert biases is not None
+        return weights, biases
+
+    def _filters_grad(
+        self,
+        x: TestBuffer,
+        gy: TestBuffer,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: bool,
+    ) -> tuple[TestBuffer, TestBuffer | None]:
         images, grad = view(x), view(gy)
-        channels = images.shape[1]
-        filters = grad.shape[1]
-        rows, _, _ = _windows_as_rows(images, kernel[0], kernel[1], stride, padding)
-        # (F, N*oh*ow) against (C*kh*kw, N*oh*ow): every term of a place in one total.
-        grad2 = grad.transpose(1, 0, 2, 3).reshape(filters, rows.shape[0])
-        handle, out = self._new((filters, channels, kernel[0], kernel[1]))
-        _products(grad2, rows.T, out.reshape(filters, -1))
-        return handle
+        filters, channels = grad.shape[1], images.shape[1]
+        windows, out_h, out_w = _windows(images, kernel, stride, padding, ones=bias)
+        if (out_h, out_w) != grad.shape[2:]:
+            raise ValueError(f"conv2d_weight_grad: gy {grad.shape} does not match {images.shape}")
+        # (F, N·oh·ow) @ (N·oh·ow, C·kh·kw [+ 1]): a bias's gradient is its filter's total of gy.
+        sent = grad.transpose(1, 0, 2, 3).reshape(filters, -1)
+        both = dot(sent, windows.T)
+        span = channels * kernel[0] * kernel[1]
+        weights = self._from(both[:, :span].reshape(filters, channels, *kernel))
+        return weights, (self._from(both[:, span]) if bias else None)
 
     def conv2d_fold(
         self,
@@ -231,27 +273,30 @@ class TestBufferEngine:
         stride: int,
         padding: tuple[Padding, Padding],
     ) -> TestBuffer:
+        """What each place of the images gets back (N, C, H, W): gy spread out by the stride and
+        framed with zeros, convolved with the filters turned around (a transposed convolution)."""
         grad, filters = view(gy), view(w)
         count, number, out_h, out_w = grad.shape
         _, channels, kh, kw = filters.shape
-        (top, bottom), (left, right) = padding
-        height, width = image[0] + top + bottom, image[1] + left + right
-        # spread[n, y, x, f, i, j]: the gradient that window (i, j) of filter f sends to place
-        # (y, x), zero where none does; each place's fold is one total over (f, i, j).
-        spread = np.zeros((count, height, width, number, kh, kw), F32)
-        moved = grad.transpose(0, 2, 3, 1)
-        for i in range(kh):
-            for j in range(kw):
-                spread[
-                    :, i : i + stride * out_h : stride, j : j + stride * out_w : stride, :, i, j
-                ] = moved
-        places = spread[:, top : top + image[0], left : left + image[1]].reshape(
-            count * image[0] * image[1], number * kh * kw
-        )
-        weights = filters.transpose(1, 0, 2, 3).reshape(channels, number * kh * kw)
-        folded = np.empty((channels, places.shape[0]), F32)
-        _products(weights, places, folded)
-        return self._from(folded.reshape(channels, count, image[0], image[1]).transpose(1, 0, 2, 3))
+        (top, _), (left, _) = padding
+        # Row y of the padded image gets from windows y - i (i < kh) of the stride's grid.
+        tall, wide = (out_h - 1) * stride + kh, (out_w - 1) * stride + kw
+        rows = slice(min(top, tall), min(top + image[0], tall))
+        columns = slice(min(left, wide), min(left + image[1], wide))
+        spread = np.zeros((count, number, tall + kh - 1, wide + kw - 1), F32)
+        spread[
+            :, :, kh - 1 : kh - 1 + tall - kh + 1 : stride, kw - 1 : kw - 1 + wide - kw + 1 : stride
+        ] = grad
+        framed = spread[
+            :, :, rows.start : rows.stop + kh - 1, columns.start : columns.stop + kw - 1
+        ]
+        turned = filters[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
+        handle, out = self._new((count, channels, image[0], image[1]))
+        out.fill(0)
+        reached = out[:, :, : rows.stop - rows.start, : columns.stop - columns.start]
+        if reached.size:
+            _convolve(framed, turned, 1, ((0, 0), (0, 0)), None, reached)
+        return handle
 
     # --- value by value --------------------------------------------------------------------
     def add(self, a: Any, b: Any) -> TestBuffer:
@@ -379,6 +424,26 @@ class TestBufferEngine:
             scratch *= size
             s -= scratch
 
+    def decay_update(self, slots: Sequence[TestBuffer], *, factor: float) -> None:
+        """The fast path of AdamW's decoupled decay: in place, each slot times `factor`."""
+        kept = F32(factor)
+        for slot in slots:
+            values = view(slot)
+            values *= kept
+
+    def parts(self, flat: TestBuffer, shapes: Sequence[tuple[int, ...]]) -> list[TestBuffer]:
+        """The fast path: consecutive parts of a flat tensor, each its own buffer, in one pass."""
+        source = view(flat).reshape(-1)
+        handles, start = [], 0
+        for shape in shapes:
+            handle, out = self._new(tuple(shape), source.dtype)
+            np.copyto(out.reshape(-1), source[start : start + out.size])
+            handles.append(handle)
+            start += out.size
+        if start > source.size:
+            raise ValueError(f"parts: {start} values asked of a tensor of {source.size}")
+        return handles
+
     # --- moves -----------------------------------------------------------------------------
     def copy(self, x: TestBuffer) -> TestBuffer:
         handle = allocate(x.shape, x.dtype, self.counters)
@@ -450,7 +515,7 @@ class TestBufferEngine:
         return handle
 
     def maxpool2d(self, x: TestBuffer, pool: int) -> tuple[TestBuffer, TestBuffer]:
-        windows = _windows(view(x), pool)
+        windows = _pool_windows(view(x), pool)
         selection, chosen = self._new(windows.shape[:-1], I64)
         np.argmax(windows, axis=-1, out=chosen)
         maxima = self._from(np.take_along_axis(windows, chosen[..., None], -1)[..., 0])
@@ -491,109 +556,66 @@ def _resolve_shape(size: int, shape: Sequence[int]) -> tuple[int, ...]:
     return wanted
 
 
-_BLOCK = 1 << 22
-"""The most float32 terms one block of a total holds (16 MB): temporaries stay near 64 MB."""
+def _out_size(
+    image: tuple[int, ...], kernel: tuple[int, ...], stride: int, padding: tuple[Padding, Padding]
+) -> tuple[int, int]:
+    """(oh, ow): how many windows fit down and across the padded image."""
+    (top, bottom), (left, right) = padding
+    return (
+        (image[0] + top + bottom - kernel[0]) // stride + 1,
+        (image[1] + left + right - kernel[1]) // stride + 1,
+    )
 
 
-def _compensated(terms: Array) -> Array:
-    """Each row's total, added pairwise in float32 with every addition's rounding carried.
-
-    `terms` is (rows, width), width a power of two (zeros pad a row). Each level adds the second
-    half onto the first; the exact rounding error of every addition (Knuth's TwoSum, itself
-    float32 arithmetic) is kept, and the errors of a row, tiny beside its total, are added
-    (pairwise, float32) and join the total at the end. So a total is off by about one rounding
-    of its value, however long and of whatever signs, and every row's total depends on its own
-    terms alone, in a fixed order.
-    """
-    rows, width = terms.shape
-    if width == 1:
-        single: Array = terms[:, 0].copy()
-        return single
-    errors = np.empty((rows, width - 1), F32)
-    place = 0
-    with np.errstate(invalid="ignore", over="ignore"):
-        while width > 1:
-            half = width // 2
-            first, second = terms[:, :half], terms[:, half:width]
-            total = first + second
-            late = total - first
-            early = total - late
-            np.subtract(first, early, out=early)
-            np.subtract(second, late, out=late)
-            np.add(early, late, out=errors[:, place : place + half])
-            place += half
-            terms, width = total, half
-        result: Array = terms[:, 0]
-        carry = np.add.reduce(errors, axis=1, dtype=F32)
-        # Infinities and NaNs make no rounding to carry: such a total stays as added.
-        np.add(result, carry, out=result, where=np.isfinite(result))
-    return result
-
-
-def _width(count: int) -> int:
-    """The power of two a total of `count` terms is padded to."""
-    return 1 << max(count - 1, 0).bit_length()
-
-
-def _row_totals(rows: Array) -> Array:
-    """The float32 total of each row of `rows` (rows, count), compensated, in bounded blocks."""
-    number, count = rows.shape
-    totals = np.zeros(number, F32)
-    if count == 0 or number == 0:
-        return totals
-    width = _width(count)
-    step = max(1, _BLOCK // width)
-    for start in range(0, number, step):
-        block = rows[start : start + step]
-        terms = np.zeros((block.shape[0], width), F32)
-        terms[:, :count] = block
-        totals[start : start + step] = _compensated(terms)
-    return totals
-
-
-def _products(left: Array, right_rows: Array, out: Array) -> None:
-    """out[i, j] = the total of left[i, :] * right_rows[j, :], products and additions in float32.
-
-    Each product is rounded once to float32; the products of a place are then added by
-    `_compensated`, so a place's total depends on its own terms alone, never on its neighbours.
-    """
-    rows, count = left.shape
-    columns = right_rows.shape[0]
-    if out.size == 0:
-        return
-    if count == 0:
-        out.fill(0)
-        return
-    a = np.ascontiguousarray(left, dtype=F32)
-    b = np.ascontiguousarray(right_rows, dtype=F32)
-    width = _width(count)
-    places = max(1, _BLOCK // width)
-    across = min(columns, places)
-    down = max(1, places // across)
-    for i in range(0, rows, down):
-        part_a = a[i : i + down]
-        for j in range(0, columns, across):
-            part_b = b[j : j + across]
-            terms = np.empty((part_a.shape[0], part_b.shape[0], width), F32)
-            np.multiply(part_a[:, None, :], part_b[None, :, :], out=terms[:, :, :count])
-            terms[:, :, count:] = 0
-            totals = _compensated(terms.reshape(-1, width))
-            out[i : i + down, j : j + across] = totals.reshape(part_a.shape[0], part_b.shape[0])
-
-
-def _windows_as_rows(
-    x: Array, kh: int, kw: int, stride: int, padding: tuple[Padding, Padding]
+def _windows(
+    images: Array,
+    kernel: tuple[int, int],
+    stride: int,
+    padding: tuple[Padding, Padding],
+    ones: bool = False,
 ) -> tuple[Array, int, int]:
-    """Every window of x as one row (N*oh*ow, C*kh*kw): a convolution is a product."""
+    """Every window of the images as a column (C·kh·kw, N·oh·ow), with a row of ones after
+    them if `ones` (a bias is one more term of each total)."""
     if any(any(side) for side in padding):
-        x = np.pad(x, [(0, 0), (0, 0), padding[0], padding[1]])
-    windows = sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
-    count, channels, out_h, out_w = windows.shape[:4]
-    rows = windows.transpose(0, 2, 3, 1, 4, 5).reshape(count * out_h * out_w, channels * kh * kw)
-    return np.ascontiguousarray(rows, dtype=F32), out_h, out_w
+        images = np.pad(images, [(0, 0), (0, 0), padding[0], padding[1]])
+    count, channels = images.shape[:2]
+    (kh, kw), (out_h, out_w) = kernel, _out_size(images.shape[2:], kernel, stride, ((0, 0), (0, 0)))
+    columns = np.empty((channels * kh * kw + ones, count * out_h * out_w), F32)
+    grid = columns[: channels * kh * kw].reshape(channels, kh, kw, count, out_h, out_w)
+    for i in range(kh):
+        for j in range(kw):
+            seen = images[:, :, i : i + (out_h - 1) * stride + 1 : stride]
+            grid[:, i, j] = seen[:, :, :, j : j + (out_w - 1) * stride + 1 : stride].transpose(
+                1, 0, 2, 3
+            )
+    if ones:
+        columns[-1] = 1
+    return columns, out_h, out_w
 
 
-def _windows(x: Array, pool: int) -> Array:
+def _convolve(
+    images: Array,
+    filters: Array,
+    stride: int,
+    padding: tuple[Padding, Padding],
+    bias: Array | None,
+    out: Array,
+) -> None:
+    """out (N, F, oh, ow) = the filters' totals over every window, a few images at a time."""
+    count, number = images.shape[0], filters.shape[0]
+    flat = filters.reshape(number, -1)
+    if bias is not None:
+        flat = np.concatenate([flat, bias.reshape(number, 1)], axis=1)
+    places = out.shape[2] * out.shape[3]
+    step = max(1, WINDOWS // max(1, flat.shape[1] * places))
+    for start in range(0, count, step):
+        chunk = images[start : start + step]
+        windows, _, _ = _windows(chunk, filters.shape[2:], stride, padding, bias is not None)
+        totals = dot(flat, windows).reshape(number, chunk.shape[0], *out.shape[2:])
+        out[start : start + step] = totals.transpose(1, 0, 2, 3)
+
+
+def _pool_windows(x: Array, pool: int) -> Array:
     """(N, C, H//pool, W//pool, pool*pool): each pooling window's places in reading order."""
     count, channels, height, width = x.shape
     out_h, out_w = height // pool, width // pool
