@@ -101,8 +101,11 @@ def test_identity_and_option() -> None:
     assert engine.identity.name == "testbuffer"
     assert engine.identity.version == "0.1.0"
     assert engine.identity.device == "cpu"
-    with pytest.raises(EngineUnavailableError):
-        from_spec("cuda")
+    assert engine.identity.precision == "strict"
+    assert from_spec("strict").identity == engine.identity
+    for option in ("cuda", "float32"):
+        with pytest.raises(EngineUnavailableError, match="'strict'"):
+            from_spec(option)
 
 
 # --- totals ------------------------------------------------------------------------------------
@@ -203,6 +206,44 @@ def test_conv2d_weight_grad_and_fold(
     close(*both(engines, "conv2d_weight_grad", x, gy, kernel, stride, padding), atol=3e-5)
     image = (xs[2], xs[3])
     close(*both(engines, "conv2d_fold", gy, w, image, stride, padding), atol=3e-5)
+
+
+# --- fast paths ----------------------------------------------------------------------------------
+def test_the_fast_paths_work_as_their_references() -> None:
+    """conv2d_bias, conv2d_weight_bias_grad, parts and decay_update, beside what they stand for
+    in primitives: the biases' gradient is the same total as `sum` (the same bits), the filters'
+    the same as without it, and today's core's bias argument and flag give the same answers."""
+    engine = TestBufferEngine()
+    x, w, b = engine.put(rand(3, 2, 7, 6)), engine.put(rand(4, 2, 3, 3)), engine.put(rand(4))
+    padding = ((1, 1), (0, 1))
+    with_bias = engine.get(engine.conv2d_bias(x, w, b, 2, padding))
+    same(engine.get(engine.conv2d(x, w, 2, padding, b)), with_bias)
+    plain = engine.get(engine.conv2d(x, w, 2, padding))
+    close(with_bias, plain + engine.get(b)[None, :, None, None])
+    gy = engine.put(rand(*with_bias.shape))
+    weights, biases = engine.conv2d_weight_bias_grad(x, gy, (3, 3), 2, padding)
+    same(engine.get(weights), engine.get(engine.conv2d_weight_grad(x, gy, (3, 3), 2, padding)))
+    same(engine.get(biases), engine.get(engine.sum(gy, (0, 2, 3))))
+    old_weights, old_biases = engine.conv2d_weight_grad(x, gy, (3, 3), 2, padding, True)
+    same(engine.get(old_weights), engine.get(weights))
+    same(engine.get(old_biases), engine.get(biases))
+
+    flat = rand(2 * 3 + 4 + 1)
+    held = engine.counters.live_buffers
+    parts = engine.parts(engine.put(flat), [(2, 3), (4,), (1, 1)])
+    assert engine.counters.live_buffers == held + 3  # each part its own buffer (the flat freed)
+    assert [engine.shape(part) for part in parts] == [(2, 3), (4,), (1, 1)]
+    same(engine.get(parts[0]), flat[:6].reshape(2, 3))
+    same(engine.get(parts[1]), flat[6:10])
+    same(engine.get(parts[2]), flat[10:].reshape(1, 1))
+    with pytest.raises(ValueError, match="12 values asked of a tensor of 11"):
+        engine.parts(engine.put(flat), [(2, 3), (6,)])
+
+    slots = [engine.put(rand(2, 3)), engine.put(rand(5))]
+    before = [engine.get(slot) for slot in slots]
+    engine.decay_update(slots, factor=0.99)
+    for slot, was in zip(slots, before, strict=True):
+        same(engine.get(slot), was * np.float32(0.99))
 
 
 # --- value by value ----------------------------------------------------------------------------

@@ -159,8 +159,8 @@ class TestBufferEngine:
             raise ValueError(f"matmul: inner sizes differ ({left.shape} @ {right.shape})")
         return self._from(dot(left, right))
 
-    def _total(self, x: TestBuffer, axes: tuple[int, ...], keepdims: bool) -> tuple[Array, int]:
-        """The float32 total over `axes` (the axes brought last: each row of terms one total)."""
+    def _total(self, x: TestBuffer, axes: tuple[int, ...], keepdims: bool, mean: bool) -> Array:
+        """The float32 totals (or means) over `axes`: each row of terms, the axes brought last."""
         source = view(x)
         axes = tuple(sorted({axis % source.ndim for axis in axes})) if source.ndim else ()
         kept = tuple(axis for axis in range(source.ndim) if axis not in axes)
@@ -169,23 +169,18 @@ class TestBufferEngine:
             count *= source.shape[axis]
         shape = tuple(source.shape[axis] for axis in kept)
         rows = source.transpose(kept + axes).reshape(int(np.prod(shape, dtype=I64)), count)
-        total = totals(rows).reshape(shape)
+        total = totals(rows, mean).reshape(shape)
         if keepdims:
             total = total.reshape(
                 tuple(1 if axis in axes else n for axis, n in enumerate(source.shape))
             )
-        return total, count
+        return total
 
     def sum(self, x: TestBuffer, axes: tuple[int, ...], keepdims: bool = False) -> TestBuffer:
-        total, _ = self._total(x, axes, keepdims)
-        return self._from(total)
+        return self._from(self._total(x, axes, keepdims, mean=False))
 
     def mean(self, x: TestBuffer, axes: tuple[int, ...], keepdims: bool = False) -> TestBuffer:
-        total, count = self._total(x, axes, keepdims)
-        handle, out = self._new(total.shape)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            np.divide(total, F32(count), out=out)
-        return handle
+        return self._from(self._total(x, axes, keepdims, mean=True))
 
     def conv2d(
         self,
@@ -434,14 +429,17 @@ class TestBufferEngine:
     def parts(self, flat: TestBuffer, shapes: Sequence[tuple[int, ...]]) -> list[TestBuffer]:
         """The fast path: consecutive parts of a flat tensor, each its own buffer, in one pass."""
         source = view(flat).reshape(-1)
+        sizes = [int(np.prod(shape, dtype=I64)) for shape in shapes]
+        if sum(sizes) > source.size:
+            raise ValueError(
+                f"parts: {sum(sizes)} values asked of a tensor of {source.size} ({list(shapes)})"
+            )
         handles, start = [], 0
-        for shape in shapes:
+        for shape, size in zip(shapes, sizes, strict=True):
             handle, out = self._new(tuple(shape), source.dtype)
-            np.copyto(out.reshape(-1), source[start : start + out.size])
+            np.copyto(out.reshape(-1), source[start : start + size])
             handles.append(handle)
-            start += out.size
-        if start > source.size:
-            raise ValueError(f"parts: {start} values asked of a tensor of {source.size}")
+            start += size
         return handles
 
     # --- moves -----------------------------------------------------------------------------
@@ -626,9 +624,10 @@ def _pool_windows(x: Array, pool: int) -> Array:
 
 
 def from_spec(option: str = "") -> TestBufferEngine:
-    """The entry point's factory: `testbuffer` takes no option."""
-    if option:
+    """The entry point's factory: `testbuffer`, or `testbuffer:strict` (its one precision)."""
+    if option not in ("", PRECISION):
         raise EngineUnavailableError(
-            f"the testbuffer engine takes no option, not {option!r}: use 'testbuffer'"
+            f"the testbuffer engine adds its totals one way, {PRECISION!r}, and takes no other "
+            f"option: {option!r} is not one; use 'testbuffer'"
         )
     return TestBufferEngine()

@@ -1,56 +1,58 @@
 """The test engine's totals: float32 arithmetic alone, each within 3u·Σ|terms|, at any size.
 
 A total here is S = Σ x_k·y_k over k < n, of float32 x and y (a sum is the case y = 1); its
-terms are the exact products x_k·y_k and T = Σ|x_k·y_k|. u = 2**-24 is float32's unit
-roundoff, and γ_j = j·u / (1 - j·u) as in Higham's "Accuracy and Stability of Numerical
-Algorithms" (§3.1). Every operation below is a float32 operation, rounded to nearest; no
-float64 value is ever made.
+terms are the exact products x_k·y_k, and T = Σ|x_k·y_k|. u = 2**-24 is float32's unit
+roundoff and γ_j = j·u / (1 - j·u), as in Higham, "Accuracy and Stability of Numerical
+Algorithms" (2002), §3.1. Every operation below is a float32 operation rounded to nearest (NumPy
+element by element); no float64 value is ever made.
 
 How a total is added
 --------------------
-1. Each product is rounded once: p_k = fl(x_k·y_k) = x_k·y_k·(1 + δ_k), |δ_k| <= u (and
-   δ_k = 0 when y_k = 1). So |Σp_k - S| <= u·T and Σ|p_k| <= (1 + u)·T.
-2. The p_k are added pairwise, as a tree over k: each level adds the first half of what is
-   left onto the second (an odd one out waits a level). Every addition t = fl(a + b) keeps its
-   exact rounding error e = a + b - t, found by Knuth's TwoSum in six float32 operations
-   (z = t - a; e = (a - (t - z)) + (b - z)); TwoSum is error-free for any float32 a and b that
-   do not overflow. The errors of a place are added in float32 along the same tree
-   (c = (c_a + c_b) + e at each node) into its carry c. Totals longer than CHUNK terms are cut
-   into chunks of CHUNK (zeros fill the last), each chunk added by such a tree, then the
-   chunks' totals and carries by one more such tree. The tree depends only on n: a place's
-   answer is the same bits whatever other places are worked out beside it, in whatever
-   layout or block, at any thread count (every operation is element by element).
+1. Each product is rounded once: p_k = fl(x_k·y_k) = x_k·y_k·(1 + δ_k), |δ_k| <= u, and δ_k = 0
+   for a sum. So |Σp_k - S| <= u·T and Σ|p_k| <= (1 + u)·T.
+2. The p_k are added pairwise, as a tree: each level adds the first half of what is left onto
+   the second (an odd one out waits a level). Every addition t = fl(a + b) keeps its exact
+   rounding error e = a + b - t, found by Knuth's TwoSum in six float32 operations
+   (z = t - a; e = (a - (t - z)) + (b - z)), error-free for any a and b that do not overflow.
+   The errors are added in float32 along the same tree into a carry (c = (c_a + c_b) + e at
+   each addition). A total of more than CHUNK terms is cut into J = ceil(n / CHUNK) chunks,
+   term t of chunk j being p_(t·J + j) (zeros after the n-th): each chunk is added by such a
+   tree, then the chunks' totals and carries by one more. The trees depend on n alone, so a
+   place's answer is the same bits whatever is worked out beside it, in whatever layout or
+   block, at any thread count.
 3. At the end Σp_k = s + C exactly, where s is the tree's total and C the exact sum of every
    error made; c is C added in float32. The answer is r = fl(s + c).
 
 The bound
 ---------
-Let d be the most additions of totals that any product passes through (the tree's height:
-d <= ceil(log2 n) + 1) and m the most additions of carries that any error passes through
-(two a level: m <= 2·d).
+Let d be the most additions of totals that any product goes through (the trees' height,
+d <= ceil(log2 n) + 1) and m the most additions of carries that any error goes through (two a
+level: m <= 2·d).
 
-(a) Σ|e| <= γ_d·Σ|p_k|. An addition at height h adds two computed totals whose sizes are at
-    most (1 + u)**(h - 1) times the Σ|p_k| beneath them, and its error is at most u times
-    their exact sum; each product lies beneath at most d additions.
-(b) |c - C| <= γ_m·Σ|e|: c is a float32 sum of the errors along a tree of depth m (Higham,
-    (4.3)).
+(a) Σ|e| <= γ_d·Σ|p_k|: an addition at height h adds two computed totals, each at most
+    (1 + u)**(h - 1) times the Σ|p_k| beneath it, and its error is at most u times their exact
+    sum; each product lies beneath at most d additions.
+(b) |c - C| <= γ_m·Σ|e|: c is a float32 sum of the errors along a tree of depth m (Higham (4.3)).
 (c) r = (s + c)(1 + ε), |ε| <= u, so |r - Σp_k| <= u·|Σp_k| + (1 + u)·|c - C|.
 
-Together: |r - S| <= u·T + u·(1 + u)·T + (1 + u)**2·γ_m·γ_d·T. With n < 2**63, d <= 64 and
-m <= 128, so γ_m·γ_d < 8192·u**2·1.001 < 0.001·u, and
+Together: |r - S| <= u·T + u·(1 + u)·T + (1 + u)**2·γ_m·γ_d·T. For any n < 2**63, d <= 64 and
+m <= 128, so γ_m·γ_d < 8193·u**2 < 0.0005·u, and
 
-    |r - S| <= (2u + u**2 + 0.001u)·T < 3u·T       (a product's totals, at any n),
-    |r - S| <= (u + 0.001u)·T                      (a sum: its products are exact).
+    |r - S| < (2u + u**2 + 0.0005u)·T < 3u·T     (a product's total: matmul, convolutions),
+    |r - S| < 1.0005u·T                          (a sum: its terms are exact).
 
-A mean divides a sum by n in float32 (one rounding more): within (2u + 0.002u)·T/n, and T/n
-is Σ|x_k/n|, the mean's own terms. The proof asks that no product be below float32's smallest
-normal number (2**-126, where a rounding may lose more than u relatively), and no total
-overflow; a total with an infinity or a NaN among its terms comes out as float32 addition
-makes it (the carry is left out where the total is not finite).
+A mean divides the unrounded s + c by n, within 2u·(1 + u) of (s + c)/n (`_quotient`: one
+rounding more where n is a float32, else a remainder's correction), so it is within
+2.001u·T/n of S/n, and T/n is the mean's own Σ|terms|.
 
-Cost: about nine float32 operations per term (one product, eight for TwoSum and carries), in
-blocks of at most BLOCK terms so that the working arrays stay in a core's cache and every
-temporary is bounded, whatever the size of the operands.
+The argument asks that no product fall below float32's smallest normal number (2**-126, where a
+rounding may lose more than u relatively) and that no total overflow. A total with an infinity or
+a NaN among its terms comes out as float addition makes it: where s is not finite, c (which then
+holds the NaN of an infinity's TwoSum) is left out.
+
+Cost: about nine float32 operations a term (a product, eight for TwoSum and carries), worked in
+blocks of at most BLOCK terms laid out so that every NumPy operation runs over whole contiguous
+arrays that stay in a core's cache; every temporary is bounded by BLOCK or by the operands' size.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["BLOCK", "CHUNK", "dot", "totals"]
+__all__ = ["BLOCK", "CHUNK", "dot", "pairs", "totals"]
 
 Array = NDArray[Any]
 F32 = np.float32
@@ -76,29 +78,34 @@ BLOCK = 1 << 16
 
 def dot(a: Array, b: Array) -> Array:
     """a (M, K) @ b (K, N) in float32 arithmetic, each place within 3u·Σ|terms|."""
-    rows, count = a.shape
-    columns = b.shape[1]
-    if b.shape[0] != count:
-        raise ValueError(f"inner sizes differ: {a.shape} @ {b.shape}")
-    if rows > columns:  # the longer side of the answer last, where the products broadcast
-        swapped: Array = dot(b.T, a.T).T
-        return swapped
-    return _added(a, b)
+    if a.ndim != 2 or b.ndim != 2 or b.shape[0] != a.shape[1]:
+        raise ValueError(f"dot takes (M, K) and (K, N) operands, not {a.shape} and {b.shape}")
+    return _finish(*pairs(a, b))
 
 
-def totals(rows: Array) -> Array:
-    """Each row's total, rows (P, K) -> (P,): as `dot` with a row of ones, without the ones."""
-    result: Array = _added(None, rows.T)[0]
+def totals(rows: Array, mean: bool = False) -> Array:
+    """Each row's total, rows (P, K) -> (P,), or with `mean` the total divided by K."""
+    total, carry = pairs(None, rows.T)
+    if not mean:
+        result: Array = _finish(total, carry)[0]
+    elif rows.shape[1] == 0:  # the mean of nothing
+        result = np.full(rows.shape[0], np.nan, F32)
+    else:
+        result = _quotient(total, carry, rows.shape[1])[0]
     return result
 
 
-def _added(a: Array | None, b: Array) -> Array:
-    """a @ b, or with a None the totals of b's columns (a row of ones, its products exact)."""
+def pairs(a: Array | None, b: Array) -> tuple[Array, Array]:
+    """Each place's total of a @ b (a None: a row of ones, whose products are exact) as it
+    stands before its last rounding: a total and a carry, float32 arrays (M, N)."""
     count, columns = b.shape
     rows = 1 if a is None else a.shape[0]
-    out = np.zeros((rows, columns), F32)
-    if out.size == 0 or count == 0:
-        return out
+    if a is not None and rows > columns:  # the longer side last, where the products broadcast
+        total, carry = pairs(b.T, a.T)
+        return total.T, carry.T
+    total, carry = np.zeros((2, rows, columns), F32)
+    if total.size == 0 or count == 0:
+        return total, carry
     chunks = -(-count // CHUNK)
     # Terms are laid out (term of its chunk, ..., places...), C-ordered, with the chunks last
     # when there are more of them than columns, so that every operation runs over whole arrays.
@@ -107,8 +114,8 @@ def _added(a: Array | None, b: Array) -> Array:
     right = _arranged(b.T, chunks, chunks_last)
     with np.errstate(invalid="ignore", over="ignore"):  # infinities make NaN errors: see _finish
         for group in _tiles(rows, columns, max(1, BLOCK // chunks)):
-            out[group] = _finish(*_group(left, right, group, chunks, chunks_last))
-    return out
+            total[group], carry[group] = _group(left, right, group, chunks, chunks_last)
+    return total, carry
 
 
 def _arranged(x: Array, chunks: int, chunks_last: bool) -> Array:
@@ -215,8 +222,47 @@ def _tree(terms: Array, carries: Array | None = None) -> tuple[Array, Array]:
 def _finish(total: Array, carry: Array) -> Array:
     """total + carry, rounded once; a total that is not finite stays as float addition made it
     (its carry holds the NaN of an infinity's TwoSum)."""
-    result: Array = np.add(total, carry, dtype=F32)
+    with np.errstate(invalid="ignore"):
+        result: Array = np.add(total, carry, dtype=F32)
     finite = np.isfinite(total)
     if not finite.all():
         np.copyto(result, total, where=~finite)
     return result
+
+
+def _quotient(total: Array, carry: Array, divisor: int) -> Array:
+    """(total + carry) / divisor in float32 arithmetic, within 2u·(1 + u) of the exact quotient.
+
+    Where the divisor is a float32 (below 2**24, or a power of two...), the total rounded and
+    divided: two roundings. Where it is not, a rounded divisor would cost a third: the quotient
+    q = fl(total / n1), n1 = fl(divisor), is corrected by the remainder, (total + carry) - q·n,
+    worked out with q·n1 exactly (Dekker's product) and divided in its turn.
+    """
+    near = F32(divisor)
+    if int(near) == divisor:
+        result: Array = np.divide(_finish(total, carry), near, dtype=F32)
+        return result
+    rest = F32(divisor - int(near))  # divisor = near + rest (rest itself rounded: u² at most)
+    with np.errstate(invalid="ignore", over="ignore"):
+        first = np.divide(total, near, dtype=F32)
+        high = first * near
+        low = _product_error(first, near, high)
+        remainder = ((total - high) - low + carry) - first * rest
+        result = first + remainder / near
+    lost = ~np.isfinite(total)
+    if lost.any():
+        np.divide(total, near, out=result, where=lost)
+    return result
+
+
+def _product_error(a: Array, b: F32, product: Array) -> Array:
+    """a·b - fl(a·b), exactly (Dekker's TwoProduct, the factors split by Veltkamp's 2**12 + 1)."""
+    split = F32(4097.0)
+    spread = a * split
+    a_high = spread - (spread - a)
+    a_low = a - a_high
+    b_spread = b * split
+    b_high = b_spread - (b_spread - b)
+    b_low = b - b_high
+    error: Array = ((a_high * b_high - product) + a_high * b_low + a_low * b_high) + a_low * b_low
+    return error
