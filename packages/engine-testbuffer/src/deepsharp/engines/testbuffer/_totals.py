@@ -113,6 +113,10 @@ def pairs(a: Array | None, b: Array) -> tuple[Array, Array]:
     left = None if a is None else _arranged(a, chunks, chunks_last)
     right = _arranged(b.T, chunks, chunks_last)
     with np.errstate(invalid="ignore", over="ignore"):  # infinities make NaN errors: see _finish
+        if chunks == 1 and total.size * count <= BLOCK:  # one block, one tree: the same tree
+            ends = right[:, 0, None, :]
+            terms = ends.copy() if left is None else np.multiply(left[:, 0, :, None], ends)
+            return _tree(terms)
         for group in _tiles(rows, columns, max(1, BLOCK // chunks)):
             total[group], carry[group] = _group(left, right, group, chunks, chunks_last)
     return total, carry
