@@ -281,6 +281,27 @@ def test_sigmoid_extremes(engines: Any) -> None:
     close(*both(engines, "sigmoid", x), rtol=1.3e-6, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["sigmoid", "exp", "softplus", "log1p"])
+def test_tails_keep_their_relative_accuracy(name: str) -> None:
+    """Where float32 holds values down to 1e-35, so do these: sigmoid(-80) = 1.8e-35, not the 0
+    of 0.5·(1 + tanh(x/2)) below -17.3 (44 % off at -17); log1p near 0 in both signs."""
+    engine = TestBufferEngine()
+    x = np.linspace(-80.0, 16.0, 4001, dtype=np.float32)
+    if name == "log1p":
+        x = np.concatenate(
+            [10.0 ** np.linspace(-30, -3, 200), -(10.0 ** np.linspace(-30, -3, 200))]
+        )
+    x = x.astype(np.float32)
+    exact = {
+        "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
+        "exp": np.exp,
+        "softplus": lambda v: np.logaddexp(0.0, v),
+        "log1p": np.log1p,
+    }[name](x.astype(np.float64))
+    got = engine.get(getattr(engine, name)(engine.put(x)))
+    np.testing.assert_allclose(got, exact, rtol=1.3e-6, atol=0)
+
+
 @pytest.mark.parametrize("a,b", [((3, 4), (3, 4)), ((3, 4), None), (None, (4,)), (None, None)])
 def test_where(engines: Any, a: Any, b: Any) -> None:
     condition = (rand(3, 4) > 0).astype(np.float32)

@@ -352,13 +352,16 @@ class TestBufferEngine:
         return self._unary(np.tanh, x)
 
     def sigmoid(self, x: TestBuffer) -> TestBuffer:
-        # 0.5 * (1 + tanh(x / 2)): no overflow for any float32, as the light engine does it.
+        # 1 / (1 + exp(-x)), accurate relative to its value in both tails (0.5·(1 + tanh(x/2))
+        # is 0 below -17.3); -x capped at 88, where exp would overflow and the answer is below
+        # float32's smallest normal value anyway. One formula at every size.
         source = view(x)
         handle, out = self._new(source.shape)
-        np.multiply(source, F32(0.5), out=out, dtype=F32)
-        np.tanh(out, out=out)
+        np.negative(source, out=out)
+        np.minimum(out, F32(88.0), out=out)
+        np.exp(out, out=out)
         out += F32(1.0)
-        out *= F32(0.5)
+        np.divide(F32(1.0), out, out=out)
         return handle
 
     def relu(self, x: TestBuffer) -> TestBuffer:
