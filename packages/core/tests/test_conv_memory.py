@@ -3,7 +3,8 @@
 The test engine keeps every value outside Python's heap and counts what is alive, so a handle kept
 by the recording, the optimizer or a rule shows as bytes that grow step after step. No
 `gc.collect()`: the recording must hold no reference cycles, so everything is freed at once.
-2,000 steps of 32 images 28x28 with 8 filters take about 25 s on the test engine (two cores).
+2,000 steps of 32 images 28x28 with 8 filters take about 45 s of one core on the test engine
+(its totals cost about 24 ms a step); a handle kept once in a few hundred steps still shows.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ STEPS = 2_000
 SETTLED = 30
 
 
-@pytest.mark.slow  # minutes on the test engine: its own nox session, `memory`, runs it
+@pytest.mark.slow  # most of a minute on the test engine: the nox session `memory` runs it
 def test_2000_convolution_steps_keep_live_bytes_where_they_were_after_30() -> None:
     engine = testbuffer.TestBufferEngine()
     network = Network([Conv2D(8, 3), Relu(), Flatten(), Dense(10)], inputs=(1, 28, 28))

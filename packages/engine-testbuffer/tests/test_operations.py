@@ -101,8 +101,11 @@ def test_identity_and_option() -> None:
     assert engine.identity.name == "testbuffer"
     assert engine.identity.version == "0.1.0"
     assert engine.identity.device == "cpu"
-    with pytest.raises(EngineUnavailableError):
-        from_spec("cuda")
+    assert engine.identity.precision == "strict"
+    assert from_spec("strict").identity == engine.identity
+    for option in ("cuda", "float32"):
+        with pytest.raises(EngineUnavailableError, match="'strict'"):
+            from_spec(option)
 
 
 # --- totals ------------------------------------------------------------------------------------
@@ -205,6 +208,44 @@ def test_conv2d_weight_grad_and_fold(
     close(*both(engines, "conv2d_fold", gy, w, image, stride, padding), atol=3e-5)
 
 
+# --- fast paths ----------------------------------------------------------------------------------
+def test_the_fast_paths_work_as_their_references() -> None:
+    """conv2d_bias, conv2d_weight_bias_grad, parts and decay_update, beside what they stand for
+    in primitives: the biases' gradient is the same total as `sum` (the same bits), the filters'
+    the same as without it, and today's core's bias argument and flag give the same answers."""
+    engine = TestBufferEngine()
+    x, w, b = engine.put(rand(3, 2, 7, 6)), engine.put(rand(4, 2, 3, 3)), engine.put(rand(4))
+    padding = ((1, 1), (0, 1))
+    with_bias = engine.get(engine.conv2d_bias(x, w, b, 2, padding))
+    same(engine.get(engine.conv2d(x, w, 2, padding, b)), with_bias)
+    plain = engine.get(engine.conv2d(x, w, 2, padding))
+    close(with_bias, plain + engine.get(b)[None, :, None, None])
+    gy = engine.put(rand(*with_bias.shape))
+    weights, biases = engine.conv2d_weight_bias_grad(x, gy, (3, 3), 2, padding)
+    same(engine.get(weights), engine.get(engine.conv2d_weight_grad(x, gy, (3, 3), 2, padding)))
+    same(engine.get(biases), engine.get(engine.sum(gy, (0, 2, 3))))
+    old_weights, old_biases = engine.conv2d_weight_grad(x, gy, (3, 3), 2, padding, True)
+    same(engine.get(old_weights), engine.get(weights))
+    same(engine.get(old_biases), engine.get(biases))
+
+    flat = rand(2 * 3 + 4 + 1)
+    held = engine.counters.live_buffers
+    parts = engine.parts(engine.put(flat), [(2, 3), (4,), (1, 1)])
+    assert engine.counters.live_buffers == held + 3  # each part its own buffer (the flat freed)
+    assert [engine.shape(part) for part in parts] == [(2, 3), (4,), (1, 1)]
+    same(engine.get(parts[0]), flat[:6].reshape(2, 3))
+    same(engine.get(parts[1]), flat[6:10])
+    same(engine.get(parts[2]), flat[10:].reshape(1, 1))
+    with pytest.raises(ValueError, match="12 values asked of a tensor of 11"):
+        engine.parts(engine.put(flat), [(2, 3), (6,)])
+
+    slots = [engine.put(rand(2, 3)), engine.put(rand(5))]
+    before = [engine.get(slot) for slot in slots]
+    engine.decay_update(slots, factor=0.99)
+    for slot, was in zip(slots, before, strict=True):
+        same(engine.get(slot), was * np.float32(0.99))
+
+
 # --- value by value ----------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "maximum", "greater"])
 @pytest.mark.parametrize(
@@ -238,6 +279,27 @@ def test_unary(engines: Any, name: str, shape: Any) -> None:
 def test_sigmoid_extremes(engines: Any) -> None:
     x = np.array([-1e30, -100.0, -5.0, 0.0, 5.0, 100.0, 1e30], np.float32)
     close(*both(engines, "sigmoid", x), rtol=1.3e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "exp", "softplus", "log1p"])
+def test_tails_keep_their_relative_accuracy(name: str) -> None:
+    """Where float32 holds values down to 1e-35, so do these: sigmoid(-80) = 1.8e-35, not the 0
+    of 0.5·(1 + tanh(x/2)) below -17.3 (44 % off at -17); log1p near 0 in both signs."""
+    engine = TestBufferEngine()
+    x = np.linspace(-80.0, 16.0, 4001, dtype=np.float32)
+    if name == "log1p":
+        x = np.concatenate(
+            [10.0 ** np.linspace(-30, -3, 200), -(10.0 ** np.linspace(-30, -3, 200))]
+        )
+    x = x.astype(np.float32)
+    exact = {
+        "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
+        "exp": np.exp,
+        "softplus": lambda v: np.logaddexp(0.0, v),
+        "log1p": np.log1p,
+    }[name](x.astype(np.float64))
+    got = engine.get(getattr(engine, name)(engine.put(x)))
+    np.testing.assert_allclose(got, exact, rtol=1.3e-6, atol=0)
 
 
 @pytest.mark.parametrize("a,b", [((3, 4), (3, 4)), ((3, 4), None), (None, (4,)), (None, None)])

@@ -59,10 +59,12 @@ class BufferCounters(Counters):
         self.live_bytes -= nbytes
 
 
-_DTYPES: dict[str, np.dtype[Any]] = {
-    "float32": np.dtype(np.float32),
-    "int64": np.dtype(np.int64),
+_DTYPES: dict[np.dtype[Any], np.dtype[Any]] = {
+    np.dtype(np.float32): np.dtype(np.float32),
+    np.dtype(np.int64): np.dtype(np.int64),
 }
+"""What a buffer may hold, each the one dtype object its handles share (looked up by dtype, not
+by name: a dtype's name is worked out in Python at every call)."""
 
 
 class TestBuffer:
@@ -154,10 +156,12 @@ def allocate(
     shape: tuple[int, ...], dtype: str | np.dtype[Any], counters: BufferCounters
 ) -> TestBuffer:
     """A new handle owning an uninitialised buffer of `shape` and `dtype` (float32 or int64)."""
-    kind = np.dtype(dtype)
-    if kind.name not in _DTYPES:
-        raise TypeError(f"the test engine holds float32 and int64 tensors, not {kind.name}")
-    return TestBuffer(shape, _DTYPES[kind.name], counters)
+    kind = _DTYPES.get(np.dtype(dtype))
+    if kind is None:
+        raise TypeError(
+            f"the test engine holds float32 and int64 tensors, not {np.dtype(dtype).name}"
+        )
+    return TestBuffer(shape, kind, counters)
 
 
 def memmove(target: TestBuffer, source: TestBuffer) -> None:

@@ -1,0 +1,636 @@
+"""`TestBufferEngine`: every tensor in malloc'd memory, every total in float32, all counted.
+
+Operations compute with NumPy views over the handles' buffers and write their results into newly
+allocated buffers: NumPy temporaries live only during an operation, and no tensor's values live
+on Python's heap. Totals are `_totals.dot` (float32 arithmetic, within 3u·Σ|terms|); a
+convolution is a product of its filters with the image's windows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.engine import Counters, EngineIdentity
+from deepsharp.core.errors import EngineUnavailableError
+from deepsharp.engines.testbuffer._memory import (
+    BufferCounters,
+    TestBuffer,
+    allocate,
+    memmove,
+    view,
+)
+from deepsharp.engines.testbuffer._totals import dot, totals
+
+__all__ = ["PRECISION", "TestBufferEngine", "__version__", "from_spec"]
+
+try:
+    __version__ = _distribution_version("deepsharp-engine-testbuffer")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0.1.0"
+
+F32 = np.float32
+I64 = np.int64
+Array = NDArray[Any]
+Padding = tuple[int, int]
+
+PRECISION = "strict"
+"""How its totals are added: float32 arithmetic, each total within 3u·Σ|terms| at any size."""
+
+WINDOWS = 1 << 22
+"""About the most values of images' windows a convolution lays out at once (16 MiB)."""
+
+
+class TestBufferEngine:
+    """Every tensor in malloc'd memory, every total added in single precision, all counted.
+
+    Its precision is `strict`: every total within 3u·Σ|terms| of the exact one, at any size, a
+    place's answer the same bits whatever is worked out beside it.
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    name = "testbuffer"
+
+    def __init__(self) -> None:
+        self._counters = BufferCounters()
+        self.version = __version__
+        self.device = "cpu"
+        self.precision = PRECISION
+
+    @property
+    def counters(self) -> BufferCounters:
+        """Transfers, and the buffers alive now (count and bytes) and the most alive at once."""
+        return self._counters
+
+    @counters.setter
+    def counters(self, value: Counters) -> None:
+        # Settable because the Engine protocol declares a plain attribute. Buffers alive now
+        # keep counting against the counters they were made under.
+        if not isinstance(value, BufferCounters):
+            raise TypeError(
+                f"the test engine counts with BufferCounters, not {type(value).__name__}"
+            )
+        self._counters = value
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, self.version, self.device, self.precision)
+
+    def __repr__(self) -> str:
+        return f"TestBufferEngine({self.version})"
+
+    # --- helpers ---------------------------------------------------------------------------
+    def _new(self, shape: tuple[int, ...], dtype: Any = F32) -> tuple[TestBuffer, Array]:
+        handle = allocate(tuple(shape), dtype, self.counters)
+        return handle, view(handle)
+
+    def _operand(self, value: Any) -> Any:
+        """A handle's view, or a Python number as a float32 constant."""
+        if isinstance(value, TestBuffer):
+            return view(value)
+        if isinstance(value, (bool, int, float, np.integer, np.floating)):
+            return F32(value)
+        raise TypeError(
+            f"the test engine takes its own handles or Python numbers, not {type(value).__name__}"
+        )
+
+    def _binary(self, function: np.ufunc, a: Any, b: Any) -> TestBuffer:
+        left, right = self._operand(a), self._operand(b)
+        handle, out = self._new(np.broadcast_shapes(np.shape(left), np.shape(right)))
+        function(left, right, out=out, dtype=F32)
+        return handle
+
+    def _unary(self, function: np.ufunc, x: TestBuffer) -> TestBuffer:
+        source = view(x)
+        handle, out = self._new(source.shape)
+        function(source, out=out, dtype=F32)
+        return handle
+
+    def _from(self, values: Array) -> TestBuffer:
+        """A new buffer holding `values` (a computed array, a view, or a temporary)."""
+        handle, out = self._new(values.shape, I64 if values.dtype.kind in "iub" else F32)
+        np.copyto(out, values, casting="unsafe")
+        return handle
+
+    # --- transfers -------------------------------------------------------------------------
+    def put(self, array: Array) -> TestBuffer:
+        source = np.asarray(array)
+        kind = I64 if source.dtype.kind in "iub" else F32
+        handle, out = self._new(source.shape, kind)
+        np.copyto(out, source, casting="unsafe")
+        self.counters.transfers_in += 1
+        return handle
+
+    def get(self, handle: TestBuffer) -> Array:
+        result = np.array(view(handle), order="C", copy=True)
+        self.counters.transfers_out += 1
+        return result
+
+    def zeros(self, shape: tuple[int, ...]) -> TestBuffer:
+        handle, out = self._new(tuple(shape))
+        out.fill(0)
+        return handle
+
+    def shape(self, handle: TestBuffer) -> tuple[int, ...]:
+        if not isinstance(handle, TestBuffer):
+            raise TypeError(f"the test engine works on its handles, not {type(handle).__name__}")
+        return handle.shape
+
+    # --- totals ----------------------------------------------------------------------------
+    def matmul(
+        self,
+        a: TestBuffer,
+        b: TestBuffer,
+        transpose_a: bool = False,
+        transpose_b: bool = False,
+    ) -> TestBuffer:
+        left, right = view(a), view(b)
+        if left.ndim != 2 or right.ndim != 2:
+            raise ValueError(f"matmul takes 2-D tensors, not {left.shape} and {right.shape}")
+        left = left.T if transpose_a else left
+        right = right.T if transpose_b else right
+        if left.shape[1] != right.shape[0]:
+            raise ValueError(f"matmul: inner sizes differ ({left.shape} @ {right.shape})")
+        return self._from(dot(left, right))
+
+    def _total(self, x: TestBuffer, axes: tuple[int, ...], keepdims: bool, mean: bool) -> Array:
+        """The float32 totals (or means) over `axes`: each row of terms, the axes brought last."""
+        source = view(x)
+        axes = tuple(sorted({axis % source.ndim for axis in axes})) if source.ndim else ()
+        kept = tuple(axis for axis in range(source.ndim) if axis not in axes)
+        count = 1
+        for axis in axes:
+            count *= source.shape[axis]
+        shape = tuple(source.shape[axis] for axis in kept)
+        rows = source.transpose(kept + axes).reshape(int(np.prod(shape, dtype=I64)), count)
+        total = totals(rows, mean).reshape(shape)
+        if keepdims:
+            total = total.reshape(
+                tuple(1 if axis in axes else n for axis, n in enumerate(source.shape))
+            )
+        return total
+
+    def sum(self, x: TestBuffer, axes: tuple[int, ...], keepdims: bool = False) -> TestBuffer:
+        return self._from(self._total(x, axes, keepdims, mean=False))
+
+    def mean(self, x: TestBuffer, axes: tuple[int, ...], keepdims: bool = False) -> TestBuffer:
+        return self._from(self._total(x, axes, keepdims, mean=True))
+
+    def conv2d(
+        self,
+        x: TestBuffer,
+        w: TestBuffer,
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: TestBuffer | None = None,
+    ) -> TestBuffer:
+        """Images x (N, C, H, W) with filters w (F, C, kh, kw) -> (N, F, oh, ow). `bias` is for
+        the core before the fast paths; `conv2d_bias` is the fast path's name."""
+        images, filters = view(x), view(w)
+        biases = None if bias is None else view(bias)
+        out_h, out_w = _out_size(images.shape[2:], filters.shape[2:], stride, padding)
+        handle, out = self._new((images.shape[0], filters.shape[0], out_h, out_w))
+        _convolve(images, filters, stride, padding, biases, out)
+        return handle
+
+    def conv2d_bias(
+        self,
+        x: TestBuffer,
+        w: TestBuffer,
+        bias: TestBuffer,
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> TestBuffer:
+        """The fast path: the convolution with each filter's bias as one more term of its totals."""
+        return self.conv2d(x, w, stride, padding, bias)
+
+    def conv2d_weight_grad(
+        self,
+        x: TestBuffer,
+        gy: TestBuffer,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: bool = False,
+    ) -> Any:
+        """The filters' gradient (F, C, kh, kw). With `bias` (the core before the fast paths) a
+        pair with the biases' gradient; `conv2d_weight_bias_grad` is the fast path's name."""
+        if bias:
+            return self.conv2d_weight_bias_grad(x, gy, kernel, stride, padding)
+        weights, _ = self._filters_grad(x, gy, kernel, stride, padding, False)
+        return weights
+
+    def conv2d_weight_bias_grad(
+        self,
+        x: TestBuffer,
+        gy: TestBuffer,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> tuple[TestBuffer, TestBuffer]:
+        """The fast path: the filters' and the biases' gradients from one pass over gy."""
+        weights, biases = self._filters_grad(x, gy, kernel, stride, padding, True)
+        assert biases is not None
+        return weights, biases
+
+    def _filters_grad(
+        self,
+        x: TestBuffer,
+        gy: TestBuffer,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+        bias: bool,
+    ) -> tuple[TestBuffer, TestBuffer | None]:
+        images, grad = view(x), view(gy)
+        filters, channels = grad.shape[1], images.shape[1]
+        windows, out_h, out_w = _windows(images, kernel, stride, padding, ones=bias)
+        if (out_h, out_w) != grad.shape[2:]:
+            raise ValueError(f"conv2d_weight_grad: gy {grad.shape} does not match {images.shape}")
+        # (F, N·oh·ow) @ (N·oh·ow, C·kh·kw [+ 1]): a bias's gradient is its filter's total of gy.
+        sent = grad.transpose(1, 0, 2, 3).reshape(filters, -1)
+        both = dot(sent, windows.T)
+        span = channels * kernel[0] * kernel[1]
+        weights = self._from(both[:, :span].reshape(filters, channels, *kernel))
+        return weights, (self._from(both[:, span]) if bias else None)
+
+    def conv2d_fold(
+        self,
+        gy: TestBuffer,
+        w: TestBuffer,
+        image: tuple[int, int],
+        stride: int,
+        padding: tuple[Padding, Padding],
+    ) -> TestBuffer:
+        """What each place of the images gets back (N, C, H, W): gy spread out by the stride and
+        framed with zeros, convolved with the filters turned around (a transposed convolution)."""
+        grad, filters = view(gy), view(w)
+        count, number, out_h, out_w = grad.shape
+        _, channels, kh, kw = filters.shape
+        (top, _), (left, _) = padding
+        # Row y of the padded image gets from windows y - i (i < kh) of the stride's grid.
+        tall, wide = (out_h - 1) * stride + kh, (out_w - 1) * stride + kw
+        rows = slice(min(top, tall), min(top + image[0], tall))
+        columns = slice(min(left, wide), min(left + image[1], wide))
+        spread = np.zeros((count, number, tall + kh - 1, wide + kw - 1), F32)
+        spread[
+            :, :, kh - 1 : kh - 1 + tall - kh + 1 : stride, kw - 1 : kw - 1 + wide - kw + 1 : stride
+        ] = grad
+        framed = spread[
+            :, :, rows.start : rows.stop + kh - 1, columns.start : columns.stop + kw - 1
+        ]
+        turned = filters[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
+        handle, out = self._new((count, channels, image[0], image[1]))
+        out.fill(0)
+        reached = out[:, :, : rows.stop - rows.start, : columns.stop - columns.start]
+        if reached.size:
+            _convolve(framed, turned, 1, ((0, 0), (0, 0)), None, reached)
+        return handle
+
+    # --- value by value --------------------------------------------------------------------
+    def add(self, a: Any, b: Any) -> TestBuffer:
+        return self._binary(np.add, a, b)
+
+    def sub(self, a: Any, b: Any) -> TestBuffer:
+        return self._binary(np.subtract, a, b)
+
+    def mul(self, a: Any, b: Any) -> TestBuffer:
+        return self._binary(np.multiply, a, b)
+
+    def div(self, a: Any, b: Any) -> TestBuffer:
+        return self._binary(np.divide, a, b)
+
+    def maximum(self, a: Any, b: Any) -> TestBuffer:
+        return self._binary(np.maximum, a, b)
+
+    def greater(self, a: Any, b: Any) -> TestBuffer:
+        left, right = self._operand(a), self._operand(b)
+        handle, out = self._new(np.broadcast_shapes(np.shape(left), np.shape(right)))
+        np.greater(left, right, out=out)
+        return handle
+
+    def where(self, condition: TestBuffer, a: Any, b: Any) -> TestBuffer:
+        chosen = view(condition) != 0
+        left, right = self._operand(a), self._operand(b)
+        shape = np.broadcast_shapes(chosen.shape, np.shape(left), np.shape(right))
+        handle, out = self._new(shape)
+        np.copyto(out, right, casting="unsafe")
+        np.copyto(out, left, casting="unsafe", where=chosen)
+        return handle
+
+    def neg(self, x: TestBuffer) -> TestBuffer:
+        return self._unary(np.negative, x)
+
+    def abs(self, x: TestBuffer) -> TestBuffer:
+        return self._unary(np.absolute, x)
+
+    def exp(self, x: TestBuffer) -> TestBuffer:
+        return self._unary(np.exp, x)
+
+    def log(self, x: TestBuffer) -> TestBuffer:
+        return self._unary(np.log, x)
+
+    def log1p(self, x: TestBuffer) -> TestBuffer:
+        return self._unary(np.log1p, x)
+
+    def softplus(self, x: TestBuffer) -> TestBuffer:
+        source = view(x)
+        handle, out = self._new(source.shape)
+        np.logaddexp(F32(0.0), source, out=out)
+        return handle
+
+    def sqrt(self, x: TestBuffer) -> TestBuffer:
+        return self._unary(np.sqrt, x)
+
+    def tanh(self, x: TestBuffer) -> TestBuffer:
+        return self._unary(np.tanh, x)
+
+    def sigmoid(self, x: TestBuffer) -> TestBuffer:
+        # 1 / (1 + exp(-x)), accurate relative to its value in both tails (0.5·(1 + tanh(x/2))
+        # is 0 below -17.3); -x capped at 88, where exp would overflow and the answer is below
+        # float32's smallest normal value anyway. One formula at every size.
+        source = view(x)
+        handle, out = self._new(source.shape)
+        np.negative(source, out=out)
+        np.minimum(out, F32(88.0), out=out)
+        np.exp(out, out=out)
+        out += F32(1.0)
+        np.divide(F32(1.0), out, out=out)
+        return handle
+
+    def relu(self, x: TestBuffer) -> TestBuffer:
+        source = view(x)
+        handle, out = self._new(source.shape)
+        np.maximum(source, F32(0.0), out=out, dtype=F32)
+        return handle
+
+    def relu_back(self, x: TestBuffer, grad: TestBuffer) -> TestBuffer:
+        source, sent = view(x), view(grad)
+        handle, out = self._new(np.broadcast_shapes(source.shape, sent.shape))
+        np.multiply(sent, np.greater(source, F32(0.0)), out=out, dtype=F32)
+        return handle
+
+    def sgd_update(
+        self,
+        slots: Sequence[TestBuffer],
+        grads: Sequence[TestBuffer],
+        velocities: Sequence[TestBuffer],
+        *,
+        learning_rate: float,
+        momentum: float,
+    ) -> None:
+        rate, keep = F32(learning_rate), F32(momentum)
+        for slot, grad, velocity in zip(slots, grads, velocities, strict=True):
+            s, g, v = view(slot), view(grad), view(velocity)
+            v *= keep
+            v -= rate * g
+            s += v
+
+    def adam_update(
+        self,
+        slots: Sequence[TestBuffer],
+        grads: Sequence[TestBuffer],
+        firsts: Sequence[TestBuffer],
+        seconds: Sequence[TestBuffer],
+        *,
+        step_size: float,
+        beta1: float,
+        beta2: float,
+        epsilon: float,
+    ) -> None:
+        rate1, rate2 = F32(1.0 - beta1), F32(1.0 - beta2)
+        size, tiny = F32(step_size), F32(epsilon)
+        for slot, grad, first, second in zip(slots, grads, firsts, seconds, strict=True):
+            s, g, m, v = view(slot), view(grad), view(first), view(second)
+            scratch = np.empty(g.shape, F32)
+            np.subtract(g, m, out=scratch)
+            scratch *= rate1
+            m += scratch
+            np.multiply(g, g, out=scratch)
+            scratch -= v
+            scratch *= rate2
+            v += scratch
+            np.sqrt(v, out=scratch)
+            scratch += tiny
+            np.divide(m, scratch, out=scratch)
+            scratch *= size
+            s -= scratch
+
+    def decay_update(self, slots: Sequence[TestBuffer], *, factor: float) -> None:
+        """The fast path of AdamW's decoupled decay: in place, each slot times `factor`."""
+        kept = F32(factor)
+        for slot in slots:
+            values = view(slot)
+            values *= kept
+
+    def parts(self, flat: TestBuffer, shapes: Sequence[tuple[int, ...]]) -> list[TestBuffer]:
+        """The fast path: consecutive parts of a flat tensor, each its own buffer, in one pass."""
+        source = view(flat).reshape(-1)
+        sizes = [int(np.prod(shape, dtype=I64)) for shape in shapes]
+        if sum(sizes) > source.size:
+            raise ValueError(
+                f"parts: {sum(sizes)} values asked of a tensor of {source.size} ({list(shapes)})"
+            )
+        handles, start = [], 0
+        for shape, size in zip(shapes, sizes, strict=True):
+            handle, out = self._new(tuple(shape), source.dtype)
+            np.copyto(out.reshape(-1), source[start : start + size])
+            handles.append(handle)
+            start += size
+        return handles
+
+    # --- moves -----------------------------------------------------------------------------
+    def copy(self, x: TestBuffer) -> TestBuffer:
+        handle = allocate(x.shape, x.dtype, self.counters)
+        memmove(handle, x)
+        return handle
+
+    def assign(self, target: TestBuffer, source: TestBuffer) -> None:
+        if target.shape != source.shape:
+            raise ValueError(f"assign: shapes differ ({target.shape} <- {source.shape})")
+        if target.dtype == source.dtype:
+            memmove(target, source)
+        else:
+            np.copyto(view(target), view(source), casting="unsafe")
+
+    def reshape(self, x: TestBuffer, shape: tuple[int, ...]) -> TestBuffer:
+        handle = allocate(_resolve_shape(x.size, shape), x.dtype, self.counters)
+        memmove(handle, x)
+        return handle
+
+    def transpose(self, x: TestBuffer, axes: tuple[int, ...]) -> TestBuffer:
+        return self._from(view(x).transpose(axes))
+
+    def slice(self, x: TestBuffer, axis: int, start: int, stop: int) -> TestBuffer:
+        source = view(x)
+        index: list[Any] = [slice(None)] * source.ndim
+        index[axis] = slice(start, stop)
+        return self._from(source[tuple(index)])
+
+    def take_rows(self, x: TestBuffer, rows: TestBuffer) -> TestBuffer:
+        source, chosen = view(x), view(rows)
+        handle, out = self._new(chosen.shape + source.shape[1:], source.dtype)
+        np.take(source, chosen, axis=0, out=out)
+        return handle
+
+    def concatenate(self, xs: Sequence[TestBuffer], axis: int) -> TestBuffer:
+        parts = [view(x) for x in xs]
+        if not parts:
+            raise ValueError("concatenate needs at least one tensor")
+        return self._from(np.concatenate(parts, axis=axis))
+
+    def split(self, x: TestBuffer, sizes: Sequence[int], axis: int) -> list[TestBuffer]:
+        source = view(x)
+        bounds = np.cumsum(list(sizes))[:-1]
+        return [self._from(part) for part in np.split(source, bounds, axis=axis)]
+
+    def pad(self, x: TestBuffer, widths: Sequence[Padding]) -> TestBuffer:
+        source = view(x)
+        pairs = [(int(before), int(after)) for before, after in widths]
+        if len(pairs) != source.ndim or any(b < 0 or a < 0 for b, a in pairs):
+            raise ValueError(f"pad: one non-negative (before, after) pair per axis, not {widths}")
+        shape = tuple(n + b + a for n, (b, a) in zip(source.shape, pairs, strict=True))
+        handle, out = self._new(shape, source.dtype)
+        out.fill(0)
+        out[tuple(slice(b, b + n) for n, (b, _) in zip(source.shape, pairs, strict=True))] = source
+        return handle
+
+    def broadcast_to(self, x: TestBuffer, shape: tuple[int, ...]) -> TestBuffer:
+        return self._from(np.broadcast_to(view(x), shape))
+
+    def max(self, x: TestBuffer, axes: tuple[int, ...], keepdims: bool = False) -> TestBuffer:
+        return self._from(np.asarray(np.max(view(x), axis=axes, keepdims=keepdims)))
+
+    def one_hot(self, indices: TestBuffer, classes: int) -> TestBuffer:
+        chosen = view(indices)
+        handle, out = self._new((*chosen.shape, classes))
+        out.fill(0)
+        flat = out.reshape(chosen.size, classes)
+        flat[np.arange(chosen.size), chosen.reshape(-1)] = F32(1.0)
+        return handle
+
+    def maxpool2d(self, x: TestBuffer, pool: int) -> tuple[TestBuffer, TestBuffer]:
+        windows = _pool_windows(view(x), pool)
+        selection, chosen = self._new(windows.shape[:-1], I64)
+        np.argmax(windows, axis=-1, out=chosen)
+        maxima = self._from(np.take_along_axis(windows, chosen[..., None], -1)[..., 0])
+        return maxima, selection
+
+    def maxpool2d_back(
+        self, gy: TestBuffer, selection: TestBuffer, image: tuple[int, int], pool: int
+    ) -> TestBuffer:
+        grad, chosen = view(gy), view(selection)
+        count, channels, out_h, out_w = grad.shape
+        spread = np.zeros((count, channels, out_h, out_w, pool * pool), F32)
+        np.put_along_axis(spread, chosen[..., None], grad[..., None], -1)
+        grid = spread.reshape(count, channels, out_h, out_w, pool, pool).transpose(0, 1, 2, 4, 3, 5)
+        handle, out = self._new((count, channels, image[0], image[1]))
+        out.fill(0)
+        out[:, :, : out_h * pool, : out_w * pool] = grid.reshape(
+            count, channels, out_h * pool, out_w * pool
+        )
+        return handle
+
+
+def _resolve_shape(size: int, shape: Sequence[int]) -> tuple[int, ...]:
+    """`shape` with its one -1 worked out; a ValueError when it cannot hold `size` values."""
+    wanted = tuple(int(n) for n in shape)
+    unknown = [i for i, n in enumerate(wanted) if n == -1]
+    if len(unknown) > 1 or any(n < -1 for n in wanted):
+        raise ValueError(f"cannot reshape {size} values into {wanted}")
+    known = 1
+    for n in wanted:
+        if n != -1:
+            known *= n
+    if unknown:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape {size} values into {wanted}")
+        wanted = (*wanted[: unknown[0]], size // known, *wanted[unknown[0] + 1 :])
+    elif known != size:
+        raise ValueError(f"cannot reshape {size} values into {wanted}")
+    return wanted
+
+
+def _out_size(
+    image: tuple[int, ...], kernel: tuple[int, ...], stride: int, padding: tuple[Padding, Padding]
+) -> tuple[int, int]:
+    """(oh, ow): how many windows fit down and across the padded image."""
+    (top, bottom), (left, right) = padding
+    return (
+        (image[0] + top + bottom - kernel[0]) // stride + 1,
+        (image[1] + left + right - kernel[1]) // stride + 1,
+    )
+
+
+def _windows(
+    images: Array,
+    kernel: tuple[int, int],
+    stride: int,
+    padding: tuple[Padding, Padding],
+    ones: bool = False,
+) -> tuple[Array, int, int]:
+    """Every window of the images as a column (C·kh·kw, N·oh·ow), with a row of ones after
+    them if `ones` (a bias is one more term of each total)."""
+    if any(any(side) for side in padding):
+        images = np.pad(images, [(0, 0), (0, 0), padding[0], padding[1]])
+    count, channels = images.shape[:2]
+    (kh, kw), (out_h, out_w) = kernel, _out_size(images.shape[2:], kernel, stride, ((0, 0), (0, 0)))
+    columns = np.empty((channels * kh * kw + ones, count * out_h * out_w), F32)
+    grid = columns[: channels * kh * kw].reshape(channels, kh, kw, count, out_h, out_w)
+    for i in range(kh):
+        for j in range(kw):
+            seen = images[:, :, i : i + (out_h - 1) * stride + 1 : stride]
+            grid[:, i, j] = seen[:, :, :, j : j + (out_w - 1) * stride + 1 : stride].transpose(
+                1, 0, 2, 3
+            )
+    if ones:
+        columns[-1] = 1
+    return columns, out_h, out_w
+
+
+def _convolve(
+    images: Array,
+    filters: Array,
+    stride: int,
+    padding: tuple[Padding, Padding],
+    bias: Array | None,
+    out: Array,
+) -> None:
+    """out (N, F, oh, ow) = the filters' totals over every window, a few images at a time."""
+    count, number = images.shape[0], filters.shape[0]
+    flat = filters.reshape(number, -1)
+    if bias is not None:
+        flat = np.concatenate([flat, bias.reshape(number, 1)], axis=1)
+    places = out.shape[2] * out.shape[3]
+    step = max(1, WINDOWS // max(1, flat.shape[1] * places))
+    for start in range(0, count, step):
+        chunk = images[start : start + step]
+        windows, _, _ = _windows(chunk, filters.shape[2:], stride, padding, bias is not None)
+        totals = dot(flat, windows).reshape(number, chunk.shape[0], *out.shape[2:])
+        out[start : start + step] = totals.transpose(1, 0, 2, 3)
+
+
+def _pool_windows(x: Array, pool: int) -> Array:
+    """(N, C, H//pool, W//pool, pool*pool): each pooling window's places in reading order."""
+    count, channels, height, width = x.shape
+    out_h, out_w = height // pool, width // pool
+    cropped: Array = x[:, :, : out_h * pool, : out_w * pool]
+    grid = cropped.reshape(count, channels, out_h, pool, out_w, pool).transpose(0, 1, 2, 4, 3, 5)
+    windows: Array = grid.reshape(count, channels, out_h, out_w, pool * pool)
+    return windows
+
+
+def from_spec(option: str = "") -> TestBufferEngine:
+    """The entry point's factory: `testbuffer`, or `testbuffer:strict` (its one precision)."""
+    if option not in ("", PRECISION):
+        raise EngineUnavailableError(
+            f"the testbuffer engine adds its totals one way, {PRECISION!r}, and takes no other "
+            f"option: {option!r} is not one; use 'testbuffer'"
+        )
+    return TestBufferEngine()
