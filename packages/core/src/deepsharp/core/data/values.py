@@ -1,98 +1,72 @@
-"""Rows and their values: reading a CSV file, taking columns out of rows, parsing fields.
+"""Parsing a column's values: numbers, labels, and the rule for what is missing.
 
-Rows are a sequence of mappings (what :func:`read_csv` returns, or dicts written by hand) or a
-pandas ``DataFrame`` (pandas is optional and imported only when one is handed in). Each
-column's distinct values are found once (a dict built in C) and each distinct value is parsed
-once. Rows in error messages are counted from 1, in the rows as handed to that call.
+A column arrives as a list of Python values (from mappings or a DataFrame of objects) or as a
+NumPy array (a DataFrame's column of numbers). Each column's distinct values are found once (a
+dict built in C) and each distinct value is parsed once. Rows in error messages are counted
+from 1, in the rows as handed to that call.
+
+The rule for numbers, the same in number, image and target columns: a value is *missing* when
+it is None, empty or blank text, a float NaN or the text "nan" (any case); a number column fills
+it, an image or a target refuses it. A value that is infinite ("inf", "-inf", "1e309", a float
+inf) or beyond float32's range (|x| > 3.4028235e38) is refused everywhere, with a DataError
+naming its row and column: the network computes in float32, where it would become inf.
 """
 
 from __future__ import annotations
 
-import csv
-import itertools
 import math
-import operator
-import os
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from deepsharp.core.errors import DataError
 
-__all__ = ["read_csv"]
+__all__ = [
+    "FLOAT32_MAX",
+    "FLOAT32_TINY",
+    "Column",
+    "ColumnName",
+    "column_labels",
+    "distinct",
+    "is_missing",
+    "label",
+    "label_counts",
+    "labels",
+    "numbers",
+    "parse_number",
+    "refuse_beyond_float32",
+    "row_text",
+    "shown",
+    "sorted_labels",
+]
 
-FillSpec = Literal["median", "mean"] | float
-TargetKind = Literal["binary", "classes", "number"]
-UnknownRule = Literal["zeros", "error"]
-ImageScale = float | Literal["max"] | None
-
-_FORMAT = "deepsharp.pipeline"
-_VERSION = 1
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 _NAN = float("nan")
-_TARGET_KINDS = ("binary", "classes", "number")
-_COLUMN_KINDS = ("number", "category", "flag", "image")
 _SHOWN_VALUES = 20  # how many known values an error message lists before it says "and N more"
 
-# --------------------------------------------------------------------------------------------
-# read_csv
+ColumnName = str | int
+"""A column's name: text, or a whole number (a DataFrame made from an array names them 0, 1, ...)."""
+
+Column = list[object] | npt.NDArray[Any]
+"""A column as taken from the rows: Python values, or (from a DataFrame) a NumPy array."""
 
 
-def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
-    """Read a CSV file with a header row into a list of dicts from column name to the field's text.
-
-    An empty field is ``None``. Blank lines are skipped. A row with more or fewer fields than the
-    header is a :class:`DataError` naming the file and the line.
-    """
-    name = os.fspath(path)
-    if not os.path.isfile(name):
-        raise FileNotFoundError(f"no such CSV file: {name!r}")
-    with open(name, newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        header: list[str] | None = None
-        out: list[dict[str, str | None]] = []
-        try:
-            for record in reader:
-                if not record:
-                    continue
-                if header is None:
-                    header = record
-                    seen: set[str] = set()
-                    for column in header:
-                        if column in seen:
-                            raise DataError(
-                                f"{name}, line {reader.line_num}: the header names column "
-                                f"{column!r} twice; give each column its own name"
-                            )
-                        seen.add(column)
-                    continue
-                if len(record) != len(header):
-                    raise DataError(
-                        f"{name}, line {reader.line_num}: this row has {len(record)} fields but "
-                        f"the header has {len(header)}; every row must have one field per column"
-                    )
-                out.append(
-                    {k: (v if v != "" else None) for k, v in zip(header, record, strict=False)}
-                )
-        except csv.Error as exc:
-            raise DataError(f"{name}, line {reader.line_num}: not valid CSV: {exc}") from None
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{name}: not UTF-8 text: {exc}") from None
-    if header is None:
-        raise DataError(f"{name}: the file is empty; expected a header row naming the columns")
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# Helpers on values
-
-
-def _row_text(index: int) -> str:
+def row_text(index: int) -> str:
     return f"row {index + 1} (counting from 1)"
 
 
-def _is_missing(value: object) -> bool:
+def shown(values: Sequence[object]) -> str:
+    head = ", ".join(repr(v) for v in values[:_SHOWN_VALUES])
+    if len(values) > _SHOWN_VALUES:
+        head += f", and {len(values) - _SHOWN_VALUES} more"
+    return head
+
+
+def is_missing(value: object) -> bool:
     """None, an empty (or blank) text, or a float NaN."""
     if value is None:
         return True
@@ -103,8 +77,8 @@ def _is_missing(value: object) -> bool:
     return False
 
 
-def _parse_number(value: object) -> float | None:
-    """A finite float, NaN for a missing value (inf counts as missing), None for no number."""
+def parse_number(value: object) -> float | None:
+    """A float (NaN for a missing value, possibly infinite), or None for what is no number."""
     if value is None:
         return _NAN
     if isinstance(value, str):
@@ -112,17 +86,18 @@ def _parse_number(value: object) -> float | None:
         if text == "":
             return _NAN
         try:
-            number = float(text)
+            return float(text)
         except ValueError:
             return None
-    elif isinstance(value, (bool, int, float, np.integer, np.floating, np.bool_)):
-        number = float(value)
-    else:
-        return None
-    return number if math.isfinite(number) else _NAN
+    if isinstance(value, (bool, int, float, np.integer, np.floating, np.bool_)):
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond float64
+            return math.inf
+    return None
 
 
-def _label(value: object) -> str | None:
+def label(value: object) -> str | None:
     """A value's text as a category or a target label; None when it is missing.
 
     Text is stripped; an integral number gives its integer text (3, 3.0 and "3" are one label), so a
@@ -147,26 +122,19 @@ def _label(value: object) -> str | None:
     return str(value)
 
 
-def _sorted_labels(labels: Iterable[str]) -> list[str]:
+def sorted_labels(labels: Iterable[str]) -> list[str]:
     """Numerically when every label parses as a number, otherwise as text."""
     items = list(labels)
-    numbers: list[tuple[float, str]] = []
+    keyed: list[tuple[float, str]] = []
     for item in items:
         try:
-            numbers.append((float(item), item))
+            keyed.append((float(item), item))
         except ValueError:
             return sorted(items)
-    return [item for _, item in sorted(numbers)]
+    return [item for _, item in sorted(keyed)]
 
 
-def _shown(values: Sequence[str]) -> str:
-    head = ", ".join(repr(v) for v in values[:_SHOWN_VALUES])
-    if len(values) > _SHOWN_VALUES:
-        head += f", and {len(values) - _SHOWN_VALUES} more"
-    return head
-
-
-def _distinct(column: Sequence[object]) -> dict[Any, Any] | None:
+def distinct(column: Sequence[object]) -> dict[Any, Any] | None:
     """The column's distinct values as the keys of a dict (None when a value is not hashable)."""
     try:
         return dict.fromkeys(column)
@@ -190,174 +158,127 @@ def _first_unhashable(column: Sequence[object]) -> int:
     return 0  # pragma: no cover
 
 
-# A column as taken from the rows: a list of Python values, or (from a DataFrame) a NumPy array of
-# numbers or booleans.
-_Column = list[object] | npt.NDArray[Any]
+def refuse_beyond_float32(
+    values: npt.NDArray[np.float64], column: Column, name: ColumnName, what: str = ""
+) -> None:
+    """A DataError naming the first row whose value is infinite or beyond float32's range."""
+    with np.errstate(invalid="ignore"):
+        beyond = np.abs(values) > FLOAT32_MAX  # NaN compares False; inf is beyond
+    if beyond.any():
+        place = np.argwhere(beyond)[0]
+        i = int(place[0])
+        found = column[i] if values.ndim == 1 else values[tuple(place)]
+        if isinstance(found, np.generic):
+            found = found.item()  # shown as 1e+300, not np.float64(1e+300)
+        subject = (
+            f"value {int(place[1])} (counting from 0), {found!r},"
+            if values.ndim > 1
+            else repr(found)
+        )
+        raise DataError(
+            f"{row_text(i)}, column {name!r}: {subject} is {_too_big(values[tuple(place)])}"
+            f"{what}; deepsharp computes in float32 (largest {FLOAT32_MAX:.8g}): scale the "
+            f"column, or leave the field empty to mark it missing"
+        )
 
 
-def _numbers(column: _Column, name: str) -> npt.NDArray[np.float64]:
-    """Parse a column to float64; NaN marks a missing value (empty, None, NaN, inf, -inf)."""
+def _too_big(value: float) -> str:
+    return "infinite" if math.isinf(value) else "beyond float32's range"
+
+
+def numbers(column: Column, name: ColumnName) -> npt.NDArray[np.float64]:
+    """Parse a column to float64; NaN marks a missing value (see the module's rule).
+
+    Text that is no number, an infinite value or one beyond float32's range is a DataError
+    naming the row and the column.
+    """
     if isinstance(column, np.ndarray):
         values = column.astype(np.float64)
-        values[~np.isfinite(values)] = _NAN
-        return values
+    else:
+        values = _parsed(column, name)
+    refuse_beyond_float32(values, column, name)
+    return values
+
+
+def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
     count = len(column)
-    distinct = _distinct(column)
-    if distinct is None:
+    found = distinct(column)
+    if found is None:
         i = _first_unhashable(column)
-        raise DataError(f"{_row_text(i)}, column {name!r}: expected a number, found {column[i]!r}")
-    if len(distinct) * 2 <= count:
-        for key in distinct:
-            number = _parse_number(key)
+        raise DataError(f"{row_text(i)}, column {name!r}: expected a number, found {column[i]!r}")
+    if len(found) * 2 <= count:
+        for key in found:
+            number = parse_number(key)
             if number is None:
                 i = _first_row(column, key)
-                raise DataError(
-                    f"{_row_text(i)}, column {name!r}: expected a number, found {key!r}"
-                )
-            distinct[key] = number
-        return np.fromiter(map(distinct.__getitem__, column), dtype=np.float64, count=count)
+                raise DataError(f"{row_text(i)}, column {name!r}: expected a number, found {key!r}")
+            found[key] = number
+        return np.fromiter(map(found.__getitem__, column), dtype=np.float64, count=count)
     # Mostly distinct values: let NumPy parse them in one go (None becomes NaN).
     try:
         values = np.array(column, dtype=np.float64)
         if values.shape != (count,):
             raise ValueError("not a flat column")
+        return values
     except (ValueError, TypeError, OverflowError):
         parsed = np.empty(count, dtype=np.float64)
         for i, value in enumerate(column):
-            number = _parse_number(value)
+            number = parse_number(value)
             if number is None:
                 raise DataError(
-                    f"{_row_text(i)}, column {name!r}: expected a number, found {value!r}"
+                    f"{row_text(i)}, column {name!r}: expected a number, found {value!r}"
                 ) from None
             parsed[i] = number
         return parsed
-    values[~np.isfinite(values)] = _NAN
-    return values
 
 
-def _labels(column: _Column, name: str, lookup: Mapping[str | None, int]) -> npt.NDArray[np.intp]:
+def labels(
+    column: Column, name: ColumnName, lookup: Mapping[str | None, int]
+) -> npt.NDArray[np.intp]:
     """Map a column to indices through ``lookup`` (label -> index); -1 for an unknown label."""
-    if isinstance(column, np.ndarray):
-        column = column.tolist()
-    assert isinstance(column, list)
-    count = len(column)
-    distinct = _distinct(column)
-    if distinct is None:
-        i = _first_unhashable(column)
+    values = column.tolist() if isinstance(column, np.ndarray) else column
+    count = len(values)
+    found = distinct(values)
+    if found is None:
+        i = _first_unhashable(values)
         raise DataError(
-            f"{_row_text(i)}, column {name!r}: expected text or a number, found {column[i]!r}"
+            f"{row_text(i)}, column {name!r}: expected text or a number, found {values[i]!r}"
         )
-    for key in distinct:
-        distinct[key] = lookup.get(_label(key), -1)
-    return np.fromiter(map(distinct.__getitem__, column), dtype=np.intp, count=count)
+    for key in found:
+        found[key] = lookup.get(label(key), -1)
+    return np.fromiter(map(found.__getitem__, values), dtype=np.intp, count=count)
 
 
-def _column_labels(column: _Column, name: str) -> tuple[list[str | None], list[int]]:
+def column_labels(column: Column, name: ColumnName) -> tuple[list[str | None], list[int]]:
     """The distinct labels of a column in order of first appearance, with the row of each."""
-    if isinstance(column, np.ndarray):
-        column = column.tolist()
-    assert isinstance(column, list)
-    distinct = _distinct(column)
-    if distinct is None:
-        i = _first_unhashable(column)
-        raise DataError(
-            f"{_row_text(i)}, column {name!r}: expected text or a number, found {column[i]!r}"
-        )
+    values = _hashable(column, name)
+    keys_of = {key: label(key) for key in dict.fromkeys(values)}
+    pending = set(keys_of.values())
     by_label: dict[str | None, int] = {}
-    for key in distinct:
-        label = _label(key)
-        if label not in by_label:
-            by_label[label] = -1
-    if len(by_label) > 0:
-        # the first row of each label, found in one pass over the rows
-        keys_of: dict[Any, str | None] = {key: _label(key) for key in distinct}
-        pending = set(by_label)
-        for i, value in enumerate(column):
-            label = keys_of[value] if value in keys_of else _label(value)
-            if label in pending:
-                by_label[label] = i
-                pending.discard(label)
-                if not pending:
-                    break
-    labels = sorted(by_label, key=by_label.__getitem__)
-    return labels, [by_label[label] for label in labels]
+    for i, value in enumerate(values):  # stops once every label's first row is found
+        text = keys_of[value]
+        if text in pending:
+            by_label[text] = i
+            pending.discard(text)
+            if not pending:
+                break
+    return list(by_label), list(by_label.values())
 
 
-# --------------------------------------------------------------------------------------------
-# Rows to columns
+def label_counts(column: Column, name: ColumnName) -> dict[str | None, int]:
+    """How many rows hold each label (None: missing)."""
+    counts: dict[str | None, int] = {}
+    for key, count in Counter(_hashable(column, name)).items():
+        text = label(key)
+        counts[text] = counts.get(text, 0) + count
+    return counts
 
 
-def _columns(rows: object, names: Sequence[str]) -> tuple[int, dict[str, _Column]]:
-    """Take the named columns out of the rows once. Returns the row count and the columns."""
-    if type(rows).__module__.startswith("pandas"):
-        return _frame_columns(rows, names)
-    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+def _hashable(column: Column, name: ColumnName) -> list[object]:
+    values: list[object] = column.tolist() if isinstance(column, np.ndarray) else column
+    if distinct(values) is None:
+        i = _first_unhashable(values)
         raise DataError(
-            f"rows must be a list of mappings (dicts from column name to value) or a pandas "
-            f"DataFrame, not {type(rows).__name__}"
+            f"{row_text(i)}, column {name!r}: expected text or a number, found {values[i]!r}"
         )
-    seq: Sequence[Any] = rows if isinstance(rows, Sequence) else list(rows)
-    count = len(seq)
-    if count == 0:
-        raise DataError("no rows: the rows handed in are empty; give at least one row")
-    wanted = list(dict.fromkeys(names))
-    if not wanted:
-        return count, {}
-    # One pass over the rows, in C: each row's values in one tuple, the tuples laid end to
-    # end, each column a stride through them (rows are visited once, not once a column).
-    try:
-        if len(wanted) == 1:
-            return count, {wanted[0]: list(map(operator.itemgetter(wanted[0]), seq))}
-        flat = list(itertools.chain.from_iterable(map(operator.itemgetter(*wanted), seq)))
-    except (KeyError, TypeError, IndexError):
-        raise _missing_column(seq, wanted) from None
-    width = len(wanted)
-    return count, {name: flat[i::width] for i, name in enumerate(wanted)}
-
-
-def _missing_column(rows: Sequence[Any], names: Sequence[str]) -> DataError:
-    """The error for the first row that is not a mapping or lacks one of `names`."""
-    for i, row in enumerate(rows):
-        if not isinstance(row, Mapping):
-            return DataError(
-                f"{_row_text(i)} is of type {type(row).__name__}, not a mapping "
-                f"from column name to value"
-            )
-        for name in names:
-            if name not in row:
-                columns = ", ".join(repr(str(k)) for k in row)
-                return DataError(
-                    f"{_row_text(i)} has no column {name!r}; that row has the columns: "
-                    f"{columns or '(none)'}"
-                )
-    shown = ", ".join(repr(name) for name in names)  # pragma: no cover - a lookup failed
-    return DataError(f"the columns {shown} could not be read from the rows")  # pragma: no cover
-
-
-def _frame_columns(frame: Any, names: Sequence[str]) -> tuple[int, dict[str, _Column]]:
-    if not hasattr(frame, "columns") or not hasattr(frame, "__getitem__"):
-        raise DataError(
-            f"rows must be a list of mappings or a pandas DataFrame, not {type(frame).__name__}"
-        )
-    count = len(frame)
-    if count == 0:
-        raise DataError("no rows: the DataFrame handed in has no rows; give at least one row")
-    present = [str(c) for c in frame.columns]
-    out: dict[str, _Column] = {}
-    for name in names:
-        if name in out:
-            continue
-        if name not in frame.columns:
-            raise DataError(
-                f"{_row_text(0)} has no column {name!r}; the DataFrame has the columns: "
-                f"{', '.join(repr(c) for c in present) or '(none)'}"
-            )
-        series = frame[name]
-        if getattr(series, "ndim", 1) != 1:
-            raise DataError(f"the DataFrame has more than one column named {name!r}")
-        kind = getattr(getattr(series, "dtype", None), "kind", "O")
-        if isinstance(series.dtype, np.dtype) and kind in "biuf":
-            out[name] = series.to_numpy()
-        else:
-            out[name] = series.to_numpy(dtype=object, na_value=None).tolist()
-    return count, out
+    return values

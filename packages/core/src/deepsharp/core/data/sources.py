@@ -1,0 +1,199 @@
+"""Sources of rows: reading a CSV file, and taking named columns out of rows.
+
+Rows are a sequence of mappings (what :func:`read_csv` returns, or dicts written by hand; any
+iterable of mappings is read once into a list) or a pandas ``DataFrame`` (pandas is optional and
+imported only when one is handed in). A column's name is text or a whole number (a DataFrame
+made from an array names its columns 0, 1, ...), and error messages show it as what it is.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import operator
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from deepsharp.core.data.values import Column, ColumnName, row_text
+from deepsharp.core.errors import DataError
+
+__all__ = ["column_names", "columns", "is_frame", "read_csv", "row_count", "rows_of", "take"]
+
+
+def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
+    """Read a CSV file with a header row into a list of dicts from column name to the field's text.
+
+    An empty field is ``None``. Blank lines are skipped. A row with more or fewer fields than the
+    header is a :class:`DataError` naming the file and the line.
+    """
+    name = os.fspath(path)
+    if os.path.isdir(name):
+        raise IsADirectoryError(f"{name!r} is a directory, not a CSV file: name a file in it")
+    if not os.path.exists(name):
+        raise FileNotFoundError(f"no such CSV file: {name!r}")
+    with open(name, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        header: list[str] | None = None
+        out: list[dict[str, str | None]] = []
+        try:
+            for record in reader:
+                if not record:
+                    continue
+                if header is None:
+                    header = _header(name, reader.line_num, record)
+                    continue
+                if len(record) != len(header):
+                    raise DataError(
+                        f"{name}, line {reader.line_num}: this row has {len(record)} fields but "
+                        f"the header has {len(header)}; every row must have one field per column"
+                    )
+                out.append(
+                    {k: (v if v != "" else None) for k, v in zip(header, record, strict=False)}
+                )
+        except csv.Error as exc:
+            raise DataError(f"{name}, line {reader.line_num}: not valid CSV: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{name}: not UTF-8 text: {exc}") from None
+    if header is None:
+        raise DataError(f"{name}: the file is empty; expected a header row naming the columns")
+    return out
+
+
+def _header(name: str, line: int, record: list[str]) -> list[str]:
+    seen: set[str] = set()
+    for column in record:
+        if column in seen:
+            raise DataError(
+                f"{name}, line {line}: the header names column {column!r} twice; give each "
+                f"column its own name"
+            )
+        seen.add(column)
+    return record
+
+
+def is_frame(rows: object) -> bool:
+    """Whether the rows are a pandas DataFrame (without importing pandas)."""
+    return type(rows).__module__.startswith("pandas") and hasattr(rows, "columns")
+
+
+def rows_of(rows: object) -> Any:
+    """The rows as a DataFrame or a sequence of mappings, checked; an iterator is read once."""
+    if is_frame(rows):
+        return rows
+    if isinstance(rows, (str, bytes, Mapping, np.ndarray)) or not isinstance(rows, Iterable):
+        raise DataError(
+            f"rows must be a list of mappings (dicts from column name to value) or a pandas "
+            f"DataFrame, not {type(rows).__name__}"
+            + (
+                "; arrays of features go to fit as (x, y), with a pipeline of no columns"
+                if isinstance(rows, np.ndarray)
+                else ""
+            )
+        )
+    return rows if isinstance(rows, Sequence) else list(rows)
+
+
+def row_count(rows: object) -> int:
+    return len(rows_of(rows))
+
+
+def take(rows: Any, indices: Sequence[int] | np.ndarray) -> Any:
+    """The rows at `indices`, of the same kind as `rows`."""
+    if is_frame(rows):
+        return rows.iloc[np.asarray(indices)]
+    return [rows[int(i)] for i in indices]
+
+
+def column_names(rows: object) -> list[ColumnName]:
+    """The columns the rows hold: a DataFrame's, or the first row's keys (in their order)."""
+    rows = rows_of(rows)
+    if is_frame(rows):
+        return list(rows.columns)
+    if not rows:
+        return []
+    first = rows[0]
+    if not isinstance(first, Mapping):
+        raise DataError(f"{row_text(0)} is of type {type(first).__name__}, not a mapping")
+    return list(first)
+
+
+def columns(rows: object, names: Sequence[ColumnName]) -> tuple[int, dict[ColumnName, Column]]:
+    """Take the named columns out of the rows once. Returns the row count and the columns."""
+    rows = rows_of(rows)
+    if is_frame(rows):
+        return _frame_columns(rows, names)
+    count = len(rows)
+    if count == 0:
+        raise DataError("no rows: the rows handed in are empty; give at least one row")
+    wanted = list(dict.fromkeys(names))
+    if not wanted:
+        return count, {}
+    # One pass over the rows, in C: each row's values in one tuple, the tuples laid end to
+    # end, each column a stride through them (rows are visited once, not once a column).
+    try:
+        if len(wanted) == 1:
+            return count, {wanted[0]: list(map(operator.itemgetter(wanted[0]), rows))}
+        flat = list(itertools.chain.from_iterable(map(operator.itemgetter(*wanted), rows)))
+    except (KeyError, TypeError, IndexError):
+        raise _missing_column(rows, wanted) from None
+    width = len(wanted)
+    return count, {name: flat[i::width] for i, name in enumerate(wanted)}
+
+
+def _names(present: Iterable[object]) -> str:
+    return ", ".join(repr(c) for c in present) or "(none)"
+
+
+def _hint(name: ColumnName, present: Sequence[object]) -> str:
+    """What to write instead when the name is the text of a column named by a number (or back)."""
+    for column in present:
+        if str(column) == str(name) and column != name:
+            return f" (that column's name is {column!r}, not {name!r}: name it so)"
+    return ""
+
+
+def _missing_column(rows: Sequence[Any], names: Sequence[ColumnName]) -> DataError:
+    """The error for the first row that is not a mapping or lacks one of `names`."""
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            return DataError(
+                f"{row_text(i)} is of type {type(row).__name__}, not a mapping "
+                f"from column name to value"
+            )
+        for name in names:
+            if name not in row:
+                keys = list(row)
+                return DataError(
+                    f"{row_text(i)} has no column {name!r}; that row has the columns: "
+                    f"{_names(keys)}{_hint(name, keys)}"
+                )
+    shown = ", ".join(repr(name) for name in names)  # pragma: no cover - a lookup failed
+    return DataError(f"the columns {shown} could not be read from the rows")  # pragma: no cover
+
+
+def _frame_columns(frame: Any, names: Sequence[ColumnName]) -> tuple[int, dict[ColumnName, Column]]:
+    count = len(frame)
+    if count == 0:
+        raise DataError("no rows: the DataFrame handed in has no rows; give at least one row")
+    present = list(frame.columns)
+    out: dict[ColumnName, Column] = {}
+    for name in names:
+        if name in out:
+            continue
+        if name not in frame.columns:
+            raise DataError(
+                f"{row_text(0)} has no column {name!r}; the DataFrame has the columns: "
+                f"{_names(present)}{_hint(name, present)}"
+            )
+        series = frame[name]
+        if getattr(series, "ndim", 1) != 1:
+            raise DataError(f"the DataFrame has more than one column named {name!r}")
+        kind = getattr(getattr(series, "dtype", None), "kind", "O")
+        if isinstance(series.dtype, np.dtype) and kind in "biuf":
+            out[name] = series.to_numpy()
+        else:
+            out[name] = series.to_numpy(dtype=object, na_value=None).tolist()
+    return count, out
