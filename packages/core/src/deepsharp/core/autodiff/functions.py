@@ -25,6 +25,7 @@ __all__ = [
     "broadcast_to",
     "concatenate",
     "conv2d",
+    "cross_entropy",
     "div",
     "exp",
     "greater",
@@ -124,6 +125,11 @@ def affine(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
 def binary_cross_entropy(logits: Tensor, answers: Value) -> Tensor:
     """The mean binary cross entropy of logits against answers of the same shape."""
     return apply(RULES["binary_cross_entropy"], (logits, answers))
+
+
+def cross_entropy(logits: Tensor, targets: Value) -> Tensor:
+    """The mean over rows of -sum(targets * log_softmax(logits)), a target of 0 adding 0."""
+    return apply(RULES["cross_entropy"], (logits, targets))
 
 
 def _axes(x: Tensor, axes: int | Sequence[int] | None) -> tuple[int, ...]:
