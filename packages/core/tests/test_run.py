@@ -25,11 +25,11 @@ from deepsharp.core import (
     FileFormatError,
     Layer,
     Network,
-    Pass,
     Relu,
     Tensor,
     TrainingDivergedError,
 )
+from deepsharp.core.nn.layers import Pass
 from deepsharp.core.samples import data_path, titanic
 from deepsharp.core.serving import TrainedNetwork
 from deepsharp.core.training.checkpoint import Checkpoint

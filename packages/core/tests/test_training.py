@@ -18,12 +18,12 @@ from deepsharp.core import (
     Dense,
     Layer,
     Network,
-    Pass,
     Relu,
     Tensor,
     Trainer,
 )
 from deepsharp.core.autodiff.tensor import Node
+from deepsharp.core.nn.layers import Pass
 from deepsharp.engines.light import LightEngine
 
 

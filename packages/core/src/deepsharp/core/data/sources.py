@@ -109,12 +109,12 @@ def take(rows: Any, indices: Sequence[int] | np.ndarray) -> Any:
 
 def column_names(rows: object) -> list[ColumnName]:
     """The columns the rows hold: a DataFrame's, or the first row's keys (in their order)."""
-    rows = rows_of(rows)
-    if is_frame(rows):
-        return list(rows.columns)
-    if not rows:
+    held = rows_of(rows)
+    if is_frame(held):
+        return list(held.columns)
+    if not held:
         return []
-    first = rows[0]
+    first = held[0]
     if not isinstance(first, Mapping):
         raise DataError(f"{row_text(0)} is of type {type(first).__name__}, not a mapping")
     return list(first)
@@ -122,10 +122,10 @@ def column_names(rows: object) -> list[ColumnName]:
 
 def columns(rows: object, names: Sequence[ColumnName]) -> tuple[int, dict[ColumnName, Column]]:
     """Take the named columns out of the rows once. Returns the row count and the columns."""
-    rows = rows_of(rows)
-    if is_frame(rows):
-        return _frame_columns(rows, names)
-    count = len(rows)
+    held = rows_of(rows)
+    if is_frame(held):
+        return _frame_columns(held, names)
+    count = len(held)
     if count == 0:
         raise DataError("no rows: the rows handed in are empty; give at least one row")
     wanted = list(dict.fromkeys(names))
@@ -135,10 +135,10 @@ def columns(rows: object, names: Sequence[ColumnName]) -> tuple[int, dict[Column
     # end, each column a stride through them (rows are visited once, not once a column).
     try:
         if len(wanted) == 1:
-            return count, {wanted[0]: list(map(operator.itemgetter(wanted[0]), rows))}
-        flat = list(itertools.chain.from_iterable(map(operator.itemgetter(*wanted), rows)))
+            return count, {wanted[0]: list(map(operator.itemgetter(wanted[0]), held))}
+        flat = list(itertools.chain.from_iterable(map(operator.itemgetter(*wanted), held)))
     except (KeyError, TypeError, IndexError):
-        raise _missing_column(rows, wanted) from None
+        raise _missing_column(held, wanted) from None
     width = len(wanted)
     return count, {name: flat[i::width] for i, name in enumerate(wanted)}
 
