@@ -5,25 +5,35 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import threading
+import time
 import tracemalloc
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from core_helpers import XOR_ANSWERS, XOR_ROWS, titanic_shaped, titanic_trainer, xor_trainer
 
 from deepsharp.core import (
+    SGD,
     Adam,
     BinaryCrossEntropy,
+    ConfigurationError,
+    DataError,
     Dense,
     Layer,
     Network,
     Relu,
+    StateError,
     Tensor,
     Trainer,
 )
 from deepsharp.core.autodiff.tensor import Node
 from deepsharp.core.nn.layers import Pass
+from deepsharp.core.random import Generator
+from deepsharp.core.training.trainer import StepHook
 from deepsharp.engines.light import LightEngine
 
 
@@ -191,3 +201,167 @@ def test_dropout_masks_come_from_the_run_seed() -> None:
 
     assert run(1) == run(1)
     assert run(1) != run(2)
+
+
+# --- the trainer owns its state; what a step refuses ------------------------------------------
+
+
+def test_predict_between_steps_answers_with_the_current_slots() -> None:
+    """Before: network.predict used the slots from before training (0.62 off after 50 steps)."""
+    trainer = titanic_trainer(seed=5)
+    rows, targets = titanic_shaped()
+    for _ in range(50):
+        trainer.step(rows, targets)
+    during = trainer.network.predict(rows, BinaryCrossEntropy())  # on a light engine of its own
+    on_its_engine = trainer.network.predict(rows, BinaryCrossEntropy(), trainer.engine)
+    trainer.close()
+    after = trainer.network.predict(rows, BinaryCrossEntropy())
+    assert during.tobytes() == after.tobytes() == on_its_engine.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("row", "target", "says"),
+    [
+        ([np.nan] * 14, [1.0], r"row 2 \(counting from 1\), feature \[0\] of the batch is nan"),
+        ([0.0] * 13 + [np.inf], [1.0], r"row 2 .*feature \[13\] .* is inf"),
+        ([0.0] * 13 + [1e300], [1.0], r"row 2 .*feature \[13\] .* is 1e\+300"),
+        ([0.0] * 14, [np.nan], r"row 2 \(counting from 1\), output 0: the target is nan"),
+    ],
+)
+def test_a_step_refuses_a_batch_with_values_that_are_not_finite(
+    row: list[float], target: list[float], says: str
+) -> None:
+    """Before: the step returned nan and poisoned every slot."""
+    trainer = titanic_trainer()
+    rows, targets = titanic_shaped()
+    before = trainer.network.slots
+    bad_rows = np.vstack([rows[:1], np.array([row])])
+    with pytest.raises(DataError, match=says):
+        trainer.step(bad_rows, np.vstack([targets[:1], [target]]))
+    after = trainer.network.slots
+    assert all(before[name].tobytes() == after[name].tobytes() for name in before)
+
+
+def test_an_empty_batch_is_refused() -> None:
+    """Before: it returned nan."""
+    with pytest.raises(DataError, match="at least one row"):
+        titanic_trainer().step(np.zeros((0, 14), np.float32), np.zeros((0, 1), np.float32))
+
+
+def test_a_network_without_slots_is_refused_by_a_trainer() -> None:
+    """Before: a raw ValueError from inside the engine."""
+    with pytest.raises(ConfigurationError, match="has no slots: there is nothing to train"):
+        Trainer(Network([Relu()], inputs=3), BinaryCrossEntropy(), Adam())
+
+
+def test_a_trainer_in_a_with_block_hands_the_slots_back_at_its_end() -> None:
+    network = Network([Dense(4), Relu(), Dense(1)], inputs=14)
+    rows, targets = titanic_shaped()
+    with Trainer(network, BinaryCrossEntropy(), Adam(0.01), seed=1) as trainer:
+        trainer.step(rows, targets)
+        inside = network.slots
+    assert network.slots.keys() == inside.keys()
+    assert all(network.slots[name].tobytes() == inside[name].tobytes() for name in inside)
+    with Trainer(network, BinaryCrossEntropy(), Adam(0.01), seed=1):  # bound once more: free
+        pass
+
+
+def test_a_snapshot_puts_the_slots_back_as_they_were() -> None:
+    trainer = titanic_trainer()
+    rows, targets = titanic_shaped()
+    kept = trainer.snapshot()
+    at_first = trainer.network.slots
+    trainer.step(rows, targets)
+    trainer.restore(kept)
+    assert all(at_first[n].tobytes() == v.tobytes() for n, v in trainer.network.slots.items())
+
+
+class Skip(StepHook):
+    """Skips every update."""
+
+    def gradients(self, trainer: Trainer, grads: list[Any]) -> list[Any] | None:
+        return None
+
+
+class Doubles(StepHook):
+    """Doubles the loss the way back differentiates (a loss scale of 2, never unscaled)."""
+
+    def objective(self, trainer: Trainer, value: Tensor, share: Any) -> Tensor:
+        return value * 2.0
+
+
+def test_a_step_hook_sees_the_gradients_between_the_way_back_and_the_update() -> None:
+    rows, targets = titanic_shaped()
+    skipping = titanic_trainer()
+    skipping.hooks.append(Skip())
+    before = skipping.network.slots
+    skipping.step(rows, targets)
+    assert skipping.skipped_steps == 1
+    assert all(before[n].tobytes() == v.tobytes() for n, v in skipping.network.slots.items())
+
+    def after_one_sgd_step(hooks: list[StepHook]) -> dict[str, np.ndarray]:
+        network = Network([Dense(16), Relu(), Dense(1)], inputs=14)
+        with Trainer(network, BinaryCrossEntropy(), SGD(0.1), seed=0, hooks=hooks) as trainer:
+            start = network.slots
+            trainer.step(rows, targets)
+            return {n: v - start[n] for n, v in network.slots.items()}
+
+    plain, doubled = after_one_sgd_step([]), after_one_sgd_step([Doubles()])
+    for name in plain:
+        np.testing.assert_allclose(doubled[name], 2 * plain[name], rtol=1e-5, atol=1e-7)
+
+
+def test_binding_a_network_twice_at_once_lets_exactly_one_run_have_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before: the "already bound" check raced (3 of 60 trials bound twice); a slow put makes
+    the race certain."""
+    network = Network([Dense(2)], inputs=2)
+    network.initialize(Generator(0))
+    put = Network.put
+
+    def slow_put(self: Network, engine: Any, values: Any = None) -> Any:
+        time.sleep(0.05)
+        return put(self, engine, values)
+
+    monkeypatch.setattr(Network, "put", slow_put)
+    outcomes: list[str] = []
+    start = threading.Barrier(2)
+
+    def bind() -> None:
+        start.wait()
+        try:
+            network.bind(LightEngine())
+            outcomes.append("bound")
+        except StateError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=bind) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["bound", "refused"]
+
+
+def test_save_refuses_a_network_without_slots_or_with_slots_that_are_not_finite(
+    tmp_path: Path,
+) -> None:
+    """Before: both wrote a file that load then refused."""
+    with pytest.raises(StateError, match="no slot values yet"):
+        Network([Dense(2)], inputs=2).save(tmp_path / "empty.safetensors")
+    network = Network([Dense(2)], inputs=2)
+    network.initialize(Generator(0))
+    network.set_slots({**network.slots, "0.dense.bias": np.array([np.nan, 0.0], np.float32)})
+    with pytest.raises(StateError, match=r"slot '0\.dense\.bias' holds NaN"):
+        network.save(tmp_path / "nan.safetensors")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_row_s_dropout_draws_depend_on_its_place_in_the_whole_batch_not_on_who_draws_it() -> None:
+    whole = Generator(9, stream=3).uniform_rows(4, 5)
+    first, second = Generator(9, stream=3), Generator(9, stream=3)
+    parts = [first.uniform_rows(2, 5, 0, 4), second.uniform_rows(2, 5, 2, 4)]
+    assert np.concatenate(parts).tobytes() == whole.tobytes()
+    assert first.counter == second.counter == 20
+    assert Generator(9).uniform_rows(4, 5).tobytes() == Generator(9).uniform(20).tobytes()
