@@ -12,10 +12,9 @@ import pytest
 
 from deepsharp.core.data.pipeline import Pipeline, read_csv
 from deepsharp.core.errors import DataError, DeepSharpWarning, FileFormatError
+from deepsharp.core.samples import data_path
 
-TITANIC = Path("/work/shared/data/titanic.csv")
-if not TITANIC.exists():  # the sample's copy, once the core ships one
-    TITANIC = Path(__file__).resolve().parents[1] / "src/deepsharp/core/samples/titanic.csv"
+TITANIC = data_path("titanic.csv")
 
 TITANIC_NAMES = [
     "Pclass=1",

@@ -122,9 +122,9 @@ def affine(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
     return apply(RULES["affine"], (x, w, b))
 
 
-def binary_cross_entropy(logits: Tensor, answers: Value) -> Tensor:
-    """The mean binary cross entropy of logits against answers of the same shape."""
-    return apply(RULES["binary_cross_entropy"], (logits, answers))
+def binary_cross_entropy(logits: Tensor, targets: Value) -> Tensor:
+    """The mean binary cross entropy of logits against targets of the same shape."""
+    return apply(RULES["binary_cross_entropy"], (logits, targets))
 
 
 def cross_entropy(logits: Tensor, targets: Value) -> Tensor:
@@ -152,8 +152,8 @@ def log_softmax(x: Tensor) -> Tensor:
     return apply(RULES["log_softmax"], (x,))
 
 
-def binary_cross_entropy_terms(logits: Tensor, answers: Value) -> Tensor:
-    return apply(RULES["binary_cross_entropy_terms"], (logits, answers))
+def binary_cross_entropy_terms(logits: Tensor, targets: Value) -> Tensor:
+    return apply(RULES["binary_cross_entropy_terms"], (logits, targets))
 
 
 def conv2d(

@@ -412,7 +412,7 @@ class BinaryCrossEntropyTerms(Rule):
 
 @register
 class BinaryCrossEntropy(Rule):
-    """The mean over every value of the binary cross entropy from logits z and answers y."""
+    """The mean over every value of the binary cross entropy from logits z and targets y."""
 
     name = "binary_cross_entropy"
     keeps_output = False

@@ -69,7 +69,7 @@ def _size(value: object) -> bool:
 
 
 class Bound:
-    """A network's slots on one engine: what a run trains and what a server answers with."""
+    """A network's slots on one engine: what a run trains and what a server predicts with."""
 
     def __init__(
         self, engine: Engine, tensors: dict[str, Tensor], per_layer: list[dict[str, Tensor]]
