@@ -8,6 +8,7 @@ probabilities of a network that ends in `Sigmoid()` or `Softmax()`, as Keras's d
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -97,9 +98,8 @@ def _float_targets(loss: Loss, targets: Any, outputs: int) -> NDArray[np.float32
             f"{loss.kind}: targets of shape {np.shape(targets)} do not match the network's "
             f"outputs (N, {outputs}); give one target per output per row"
         )
-    finite = np.isfinite(array)
-    if not finite.all():
-        i, k = (int(v) for v in np.argwhere(~finite)[0])
+    if not math.isfinite(array.sum(dtype=np.float64)):  # one pass; float64 cannot overflow here
+        i, k = (int(v) for v in np.argwhere(~np.isfinite(array))[0])
         raise DataError(
             f"{loss.kind}: row {i + 1} (counting from 1), output {k}: the target is "
             f"{float(array[i, k])!r}; every target must be a finite float32 number"
@@ -142,8 +142,8 @@ class BinaryCrossEntropy(Loss):
 
     def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
         array = _float_targets(self, targets, outputs)
-        wrong = (array != 0.0) & (array != 1.0)
-        if wrong.any():
+        if np.count_nonzero(array * (array - 1.0)):  # 0 exactly where a target is 0 or 1
+            wrong = (array != 0.0) & (array != 1.0)
             i, k = (int(v) for v in np.argwhere(wrong)[0])
             raise DataError(
                 f"BinaryCrossEntropy takes targets 0 and 1; row {i + 1} (counting from 1), "

@@ -346,18 +346,20 @@ def _optimizer_text(record: Mapping[str, Any]) -> str:
 def _checked_rows(features: Any) -> NDArray[np.float32]:
     """The batch's features in float32: refused (DataError) when empty, or where a value is NaN,
     infinite or beyond float32's range (it would poison every slot)."""
-    try:
-        with np.errstate(over="ignore"):  # a value beyond float32 becomes inf: refused below
-            rows = np.asarray(features, dtype=np.float32)
-    except (TypeError, ValueError) as error:
-        raise DataError(f"the features are not an array of numbers ({error})") from None
+    if isinstance(features, np.ndarray) and features.dtype == np.float32:
+        rows = features
+    else:
+        try:
+            with np.errstate(over="ignore"):  # a value beyond float32 becomes inf: refused below
+                rows = np.asarray(features, dtype=np.float32)
+        except (TypeError, ValueError) as error:
+            raise DataError(f"the features are not an array of numbers ({error})") from None
     if rows.ndim < 2 or rows.shape[0] == 0:
         raise DataError(
             f"a batch is (rows, ...) with at least one row; these features have shape {rows.shape}"
         )
-    finite = np.isfinite(rows)
-    if not finite.all():
-        place = tuple(int(v) for v in np.argwhere(~finite)[0])
+    if not math.isfinite(rows.sum(dtype=np.float64)):  # one pass; float64 cannot overflow here
+        place = tuple(int(v) for v in np.argwhere(~np.isfinite(rows))[0])
         raise DataError(
             f"row {place[0] + 1} (counting from 1), feature {list(place[1:])} of the batch is "
             f"{float(np.asarray(features)[place])!r}: every feature must be a finite float32 "
