@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from deepsharp.core.engine import Engine, EngineIdentity, make_engine
 from deepsharp.core.errors import (
     CheckpointMismatchError,
@@ -44,11 +46,12 @@ from deepsharp.core.training.trainer import Trainer, check_sides
 __all__ = ["FitOptions", "Report", "Run", "fit"]
 
 
-def _whole(name: str, value: object, least: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+def _whole(name: str, value: object, least: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"FitOptions: {name} must be a whole number, not {value!r}")
     if value < least:
         raise ValueError(f"FitOptions: {name} must be {least} or more, not {value!r}")
+    return int(value)
 
 
 @dataclass
@@ -69,10 +72,10 @@ class FitOptions:
     distributed: Distribution | None = None
 
     def __post_init__(self) -> None:
-        _whole("seed", self.seed, -(2**63))
+        self.seed = _whole("seed", self.seed, -(2**63))
         for name in ("epochs", "batch_size", "patience", "checkpoint_keep"):
-            _whole(name, getattr(self, name), 1)
-        _whole("checkpoint_every", self.checkpoint_every, 0)
+            setattr(self, name, _whole(name, getattr(self, name), 1))
+        self.checkpoint_every = _whole("checkpoint_every", self.checkpoint_every, 0)
         if not isinstance(self.restore_best, bool):
             raise TypeError(f"FitOptions: restore_best is True or False, not {self.restore_best!r}")
         if self.progress is not None and not isinstance(self.progress, bool):
