@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from core_helpers import XOR_ANSWERS, XOR_ROWS, titanic_shaped, titanic_trainer, xor_trainer
+from core_helpers import XOR_ROWS, XOR_TARGETS, titanic_shaped, titanic_trainer, xor_trainer
 
 from deepsharp.core import (
     SGD,
@@ -39,18 +39,18 @@ from deepsharp.engines.light import LightEngine
 
 def test_a_dense_network_learns_xor_within_500_steps() -> None:
     trainer = xor_trainer(seed=0)
-    losses = [trainer.step(XOR_ROWS, XOR_ANSWERS) for _ in range(500)]
+    losses = [trainer.step(XOR_ROWS, XOR_TARGETS) for _ in range(500)]
     assert min(losses[-10:]) < 0.05
     trainer.close()
-    answers = trainer.network.predict(XOR_ROWS, BinaryCrossEntropy())
-    assert np.array_equal(answers.ravel() > 0.5, XOR_ANSWERS.ravel() > 0.5)
+    predictions = trainer.network.predict(XOR_ROWS, BinaryCrossEntropy())
+    assert np.array_equal(predictions.ravel() > 0.5, XOR_TARGETS.ravel() > 0.5)
 
 
 def _slots_after_100_steps(seed: int) -> dict[str, np.ndarray]:
     trainer = titanic_trainer(seed=seed)
-    rows, answers = titanic_shaped()
+    rows, targets = titanic_shaped()
     for _ in range(100):
-        trainer.step(rows, answers)
+        trainer.step(rows, targets)
     return trainer.network.slots
 
 
@@ -103,8 +103,8 @@ class CountingEngine(LightEngine):
 def test_a_step_computes_no_gradient_for_its_rows() -> None:
     engine = CountingEngine()
     trainer = titanic_trainer(engine=engine)
-    rows, answers = titanic_shaped()
-    trainer.step(rows, answers)
+    rows, targets = titanic_shaped()
+    trainer.step(rows, targets)
     # forward: 2 products; back: the second layer's weights and input (2), the first layer's
     # weights (1). A gradient towards the rows would be a sixth product.
     assert engine.products == 5
@@ -113,8 +113,8 @@ def test_a_step_computes_no_gradient_for_its_rows() -> None:
 
 def test_the_recording_is_dropped_after_the_way_back() -> None:
     trainer = titanic_trainer()
-    rows, answers = titanic_shaped()
-    trainer.step(rows, answers)
+    rows, targets = titanic_shaped()
+    trainer.step(rows, targets)
     gc.collect()
     assert not [o for o in gc.get_objects() if isinstance(o, Node) and o.inputs]
 
@@ -125,17 +125,17 @@ def _live() -> int:
 
 def test_with_the_collector_off_1000_steps_leave_live_objects_where_10_did() -> None:
     trainer = titanic_trainer()
-    rows, answers = titanic_shaped()
+    rows, targets = titanic_shaped()
     gc.collect()
     gc.disable()
     tracemalloc.start()
     try:
         for _ in range(10):
-            trainer.step(rows, answers)
+            trainer.step(rows, targets)
         objects_after_10 = _live()
         memory_after_10 = tracemalloc.get_traced_memory()[0]
         for _ in range(990):
-            trainer.step(rows, answers)
+            trainer.step(rows, targets)
         assert _live() == objects_after_10
         assert tracemalloc.get_traced_memory()[0] - memory_after_10 < 64 * 1024
     finally:
@@ -159,11 +159,11 @@ def test_a_tensor_a_layer_kept_can_still_be_read_after_the_step() -> None:
     keeper = Keeper()
     network = Network([Dense(4), keeper, Relu(), Dense(1)], inputs=14)
     trainer = Trainer(network, BinaryCrossEntropy(), Adam(0.01), seed=1)
-    rows, answers = titanic_shaped()
-    trainer.step(rows, answers)
+    rows, targets = titanic_shaped()
+    trainer.step(rows, targets)
     assert keeper.kept is not None
     kept = keeper.kept.numpy()
-    trainer.step(rows, answers)  # the next step must not write into what was kept
+    trainer.step(rows, targets)  # the next step must not write into what was kept
     assert kept.shape == (32, 4)
     assert np.all(np.isfinite(kept))
     assert not np.array_equal(kept, keeper.kept.numpy())  # slots moved, a new tensor was kept
@@ -171,10 +171,10 @@ def test_a_tensor_a_layer_kept_can_still_be_read_after_the_step() -> None:
 
 def test_a_step_crosses_2_transfers_in_and_1_out() -> None:
     trainer = titanic_trainer()
-    rows, answers = titanic_shaped()
-    trainer.step(rows, answers)
+    rows, targets = titanic_shaped()
+    trainer.step(rows, targets)
     before = (trainer.engine.counters.transfers_in, trainer.engine.counters.transfers_out)
-    trainer.step(rows, answers)
+    trainer.step(rows, targets)
     after = (trainer.engine.counters.transfers_in, trainer.engine.counters.transfers_out)
     assert (after[0] - before[0], after[1] - before[1]) == (2, 1)
 
@@ -184,7 +184,7 @@ def test_sgd_with_momentum_learns_too() -> None:
 
     network = Network([Dense(8), Tanh(), Dense(1)])
     trainer = Trainer(network, MeanSquaredError(), SGD(0.1, momentum=0.9), seed=2)
-    losses = [trainer.step(XOR_ROWS, XOR_ANSWERS) for _ in range(400)]
+    losses = [trainer.step(XOR_ROWS, XOR_TARGETS) for _ in range(400)]
     assert losses[-1] < 0.05 < losses[0]
 
 
@@ -194,9 +194,9 @@ def test_dropout_masks_come_from_the_run_seed() -> None:
     def run(seed: int) -> bytes:
         network = Network([Dense(8), Dropout(0.5), Relu(), Dense(1)], inputs=14)
         trainer = Trainer(network, BinaryCrossEntropy(), Adam(0.01), seed=seed)
-        rows, answers = titanic_shaped()
+        rows, targets = titanic_shaped()
         for _ in range(5):
-            trainer.step(rows, answers)
+            trainer.step(rows, targets)
         return b"".join(v.tobytes() for v in trainer.network.slots.values())
 
     assert run(1) == run(1)
@@ -206,7 +206,7 @@ def test_dropout_masks_come_from_the_run_seed() -> None:
 # --- the trainer owns its state; what a step refuses ------------------------------------------
 
 
-def test_predict_between_steps_answers_with_the_current_slots() -> None:
+def test_predict_between_steps_predicts_with_the_current_slots() -> None:
     """Before: network.predict used the slots from before training (0.62 off after 50 steps)."""
     trainer = titanic_trainer(seed=5)
     rows, targets = titanic_shaped()
