@@ -26,6 +26,7 @@ from deepsharp.core import (
     Layer,
     Network,
     Relu,
+    ShapeError,
     StateError,
     Tensor,
     Trainer,
@@ -365,3 +366,12 @@ def test_a_row_s_dropout_draws_depend_on_its_place_in_the_whole_batch_not_on_who
     assert np.concatenate(parts).tobytes() == whole.tobytes()
     assert first.counter == second.counter == 20
     assert Generator(9).uniform_rows(4, 5).tobytes() == Generator(9).uniform(20).tobytes()
+
+
+def test_put_slots_replaces_the_slots_on_the_engine_checked_first() -> None:
+    trainer = titanic_trainer(seed=1)
+    other = titanic_trainer(seed=2).network.slots
+    trainer.put_slots(other)
+    assert all(other[n].tobytes() == v.tobytes() for n, v in trainer.network.slots.items())
+    with pytest.raises(ShapeError, match=r"slot '0\.dense\.bias': missing"):
+        trainer.put_slots({k: v for k, v in other.items() if k != "0.dense.bias"})

@@ -28,6 +28,7 @@ from deepsharp.core.errors import (
     ConfigurationError,
     DataError,
     FileFormatError,
+    ShapeError,
 )
 from deepsharp.core.nn.layers import Pass
 from deepsharp.core.nn.losses import Loss
@@ -248,6 +249,19 @@ class Trainer:
         """Put the slots of a snapshot back."""
         for slot, keep in zip(self._slots, snapshot.handles, strict=True):
             self.engine.assign(slot.handle, keep)
+
+    def put_slots(self, values: Mapping[str, NDArray[np.float32]]) -> None:
+        """Replace every slot's values on the engine (names and shapes checked first): how a
+        distributed run gives every process rank 0's slots."""
+        for name, tensor in self.bound.tensors.items():
+            value = values.get(name)
+            if value is None or tuple(np.shape(value)) != tensor.shape:
+                raise ShapeError(
+                    f"slot {name!r}: {'missing' if value is None else np.shape(value)}, the "
+                    f"network's is {tensor.shape}"
+                )
+        for name, tensor in self.bound.tensors.items():
+            self.engine.assign(tensor.handle, self.engine.put(np.asarray(values[name], np.float32)))
 
     def host(self, snapshot: Snapshot) -> dict[str, NDArray[np.float32]]:
         """A snapshot's slots brought to the host (for a checkpoint)."""
