@@ -194,14 +194,13 @@ class Pipeline:
             names = [c.name for c in resolved]
             if self._target is not None:
                 names.append(self._target.name)
-            count, taken = columns(rows, names)
+            _, taken = columns(rows, names)
             for column in resolved:
                 column.learn(taken[column.name])
             if self._target is not None:
                 self._target.learn(taken[self._target.name])
             self._columns = resolved
             self._learned = True
-            self._features_of(count, taken)  # every training row's features fit float32
         except BaseException:
             self._forget()
             raise
