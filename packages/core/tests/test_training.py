@@ -375,3 +375,24 @@ def test_put_slots_replaces_the_slots_on_the_engine_checked_first() -> None:
     assert all(other[n].tobytes() == v.tobytes() for n, v in trainer.network.slots.items())
     with pytest.raises(ShapeError, match=r"slot '0\.dense\.bias': missing"):
         trainer.put_slots({k: v for k, v in other.items() if k != "0.dense.bias"})
+
+
+class Seen(StepHook):
+    def __init__(self) -> None:
+        self.grads: list[np.ndarray] = []
+
+    def gradients(self, trainer: Trainer, grads: list[Any]) -> list[Any] | None:
+        self.grads = [trainer.engine.get(g) for g in grads]
+        return grads
+
+
+def test_an_empty_share_of_a_batch_takes_no_forward_pass_and_hands_zeros_to_the_hooks() -> None:
+    """A process of a distributed run left no rows of a small batch still takes part."""
+    seen = Seen()
+    trainer = titanic_trainer()
+    trainer.hooks.append(seen)
+    assert trainer.state is not None
+    value = trainer.step(np.zeros((0, 14), np.float32), np.zeros((0, 1), np.float32), (3, 3))
+    assert value == 0.0 and trainer.state.steps == 1
+    assert [g.shape for g in seen.grads] == [(14, 16), (16,), (16, 1), (1,)]
+    assert all(not g.any() for g in seen.grads)

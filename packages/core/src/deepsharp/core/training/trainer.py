@@ -183,25 +183,35 @@ class Trainer:
         return float(self.engine.get(value.handle))
 
     def step_tensor(self, features: Any, targets: Any, share: Share | None = None) -> Tensor:
-        """A step whose loss stays on the engine (the caller reads it when it chooses)."""
-        rows = _checked_rows(features)
+        """A step whose loss stays on the engine (the caller reads it when it chooses).
+
+        An empty share of a non-empty batch (a process of a distributed run left no rows) takes
+        no forward pass: its gradients are zeros, and still go through the hooks and the update.
+        """
+        empty_share = share is not None and share[1] > 0
+        rows = _checked_rows(features, empty_share)
         if self._bound is None:
             self.start(tuple(rows.shape[1:]))
         self.network.check_rows(rows)
-        wanted = self.loss.targets(targets, self.network.outputs)
-        if len(wanted) != len(rows):
-            raise DataError(f"{len(rows)} rows of features but {len(wanted)} targets")
         engine = self.engine
-        x = Tensor.put(engine, rows)
-        y = Tensor.put(engine, wanted)
-        context = Pass(engine, True, self.streams.dropout, share)
-        with Recording(self._slots) as recording:
-            value = self.loss.value(self.network.forward(x, self.bound, context), y)
-            objective = value
-            for hook in self.hooks:
-                objective = hook.objective(self, objective, share)
-            grads: list[Handle] | None = recording.gradients(objective, self._slots)
-            self.rules_applied += recording.rules_applied
+        grads: list[Handle] | None
+        if rows.shape[0] == 0:
+            value = Tensor(engine.zeros(()), (), engine)
+            grads = [engine.zeros(t.shape) for t in self._slots]
+        else:
+            wanted = self.loss.targets(targets, self.network.outputs)
+            if len(wanted) != len(rows):
+                raise DataError(f"{len(rows)} rows of features but {len(wanted)} targets")
+            x = Tensor.put(engine, rows)
+            y = Tensor.put(engine, wanted)
+            context = Pass(engine, True, self.streams.dropout, share)
+            with Recording(self._slots) as recording:
+                value = self.loss.value(self.network.forward(x, self.bound, context), y)
+                objective = value
+                for hook in self.hooks:
+                    objective = hook.objective(self, objective, share)
+                grads = recording.gradients(objective, self._slots)
+                self.rules_applied += recording.rules_applied
         for hook in self.hooks:
             assert grads is not None
             grads = hook.gradients(self, grads)
@@ -357,9 +367,9 @@ def _optimizer_text(record: Mapping[str, Any]) -> str:
     return f"{record.get('kind')}({args})"
 
 
-def _checked_rows(features: Any) -> NDArray[np.float32]:
-    """The batch's features in float32: refused (DataError) when empty, or where a value is NaN,
-    infinite or beyond float32's range (it would poison every slot)."""
+def _checked_rows(features: Any, may_be_empty: bool = False) -> NDArray[np.float32]:
+    """The batch's features in float32: refused (DataError) when empty (unless it may be), or
+    where a value is NaN, infinite or beyond float32's range (it would poison every slot)."""
     if isinstance(features, np.ndarray) and features.dtype == np.float32:
         rows = features
     else:
@@ -368,7 +378,7 @@ def _checked_rows(features: Any) -> NDArray[np.float32]:
                 rows = np.asarray(features, dtype=np.float32)
         except (TypeError, ValueError) as error:
             raise DataError(f"the features are not an array of numbers ({error})") from None
-    if rows.ndim < 2 or rows.shape[0] == 0:
+    if rows.ndim < 2 or (rows.shape[0] == 0 and not may_be_empty):
         raise DataError(
             f"a batch is (rows, ...) with at least one row; these features have shape {rows.shape}"
         )
