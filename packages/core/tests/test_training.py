@@ -392,7 +392,7 @@ def test_an_empty_share_of_a_batch_takes_no_forward_pass_and_hands_zeros_to_the_
     trainer = titanic_trainer()
     trainer.hooks.append(seen)
     assert trainer.state is not None
-    value = trainer.step(np.zeros((0, 14), np.float32), np.zeros((0, 1), np.float32), (3, 3))
+    value = trainer.step(np.zeros((0, 14), np.float32), np.zeros((0, 1), np.float32), (3, 3, 3))
     assert value == 0.0 and trainer.state.steps == 1
     assert [g.shape for g in seen.grads] == [(14, 16), (16,), (16, 1), (1,)]
     assert all(not g.any() for g in seen.grads)

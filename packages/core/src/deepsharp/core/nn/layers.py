@@ -75,8 +75,8 @@ class SlotSpec:
 
 class Pass:
     """What one forward pass knows beyond its values: the engine, training or not, the
-    generator, and where its rows lie in the whole batch (`share`: the first row's place and
-    the batch's row count, when a batch is shared among processes; None: the rows are all)."""
+    generator, and where its rows lie in the whole batch (`share`: (start, stop, total), when a
+    batch is shared among processes; None: the rows are all of it)."""
 
     __slots__ = ("engine", "generator", "share", "training")
 
@@ -85,7 +85,7 @@ class Pass:
         engine: Engine,
         training: bool,
         generator: Generator | None,
-        share: tuple[int, int] | None = None,
+        share: tuple[int, int, int] | None = None,
     ) -> None:
         self.engine = engine
         self.training = training
@@ -204,7 +204,7 @@ class Dropout(Layer):
         if not context.training or self.rate == 0.0 or context.generator is None:
             return x
         rows = x.shape[0]
-        first, total = context.share or (0, rows)
+        first, _, total = context.share or (0, rows, rows)
         # Each value's draw is keyed by its row's place in the whole batch, not by who draws it.
         drawn = context.generator.uniform_rows(rows, math.prod(x.shape[1:]), first, total)
         keep = drawn >= self.rate

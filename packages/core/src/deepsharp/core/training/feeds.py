@@ -34,11 +34,11 @@ ShareOf = Callable[[int], tuple[int, int]]
 @dataclass
 class Batch:
     """This process's rows of one batch: features, targets, and `share` — where they lie in the
-    whole batch (the first row's place, the batch's row count)."""
+    whole batch: (start, stop, total), its rows the batch's start .. stop - 1 of total."""
 
     features: NDArray[np.float32]
     targets: NDArray[Any]
-    share: tuple[int, int]
+    share: tuple[int, int, int]
 
     def __len__(self) -> int:
         return int(self.features.shape[0])
@@ -73,7 +73,7 @@ class ArrayFeed(Feed):
                 picked: Any = slice(start + first, start + last)
             else:
                 picked = rows[start + first : start + last]
-            yield Batch(self.features[picked], self.targets[picked], (first, stop - start))
+            yield Batch(self.features[picked], self.targets[picked], (first, last, stop - start))
 
 
 @dataclass

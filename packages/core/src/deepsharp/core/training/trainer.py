@@ -45,8 +45,9 @@ __all__ = [
     "optimizer_record",
 ]
 
-Share = tuple[int, int]
-"""Where a process's rows lie in the whole batch: the first row's place, the batch's row count."""
+Share = tuple[int, int, int]
+"""Where a process's rows lie in the whole batch: (start, stop, total) — its rows are the batch's
+rows start .. stop - 1 of total (a contiguous share; (0, n, n) in one process)."""
 
 
 class StepHook:
@@ -61,7 +62,8 @@ class StepHook:
 
     def objective(self, trainer: Trainer, value: Tensor, share: Share | None) -> Tensor:
         """What the way back differentiates, given the loss (or an earlier hook's objective):
-        a loss scale multiplies it; a process weighs it by its share of the batch."""
+        a loss scale multiplies it; a process weighs it by its share of the batch,
+        (stop - start) / total, so that the processes' gradients add up to the batch's."""
         return value
 
     def gradients(self, trainer: Trainer, grads: list[Handle]) -> list[Handle] | None:
@@ -188,7 +190,7 @@ class Trainer:
         An empty share of a non-empty batch (a process of a distributed run left no rows) takes
         no forward pass: its gradients are zeros, and still go through the hooks and the update.
         """
-        empty_share = share is not None and share[1] > 0
+        empty_share = share is not None and share[2] > 0
         rows = _checked_rows(features, empty_share)
         if self._bound is None:
             self.start(tuple(rows.shape[1:]))
