@@ -11,7 +11,8 @@ from deepsharp.core import Adam, BinaryCrossEntropy, Dense, Network, Relu, Tanh,
 ROOT = Path(__file__).resolve().parents[3]
 
 XOR_ROWS = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32)
-XOR_ANSWERS = np.array([[0], [1], [1], [0]], np.float32)
+XOR_TARGETS = np.array([[0], [1], [1], [0]], np.float32)
+XOR_ANSWERS = XOR_TARGETS  # the name test_files.py imports
 
 
 def xor_trainer(seed: int = 0, engine: object = None) -> Trainer:
@@ -20,11 +21,11 @@ def xor_trainer(seed: int = 0, engine: object = None) -> Trainer:
 
 
 def titanic_shaped(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """32 rows of 14 features and their 0/1 answers, from a fixed NumPy generator."""
+    """32 rows of 14 features and their 0/1 targets, from a fixed NumPy generator."""
     rng = np.random.default_rng(seed)
     rows = rng.standard_normal((32, 14)).astype(np.float32)
-    answers = (rng.random((32, 1)) > 0.5).astype(np.float32)
-    return rows, answers
+    targets = (rng.random((32, 1)) > 0.5).astype(np.float32)
+    return rows, targets
 
 
 def titanic_trainer(seed: int = 0, engine: object = None) -> Trainer:

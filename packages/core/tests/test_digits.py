@@ -62,7 +62,7 @@ def test_the_pipeline_makes_8x8_images_scaled_to_one() -> None:
     assert features.shape == (1797, 64) and features.dtype == np.float32
     assert features.max() == 1.0 and features.min() == 0.0
     assert pipe.classes == [str(d) for d in range(10)]
-    assert np.array_equal(pipe.answers(rows[:3]), np.array([0, 1, 2]))
+    assert np.array_equal(pipe.targets(rows[:3]), np.array([0, 1, 2]))
 
 
 @dataclass

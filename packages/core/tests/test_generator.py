@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from deepsharp.core import Generator, Streams
+from deepsharp.core.random import Generator, Streams
 
 
 def test_a_seed_gives_these_bits_under_every_numpy() -> None:

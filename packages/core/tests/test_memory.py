@@ -25,7 +25,8 @@ _STEPS = textwrap.dedent(
     import json, resource, sys
     import numpy as np
     from deepsharp.core import Adam, Conv2D, CrossEntropy, Dense, Flatten, Network, Relu, Trainer
-    from deepsharp.core import heap_policy, make_engine
+    from deepsharp.core import make_engine
+    from deepsharp.core.engine.memory import heap_policy
 
     engine = make_engine(sys.argv[1])
     network = Network([Conv2D(32, 3), Relu(), Flatten(), Dense(10)], inputs=(1, 28, 28))
@@ -97,6 +98,6 @@ def test_malloc_limits_the_application_set_are_kept() -> None:
 
 
 def test_nothing_is_changed_before_an_engine_is_made() -> None:
-    code = "from deepsharp.core import heap_policy, Network; print(heap_policy())"
+    code = "from deepsharp.core.engine.memory import heap_policy; print(heap_policy())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "None"

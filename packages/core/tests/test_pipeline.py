@@ -11,11 +11,10 @@ import numpy as np
 import pytest
 
 from deepsharp.core.data.pipeline import Pipeline, read_csv
-from deepsharp.core.errors import DataError, FileFormatError
+from deepsharp.core.errors import DataError, DeepSharpWarning, FileFormatError
+from deepsharp.core.samples import data_path
 
-TITANIC = Path("/work/shared/data/titanic.csv")
-if not TITANIC.exists():  # the sample's copy, once the core ships one
-    TITANIC = Path(__file__).resolve().parents[1] / "src/deepsharp/core/samples/titanic.csv"
+TITANIC = data_path("titanic.csv")
 
 TITANIC_NAMES = [
     "Pclass=1",
@@ -103,7 +102,7 @@ def test_titanic_recipe_gives_exactly_14_features(
     assert pipe.classes == ["0", "1"]
     assert pipe.target_name == "Survived"
     assert pipe.target_kind == "binary"
-    y = pipe.answers(titanic_rows)
+    y = pipe.targets(titanic_rows)
     assert y.shape == (891, 1)
     assert y.dtype == np.float32
     assert float(y.sum()) == 342.0  # survivors
@@ -146,17 +145,39 @@ def test_median_of_a_logged_column_is_taken_after_the_log() -> None:
     assert pipe.features(rows)[3, 0] == np.float32(math.log1p(3.0))
 
 
-def test_nan_and_infinity_are_missing_and_filled() -> None:
+def test_nan_is_missing_and_filled() -> None:
     training = [{"v": 1.0}, {"v": 2.0}, {"v": 3.0}]
     pipe = Pipeline().number("v", missing_flag=True, scale=False).learn(training)
-    rows = [
-        {"v": float("nan")},
-        {"v": float("inf")},
-        {"v": "-inf"},
-        {"v": "NaN"},
-        {"v": ""},
-    ]
+    rows = [{"v": float("nan")}, {"v": "NaN"}, {"v": "nan"}, {"v": ""}, {"v": None}]
     assert pipe.features(rows).tolist() == [[2.0, 1.0]] * 5
+
+
+@pytest.mark.parametrize("value", [float("inf"), "-inf", "inf", "1e309", "1e300", -1e40, 10**400])
+def test_a_number_that_is_infinite_or_beyond_float32_is_refused_naming_row_and_column(
+    value: object,
+) -> None:
+    """Before: "inf" and "1e309" were taken as missing, 1e300 became inf in float32 (and a
+    served answer of 1.0)."""
+    training = [{"Age": 1.0}, {"Age": 2.0}, {"Age": 3.0}]
+    pipe = Pipeline().number("Age").learn(training)
+    with pytest.raises(DataError, match=r"row 2 \(counting from 1\), column 'Age': .*float32"):
+        pipe.features([{"Age": 4.0}, {"Age": value}])
+    with pytest.raises(DataError, match=r"row 3 \(counting from 1\), column 'Age'"):
+        Pipeline().number("Age").learn([*training[:2], {"Age": value}])
+
+
+def test_a_dataframe_column_of_infinite_numbers_is_refused_too() -> None:
+    pd = pytest.importorskip("pandas")
+    pipe = Pipeline().number("x").learn(pd.DataFrame({"x": [1.0, 2.0, 3.0]}))
+    with pytest.raises(DataError, match=r"row 2 .*column 'x': inf is infinite"):
+        pipe.features(pd.DataFrame({"x": [1.0, math.inf]}))
+    assert pipe.features(pd.DataFrame({"x": [1.0, math.nan]}))[1, 0] == 0.0  # the median, scaled
+
+
+def test_a_feature_that_overflows_float32_once_scaled_is_refused() -> None:
+    pipe = Pipeline().number("x").learn([{"x": 0.0}, {"x": 1e-30}])
+    with pytest.raises(DataError, match=r"row 1 .*column 'x': its feature 'x' is inf"):
+        pipe.features([{"x": 3e38}])
 
 
 def test_flag_is_one_where_the_field_holds_anything() -> None:
@@ -180,7 +201,7 @@ def test_classes_target_gives_int64_indices_in_sorted_order() -> None:
     rows = [{"x": "1", "y": "cat"}, {"x": "2", "y": "ant"}, {"x": "3", "y": "bee"}]
     pipe = Pipeline().number("x").target("y", kind="classes").learn(rows)
     assert pipe.classes == ["ant", "bee", "cat"]
-    answers = pipe.answers(rows)
+    answers = pipe.targets(rows)
     assert answers.dtype == np.int64
     assert answers.tolist() == [2, 0, 1]
 
@@ -188,7 +209,7 @@ def test_classes_target_gives_int64_indices_in_sorted_order() -> None:
 def test_number_target_gives_float32_column() -> None:
     rows = [{"x": "1", "y": "2.5"}, {"x": "2", "y": "-1"}]
     pipe = Pipeline().number("x").target("y", kind="number").learn(rows)
-    answers = pipe.answers(rows)
+    answers = pipe.targets(rows)
     assert answers.dtype == np.float32
     assert answers.tolist() == [[2.5], [-1.0]]
     assert pipe.classes is None
@@ -240,8 +261,19 @@ def test_split_fractions_are_checked() -> None:
         Pipeline().split(train=0.0)
     with pytest.raises(ValueError, match="validation"):
         Pipeline().split(train=0.5, validation=-0.1)
-    with pytest.raises(ValueError, match="less than 1"):
-        Pipeline().split(train=0.8, validation=0.2)
+    with pytest.raises(ValueError, match="at most 1"):
+        Pipeline().split(train=0.8, validation=0.3)
+
+
+def test_a_split_leaving_no_test_share_serves_only_a_run_given_test_rows() -> None:
+    """Before: split(0.85, 0.15) was refused even where the test rows came apart."""
+    pipe = Pipeline().split(train=0.85, validation=0.15)
+    with pytest.raises(DataError, match=r"leaves no test rows: give the run test rows"):
+        pipe.partition(100, np.arange(100))
+    train, validation, test = pipe.partition(100, np.arange(100), test=False)
+    assert (len(train), len(validation), len(test)) == (85, 15, 0)
+    train, validation, _ = Pipeline().split(0.80, 0.15).partition(3823, np.arange(3823), test=False)
+    assert (len(train), len(validation)) == (3220, 603)  # the ratio 80:15
 
 
 def test_too_few_rows_for_a_split_says_how_many_are_needed() -> None:
@@ -322,7 +354,7 @@ def test_an_unseen_class_at_answers_is_a_data_error() -> None:
     pipe = Pipeline().number("x").target("y", kind="classes")
     pipe.learn([{"x": 1, "y": "a"}, {"x": 2, "y": "b"}])
     with pytest.raises(DataError, match=r"row 1 \(counting from 1\), column 'y'.*'c'"):
-        pipe.answers([{"x": 1, "y": "c"}])
+        pipe.targets([{"x": 1, "y": "c"}])
 
 
 def test_negative_value_for_log_names_row_and_column() -> None:
@@ -333,12 +365,28 @@ def test_negative_value_for_log_names_row_and_column() -> None:
 def test_answers_without_a_target_says_to_declare_one() -> None:
     pipe = Pipeline().number("x").learn([{"x": 1}])
     with pytest.raises(DataError, match=r"\.target\("):
-        pipe.answers([{"x": 1}])
+        pipe.targets([{"x": 1}])
 
 
 def test_a_pipeline_with_no_feature_columns_is_a_data_error() -> None:
     with pytest.raises(DataError, match="no feature columns"):
         Pipeline().target("y").learn([{"y": "0"}, {"y": "1"}])
+
+
+def test_rows_that_are_not_rows_are_refused_and_an_iterator_is_read_once() -> None:
+    """Before: a dict or a string was counted as rows; a generator failed with a TypeError."""
+    pipe = Pipeline().number("x")
+    for wrong in ({"x": 1}, "x,1", b"x"):
+        with pytest.raises(DataError, match="rows must be a list of mappings"):
+            pipe.learn(wrong)
+    learned = pipe.learn({"x": float(i)} for i in range(3))
+    assert learned.features(iter([{"x": 1.0}])).tolist() == [[0.0]]
+
+
+def test_read_csv_of_a_directory_says_it_is_a_directory(tmp_path: Path) -> None:
+    """Before: "no such CSV file"."""
+    with pytest.raises(IsADirectoryError, match="is a directory, not a CSV file"):
+        read_csv(tmp_path)
 
 
 def test_features_before_learning_says_to_learn_first() -> None:
@@ -361,7 +409,7 @@ def test_to_json_and_from_json_give_identical_features_bit_for_bit(
     a = pipe.features(titanic_rows)
     b = again.features(titanic_rows)
     assert a.tobytes() == b.tobytes()
-    assert np.array_equal(pipe.answers(titanic_rows), again.answers(titanic_rows))
+    assert np.array_equal(pipe.targets(titanic_rows), again.targets(titanic_rows))
     assert again.partition(891, np.arange(891))[0].shape == (534,)
 
 
@@ -421,7 +469,7 @@ def test_a_dataframe_gives_the_same_features_as_the_list_of_dicts(
     from_frame = titanic_recipe().learn(frame)
     assert from_frame.to_json() == from_dicts.to_json()
     assert from_frame.features(frame).tobytes() == from_dicts.features(titanic_rows).tobytes()
-    assert np.array_equal(from_frame.answers(frame), from_dicts.answers(titanic_rows))
+    assert np.array_equal(from_frame.targets(frame), from_dicts.targets(titanic_rows))
     with pytest.raises(DataError, match="no column 'Pclass'"):
         from_frame.features(frame.drop(columns=["Pclass"]))
 
@@ -440,3 +488,93 @@ def test_features_of_100000_rows_is_fast(titanic_rows: list[dict[str, Any]]) -> 
         pipe.features(rows)
         best = min(best, time.perf_counter() - start)
     assert best < 1.0  # about 0.15 s on a laptop; generous for slow CI machines
+
+
+# -- a DataFrame of numbers, integer column names, wide categories --------------------------------
+
+
+def test_numbers_takes_every_column_but_the_declared_ones_and_the_target() -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(
+        {"a": [1.0, 2.0, 3.0], "b": [0, 5, 10], "c": ["x", "y", "x"], "t": [0, 1, 1]}
+    )
+    pipe = Pipeline().category("c").numbers(scale=False).target("t").learn(frame)
+    assert pipe.feature_names == ["c=x", "c=y", "a", "b"]
+    assert pipe.features(frame)[:, 2:].tolist() == [[1.0, 0.0], [2.0, 5.0], [3.0, 10.0]]
+    again = Pipeline.from_json(json.loads(json.dumps(pipe.to_json())))
+    assert again.features(frame).tobytes() == pipe.features(frame).tobytes()
+    unlearned = Pipeline.from_json(Pipeline().numbers(log=True).target("t").to_json())
+    assert unlearned.learn(frame.drop(columns=["c"])).feature_names == ["a", "b"]
+
+
+def test_a_frame_made_from_an_array_has_whole_number_column_names_shown_as_such() -> None:
+    """Before: `.number("0")` said: has no column '0'; the DataFrame has the columns: '0', '1'."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(np.arange(6.0).reshape(3, 2))
+    with pytest.raises(
+        DataError,
+        match=r"has no column '0'; the DataFrame has the columns: 0, 1 "
+        r"\(that column's name is 0, not '0'",
+    ):
+        Pipeline().number("0").learn(frame)
+    pipe = Pipeline().number(0).number(1, scale=False).learn(frame)
+    assert pipe.feature_names == ["0", "1"] and pipe.features(frame)[:, 1].tolist() == [
+        1.0,
+        3.0,
+        5.0,
+    ]
+    assert Pipeline().numbers().learn(frame).feature_count == 2
+    again = Pipeline.from_json(json.loads(json.dumps(pipe.to_json())))
+    assert again.features(frame).tobytes() == pipe.features(frame).tobytes()
+
+
+def test_an_id_like_category_column_warns_and_max_values_keeps_the_most_frequent() -> None:
+    """Before: 12,000 values made an 8,401-wide one-hot without a word."""
+    rows = [{"id": f"T{i}"} for i in range(300)] + [{"id": "T7"}] * 5 + [{"id": "T9"}] * 3
+    with pytest.warns(DeepSharpWarning, match=r"column 'id' holds 300 distinct values.*max_values"):
+        Pipeline().category("id").learn(rows)
+    pipe = Pipeline().category("id", max_values=2).learn(rows)
+    assert pipe.feature_names == ["id=T7", "id=T9"]
+    assert pipe.features([{"id": "T7"}, {"id": "T100"}]).tolist() == [[1.0, 0.0], [0.0, 0.0]]
+    with pytest.raises(ValueError, match="choose one"):
+        Pipeline().category("id", unknown="error", max_values=2)
+
+
+@pytest.mark.parametrize(
+    ("statistic", "value", "says"),
+    [
+        ("mean", 1e300, r"columns\[3\]\.learned\.mean: expected a finite number in"),
+        ("std", 1e-300, r"columns\[3\]\.learned\.std: expected a finite number in \[1.17"),
+        ("fill", -1e39, r"columns\[3\]\.learned\.fill: expected a finite number"),
+    ],
+)
+def test_statistics_beyond_float32_in_a_file_are_refused_naming_the_statistic(
+    titanic_rows: list[dict[str, Any]], statistic: str, value: float, says: str
+) -> None:
+    """Before: a recipe with mean 1e300 or std 1e-300 loaded, and served NaN."""
+    data = titanic_recipe().learn(titanic_rows).to_json()
+    data["columns"][3]["learned"][statistic] = value
+    with pytest.raises(FileFormatError, match=says):
+        Pipeline.from_json(json.loads(json.dumps(data)))
+
+
+# -- arrays -------------------------------------------------------------------------------------
+
+
+def test_a_pipeline_of_no_columns_takes_arrays_as_they_are() -> None:
+    x = np.arange(24, dtype=np.float64).reshape(3, 2, 4)
+    pipe = Pipeline().learn(x)
+    assert pipe.row_shape == (2, 4) and pipe.feature_count == 8
+    assert pipe.features(x).dtype == np.float32 and np.array_equal(pipe.features(x), x)
+    again = Pipeline.from_json(json.loads(json.dumps(pipe.to_json())))
+    assert again.features(x[:1]).tobytes() == pipe.features(x[:1]).tobytes()
+    with pytest.raises(
+        DataError, match=r"rows of shape \(8,\); the pipeline learned rows of shape"
+    ):
+        again.features(x.reshape(3, 8))
+    bad = x.copy()
+    bad[1, 0, 3] = np.nan
+    with pytest.raises(DataError, match=r"row 2 \(counting from 1\), feature \[0, 3\]: missing"):
+        pipe.features(bad)
+    with pytest.raises(DataError, match=r"arrays of numbers; list cannot be read"):
+        Pipeline().learn([{"x": 1}])

@@ -25,11 +25,11 @@ from deepsharp.core import (
     FileFormatError,
     Layer,
     Network,
-    Pass,
     Relu,
     Tensor,
     TrainingDivergedError,
 )
+from deepsharp.core.nn.layers import Pass
 from deepsharp.core.samples import data_path, titanic
 from deepsharp.core.serving import TrainedNetwork
 from deepsharp.core.training.checkpoint import Checkpoint
@@ -76,7 +76,7 @@ def test_the_shipped_titanic_data_is_the_known_file() -> None:
     assert digest == titanic.SHA256
 
 
-def test_a_row_is_answered_the_same_alone_in_any_order_and_in_any_company(sample: Run) -> None:
+def test_a_row_is_predicted_the_same_alone_in_any_order_and_in_any_company(sample: Run) -> None:
     rows = titanic.rows()
     every = sample.trained.predict(rows)
     assert every.shape == (891, 1) and every.dtype == np.float32
@@ -88,7 +88,7 @@ def test_a_row_is_answered_the_same_alone_in_any_order_and_in_any_company(sample
     assert mixed.tobytes() == every[order].tobytes()
 
 
-def test_a_trained_network_saved_and_loaded_answers_the_same_bits(
+def test_a_trained_network_saved_and_loaded_predicts_the_same_bits(
     sample: Run, tmp_path: Path
 ) -> None:
     sample.trained.save(tmp_path / "titanic.safetensors")

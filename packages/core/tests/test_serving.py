@@ -20,7 +20,6 @@ from deepsharp.core import (
     Layer,
     MaxPool2D,
     Network,
-    Pass,
     Relu,
     Tensor,
     Trainer,
@@ -30,6 +29,7 @@ from deepsharp.core import (
 from deepsharp.core.autodiff.replay import Replay
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.errors import EngineUnavailableError
+from deepsharp.core.nn.layers import Pass
 from deepsharp.core.random import Generator
 from deepsharp.core.serving import CHUNK, TrainedNetwork
 
@@ -77,12 +77,12 @@ def _trained(layers: list[Layer], inputs: tuple[int, ...]) -> TrainedNetwork:
 
 
 def _layer_by_layer(trained: TrainedNetwork, features: np.ndarray, engine: str) -> np.ndarray:
-    """The answers with every chunk run through the layers (nothing replayed)."""
+    """The predictions with every chunk run through the layers (nothing replayed)."""
     count = features.shape[0]
     padded = -(-count // CHUNK) * CHUNK
     rows = np.concatenate([features, np.zeros((padded - count, *features.shape[1:]), np.float32)])
     with trained.network.served(trained.loss, make_engine(engine)) as served:
-        chunks = [served.answer(rows[i : i + CHUNK]) for i in range(0, padded, CHUNK)]
+        chunks = [served.predict(rows[i : i + CHUNK]) for i in range(0, padded, CHUNK)]
     return np.concatenate(chunks)[:count]
 
 
@@ -93,7 +93,7 @@ def test_replayed_chunks_give_the_bits_the_layers_give(engine: str) -> None:
         (1, 6, 6),
     )
     images = np.random.default_rng(3).random((100, 1, 6, 6)).astype(np.float32)
-    served = trained.answer_features(images, engine)
+    served = trained.predict_features(images, engine)
     assert served.shape == (100, 3)
     assert served.tobytes() == _layer_by_layer(trained, images, engine).tobytes()
 
@@ -102,10 +102,10 @@ def test_a_pass_that_reads_its_values_is_run_through_the_layers_every_chunk() ->
     peek = Peek()
     trained = _trained([Dense(5), peek, Relu(), Dense(2)], (4,))
     rows = np.random.default_rng(4).standard_normal((70, 4)).astype(np.float32)
-    served = trained.answer_features(rows)
+    served = trained.predict_features(rows)
     assert served.tobytes() == _layer_by_layer(trained, rows, "light").tobytes()
     peek.calls = 0
-    trained.answer_features(rows)
+    trained.predict_features(rows)
     assert peek.calls == 3  # 70 rows: three chunks, each through the layers
 
 
@@ -144,7 +144,7 @@ def test_one_thread_serves_while_another_trains() -> None:
     """Recordings are per thread: a trace while another thread records a step is no nesting."""
     trained = _trained([Dense(8), Relu(), Dense(3)], (4,))
     rows = np.random.default_rng(6).standard_normal((200, 4)).astype(np.float32)
-    expected = trained.answer_features(rows)
+    expected = trained.predict_features(rows)
     trainer = Trainer(
         Network([Dense(8), Relu(), Dense(1)], inputs=4), BinaryCrossEntropy(), Adam(0.01), seed=0
     )
@@ -162,7 +162,7 @@ def test_one_thread_serves_while_another_trains() -> None:
     def serve() -> None:
         try:
             for _ in range(30):
-                served.append(trained.answer_features(rows))
+                served.append(trained.predict_features(rows))
         except BaseException as error:  # pragma: no cover - reported below
             failures.append(error)
 
@@ -174,3 +174,21 @@ def test_one_thread_serves_while_another_trains() -> None:
     assert not failures, failures
     assert len(served) == 30
     assert all(answer.tobytes() == expected.tobytes() for answer in served)
+
+
+def test_serving_without_an_engine_looks_for_installed_engines_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before: each predict without an engine rescanned the installed engines (0.58 ms of a
+    0.71 ms one-row call)."""
+    import deepsharp.core.engine.registry as registry
+
+    trained = _trained([Dense(4), Relu(), Dense(1)], (3,))
+    trained.predict_features(np.zeros((1, 3), np.float32))  # the own engine exists from here
+    scans: list[int] = []
+    found = registry._registered
+    monkeypatch.setattr(registry, "_registered", lambda: scans.append(1) or found())
+    for _ in range(5):
+        trained.predict_features(np.zeros((1, 3), np.float32))
+        trained.network.predict(np.zeros((1, 3), np.float32), trained.loss)
+    assert scans == []

@@ -5,42 +5,53 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import threading
+import time
 import tracemalloc
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from core_helpers import XOR_ANSWERS, XOR_ROWS, titanic_shaped, titanic_trainer, xor_trainer
+import pytest
+from core_helpers import XOR_ROWS, XOR_TARGETS, titanic_shaped, titanic_trainer, xor_trainer
 
 from deepsharp.core import (
+    SGD,
     Adam,
     BinaryCrossEntropy,
+    ConfigurationError,
+    DataError,
     Dense,
     Layer,
     Network,
-    Pass,
     Relu,
+    ShapeError,
+    StateError,
     Tensor,
     Trainer,
 )
 from deepsharp.core.autodiff.tensor import Node
+from deepsharp.core.nn.layers import Pass
+from deepsharp.core.random import Generator
+from deepsharp.core.training.trainer import StepHook
 from deepsharp.engines.light import LightEngine
 
 
 def test_a_dense_network_learns_xor_within_500_steps() -> None:
     trainer = xor_trainer(seed=0)
-    losses = [trainer.step(XOR_ROWS, XOR_ANSWERS) for _ in range(500)]
+    losses = [trainer.step(XOR_ROWS, XOR_TARGETS) for _ in range(500)]
     assert min(losses[-10:]) < 0.05
     trainer.close()
-    answers = trainer.network.predict(XOR_ROWS, BinaryCrossEntropy())
-    assert np.array_equal(answers.ravel() > 0.5, XOR_ANSWERS.ravel() > 0.5)
+    predictions = trainer.network.predict(XOR_ROWS, BinaryCrossEntropy())
+    assert np.array_equal(predictions.ravel() > 0.5, XOR_TARGETS.ravel() > 0.5)
 
 
 def _slots_after_100_steps(seed: int) -> dict[str, np.ndarray]:
     trainer = titanic_trainer(seed=seed)
-    rows, answers = titanic_shaped()
+    rows, targets = titanic_shaped()
     for _ in range(100):
-        trainer.step(rows, answers)
+        trainer.step(rows, targets)
     return trainer.network.slots
 
 
@@ -93,8 +104,8 @@ class CountingEngine(LightEngine):
 def test_a_step_computes_no_gradient_for_its_rows() -> None:
     engine = CountingEngine()
     trainer = titanic_trainer(engine=engine)
-    rows, answers = titanic_shaped()
-    trainer.step(rows, answers)
+    rows, targets = titanic_shaped()
+    trainer.step(rows, targets)
     # forward: 2 products; back: the second layer's weights and input (2), the first layer's
     # weights (1). A gradient towards the rows would be a sixth product.
     assert engine.products == 5
@@ -103,8 +114,8 @@ def test_a_step_computes_no_gradient_for_its_rows() -> None:
 
 def test_the_recording_is_dropped_after_the_way_back() -> None:
     trainer = titanic_trainer()
-    rows, answers = titanic_shaped()
-    trainer.step(rows, answers)
+    rows, targets = titanic_shaped()
+    trainer.step(rows, targets)
     gc.collect()
     assert not [o for o in gc.get_objects() if isinstance(o, Node) and o.inputs]
 
@@ -115,17 +126,17 @@ def _live() -> int:
 
 def test_with_the_collector_off_1000_steps_leave_live_objects_where_10_did() -> None:
     trainer = titanic_trainer()
-    rows, answers = titanic_shaped()
+    rows, targets = titanic_shaped()
     gc.collect()
     gc.disable()
     tracemalloc.start()
     try:
         for _ in range(10):
-            trainer.step(rows, answers)
+            trainer.step(rows, targets)
         objects_after_10 = _live()
         memory_after_10 = tracemalloc.get_traced_memory()[0]
         for _ in range(990):
-            trainer.step(rows, answers)
+            trainer.step(rows, targets)
         assert _live() == objects_after_10
         assert tracemalloc.get_traced_memory()[0] - memory_after_10 < 64 * 1024
     finally:
@@ -149,11 +160,11 @@ def test_a_tensor_a_layer_kept_can_still_be_read_after_the_step() -> None:
     keeper = Keeper()
     network = Network([Dense(4), keeper, Relu(), Dense(1)], inputs=14)
     trainer = Trainer(network, BinaryCrossEntropy(), Adam(0.01), seed=1)
-    rows, answers = titanic_shaped()
-    trainer.step(rows, answers)
+    rows, targets = titanic_shaped()
+    trainer.step(rows, targets)
     assert keeper.kept is not None
     kept = keeper.kept.numpy()
-    trainer.step(rows, answers)  # the next step must not write into what was kept
+    trainer.step(rows, targets)  # the next step must not write into what was kept
     assert kept.shape == (32, 4)
     assert np.all(np.isfinite(kept))
     assert not np.array_equal(kept, keeper.kept.numpy())  # slots moved, a new tensor was kept
@@ -161,10 +172,10 @@ def test_a_tensor_a_layer_kept_can_still_be_read_after_the_step() -> None:
 
 def test_a_step_crosses_2_transfers_in_and_1_out() -> None:
     trainer = titanic_trainer()
-    rows, answers = titanic_shaped()
-    trainer.step(rows, answers)
+    rows, targets = titanic_shaped()
+    trainer.step(rows, targets)
     before = (trainer.engine.counters.transfers_in, trainer.engine.counters.transfers_out)
-    trainer.step(rows, answers)
+    trainer.step(rows, targets)
     after = (trainer.engine.counters.transfers_in, trainer.engine.counters.transfers_out)
     assert (after[0] - before[0], after[1] - before[1]) == (2, 1)
 
@@ -174,7 +185,7 @@ def test_sgd_with_momentum_learns_too() -> None:
 
     network = Network([Dense(8), Tanh(), Dense(1)])
     trainer = Trainer(network, MeanSquaredError(), SGD(0.1, momentum=0.9), seed=2)
-    losses = [trainer.step(XOR_ROWS, XOR_ANSWERS) for _ in range(400)]
+    losses = [trainer.step(XOR_ROWS, XOR_TARGETS) for _ in range(400)]
     assert losses[-1] < 0.05 < losses[0]
 
 
@@ -184,10 +195,204 @@ def test_dropout_masks_come_from_the_run_seed() -> None:
     def run(seed: int) -> bytes:
         network = Network([Dense(8), Dropout(0.5), Relu(), Dense(1)], inputs=14)
         trainer = Trainer(network, BinaryCrossEntropy(), Adam(0.01), seed=seed)
-        rows, answers = titanic_shaped()
+        rows, targets = titanic_shaped()
         for _ in range(5):
-            trainer.step(rows, answers)
+            trainer.step(rows, targets)
         return b"".join(v.tobytes() for v in trainer.network.slots.values())
 
     assert run(1) == run(1)
     assert run(1) != run(2)
+
+
+# --- the trainer owns its state; what a step refuses ------------------------------------------
+
+
+def test_predict_between_steps_predicts_with_the_current_slots() -> None:
+    """Before: network.predict used the slots from before training (0.62 off after 50 steps)."""
+    trainer = titanic_trainer(seed=5)
+    rows, targets = titanic_shaped()
+    for _ in range(50):
+        trainer.step(rows, targets)
+    during = trainer.network.predict(rows, BinaryCrossEntropy())  # on a light engine of its own
+    on_its_engine = trainer.network.predict(rows, BinaryCrossEntropy(), trainer.engine)
+    trainer.close()
+    after = trainer.network.predict(rows, BinaryCrossEntropy())
+    assert during.tobytes() == after.tobytes() == on_its_engine.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("row", "target", "says"),
+    [
+        ([np.nan] * 14, [1.0], r"row 2 \(counting from 1\), feature \[0\] of the batch is nan"),
+        ([0.0] * 13 + [np.inf], [1.0], r"row 2 .*feature \[13\] .* is inf"),
+        ([0.0] * 13 + [1e300], [1.0], r"row 2 .*feature \[13\] .* is 1e\+300"),
+        ([0.0] * 14, [np.nan], r"row 2 \(counting from 1\), output 0: the target is nan"),
+    ],
+)
+def test_a_step_refuses_a_batch_with_values_that_are_not_finite(
+    row: list[float], target: list[float], says: str
+) -> None:
+    """Before: the step returned nan and poisoned every slot."""
+    trainer = titanic_trainer()
+    rows, targets = titanic_shaped()
+    before = trainer.network.slots
+    bad_rows = np.vstack([rows[:1], np.array([row])])
+    with pytest.raises(DataError, match=says):
+        trainer.step(bad_rows, np.vstack([targets[:1], [target]]))
+    after = trainer.network.slots
+    assert all(before[name].tobytes() == after[name].tobytes() for name in before)
+
+
+def test_an_empty_batch_is_refused() -> None:
+    """Before: it returned nan."""
+    with pytest.raises(DataError, match="at least one row"):
+        titanic_trainer().step(np.zeros((0, 14), np.float32), np.zeros((0, 1), np.float32))
+
+
+def test_a_network_without_slots_is_refused_by_a_trainer() -> None:
+    """Before: a raw ValueError from inside the engine."""
+    with pytest.raises(ConfigurationError, match="has no slots: there is nothing to train"):
+        Trainer(Network([Relu()], inputs=3), BinaryCrossEntropy(), Adam())
+
+
+def test_a_trainer_in_a_with_block_hands_the_slots_back_at_its_end() -> None:
+    network = Network([Dense(4), Relu(), Dense(1)], inputs=14)
+    rows, targets = titanic_shaped()
+    with Trainer(network, BinaryCrossEntropy(), Adam(0.01), seed=1) as trainer:
+        trainer.step(rows, targets)
+        inside = network.slots
+    assert network.slots.keys() == inside.keys()
+    assert all(network.slots[name].tobytes() == inside[name].tobytes() for name in inside)
+    with Trainer(network, BinaryCrossEntropy(), Adam(0.01), seed=1):  # bound once more: free
+        pass
+
+
+def test_a_snapshot_puts_the_slots_back_as_they_were() -> None:
+    trainer = titanic_trainer()
+    rows, targets = titanic_shaped()
+    kept = trainer.snapshot()
+    at_first = trainer.network.slots
+    trainer.step(rows, targets)
+    trainer.restore(kept)
+    assert all(at_first[n].tobytes() == v.tobytes() for n, v in trainer.network.slots.items())
+
+
+class Skip(StepHook):
+    """Skips every update."""
+
+    def gradients(self, trainer: Trainer, grads: list[Any]) -> list[Any] | None:
+        return None
+
+
+class Doubles(StepHook):
+    """Doubles the loss the way back differentiates (a loss scale of 2, never unscaled)."""
+
+    def objective(self, trainer: Trainer, value: Tensor, share: Any) -> Tensor:
+        return value * 2.0
+
+
+def test_a_step_hook_sees_the_gradients_between_the_way_back_and_the_update() -> None:
+    rows, targets = titanic_shaped()
+    skipping = titanic_trainer()
+    skipping.hooks.append(Skip())
+    before = skipping.network.slots
+    skipping.step(rows, targets)
+    assert skipping.skipped_steps == 1
+    assert all(before[n].tobytes() == v.tobytes() for n, v in skipping.network.slots.items())
+
+    def after_one_sgd_step(hooks: list[StepHook]) -> dict[str, np.ndarray]:
+        network = Network([Dense(16), Relu(), Dense(1)], inputs=14)
+        with Trainer(network, BinaryCrossEntropy(), SGD(0.1), seed=0, hooks=hooks) as trainer:
+            start = network.slots
+            trainer.step(rows, targets)
+            return {n: v - start[n] for n, v in network.slots.items()}
+
+    plain, doubled = after_one_sgd_step([]), after_one_sgd_step([Doubles()])
+    for name in plain:
+        np.testing.assert_allclose(doubled[name], 2 * plain[name], rtol=1e-5, atol=1e-7)
+
+
+def test_binding_a_network_twice_at_once_lets_exactly_one_run_have_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before: the "already bound" check raced (3 of 60 trials bound twice); a slow put makes
+    the race certain."""
+    network = Network([Dense(2)], inputs=2)
+    network.initialize(Generator(0))
+    put = Network.put
+
+    def slow_put(self: Network, engine: Any, values: Any = None) -> Any:
+        time.sleep(0.05)
+        return put(self, engine, values)
+
+    monkeypatch.setattr(Network, "put", slow_put)
+    outcomes: list[str] = []
+    start = threading.Barrier(2)
+
+    def bind() -> None:
+        start.wait()
+        try:
+            network.bind(LightEngine())
+            outcomes.append("bound")
+        except StateError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=bind) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["bound", "refused"]
+
+
+def test_save_refuses_a_network_without_slots_or_with_slots_that_are_not_finite(
+    tmp_path: Path,
+) -> None:
+    """Before: both wrote a file that load then refused."""
+    with pytest.raises(StateError, match="no slot values yet"):
+        Network([Dense(2)], inputs=2).save(tmp_path / "empty.safetensors")
+    network = Network([Dense(2)], inputs=2)
+    network.initialize(Generator(0))
+    network.set_slots({**network.slots, "0.dense.bias": np.array([np.nan, 0.0], np.float32)})
+    with pytest.raises(StateError, match=r"slot '0\.dense\.bias' holds NaN"):
+        network.save(tmp_path / "nan.safetensors")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_row_s_dropout_draws_depend_on_its_place_in_the_whole_batch_not_on_who_draws_it() -> None:
+    whole = Generator(9, stream=3).uniform_rows(4, 5)
+    first, second = Generator(9, stream=3), Generator(9, stream=3)
+    parts = [first.uniform_rows(2, 5, 0, 4), second.uniform_rows(2, 5, 2, 4)]
+    assert np.concatenate(parts).tobytes() == whole.tobytes()
+    assert first.counter == second.counter == 20
+    assert Generator(9).uniform_rows(4, 5).tobytes() == Generator(9).uniform(20).tobytes()
+
+
+def test_put_slots_replaces_the_slots_on_the_engine_checked_first() -> None:
+    trainer = titanic_trainer(seed=1)
+    other = titanic_trainer(seed=2).network.slots
+    trainer.put_slots(other)
+    assert all(other[n].tobytes() == v.tobytes() for n, v in trainer.network.slots.items())
+    with pytest.raises(ShapeError, match=r"slot '0\.dense\.bias': missing"):
+        trainer.put_slots({k: v for k, v in other.items() if k != "0.dense.bias"})
+
+
+class Seen(StepHook):
+    def __init__(self) -> None:
+        self.grads: list[np.ndarray] = []
+
+    def gradients(self, trainer: Trainer, grads: list[Any]) -> list[Any] | None:
+        self.grads = [trainer.engine.get(g) for g in grads]
+        return grads
+
+
+def test_an_empty_share_of_a_batch_takes_no_forward_pass_and_hands_zeros_to_the_hooks() -> None:
+    """A process of a distributed run left no rows of a small batch still takes part."""
+    seen = Seen()
+    trainer = titanic_trainer()
+    trainer.hooks.append(seen)
+    assert trainer.state is not None
+    value = trainer.step(np.zeros((0, 14), np.float32), np.zeros((0, 1), np.float32), (3, 3, 3))
+    assert value == 0.0 and trainer.state.steps == 1
+    assert [g.shape for g in seen.grads] == [(14, 16), (16,), (16, 1), (1,)]
+    assert all(not g.any() for g in seen.grads)

@@ -15,7 +15,7 @@ MEGA = 1024 * 1024  # float32 values in 4 MB
 
 
 def test_counters_are_core_counters() -> None:
-    from deepsharp.core import Counters
+    from deepsharp.core.engine import Counters
 
     engine = TestBufferEngine()
     assert isinstance(engine.counters, Counters)

@@ -95,6 +95,7 @@ def _cases() -> list[RuleCase]:
         RuleCase("log_softmax", [normal(4, 5)]),
         RuleCase("binary_cross_entropy_terms", [normal(5, 3) * 3, bits]),
         RuleCase("binary_cross_entropy", [normal(5, 3) * 3, bits]),
+        RuleCase("cross_entropy", [normal(4, 5) * 3, np.eye(5)[[0, 3, 3, 1]] * 1.0]),
         RuleCase(
             "conv2d",
             [normal(2, 2, 5, 5), normal(3, 2, 3, 3)],

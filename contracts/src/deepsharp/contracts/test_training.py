@@ -141,12 +141,12 @@ def test_a_row_alone_gets_the_bits_it_gets_in_a_chunk(engine: Engine, contract: 
     network.initialize(Generator(SEED))
     rows, _ = titanic_batch()
     with network.served(BinaryCrossEntropy(), engine) as served:
-        together = served.answer(rows)
+        together = served.predict(rows)
         for index in (0, 1, 13, ROWS - 1):
             alone = np.zeros_like(rows)
             alone[0] = rows[index]  # padded with zeros to a chunk of 32, as serving pads
             contract.moves(
-                "served alone or in a chunk", served.answer(alone)[0], together[index], "steps"
+                "served alone or in a chunk", served.predict(alone)[0], together[index], "steps"
             )
 
 

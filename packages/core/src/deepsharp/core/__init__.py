@@ -1,19 +1,24 @@
 """deepsharp: deep learning in which the model never names its engine.
 
 Everything a user calls is importable from here: `from deepsharp.core import Network, Dense, fit`.
+What engine authors and the run's extensions use lives in its module (`deepsharp.core.engine`,
+`deepsharp.core.training.trainer`, ...).
 """
 
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.data.pipeline import Pipeline, read_csv
-from deepsharp.core.engine import Counters, Engine, EngineIdentity, available_engines, make_engine
-from deepsharp.core.engine.memory import heap_policy
+from deepsharp.core.engine import Engine, EngineIdentity, available_engines, make_engine
 from deepsharp.core.errors import (
+    CheckpointMismatchError,
+    ConfigurationError,
     DataError,
     DeepSharpError,
+    DeepSharpWarning,
     EngineMismatchError,
     EngineUnavailableError,
     FileFormatError,
     ShapeError,
+    StateError,
     TrainingDivergedError,
 )
 from deepsharp.core.nn.layers import (
@@ -23,16 +28,17 @@ from deepsharp.core.nn.layers import (
     Flatten,
     Layer,
     MaxPool2D,
-    Pass,
     Relu,
     Sigmoid,
+    Softmax,
     Tanh,
 )
 from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
 from deepsharp.core.nn.network import Network
 from deepsharp.core.nn.optimizers import SGD, Adam, Optimizer
-from deepsharp.core.random import Generator, Streams
+from deepsharp.core.random import Generator
 from deepsharp.core.serving import TrainedNetwork
+from deepsharp.core.training.callbacks import Callback, RunState
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.loop import FitOptions, Report, Run, fit
 from deepsharp.core.training.trainer import Trainer
@@ -42,19 +48,22 @@ __all__ = [
     "SGD",
     "Adam",
     "BinaryCrossEntropy",
+    "Callback",
     "Checkpoint",
+    "CheckpointMismatchError",
+    "ConfigurationError",
     "Conv2D",
-    "Counters",
     "CrossEntropy",
     "DataError",
     "DeepSharpError",
+    "DeepSharpWarning",
     "Dense",
     "Dropout",
     "Engine",
-    "EpochRecord",
     "EngineIdentity",
     "EngineMismatchError",
     "EngineUnavailableError",
+    "EpochRecord",
     "FileFormatError",
     "FitOptions",
     "Flatten",
@@ -65,14 +74,15 @@ __all__ = [
     "MeanSquaredError",
     "Network",
     "Optimizer",
-    "Pass",
     "Pipeline",
     "Relu",
     "Report",
     "Run",
+    "RunState",
     "ShapeError",
     "Sigmoid",
-    "Streams",
+    "Softmax",
+    "StateError",
     "Tanh",
     "Tensor",
     "TrainedNetwork",
@@ -81,7 +91,6 @@ __all__ = [
     "__version__",
     "available_engines",
     "fit",
-    "heap_policy",
     "make_engine",
     "read_csv",
 ]

@@ -6,12 +6,16 @@ Every message says what was wrong, where (row, column, layer, file) and what to 
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointMismatchError",
+    "ConfigurationError",
     "DataError",
     "DeepSharpError",
+    "DeepSharpWarning",
     "EngineMismatchError",
     "EngineUnavailableError",
     "FileFormatError",
     "ShapeError",
+    "StateError",
     "TrainingDivergedError",
 ]
 
@@ -40,5 +44,26 @@ class EngineMismatchError(DeepSharpError, RuntimeError):
     """A checkpoint taken on one engine, handed to a run on another: names both."""
 
 
+class CheckpointMismatchError(DeepSharpError, ValueError):
+    """A checkpoint taken by another run (another optimizer, its settings, another seed or
+    network) handed to a run that would not go on where it stopped: names both sides."""
+
+
+class ConfigurationError(DeepSharpError, ValueError):
+    """Parts of a run that do not go together (a loss for logits after a network that ends in
+    a sigmoid, a network with no slots to train): says which, and the ways out."""
+
+
+class StateError(DeepSharpError, RuntimeError):
+    """Asked of something not in a state to do it: a network without slot values saved, slots
+    that are not finite, a network bound to a run twice."""
+
+
 class TrainingDivergedError(DeepSharpError, FloatingPointError):
-    """The loss turned NaN or infinite: names the epoch and the step."""
+    """The loss turned NaN or infinite: names the epoch and the step. The network holds the
+    best epoch's slots (or those the run started from) when it is raised."""
+
+
+class DeepSharpWarning(UserWarning):
+    """Something deepsharp can go on with but that is likely a mistake (a target of one class,
+    a category column with thousands of values)."""

@@ -51,6 +51,22 @@ class Generator:
         floats: NDArray[np.float64] = (self.bits(count) >> np.uint64(11)).astype(np.float64)
         return floats * (2.0**-53)
 
+    def uniform_rows(
+        self, rows: int, width: int, first: int = 0, total: int | None = None
+    ) -> NDArray[np.float64]:
+        """Floats for rows first .. first + rows - 1 of a draw of `total` rows of `width` values
+        each: a row's floats depend on its place in the draw, not on who draws it (processes
+        sharing a batch draw their rows' parts of one draw). The generator then moves on by
+        the whole draw. With first=0 and total=rows, the same floats as uniform(rows * width)."""
+        total = rows if total is None else total
+        start = self.counter + first * width
+        places = np.arange(start, start + rows * width, dtype=np.uint64)
+        self.counter += total * width
+        floats: NDArray[np.float64] = (_mix(places * _GOLDEN + self._key) >> np.uint64(11)).astype(
+            np.float64
+        )
+        return floats * (2.0**-53)
+
     def permutation(self, count: int) -> NDArray[np.int64]:
         """The numbers 0 .. count-1 in a shuffled order."""
         return np.argsort(self.bits(count), kind="stable").astype(np.int64)

@@ -1,8 +1,9 @@
-"""A trained network: the pipeline and the network together, answering raw rows.
+"""A trained network: the pipeline and the network together, predicting raw rows.
 
 Rows go through the pipeline, then through the network 32 rows at a time (Keras's default
-batch), the last chunk padded with zero rows, so that no answer depends on which rows share
-its pass: a row's answer is the same bits alone, in any order, in any company.
+batch), the last chunk padded with zero rows, so that no prediction depends on which rows share
+its pass: a row's prediction is the same bits alone, in any order, in any company. A network
+trained on arrays has a pipeline of arrays: it predicts arrays.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff.replay import Replay
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.data.pipeline import Pipeline
-from deepsharp.core.engine import Engine, Handle, make_engine
+from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.errors import FileFormatError
 from deepsharp.core.files import read_safetensors, write_safetensors
 from deepsharp.core.nn.layers import Pass
-from deepsharp.core.nn.losses import Loss, loss_from_json
-from deepsharp.core.nn.network import Network
+from deepsharp.core.nn.losses import Loss, loss_from_json, loss_to_json
+from deepsharp.core.nn.network import Network, own_engine
 
 __all__ = ["CHUNK", "TrainedNetwork"]
 
@@ -32,7 +33,10 @@ TRAINED_FORMAT = "deepsharp.trained"
 
 
 class TrainedNetwork:
-    """What a run gives: `predict(rows, engine=None)`, `save(path)`, `TrainedNetwork.load(path)`."""
+    """What a run gives: `predict(rows, engine=None)`, `save(path)`, `TrainedNetwork.load(path)`.
+
+    `rows` are what the pipeline reads: rows of named columns, or (for a network trained on
+    arrays) an array of features."""
 
     def __init__(self, network: Network, loss: Loss, pipeline: Pipeline) -> None:
         self.network = network
@@ -44,14 +48,14 @@ class TrainedNetwork:
         return self.network.outputs
 
     def predict(self, rows: Any, engine: Engine | str | None = None) -> NDArray[np.float32]:
-        """Answers (rows, outputs) for raw rows: the pipeline, then the network on `engine`
+        """Predictions (rows, outputs) for raw rows: the pipeline, then the network on `engine`
         (a light engine of its own when none is given)."""
-        return self.answer_features(self.pipeline.features(rows), engine)
+        return self.predict_features(self.pipeline.features(rows), engine)
 
-    def answer_features(
+    def predict_features(
         self, features: NDArray[np.float32], engine: Engine | str | None = None
     ) -> NDArray[np.float32]:
-        """Answers for rows already through the pipeline, 32 at a time."""
+        """Predictions for rows already through the pipeline, 32 at a time."""
         count = features.shape[0]
         if count == 0:
             return np.zeros((0, self.outputs), np.float32)
@@ -67,9 +71,9 @@ class TrainedNetwork:
         if padded != count:
             filler = np.zeros((padded - count, *features.shape[1:]), np.float32)
             features = np.concatenate([features, filler])
-        made = make_engine(engine)
+        made = own_engine(engine)
         with self.network.served(self.loss, made) as served:
-            # The rows cross once; each chunk is a slice on the engine; the answers cross once.
+            # The rows cross once; each chunk is a slice on the engine; the predictions cross once.
             # The first chunk goes through the layers and is traced; the others replay the
             # trace: the same engine calls in the same order, without the layers' Python.
             rows = Tensor.put(made, features)
@@ -80,19 +84,19 @@ class TrainedNetwork:
             def forward(chunk: Tensor) -> Tensor:
                 return network.forward(chunk, bound, context)
 
-            def answer(out: Handle) -> Handle:
+            def link(out: Handle) -> Handle:
                 return self.loss.link(made, made.reshape(out, (CHUNK, self.outputs)))
 
             first = Tensor(made.slice(rows.handle, 0, 0, CHUNK), shape, made)
             replay, traced = Replay.trace(forward, first)
-            answers = [answer(traced.handle)]
+            chunks = [link(traced.handle)]
             for start in range(CHUNK, padded, CHUNK):
                 handle = made.slice(rows.handle, 0, start, start + CHUNK)
                 if replay is None:  # a pass that moves values runs through the layers each time
-                    answers.append(answer(forward(Tensor(handle, shape, made)).handle))
+                    chunks.append(link(forward(Tensor(handle, shape, made)).handle))
                 else:
-                    answers.append(answer(replay.replay(made, handle)))
-            every = answers[0] if len(answers) == 1 else made.concatenate(answers, 0)
+                    chunks.append(link(replay.replay(made, handle)))
+            every = chunks[0] if len(chunks) == 1 else made.concatenate(chunks, 0)
             result: NDArray[np.float32] = made.get(every)
         return result[:count]
 
@@ -100,11 +104,12 @@ class TrainedNetwork:
     def save(self, path: str | os.PathLike[str]) -> None:
         """One safetensors file: the slots; in its metadata the format version, the
         architecture, the loss, the pipeline's recipe and statistics — and no engine."""
+        slots = self.network.saved_slots()
         metadata = self.network.metadata()
         metadata["format"] = TRAINED_FORMAT
-        metadata["loss"] = json.dumps({"kind": self.loss.kind})
+        metadata["loss"] = json.dumps(loss_to_json(self.loss))
         metadata["pipeline"] = json.dumps(self.pipeline.to_json())
-        write_safetensors(path, self.network.slots, metadata)
+        write_safetensors(path, slots, metadata)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TrainedNetwork:
@@ -115,11 +120,13 @@ class TrainedNetwork:
         try:
             loss = loss_from_json(json.loads(metadata["loss"]))
             pipeline_data = json.loads(metadata["pipeline"])
-        except (KeyError, ValueError, json.JSONDecodeError) as error:
+        except (KeyError, ValueError, RecursionError) as error:
             raise FileFormatError(
                 f"{where}: its loss or pipeline cannot be read ({error})"
             ) from None
         pipeline = Pipeline.from_json(pipeline_data)
+        if not pipeline.is_learned:
+            raise FileFormatError(f"{where}: its pipeline has learned no statistics")
         inputs = network.inputs or ()
         if pipeline.is_learned and math.prod(inputs) != pipeline.feature_count:
             raise FileFormatError(

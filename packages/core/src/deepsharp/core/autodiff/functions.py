@@ -25,6 +25,7 @@ __all__ = [
     "broadcast_to",
     "concatenate",
     "conv2d",
+    "cross_entropy",
     "div",
     "exp",
     "greater",
@@ -121,9 +122,14 @@ def affine(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
     return apply(RULES["affine"], (x, w, b))
 
 
-def binary_cross_entropy(logits: Tensor, answers: Value) -> Tensor:
-    """The mean binary cross entropy of logits against answers of the same shape."""
-    return apply(RULES["binary_cross_entropy"], (logits, answers))
+def binary_cross_entropy(logits: Tensor, targets: Value) -> Tensor:
+    """The mean binary cross entropy of logits against targets of the same shape."""
+    return apply(RULES["binary_cross_entropy"], (logits, targets))
+
+
+def cross_entropy(logits: Tensor, targets: Value) -> Tensor:
+    """The mean over rows of -sum(targets * log_softmax(logits)), a target of 0 adding 0."""
+    return apply(RULES["cross_entropy"], (logits, targets))
 
 
 def _axes(x: Tensor, axes: int | Sequence[int] | None) -> tuple[int, ...]:
@@ -146,8 +152,8 @@ def log_softmax(x: Tensor) -> Tensor:
     return apply(RULES["log_softmax"], (x,))
 
 
-def binary_cross_entropy_terms(logits: Tensor, answers: Value) -> Tensor:
-    return apply(RULES["binary_cross_entropy_terms"], (logits, answers))
+def binary_cross_entropy_terms(logits: Tensor, targets: Value) -> Tensor:
+    return apply(RULES["binary_cross_entropy_terms"], (logits, targets))
 
 
 def conv2d(

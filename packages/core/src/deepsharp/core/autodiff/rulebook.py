@@ -391,14 +391,16 @@ class LogSoftmax(Rule):
 
 @register
 class BinaryCrossEntropyTerms(Rule):
-    """Each row's binary cross entropy from logits z and answers y, without overflow:
-    softplus(z) - z * y, where softplus(z) = log(1 + exp(z))."""
+    """Each value's binary cross entropy from logits z and targets y, without overflow or
+    cancellation: max(z, 0) - z * y + log(1 + exp(-|z|)) (softplus(z) - z * y cancels to 0
+    for a confident positive: z = 20, y = 1)."""
 
     name = "binary_cross_entropy_terms"
     keeps_output = False
 
     def forward(self, engine: Engine, z: Any, y: Any) -> tuple[Handle, Any]:
-        return engine.sub(engine.softplus(z), engine.mul(z, y)), None
+        tail = engine.log1p(engine.exp(engine.neg(engine.abs(z))))
+        return engine.add(engine.sub(engine.relu(z), engine.mul(z, y)), tail), None
 
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
         z, y = node.inputs
@@ -410,7 +412,7 @@ class BinaryCrossEntropyTerms(Rule):
 
 @register
 class BinaryCrossEntropy(Rule):
-    """The mean over every value of the binary cross entropy from logits z and answers y."""
+    """The mean over every value of the binary cross entropy from logits z and targets y."""
 
     name = "binary_cross_entropy"
     keeps_output = False
@@ -426,6 +428,41 @@ class BinaryCrossEntropy(Rule):
         gz = engine.mul(engine.sub(engine.sigmoid(z.handle), _handle(y)), scale)
         gy = engine.neg(engine.mul(z.handle, scale)) if node.needs[1] else None
         return gz, gy
+
+
+@register
+class CrossEntropy(Rule):
+    """The mean over rows of -sum(t * log_softmax(z)) for logits z (N, C) and targets t (N, C),
+    each row's terms where t is 0 taken as 0 (selected, not multiplied: a logit of -3e38 gives
+    a log_softmax of -inf, and 0 * -inf is NaN). For one-hot t: the target's -log probability."""
+
+    name = "cross_entropy"
+    keeps_output = False
+
+    def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
+        z, t = (_shape(value) for value in inputs)
+        if len(z) != 2 or z != t:
+            raise ShapeError(
+                f"cross_entropy: logits of shape {z} and targets of shape {t}; both (rows, classes)"
+            )
+
+    def forward(self, engine: Engine, z: Any, t: Any) -> tuple[Handle, Any]:
+        shape = engine.shape(z)
+        last = (len(shape) - 1,)
+        shifted = engine.sub(z, engine.max(z, last, True))
+        logs = engine.sub(shifted, engine.log(engine.sum(engine.exp(shifted), last, True)))
+        picked = engine.where(t, engine.mul(t, logs), 0.0)
+        total = engine.sum(picked, tuple(range(len(shape))))
+        return engine.sub(0.0, engine.div(total, float(shape[0]))), logs  # 0 - x: never -0.0
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        z, t = node.inputs
+        logs = node.saved[1]
+        scale = engine.div(grad, float(z.shape[0]))  # type: ignore[union-attr]
+        weight = engine.sum(_handle(t), (1,), True)  # 1 a row for one-hot targets
+        gz = engine.mul(engine.sub(engine.mul(engine.exp(logs), weight), _handle(t)), scale)
+        gt = engine.neg(engine.mul(logs, scale)) if node.needs[1] else None
+        return gz, gt
 
 
 # --- images ----------------------------------------------------------------------------------

@@ -1,78 +1,293 @@
-"""The column kinds of a pipeline's recipe, and its target: how each learns its statistics
-from the training rows and writes its features (or answers), vectorised with NumPy."""
+"""Column kinds: how each kind of column learns its statistics from the training rows, writes
+its features (vectorised with NumPy), and reads itself back from a saved recipe; and the target.
+
+A kind is one class: subclass `ColumnKind`, set `kind`, implement `width`, `names`, `learn` and
+`write`, and say what it records (`settings`, `statistics`) and how it reads that back
+(`from_settings`, `read_statistics`). `Pipeline.column(...)` takes any kind; a saved recipe names
+it by its key (deepsharp's own by their kind, a user's by module and name), and reading a recipe
+makes only kinds already imported.
+"""
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from deepsharp.core.data.sources import (
-    FillSpec,
-    ImageScale,
-    TargetKind,
-    UnknownRule,
-    _Column,
-    _column_labels,
-    _distinct,
-    _is_missing,
-    _label,
-    _labels,
-    _numbers,
-    _parse_number,
-    _row_text,
-    _shown,
-    _sorted_labels,
+from deepsharp.core.data.values import (
+    FLOAT32_MAX,
+    FLOAT32_TINY,
+    Column,
+    ColumnName,
+    column_labels,
+    distinct,
+    is_missing,
+    label,
+    label_counts,
+    labels,
+    numbers,
+    parse_number,
+    refuse_beyond_float32,
+    row_text,
+    shown,
+    sorted_labels,
 )
-from deepsharp.core.errors import DataError
+from deepsharp.core.errors import DataError, DeepSharpWarning, FileFormatError
+from deepsharp.core.kinds import Kinds
 
-# --------------------------------------------------------------------------------------------
-# Columns of the recipe
+__all__ = [
+    "COLUMN_KINDS",
+    "Category",
+    "ColumnKind",
+    "Flag",
+    "Image",
+    "Number",
+    "Numbers",
+    "Recipe",
+    "Target",
+    "check_name",
+    "read_column",
+]
+
+FillSpec = Literal["median", "mean"] | float
+TargetKind = Literal["binary", "classes", "number"]
+UnknownRule = Literal["zeros", "error"]
+ImageScale = float | Literal["max"] | None
+
+TARGET_KINDS = ("binary", "classes", "number")
+WIDE_CATEGORY = 1000  # a one-hot this wide is worth a warning whatever the row count
+
+COLUMN_KINDS: Kinds[ColumnKind] = Kinds("column kind")
 
 
-@dataclass
-class _Number:
-    name: str
-    fill: FillSpec
-    missing_flag: bool
-    log: bool
-    scale: bool
-    # learned
-    fill_value: float | None = None  # in the transformed (log) space
-    mean: float | None = None
-    std: float | None = None
+def check_name(name: object) -> ColumnName:
+    """A column's name: non-empty text or a whole number."""
+    if isinstance(name, str) and name != "":
+        return name
+    if isinstance(name, (int, np.integer)) and not isinstance(name, (bool, np.bool_)):
+        return int(name)
+    raise ValueError(f"a column name is non-empty text or a whole number, not {name!r}")
+
+
+class Recipe:
+    """One object of a saved recipe, read with checks: every wrong value is a FileFormatError
+    naming its place (`pipeline.columns[2].learned.std: ...`)."""
+
+    def __init__(self, data: object, where: str) -> None:
+        if not isinstance(data, Mapping):
+            raise FileFormatError(
+                f"pipeline{where}: expected a JSON object, found {type(data).__name__}"
+            )
+        self.data = data
+        self.where = where
+
+    def fail(self, key: str, what: str) -> FileFormatError:
+        return FileFormatError(f"pipeline{self.where}{'.' + key if key else ''}: {what}")
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def get(self, key: str, *types: type) -> Any:
+        if key not in self.data:
+            raise self.fail("", f"missing the key {key!r}")
+        value = self.data[key]
+        if not any(_is(value, t) for t in types):
+            names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+            raise self.fail(key, f"expected {names}, found {type(value).__name__} {value!r}")
+        return value
+
+    def text(self, key: str) -> str:
+        value: str = self.get(key, str)
+        return value
+
+    def flag(self, key: str) -> bool:
+        value: bool = self.get(key, bool)
+        return value
+
+    def number(self, key: str, low: float = -FLOAT32_MAX, high: float = FLOAT32_MAX) -> float:
+        """A finite number within [low, high] (float32's range unless said otherwise)."""
+        value = float(self.get(key, int, float))
+        if not (math.isfinite(value) and low <= value <= high):
+            raise self.fail(
+                key, f"expected a finite number in [{low:.8g}, {high:.8g}], found {value!r}"
+            )
+        return value
+
+    def name(self) -> ColumnName:
+        value: ColumnName = self.get("name", str, int)
+        return value
+
+    def texts(self, key: str) -> list[str]:
+        value = self.get(key, list)
+        if not all(isinstance(v, str) for v in value):
+            raise self.fail(key, f"expected a list of text, found {value!r}")
+        if len(set(value)) != len(value):
+            raise self.fail(key, "a value appears twice")
+        return list(value)
+
+    def part(self, key: str) -> Recipe:
+        return Recipe(self.get(key, dict), f"{self.where}.{key}")
+
+
+def _is(value: object, kind: type) -> bool:
+    if kind in (int, float) and isinstance(value, bool):
+        return False
+    return isinstance(value, kind)
+
+
+class ColumnKind:
+    """A kind of column: its declaration, what it learns, and the features it writes."""
+
+    kind: ClassVar[str] = ""
+    key: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.kind:
+            cls.kind = cls.__name__.lower()
+        cls.key = COLUMN_KINDS.add(cls, cls.kind)
+
+    def __init__(self, name: object) -> None:
+        self.name: ColumnName = check_name(name)
+
+    def width(self) -> int:
+        """How many features it writes for each row."""
+        raise NotImplementedError
+
+    def names(self) -> list[str]:
+        """The features' names."""
+        raise NotImplementedError
+
+    def learn(self, values: Column) -> None:
+        """Learn its statistics from the training rows' values (nothing to learn by default)."""
+
+    def write(self, values: Column, out: npt.NDArray[np.float32], at: int) -> None:
+        """Write its features into out[:, at : at + width()]."""
+        raise NotImplementedError
+
+    def forget(self) -> None:
+        """Drop what it learned."""
+
+    def settings(self) -> dict[str, Any]:
+        """Its declaration beyond its name, as JSON values."""
+        return {}
+
+    def statistics(self) -> dict[str, Any]:
+        """What it learned, as JSON values."""
+        return {}
+
+    @classmethod
+    def from_settings(cls, name: ColumnName, recipe: Recipe) -> ColumnKind:
+        """The declared column, from what `settings` recorded."""
+        return cls(name)
+
+    def read_statistics(self, recipe: Recipe) -> None:
+        """Take back what `statistics` recorded, checked (a FileFormatError names what is wrong)."""
+
+    def entry(self, learned: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.key, "name": self.name, **self.settings()}
+        if learned:
+            out["learned"] = self.statistics()
+        return out
+
+    def __repr__(self) -> str:
+        return f"{self.kind}({self.name!r})"
+
+
+def read_column(data: object, where: str, learned: bool) -> ColumnKind:
+    """A column from its recipe entry; only kinds already imported are made."""
+    recipe = Recipe(data, where)
+    key = recipe.text("kind")
+    cls = COLUMN_KINDS.get(key)
+    if cls is None:
+        raise recipe.fail("kind", COLUMN_KINDS.unknown(key))
+    try:
+        column = cls.from_settings(recipe.name(), recipe)
+    except FileFormatError:
+        raise
+    except (ValueError, TypeError) as error:
+        raise recipe.fail("", str(error)) from None
+    if learned:
+        column.read_statistics(recipe.part("learned"))
+    return column
+
+
+# --- numbers ---------------------------------------------------------------------------------
+
+
+def _check_flags(name: ColumnName, **flags: object) -> None:
+    for flag_name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise TypeError(f"column {name!r}: {flag_name} must be True or False, not {flag!r}")
+
+
+def _check_fill(name: ColumnName, fill: object, log: bool) -> FillSpec:
+    if isinstance(fill, str):
+        if fill not in ("median", "mean"):
+            raise ValueError(
+                f"column {name!r}: fill must be 'median', 'mean' or a number, not {fill!r}"
+            )
+        return "median" if fill == "median" else "mean"
+    if isinstance(fill, bool) or not isinstance(fill, (int, float)):
+        raise TypeError(f"column {name!r}: fill must be 'median', 'mean' or a number, not {fill!r}")
+    if not (math.isfinite(fill) and abs(fill) <= FLOAT32_MAX):
+        raise ValueError(f"column {name!r}: fill must be a finite float32 number, not {fill!r}")
+    if log and fill < 0:
+        raise ValueError(
+            f"column {name!r}: fill={fill!r} is negative, but log=True needs values of 0 or more"
+        )
+    return float(fill)
+
+
+class Number(ColumnKind):
+    """A column of numbers; a missing one is filled (median, mean or a given value), and may be
+    flagged; optionally log1p-transformed; standardised unless scale=False."""
 
     kind = "number"
+
+    def __init__(
+        self,
+        name: object,
+        fill: FillSpec = "median",
+        missing_flag: bool = False,
+        log: bool = False,
+        scale: bool = True,
+    ) -> None:
+        super().__init__(name)
+        _check_flags(self.name, missing_flag=missing_flag, log=log, scale=scale)
+        self.fill = _check_fill(self.name, fill, log)
+        self.missing_flag, self.log, self.scale = missing_flag, log, scale
+        self.fill_value: float | None = None  # in the transformed (log) space
+        self.mean: float | None = None
+        self.std: float | None = None
 
     def width(self) -> int:
         return 2 if self.missing_flag else 1
 
     def names(self) -> list[str]:
-        return [self.name, f"{self.name}:missing"] if self.missing_flag else [self.name]
+        return [str(self.name), f"{self.name}:missing"] if self.missing_flag else [str(self.name)]
 
-    def _transformed(
-        self, column: _Column
-    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-        values = _numbers(column, self.name)
+    def _transformed(self, column: Column) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+        values = numbers(column, self.name)
         missing = np.isnan(values)
         if self.log:
             negative = values < 0.0  # NaN compares False
             if negative.any():
                 i = int(np.argmax(negative))
                 raise DataError(
-                    f"{_row_text(i)}, column {self.name!r}: found {values[i]!r}, but this column "
+                    f"{row_text(i)}, column {self.name!r}: found {values[i]!r}, but this column "
                     f"takes the logarithm (log=True) and needs values of 0 or more"
                 )
             values = np.log1p(values)
         return values, missing
 
-    def learn(self, column: _Column) -> None:
-        values, missing = self._transformed(column)
-        present = values[~missing]
+    def learn(self, values: Column) -> None:
+        transformed, missing = self._transformed(values)
+        present = transformed[~missing]
         if isinstance(self.fill, str):
             if present.size == 0:
                 raise DataError(
@@ -82,55 +297,140 @@ class _Number:
             fill = float(np.median(present) if self.fill == "median" else np.mean(present))
         else:
             fill = math.log1p(self.fill) if self.log else float(self.fill)
-        filled = np.where(missing, fill, values)
-        mean = float(np.mean(filled))
-        std = float(np.std(filled))
-        if not (math.isfinite(mean) and math.isfinite(std)):
+        filled = np.where(missing, fill, transformed)
+        mean, std = float(np.mean(filled)), float(np.std(filled))
+        if not (math.isfinite(mean) and math.isfinite(std) and std <= FLOAT32_MAX):
             raise DataError(
-                f"column {self.name!r}: its values are too large to standardise in float64"
+                f"column {self.name!r}: its values spread too far to standardise in float32 "
+                f"(mean {mean!r}, standard deviation {std!r}): scale the column, or use log=True"
             )
-        self.fill_value = fill
-        self.mean = mean
-        self.std = std if std > 0.0 else 1.0
+        self.fill_value, self.mean = fill, mean
+        # A column (nearly) constant in float32 is left unscaled rather than blown up.
+        self.std = std if std >= FLOAT32_TINY else 1.0
 
-    def write(self, column: _Column, out: npt.NDArray[np.float32], at: int) -> None:
+    def write(self, values: Column, out: npt.NDArray[np.float32], at: int) -> None:
         assert self.fill_value is not None and self.mean is not None and self.std is not None
-        values, missing = self._transformed(column)
-        values[missing] = self.fill_value
+        transformed, missing = self._transformed(values)
+        transformed[missing] = self.fill_value
         if self.scale:
-            values -= self.mean
-            values /= self.std
-        out[:, at] = values
+            transformed -= self.mean
+            transformed /= self.std
+        out[:, at] = transformed
         if self.missing_flag:
             out[:, at + 1] = missing
 
-    def recipe(self) -> dict[str, Any]:
+    def forget(self) -> None:
+        self.fill_value = self.mean = self.std = None
+
+    def settings(self) -> dict[str, Any]:
         return {
-            "kind": "number",
-            "name": self.name,
-            "fill": self.fill if isinstance(self.fill, str) else float(self.fill),
+            "fill": self.fill,
             "missing_flag": self.missing_flag,
             "log": self.log,
             "scale": self.scale,
         }
 
-    def learned(self) -> dict[str, Any]:
+    def statistics(self) -> dict[str, Any]:
         return {"fill": self.fill_value, "mean": self.mean, "std": self.std}
 
-    def forget(self) -> None:
-        self.fill_value = self.mean = self.std = None
+    @classmethod
+    def from_settings(cls, name: ColumnName, recipe: Recipe) -> Number:
+        return cls(
+            name,
+            fill=recipe.get("fill", str, int, float),
+            missing_flag=recipe.flag("missing_flag"),
+            log=recipe.flag("log"),
+            scale=recipe.flag("scale"),
+        )
+
+    def read_statistics(self, recipe: Recipe) -> None:
+        self.fill_value = recipe.number("fill")
+        self.mean = recipe.number("mean")
+        self.std = recipe.number("std", FLOAT32_TINY)
+
+    def __repr__(self) -> str:
+        return f"number({self.name!r})"
 
 
-@dataclass
-class _Category:
-    name: str
-    unknown: UnknownRule
-    # learned: the known labels (text), then whether missing is a category of its own (last)
-    values: list[str] | None = None
-    has_missing: bool = False
-    lookup: dict[str | None, int] = field(default_factory=dict)
+class Numbers(ColumnKind):
+    """Every column the training rows hold that no other declaration names (nor the target),
+    each a `Number` with these settings: the columns are found when the pipeline learns."""
+
+    kind = "numbers"
+
+    def __init__(
+        self,
+        fill: FillSpec = "median",
+        missing_flag: bool = False,
+        log: bool = False,
+        scale: bool = True,
+    ) -> None:
+        self.name = "*"
+        _check_flags("*", missing_flag=missing_flag, log=log, scale=scale)
+        self.fill = _check_fill("*", fill, log)
+        self.missing_flag, self.log, self.scale = missing_flag, log, scale
+
+    def expand(self, names: Sequence[ColumnName]) -> list[Number]:
+        return [Number(n, self.fill, self.missing_flag, self.log, self.scale) for n in names]
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "fill": self.fill,
+            "missing_flag": self.missing_flag,
+            "log": self.log,
+            "scale": self.scale,
+        }
+
+    @classmethod
+    def from_settings(cls, name: ColumnName, recipe: Recipe) -> Numbers:
+        return cls(
+            fill=recipe.get("fill", str, int, float),
+            missing_flag=recipe.flag("missing_flag"),
+            log=recipe.flag("log"),
+            scale=recipe.flag("scale"),
+        )
+
+    def __repr__(self) -> str:
+        return "numbers(every other column)"
+
+
+# --- categories and flags ----------------------------------------------------------------------
+
+
+class Category(ColumnKind):
+    """One-hot over the values the training rows hold; a missing value is a category of its own.
+
+    `max_values` keeps the most frequent values (ties in sorted order) and gives the others all
+    zeros, as it gives a value the training rows never held.
+    """
 
     kind = "category"
+
+    def __init__(
+        self, name: object, unknown: UnknownRule = "zeros", max_values: int | None = None
+    ) -> None:
+        super().__init__(name)
+        if unknown not in ("zeros", "error"):
+            raise ValueError(
+                f"column {self.name!r}: unknown must be 'zeros' or 'error', not {unknown!r}"
+            )
+        if max_values is not None and (
+            isinstance(max_values, bool) or not isinstance(max_values, int) or max_values < 1
+        ):
+            raise ValueError(
+                f"column {self.name!r}: max_values is a positive whole number or None, not "
+                f"{max_values!r}"
+            )
+        if max_values is not None and unknown == "error":
+            raise ValueError(
+                f"column {self.name!r}: max_values gives the values it drops all zeros, which "
+                "unknown='error' forbids: choose one of them"
+            )
+        self.unknown: UnknownRule = unknown
+        self.max_values = max_values
+        self.values: list[str] | None = None
+        self.has_missing = False
+        self.lookup: dict[str | None, int] = {}
 
     def width(self) -> int:
         assert self.values is not None
@@ -143,9 +443,26 @@ class _Category:
             out.append(f"{self.name}:missing")
         return out
 
-    def learn(self, column: _Column) -> None:
-        labels, _ = _column_labels(column, self.name)
-        self.set_learned(_sorted_labels(v for v in labels if v is not None), None in labels)
+    def learn(self, values: Column) -> None:
+        counts = label_counts(values, self.name)
+        known = [v for v in counts if v is not None]
+        if self.max_values is not None and len(known) > self.max_values:
+            ranked = sorted(sorted_labels(known), key=lambda v: -counts[v])
+            known = ranked[: self.max_values]
+        self.set_learned(sorted_labels(known), None in counts)
+        self._warn_if_wide(len(values))
+
+    def _warn_if_wide(self, rows: int) -> None:
+        width = self.width()
+        if width > WIDE_CATEGORY or (width > 100 and width * 2 > rows):
+            warnings.warn(
+                f"column {self.name!r} holds {width} distinct values in {rows} training rows: a "
+                f"one-hot {width} features wide ({width * 4} bytes a row), which an ID-like "
+                f"column rarely repays; drop the column, or declare .category({self.name!r}, "
+                f"max_values=N) to keep its N most frequent values",
+                DeepSharpWarning,
+                stacklevel=5,
+            )
 
     def set_learned(self, values: list[str], has_missing: bool) -> None:
         self.values = values
@@ -154,17 +471,16 @@ class _Category:
         if has_missing:
             self.lookup[None] = len(values)
 
-    def write(self, column: _Column, out: npt.NDArray[np.float32], at: int) -> None:
-        index = _labels(column, self.name, self.lookup)
+    def write(self, values: Column, out: npt.NDArray[np.float32], at: int) -> None:
+        index = labels(values, self.name, self.lookup)
         unknown = index < 0
         if unknown.any():
             if self.unknown == "error":
                 i = int(np.argmax(unknown))
-                value = column[i]
                 known = list(self.values or []) + (["(missing)"] if self.has_missing else [])
                 raise DataError(
-                    f"{_row_text(i)}, column {self.name!r}: the value {value!r} was not in the "
-                    f"training rows; the known values are: {_shown(known)} "
+                    f"{row_text(i)}, column {self.name!r}: the value {values[i]!r} was not in the "
+                    f"training rows; the known values are: {shown(known)} "
                     f"(declare .category({self.name!r}, unknown='zeros') to give unseen values "
                     f"all zeros)"
                 )
@@ -173,21 +489,31 @@ class _Category:
         else:
             out[np.arange(index.shape[0]), at + index] = 1.0
 
-    def recipe(self) -> dict[str, Any]:
-        return {"kind": "category", "name": self.name, "unknown": self.unknown}
-
-    def learned(self) -> dict[str, Any]:
-        return {"values": list(self.values or []), "missing": self.has_missing}
-
     def forget(self) -> None:
         self.values = None
         self.has_missing = False
         self.lookup = {}
 
+    def settings(self) -> dict[str, Any]:
+        return {"unknown": self.unknown, "max_values": self.max_values}
 
-@dataclass
-class _Flag:
-    name: str
+    def statistics(self) -> dict[str, Any]:
+        return {"values": list(self.values or []), "missing": self.has_missing}
+
+    @classmethod
+    def from_settings(cls, name: ColumnName, recipe: Recipe) -> Category:
+        cap = recipe.get("max_values", int, type(None)) if recipe.has("max_values") else None
+        return cls(name, unknown=recipe.get("unknown", str), max_values=cap)
+
+    def read_statistics(self, recipe: Recipe) -> None:
+        values = recipe.texts("values")
+        if self.max_values is not None and len(values) > self.max_values:
+            raise recipe.fail("values", f"{len(values)} values, over max_values={self.max_values}")
+        self.set_learned(values, recipe.flag("missing"))
+
+
+class Flag(ColumnKind):
+    """1.0 where the field holds anything, else 0.0."""
 
     kind = "flag"
 
@@ -197,32 +523,20 @@ class _Flag:
     def names(self) -> list[str]:
         return [f"{self.name}:flag"]
 
-    def learn(self, column: _Column) -> None:
-        pass
-
-    def write(self, column: _Column, out: npt.NDArray[np.float32], at: int) -> None:
-        if isinstance(column, np.ndarray):
-            if column.dtype.kind == "f":
-                out[:, at] = ~np.isnan(column)
-            else:
-                out[:, at] = 1.0
+    def write(self, values: Column, out: npt.NDArray[np.float32], at: int) -> None:
+        if isinstance(values, np.ndarray):
+            out[:, at] = ~np.isnan(values) if values.dtype.kind == "f" else 1.0
             return
-        distinct = _distinct(column)
-        if distinct is None:
-            out[:, at] = [0.0 if _is_missing(v) else 1.0 for v in column]
+        found = distinct(values)
+        if found is None:
+            out[:, at] = [0.0 if is_missing(v) else 1.0 for v in values]
             return
-        for key in distinct:
-            distinct[key] = 0.0 if _is_missing(key) else 1.0
-        out[:, at] = np.fromiter(map(distinct.__getitem__, column), np.float64, len(column))
+        for key in found:
+            found[key] = 0.0 if is_missing(key) else 1.0
+        out[:, at] = np.fromiter(map(found.__getitem__, values), np.float64, len(values))
 
-    def recipe(self) -> dict[str, Any]:
-        return {"kind": "flag", "name": self.name}
 
-    def learned(self) -> dict[str, Any]:
-        return {}
-
-    def forget(self) -> None:
-        pass
+# --- images ----------------------------------------------------------------------------------
 
 
 def _short(value: object, limit: int = 60) -> str:
@@ -231,7 +545,7 @@ def _short(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _check_image_shape(name: str, shape: object) -> tuple[int, ...]:
+def check_image_shape(name: ColumnName, shape: object) -> tuple[int, ...]:
     """An image column's shape: a positive whole number or a sequence of them (e.g. (1, 8, 8))."""
     dims: Sequence[object]
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
@@ -249,15 +563,15 @@ def _check_image_shape(name: str, shape: object) -> tuple[int, ...]:
             out = []
             break
         out.append(int(d))
-    if not out:
+    if not out or len(out) > 8 or math.prod(out) > 2**31:
         raise ValueError(
-            f"column {name!r}: shape must hold one or more positive whole numbers, such as "
+            f"column {name!r}: shape must hold one to eight positive whole numbers, such as "
             f"(1, 8, 8), not {shape!r}"
         )
     return tuple(out)
 
 
-def _check_image_scale(name: str, scale: object) -> ImageScale:
+def check_image_scale(name: ColumnName, scale: object) -> ImageScale:
     if scale is None or scale == "max":
         return "max" if scale == "max" else None
     if isinstance(scale, str):
@@ -271,13 +585,12 @@ def _check_image_scale(name: str, scale: object) -> ImageScale:
             f"column {name!r}: scale must be None, a positive number or 'max', not {scale!r}"
         )
     value = float(scale)
-    if not (math.isfinite(value) and value > 0):
+    if not (math.isfinite(value) and FLOAT32_TINY <= value <= FLOAT32_MAX):
         raise ValueError(f"column {name!r}: scale must be a positive finite number, not {scale!r}")
     return value
 
 
-@dataclass
-class _Image:
+class Image(ColumnKind):
     """A column whose field holds a whole image (or any fixed-shape block of numbers).
 
     Each row's field is a list, tuple or NumPy array (of any nesting) of ``prod(shape)`` numbers,
@@ -285,16 +598,17 @@ class _Image:
     then rows, then columns) into ``prod(shape)`` features named ``name[0]``, ``name[1]``, ...
     Every value is divided by one number: ``scale`` when it is given, the largest absolute value
     of the training rows when it is ``"max"`` (1 where they are all 0), and 1 when it is None.
-    A missing field, a wrong count, a value that is no number or not finite is a DataError.
+    A missing field or value, a wrong count, a value that is no number, infinite or beyond
+    float32's range is a DataError.
     """
 
-    name: str
-    shape: tuple[int, ...]
-    scale: ImageScale
-    # learned: what every value is divided by
-    divisor: float | None = None
-
     kind = "image"
+
+    def __init__(self, name: object, shape: int | Sequence[int], scale: ImageScale = None) -> None:
+        super().__init__(name)
+        self.shape = check_image_shape(self.name, shape)
+        self.scale = check_image_scale(self.name, scale)
+        self.divisor: float | None = None
 
     def width(self) -> int:
         return math.prod(self.shape)
@@ -305,7 +619,7 @@ class _Image:
     def _expected(self) -> str:
         return f"{self.width()} numbers (an image of shape {self.shape})"
 
-    def _values(self, column: _Column) -> npt.NDArray[np.float64]:
+    def _values(self, column: Column) -> npt.NDArray[np.float64]:
         """The column as one float64 matrix (rows, width), checked: stacked by NumPy in one go
         where it can, row by row (to name the bad row) where it cannot."""
         count = len(column)
@@ -327,17 +641,18 @@ class _Image:
             values = np.empty((count, width), dtype=np.float64)
             for i, value in enumerate(column):
                 values[i] = self._row(i, value)
-        finite = np.isfinite(values)
-        if not finite.all():
-            i, k = (int(v) for v in np.argwhere(~finite)[0])
+        missing = np.isnan(values)
+        if missing.any():
+            i, k = (int(v) for v in np.argwhere(missing)[0])
             raise DataError(
-                f"{_row_text(i)}, column {self.name!r}: expected {self._expected()}, but "
-                f"value {k} (counting from 0) is {float(values[i, k])!r}, not a finite number"
+                f"{row_text(i)}, column {self.name!r}: expected {self._expected()}, but value {k} "
+                f"(counting from 0) is missing (nan): an image takes no missing values"
             )
+        refuse_beyond_float32(values, column, self.name, f" (expected {self._expected()})")
         return values
 
     def _row(self, i: int, value: object) -> npt.NDArray[np.float64]:
-        where = f"{_row_text(i)}, column {self.name!r}"
+        where = f"{row_text(i)}, column {self.name!r}"
         if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
             raise DataError(f"{where}: the image is missing; expected {self._expected()}")
         if isinstance(value, str):
@@ -349,7 +664,7 @@ class _Image:
             try:
                 parsed = np.array([float(t) for t in tokens], dtype=np.float64)
             except ValueError:
-                bad = next(t for t in tokens if _parse_number(t) is None)
+                bad = next(t for t in tokens if parse_number(t) is None)
                 raise DataError(
                     f"{where}: expected {self._expected()}, found {bad!r}, which is no number"
                 ) from None
@@ -374,101 +689,163 @@ class _Image:
             raise DataError(f"{where}: expected {self._expected()}, found {parsed.size} numbers")
         return parsed.reshape(-1)
 
-    def learn(self, column: _Column) -> None:
-        values = self._values(column)  # checks every row, as the other columns do
+    def learn(self, values: Column) -> None:
+        checked = self._values(values)  # checks every row, as the other columns do
         if self.scale == "max":
-            largest = float(np.max(np.abs(values))) if values.size else 0.0
-            self.divisor = largest if largest > 0.0 else 1.0
+            largest = float(np.max(np.abs(checked))) if checked.size else 0.0
+            self.divisor = largest if largest >= FLOAT32_TINY else 1.0
         else:
             self.divisor = 1.0 if self.scale is None else float(self.scale)
 
-    def write(self, column: _Column, out: npt.NDArray[np.float32], at: int) -> None:
+    def write(self, values: Column, out: npt.NDArray[np.float32], at: int) -> None:
         assert self.divisor is not None
-        values = self._values(column)
+        checked = self._values(values)
         if self.divisor != 1.0:
-            values /= self.divisor
-        out[:, at : at + self.width()] = values
-
-    def recipe(self) -> dict[str, Any]:
-        return {"kind": "image", "name": self.name, "shape": list(self.shape), "scale": self.scale}
-
-    def learned(self) -> dict[str, Any]:
-        return {"divisor": self.divisor}
+            checked /= self.divisor
+        out[:, at : at + self.width()] = checked
 
     def forget(self) -> None:
         self.divisor = None
 
+    def settings(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), "scale": self.scale}
 
-_Feature = _Number | _Category | _Flag | _Image
+    def statistics(self) -> dict[str, Any]:
+        return {"divisor": self.divisor}
+
+    @classmethod
+    def from_settings(cls, name: ColumnName, recipe: Recipe) -> Image:
+        scale = recipe.get("scale", str, int, float, type(None))
+        if isinstance(scale, str) and scale != "max":
+            raise recipe.fail(
+                "scale", f"expected a positive number, 'max' or null, found {scale!r}"
+            )
+        return cls(name, recipe.get("shape", list), scale=scale)
+
+    def read_statistics(self, recipe: Recipe) -> None:
+        divisor = recipe.number("divisor", FLOAT32_TINY)
+        if isinstance(self.scale, float) and divisor != self.scale:
+            raise recipe.fail(
+                "divisor", f"the column's scale is {self.scale!r}, but its divisor is {divisor!r}"
+            )
+        if self.scale is None and divisor != 1.0:
+            raise recipe.fail("divisor", f"a column without scale divides by 1, not {divisor!r}")
+        self.divisor = divisor
+
+    def __repr__(self) -> str:
+        return f"image({self.name!r}, {self.shape})"
 
 
-@dataclass
-class _Target:
-    name: str
-    kind: TargetKind
-    classes: list[str] | None = None
-    lookup: dict[str | None, int] = field(default_factory=dict)
+# --- the target ------------------------------------------------------------------------------
+
+
+class Target:
+    """The one column the network is trained to predict: binary (0/1), classes (indices) or a number."""
+
+    def __init__(self, name: object, kind: TargetKind) -> None:
+        self.name = check_name(name)
+        if kind not in TARGET_KINDS:
+            raise ValueError(
+                f"target {self.name!r}: kind must be 'binary', 'classes' or 'number', not {kind!r}"
+            )
+        self.kind: TargetKind = kind
+        self.classes: list[str] | None = None
+        self.lookup: dict[str | None, int] = {}
 
     def set_classes(self, classes: list[str] | None) -> None:
         self.classes = classes
         self.lookup = {c: i for i, c in enumerate(classes or [])}
 
-    def learn(self, column: _Column) -> None:
+    def learn(self, values: Column) -> None:
         if self.kind == "number":
-            self.answers(column)  # checks every value is a number
+            self.targets(values)  # checks every value is a number
             self.set_classes(None)
             return
-        labels, first_rows = _column_labels(column, self.name)
-        for label, i in zip(labels, first_rows, strict=False):
-            if label is None:
+        found, first_rows = column_labels(values, self.name)
+        for found_label, i in zip(found, first_rows, strict=False):
+            if found_label is None:
                 raise DataError(
-                    f"{_row_text(i)}, column {self.name!r}: the target is missing; every "
-                    f"training row needs an answer"
+                    f"{row_text(i)}, column {self.name!r}: the target is missing; every "
+                    f"training row needs one"
                 )
-        known = [label for label in labels if label is not None]
+        known = [v for v in found if v is not None]
         if self.kind == "binary":
             if len(known) > 2:
                 i = first_rows[2]
                 raise DataError(
-                    f"{_row_text(i)}, column {self.name!r}: a binary target holds two values, but "
-                    f"this row holds a third, {column[i]!r}, after {known[0]!r} and {known[1]!r} "
+                    f"{row_text(i)}, column {self.name!r}: a binary target holds two values, but "
+                    f"this row holds a third, {values[i]!r}, after {known[0]!r} and {known[1]!r} "
                     f"(declare .target({self.name!r}, kind='classes') for more than two)"
                 )
             if len(known) == 1:
-                if known[0] in ("0", "1"):
-                    known = ["0", "1"]
-                else:
+                if known[0] not in ("0", "1"):
                     raise DataError(
                         f"column {self.name!r}: a binary target needs two values in the "
                         f"training rows, but they all hold {known[0]!r}"
                     )
-        self.set_classes(_sorted_labels(known))
+                known = ["0", "1"]
+        self.set_classes(sorted_labels(known))
 
-    def answers(self, column: _Column) -> npt.NDArray[Any]:
+    def targets(self, values: Column) -> npt.NDArray[Any]:
+        """binary: float32 (N, 1) of 0/1; number: float32 (N, 1); classes: int64 (N,) indices."""
         if self.kind == "number":
-            values = _numbers(column, self.name)
-            missing = np.isnan(values)
+            parsed = numbers(values, self.name)
+            missing = np.isnan(parsed)
             if missing.any():
                 i = int(np.argmax(missing))
                 raise DataError(
-                    f"{_row_text(i)}, column {self.name!r}: the target is missing (or not "
-                    f"finite); every row needs an answer"
+                    f"{row_text(i)}, column {self.name!r}: the target is missing; every row "
+                    f"needs one"
                 )
-            return np.ascontiguousarray(values.astype(np.float32).reshape(-1, 1))
-        index = _labels(column, self.name, self.lookup)
+            return np.ascontiguousarray(parsed.astype(np.float32).reshape(-1, 1))
+        index = labels(values, self.name, self.lookup)
         bad = index < 0
         if bad.any():
             i = int(np.argmax(bad))
-            value = column[i]
-            if _label(value) is None:
+            value = values[i]
+            if label(value) is None:
                 raise DataError(
-                    f"{_row_text(i)}, column {self.name!r}: the target is missing; every row "
-                    f"needs an answer"
+                    f"{row_text(i)}, column {self.name!r}: the target is missing; every row "
+                    f"needs one"
                 )
             raise DataError(
-                f"{_row_text(i)}, column {self.name!r}: the target value {value!r} was not in "
-                f"the training rows; the known values are: {_shown(self.classes or [])}"
+                f"{row_text(i)}, column {self.name!r}: the target value {value!r} was not in "
+                f"the training rows; the known values are: {shown(self.classes or [])}"
             )
         if self.kind == "binary":
             return index.astype(np.float32).reshape(-1, 1)
         return index.astype(np.int64)
+
+    def entry(self, learned: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind}
+        if learned:
+            out["classes"] = None if self.classes is None else list(self.classes)
+        return out
+
+    @classmethod
+    def read(cls, data: object, learned: bool) -> Target:
+        recipe = Recipe(data, ".target")
+        kind = recipe.text("kind")
+        if kind not in TARGET_KINDS:
+            raise recipe.fail(
+                "kind", f"unknown target kind {kind!r} (expected one of {', '.join(TARGET_KINDS)})"
+            )
+        target = cls(recipe.name(), kind)  # type: ignore[arg-type]
+        if not learned:
+            return target
+        classes = recipe.data.get("classes")
+        if kind == "number":
+            if classes is not None:
+                raise recipe.fail("classes", "a number target has no classes; expected null")
+            return target
+        if classes is None:
+            raise recipe.fail("", "missing the learned classes of the target")
+        found = recipe.texts("classes")
+        if kind == "binary" and len(found) != 2:
+            raise recipe.fail(
+                "classes", f"a binary target has exactly two classes, found {len(found)}"
+            )
+        if kind == "classes" and not found:
+            raise recipe.fail("classes", "a classes target needs at least one class")
+        target.set_classes(found)
+        return target

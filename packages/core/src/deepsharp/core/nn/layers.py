@@ -2,8 +2,9 @@
 
 A layer declares its slots when it is built for a row shape, and its forward is ordinary
 arithmetic on tensors (`x @ w + b`). A layer written as code subclasses `Layer`; every
-subclass is registered under its class name so that a network file can name it (a file
-never brings code of its own: only layers already imported can be loaded).
+subclass is registered so that a network file can name it (deepsharp's own by their name, a
+user's by module and name: see `deepsharp.core.kinds`). A file never brings code of its own:
+only layers already imported can be loaded.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine
 from deepsharp.core.errors import ShapeError
+from deepsharp.core.kinds import Kinds
 from deepsharp.core.random import Generator
 
 __all__ = [
@@ -34,11 +36,19 @@ __all__ = [
     "Relu",
     "Sigmoid",
     "SlotSpec",
+    "Softmax",
     "Tanh",
 ]
 
 Shape = tuple[int, ...]
-LAYERS: dict[str, type[Layer]] = {}
+LAYERS: Kinds[Layer] = Kinds("layer kind")
+
+
+def _whole(layer: str, what: str, value: object) -> int:
+    """A positive whole number (not a bool, not 1.5), or a ValueError saying which argument."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{layer}: {what} must be a positive whole number, not {value!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -64,14 +74,23 @@ class SlotSpec:
 
 
 class Pass:
-    """What one forward pass knows beyond its values: the engine, training or not, the generator."""
+    """What one forward pass knows beyond its values: the engine, training or not, the
+    generator, and where its rows lie in the whole batch (`share`: (start, stop, total), when a
+    batch is shared among processes; None: the rows are all of it)."""
 
-    __slots__ = ("engine", "generator", "training")
+    __slots__ = ("engine", "generator", "share", "training")
 
-    def __init__(self, engine: Engine, training: bool, generator: Generator | None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        training: bool,
+        generator: Generator | None,
+        share: tuple[int, int, int] | None = None,
+    ) -> None:
         self.engine = engine
         self.training = training
         self.generator = generator
+        self.share = share
 
 
 class Layer:
@@ -83,11 +102,12 @@ class Layer:
     """
 
     kind: ClassVar[str] = "Layer"
+    key: ClassVar[str] = "Layer"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.kind = cls.__name__
-        LAYERS[cls.__name__] = cls
+        cls.key = LAYERS.add(cls)
 
     def __init__(self) -> None:
         self.specs: dict[str, SlotSpec] = {}
@@ -127,9 +147,7 @@ class Dense(Layer):
 
     def __init__(self, units: int) -> None:
         super().__init__()
-        if not isinstance(units, int) or units < 1:
-            raise ValueError(f"Dense needs a positive whole number of units, not {units!r}")
-        self.units = units
+        self.units = _whole("Dense", "units", units)
 
     def build(self, shape: Shape) -> Shape:
         if len(shape) != 1:
@@ -162,6 +180,14 @@ class Tanh(Layer):
         return ops.tanh(x)
 
 
+class Softmax(Layer):
+    """Each row's values as probabilities over its last axis (for a loss that takes
+    probabilities: `CrossEntropy(from_logits=False)`)."""
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        return ops.exp(ops.log_softmax(x))
+
+
 class Dropout(Layer):
     """While training, zero each value with probability `rate` and scale the rest by 1/(1-rate).
 
@@ -170,15 +196,18 @@ class Dropout(Layer):
 
     def __init__(self, rate: float) -> None:
         super().__init__()
-        if not 0.0 <= rate < 1.0:
-            raise ValueError(f"Dropout's rate must be in [0, 1), not {rate!r}")
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
+            raise ValueError(f"Dropout's rate must be a number in [0, 1), not {rate!r}")
         self.rate = float(rate)
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
         if not context.training or self.rate == 0.0 or context.generator is None:
             return x
-        count = math.prod(x.shape)
-        keep = context.generator.uniform(count) >= self.rate
+        rows = x.shape[0]
+        first, _, total = context.share or (0, rows, rows)
+        # Each value's draw is keyed by its row's place in the whole batch, not by who draws it.
+        drawn = context.generator.uniform_rows(rows, math.prod(x.shape[1:]), first, total)
+        keep = drawn >= self.rate
         mask = (keep / (1.0 - self.rate)).astype(np.float32).reshape(x.shape)
         return x * Tensor.put(context.engine, mask)
 
@@ -217,14 +246,19 @@ class Conv2D(Layer):
         super().__init__()
         if padding not in ("valid", "same"):
             raise ValueError(f"Conv2D's padding is 'valid' or 'same', not {padding!r}")
-        if not isinstance(filters, int) or filters < 1:
-            raise ValueError(f"Conv2D needs a positive whole number of filters, not {filters!r}")
-        kernel = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
-        if len(kernel) != 2 or min(kernel) < 1 or stride < 1:
-            raise ValueError(f"Conv2D: bad kernel_size {kernel_size!r} or stride {stride!r}")
-        self.filters = filters
-        self.kernel = (int(kernel[0]), int(kernel[1]))
-        self.stride = int(stride)
+        self.filters = _whole("Conv2D", "filters", filters)
+        kernel = (
+            tuple(kernel_size)
+            if isinstance(kernel_size, (tuple, list))
+            else (kernel_size, kernel_size)
+        )
+        if len(kernel) != 2:
+            raise ValueError(f"Conv2D: kernel_size is a size or two, not {kernel_size!r}")
+        self.kernel = (
+            _whole("Conv2D", "kernel_size", kernel[0]),
+            _whole("Conv2D", "kernel_size", kernel[1]),
+        )
+        self.stride = _whole("Conv2D", "stride", stride)
         self.padding = padding
         self.pads: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
 
@@ -268,11 +302,7 @@ class MaxPool2D(Layer):
 
     def __init__(self, pool_size: int = 2) -> None:
         super().__init__()
-        if not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError(
-                f"MaxPool2D's pool_size must be a positive whole number, not {pool_size!r}"
-            )
-        self.pool_size = pool_size
+        self.pool_size = _whole("MaxPool2D", "pool_size", pool_size)
 
     def build(self, shape: Shape) -> Shape:
         channels, height, width = _image(self, shape)
@@ -296,11 +326,7 @@ def layer_from_json(data: Any) -> Layer:
     kind = data["kind"]
     cls = LAYERS.get(kind)
     if cls is None:
-        known = ", ".join(sorted(LAYERS))
-        raise ValueError(
-            f"unknown layer kind {kind!r} (known: {known}); a layer written as code must be "
-            "imported before the file is loaded"
-        )
+        raise ValueError(LAYERS.unknown(kind))
     config = data.get("config", {})
     if not isinstance(config, dict):
         raise ValueError(f"layer {kind!r}: its config must be a mapping, not {config!r}")
@@ -308,5 +334,5 @@ def layer_from_json(data: Any) -> Layer:
         config = {**config, "kernel_size": tuple(config["kernel_size"])}
     try:
         return cls(**config)
-    except TypeError as error:
-        raise ValueError(f"layer {kind!r}: bad config {config!r} ({error})") from error
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"layer {kind!r}: bad config {config!r} ({error})") from None

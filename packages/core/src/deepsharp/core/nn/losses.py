@@ -1,8 +1,16 @@
-"""Losses. Each carries the network's *link*: what turns its outputs into answers."""
+"""Losses. Each carries the network's *link*: what turns its outputs into predictions.
+
+A loss compares the network's outputs with the *targets* (what the rows should give) and gives
+one value; its link turns outputs into *predictions* (a sigmoid's probability, a softmax's).
+The cross entropies take logits by default, as PyTorch's do; `from_logits=False` takes the
+probabilities of a network that ends in `Sigmoid()` or `Softmax()`, as Keras's do.
+"""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import math
+import warnings
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -10,7 +18,11 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, Handle
-from deepsharp.core.errors import ShapeError
+from deepsharp.core.errors import ConfigurationError, DataError, DeepSharpWarning, ShapeError
+from deepsharp.core.kinds import Kinds
+
+if TYPE_CHECKING:
+    from deepsharp.core.nn.network import Network
 
 __all__ = [
     "LOSSES",
@@ -21,107 +33,199 @@ __all__ = [
     "loss_from_json",
 ]
 
-LOSSES: dict[str, type[Loss]] = {}
+LOSSES: Kinds[Loss] = Kinds("loss")
+EPSILON = 1e-7  # probabilities are clipped to [EPSILON, 1 - EPSILON] before their log (Keras's)
 
 
 class Loss:
-    """How far a batch's outputs are from its answers (a single value), and the link."""
+    """How far a batch's outputs are from its targets (a single value), and the link."""
 
     kind: ClassVar[str] = "Loss"
+    key: ClassVar[str] = "Loss"
     measures_accuracy: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.kind = cls.__name__
-        LOSSES[cls.__name__] = cls
+        cls.key = LOSSES.add(cls)
 
-    def value(self, outputs: Tensor, answers: Tensor) -> Tensor:
+    def value(self, outputs: Tensor, targets: Tensor) -> Tensor:
         raise NotImplementedError
 
     def link(self, engine: Engine, outputs: Handle) -> Handle:
-        """Outputs to answers, on the engine (no gradient)."""
+        """Outputs to predictions, on the engine (no gradient)."""
         return outputs
 
-    def answers(self, answers: Any, outputs: int) -> NDArray[Any]:
-        """Answers as this loss takes them: checked, and in the dtype the engine is given."""
+    def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
+        """Targets as this loss takes them: checked, and in the dtype the engine is given."""
         raise NotImplementedError
 
-    def correct(self, answered: NDArray[Any], answers: NDArray[Any]) -> NDArray[np.bool_]:
-        """Which rows were answered right (for losses that measure accuracy)."""
+    def correct(self, predictions: NDArray[Any], targets: NDArray[Any]) -> NDArray[np.bool_]:
+        """Which rows were predicted right (for losses that measure accuracy)."""
         raise NotImplementedError
+
+    def check_network(self, network: Network) -> None:
+        """Refuse a network this loss does not fit (ConfigurationError saying the ways out)."""
+
+    def check_training_targets(self, targets: NDArray[Any]) -> None:
+        """Warn about training targets that are likely a mistake (all of one class)."""
+
+    def config(self) -> dict[str, Any]:
+        """The constructor's arguments, as JSON values (what a trained file records)."""
+        return {}
 
     def __repr__(self) -> str:
-        return f"{self.kind}()"
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
+        return f"{self.kind}({args})"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self)
+        return (
+            type(other) is type(self)
+            and isinstance(other, Loss)
+            and other.config() == self.config()
+        )
 
     def __hash__(self) -> int:
-        return hash(self.kind)
+        return hash((self.key, tuple(sorted(self.config().items()))))
 
 
-def _float_answers(loss: Loss, answers: Any, outputs: int) -> NDArray[np.float32]:
-    array = np.asarray(answers, dtype=np.float32)
+def _float_targets(loss: Loss, targets: Any, outputs: int) -> NDArray[np.float32]:
+    array = np.asarray(targets, dtype=np.float32)
     if array.ndim == 1 and outputs == 1:
         array = array.reshape(-1, 1)
     if array.ndim != 2 or array.shape[1] != outputs:
         raise ShapeError(
-            f"{loss.kind}: answers of shape {np.shape(answers)} do not match the network's "
-            f"outputs (N, {outputs}); give one answer per output per row"
+            f"{loss.kind}: targets of shape {np.shape(targets)} do not match the network's "
+            f"outputs (N, {outputs}); give one target per output per row"
+        )
+    if not math.isfinite(array.sum(dtype=np.float64)):  # one pass; float64 cannot overflow here
+        i, k = (int(v) for v in np.argwhere(~np.isfinite(array))[0])
+        raise DataError(
+            f"{loss.kind}: row {i + 1} (counting from 1), output {k}: the target is "
+            f"{float(array[i, k])!r}; every target must be a finite float32 number"
         )
     return np.ascontiguousarray(array)
 
 
+def _last_layer(network: Network) -> str:
+    return network.layers[-1].kind if network.layers else ""
+
+
+def _from_logits(kind: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{kind}: from_logits is True or False, not {value!r}")
+    return value
+
+
 class BinaryCrossEntropy(Loss):
-    """Two classes, answers 0 or 1; the network's outputs are logits and the link is sigmoid."""
+    """Two classes, targets 0 or 1. From logits (the default) its link is the sigmoid; with
+    from_logits=False it takes probabilities (a network ending in Sigmoid()) and its link is
+    the identity."""
 
     measures_accuracy = True
 
-    def value(self, outputs: Tensor, answers: Tensor) -> Tensor:
-        _same(self, outputs, answers)
-        return ops.binary_cross_entropy(outputs, answers)
+    def __init__(self, from_logits: bool = True) -> None:
+        self.from_logits = _from_logits("BinaryCrossEntropy", from_logits)
+
+    def value(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        _same(self, outputs, targets)
+        if self.from_logits:
+            return ops.binary_cross_entropy(outputs, targets)
+        # log(p / (1 - p)), p clipped: the same value as -(y log p + (1 - y) log(1 - p)).
+        logits = ops.log(ops.maximum(outputs, EPSILON)) - ops.log(
+            ops.maximum(ops.sub(1.0, outputs), EPSILON)
+        )
+        return ops.binary_cross_entropy(logits, targets)
 
     def link(self, engine: Engine, outputs: Handle) -> Handle:
-        return engine.sigmoid(outputs)
+        return engine.sigmoid(outputs) if self.from_logits else outputs
 
-    def answers(self, answers: Any, outputs: int) -> NDArray[Any]:
-        return _float_answers(self, answers, outputs)
+    def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
+        array = _float_targets(self, targets, outputs)
+        if np.count_nonzero(array * (array - 1.0)):  # 0 exactly where a target is 0 or 1
+            wrong = (array != 0.0) & (array != 1.0)
+            i, k = (int(v) for v in np.argwhere(wrong)[0])
+            raise DataError(
+                f"BinaryCrossEntropy takes targets 0 and 1; row {i + 1} (counting from 1), "
+                f"output {k} holds {float(array[i, k])!r}: for more classes use CrossEntropy() "
+                "with class indices"
+            )
+        return array
 
-    def correct(self, answered: NDArray[Any], answers: NDArray[Any]) -> NDArray[np.bool_]:
-        return np.asarray(((answered >= 0.5) == (answers >= 0.5)).all(axis=1))
+    def correct(self, predictions: NDArray[Any], targets: NDArray[Any]) -> NDArray[np.bool_]:
+        return np.asarray(((predictions >= 0.5) == (targets >= 0.5)).all(axis=1))
+
+    def check_network(self, network: Network) -> None:
+        if self.from_logits and _last_layer(network) == "Sigmoid":
+            raise ConfigurationError(
+                "the network ends in Sigmoid(), and BinaryCrossEntropy() takes logits (it applies "
+                "the sigmoid itself): the sigmoid would be applied twice. Either drop the final "
+                "Sigmoid() (the loss's link still makes the predictions probabilities), or give "
+                "BinaryCrossEntropy(from_logits=False) to take the network's probabilities"
+            )
+
+    def check_training_targets(self, targets: NDArray[Any]) -> None:
+        values = np.unique(np.asarray(targets))
+        if values.size == 1:
+            warnings.warn(
+                f"every training target is {float(values[0]):g}: a network learns to predict "
+                "that one class whatever the features (its loss goes to 0); give rows of both "
+                "classes",
+                DeepSharpWarning,
+                stacklevel=3,
+            )
+
+    def config(self) -> dict[str, Any]:
+        return {} if self.from_logits else {"from_logits": False}
 
 
 class CrossEntropy(Loss):
-    """One class of many; answers are class indices (N,); the link is softmax."""
+    """One class of many; targets are class indices (N,). From logits (the default) its link is
+    the softmax; with from_logits=False it takes probabilities (a network ending in Softmax())
+    and its link is the identity."""
 
     measures_accuracy = True
 
-    def value(self, outputs: Tensor, answers: Tensor) -> Tensor:
-        if answers.shape != (outputs.shape[0],):
+    def __init__(self, from_logits: bool = True) -> None:
+        self.from_logits = _from_logits("CrossEntropy", from_logits)
+
+    def value(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        if targets.shape != (outputs.shape[0],):
             raise ShapeError(
-                f"CrossEntropy: answers of shape {answers.shape} for outputs of shape "
+                f"CrossEntropy: targets of shape {targets.shape} for outputs of shape "
                 f"{outputs.shape}: give one class index per row, shape ({outputs.shape[0]},)"
             )
-        chosen = ops.one_hot(answers, outputs.shape[1]) * ops.log_softmax(outputs)
-        return ops.neg(ops.sum(chosen) / float(outputs.shape[0]))
+        logits = outputs if self.from_logits else ops.log(ops.maximum(outputs, EPSILON))
+        # log_softmax(log p) = log(p / sum(p)): Keras's renormalisation of probabilities.
+        return ops.cross_entropy(logits, ops.one_hot(targets, outputs.shape[1]))
 
     def link(self, engine: Engine, outputs: Handle) -> Handle:
+        if not self.from_logits:
+            return outputs
         last = (len(engine.shape(outputs)) - 1,)
         shifted = engine.sub(outputs, engine.max(outputs, last, True))
         exps = engine.exp(shifted)
         return engine.div(exps, engine.sum(exps, last, True))
 
-    def answers(self, answers: Any, outputs: int) -> NDArray[Any]:
-        array = np.asarray(answers)
+    def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
+        array = np.asarray(targets)
         if array.ndim == 2 and array.shape[1] == 1:
             array = array[:, 0]
         if array.ndim != 1:
             raise ShapeError(
-                f"CrossEntropy: answers of shape {array.shape}: give one class index per row, shape (N,)"
+                f"CrossEntropy: targets of shape {array.shape}: give one class index per row, "
+                "shape (N,)"
             )
-        if array.dtype.kind == "f":
-            if not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
-                raise ShapeError("CrossEntropy: answers must be whole class indices")
+        if array.dtype.kind not in "iub":
+            try:
+                whole = np.asarray(array, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise DataError(
+                    f"CrossEntropy: targets are class indices, not {array.dtype}"
+                ) from None
+            if not np.all(np.isfinite(whole)) or np.any(whole != np.round(whole)):
+                raise DataError("CrossEntropy: targets must be whole class indices")
+            array = whole
         indices = array.astype(np.int64)
         if indices.size and (indices.min() < 0 or indices.max() >= outputs):
             raise ShapeError(
@@ -130,31 +234,65 @@ class CrossEntropy(Loss):
             )
         return indices
 
-    def correct(self, answered: NDArray[Any], answers: NDArray[Any]) -> NDArray[np.bool_]:
-        return np.asarray(answered.argmax(axis=1) == answers.reshape(-1))
+    def correct(self, predictions: NDArray[Any], targets: NDArray[Any]) -> NDArray[np.bool_]:
+        return np.asarray(predictions.argmax(axis=1) == targets.reshape(-1))
+
+    def check_network(self, network: Network) -> None:
+        if self.from_logits and _last_layer(network) == "Softmax":
+            raise ConfigurationError(
+                "the network ends in Softmax(), and CrossEntropy() takes logits (it applies the "
+                "softmax itself): the softmax would be applied twice. Either drop the final "
+                "Softmax() (the loss's link still makes the predictions probabilities), or give "
+                "CrossEntropy(from_logits=False) to take the network's probabilities"
+            )
+
+    def check_training_targets(self, targets: NDArray[Any]) -> None:
+        if np.unique(np.asarray(targets)).size == 1:
+            warnings.warn(
+                "every training target is one class: a network learns to predict it whatever "
+                "the features; give rows of several classes",
+                DeepSharpWarning,
+                stacklevel=3,
+            )
+
+    def config(self) -> dict[str, Any]:
+        return {} if self.from_logits else {"from_logits": False}
 
 
 class MeanSquaredError(Loss):
-    """The mean of (output - answer)**2 over every element; the link is the identity."""
+    """The mean of (output - target)**2 over every element; the link is the identity."""
 
-    def value(self, outputs: Tensor, answers: Tensor) -> Tensor:
-        _same(self, outputs, answers)
-        difference = outputs - answers
+    def value(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        _same(self, outputs, targets)
+        difference = outputs - targets
         return ops.mean(difference * difference)
 
-    def answers(self, answers: Any, outputs: int) -> NDArray[Any]:
-        return _float_answers(self, answers, outputs)
+    def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
+        return _float_targets(self, targets, outputs)
 
 
-def _same(loss: Loss, outputs: Tensor, answers: Tensor) -> None:
-    if outputs.shape != answers.shape:
+def _same(loss: Loss, outputs: Tensor, targets: Tensor) -> None:
+    if outputs.shape != targets.shape:
         raise ShapeError(
-            f"{loss.kind}: outputs of shape {outputs.shape} and answers of shape "
-            f"{answers.shape} differ; give one answer per output per row"
+            f"{loss.kind}: outputs of shape {outputs.shape} and targets of shape "
+            f"{targets.shape} differ; give one target per output per row"
         )
 
 
 def loss_from_json(data: Any) -> Loss:
-    if not isinstance(data, dict) or data.get("kind") not in LOSSES:
-        raise ValueError(f"unknown loss {data!r}; known: {', '.join(sorted(LOSSES))}")
-    return LOSSES[data["kind"]]()
+    """A loss from what a trained file records ({"kind": ..., "config": {...}}); only losses
+    already imported are made."""
+    cls = LOSSES.get(data.get("kind")) if isinstance(data, dict) else None
+    if cls is None:
+        raise ValueError(LOSSES.unknown(data.get("kind") if isinstance(data, dict) else data))
+    config = data.get("config", {})
+    if not isinstance(config, dict):
+        raise ValueError(f"loss {data['kind']!r}: its config must be a mapping, not {config!r}")
+    try:
+        return cls(**config)
+    except TypeError as error:
+        raise ValueError(f"loss {data['kind']!r}: bad config {config!r} ({error})") from None
+
+
+def loss_to_json(loss: Loss) -> dict[str, Any]:
+    return {"kind": loss.key, "config": loss.config()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -20,31 +21,55 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff.functions import parts
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, make_engine
-from deepsharp.core.errors import FileFormatError, ShapeError
+from deepsharp.core.errors import FileFormatError, ShapeError, StateError
 from deepsharp.core.files import read_safetensors, write_safetensors
 from deepsharp.core.nn.layers import Layer, Pass, SlotSpec, layer_from_json
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.random import Generator
 from deepsharp.core.version import __version__
 
-__all__ = ["Network", "NETWORK_FORMAT", "Served"]
+__all__ = ["NETWORK_FORMAT", "Network", "Served", "own_engine"]
 
 NETWORK_FORMAT = "deepsharp.network"
 FORMAT_VERSION = "1"
 Shape = tuple[int, ...]
+
+_OWN_ENGINE: list[Engine] = []
+_OWN_ENGINE_LOCK = threading.Lock()
+
+
+def own_engine(engine: Engine | str | None = None) -> Engine:
+    """The engine named, or (for None) one light engine made once for every call that names
+    none: serving without an engine does not look for installed engines on each call."""
+    if engine is not None:
+        return make_engine(engine)
+    with _OWN_ENGINE_LOCK:
+        if not _OWN_ENGINE:
+            _OWN_ENGINE.append(make_engine("light"))
+        return _OWN_ENGINE[0]
 
 
 def _row_shape(inputs: int | Sequence[int] | None) -> Shape | None:
     if inputs is None:
         return None
     shape = (inputs,) if isinstance(inputs, (int, np.integer)) else tuple(inputs)
-    if not shape or not all(isinstance(s, (int, np.integer)) and s > 0 for s in shape):
-        raise ValueError(f"inputs is a feature count or a shape of positive sizes, not {inputs!r}")
+    if (
+        not 0 < len(shape) <= 8
+        or not all(_size(s) for s in shape)
+        or math.prod(int(s) for s in shape) > 2**31
+    ):
+        raise ValueError(
+            f"inputs is a feature count or a shape of one to eight positive sizes, not {inputs!r}"
+        )
     return tuple(int(s) for s in shape)
 
 
+def _size(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and bool(value > 0)
+
+
 class Bound:
-    """A network's slots on one engine: what a run trains and what a server answers with."""
+    """A network's slots on one engine: what a run trains and what a server predicts with."""
 
     def __init__(
         self, engine: Engine, tensors: dict[str, Tensor], per_layer: list[dict[str, Tensor]]
@@ -59,6 +84,8 @@ class Network:
     left for the first run to infer from its features."""
 
     def __init__(self, layers: Sequence[Layer], inputs: int | Sequence[int] | None = None) -> None:
+        if isinstance(layers, Layer) or not isinstance(layers, Sequence):
+            raise TypeError(f"a network takes a list of layers, not {layers!r}")
         self.layers = list(layers)
         if not self.layers:
             raise ValueError("a network needs at least one layer")
@@ -70,6 +97,7 @@ class Network:
         self._names: list[list[tuple[str, str]]] = []
         self._values: dict[str, NDArray[np.float32]] | None = None
         self._bound: Bound | None = None
+        self._binding = threading.Lock()  # one run at a time binds it
         shape = _row_shape(inputs)
         if shape is not None:
             self.build(shape)
@@ -146,24 +174,31 @@ class Network:
         if extra:
             raise ShapeError(f"slots {sorted(extra)} are not the network's ({list(self.specs)})")
         if self._bound is not None:
-            raise RuntimeError("a run is training this network: set its slots before or after")
+            raise StateError("a run is training this network: set its slots before or after")
         self._values = checked
 
     def bind(self, engine: Engine) -> Bound:
         """Put the slots on `engine` for a run; the network reads them from there until `release`."""
-        if self._bound is not None:
-            raise RuntimeError("this network is already bound to a run; one run at a time")
-        bound = self.put(engine)
-        self._bound = bound
+        with self._binding:
+            if self._bound is not None:
+                raise StateError(
+                    "this network is already bound to a run; one run at a time: close the "
+                    "other trainer first (trainer.close(), or use it in a with block)"
+                )
+            bound = self.put(engine)
+            self._bound = bound
         return bound
 
-    def put(self, engine: Engine) -> Bound:
-        """The slots on `engine` (one transfer in each), without binding the network."""
-        if self._values is None:
-            raise ShapeError("the network has no slot values yet: train it or load it")
+    def put(self, engine: Engine, values: Mapping[str, NDArray[np.float32]] | None = None) -> Bound:
+        """The slots (or `values` of them) on `engine` in one transfer, without binding."""
+        values = self._values if values is None else values
+        if values is None:
+            raise StateError("the network has no slot values yet: train it or load it")
+        if not self.specs:
+            return Bound(engine, {}, [{} for _ in self.layers])
         # One flat tensor, its parts the slots: one transfer, and one pass for an optimizer.
         shapes = [spec.shape for spec in self.specs.values()]
-        flat = engine.put(np.concatenate([self._values[name].ravel() for name in self.specs]))
+        flat = engine.put(np.concatenate([values[name].ravel() for name in self.specs]))
         handles = parts(engine, flat, shapes)
         tensors = {
             name: Tensor(handle, shape, engine)
@@ -174,10 +209,11 @@ class Network:
 
     def release(self) -> None:
         """Bring the slots back from the engine a run trained them on."""
-        if self._bound is not None:
-            values = self.slots
-            self._bound = None
-            self._values = values
+        with self._binding:
+            if self._bound is not None:
+                values = self.slots
+                self._bound = None
+                self._values = values
 
     # --- passes ----------------------------------------------------------------------------
     def forward(self, x: Tensor, bound: Bound, context: Pass) -> Tensor:
@@ -187,30 +223,30 @@ class Network:
 
     @contextmanager
     def served(self, loss: Loss, engine: Engine | str | None = None) -> Iterator[Served]:
-        """Slots put on the engine once, for many calls of `answer`."""
-        made = make_engine(engine)
-        bound = (
-            self._bound
-            if self._bound is not None and self._bound.engine is made
-            else self.put(made)
-        )
+        """The current slots on the engine once, for many calls of `predict`: while a run trains
+        the network, those it holds now (on the run's engine as they are, on another brought
+        back from it)."""
+        made = own_engine(engine)
+        bound = self._bound
+        if bound is None or bound.engine is not made:
+            bound = self.put(made, None if bound is None else self.slots)
         yield Served(self, bound, loss)
 
     def predict(
         self, features: Any, loss: Loss, engine: Engine | str | None = None
     ) -> NDArray[np.float32]:
-        """The answers (the loss's link applied) for a batch of feature rows."""
+        """The predictions (the loss's link applied) for a batch of feature rows."""
         rows = np.asarray(features, dtype=np.float32)
         if self.inputs is None:
             raise ShapeError("the network is not built yet: give it inputs, or train it first")
         with self.served(loss, engine) as served:
-            return served.answer(rows)
+            return served.predict(rows)
 
     # --- files -----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         return {
             "inputs": None if self.inputs is None else list(self.inputs),
-            "layers": [{"kind": layer.kind, "config": layer.config()} for layer in self.layers],
+            "layers": [{"kind": layer.key, "config": layer.config()} for layer in self.layers],
         }
 
     @classmethod
@@ -230,9 +266,26 @@ class Network:
             "deepsharp_version": __version__,
         }
 
+    def saved_slots(self) -> dict[str, NDArray[np.float32]]:
+        """The slots as a file records them: refused (StateError) where there are none yet or
+        where any is not finite (a file that would not load)."""
+        if not self.initialized:
+            raise StateError(
+                "the network has no slot values yet, so its file would not load: train it, "
+                "load it, or give it inputs and initialize it first"
+            )
+        slots = self.slots
+        for name, value in slots.items():
+            if not np.all(np.isfinite(value)):
+                raise StateError(
+                    f"slot {name!r} holds NaN or infinite values: a file of it would not load "
+                    "(a run that diverged puts back its best epoch's slots; set finite ones)"
+                )
+        return slots
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """The architecture and slots in one safetensors file (no engine, no code)."""
-        write_safetensors(path, self.slots, self.metadata())
+        write_safetensors(path, self.saved_slots(), self.metadata())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Network:
@@ -273,20 +326,22 @@ class Network:
         return f"Network([{inner}], inputs={self.inputs})"
 
 
-def check_format(metadata: Mapping[str, str], where: str, kind: str) -> None:
+def check_format(
+    metadata: Mapping[str, str], where: str, kind: str, version: str = FORMAT_VERSION
+) -> None:
     found = metadata.get("format")
     if found != kind:
         raise FileFormatError(f"{where} is not a {kind} file (its format says {found!r})")
-    version = metadata.get("format_version")
-    if version != FORMAT_VERSION:
+    held = metadata.get("format_version")
+    if held != version:
         raise FileFormatError(
-            f"{where} has format version {version!r}; this deepsharp ({__version__}) reads "
-            f"version {FORMAT_VERSION}: use the deepsharp that wrote it, or upgrade"
+            f"{where} has format version {held!r}; this deepsharp ({__version__}) reads "
+            f"version {version}: use the deepsharp that wrote it, or upgrade"
         )
 
 
 class Served:
-    """A network's slots on an engine, answering batches of rows (no recording)."""
+    """A network's slots on an engine, predicting batches of rows (no recording)."""
 
     def __init__(self, network: Network, bound: Bound, loss: Loss) -> None:
         self.network = network
@@ -294,8 +349,8 @@ class Served:
         self.loss = loss
         self.context = Pass(bound.engine, False, None)
 
-    def answer(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
-        """Answers for `rows` (one transfer in, one out)."""
+    def predict(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Predictions for `rows` (one transfer in, one out)."""
         self.network.check_rows(rows)
         engine = self.bound.engine
         outputs = self.network.forward(Tensor.put(engine, rows), self.bound, self.context)
@@ -304,5 +359,5 @@ class Served:
             if outputs.ndim == 2
             else engine.reshape(outputs.handle, (rows.shape[0], math.prod(outputs.shape[1:])))
         )
-        answered: NDArray[np.float32] = engine.get(self.loss.link(engine, flat))
-        return answered
+        predicted: NDArray[np.float32] = engine.get(self.loss.link(engine, flat))
+        return predicted

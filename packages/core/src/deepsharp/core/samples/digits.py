@@ -60,8 +60,8 @@ def pipeline() -> Pipeline:
     """The 64 counts as one 1x8x8 image divided by 16; the digit as one of ten classes.
 
     The test images are a file of their own, so the training file is only split into training
-    and validation rows, 80 to 15 (split's fractions must leave a test share, which a run given
-    its own test rows does not use): 3,220 training and 603 validation images.
+    and validation rows, in the ratio 80 : 15 (a run given its own test rows uses only the
+    ratio): 3,220 training and 603 validation images.
     """
     return (
         Pipeline()
@@ -81,7 +81,7 @@ def network() -> Network:
 
 def run(engine: Engine | str | None = None, seed: int = 42, **options: Any) -> Run:
     """Train the sample on `engine` (the light engine when none is named) and measure it on the
-    1,797 test images. Its report ends with the answer for the first test image."""
+    1,797 test images. Its report ends with the prediction for the first test image."""
     tests = rows("test")
     result = fit(
         pipeline(),

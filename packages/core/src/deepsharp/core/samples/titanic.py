@@ -57,7 +57,7 @@ def describe(passenger: dict[str, Any]) -> str:
 
 def run(engine: Engine | str | None = None, seed: int = 42, **options: Any) -> Run:
     """Train the sample on `engine` (the light engine when none is named). Its report ends with
-    the answer for the first passenger."""
+    the prediction for the first passenger."""
     passengers = rows()
     result = fit(
         pipeline(),

@@ -1,14 +1,21 @@
 """Checkpoints: everything a run needs to go on, bit for bit, where it stopped.
 
-One safetensors file: the epoch's slots, the optimizer's memory, the best epoch's slots, the
-generator's state, the history and the engine's identity. Written atomically (a temporary
-file, flushed, renamed), so a crash leaves the previous checkpoint whole.
+One safetensors file a checkpoint, named by its epoch (`checkpoint-000007.safetensors`): the
+epoch's slots, the optimizer's memory, the best epoch's slots; in its metadata the optimizer's
+kind, settings and step count, the generator's counters, the history, the states of the run's
+callbacks and step hooks, the engine's identity, the architecture and the checkpoint format's own
+version. Written atomically (a temporary file, flushed, renamed), so a crash leaves the previous
+checkpoint whole. `Checkpoint.load` checks every part against the others, so a file whose
+contents lie is refused there, with a FileFormatError saying what is wrong.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,12 +26,18 @@ from numpy.typing import NDArray
 from deepsharp.core.engine import EngineIdentity
 from deepsharp.core.errors import FileFormatError
 from deepsharp.core.files import read_safetensors, write_safetensors
-from deepsharp.core.nn.network import check_format
+from deepsharp.core.nn.network import Network, check_format
+from deepsharp.core.nn.optimizers import Optimizer
+from deepsharp.core.random import Streams
+from deepsharp.core.training.trainer import TrainerState
 from deepsharp.core.version import __version__
 
-__all__ = ["Checkpoint", "EpochRecord"]
+__all__ = ["CHECKPOINT_FORMAT", "Checkpoint", "EpochRecord"]
 
 CHECKPOINT_FORMAT = "deepsharp.checkpoint"
+CHECKPOINT_VERSION = "2"
+_NAME = re.compile(r"checkpoint-(\d+)\.safetensors")
+_LARGEST = 2**62  # counters and epochs beyond this are a file's lie, not a run's
 
 
 @dataclass(frozen=True)
@@ -41,8 +54,29 @@ class EpochRecord:
 
     @classmethod
     def from_json(cls, data: Any) -> EpochRecord:
+        if not (isinstance(data, list) and len(data) == 4):
+            raise ValueError(
+                f"an epoch's record is [epoch, loss, validation, seconds], not {data!r}"
+            )
         epoch, loss, validation, seconds = data
-        return cls(int(epoch), float(loss), float(validation), float(seconds))
+        if not _whole(epoch, 1):
+            raise ValueError(f"an epoch's number must be a whole number from 1, not {epoch!r}")
+        for what, value in (("loss", loss), ("validation loss", validation), ("seconds", seconds)):
+            if not _finite(value):
+                raise ValueError(
+                    f"epoch {epoch}: its {what} must be a finite number, not {value!r}"
+                )
+        if seconds < 0:
+            raise ValueError(f"epoch {epoch}: its seconds must be 0 or more, not {seconds!r}")
+        return cls(epoch, float(loss), float(validation), float(seconds))
+
+
+def _whole(value: object, low: int = 0, high: int = _LARGEST) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass
@@ -51,41 +85,46 @@ class Checkpoint:
 
     epoch: int
     engine: EngineIdentity
-    slots: dict[str, NDArray[np.float32]]
+    trainer: TrainerState
     best_slots: dict[str, NDArray[np.float32]]
-    memory: dict[str, dict[str, NDArray[np.float32]]]
-    optimizer_steps: int
-    generator: dict[str, Any]
     history: list[EpochRecord]
     best_epoch: int
-    best_loss: float
-    waited: int
-    network: dict[str, Any] = field(default_factory=dict)
+    network: dict[str, Any]
+    callbacks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    distribution: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
+
+    @property
+    def best_loss(self) -> float:
+        return self.history[self.best_epoch - 1].validation_loss
+
+    # --- files ---------------------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike[str]) -> None:
         tensors: dict[str, NDArray[Any]] = {}
-        for name, value in self.slots.items():
+        for name, value in self.trainer.slots.items():
             tensors[f"slots/{name}"] = value
         for name, value in self.best_slots.items():
             tensors[f"best/{name}"] = value
-        for kind, values in self.memory.items():
+        for kind, values in self.trainer.memory.items():
             for name, value in values.items():
                 tensors[f"memory/{kind}/{name}"] = value
         state = {
             "epoch": self.epoch,
             "engine": self.engine.to_json(),
-            "optimizer_steps": self.optimizer_steps,
-            "generator": self.generator,
+            "optimizer": self.trainer.optimizer,
+            "generator": self.trainer.generator,
+            "hooks": self.trainer.hooks,
+            "skipped_steps": self.trainer.skipped_steps,
             "history": [record.to_json() for record in self.history],
             "best_epoch": self.best_epoch,
-            "best_loss": self.best_loss,
-            "waited": self.waited,
+            "callbacks": self.callbacks,
+            "distribution": self.distribution,
         }
         metadata = {
             "format": CHECKPOINT_FORMAT,
-            "format_version": "1",
-            "state": json.dumps(state),
+            "format_version": CHECKPOINT_VERSION,
+            "state": json.dumps(state, allow_nan=False),
             "network": json.dumps(self.network),
             "deepsharp_version": __version__,
         }
@@ -93,45 +132,175 @@ class Checkpoint:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Checkpoint:
-        tensors, metadata = read_safetensors(path, "checkpoint")
+        """A checkpoint from its file, every part checked against the others."""
         where = f"checkpoint {os.fspath(path)!r}"
-        check_format(metadata, where, CHECKPOINT_FORMAT)
+        if os.path.isdir(path):
+            path = cls.path_in(path)
+            where = f"checkpoint {os.fspath(path)!r}"
+        tensors, metadata = read_safetensors(path, "checkpoint")
+        check_format(metadata, where, CHECKPOINT_FORMAT, CHECKPOINT_VERSION)
         try:
             state = json.loads(metadata["state"])
-            network = json.loads(metadata.get("network", "{}"))
-            slots: dict[str, NDArray[np.float32]] = {}
-            best: dict[str, NDArray[np.float32]] = {}
-            memory: dict[str, dict[str, NDArray[np.float32]]] = {}
-            for key, value in tensors.items():
-                part, _, name = key.partition("/")
-                if part == "slots":
-                    slots[name] = value
-                elif part == "best":
-                    best[name] = value
-                elif part == "memory":
-                    kind, _, slot = name.partition("/")
-                    memory.setdefault(kind, {})[slot] = value
-                else:
-                    raise ValueError(f"unexpected tensor {key!r}")
-            return cls(
-                epoch=int(state["epoch"]),
-                engine=EngineIdentity.from_json(state["engine"]),
-                slots=slots,
-                best_slots=best,
-                memory=memory,
-                optimizer_steps=int(state["optimizer_steps"]),
-                generator=dict(state["generator"]),
-                history=[EpochRecord.from_json(r) for r in state["history"]],
-                best_epoch=int(state["best_epoch"]),
-                best_loss=float(state["best_loss"]),
-                waited=int(state["waited"]),
-                network=network,
-                path=os.fspath(path),
-            )
-        except (KeyError, ValueError, TypeError, json.JSONDecodeError) as error:
+            architecture = json.loads(metadata["network"])
+        except (KeyError, ValueError, RecursionError) as error:
             raise FileFormatError(f"{where}: its state cannot be read ({error})") from None
+        if not isinstance(state, dict):
+            raise FileFormatError(f"{where}: its state must be a JSON object")
+        network = Network.from_json(architecture, where)
+        if network.inputs is None:
+            raise FileFormatError(f"{where}: its architecture names no inputs")
+        try:
+            return _read(where, state, tensors, architecture, network, os.fspath(path))
+        except (KeyError, ValueError, TypeError) as error:
+            raise FileFormatError(f"{where}: {error}") from None
+
+    # --- where they lie ------------------------------------------------------------------------
 
     @staticmethod
-    def path_in(folder: str | os.PathLike[str]) -> Path:
-        """Where a run keeps its checkpoint in `folder` (the latest one; each replaces the last)."""
-        return Path(folder) / "checkpoint.safetensors"
+    def path_in(folder: str | os.PathLike[str], epoch: int | None = None) -> Path:
+        """The checkpoint of `epoch` in `folder`, or (None) the latest one there."""
+        if epoch is not None:
+            return Path(folder) / f"checkpoint-{epoch:06d}.safetensors"
+        found = Checkpoint.in_folder(folder)
+        if not found:
+            raise FileNotFoundError(f"no checkpoint in {os.fspath(folder)!r}")
+        return found[-1][1]
+
+    @staticmethod
+    def in_folder(folder: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+        """The checkpoints in `folder`, by epoch (oldest first)."""
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        found = [(int(m.group(1)), Path(folder) / n) for n in names if (m := _NAME.fullmatch(n))]
+        return sorted(found)
+
+
+def _read(
+    where: str,
+    state: dict[str, Any],
+    tensors: Mapping[str, NDArray[Any]],
+    architecture: dict[str, Any],
+    network: Network,
+    path: str,
+) -> Checkpoint:
+    epoch = state["epoch"]
+    if not _whole(epoch, 1):
+        raise ValueError(f"its epoch must be a whole number from 1, not {epoch!r}")
+    optimizer = _optimizer(state["optimizer"])
+    generator = _generator(state["generator"])
+    history = [EpochRecord.from_json(record) for record in _list(state["history"], "history")]
+    if [r.epoch for r in history] != list(range(1, epoch + 1)):
+        raise ValueError(f"its history must record epochs 1 to {epoch}, in order")
+    best_epoch = state["best_epoch"]
+    if not _whole(best_epoch, 1, epoch):
+        raise ValueError(f"its best epoch must lie in 1..{epoch}, not {best_epoch!r}")
+    skipped = state.get("skipped_steps", 0)
+    if not _whole(skipped):
+        raise ValueError(f"its skipped steps must be a whole number, not {skipped!r}")
+    parts = _parts(tensors, network, optimizer["memories"])
+    return Checkpoint(
+        epoch=epoch,
+        engine=EngineIdentity.from_json(state["engine"]),
+        trainer=TrainerState(
+            slots=parts["slots"],
+            memory={kind: parts[f"memory/{kind}"] for kind in optimizer["memories"]},
+            optimizer={k: optimizer[k] for k in ("kind", "config", "steps")},
+            generator=generator,
+            hooks=_objects(state.get("hooks", {}), "hooks"),
+            skipped_steps=skipped,
+        ),
+        best_slots=parts["best"],
+        history=history,
+        best_epoch=best_epoch,
+        network=architecture,
+        callbacks=_objects(state.get("callbacks", {}), "callbacks"),
+        distribution=_object(state.get("distribution", {}), "distribution"),
+        path=path,
+    )
+
+
+def _list(value: object, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError(f"its {what} must be a list, not {type(value).__name__}")
+    return value
+
+
+def _object(value: object, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"its {what} must be an object, not {value!r}")
+    return value
+
+
+def _objects(value: object, what: str) -> dict[str, dict[str, Any]]:
+    found = _object(value, what)
+    for name, part in found.items():
+        _object(part, f"{what} entry {name!r}")
+    return found
+
+
+def _optimizer_kinds() -> dict[str, type[Optimizer]]:
+    kinds: dict[str, type[Optimizer]] = {}
+    pending: list[type[Optimizer]] = [Optimizer]
+    while pending:
+        cls = pending.pop()
+        for sub in cls.__subclasses__():
+            kinds.setdefault(sub.__name__, sub)
+            pending.append(sub)
+    return kinds
+
+
+def _optimizer(value: object) -> dict[str, Any]:
+    record = _object(value, "optimizer")
+    kind, config, steps = record["kind"], record["config"], record["steps"]
+    cls = _optimizer_kinds().get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ValueError(f"its optimizer {kind!r} is not one deepsharp knows (imported)")
+    _object(config, "optimizer's config")
+    if not _whole(steps):
+        raise ValueError(f"its optimizer's step count must be a whole number, not {steps!r}")
+    return {"kind": kind, "config": config, "steps": steps, "memories": list(cls.memories)}
+
+
+def _generator(value: object) -> dict[str, Any]:
+    record = _object(value, "generator")
+    if not (isinstance(record.get("seed"), int) and not isinstance(record["seed"], bool)):
+        raise ValueError(f"its generator's seed must be a whole number, not {record.get('seed')!r}")
+    for name in Streams.PURPOSES:
+        if not _whole(record.get(name)):
+            raise ValueError(
+                f"its generator's {name!r} counter must be a whole number in 0..2**62, not "
+                f"{record.get(name)!r}"
+            )
+    return {"seed": record["seed"], **{name: record[name] for name in Streams.PURPOSES}}
+
+
+def _parts(
+    tensors: Mapping[str, NDArray[Any]], network: Network, memories: list[str]
+) -> dict[str, dict[str, NDArray[np.float32]]]:
+    """The tensors by part (slots, best, memory/<kind>), each holding every slot of the network
+    at its shape, float32 and finite; nothing else."""
+    groups = ["slots", "best", *(f"memory/{kind}" for kind in memories)]
+    parts: dict[str, dict[str, NDArray[np.float32]]] = {group: {} for group in groups}
+    for key, value in tensors.items():
+        group, _, name = key.rpartition("/")
+        if group not in parts:
+            raise ValueError(f"it holds a tensor {key!r} that no part of a checkpoint names")
+        parts[group][name] = value
+    for group, values in parts.items():
+        for name, spec in network.specs.items():
+            held = values.get(name)
+            if held is None:
+                raise ValueError(f"its {group} lack the slot {name!r}")
+            if held.dtype != np.float32 or tuple(held.shape) != spec.shape:
+                raise ValueError(
+                    f"its {group} {name!r} is {held.dtype} of shape {tuple(held.shape)}, the "
+                    f"architecture's is float32 of shape {spec.shape}"
+                )
+            if not np.all(np.isfinite(held)):
+                raise ValueError(f"its {group} {name!r} holds NaN or infinite values")
+        extra = sorted(set(values) - set(network.specs))
+        if extra:
+            raise ValueError(f"its {group} hold slots the architecture does not: {extra}")
+    return parts

@@ -1,0 +1,284 @@
+"""Parsing a column's values: numbers, labels, and the rule for what is missing.
+
+A column arrives as a list of Python values (from mappings or a DataFrame of objects) or as a
+NumPy array (a DataFrame's column of numbers). Each column's distinct values are found once (a
+dict built in C) and each distinct value is parsed once. Rows in error messages are counted
+from 1, in the rows as handed to that call.
+
+The rule for numbers, the same in number, image and target columns: a value is *missing* when
+it is None, empty or blank text, a float NaN or the text "nan" (any case); a number column fills
+it, an image or a target refuses it. A value that is infinite ("inf", "-inf", "1e309", a float
+inf) or beyond float32's range (|x| > 3.4028235e38) is refused everywhere, with a DataError
+naming its row and column: the network computes in float32, where it would become inf.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from deepsharp.core.errors import DataError
+
+__all__ = [
+    "FLOAT32_MAX",
+    "FLOAT32_TINY",
+    "Column",
+    "ColumnName",
+    "column_labels",
+    "distinct",
+    "is_missing",
+    "label",
+    "label_counts",
+    "labels",
+    "numbers",
+    "parse_number",
+    "refuse_beyond_float32",
+    "row_text",
+    "shown",
+    "sorted_labels",
+]
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+_NAN = float("nan")
+_SHOWN_VALUES = 20  # how many known values an error message lists before it says "and N more"
+
+ColumnName = str | int
+"""A column's name: text, or a whole number (a DataFrame made from an array names them 0, 1, ...)."""
+
+Column = list[object] | npt.NDArray[Any]
+"""A column as taken from the rows: Python values, or (from a DataFrame) a NumPy array."""
+
+
+def row_text(index: int) -> str:
+    return f"row {index + 1} (counting from 1)"
+
+
+def shown(values: Sequence[object]) -> str:
+    head = ", ".join(repr(v) for v in values[:_SHOWN_VALUES])
+    if len(values) > _SHOWN_VALUES:
+        head += f", and {len(values) - _SHOWN_VALUES} more"
+    return head
+
+
+def is_missing(value: object) -> bool:
+    """None, an empty (or blank) text, or a float NaN."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return value.strip() == ""
+    if isinstance(value, (float, np.floating)):
+        return bool(math.isnan(value))
+    return False
+
+
+def parse_number(value: object) -> float | None:
+    """A float (NaN for a missing value, possibly infinite), or None for what is no number."""
+    if value is None:
+        return _NAN
+    if isinstance(value, str):
+        text = value.strip()
+        if text == "":
+            return _NAN
+        try:
+            return float(text)
+        except ValueError:
+            return None
+    if isinstance(value, (bool, int, float, np.integer, np.floating, np.bool_)):
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond float64
+            return math.inf
+    return None
+
+
+def label(value: object) -> str | None:
+    """A value's text as a category or a target label; None when it is missing.
+
+    Text is stripped; an integral number gives its integer text (3, 3.0 and "3" are one label), so a
+    pandas column of numbers and a CSV column of text give the same labels.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        return text if text else None
+    if isinstance(value, (bool, np.bool_)):
+        return "True" if value else "False"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        if math.isnan(number):
+            return None
+        if number.is_integer():
+            return str(int(number))
+        return repr(number)
+    return str(value)
+
+
+def sorted_labels(labels: Iterable[str]) -> list[str]:
+    """Numerically when every label parses as a number, otherwise as text."""
+    items = list(labels)
+    keyed: list[tuple[float, str]] = []
+    for item in items:
+        try:
+            keyed.append((float(item), item))
+        except ValueError:
+            return sorted(items)
+    return [item for _, item in sorted(keyed)]
+
+
+def distinct(column: Sequence[object]) -> dict[Any, Any] | None:
+    """The column's distinct values as the keys of a dict (None when a value is not hashable)."""
+    try:
+        return dict.fromkeys(column)
+    except TypeError:
+        return None
+
+
+def _first_row(column: Sequence[object], bad: object) -> int:
+    for i, value in enumerate(column):
+        if value is bad or value == bad:
+            return i
+    return 0  # pragma: no cover - the value came from this column
+
+
+def _first_unhashable(column: Sequence[object]) -> int:
+    for i, value in enumerate(column):
+        try:
+            hash(value)
+        except TypeError:
+            return i
+    return 0  # pragma: no cover
+
+
+def refuse_beyond_float32(
+    values: npt.NDArray[np.float64], column: Column, name: ColumnName, what: str = ""
+) -> None:
+    """A DataError naming the first row whose value is infinite or beyond float32's range."""
+    with np.errstate(invalid="ignore"):
+        beyond = np.abs(values) > FLOAT32_MAX  # NaN compares False; inf is beyond
+    if beyond.any():
+        place = np.argwhere(beyond)[0]
+        i = int(place[0])
+        found = column[i] if values.ndim == 1 else values[tuple(place)]
+        if isinstance(found, np.generic):
+            found = found.item()  # shown as 1e+300, not np.float64(1e+300)
+        subject = (
+            f"value {int(place[1])} (counting from 0), {found!r},"
+            if values.ndim > 1
+            else repr(found)
+        )
+        raise DataError(
+            f"{row_text(i)}, column {name!r}: {subject} is {_too_big(values[tuple(place)])}"
+            f"{what}; deepsharp computes in float32 (largest {FLOAT32_MAX:.8g}): scale the "
+            f"column, or leave the field empty to mark it missing"
+        )
+
+
+def _too_big(value: float) -> str:
+    return "infinite" if math.isinf(value) else "beyond float32's range"
+
+
+def numbers(column: Column, name: ColumnName) -> npt.NDArray[np.float64]:
+    """Parse a column to float64; NaN marks a missing value (see the module's rule).
+
+    Text that is no number, an infinite value or one beyond float32's range is a DataError
+    naming the row and the column.
+    """
+    if isinstance(column, np.ndarray):
+        values = column.astype(np.float64)
+    else:
+        values = _parsed(column, name)
+    refuse_beyond_float32(values, column, name)
+    return values
+
+
+def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
+    count = len(column)
+    found = distinct(column)
+    if found is None:
+        i = _first_unhashable(column)
+        raise DataError(f"{row_text(i)}, column {name!r}: expected a number, found {column[i]!r}")
+    if len(found) * 2 <= count:
+        for key in found:
+            number = parse_number(key)
+            if number is None:
+                i = _first_row(column, key)
+                raise DataError(f"{row_text(i)}, column {name!r}: expected a number, found {key!r}")
+            found[key] = number
+        return np.fromiter(map(found.__getitem__, column), dtype=np.float64, count=count)
+    # Mostly distinct values: let NumPy parse them in one go (None becomes NaN).
+    try:
+        values = np.array(column, dtype=np.float64)
+        if values.shape != (count,):
+            raise ValueError("not a flat column")
+        return values
+    except (ValueError, TypeError, OverflowError):
+        parsed = np.empty(count, dtype=np.float64)
+        for i, value in enumerate(column):
+            number = parse_number(value)
+            if number is None:
+                raise DataError(
+                    f"{row_text(i)}, column {name!r}: expected a number, found {value!r}"
+                ) from None
+            parsed[i] = number
+        return parsed
+
+
+def labels(
+    column: Column, name: ColumnName, lookup: Mapping[str | None, int]
+) -> npt.NDArray[np.intp]:
+    """Map a column to indices through ``lookup`` (label -> index); -1 for an unknown label."""
+    values = column.tolist() if isinstance(column, np.ndarray) else column
+    count = len(values)
+    found = distinct(values)
+    if found is None:
+        i = _first_unhashable(values)
+        raise DataError(
+            f"{row_text(i)}, column {name!r}: expected text or a number, found {values[i]!r}"
+        )
+    for key in found:
+        found[key] = lookup.get(label(key), -1)
+    return np.fromiter(map(found.__getitem__, values), dtype=np.intp, count=count)
+
+
+def column_labels(column: Column, name: ColumnName) -> tuple[list[str | None], list[int]]:
+    """The distinct labels of a column in order of first appearance, with the row of each."""
+    values = _hashable(column, name)
+    keys_of = {key: label(key) for key in dict.fromkeys(values)}
+    pending = set(keys_of.values())
+    by_label: dict[str | None, int] = {}
+    for i, value in enumerate(values):  # stops once every label's first row is found
+        text = keys_of[value]
+        if text in pending:
+            by_label[text] = i
+            pending.discard(text)
+            if not pending:
+                break
+    return list(by_label), list(by_label.values())
+
+
+def label_counts(column: Column, name: ColumnName) -> dict[str | None, int]:
+    """How many rows hold each label (None: missing)."""
+    counts: dict[str | None, int] = {}
+    for key, count in Counter(_hashable(column, name)).items():
+        text = label(key)
+        counts[text] = counts.get(text, 0) + count
+    return counts
+
+
+def _hashable(column: Column, name: ColumnName) -> list[object]:
+    values: list[object] = column.tolist() if isinstance(column, np.ndarray) else column
+    if distinct(values) is None:
+        i = _first_unhashable(values)
+        raise DataError(
+            f"{row_text(i)}, column {name!r}: expected text or a number, found {values[i]!r}"
+        )
+    return values

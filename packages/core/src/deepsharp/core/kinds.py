@@ -1,0 +1,55 @@
+"""The classes a file may name (layers, losses, column kinds), found by key when it is read.
+
+A file never brings code: it names a class that is already imported. deepsharp's own classes
+are keyed by their plain name ("Dense"); a class of the user's by its module and name
+("mymodel.Dense"), so that a user's class named like one of deepsharp's never stands in for it
+when a file is read, and two users' classes of one name do not replace each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+__all__ = ["Kinds"]
+
+T = TypeVar("T")
+
+_OWN = "deepsharp.core."
+
+
+class Kinds(Generic[T]):
+    """A registry of one family of classes (what a file calls them -> the class)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._classes: dict[str, type[T]] = {}
+
+    @staticmethod
+    def key_of(cls: type, name: str | None = None) -> str:
+        """deepsharp's own classes by name (or the `name` given); others by module and name."""
+        if cls.__module__.startswith(_OWN):
+            return name or cls.__name__
+        return f"{cls.__module__}.{cls.__qualname__}"
+
+    def add(self, cls: type[T], name: str | None = None) -> str:
+        key = self.key_of(cls, name)
+        self._classes[key] = cls
+        return key
+
+    def get(self, key: object) -> type[T] | None:
+        return self._classes.get(key) if isinstance(key, str) else None
+
+    def unknown(self, key: object) -> str:
+        """The message for a key no imported class has."""
+        known = ", ".join(sorted(self._classes))
+        return (
+            f"unknown {self.what} {key!r} (known: {known}); a {self.what} written as code must be "
+            "imported (from the module it was defined in) before the file is read"
+        )
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self._classes
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._classes)

@@ -1,0 +1,263 @@
+"""Callbacks: what the loop runs after every epoch — early stopping, checkpoints, progress, and
+the user's own — and `RunState`, the run as they see it.
+
+A callback subclasses `Callback` and overrides what it needs; a plain function handed to `fit`
+(`callbacks=[f]`) is called with each epoch's `EpochRecord`. A callback with a `name` keeps its
+state in every checkpoint (`state`, `restore`), so a resumed run goes on where it stopped.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deepsharp.core.errors import FileFormatError
+from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
+from deepsharp.core.training.distribution import Distribution
+from deepsharp.core.training.trainer import Snapshot, Trainer
+
+if TYPE_CHECKING:
+    from deepsharp.core.training.loop import FitOptions
+
+__all__ = ["Callback", "CheckpointWriter", "EarlyStopping", "EachEpoch", "ProgressBar", "RunState"]
+
+# What an interrupted atomic write of one of our checkpoints leaves: `.<name>.<random>.tmp`.
+_STALE = re.compile(r"\.checkpoint(-\d+)?\.safetensors\..+\.tmp")
+
+
+class RunState:
+    """The run as callbacks see it: the trainer, the options, the epochs done and their
+    history, the best epoch so far (its slots kept as a snapshot on the engine), and `stop`."""
+
+    def __init__(
+        self,
+        trainer: Trainer,
+        options: FitOptions,
+        distribution: Distribution,
+        callbacks: list[Callback],
+    ) -> None:
+        self.trainer = trainer
+        self.options = options
+        self.distribution = distribution
+        self.callbacks = callbacks
+        self.epoch = 0
+        self.history: list[EpochRecord] = []
+        self.best_epoch = 0
+        self.best_loss = math.inf
+        self.best: Snapshot = trainer.snapshot()  # the slots it started from, until an epoch
+        self.stop = False
+        self.stopped_by = ""
+
+    @property
+    def writes(self) -> bool:
+        """Whether this process writes files (one of a distributed run's does)."""
+        return self.distribution.writes
+
+    def end_epoch(self, record: EpochRecord) -> None:
+        """Record an epoch; keep its slots when its validation loss is the best so far."""
+        self.epoch = record.epoch
+        self.history.append(record)
+        if record.validation_loss < self.best_loss:
+            self.best_loss, self.best_epoch = record.validation_loss, record.epoch
+            self.trainer.snapshot(self.best)
+
+    def checkpoint(self) -> Checkpoint:
+        """Everything the run needs to go on from here."""
+        return Checkpoint(
+            epoch=self.epoch,
+            engine=self.trainer.engine.identity,
+            trainer=self.trainer.export_state(),
+            best_slots=self.trainer.host(self.best),
+            history=list(self.history),
+            best_epoch=self.best_epoch,
+            network=self.trainer.network.to_json(),
+            callbacks={c.name: c.state() for c in self.callbacks if c.name},
+            distribution=self.distribution.state(),
+        )
+
+    def resume(self, checkpoint: Checkpoint) -> None:
+        """Go on from a checkpoint (checked against this run first: nothing changes if refused)."""
+        where = f"the checkpoint {checkpoint.path or ''}".rstrip()
+        self.trainer.load_state(checkpoint.trainer, where)
+        self.best = self.trainer.snapshot_of(checkpoint.best_slots)
+        self.epoch = checkpoint.epoch
+        self.history = list(checkpoint.history)
+        self.best_epoch, self.best_loss = checkpoint.best_epoch, checkpoint.best_loss
+        named = {c.name: c for c in self.callbacks if c.name}
+        for name, state in checkpoint.callbacks.items():
+            if name in named:
+                named[name].restore(state)
+
+
+class Callback:
+    """Runs at the run's start, after every epoch, and at its end; `close` runs always."""
+
+    name = ""
+    """Keys its state in checkpoints; empty for a callback that keeps none."""
+
+    def on_run_start(self, run: RunState) -> None:
+        """Before the first epoch (after a resumed run's state is restored)."""
+
+    def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
+        """After each epoch, with its figures (set `run.stop = True` to end the run)."""
+
+    def on_run_end(self, run: RunState) -> None:
+        """After the last epoch, before the test rows are measured (not when a run fails)."""
+
+    def close(self) -> None:
+        """After the run, whether it ended well or not."""
+
+    def state(self) -> dict[str, Any]:
+        return {}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take back what `state` gave; FileFormatError where it cannot be."""
+
+
+class EachEpoch(Callback):
+    """A function of one argument, called with each epoch's `EpochRecord`."""
+
+    def __init__(self, function: Callable[[EpochRecord], Any]) -> None:
+        if not callable(function):
+            raise TypeError(f"a callback is a Callback or a function of an epoch, not {function!r}")
+        self.function = function
+
+    def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
+        self.function(record)
+
+
+class EarlyStopping(Callback):
+    """Stops the run once `patience` epochs go by without a better validation loss, and (with
+    `restore_best`) puts back the best epoch's slots at its end."""
+
+    name = "early_stopping"
+
+    def __init__(self, patience: int, restore_best: bool = True) -> None:
+        self.patience = patience
+        self.restore_best = restore_best
+        self.waited = 0
+
+    def on_run_start(self, run: RunState) -> None:
+        self._judge(run)
+
+    def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
+        self.waited = 0 if run.best_epoch == record.epoch else self.waited + 1
+        self._judge(run)
+
+    def _judge(self, run: RunState) -> None:
+        if self.waited >= self.patience:
+            run.stop, run.stopped_by = True, self.name
+
+    def on_run_end(self, run: RunState) -> None:
+        if self.restore_best and run.best_epoch > 0:
+            run.trainer.restore(run.best)
+
+    def state(self) -> dict[str, Any]:
+        return {"waited": self.waited}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        waited = state.get("waited")
+        if not isinstance(waited, int) or isinstance(waited, bool) or waited < 0:
+            raise FileFormatError(f"checkpoint: early stopping's 'waited' is {waited!r}")
+        self.waited = waited
+
+
+class CheckpointWriter(Callback):
+    """Writes a checkpoint every `every` epochs into `folder`, each named by its epoch, and keeps
+    the latest `keep` of them. Only the process that writes (`run.writes`) does."""
+
+    name = "checkpoints"
+
+    def __init__(self, folder: str | os.PathLike[str], every: int, keep: int = 1) -> None:
+        self.folder = Path(folder)
+        self.every = every
+        self.keep = keep
+
+    def on_run_start(self, run: RunState) -> None:
+        if run.writes:
+            prepare_folder(self.folder)
+
+    def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
+        if run.writes and record.epoch % self.every == 0:
+            run.checkpoint().save(Checkpoint.path_in(self.folder, record.epoch))
+            self._prune(record.epoch)
+
+    def _prune(self, written: int) -> None:
+        """Keep the `keep` latest up to the one just written; any of a later epoch is of a run
+        that was abandoned (this one resumed from before it) and goes too."""
+        found = Checkpoint.in_folder(self.folder)
+        kept = [path for epoch, path in found if epoch <= written][-self.keep :]
+        for _, path in found:
+            if path not in kept:
+                path.unlink(missing_ok=True)
+
+
+def prepare_folder(folder: Path) -> None:
+    """Make the checkpoint folder (or find it), check it takes files, and remove what killed
+    writes of our checkpoints left there: before the first epoch, not after many."""
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(
+            f"checkpoint_dir {os.fspath(folder)!r} is a file, not a folder: name a folder "
+            "(it is made if it does not exist)"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=folder):  # a folder we cannot write into fails here
+        pass
+    for name in os.listdir(folder):
+        if _STALE.fullmatch(name):
+            (folder / name).unlink(missing_ok=True)
+
+
+class ProgressBar(Callback):
+    """A progress bar (tqdm, or plain lines without it) on a terminal, or when asked."""
+
+    def __init__(self, enabled: bool | None) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+
+    def on_run_start(self, run: RunState) -> None:
+        shown = sys.stderr.isatty() if self.enabled is None else self.enabled
+        if not (shown and run.writes):
+            return
+        total, start = run.options.epochs, run.epoch
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            self.bar = _Lines(total, start)
+            return
+        self.bar = tqdm(total=total, initial=start, unit="epoch", leave=False, file=sys.stderr)
+
+    def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(
+                loss=f"{record.loss:.4f}", validation=f"{record.validation_loss:.4f}"
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class _Lines:
+    """Progress as plain lines, where tqdm is not installed."""
+
+    def __init__(self, total: int, start: int) -> None:
+        self.total, self.done = total, start
+
+    def update(self, count: int) -> None:
+        self.done += count
+
+    def set_postfix(self, **values: Any) -> None:
+        shown = ", ".join(f"{k}={v}" for k, v in values.items())
+        print(f"epoch {self.done}/{self.total}: {shown}", file=sys.stderr)
+
+    def close(self) -> None:
+        pass

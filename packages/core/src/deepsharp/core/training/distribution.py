@@ -1,0 +1,104 @@
+"""How a run is spread over processes: the one place the loop asks about them.
+
+A run in one process uses `OneProcess`, which changes nothing. A data-parallel run
+(`FitOptions(distributed=...)`, e.g. deepsharp-distributed's `DataParallel`) subclasses
+`Distribution`; the loop calls it at these points, and only these:
+
+1. `check(checkpoint.distribution, where)` before anything is read or restored, when resuming;
+2. `start(trainer)` once the trainer holds its slots (drawn, or restored from a checkpoint) and
+   before the first step: make the slots identical (broadcast from rank 0, checked), and put a
+   `StepHook` first in `trainer.hooks` that weighs the loss by the process's share of the batch
+   (`objective`) and reduces the gradients over processes (`gradients`);
+3. `share(count)` for every batch (training, validation, test) of `count` rows: the rows this
+   process takes, [start, stop) — contiguous, so a row's place in the batch is known;
+4. `all_finite(loss)` after every step: whether the step's loss is finite on every process, so
+   that all stop together when a run diverges;
+5. `combine(sums)` after each pass over a part (an epoch's training rows, the validation rows,
+   the test rows): the sums over every process;
+6. `writes`: whether this process writes checkpoints and draws the progress bar (rank 0);
+7. `state()` into every checkpoint (the world size, ...), `finish()` after the run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from deepsharp.core.errors import CheckpointMismatchError
+
+if TYPE_CHECKING:
+    from deepsharp.core.training.trainer import Trainer
+
+__all__ = ["Distribution", "OneProcess", "Sums"]
+
+
+@dataclass
+class Sums:
+    """What one pass over a part of the rows adds up: the loss summed over its rows, the rows
+    predicted right (for losses that measure accuracy), and the rows."""
+
+    loss: float = 0.0
+    right: int = 0
+    rows: int = 0
+
+    def add(self, mean_loss: float, rows: int, right: int = 0) -> None:
+        self.loss += mean_loss * rows
+        self.right += right
+        self.rows += rows
+
+    @property
+    def mean_loss(self) -> float:
+        return self.loss / self.rows if self.rows else math.nan
+
+    @property
+    def accuracy(self) -> float:
+        return self.right / self.rows if self.rows else math.nan
+
+
+class Distribution:
+    """How a run is spread over processes (see the module's docstring for when each is called)."""
+
+    rank = 0
+    world_size = 1
+
+    @property
+    def writes(self) -> bool:
+        """Whether this process writes checkpoints and shows progress."""
+        return self.rank == 0
+
+    def share(self, count: int) -> tuple[int, int]:
+        """The rows [start, stop) of a batch of `count` rows that this process takes."""
+        return 0, count
+
+    def start(self, trainer: Trainer) -> None:
+        """Before the first step, with the trainer's slots in place."""
+
+    def all_finite(self, loss: float) -> bool:
+        """Whether a step's loss is finite on every process."""
+        return math.isfinite(loss)
+
+    def combine(self, sums: Sums) -> Sums:
+        """The sums of every process."""
+        return sums
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint records of the run's processes."""
+        return {"world_size": self.world_size}
+
+    def check(self, state: Mapping[str, Any], where: str) -> None:
+        """Refuse a checkpoint taken at another world size (CheckpointMismatchError)."""
+        theirs = state.get("world_size", 1)
+        if theirs != self.world_size:
+            raise CheckpointMismatchError(
+                f"{where} was taken by a run of {theirs} process(es); this run has "
+                f"{self.world_size}: resume at the world size it was taken at, or start afresh"
+            )
+
+    def finish(self) -> None:
+        """After the run (its report made)."""
+
+
+class OneProcess(Distribution):
+    """A run in this process alone."""

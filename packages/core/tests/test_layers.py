@@ -1,0 +1,85 @@
+"""Layers: their arguments checked where they are made, and the kinds a file may name."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import deepsharp.core as ds
+from deepsharp.core import (
+    Conv2D,
+    Dropout,
+    FileFormatError,
+    Flatten,
+    Layer,
+    MaxPool2D,
+    Network,
+    Tensor,
+)
+from deepsharp.core.nn.layers import LAYERS, Pass
+from deepsharp.core.random import Generator
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda: ds.Dense(True), "Dense: units must be a positive whole number, not True"),
+        (lambda: ds.Dense(2.0), "units must be a positive whole number, not 2.0"),
+        (lambda: Conv2D(8, 3, stride=1.5), "stride must be a positive whole number, not 1.5"),
+        (lambda: Conv2D(8, 3, stride=True), "stride must be a positive whole number, not True"),
+        (lambda: Conv2D(True, 3), "filters must be a positive whole number"),
+        (lambda: Conv2D(8, (3, 2.5)), "kernel_size must be a positive whole number, not 2.5"),
+        (lambda: Conv2D(8, 1.5), "kernel_size must be a positive whole number, not 1.5"),
+        (lambda: MaxPool2D(True), "pool_size must be a positive whole number, not True"),
+        (lambda: Dropout(True), r"rate must be a number in \[0, 1\), not True"),
+        (lambda: Network([ds.Dense(2)], inputs=True), "inputs is a feature count"),
+        (lambda: Network([ds.Dense(2)], inputs=(1, 2**40)), "inputs is a feature count"),
+    ],
+)
+def test_arguments_are_checked_where_a_layer_is_made(make: Any, says: str) -> None:
+    """Before: Dense(True) gave one unit, Conv2D(stride=1.5) a stride of 1."""
+    with pytest.raises(ValueError, match=says):
+        make()
+
+
+class Dense(Layer):
+    """A user's layer that happens to share a name with deepsharp's: it doubles its rows."""
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        return x * 2.0
+
+
+def test_a_user_s_layer_named_like_one_of_deepsharp_s_never_stands_in_for_it(
+    tmp_path: Path,
+) -> None:
+    """Before: every Layer subclass registered under its class name, so this Dense replaced
+    deepsharp's when a file was read."""
+    assert LAYERS.get("Dense") is ds.Dense
+    assert Dense.key == f"{__name__}.Dense" and LAYERS.get(Dense.key) is Dense
+    network = Network([ds.Dense(3), Dense(), Flatten()], inputs=2)
+    network.initialize(Generator(1))
+    network.save(tmp_path / "n.safetensors")
+    loaded = Network.load(tmp_path / "n.safetensors")
+    assert [type(layer) for layer in loaded.layers] == [ds.Dense, Dense, Flatten]
+    rows = np.ones((1, 2), np.float32)
+    assert (
+        loaded.predict(rows, ds.MeanSquaredError()).tolist()
+        == network.predict(rows, ds.MeanSquaredError()).tolist()
+    )
+
+
+def test_a_file_naming_a_layer_no_one_imported_is_refused(tmp_path: Path) -> None:
+    from deepsharp.core.files import encode_safetensors, read_safetensors
+
+    network = Network([ds.Dense(1), Dense()], inputs=2)
+    network.initialize(Generator(1))
+    network.save(tmp_path / "n.safetensors")
+    tensors, metadata = read_safetensors(tmp_path / "n.safetensors")
+    metadata["network"] = metadata["network"].replace(Dense.key, "elsewhere.Dense")
+    (tmp_path / "bad.safetensors").write_bytes(encode_safetensors(tensors, metadata))
+    with pytest.raises(FileFormatError, match=r"unknown layer kind 'elsewhere\.Dense'.*imported"):
+        Network.load(tmp_path / "bad.safetensors")

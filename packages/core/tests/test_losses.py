@@ -1,0 +1,150 @@
+"""Losses: values that do not cancel or turn NaN, targets they refuse, and the link they carry."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
+    ConfigurationError,
+    CrossEntropy,
+    DataError,
+    Dense,
+    Network,
+    Relu,
+    Sigmoid,
+    Softmax,
+    Tensor,
+    TrainedNetwork,
+    Trainer,
+)
+from deepsharp.core.data.pipeline import Pipeline
+from deepsharp.core.nn.losses import loss_from_json, loss_to_json
+from deepsharp.core.random import Generator
+from deepsharp.engines.light import LightEngine
+
+
+def _value(
+    loss: BinaryCrossEntropy | CrossEntropy, outputs: list[list[float]], targets: object
+) -> float:
+    engine = LightEngine()
+    z = Tensor.put(engine, np.array(outputs, np.float32))
+    y = Tensor.put(engine, loss.targets(targets, z.shape[1]))
+    return float(engine.get(loss.value(z, y).handle))
+
+
+@pytest.mark.parametrize("z", [8.0, 12.0, 20.0, 30.0])
+def test_binary_cross_entropy_keeps_its_digits_for_confident_positives(z: float) -> None:
+    """Before: softplus(z) - z*y cancelled: 7 % off at z = 12, and 0 at z = 20."""
+    got = _value(BinaryCrossEntropy(), [[z]], [[1.0]])
+    exact = math.log1p(math.exp(-z))
+    assert abs(got - exact) <= 1e-6 * exact
+
+
+def test_binary_cross_entropy_of_confident_negatives_and_wrong_answers() -> None:
+    assert abs(_value(BinaryCrossEntropy(), [[-20.0]], [[0.0]]) - math.log1p(math.exp(-20))) < 1e-14
+    assert _value(BinaryCrossEntropy(), [[-100.0]], [[1.0]]) == pytest.approx(100.0)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_cross_entropy_of_logits_spanning_float32_is_not_nan() -> None:
+    """Before: one_hot * log_softmax multiplied 0 by -inf: NaN."""
+    assert _value(CrossEntropy(), [[3e38, -3e38]], [0]) == 0.0
+    assert _value(CrossEntropy(), [[3e38, -3e38], [0.0, 0.0]], [0, 1]) == pytest.approx(
+        math.log(2) / 2
+    )
+
+
+def test_cross_entropy_of_a_perfect_answer_is_plus_zero() -> None:
+    """Before: -0.0."""
+    value = _value(CrossEntropy(), [[100.0, 0.0]], [0])
+    assert value == 0.0 and math.copysign(1.0, value) == 1.0
+
+
+def test_cross_entropy_agrees_with_the_textbook_formula() -> None:
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((6, 4))
+    targets = np.array([0, 3, 2, 2, 1, 0])
+    exact = np.mean(np.log(np.exp(logits).sum(1)) - logits[np.arange(6), targets])
+    assert _value(CrossEntropy(), logits.tolist(), targets) == pytest.approx(exact, rel=1e-6)
+
+
+def test_binary_cross_entropy_refuses_targets_other_than_0_and_1() -> None:
+    """Before: a 0-9 target trained to the end and reported an accuracy."""
+    trainer = Trainer(Network([Dense(1)], inputs=2), BinaryCrossEntropy(), Adam(), seed=0)
+    rows = np.zeros((3, 2), np.float32)
+    with pytest.raises(DataError, match=r"targets 0 and 1; row 3 .* holds 7\.0.*CrossEntropy"):
+        trainer.step(rows, [[0.0], [1.0], [7.0]])
+
+
+def test_a_network_ending_in_a_sigmoid_handed_a_logits_loss_is_refused_naming_both_ways_out() -> (
+    None
+):
+    """Before: the sigmoid was applied twice, silently."""
+    network = Network([Dense(4), Relu(), Dense(1), Sigmoid()], inputs=3)
+    with pytest.raises(ConfigurationError, match=r"drop the final Sigmoid\(\).*from_logits=False"):
+        Trainer(network, BinaryCrossEntropy(), Adam())
+    with pytest.raises(ConfigurationError, match=r"drop the final Softmax\(\).*from_logits=False"):
+        Trainer(Network([Dense(3), Softmax()], inputs=3), CrossEntropy(), Adam())
+
+
+def _twins(last: type, outputs: int) -> tuple[Network, Network]:
+    generator = Generator(5)
+    logits = Network([Dense(6), Relu(), Dense(outputs)], inputs=4)
+    logits.initialize(generator)
+    probabilities = Network([Dense(6), Relu(), Dense(outputs), last()], inputs=4)
+    probabilities.set_slots(logits.slots)
+    return logits, probabilities
+
+
+@pytest.mark.parametrize(
+    ("last", "outputs", "loss", "targets"),
+    [
+        (Sigmoid, 1, BinaryCrossEntropy, np.array([[0.0], [1.0], [1.0], [0.0], [1.0]], np.float32)),
+        (Softmax, 3, CrossEntropy, np.array([0, 2, 1, 1, 0])),
+    ],
+)
+def test_from_logits_false_takes_the_probabilities_of_a_network_ending_in_them(
+    last: type, outputs: int, loss: type, targets: np.ndarray
+) -> None:
+    """As Keras: the same loss and the same steps as the logits' loss on the network without
+    its last layer, and its predictions come out of the network as they are."""
+    logits, probabilities = _twins(last, outputs)
+    rows = np.random.default_rng(1).standard_normal((5, 4)).astype(np.float32)
+    with (
+        Trainer(logits, loss(), Adam(0.01), seed=0) as a,
+        Trainer(probabilities, loss(from_logits=False), Adam(0.01), seed=0) as b,
+    ):
+        for _ in range(5):
+            assert b.step(rows, targets) == pytest.approx(a.step(rows, targets), rel=1e-5)
+        for name, value in a.network.slots.items():
+            np.testing.assert_allclose(b.network.slots[name], value, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(
+        probabilities.predict(rows, loss(from_logits=False)),
+        logits.predict(rows, loss()),
+        rtol=1e-5,
+    )
+
+
+def test_a_loss_s_settings_go_into_the_trained_file(tmp_path: Path) -> None:
+    assert loss_from_json(
+        json.loads(json.dumps(loss_to_json(CrossEntropy(False))))
+    ) == CrossEntropy(from_logits=False)
+    network = Network([Dense(1), Sigmoid()], inputs=2)
+    network.initialize(Generator(0))
+    pipeline = Pipeline().learn(np.zeros((2, 2)))
+    TrainedNetwork(network, BinaryCrossEntropy(from_logits=False), pipeline).save(tmp_path / "p")
+    loaded = TrainedNetwork.load(tmp_path / "p")
+    assert loaded.loss == BinaryCrossEntropy(from_logits=False) != BinaryCrossEntropy()
+    assert (
+        loaded.predict(np.ones((1, 2))).tolist()
+        == network.predict(
+            np.ones((1, 2), np.float32), BinaryCrossEntropy(from_logits=False)
+        ).tolist()
+    )
