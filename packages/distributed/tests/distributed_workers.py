@@ -108,7 +108,7 @@ def share_gradients(trainer: Trainer, rows: slice) -> list[Any]:
     features, answers = titanic_batch()
     slots = list(trainer.bound.tensors.values())
     x = Tensor.put(engine, features[rows])
-    y = Tensor.put(engine, loss.answers(answers[rows], network.outputs))
+    y = Tensor.put(engine, loss.targets(answers[rows], network.outputs))
     with Recording(slots) as recording:
         outputs = network.forward(x, trainer.bound, Pass(engine, True, None))
         return recording.gradients(loss.value(outputs, y), slots)
