@@ -30,7 +30,7 @@ from deepsharp.core.nn.layers import (
 )
 from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
 from deepsharp.core.nn.network import Network
-from deepsharp.core.nn.optimizers import SGD, Adam, Optimizer
+from deepsharp.core.nn.optimizers import SGD, Adam, AdamW, Optimizer
 from deepsharp.core.random import Generator, Streams
 from deepsharp.core.serving import TrainedNetwork
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
@@ -41,6 +41,7 @@ from deepsharp.core.version import __version__
 __all__ = [
     "SGD",
     "Adam",
+    "AdamW",
     "BinaryCrossEntropy",
     "Checkpoint",
     "Conv2D",
