@@ -226,7 +226,7 @@ def _checked(spec: str, made: Any, maker: str) -> Engine:
     )
 
 
-_MEMBERS = sorted(
-    {member for member in vars(Engine) if not member.startswith("_")} | set(Engine.__annotations__)
+_MEMBERS = list(
+    dict.fromkeys([*Engine.__annotations__, *(m for m in vars(Engine) if not m.startswith("_"))])
 )
 """What an engine has: every primitive, `name`, `identity` and `counters`."""
