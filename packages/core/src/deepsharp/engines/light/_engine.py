@@ -161,14 +161,14 @@ class LightEngine:
         return np.tanh(x)
 
     def sigmoid(self, x: Array) -> Array:
-        # With e = exp(-|x|), which never overflows: 1/(1 + e) where x >= 0, e/(1 + e) below,
-        # each within a few units of its value (0.5·(1 + tanh(x/2)) is 0 below -17.3).
-        e = np.abs(x, out=np.empty(np.shape(x), self.dtype))
-        np.negative(e, out=e)
-        np.exp(e, out=e)
-        below = np.add(e, self.dtype(1.0))
-        np.copyto(e, self.dtype(1.0), where=np.greater_equal(x, 0))
-        return np.divide(e, below, out=e)
+        # 1/(1 + exp(-x)), accurate relative to its value in both tails (0.5·(1 + tanh(x/2))
+        # is 0 below -17.3); -x capped at 88, where exp would overflow and the answer is
+        # below float32's smallest normal value anyway.
+        out = np.negative(x, out=np.empty(np.shape(x), self.dtype))
+        np.minimum(out, self.dtype(88.0), out=out)
+        np.exp(out, out=out)
+        out += self.dtype(1.0)
+        return np.divide(self.dtype(1.0), out, out=out)
 
     def relu(self, x: Array) -> Array:
         return np.maximum(x, self.dtype(0.0))

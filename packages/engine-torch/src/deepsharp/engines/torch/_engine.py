@@ -321,11 +321,10 @@ class TorchEngine:
         return torch.tanh(x)
 
     def sigmoid(self, x: Tensor) -> Tensor:
-        # With e = exp(-|x|), which never overflows: 1/(1 + e) where x >= 0, e/(1 + e) below,
-        # each accurate relative to its value (sigmoid(-80) is 1.8e-35, not 0).
-        e = torch.exp_(torch.abs(x).neg_())
-        below = torch.add(e, 1.0)
-        return torch.where(x >= 0, 1.0, e).div_(below)
+        # 1/(1 + exp(-x)), accurate relative to its value in both tails (sigmoid(-80) is
+        # 1.8e-35, not 0); -x capped at 88, where exp would overflow and the answer is below
+        # float32's smallest normal value anyway.
+        return torch.neg(x).clamp_max_(88.0).exp_().add_(1.0).reciprocal_()
 
     def relu(self, x: Tensor) -> Tensor:
         return torch.relu(x)
