@@ -159,7 +159,7 @@ def _doctor_engine(description: EngineDescription) -> int:
     except DeepSharpError as error:
         made = 0
         print(f"  {spec:<12} not usable: {error}")
-        if description.install:
+        if description.install and description.doctor is None:  # else its lines advise
             print(f"  {'':<12} to use it, install {description.install}")
     else:
         made = 1
