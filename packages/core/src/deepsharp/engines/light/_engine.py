@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -43,9 +44,8 @@ class LightEngine:
     dtype: type[np.floating[Any]] = np.float32
 
     def __init__(self, precision: str | Precision = "strict") -> None:
-        self.totals: Totals = choose_totals(
-            "light", precision, {name: _making(kind, self.dtype) for name, kind in OFFERED.items()}
-        )
+        offered = {name: partial(kind, self.dtype) for name, kind in OFFERED.items()}
+        self.totals: Totals = choose_totals("light", precision, offered)
         self.precision: str = self.totals.precision.name
         self.counters = Counters()
         self.version = np.__version__
@@ -329,10 +329,6 @@ def _windows(x: Array, pool: int) -> Array:
     cropped = x[:, :, : out_h * pool, : out_w * pool]
     grid = cropped.reshape(count, channels, out_h, pool, out_w, pool).transpose(0, 1, 2, 4, 3, 5)
     return grid.reshape(count, channels, out_h, out_w, pool * pool)
-
-
-def _making(kind: Any, dtype: Any) -> Any:
-    return lambda: kind(dtype)
 
 
 class ReferenceEngine(LightEngine):

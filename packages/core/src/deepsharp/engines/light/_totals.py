@@ -13,12 +13,13 @@ product with the filters, no transposed copies of the large tensors.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from deepsharp.core.engine import FLOAT32, STRICT, images_a_block, product_blocks
+from deepsharp.core.engine import FLOAT32, STRICT, Totals, images_a_block, product_blocks
 
 __all__ = ["OFFERED", "Float32Totals", "StrictTotals"]
 
@@ -192,7 +193,7 @@ class Float32Totals(_Convolutions):
         return np.mean(x, axis=axes, keepdims=keepdims) if axes else x
 
 
-OFFERED = {"strict": StrictTotals, "float32": Float32Totals}
+OFFERED: dict[str, Callable[..., Totals]] = {"strict": StrictTotals, "float32": Float32Totals}
 """The light engine's precisions, its default first: name -> strategy (made with the dtype)."""
 
 

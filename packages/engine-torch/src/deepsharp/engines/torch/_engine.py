@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -163,7 +164,7 @@ class TorchEngine:
         self._cuda = self._device.type == "cuda"
         self._guard: Any = _Exact() if self._cuda else nullcontext()
         offered = {
-            name: _making(kind, self._cuda, self._guard) for name, kind in _totals.OFFERED.items()
+            name: partial(kind, self._cuda, self._guard) for name, kind in _totals.OFFERED.items()
         }
         self.totals: Totals = choose_totals("torch", precision, offered)
         self.precision: str = self.totals.precision.name
@@ -461,7 +462,3 @@ class TorchEngine:
         if (height, width) == (out_h * pool, out_w * pool):
             return grid
         return F.pad(grid, (0, width - out_w * pool, 0, height - out_h * pool))
-
-
-def _making(kind: Any, cuda: bool, guard: Any) -> Any:
-    return lambda: kind(cuda, guard)

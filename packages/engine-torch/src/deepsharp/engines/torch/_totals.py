@@ -15,10 +15,10 @@ torch is bound (`bind`) when the first engine is made, never when this module is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from deepsharp.core.engine import FLOAT32, STRICT, images_a_block, product_blocks
+from deepsharp.core.engine import FLOAT32, STRICT, Totals, images_a_block, product_blocks
 
 __all__ = ["OFFERED", "Float32Totals", "StrictTotals", "bind"]
 
@@ -292,7 +292,7 @@ class StrictTotals(_Totals):
         return out
 
 
-OFFERED = {"float32": Float32Totals, "strict": StrictTotals}
+OFFERED: dict[str, Callable[..., Totals]] = {"float32": Float32Totals, "strict": StrictTotals}
 """The torch engine's precisions, its default first: name -> strategy."""
 
 
