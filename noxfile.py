@@ -57,7 +57,7 @@ def _contracts(session: nox.Session, engine: str) -> None:
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
     """The core's tests (light engine), the test engine's, and the contracts on both engines
-    (the light engine with float64 totals and with float32 ones)."""
+    (the light engine at precisions strict and float32)."""
     # The optional companions (pandas rows, plots, other safetensors readers) on one version.
     extras = ["pandas", "matplotlib", "safetensors"] if session.python == TORCH_PYTHON else []
     session.install(
@@ -73,7 +73,7 @@ def tests(session: nox.Session) -> None:
         "not slow",
         *session.posargs,
     )
-    for engine in ("light", "light:float32-totals", "testbuffer"):
+    for engine in ("light", "light:float32", "testbuffer"):
         _contracts(session, engine)
 
 
@@ -95,7 +95,7 @@ def oldest(session: nox.Session) -> None:
 
 @nox.session(python=TORCH_PYTHON)
 def torch(session: nox.Session) -> None:
-    """The torch engine's tests, the memory tests on it, and the contracts on torch:cpu (both totals)."""
+    """The torch engine's tests, the memory tests on it, and the contracts on torch:cpu (both precisions)."""
     session.install(*CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TORCH, CONTRACTS)
     session.run(
         "pytest",
@@ -105,7 +105,7 @@ def torch(session: nox.Session) -> None:
         *session.posargs,
     )
     _contracts(session, "torch:cpu")
-    _contracts(session, "torch:cpu:float32-totals")
+    _contracts(session, "torch:cpu:strict")
 
 
 @nox.session(python=TORCH_PYTHON)
@@ -123,7 +123,7 @@ def cuda(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, "pytest", "hypothesis", CORE, TORCH, CONTRACTS)
     session.run("pytest", "packages/engine-torch/tests", "-q", env={"DEEPSHARP_TEST_CUDA": "1"})
     _contracts(session, "torch:cuda:0")
-    _contracts(session, "torch:cuda:0:float32-totals")
+    _contracts(session, "torch:cuda:0:strict")
 
 
 @nox.session(python=TORCH_PYTHON)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from deepsharp.core import available_engines, make_engine
+from deepsharp.core.engine import describe_engine
 from deepsharp.core.errors import EngineUnavailableError
 
 RESULTS = Path(
@@ -29,18 +30,18 @@ the cores from the other side's first calls. Rested, each side's round has the c
 
 
 def engine_specs() -> list[str]:
-    """Every engine installed here that can be made (torch on the processor), light and torch
-    each with float64 totals and with float32 ones."""
+    """Every engine installed here that can be made, at its default spec (torch on the
+    processor) and at each other precision it offers: light, light:float32, torch:cpu,
+    torch:cpu:strict, testbuffer."""
     specs = []
     for name in available_engines():
-        spec = "torch:cpu" if name == "torch" else name
         try:
-            make_engine(spec)
+            description = describe_engine(name)
+            make_engine(description.default_spec)
         except EngineUnavailableError:
             continue
-        specs.append(spec)
-        if name in ("light", "torch"):
-            specs.append(f"{spec}:float32-totals")
+        specs.append(description.default_spec)
+        specs += [description.spec_with(other) for other in description.precisions[1:]]
     return specs
 
 

@@ -1,10 +1,10 @@
 """Training steps on every engine present, beside plain PyTorch eager: the ratios asserted.
 
-Goals (issues 2, 5, 6): the Titanic step on light <= 0.4x PyTorch's and on torch:cpu <= 1.0x;
-the small convolution step on light <= 1.2x and on torch:cpu <= 1.05x; the large one on light
-<= 2.0x and on torch:cpu <= 1.05x. Light and torch each run twice: with their default float64
-totals and with float32 ones (light:float32-totals, torch:cpu:float32-totals), held to the same
-goals. A ratio over its goal but under its GUARD (what is reached now, with room for noise) is
+Goals (issues 2, 5, 6, 12): the Titanic step on light <= 0.3x PyTorch's and on torch:cpu (its
+default precision, float32) <= 1.0x; the convolution steps on torch:cpu <= 1.0x and on
+light:float32 <= 1.0x (32 images) and <= 1.5x (256). Light and torch each run at both of their
+precisions (light, light:float32; torch:cpu, torch:cpu:strict); the strict ones' goals are
+the earlier ones. A ratio over its goal but under its GUARD (what is reached now, with room for noise) is
 reported as an expected failure naming both figures, so that the gap stays visible; over its
 guard, the benchmark fails: something got slower. docs/performance.md gives the figures and
 why the gaps are there.
@@ -22,20 +22,20 @@ torch = pytest.importorskip("torch", reason="the peer is plain PyTorch: install 
 
 # (workload, engine) -> the goal: the largest ratio to PyTorch's step that meets it.
 LIMITS = {
-    ("titanic", "light"): 0.4,
-    ("titanic", "light:float32-totals"): 0.4,
+    ("titanic", "light"): 0.3,
+    ("titanic", "light:float32"): 0.4,
+    ("titanic", "torch:cpu:strict"): 1.0,
     ("titanic", "torch:cpu"): 1.0,
-    ("titanic", "torch:cpu:float32-totals"): 1.0,
     ("titanic", "testbuffer"): None,  # measured, not held to a goal: it exists for tests
     ("conv-32x8", "light"): 1.2,
-    ("conv-32x8", "light:float32-totals"): 1.2,
-    ("conv-32x8", "torch:cpu"): 1.05,
-    ("conv-32x8", "torch:cpu:float32-totals"): 1.05,
+    ("conv-32x8", "light:float32"): 1.0,
+    ("conv-32x8", "torch:cpu:strict"): 1.05,
+    ("conv-32x8", "torch:cpu"): 1.0,
     ("conv-32x8", "testbuffer"): None,
     ("conv-256x32", "light"): 2.0,
-    ("conv-256x32", "light:float32-totals"): 2.0,
-    ("conv-256x32", "torch:cpu"): 1.05,
-    ("conv-256x32", "torch:cpu:float32-totals"): 1.05,
+    ("conv-256x32", "light:float32"): 1.5,
+    ("conv-256x32", "torch:cpu:strict"): 1.05,
+    ("conv-256x32", "torch:cpu"): 1.0,
     ("conv-256x32", "testbuffer"): None,
 }
 
@@ -43,17 +43,17 @@ LIMITS = {
 # sit just above what is reached now).
 GUARDS = {
     ("titanic", "light"): 0.6,
-    ("titanic", "light:float32-totals"): 0.6,
+    ("titanic", "light:float32"): 0.6,
+    ("titanic", "torch:cpu:strict"): 1.5,
     ("titanic", "torch:cpu"): 1.5,
-    ("titanic", "torch:cpu:float32-totals"): 1.5,
     ("conv-32x8", "light"): 3.0,
-    ("conv-32x8", "light:float32-totals"): 1.8,
-    ("conv-32x8", "torch:cpu"): 2.4,
-    ("conv-32x8", "torch:cpu:float32-totals"): 1.6,
+    ("conv-32x8", "light:float32"): 1.8,
+    ("conv-32x8", "torch:cpu:strict"): 2.4,
+    ("conv-32x8", "torch:cpu"): 1.6,
     ("conv-256x32", "light"): 5.0,
-    ("conv-256x32", "light:float32-totals"): 3.0,
-    ("conv-256x32", "torch:cpu"): 4.0,
-    ("conv-256x32", "torch:cpu:float32-totals"): 2.5,
+    ("conv-256x32", "light:float32"): 3.0,
+    ("conv-256x32", "torch:cpu:strict"): 4.0,
+    ("conv-256x32", "torch:cpu"): 2.5,
 }
 
 WORKLOADS: dict[str, tuple[Any, Any, int, int]] = {

@@ -20,10 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- contracts-table:start -->", "<!-- contracts-table:end -->"
 EXPECTED = [
     "light",
-    "light:float32-totals",
+    "light:float32",
     "testbuffer",
     "torch:cpu",
-    "torch:cpu:float32-totals",
+    "torch:cpu:strict",
     "torch:cuda:0",
 ]
 FLOAT32_TOTALS = "float32"

@@ -1,4 +1,5 @@
-"""Every operation against the float64 reference (totals, value by value) or light (moves)."""
+"""Every operation against the float64 reference (totals, value by value) or light (moves), at
+each precision the engine offers (totals held to that precision's bound)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from deepsharp.core.engine import PRECISIONS  # noqa: E402
 from deepsharp.engines.light import LightEngine, ReferenceEngine  # noqa: E402
 from deepsharp.engines.torch import TorchEngine  # noqa: E402
 
@@ -16,9 +18,9 @@ U = 2.0**-24
 Array = Any
 
 
-@pytest.fixture(scope="module")
-def engine() -> TorchEngine:
-    return TorchEngine.on_cpu()
+@pytest.fixture(scope="module", params=["float32", "strict"])
+def engine(request: pytest.FixtureRequest) -> TorchEngine:
+    return TorchEngine.on_cpu(request.param)
 
 
 REF = ReferenceEngine()
@@ -30,11 +32,21 @@ def rand(*shape: int, seed: int = 0, low: float = -2.0, high: float = 2.0) -> Ar
     return rng.uniform(low, high, size=shape).astype(np.float32)
 
 
-def check_total(got: Array, ref: Array, magnitude: Array) -> None:
-    """|got - ref| <= 3 u sum|terms|, elementwise (magnitude: the same total over |terms|)."""
+def check_total(
+    engine: TorchEngine, got: Array, ref: Array, magnitude: Array, terms: Array | int
+) -> None:
+    """|got - ref| <= factor u sum|terms|, elementwise (magnitude: the same total over |terms|;
+    factor: 3 for strict, terms + 1 for float32)."""
     assert got.dtype == np.float32 and got.shape == ref.shape
-    excess = np.abs(got.astype(np.float64) - ref) - 3 * U * magnitude
+    factor = PRECISIONS[engine.precision].totals_factor(terms)
+    excess = np.abs(got.astype(np.float64) - ref) - factor * U * magnitude
     assert excess.max(initial=-1.0) <= 0.0, f"worst excess {excess.max()}"
+
+
+def terms(op: str, *args: Any, **kw: Any) -> Array:
+    """How many terms each element of `op`'s result adds: `op` over ones (a mean as a sum)."""
+    ones = [np.ones_like(a) if isinstance(a, np.ndarray) else a for a in args]
+    return ref("sum" if op == "mean" else op, *ones, **kw)
 
 
 def check_value(got: Array, ref: Array) -> None:
@@ -106,9 +118,11 @@ def test_matmul(engine: TorchEngine, m: int, k: int, n: int, ta: bool, tb: bool)
     b = rand(*((n, k) if tb else (k, n)), seed=2)
     kw = {"transpose_a": ta, "transpose_b": tb}
     check_total(
+        engine,
         run(engine, "matmul", a, b, **kw),
         ref("matmul", a, b, **kw),
         ref("matmul", *absolute(a, b), **kw),
+        k,
     )
 
 
@@ -130,9 +144,11 @@ def test_sum_mean(
 ) -> None:
     x = rand(*shape, seed=3)
     check_total(
+        engine,
         run(engine, op, x, axes, keepdims),
         ref(op, x, axes, keepdims),
         ref(op, np.abs(x), axes, keepdims),
+        terms(op, x, axes, keepdims),
     )
 
 
@@ -156,22 +172,28 @@ def test_conv2d_and_its_gradients(
     w = rand(ws[0], xs[1], ws[1], ws[2], seed=5)
     y_ref = ref("conv2d", x, w, stride, padding)
     check_total(
+        engine,
         run(engine, "conv2d", x, w, stride, padding),
         y_ref,
         ref("conv2d", *absolute(x, w), stride, padding),
+        terms("conv2d", x, w, stride, padding),
     )
     gy = rand(*y_ref.shape, seed=6)
     kernel = (ws[1], ws[2])
     check_total(
+        engine,
         run(engine, "conv2d_weight_grad", x, gy, kernel, stride, padding),
         ref("conv2d_weight_grad", x, gy, kernel, stride, padding),
         ref("conv2d_weight_grad", *absolute(x, gy), kernel, stride, padding),
+        terms("conv2d_weight_grad", x, gy, kernel, stride, padding),
     )
     image = (xs[2], xs[3])
     check_total(
+        engine,
         run(engine, "conv2d_fold", gy, w, image, stride, padding),
         ref("conv2d_fold", gy, w, image, stride, padding),
         ref("conv2d_fold", *absolute(gy, w), image, stride, padding),
+        terms("conv2d_fold", gy, w, image, stride, padding),
     )
 
 

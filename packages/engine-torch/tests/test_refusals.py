@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from deepsharp.core import EngineUnavailableError, available_engines, make_engine
-from deepsharp.engines.torch import TorchEngine, describe_torch, from_spec
+from deepsharp.core.cli import main
+from deepsharp.core.engine import describe_engine
+from deepsharp.engines.torch import DESCRIPTION, TorchEngine, describe_torch, from_spec
 from deepsharp.engines.torch._probe import cuda_refusal
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -128,3 +130,33 @@ def test_describe_with_real_torch() -> None:
     if torch.version.cuda is None:
         assert report["build"] == "CPU-only" and report["cards"] == []
         assert any("cu126" in line for line in report["advice"])
+
+
+def test_it_describes_itself_through_its_entry_point() -> None:
+    description = describe_engine("torch")
+    assert description is DESCRIPTION
+    assert description.default_spec == "torch:cpu"  # the one that needs no card
+    assert description.precisions == ("float32", "strict")  # float32 the default
+    assert description.spec_with("strict") == "torch:cpu:strict"
+    assert "torch:cuda:0:strict" in description.specs
+    assert "download.pytorch.org/whl/cpu" in description.install
+    assert description.doctor is not None
+
+
+@pytest.mark.usefixtures("no_torch")
+def test_without_torch_the_description_loads_and_its_doctor_lines_name_packages() -> None:
+    lines = DESCRIPTION.doctor() if DESCRIPTION.doctor is not None else []
+    assert "torch: none" in lines
+    assert any("torch problem: torch is not installed" in line for line in lines)
+    assert any("whl/cpu" in line for line in lines)
+    with pytest.raises(EngineUnavailableError, match=r"whl/cpu"):
+        DESCRIPTION.make("cpu:strict")
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_doctor_lists_the_torch_engines_precisions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "torch:cpu    usable: torch" in out and "(float32)" in out
+    assert "precisions: float32 (torch:cpu, default), strict (torch:cpu:strict)" in out
+    assert "precisions: strict (light, default), float32 (light:float32)" in out

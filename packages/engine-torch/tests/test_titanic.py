@@ -17,19 +17,25 @@ from deepsharp.core.training.checkpoint import Checkpoint
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, Run]:
-    return {spec: titanic.run(engine=spec, progress=False) for spec in ("light", "torch:cpu")}
+    specs = ("light", "torch:cpu", "torch:cpu:strict")
+    return {spec: titanic.run(engine=spec, progress=False) for spec in specs}
 
 
-def test_the_sample_reaches_078_on_torch(runs: dict[str, Run]) -> None:
-    report = runs["torch:cpu"].report
+@pytest.mark.parametrize("spec", ["torch:cpu", "torch:cpu:strict"])
+def test_the_sample_reaches_078_on_torch(runs: dict[str, Run], spec: str) -> None:
+    report = runs[spec].report
     assert report.engine.name == "torch" and report.engine.device == "cpu"
+    assert report.engine.precision == ("strict" if spec.endswith("strict") else "float32")
     assert report.measures["accuracy"] >= 0.78
 
 
-def test_light_and_torch_runs_end_within_a_few_units_of_float32(runs: dict[str, Run]) -> None:
+def test_strict_light_and_torch_runs_end_within_a_few_units_of_float32(
+    runs: dict[str, Run],
+) -> None:
     # Both add every total in float64, so the same seed gives nearly the same run:
     # docs/performance.md quotes the largest difference (1.2e-7 when measured).
-    light, torch = runs["light"].trained.network.slots, runs["torch:cpu"].trained.network.slots
+    light = runs["light"].trained.network.slots
+    torch = runs["torch:cpu:strict"].trained.network.slots
     largest = max(float(np.abs(light[name] - torch[name]).max()) for name in light)
     assert largest <= 1e-5
 
@@ -46,17 +52,17 @@ def test_a_network_trained_on_one_engine_is_served_on_the_other(
     assert np.all(np.abs(here - there) <= 1e-5 + 1.3e-6 * np.abs(here))
 
 
-def test_on_torch_a_row_is_answered_the_same_alone_and_in_any_company(
+def test_on_strict_torch_a_row_is_answered_the_same_alone_and_in_any_company(
     runs: dict[str, Run],
 ) -> None:
     rows = titanic.rows()
-    trained = runs["torch:cpu"].trained
-    every = trained.predict(rows, "torch:cpu")  # 28 chunks: the later ones replayed
+    trained = runs["torch:cpu:strict"].trained
+    every = trained.predict(rows, "torch:cpu:strict")  # 28 chunks: the later ones replayed
     for index in (0, 33, 890):
-        alone = trained.predict([rows[index]], "torch:cpu")
+        alone = trained.predict([rows[index]], "torch:cpu:strict")
         assert alone.tobytes() == every[index].tobytes()
     order = np.random.default_rng(2).permutation(891)[:100]
-    assert trained.predict([rows[i] for i in order], "torch:cpu").tobytes() == (
+    assert trained.predict([rows[i] for i in order], "torch:cpu:strict").tobytes() == (
         every[order].tobytes()
     )
 

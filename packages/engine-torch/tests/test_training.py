@@ -90,13 +90,13 @@ def test_nothing_requires_grad_after_a_step() -> None:
 
 def _titanic_run(threads: int) -> tuple[list[float], dict[str, Any]]:
     torch.set_num_threads(threads)
-    trainer = titanic_trainer(TorchEngine.on_cpu())
+    trainer = titanic_trainer(TorchEngine.on_cpu("strict"))
     losses = [trainer.step(x, y) for x, y in titanic_batches(200)]
     return losses, dict(trainer.network.slots)
 
 
 @pytest.mark.usefixtures("restore_threads")
-def test_same_bits_whatever_the_thread_count() -> None:
+def test_strict_same_bits_whatever_the_thread_count() -> None:
     runs = {threads: _titanic_run(threads) for threads in THREADS}
     losses, slots = runs[1]
     for threads in THREADS[1:]:
@@ -104,6 +104,36 @@ def test_same_bits_whatever_the_thread_count() -> None:
         assert other_losses == losses, f"losses differ with {threads} threads"
         for name, value in slots.items():
             assert other_slots[name].tobytes() == value.tobytes(), (name, threads)
+
+
+def _large_values(engine: TorchEngine) -> list[Any]:
+    """Value-by-value operations on more values than one thread takes (32,768)."""
+    flat = engine.put(np.random.default_rng(6).standard_normal((1_000_003,)).astype(np.float32))
+    scaled = engine.mul(flat, 30.0)
+    return [
+        engine.sigmoid(scaled),
+        engine.softplus(scaled),
+        engine.tanh(flat),
+        engine.exp(flat),
+        engine.log1p(engine.abs(flat)),
+        engine.sqrt(engine.abs(flat)),
+        engine.div(flat, engine.add(engine.abs(flat), 1.0)),
+        engine.relu(flat),
+        engine.max(flat, (0,)),
+    ]
+
+
+@pytest.mark.usefixtures("restore_threads")
+@pytest.mark.parametrize("precision", ["float32", "strict"])
+def test_value_by_value_same_bits_whatever_the_thread_count(precision: str) -> None:
+    engine = TorchEngine.on_cpu(precision)
+    results: dict[int, list[Any]] = {}
+    for threads in THREADS:
+        torch.set_num_threads(threads)
+        results[threads] = [engine.get(out) for out in _large_values(engine)]
+    for threads in THREADS[1:]:
+        for i, (mine, other) in enumerate(zip(results[1], results[threads], strict=True)):
+            assert mine.tobytes() == other.tobytes(), f"result {i} differs with {threads} threads"
 
 
 def _large_ops(engine: TorchEngine) -> list[Any]:
@@ -141,8 +171,8 @@ def _large_ops(engine: TorchEngine) -> list[Any]:
 
 
 @pytest.mark.usefixtures("restore_threads")
-def test_large_operations_same_bits_whatever_the_thread_count() -> None:
-    engine = TorchEngine.on_cpu()
+def test_strict_large_operations_same_bits_whatever_the_thread_count() -> None:
+    engine = TorchEngine.on_cpu("strict")
     results: dict[int, list[Any]] = {}
     for threads in THREADS:
         torch.set_num_threads(threads)
@@ -192,6 +222,7 @@ def test_identity() -> None:
     engine = TorchEngine.on_cpu()
     identity = engine.identity
     assert (identity.name, identity.version, identity.device) == ("torch", torch.__version__, "cpu")
+    assert identity.precision == "float32"
     assert engine.counters.transfers_in == 0 and engine.counters.transfers_out == 0
 
 
@@ -212,7 +243,8 @@ def _conv_run(threads: int) -> tuple[list[float], dict[str, Any]]:
         ],
         inputs=(1, 28, 28),
     )
-    trainer = Trainer(network, CrossEntropy(), Adam(0.001), engine=TorchEngine.on_cpu(), seed=0)
+    engine = TorchEngine.on_cpu("strict")
+    trainer = Trainer(network, CrossEntropy(), Adam(0.001), engine=engine, seed=0)
     losses = []
     for _ in range(5):
         images = rng.standard_normal((32, 1, 28, 28)).astype(np.float32)
@@ -221,7 +253,7 @@ def _conv_run(threads: int) -> tuple[list[float], dict[str, Any]]:
 
 
 @pytest.mark.usefixtures("restore_threads")
-def test_convolution_steps_same_bits_whatever_the_thread_count() -> None:
+def test_strict_convolution_steps_same_bits_whatever_the_thread_count() -> None:
     runs = {threads: _conv_run(threads) for threads in THREADS}
     losses, slots = runs[1]
     for threads in THREADS[1:]:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from deepsharp.contracts.data import CHECKS, draw, out_size, references, seeds, sides, signs
 from deepsharp.contracts.measure import Contract
-from deepsharp.core.engine import Engine
+from deepsharp.core.engine import Engine, fused
 
 inner_sizes = st.one_of(sides, st.integers(1, 40), st.sampled_from([255, 1000, 4096]))
 """The length of a total: small and odd, and up to 4,096."""
@@ -145,8 +145,8 @@ def test_conv2d_within_totals_bound(
     contract.totals("conv2d", got, *references("conv2d", x, w, case["stride"], case["padding"]))
     # With a bias: one more term of every total.
     b = draw(seed + 2, (case["filters"],), signs=sign)
-    handle = engine.conv2d(
-        engine.put(x), engine.put(w), case["stride"], case["padding"], engine.put(b)
+    handle = fused.conv2d_bias(
+        engine, engine.put(x), engine.put(w), engine.put(b), case["stride"], case["padding"]
     )
     ref = references("conv2d", x, w, case["stride"], case["padding"], b)
     contract.totals("conv2d with bias", engine.get(handle), *ref)
@@ -166,8 +166,8 @@ def test_conv2d_weight_grad_within_totals_bound(
     ref = references("conv2d_weight_grad", x, gy, case["kernel"], case["stride"], case["padding"])
     contract.totals("conv2d_weight_grad", engine.get(handle), *ref)
     # With the biases' gradient from the same pass: the filters' the same, gy's totals beside.
-    weights, biases = engine.conv2d_weight_grad(
-        engine.put(x), engine.put(gy), case["kernel"], case["stride"], case["padding"], True
+    weights, biases = fused.conv2d_weight_bias_grad(
+        engine, engine.put(x), engine.put(gy), case["kernel"], case["stride"], case["padding"]
     )
     contract.totals("conv2d_weight_grad with bias", engine.get(weights), *ref)
     ref = references("sum", gy, (0, 2, 3))
@@ -227,10 +227,12 @@ def test_large_totals_within_bound(engine: Engine, contract: Contract) -> None:
         w = draw(2, (8, 2, 3, 3), signs=sign)
         b = draw(5, (8,), signs=sign)
         gy = draw(3, (64, 8, 20, 20), signs=sign)
-        got = engine.get(engine.conv2d(engine.put(x), engine.put(w), 1, padding, engine.put(b)))
+        got = engine.get(
+            fused.conv2d_bias(engine, engine.put(x), engine.put(w), engine.put(b), 1, padding)
+        )
         contract.totals("conv2d with bias", got, *references("conv2d", x, w, 1, padding, b))
-        weights, biases = engine.conv2d_weight_grad(
-            engine.put(x), engine.put(gy), (3, 3), 1, padding, True
+        weights, biases = fused.conv2d_weight_bias_grad(
+            engine, engine.put(x), engine.put(gy), (3, 3), 1, padding
         )
         ref = references("conv2d_weight_grad", x, gy, (3, 3), 1, padding)
         contract.totals("conv2d_weight_grad with bias", engine.get(weights), *ref)

@@ -19,7 +19,7 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 from deepsharp.contracts.data import CHECKS, draw, seeds
 from deepsharp.contracts.measure import Contract
 from deepsharp.core.autodiff.functions import parts
-from deepsharp.core.engine import Engine
+from deepsharp.core.engine import Engine, fused
 
 pairs = mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=1, max_side=5)
 operand_kinds = st.sampled_from(
@@ -132,7 +132,7 @@ def test_relu_back_passes_the_gradient_where_x_is_positive(
 ) -> None:
     x = draw(seed, shape, low=-3, high=3, zeros=0.2)  # zeros: ReLU's way back sends none there
     grad = draw(seed + 1, shape, low=-3, high=3)
-    got = engine.get(engine.relu_back(engine.put(x), engine.put(grad)))
+    got = engine.get(fused.relu_back(engine, engine.put(x), engine.put(grad)))
     contract.values("relu_back", got, np.where(x > 0, grad.astype(np.float64), 0.0))
 
 
@@ -163,7 +163,9 @@ def test_adam_update_follows_its_formula(
     firsts = [draw(seed + 20 + i, s, low=-6, high=0) for i, s in enumerate(shapes)]
     seconds = [np.abs(draw(seed + 30 + i, s, low=-8, high=0)) for i, s in enumerate(shapes)]
     handles = [[engine.put(v) for v in group] for group in (slots, grads, firsts, seconds)]
-    engine.adam_update(*handles, step_size=step_size, beta1=beta1, beta2=beta2, epsilon=epsilon)
+    fused.adam_update(
+        engine, *handles, step_size=step_size, beta1=beta1, beta2=beta2, epsilon=epsilon
+    )
     for i in range(len(shapes)):
         g, m, v, p = (group[i].astype(np.float64) for group in (grads, firsts, seconds, slots))
         m = m + (g - m) * (1.0 - beta1)
@@ -193,7 +195,7 @@ def test_sgd_update_follows_its_formula(
     grads = [draw(seed + 10 + i, s, low=-6, high=2) for i, s in enumerate(shapes)]
     velocities = [draw(seed + 20 + i, s, low=-6, high=1) for i, s in enumerate(shapes)]
     handles = [[engine.put(v) for v in group] for group in (slots, grads, velocities)]
-    engine.sgd_update(*handles, learning_rate=learning_rate, momentum=momentum)
+    fused.sgd_update(engine, *handles, learning_rate=learning_rate, momentum=momentum)
     for i in range(len(shapes)):
         p, g, v = (group[i].astype(np.float64) for group in (slots, grads, velocities))
         v = momentum * v - learning_rate * g
@@ -225,7 +227,7 @@ def test_fused_updates_of_parts_of_one_tensor_in_any_order(
         )
 
     p, g, m, v = (laid_out(name) for name in "pgmv")
-    engine.adam_update(p, g, m, v, step_size=0.01, beta1=0.9, beta2=0.999, epsilon=1e-7)
+    fused.adam_update(engine, p, g, m, v, step_size=0.01, beta1=0.9, beta2=0.999, epsilon=1e-7)
     for place, i in enumerate(order):
         g64, m64, v64, p64 = (expected(name, i) for name in "gmvp")
         m64 = m64 + (g64 - m64) * 0.1
@@ -236,7 +238,7 @@ def test_fused_updates_of_parts_of_one_tensor_in_any_order(
             "adam_update", engine.get(p[place]), p64 - 0.01 * m64 / (np.sqrt(v64) + 1e-7)
         )
     q, w = (laid_out(name) for name in "pm")
-    engine.sgd_update(q, laid_out("g"), w, learning_rate=0.1, momentum=0.5)
+    fused.sgd_update(engine, q, laid_out("g"), w, learning_rate=0.1, momentum=0.5)
     for place, i in enumerate(order):
         velocity = 0.5 * expected("m", i) - 0.1 * expected("g", i)
         contract.values("sgd_update", engine.get(w[place]), velocity)

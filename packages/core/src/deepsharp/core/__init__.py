@@ -35,7 +35,7 @@ from deepsharp.core.nn.layers import (
 )
 from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
 from deepsharp.core.nn.network import Network
-from deepsharp.core.nn.optimizers import SGD, Adam, Optimizer
+from deepsharp.core.nn.optimizers import SGD, Adam, AdamW, Optimizer
 from deepsharp.core.random import Generator
 from deepsharp.core.serving import TrainedNetwork
 from deepsharp.core.training.callbacks import Callback, RunState
@@ -47,6 +47,7 @@ from deepsharp.core.version import __version__
 __all__ = [
     "SGD",
     "Adam",
+    "AdamW",
     "BinaryCrossEntropy",
     "Callback",
     "Checkpoint",

@@ -8,10 +8,14 @@ import io
 import sys
 from collections.abc import Sequence
 from importlib import import_module
-from importlib.metadata import entry_points
 from typing import Any
 
-from deepsharp.core.engine import available_engines, make_engine
+from deepsharp.core.engine import (
+    EngineDescription,
+    available_engines,
+    describe_engine,
+    make_engine,
+)
 from deepsharp.core.errors import DeepSharpError
 from deepsharp.core.version import __version__
 
@@ -133,48 +137,48 @@ def _doctor() -> int:
     print(f"engines installed: {', '.join(names) or 'none'}")
     usable = 0
     for name in names:
-        spec = "torch:cpu" if name == "torch" else name
         try:
-            engine = make_engine(spec)
+            description = describe_engine(name)
         except DeepSharpError as error:
-            print(f"  {spec:<12} not usable: {error}")
+            print(f"  {name:<12} not usable: {error}")
             continue
-        usable += 1
-        print(f"  {spec:<12} usable: {engine.identity}")
-    if "torch" in names:
-        _doctor_torch()
-    else:
-        print(
-            "  torch        not installed: pip install deepsharp-engine-torch (and a torch build, "
-            "see docs/install.md)"
-        )
-    if "testbuffer" not in names:
-        print("  testbuffer   not installed: pip install deepsharp-engine-testbuffer")
+        usable += _doctor_engine(description)
+    print(
+        "  other engines come as packages named deepsharp-engine-NAME "
+        "(pip install deepsharp-engine-NAME; docs/install.md lists them)"
+    )
     return 0 if usable else 1
 
 
-def _doctor_torch() -> None:
-    for point in entry_points(group="deepsharp.engines"):
-        if point.name != "torch":
-            continue
-        module = import_module(point.module)
-        describe = getattr(module, "describe_torch", None)
-        if describe is None:
-            return
-        facts = describe()
-        for line in _torch_lines(facts):
-            print(f"  {line}")
-
-
-def _torch_lines(facts: Any) -> list[str]:
-    if isinstance(facts, dict):
-        lines = []
-        for key, value in facts.items():
-            if isinstance(value, (list, tuple)):
-                value = ", ".join(str(v) for v in value) or "none"
-            lines.append(f"torch {key}: {value}")
-        return lines
-    return [str(facts)]
+def _doctor_engine(description: EngineDescription) -> int:
+    """Print what one engine says of itself and whether it can be made here: 1 if it can."""
+    spec = description.default_spec
+    stated = "not stated by its entry point"
+    try:
+        engine = make_engine(spec)
+    except DeepSharpError as error:
+        made = 0
+        print(f"  {spec:<12} not usable: {error}")
+        if description.install and description.doctor is None:  # else its lines advise
+            print(f"  {'':<12} to use it, install {description.install}")
+    else:
+        made = 1
+        stated += f" (its identity says {engine.identity.precision})"
+        print(f"  {spec:<12} usable: {engine.identity}")
+    precisions = [
+        f"{precision} ({description.spec_with(precision)}{', default' if i == 0 else ''})"
+        for i, precision in enumerate(description.precisions)
+    ]
+    print(f"  {'':<12} precisions: {', '.join(precisions) or stated}")
+    lines: Sequence[str] = []
+    if description.doctor is not None:
+        try:
+            lines = description.doctor()
+        except Exception as error:  # what an engine says of itself never stops the doctor
+            lines = [f"{description.name}: asking what it runs on failed: {error!r}"]
+    for line in lines:
+        print(f"  {'':<12} {line}")
+    return made
 
 
 if __name__ == "__main__":

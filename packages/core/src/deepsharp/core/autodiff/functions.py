@@ -9,8 +9,9 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 
-from deepsharp.core.autodiff.rulebook import _handle, parts, same_padding
+from deepsharp.core.autodiff.rulebook import _handle, same_padding
 from deepsharp.core.autodiff.tensor import RULES, Rule, Tensor, Value, apply
+from deepsharp.core.engine.fused import parts
 from deepsharp.core.errors import ShapeError
 
 __all__ = [

@@ -9,14 +9,13 @@ only for the inputs that lead to a tensor asked for (`node.needs`); it returns N
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 from deepsharp.core.autodiff.tensor import RULES, Grads, Node, Rule, Tensor, Value, register
-from deepsharp.core.engine import Engine, Handle
+from deepsharp.core.engine import Engine, Handle, fused
 from deepsharp.core.errors import ShapeError
 
-__all__ = ["parts", "same_padding"]
+__all__ = ["same_padding"]
 
 
 def _shape(value: Value) -> tuple[int, ...]:
@@ -25,22 +24,6 @@ def _shape(value: Value) -> tuple[int, ...]:
 
 def _output(node: Node) -> Handle:
     return node.saved[0]
-
-
-def parts(engine: Engine, flat: Handle, shapes: Sequence[tuple[int, ...]]) -> list[Handle]:
-    """Consecutive parts of a flat tensor, each of its shape: how the core lays out slots and
-    optimizer memory. An engine may offer `parts` itself (the light engine does, so that an
-    update over all of a network's slots is one pass); otherwise slices are reshaped."""
-    own = getattr(engine, "parts", None)
-    if own is not None:
-        made: list[Handle] = own(flat, shapes)
-        return made
-    handles, start = [], 0
-    for shape in shapes:
-        count = math.prod(shape)
-        handles.append(engine.reshape(engine.slice(flat, 0, start, start + count), tuple(shape)))
-        start += count
-    return handles
 
 
 def _unbroadcast(
@@ -244,7 +227,7 @@ class Relu(_Unary):
     keeps_inputs = False  # its output says where the input was positive: the input can go
 
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
-        return (engine.relu_back(_output(node), grad),)
+        return (fused.relu_back(engine, _output(node), grad),)
 
 
 @register
@@ -490,7 +473,7 @@ class Conv2D(Rule):
         padding: tuple[tuple[int, int], ...],
     ) -> tuple[Handle, Any]:
         if bias:  # the bias added inside the convolution: one pass over the output, not two
-            return engine.conv2d(x, w, stride, (padding[0], padding[1]), bias[0]), None
+            return fused.conv2d_bias(engine, x, w, bias[0], stride, (padding[0], padding[1])), None
         return engine.conv2d(x, w, stride, (padding[0], padding[1])), None
 
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
@@ -505,7 +488,7 @@ class Conv2D(Rule):
         kernel = (w.shape[2], w.shape[3])
         if len(node.inputs) == 3 and node.needs[1] and node.needs[2]:
             # The filters' and the biases' gradients from one pass over grad.
-            gw, gb = engine.conv2d_weight_grad(x.handle, grad, kernel, stride, padding, True)
+            gw, gb = fused.conv2d_weight_bias_grad(engine, x.handle, grad, kernel, stride, padding)
             return gx, gw, gb
         gw = (
             engine.conv2d_weight_grad(x.handle, grad, kernel, stride, padding)

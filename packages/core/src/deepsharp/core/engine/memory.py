@@ -8,7 +8,7 @@ freed, and when more than its *trim threshold* lies free at the top of the heap 
 back too. A step that makes and frees tens of megabytes of activations and gradients can thus
 hand its memory to the system at the end of each step and take it back, one page fault for each
 4 KiB page, in the next: on the benchmarks' 256-image convolution step, 10,784 faults a step
-on torch:cpu:float32-totals and 2,503 on light:float32-totals, a quarter to a third of the
+on torch:cpu (float32) and 2,503 on light:float32, a quarter to a third of the
 step's time, depending on what the process did before.
 
 So the first CPU engine a process makes (light, or torch on the processor) asks glibc

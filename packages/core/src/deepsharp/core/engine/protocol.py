@@ -2,19 +2,26 @@
 
 An engine owns float32 tensors (and int64 index tensors) in its own memory and performs
 operations on opaque handles. The core knows shapes; the engine knows where values live.
-Every operation here is held to a contract by `deepsharp-contracts` (see docs/contracts.md):
+`Engine` lists the PRIMITIVES, what every engine must perform; the fused operations (a
+convolution with its bias, ReLU's way back, the optimizer updates, one flat tensor's parts)
+are fast paths with references written in these primitives (`deepsharp.core.engine.fused`),
+which an engine may offer faster versions of. Every operation is held to a contract by
+`deepsharp-contracts` (docs/contracts.md), by family:
 
 - transfers (`put`, `get`): exact, each one counted;
-- totals (`matmul`, `sum`, `mean`, `conv2d`, `conv2d_weight_grad`, `conv2d_fold`):
-  |got - ref| <= 3 * 2**-24 * sum(|terms|) for every element;
-- value by value (arithmetic, functions such as `exp`, `softplus`, `tanh`, `adam_update`, `sgd_update`):
+- totals (`matmul`, `sum`, `mean`, `conv2d`, `conv2d_weight_grad`, `conv2d_fold`): the bound of
+  the engine's precision (`deepsharp.core.engine.precision`): 3u·Σ|terms| for `strict`,
+  (n + 1)u·Σ|terms| for `float32`, u = 2**-24, n the number of terms of one total;
+- value by value (arithmetic, `exp`, `softplus`, `tanh`, `sigmoid`, ...):
   |got - ref| <= 1e-5 + 1.3e-6 * |ref|;
 - moves (`reshape`, `transpose`, `slice`, `take_rows`, `concatenate`, `split`, `pad`,
   `broadcast_to`, `max`, `maxpool2d`, `maxpool2d_back`, `one_hot`, `copy`): bit for bit.
 
-Handles are immutable for every operation but the fused optimizer updates and `assign`, which
-update their first arguments in place. Binary value-by-value operations take a handle or a
-Python float (a constant: not a transfer) on either side and broadcast as NumPy does.
+Every operation leaves its inputs unchanged; only `assign` (and the optimizer updates among
+the fast paths) change their first argument in place. A handle may share memory with another
+(a reshape or a slice may be a view), so nothing but those in-place operations may write into
+a handle. Binary value-by-value operations take a handle or a Python float (a constant: not a
+transfer) on either side and broadcast as NumPy does.
 """
 
 from __future__ import annotations
@@ -39,10 +46,11 @@ Padding = tuple[int, int]
 
 @dataclass(frozen=True)
 class EngineIdentity:
-    """What a checkpoint records of the engine it was taken on: its name, version, device and
-    precision (`strict`, `float32`, `mixed_bfloat16`, `mixed_float16`; see
-    `deepsharp.core.engine.precision`). A run goes on only with the same identity. An engine of
-    your own without a version or device is recorded by its name and precision."""
+    """What a checkpoint and a report record of the engine: its name, version, device and
+    precision (`strict`, `float32`, `mixed_bfloat16`, `mixed_float16`: the names of
+    `deepsharp.core.engine.precision`; always set). Every engine has one; a run goes on only on
+    an engine of the same identity. An engine of your own without a version or device is
+    recorded by its name and precision."""
 
     name: str
     version: str | None = None
@@ -92,7 +100,9 @@ class Counters:
 
 @runtime_checkable
 class Engine(Protocol):
-    """The operations every engine performs. Names and signatures are the contract's."""
+    """The primitive operations every engine performs, with `name`, `identity` and `counters`.
+    Names and signatures are the contract's. The fast paths an engine may add are listed in
+    `deepsharp.core.engine.fused.FAST_PATHS`."""
 
     name: str
 
@@ -136,12 +146,10 @@ class Engine(Protocol):
         w: Handle,
         stride: int,
         padding: tuple[Padding, Padding],
-        bias: Handle | None = None,
     ) -> Handle:
         """Cross-correlation of images x (N, C, H, W) with filters w (F, C, kh, kw) -> (N, F, oh, ow).
 
-        `padding` is ((top, bottom), (left, right)) zeros around each image. With `bias` (F,),
-        each filter's bias is one more term of each of its totals, added in the same call.
+        `padding` is ((top, bottom), (left, right)) zeros around each image.
         """
         ...
 
@@ -152,13 +160,8 @@ class Engine(Protocol):
         kernel: tuple[int, int],
         stride: int,
         padding: tuple[Padding, Padding],
-        bias: bool = False,
     ) -> Handle:
-        """The filters' gradient (F, C, kh, kw) from images x and the outputs' gradient gy.
-
-        With `bias`, a pair: that and the biases' gradient (F,), gy's total over images and
-        places, worked out in the same call.
-        """
+        """The filters' gradient (F, C, kh, kw) from images x and the outputs' gradient gy."""
         ...
 
     def conv2d_fold(
@@ -199,38 +202,6 @@ class Engine(Protocol):
     def tanh(self, x: Handle) -> Handle: ...
     def sigmoid(self, x: Handle) -> Handle: ...
     def relu(self, x: Handle) -> Handle: ...
-    def relu_back(self, x: Handle, grad: Handle) -> Handle:
-        """ReLU's way back in one operation: grad where x > 0, else 0 (x and grad of one shape)."""
-        ...
-
-    def sgd_update(
-        self,
-        slots: Sequence[Handle],
-        grads: Sequence[Handle],
-        velocities: Sequence[Handle],
-        *,
-        learning_rate: float,
-        momentum: float,
-    ) -> None:
-        """In place, for each slot: v = momentum * v - learning_rate * g; slot += v."""
-        ...
-
-    def adam_update(
-        self,
-        slots: Sequence[Handle],
-        grads: Sequence[Handle],
-        firsts: Sequence[Handle],
-        seconds: Sequence[Handle],
-        *,
-        step_size: float,
-        beta1: float,
-        beta2: float,
-        epsilon: float,
-    ) -> None:
-        """In place, for each slot (Keras's Adam; step_size already holds the bias corrections):
-        m += (g - m) * (1 - beta1); v += (g * g - v) * (1 - beta2);
-        slot -= step_size * m / (sqrt(v) + epsilon)."""
-        ...
 
     # --- moves -----------------------------------------------------------------------------
     def copy(self, x: Handle) -> Handle: ...

@@ -1,71 +1,237 @@
-"""The engines installed here, found through the `deepsharp.engines` entry points, and made from specs."""
+"""The engines installed here, each describing itself through its entry point; engines from specs.
+
+An installed engine registers an `EngineDescription` under the entry-point group
+`deepsharp.engines` (its name -> the description), so the core, its command line and the
+contract suite know what it offers without naming it:
+
+```toml
+[project.entry-points."deepsharp.engines"]
+mine = "my_package.engine:DESCRIPTION"
+```
+
+A spec names an engine: `NAME` or `NAME:OPTION` for an installed one (the description's `make`
+gets OPTION, '' when there is none; by convention the last part of OPTION may be a precision:
+`torch:cuda:0:strict`), or `module:factory` for any importable factory that returns an engine.
+The installed engines are read once a process (`rescan_engines()` reads them again).
+"""
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from deepsharp.core.engine.precision import PRECISIONS
 from deepsharp.core.engine.protocol import Engine
 from deepsharp.core.errors import EngineUnavailableError
 
-__all__ = ["available_engines", "make_engine"]
+__all__ = [
+    "EngineDescription",
+    "available_engines",
+    "describe_engine",
+    "make_engine",
+    "rescan_engines",
+    "split_precision",
+]
+
+DEFAULT_SPEC = "light"
+"""What `make_engine(None)` makes: the engine that ships with the core."""
+
+RENAMED = {"float32-totals": "float32"}
+"""Old spec parts and the precision that took their place."""
 
 
-def _registered() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group="deepsharp.engines")}
+@dataclass(frozen=True)
+class EngineDescription:
+    """What an engine says of itself through its entry point (group `deepsharp.engines`).
+
+    - `name`: the spec's first part (`torch`), the entry point's name.
+    - `make(option) -> Engine`: an engine from what follows `name:` in a spec ('' when nothing
+      does). It raises `EngineUnavailableError` saying why and what to install where it cannot.
+    - `default_spec`: the spec to make when none is named (doctor, the contract suite, the
+      benchmarks): one that works wherever the engine is usable (`torch:cpu`, not a card).
+    - `precisions`: the precisions it offers (names from `deepsharp.core.engine.precision`),
+      its default first; `spec_with(precision)` gives the default spec at another. Empty when
+      not stated (an entry point that names only a factory): its engines' identities say.
+    - `specs`: the spec strings it takes, as examples for messages and help.
+    - `install`: what to install when it is installed but cannot be made (a library build).
+    - `doctor`: lines `deepsharp doctor` prints about what the engine runs on (a library's
+      version and build, cards found); called only by doctor, and never expected to raise.
+    """
+
+    name: str
+    make: Callable[[str], Engine]
+    default_spec: str
+    precisions: tuple[str, ...] = ()
+    specs: tuple[str, ...] = ()
+    install: str = ""
+    doctor: Callable[[], Sequence[str]] | None = None
+
+    def spec_with(self, precision: str) -> str:
+        """The default spec at `precision` (by convention the spec's last part)."""
+        if precision not in self.precisions:
+            raise EngineUnavailableError(
+                f"the {self.name} engine does not offer the precision {precision!r}: it offers "
+                f"{', '.join(self.precisions)}"
+            )
+        if precision == self.precisions[0]:
+            return self.default_spec
+        return f"{self.default_spec}:{precision}"
+
+
+_scanned: dict[str, EntryPoint] | None = None
+_ENGINE_TYPES: set[type] = set()
+_described: dict[str, EngineDescription] = {}
+
+
+def _registered() -> dict[str, EntryPoint]:
+    global _scanned
+    if _scanned is None:
+        _scanned = {point.name: point for point in entry_points(group="deepsharp.engines")}
+    return _scanned
+
+
+def rescan_engines() -> None:
+    """Read the installed engines again (after installing or removing one in this process)."""
+    global _scanned
+    _scanned = None
+    _described.clear()
 
 
 def available_engines() -> list[str]:
-    """The names of the engines installed here (found through the `deepsharp.engines` entry points)."""
+    """The names of the engines installed here (their `deepsharp.engines` entry points)."""
     return sorted(_registered())
 
 
-KNOWN_ENGINES = {
-    "light": "it ships with deepsharp itself: reinstall deepsharp",
-    "torch": "pip install deepsharp-engine-torch, and a torch build (see docs/install.md)",
-    "testbuffer": "pip install deepsharp-engine-testbuffer",
-}
+def _not_installed(name: str) -> str:
+    installed = ", ".join(available_engines()) or "none"
+    return (
+        f"no engine named {name!r} is installed here (installed: {installed}); an engine "
+        f"called NAME comes in the package deepsharp-engine-NAME: pip install "
+        f"deepsharp-engine-{name}"
+    )
+
+
+def describe_engine(name: str) -> EngineDescription:
+    """The description the installed engine `name` gives of itself; `EngineUnavailableError`
+    where none is installed by that name or its entry point cannot be loaded."""
+    found = _described.get(name)
+    if found is not None:
+        return found
+    point = _registered().get(name)
+    if point is None:
+        raise EngineUnavailableError(_not_installed(name))
+    try:
+        loaded = point.load()
+    except Exception as error:  # a broken install: say which, never fail the caller's import
+        raise EngineUnavailableError(
+            f"the {name} engine is installed but its entry point {point.value!r} cannot be "
+            f"loaded: {type(error).__name__}: {error}"
+        ) from error
+    if isinstance(loaded, EngineDescription):
+        description = loaded
+    elif callable(loaded):  # an entry point naming only a factory of specs: from_spec(option)
+        description = EngineDescription(name, loaded, name)
+    else:
+        raise EngineUnavailableError(
+            f"the {name} engine's entry point {point.value!r} gives {type(loaded).__name__}, "
+            "not an EngineDescription (deepsharp.core.engine.registry)"
+        )
+    _described[name] = description
+    return description
+
+
+def split_precision(name: str, option: str, offered: Sequence[str]) -> tuple[str, str]:
+    """A spec's option split into what precedes its precision and the precision, for the
+    engine `name` that offers `offered` (its default first): `cuda:0:strict` -> (`cuda:0`,
+    `strict`); `cpu` -> (`cpu`, the default). A precision the engine does not offer, or an old
+    name (`float32-totals`), is refused with EngineUnavailableError naming what to write."""
+    head, _, last = option.rpartition(":")
+    word = last.strip().lower()
+    place = f"{name}:{head}:" if head else f"{name}:"
+    if word in RENAMED:
+        new = RENAMED[word]
+        default = f" (or {place.rstrip(':')}, its default)" if offered and offered[0] == new else ""
+        raise EngineUnavailableError(
+            f"the spec {name}:{option} names {word!r}, which is now the precision {new!r}: "
+            f"use {place}{new}{default}"
+        )
+    if word not in PRECISIONS:
+        return option, offered[0]
+    if word not in offered:
+        raise EngineUnavailableError(
+            f"the {name} engine does not offer the precision {word!r}: it offers "
+            + ", ".join(f"{precision} ({place}{precision})" for precision in offered)
+        )
+    return head, word
 
 
 def make_engine(spec: str | Engine | None = None) -> Engine:
-    """An engine from a spec: `light`, `testbuffer`, `torch:cpu`, `torch:cuda:0`, `module:factory`.
+    """An engine from a spec: `light`, `light:float32`, `torch:cpu`, `torch:cuda:0:strict`,
+    `testbuffer`, ... (an installed engine and its option), or `module:factory`.
 
-    None gives the light engine; an engine passes through unchanged. An installed engine's
-    entry point names a function `from_spec(option: str) -> Engine` (option: what follows
-    the first colon, '' when nothing does); `module:factory` calls `factory()` from `module`.
+    None gives the light engine; an engine passes through unchanged. What is made is checked to
+    be an engine; a factory that fails or gives something else is refused with
+    `EngineUnavailableError` saying what it did.
     """
     if spec is None:
-        spec = "light"
+        spec = DEFAULT_SPEC
     if not isinstance(spec, str):
         return spec
     name, _, option = spec.partition(":")
-    registered = _registered()
-    if name in registered:
-        from_spec = registered[name].load()
-        engine: Engine = from_spec(option)
-        return engine
-    if name in KNOWN_ENGINES:
-        installed = ", ".join(sorted(registered)) or "none"
-        raise EngineUnavailableError(
-            f"the {name!r} engine is not installed (installed: {installed}); {KNOWN_ENGINES[name]}"
-        )
-    if not option:
-        raise EngineUnavailableError(
-            f"no engine named {spec!r}: use light, testbuffer, torch:cpu, torch:cuda:N "
-            "or module:factory for an outside engine"
-        )
-    import importlib
+    if name in _registered():
+        return _checked(spec, describe_engine(name).make(option), "its entry point's make")
+    if not option.isidentifier():
+        raise EngineUnavailableError(f"engine spec {spec!r}: {_not_installed(name)}")
+    return _from_factory(spec, name, option)
 
+
+def _from_factory(spec: str, module_name: str, attribute: str) -> Engine:
+    """`module:factory`: factory() from module, checked to be an engine."""
     try:
-        module = importlib.import_module(name)
+        module = importlib.import_module(module_name)
     except ImportError as error:
         raise EngineUnavailableError(
-            f"engine spec {spec!r}: cannot import module {name!r} ({error})"
+            f"engine spec {spec!r}: {_not_installed(module_name)}; read as module:factory, "
+            f"module {module_name!r} cannot be imported ({error})"
         ) from error
-    factory = getattr(module, option, None)
+    factory = getattr(module, attribute, None)
     if not callable(factory):
         raise EngineUnavailableError(
-            f"engine spec {spec!r}: module {name!r} has no callable {option!r}"
+            f"engine spec {spec!r}: module {module_name!r} has no callable {attribute!r} "
+            f"(a module:factory spec names a function that makes the engine); "
+            f"{_not_installed(module_name)}"
         )
-    made: Engine = factory()
-    return made
+    try:
+        made = factory()
+    except (Exception, SystemExit) as error:  # SystemExit too: a factory must not end the caller
+        raise EngineUnavailableError(
+            f"engine spec {spec!r}: {module_name}.{attribute}() raised {error!r}"
+        ) from error
+    return _checked(spec, made, f"{module_name}.{attribute}()")
+
+
+def _checked(spec: str, made: Any, maker: str) -> Engine:
+    """`made` if it is an engine (it has every primitive, name, identity and counters)."""
+    kind = type(made)
+    if kind in _ENGINE_TYPES:  # checked once a class: the check costs 35 us, a predict 90
+        return made  # type: ignore[no-any-return]
+    if isinstance(made, Engine):
+        _ENGINE_TYPES.add(kind)
+        return made
+    missing = [member for member in _MEMBERS if not hasattr(made, member)]
+    shown = repr(made)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise EngineUnavailableError(
+        f"engine spec {spec!r}: {maker} gave {shown} ({type(made).__name__}), not an engine: "
+        f"it lacks {', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''} "
+        "(an engine performs the operations of deepsharp.core.Engine)"
+    )
+
+
+_MEMBERS = list(
+    dict.fromkeys([*Engine.__annotations__, *(m for m in vars(Engine) if not m.startswith("_"))])
+)
+"""What an engine has: every primitive, `name`, `identity` and `counters`."""

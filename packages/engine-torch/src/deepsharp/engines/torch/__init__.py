@@ -4,37 +4,68 @@ This distribution depends on no torch: the application brings the build it runs 
 Importing this module never imports torch; making an engine does, and where torch (or the card
 asked for) is missing, `EngineUnavailableError` says which packages bring it.
 
-- `TorchEngine.on_cpu()`, `TorchEngine.on_gpu(index=0)`: the engines (binding).
-- `from_spec(option)`: the `deepsharp.engines` entry point (`torch`, `torch:cpu`, `torch:cuda:N`,
-  each optionally with `:float32-totals`).
+- `TorchEngine.on_cpu(precision="float32")`, `TorchEngine.on_gpu(index=0, precision="float32")`:
+  the engines (binding); precisions `float32` (the default: libtorch's own kernels) and
+  `strict` (every total in float64, rounded once).
+- `DESCRIPTION`: what the `deepsharp.engines` entry point gives: specs `torch` (= `torch:cpu`),
+  `torch:cpu`, `torch:cuda:N`, each optionally followed by a precision (`torch:cpu:strict`).
 - `describe_torch()`: what `deepsharp doctor` reports about torch, builds and cards.
 """
 
 from __future__ import annotations
 
+from deepsharp.core.engine import EngineDescription, split_precision
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.engines.torch._engine import TorchEngine
-from deepsharp.engines.torch._probe import CPU_BUILD, CUDA_BUILDS, TorchReport, describe_torch
+from deepsharp.engines.torch._probe import (
+    CPU_BUILD,
+    CUDA_BUILDS,
+    TorchReport,
+    describe_torch,
+    doctor_lines,
+)
+from deepsharp.engines.torch._totals import OFFERED
 
-__all__ = ["CPU_BUILD", "CUDA_BUILDS", "TorchEngine", "TorchReport", "describe_torch", "from_spec"]
+__all__ = [
+    "CPU_BUILD",
+    "CUDA_BUILDS",
+    "DESCRIPTION",
+    "TorchEngine",
+    "TorchReport",
+    "describe_torch",
+    "from_spec",
+]
+
+PRECISIONS = tuple(OFFERED)
+"""The precisions the torch engine offers, its default first."""
 
 
 def from_spec(option: str = "") -> TorchEngine:
-    """The entry point's factory: '' or 'cpu' -> on_cpu(); 'cuda' or 'cuda:N' -> on_gpu(N);
-    either followed by ':float32-totals' adds totals in libtorch's float32 kernels."""
-    text = option.strip().lower()
-    totals = "float64"
-    if text.endswith("float32-totals"):
-        text, totals = text[: -len("float32-totals")].rstrip(":"), "float32"
+    """A torch engine from what follows `torch:` in a spec: '' or 'cpu' -> on_cpu();
+    'cuda' or 'cuda:N' -> on_gpu(N); either followed by a precision (':strict', ':float32')."""
+    place, precision = split_precision("torch", option, PRECISIONS)
+    text = place.strip().lower()
     if text in ("", "cpu"):
-        return TorchEngine.on_cpu(totals)
-    if text == "cuda" or text == "gpu":
-        return TorchEngine.on_gpu(0, totals)
+        return TorchEngine.on_cpu(precision)
+    if text in ("cuda", "gpu"):
+        return TorchEngine.on_gpu(0, precision)
     kind, _, number = text.partition(":")
     if kind in ("cuda", "gpu") and number.isdigit():
-        return TorchEngine.on_gpu(int(number), totals)
+        return TorchEngine.on_gpu(int(number), precision)
     raise EngineUnavailableError(
         f"the torch engine takes 'cpu', 'cuda' or 'cuda:N' (N a card's index), each optionally "
-        f"followed by ':float32-totals', not {option!r}: e.g. torch:cpu, torch:cuda:0 or "
-        "torch:cpu:float32-totals"
+        f"followed by a precision ({', '.join(PRECISIONS)}), not {option!r}: e.g. torch:cpu, "
+        "torch:cuda:0 or torch:cpu:strict"
     )
+
+
+DESCRIPTION = EngineDescription(
+    name="torch",
+    make=from_spec,
+    default_spec="torch:cpu",
+    precisions=PRECISIONS,
+    specs=("torch", "torch:cpu", "torch:cpu:strict", "torch:cuda:0", "torch:cuda:0:strict"),
+    install=f"a torch build: for the processor, {CPU_BUILD} ; for NVIDIA cards, {CUDA_BUILDS}",
+    doctor=doctor_lines,
+)
+"""The torch engine as it describes itself through its entry point."""

@@ -17,6 +17,7 @@ __all__ = [
     "TorchReport",
     "cuda_refusal",
     "describe_torch",
+    "doctor_lines",
     "load_torch",
 ]
 
@@ -166,3 +167,20 @@ def describe_torch() -> TorchReport:
         )
     report["devices"].extend(f"torch:cuda:{i}" for i in range(len(report["cards"])))
     return report
+
+
+def doctor_lines() -> list[str]:
+    """What `deepsharp doctor` prints about torch: version, build, cards, problems, advice."""
+    report = describe_torch()
+    lines = [
+        f"torch {report['version']} ({report['build']})" if report["installed"] else "torch: none",
+        f"torch devices: {', '.join(report['devices']) or 'none'}",
+    ]
+    if report["cards"]:
+        lines.append(
+            "torch cards: "
+            + ", ".join(f"cuda:{i} {name}" for i, name in enumerate(report["cards"]))
+        )
+    lines += [f"torch problem: {problem}" for problem in report["problems"]]
+    lines += [f"torch advice: {advice}" for advice in report["advice"]]
+    return lines

@@ -1,7 +1,7 @@
-"""The torch engine with float32 totals: libtorch's own kernels for products, sums and
-convolutions, as PyTorch runs them. What it keeps (libtorch's own bits, runs that repeat bit for
-bit on one thread count, checkpoints that know it) and what it is named by. The whole contract
-runs on it in the nox `torch` session (`--engine torch:cpu:float32-totals`)."""
+"""The torch engine's precisions: `float32` (the default: libtorch's own kernels for products,
+sums and convolutions, as PyTorch runs them) and `strict`. What float32 keeps (libtorch's own
+bits, runs that repeat bit for bit on one thread count, checkpoints that know it) and what each
+is named by. The whole contract runs on both in the nox `torch` session."""
 
 from __future__ import annotations
 
@@ -29,40 +29,66 @@ from deepsharp.core import (
     fit,
     make_engine,
 )
-from deepsharp.core.engine import EngineIdentity
+from deepsharp.core.engine import EngineIdentity, fused
+from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.core.samples import titanic
 from deepsharp.core.training.checkpoint import Checkpoint
 from deepsharp.engines.torch import TorchEngine, from_spec
 
-FAST = "torch:cpu:float32-totals"
+FAST = "torch:cpu"
 
 
-def test_named_by_spec_and_carried_in_the_identity() -> None:
+def test_float32_is_the_default_named_by_spec_and_carried_in_the_identity() -> None:
     engine = make_engine(FAST)
-    assert isinstance(engine, TorchEngine) and engine.totals == "float32"
+    assert isinstance(engine, TorchEngine) and engine.precision == "float32"
     assert engine.identity == EngineIdentity("torch", torch.__version__, "cpu", "float32")
     assert str(engine.identity).endswith("on cpu (float32)")
-    assert make_engine("torch:cpu").identity.precision == "strict"  # the default adds in float64
-    assert from_spec("cpu:float32-totals").totals == "float32"
+    for same in ("torch", "torch:cpu:float32", "torch:CPU"):
+        assert make_engine(same).identity == engine.identity
+    assert TorchEngine.on_cpu().identity == engine.identity
     assert EngineIdentity.from_json(engine.identity.to_json()) == engine.identity
 
 
-def test_an_unknown_way_of_adding_is_refused() -> None:
-    with pytest.raises(ValueError, match="'float64' or 'float32', not 'float16'"):
-        TorchEngine.on_cpu(totals="float16")
+def test_strict_is_named_by_spec_and_carried_in_the_identity() -> None:
+    engine = make_engine("torch:cpu:strict")
+    assert engine.identity == EngineIdentity("torch", torch.__version__, "cpu", "strict")
+    assert TorchEngine.on_cpu("strict").identity == engine.identity
+    assert from_spec("strict").identity == engine.identity  # torch:strict = torch:cpu:strict
+
+
+def test_an_unknown_precision_is_refused_naming_those_it_offers() -> None:
+    with pytest.raises(ValueError, match=r"no precision 'float16'.*offers 'float32', 'strict'"):
+        TorchEngine.on_cpu("float16")
+    with pytest.raises(EngineUnavailableError, match=r"offers float32 \(torch:cpu:float32\)"):
+        make_engine("torch:cpu:mixed_bfloat16")
+    with pytest.raises(EngineUnavailableError, match="precision"):
+        make_engine("torch:cpu:float16")
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("torch:cpu:float32-totals", "use torch:cpu:float32 (or torch:cpu, its default)"),
+        ("torch:cuda:0:float32-totals", "use torch:cuda:0:float32 (or torch:cuda:0, its default)"),
+    ],
+)
+def test_the_old_names_are_refused_with_the_new_ones(old: str, new: str) -> None:
+    with pytest.raises(EngineUnavailableError) as refused:
+        make_engine(old)
+    assert new in str(refused.value)
 
 
 def test_its_totals_are_libtorchs_own() -> None:
     # The same kernels PyTorch runs: its products and convolutions agree with torch's to the bit.
     rng = np.random.default_rng(0)
-    engine = TorchEngine.on_cpu("float32")
+    engine = TorchEngine.on_cpu()
     a, b = rng.standard_normal((64, 300), np.float32), rng.standard_normal((300, 10), np.float32)
     got = engine.get(engine.matmul(engine.put(a), engine.put(b)))
     assert got.tobytes() == torch.mm(torch.from_numpy(a), torch.from_numpy(b)).numpy().tobytes()
     x = rng.standard_normal((8, 2, 12, 12), np.float32)
     w, bias = rng.standard_normal((4, 2, 3, 3), np.float32), rng.standard_normal(4, np.float32)
     got = engine.get(
-        engine.conv2d(engine.put(x), engine.put(w), 1, ((1, 1), (1, 1)), engine.put(bias))
+        fused.conv2d_bias(engine, engine.put(x), engine.put(w), engine.put(bias), 1, ((1, 1),) * 2)
     )
     want = torch.nn.functional.conv2d(*map(torch.from_numpy, (x, w, bias)), padding=1)
     assert got.tobytes() == want.numpy().tobytes()
@@ -88,7 +114,7 @@ def test_the_titanic_sample_reaches_078() -> None:
     assert run.report.measures["accuracy"] >= 0.78
 
 
-def test_its_checkpoint_refuses_an_engine_with_float64_totals(tmp_path: Path) -> None:
+def test_its_checkpoint_refuses_the_strict_engine(tmp_path: Path) -> None:
     titanic.run(FAST, 1, epochs=1, progress=False, checkpoint_dir=tmp_path, checkpoint_every=1)
     assert Checkpoint.load(Checkpoint.path_in(tmp_path)).engine.precision == "float32"
     with pytest.raises(EngineMismatchError, match="float32"):
@@ -98,6 +124,6 @@ def test_its_checkpoint_refuses_an_engine_with_float64_totals(tmp_path: Path) ->
             titanic.network(),
             BinaryCrossEntropy(),
             Adam(0.001),
-            FitOptions(engine="torch:cpu", seed=1, epochs=2, progress=False),
+            FitOptions(engine="torch:cpu:strict", seed=1, epochs=2, progress=False),
             resume_from=Checkpoint.path_in(tmp_path),
         )

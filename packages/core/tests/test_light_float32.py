@@ -1,7 +1,7 @@
-"""The light engine with float32 totals: NumPy's own float32 kernels (sgemm, pairwise sums) for
+"""The light engine at precision float32: NumPy's own float32 kernels (sgemm, pairwise sums) for
 products, sums and convolutions. What it keeps (totals within their float32 bound, runs that
 repeat bit for bit, the samples' accuracy, checkpoints that know it) and what it is named by.
-The whole contract runs on it in the nox `tests` session (`--engine light:float32-totals`)."""
+The whole contract runs on it in the nox `tests` session (`--engine light:float32`)."""
 
 from __future__ import annotations
 
@@ -18,36 +18,49 @@ from deepsharp.core import (
     fit,
     make_engine,
 )
-from deepsharp.core.engine import EngineIdentity
+from deepsharp.core.engine import EngineIdentity, fused
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.core.samples import digits, titanic
 from deepsharp.core.training.checkpoint import Checkpoint
 from deepsharp.engines.light import LightEngine, from_spec
 
-FAST = "light:float32-totals"
+FAST = "light:float32"
 
 
 def test_named_by_spec_and_carried_in_the_identity() -> None:
     engine = make_engine(FAST)
-    assert isinstance(engine, LightEngine) and engine.totals == "float32"
+    assert isinstance(engine, LightEngine) and engine.precision == "float32"
     assert engine.identity == EngineIdentity("light", f"numpy {np.__version__}", "cpu", "float32")
     assert str(engine.identity).endswith("on cpu (float32)")
     assert make_engine("light").identity.precision == "strict"  # the default adds in float64
+    assert make_engine("light:strict").identity == make_engine("light").identity
+    assert LightEngine("float32").identity == engine.identity
     assert EngineIdentity.from_json(engine.identity.to_json()) == engine.identity
     assert "float32" in repr(engine)
 
 
-def test_an_unknown_way_of_adding_is_refused() -> None:
-    with pytest.raises(ValueError, match="'float64' or 'float32', not 'float16'"):
-        LightEngine(totals="float16")
-    with pytest.raises(EngineUnavailableError, match="light:float32-totals"):
-        from_spec("float16-totals")
+def test_an_unknown_precision_is_refused_naming_those_it_offers() -> None:
+    with pytest.raises(ValueError, match=r"no precision 'float16'.*offers 'strict', 'float32'"):
+        LightEngine("float16")
+    with pytest.raises(ValueError, match="does not offer the precision 'mixed_bfloat16'"):
+        LightEngine("mixed_bfloat16")
+    with pytest.raises(EngineUnavailableError, match="light:strict, light:float32"):
+        from_spec("float16")
+    with pytest.raises(EngineUnavailableError, match=r"it offers strict \(light:strict\)"):
+        make_engine("light:mixed_float16")
+
+
+def test_the_old_name_is_refused_with_the_new_one() -> None:
+    with pytest.raises(
+        EngineUnavailableError, match="now the precision 'float32': use light:float32"
+    ):
+        make_engine("light:float32-totals")
 
 
 def test_its_totals_are_numpys_own() -> None:
     # The products a hand-written NumPy network computes, to the bit.
     rng = np.random.default_rng(0)
-    engine = LightEngine(totals="float32")
+    engine = LightEngine("float32")
     a, b = rng.standard_normal((64, 300), np.float32), rng.standard_normal((300, 10), np.float32)
     assert engine.matmul(a, b).tobytes() == np.matmul(a, b).tobytes()
     assert engine.sum(a, (0,)).tobytes() == a.sum(axis=0).tobytes()
@@ -69,7 +82,7 @@ def test_every_float32_total_agrees_with_the_float64_one(
     stride: int, padding: tuple[tuple[int, int], tuple[int, int]]
 ) -> None:
     rng = np.random.default_rng(1)
-    fast, wide = LightEngine(totals="float32"), LightEngine()
+    fast, wide = LightEngine("float32"), LightEngine()
     tall = rng.standard_normal((40, 700), np.float32)  # a dense layer's rows
     grads = rng.standard_normal((40, 10), np.float32)
     # the weight gradient: the tall product x^T @ g, formed the other way round
@@ -78,11 +91,11 @@ def test_every_float32_total_agrees_with_the_float64_one(
     _within_float32_bound(fast.mean(tall, (0,)), wide.mean(tall, (0,)), 40)
     x = rng.standard_normal((3, 2, 9, 8), np.float32)
     w, bias = rng.standard_normal((4, 2, 3, 3), np.float32), rng.standard_normal(4, np.float32)
-    out = wide.conv2d(x, w, stride, padding, bias)
-    _within_float32_bound(fast.conv2d(x, w, stride, padding, bias), out, 19)
+    out = fused.conv2d_bias(wide, x, w, bias, stride, padding)
+    _within_float32_bound(fused.conv2d_bias(fast, x, w, bias, stride, padding), out, 19)
     gy = rng.standard_normal(out.shape, np.float32)
-    got = fast.conv2d_weight_grad(x, gy, (3, 3), stride, padding, bias=True)
-    want = wide.conv2d_weight_grad(x, gy, (3, 3), stride, padding, bias=True)
+    got = fused.conv2d_weight_bias_grad(fast, x, gy, (3, 3), stride, padding)
+    want = fused.conv2d_weight_bias_grad(wide, x, gy, (3, 3), stride, padding)
     places = 3 * out.shape[2] * out.shape[3]
     _within_float32_bound(got[0], want[0], places)
     _within_float32_bound(got[1], want[1], places)
@@ -111,7 +124,7 @@ def test_the_samples_reach_their_goals() -> None:
     assert digits.run(engine=FAST, progress=False).report.measures["accuracy"] >= 0.95
 
 
-def test_its_checkpoint_refuses_the_engine_with_float64_totals(tmp_path: Path) -> None:
+def test_its_checkpoint_refuses_the_strict_engine(tmp_path: Path) -> None:
     titanic.run(FAST, 1, epochs=1, progress=False, checkpoint_dir=tmp_path, checkpoint_every=1)
     assert Checkpoint.load(Checkpoint.path_in(tmp_path)).engine.precision == "float32"
     with pytest.raises(EngineMismatchError, match="float32"):

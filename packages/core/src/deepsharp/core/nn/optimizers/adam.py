@@ -1,0 +1,63 @@
+"""Adam as Keras takes it: epsilon added to the root of the second moment, before the bias
+corrections (which go into the step size)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from deepsharp.core.engine import Engine, Handle, fused
+from deepsharp.core.nn.optimizers.base import Optimizer, OptimizerState, setting
+
+__all__ = ["Adam"]
+
+
+class Adam(Optimizer):
+    """At step t: m += (g - m)(1 - beta1); v += (g² - v)(1 - beta2);
+    slot -= learning_rate·√(1 - beta2^t)/(1 - beta1^t) · m / (√v + epsilon)."""
+
+    memories = ("first", "second")
+
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-7,
+    ) -> None:
+        kind = type(self).__name__
+        self.learning_rate = setting(kind, "learning_rate", learning_rate, above=0.0)
+        self.beta1 = setting(kind, "beta1", beta1, at_least=0.0, below=1.0)
+        self.beta2 = setting(kind, "beta2", beta2, at_least=0.0, below=1.0)
+        self.epsilon = setting(kind, "epsilon", epsilon, above=0.0)
+
+    def update(
+        self,
+        engine: Engine,
+        slots: Sequence[Handle],
+        grads: Sequence[Handle],
+        state: OptimizerState,
+    ) -> None:
+        state.steps += 1
+        t = state.steps
+        step_size = self.learning_rate * math.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
+        fused.adam_update(
+            engine,
+            slots,
+            grads,
+            state.memory["first"],
+            state.memory["second"],
+            step_size=step_size,
+            beta1=self.beta1,
+            beta2=self.beta2,
+            epsilon=self.epsilon,
+        )
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "learning_rate": self.learning_rate,
+            "beta1": self.beta1,
+            "beta2": self.beta2,
+            "epsilon": self.epsilon,
+        }

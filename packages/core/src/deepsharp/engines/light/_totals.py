@@ -1,0 +1,208 @@
+"""How the light engine adds its totals: one strategy for each precision it offers.
+
+- `StrictTotals` (precision `strict`, the default): every total added in float64 and rounded
+  once to float32. Each element is within half a unit of float32 of the exact total, and a
+  row's answer does not depend on the rows beside it (float32 BLAS kernels treat the rows of a
+  block differently, so a row's bits would depend on its place in a chunk).
+- `Float32Totals` (precision `float32`): NumPy's own float32 kernels (sgemm, pairwise sums),
+  as a hand-written NumPy network adds them: about twice as fast on convolutions.
+
+Convolutions work image by image in NCHW order: windows as columns (N, C*kh*kw, P), one batched
+product with the filters, no transposed copies of the large tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from deepsharp.core.engine import FLOAT32, STRICT, Totals, images_a_block, product_blocks
+
+__all__ = ["OFFERED", "Float32Totals", "StrictTotals"]
+
+Array = Any  # the engine's handles are the NumPy arrays themselves
+Padding = tuple[int, int]
+Paddings = tuple[Padding, Padding]
+
+BLOCK = 1 << 18
+"""How many float64 values a large total's temporaries may hold (2 MiB). A large product or
+convolution is worked a block of rows (or images) at a time, so the float64 copies stay in
+the processor's caches instead of crossing memory whole; each element is still one float64
+total rounded once."""
+
+
+class _Convolutions:
+    """The convolutions, their totals added in `wide` and kept in `dtype`."""
+
+    wide: type[np.floating[Any]] = np.float64
+
+    def __init__(self, dtype: type[np.floating[Any]] = np.float32) -> None:
+        self.dtype = dtype
+
+    def conv2d(self, x: Array, w: Array, stride: int, padding: Paddings) -> Array:
+        return self._conv2d(x, w, None, stride, padding)
+
+    def conv2d_bias(self, x: Array, w: Array, bias: Array, stride: int, padding: Paddings) -> Array:
+        return self._conv2d(x, w, bias, stride, padding)
+
+    def _conv2d(
+        self, x: Array, w: Array, bias: Array | None, stride: int, padding: Paddings
+    ) -> Array:
+        cols, out_h, out_w = columns(x, w.shape[2], w.shape[3], stride, padding)
+        count, depth, places = cols.shape
+        filters = w.shape[0]
+        out = np.empty((count, filters, places), self.dtype)
+        flat = w.reshape(filters, depth)
+        wide_bias = None if bias is None else np.asarray(bias, self.wide).reshape(filters, 1)
+        step = images_a_block(filters, depth, places, BLOCK)
+        for i in range(0, count, step):  # (n, F, P) a few images at a time
+            part = out[i : i + step]
+            if self.wide is self.dtype:  # totals in the kept type: formed where they are kept
+                np.matmul(flat, cols[i : i + step], out=part)
+                if wide_bias is not None:
+                    part += wide_bias
+                continue
+            block = np.matmul(flat, cols[i : i + step], dtype=self.wide)
+            if wide_bias is not None:  # one more term of each total, before it is rounded
+                block += wide_bias
+            part[...] = block
+        return out.reshape(count, filters, out_h, out_w)
+
+    def conv2d_weight_grad(
+        self, x: Array, gy: Array, kernel: tuple[int, int], stride: int, padding: Paddings
+    ) -> Array:
+        return self._weight_grad(x, gy, kernel, stride, padding, False)[0]
+
+    def conv2d_weight_bias_grad(
+        self, x: Array, gy: Array, kernel: tuple[int, int], stride: int, padding: Paddings
+    ) -> tuple[Array, Array]:
+        weights, biases = self._weight_grad(x, gy, kernel, stride, padding, True)
+        return weights, biases
+
+    def _weight_grad(
+        self,
+        x: Array,
+        gy: Array,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: Paddings,
+        bias: bool,
+    ) -> tuple[Array, Array | None]:
+        cols, _, _ = columns(x, kernel[0], kernel[1], stride, padding)
+        count, depth, places = cols.shape
+        filters = gy.shape[1]
+        grads = gy.reshape(count, filters, places)
+        total = np.zeros((filters, depth), self.wide)
+        biases = np.zeros(filters, self.wide)
+        step = images_a_block(filters, depth, places, BLOCK)
+        for i in range(0, count, step):  # each image's share (F, C*kh*kw)
+            block = grads[i : i + step]
+            each = np.matmul(block, cols[i : i + step].transpose(0, 2, 1), dtype=self.wide)
+            total += np.add.reduce(each, axis=0)
+            if bias:
+                biases += np.add.reduce(block, axis=(0, 2), dtype=self.wide)
+        weights = total.astype(self.dtype).reshape(filters, x.shape[1], kernel[0], kernel[1])
+        return weights, biases.astype(self.dtype) if bias else None
+
+    def conv2d_fold(
+        self, gy: Array, w: Array, image: tuple[int, int], stride: int, padding: Paddings
+    ) -> Array:
+        count, filters, out_h, out_w = gy.shape
+        _, channels, kh, kw = w.shape
+        (top, bottom), (left, right) = padding
+        parts = np.matmul(
+            w.reshape(filters, -1).T, gy.reshape(count, filters, -1), dtype=self.wide
+        )  # (N, C*kh*kw, P)
+        parts = parts.reshape(count, channels, kh, kw, out_h, out_w)
+        height, width = image[0] + top + bottom, image[1] + left + right
+        folded = np.zeros((count, channels, height, width), self.wide)
+        for i in range(kh):
+            for j in range(kw):
+                folded[:, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride] += (
+                    parts[:, :, i, j]
+                )
+        return np.ascontiguousarray(
+            folded[:, :, top : top + image[0], left : left + image[1]], dtype=self.dtype
+        )
+
+
+class StrictTotals(_Convolutions):
+    """Every total in float64, rounded once (precision strict)."""
+
+    precision = STRICT
+
+    def matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        a = a.T if transpose_a else a
+        b = b.T if transpose_b else b
+        (rows, inner), cols = a.shape, b.shape[1]
+        # A large product: the small side widened once, the large one a block at a time.
+        how, step = product_blocks(rows, inner, cols, transpose_a, BLOCK)
+        if how == "turned":
+            return np.ascontiguousarray(self.matmul(b, a, True, True).T)
+        if how == "rows":
+            out = np.empty((rows, cols), self.dtype)
+            wide = b.astype(np.float64)
+            for i in range(0, rows, step):
+                out[i : i + step] = np.matmul(a[i : i + step], wide, dtype=np.float64)
+            return out
+        if how == "columns":
+            out = np.empty((rows, cols), self.dtype)
+            wide = a.astype(np.float64)
+            for j in range(0, cols, step):
+                out[:, j : j + step] = np.matmul(wide, b[:, j : j + step], dtype=np.float64)
+            return out
+        return np.matmul(a, b, dtype=np.float64).astype(self.dtype)
+
+    def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        total = np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims)  # type: ignore[call-overload]
+        return total.astype(self.dtype)
+
+    def mean(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        count = 1
+        for axis in axes:
+            count *= x.shape[axis]
+        total = np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims)  # type: ignore[call-overload]
+        return np.asarray(total / count).astype(self.dtype)
+
+
+class Float32Totals(_Convolutions):
+    """Totals in NumPy's own float32 kernels (precision float32)."""
+
+    precision = FLOAT32
+    wide = np.float32
+
+    def matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        b = b.T if transpose_b else b
+        if transpose_a and a.shape[1] > b.shape[1]:
+            # A tall product from a stored transposed (a dense layer's weight gradient):
+            # (b.T @ a).T reads a by its rows, as sgemm prefers.
+            return np.ascontiguousarray(np.matmul(b.T, a).T)
+        return np.matmul(a.T if transpose_a else a, b)
+
+    def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        return np.add.reduce(x, axis=axes, keepdims=keepdims) if axes else x  # type: ignore[call-overload]
+
+    def mean(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        return np.mean(x, axis=axes, keepdims=keepdims) if axes else x
+
+
+OFFERED: dict[str, Callable[..., Totals]] = {"strict": StrictTotals, "float32": Float32Totals}
+"""The light engine's precisions, its default first: name -> strategy (made with the dtype)."""
+
+
+def columns(x: Array, kh: int, kw: int, stride: int, padding: Paddings) -> tuple[Array, int, int]:
+    """Every window of each image as one column (N, C*kh*kw, oh*ow): a convolution becomes
+    one product an image."""
+    if any(any(side) for side in padding):
+        x = np.pad(x, [(0, 0), (0, 0), padding[0], padding[1]])
+    windows = sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
+    count, channels, out_h, out_w = windows.shape[:4]
+    cols = windows.transpose(0, 1, 4, 5, 2, 3).reshape(count, channels * kh * kw, out_h * out_w)
+    return cols, out_h, out_w

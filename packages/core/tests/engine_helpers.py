@@ -1,0 +1,62 @@
+"""Engines and references for the engine layer's tests (conftest puts this folder on the path)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from deepsharp.core.engine import Engine, fused
+from deepsharp.core.engine.registry import _MEMBERS
+
+
+class PrimitivesOnly:
+    """Another engine's primitives and nothing else: no fast path reaches the core through it,
+    so every fused operation runs its reference (what a new engine written from the protocol
+    alone gets)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self.name = f"{engine.name} (primitives only)"
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in _MEMBERS:
+            raise AttributeError(f"{name!r} is not a primitive")
+        return getattr(self._engine, name)
+
+
+def offers(engine: Any, fast_path: str) -> bool:
+    """Whether `engine` offers the fast path of that name (the core then runs it)."""
+    assert fast_path in fused.FAST_PATHS
+    return getattr(engine, fast_path, None) is not None
+
+
+U = 2.0**-24
+TINY = np.finfo(np.float32).tiny  # below it float32 loses bits: no relative promise there
+
+
+def _softplus64(x: Any) -> Any:
+    return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
+
+
+TAILS: dict[str, tuple[Callable[[Any], Any], list[tuple[float, float]]]] = {
+    "sigmoid": (lambda x: 1.0 / (1.0 + np.exp(-x)), [(-87.0, -10.0), (10.0, 40.0)]),
+    "exp": (np.exp, [(-87.0, -20.0), (20.0, 88.0)]),
+    "softplus": (_softplus64, [(-87.0, -15.0), (15.0, 80.0)]),
+    "log1p": (np.log1p, [(-0.999, -0.5), (-1e-4, 1e-4), (1e5, 1e30)]),
+}
+
+
+def tail_values(low: float, high: float, count: int = 4000) -> Any:
+    """float32 values across [low, high], log-spaced where the range spans decades."""
+    if low > 0 and high / low > 100:
+        return np.geomspace(low, high, count).astype(np.float32)
+    return np.linspace(low, high, count).astype(np.float32)
+
+
+def worst_relative_error(op: str, got: Any, x: Any) -> float:
+    """The largest |got - ref| / |ref| in units of u, over results float32 holds in full."""
+    exact = TAILS[op][0](x.astype(np.float64))
+    held = np.abs(exact) >= TINY
+    return float((np.abs(got[held] - exact[held]) / np.abs(exact[held])).max() / U)

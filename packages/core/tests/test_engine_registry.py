@@ -1,0 +1,202 @@
+"""Engines from specs: each engine describes itself through its entry point; specs name a
+precision; old names, unknown precisions and factories that give no engine are refused."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deepsharp.core import Dense, EngineUnavailableError, MeanSquaredError, Network, make_engine
+from deepsharp.core.cli import main
+from deepsharp.core.engine import (
+    PRECISIONS,
+    EngineDescription,
+    available_engines,
+    describe_engine,
+    registry,
+    rescan_engines,
+    split_precision,
+)
+from deepsharp.core.random import Streams
+from deepsharp.engines.light import DESCRIPTION, LightEngine
+
+
+@pytest.fixture
+def fresh_scan() -> Iterator[None]:
+    """The installed engines read afresh before and after the test."""
+    rescan_engines()
+    yield
+    rescan_engines()
+
+
+@pytest.mark.parametrize(
+    ("spec", "precision"),
+    [("light", "strict"), ("light:strict", "strict"), ("light:float32", "float32")],
+)
+def test_light_specs_name_its_precision(spec: str, precision: str) -> None:
+    engine = make_engine(spec)
+    assert isinstance(engine, LightEngine)
+    assert engine.identity.precision == precision
+    assert engine.identity.precision in PRECISIONS
+
+
+def test_no_spec_gives_the_light_engine_and_an_engine_passes_through() -> None:
+    assert make_engine(None).identity == LightEngine().identity
+    engine = LightEngine("float32")
+    assert make_engine(engine) is engine
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("light:float32-totals", "now the precision 'float32': use light:float32"),
+        ("light:mixed_bfloat16", "does not offer the precision 'mixed_bfloat16'"),
+        ("light:float16", "takes only a precision, not 'float16': light:strict, light:float32"),
+        ("light:strict:float32", "takes only a precision"),
+    ],
+)
+def test_light_refuses_what_it_does_not_offer(spec: str, said: str) -> None:
+    with pytest.raises(EngineUnavailableError) as refused:
+        make_engine(spec)
+    assert said in str(refused.value)
+
+
+def test_an_engine_not_installed_names_those_that_are_and_the_package_convention() -> None:
+    for spec in ("nosuch", "nosuch:cpu:strict"):
+        with pytest.raises(EngineUnavailableError) as refused:
+            make_engine(spec)
+        message = str(refused.value)
+        assert "no engine named 'nosuch' is installed" in message
+        assert f"installed: {', '.join(available_engines())}" in message
+        assert "pip install deepsharp-engine-nosuch" in message
+
+
+def test_the_light_engine_describes_itself_through_its_entry_point() -> None:
+    assert "light" in available_engines()
+    description = describe_engine("light")
+    assert description is DESCRIPTION
+    assert description.name == "light" and description.default_spec == "light"
+    assert description.precisions == ("strict", "float32")  # its default first
+    assert description.spec_with("strict") == "light"
+    assert description.spec_with("float32") == "light:float32"
+    assert make_engine(description.spec_with("float32")).identity.precision == "float32"
+    assert description.make("").identity == LightEngine().identity
+    with pytest.raises(EngineUnavailableError, match="offers strict, float32"):
+        description.spec_with("mixed_float16")
+
+
+def test_split_precision_takes_the_last_part_when_it_is_one() -> None:
+    offered = ("float32", "strict")
+    assert split_precision("x", "cuda:0:strict", offered) == ("cuda:0", "strict")
+    assert split_precision("x", "cuda:0", offered) == ("cuda:0", "float32")
+    assert split_precision("x", "", offered) == ("", "float32")
+    assert split_precision("x", "STRICT", offered) == ("", "strict")
+    with pytest.raises(
+        EngineUnavailableError, match=r"use x:cpu:float32 \(or x:cpu, its default\)"
+    ):
+        split_precision("x", "cpu:float32-totals", offered)
+
+
+def _module(name: str, monkeypatch: pytest.MonkeyPatch, **attributes: Any) -> None:
+    module = types.ModuleType(name)
+    for key, value in attributes.items():
+        setattr(module, key, value)
+    monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_a_factory_that_gives_no_engine_is_refused_naming_what_it_gave() -> None:
+    with pytest.raises(EngineUnavailableError) as refused:
+        make_engine("os:getpid")  # gave an int before
+    message = str(refused.value)
+    assert "os.getpid() gave" in message and "(int), not an engine" in message
+    assert "put" in message  # what it lacks
+
+
+def test_a_factory_that_raises_is_refused_naming_the_exception(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken() -> None:
+        raise RuntimeError("no card here")
+
+    _module("engine_that_breaks", monkeypatch, make=broken)
+    with pytest.raises(EngineUnavailableError, match=r"raised RuntimeError\('no card here'\)"):
+        make_engine("engine_that_breaks:make")
+    with pytest.raises(EngineUnavailableError, match=r"sys\.exit\(\) raised SystemExit"):
+        make_engine("sys:exit")  # ended the process before
+
+
+def test_the_command_line_refuses_a_factory_that_exits(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `sys:exit` ended the command with status 0, as if it had worked.
+    assert main(["sample", "titanic", "--engine", "sys:exit", "--no-progress"]) == 1
+    assert "SystemExit" in capsys.readouterr().err
+
+
+def test_a_module_factory_that_is_an_engine_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    _module("engine_of_mine", monkeypatch, make=lambda: LightEngine("float32"))
+    made = make_engine("engine_of_mine:make")
+    assert isinstance(made, LightEngine) and made.precision == "float32"
+    with pytest.raises(EngineUnavailableError, match="has no callable 'missing'"):
+        make_engine("engine_of_mine:missing")
+
+
+def _point(name: str, value: str) -> importlib.metadata.EntryPoint:
+    return importlib.metadata.EntryPoint(name=name, value=value, group="deepsharp.engines")
+
+
+@pytest.mark.usefixtures("fresh_scan")
+def test_an_entry_point_may_name_a_description_or_a_factory_of_specs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    described = EngineDescription("described", lambda option: LightEngine(), "described")
+    _module("entry_points_of_mine", monkeypatch, DESCRIBED=described, make=lambda option: 3)
+    points = {
+        "described": _point("described", "entry_points_of_mine:DESCRIBED"),
+        "factory": _point("factory", "entry_points_of_mine:make"),
+        "broken": _point("broken", "no_such_module_here:DESCRIPTION"),
+    }
+    monkeypatch.setattr(registry, "_scanned", points)
+    assert describe_engine("described") is described
+    assert isinstance(make_engine("described"), LightEngine)
+    bare = describe_engine("factory")  # the old form: from_spec(option) alone
+    assert (bare.name, bare.default_spec, bare.precisions) == ("factory", "factory", ())
+    with pytest.raises(EngineUnavailableError, match=r"its entry point's make gave 3 \(int\)"):
+        make_engine("factory")
+    with pytest.raises(EngineUnavailableError, match="cannot be loaded: ModuleNotFoundError"):
+        describe_engine("broken")
+
+
+@pytest.mark.usefixtures("fresh_scan")
+def test_the_installed_engines_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    scans = []
+
+    def counted(**selection: Any) -> Any:
+        scans.append(selection)
+        return importlib.metadata.entry_points(**selection)
+
+    monkeypatch.setattr(registry, "entry_points", counted)
+    network = Network([Dense(2)], inputs=3)
+    network.initialize(Streams(0).slots)
+    rows = np.ones((4, 3), np.float32)
+    for _ in range(3):  # each predict without an engine made one from its spec, scanning again
+        network.predict(rows, MeanSquaredError())
+    make_engine("light:float32")
+    assert len(scans) == 1
+    rescan_engines()
+    make_engine("light")
+    assert len(scans) == 2
+
+
+def test_doctor_lists_each_engines_precisions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "light        usable: light numpy" in out
+    assert "precisions: strict (light, default), float32 (light:float32)" in out
+    assert "packages named deepsharp-engine-NAME" in out

@@ -1,0 +1,137 @@
+"""Optimizers: each step as its formula says (AdamW against a step worked by hand), and bad
+settings refused when the optimizer is made, naming the optimizer and the setting."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from engine_helpers import PrimitivesOnly
+
+import deepsharp.core
+from deepsharp.core import SGD, Adam, AdamW
+from deepsharp.core.engine import fused
+from deepsharp.core.nn.optimizers import Optimizer
+from deepsharp.engines.light import LightEngine
+
+SLOTS = ([1.0, -2.0, 0.5], [3.0])
+GRADS = ([0.5, 0.25, -1.0], [0.0])
+
+
+def _steps(optimizer: Optimizer, engine: Any, steps: int = 1) -> list[np.ndarray]:
+    """The slots after `steps` updates with the same gradients, laid out as a run lays them."""
+    shapes = [(len(values),) for values in SLOTS]
+    flat = engine.put(np.concatenate([np.float32(values) for values in SLOTS]))
+    slots = fused.parts(engine, flat, shapes)
+    grads = [engine.put(np.float32(values)) for values in GRADS]
+    state = optimizer.start(engine, shapes)
+    for _ in range(steps):
+        optimizer.update(engine, slots, grads, state)
+    assert state.steps == steps
+    return [engine.get(slot).astype(np.float64) for slot in slots]
+
+
+def _adamw_by_hand(
+    rate: float, decay: float, beta1: float, beta2: float, eps: float
+) -> list[float]:
+    """Two AdamW steps worked value by value in float64, as Keras takes them."""
+    out = []
+    for w, g in zip([*SLOTS[0], *SLOTS[1]], [*GRADS[0], *GRADS[1]], strict=True):
+        m = v = 0.0
+        for t in (1, 2):
+            w = w - rate * decay * w  # decoupled: the slot shrinks, the gradient is untouched
+            m = m + (g - m) * (1 - beta1)
+            v = v + (g * g - v) * (1 - beta2)
+            size = rate * math.sqrt(1 - beta2**t) / (1 - beta1**t)
+            w = w - size * m / (math.sqrt(v) + eps)
+        out.append(w)
+    return out
+
+
+@pytest.mark.parametrize("engine", [LightEngine(), PrimitivesOnly(LightEngine())])
+def test_adamw_takes_the_step_worked_by_hand(engine: Any) -> None:
+    optimizer = AdamW(0.1, weight_decay=0.05, beta1=0.8, beta2=0.99, epsilon=1e-6)
+    got = np.concatenate(_steps(optimizer, engine, steps=2))
+    want = np.array(_adamw_by_hand(0.1, 0.05, 0.8, 0.99, 1e-6))
+    assert (np.abs(got - want) <= 1e-6 + 2e-6 * np.abs(want)).all(), (got, want)
+    # A slot whose gradient is zero still decays (here 3.0 by 0.5 % twice).
+    assert got[-1] == pytest.approx(3.0 * (1 - 0.1 * 0.05) ** 2, rel=1e-6)
+
+
+def test_adamw_without_decay_is_adam() -> None:
+    engine = LightEngine()
+    adamw = _steps(AdamW(0.01, weight_decay=0.0), engine, steps=3)
+    adam = _steps(Adam(0.01), engine, steps=3)
+    for a, b in zip(adamw, adam, strict=True):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_adamw_is_public_with_keras_defaults() -> None:
+    assert deepsharp.core.AdamW is AdamW and "AdamW" in deepsharp.core.__all__
+    optimizer = AdamW()
+    assert optimizer.config() == {
+        "learning_rate": 0.001,
+        "weight_decay": 0.004,
+        "beta1": 0.9,
+        "beta2": 0.999,
+        "epsilon": 1e-7,
+    }
+    assert repr(optimizer).startswith("AdamW(learning_rate=0.001, weight_decay=0.004")
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "said"),
+    [
+        (
+            lambda: Adam(math.inf),
+            ValueError,
+            "Adam's learning_rate must be a finite number > 0, not inf",
+        ),
+        (lambda: Adam(math.nan), ValueError, "Adam's learning_rate must be a finite number > 0"),
+        (lambda: Adam(-0.1), ValueError, "not -0.1"),
+        (
+            lambda: Adam(True),
+            TypeError,
+            "Adam's learning_rate must be a finite number > 0, not True (bool)",
+        ),
+        (lambda: Adam("0.01"), TypeError, "not '0.01' (str)"),
+        (lambda: Adam(None), TypeError, "not None (NoneType)"),
+        (lambda: Adam(beta1=1.0), ValueError, "Adam's beta1 must be a finite number >= 0 and < 1"),
+        (lambda: Adam(beta2=-0.5), ValueError, "Adam's beta2"),
+        (lambda: Adam(epsilon=0.0), ValueError, "Adam's epsilon must be a finite number > 0"),
+        (lambda: SGD(math.inf), ValueError, "SGD's learning_rate"),
+        (lambda: SGD(0.1, momentum=True), TypeError, "SGD's momentum"),
+        (
+            lambda: SGD(0.1, momentum=1.0),
+            ValueError,
+            "SGD's momentum must be a finite number >= 0 and < 1",
+        ),
+        (lambda: AdamW(math.inf), ValueError, "AdamW's learning_rate"),
+        (
+            lambda: AdamW(weight_decay=-0.1),
+            ValueError,
+            "AdamW's weight_decay must be a finite number >= 0",
+        ),
+        (lambda: AdamW(weight_decay=math.inf), ValueError, "AdamW's weight_decay"),
+        (lambda: AdamW(weight_decay=[0.1]), TypeError, "AdamW's weight_decay"),
+        (
+            lambda: AdamW(1.0, weight_decay=1.0),
+            ValueError,
+            "learning_rate * weight_decay must be < 1",
+        ),
+    ],
+)
+def test_bad_settings_are_refused_when_the_optimizer_is_made(
+    make: Any, error: type[Exception], said: str
+) -> None:
+    with pytest.raises(error) as refused:
+        make()
+    assert said in str(refused.value)
+
+
+def test_numbers_of_any_real_kind_are_taken() -> None:
+    assert Adam(np.float32(0.5)).learning_rate == 0.5
+    assert SGD(1, momentum=np.float64(0.5)).config() == {"learning_rate": 1.0, "momentum": 0.5}
+    assert isinstance(AdamW(np.float16(0.25)).learning_rate, float)

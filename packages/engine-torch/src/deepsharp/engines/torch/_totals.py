@@ -1,0 +1,312 @@
+"""How the torch engine adds its totals: one strategy for each precision it offers.
+
+- `Float32Totals` (precision `float32`, the default): libtorch's own float32 kernels, as
+  PyTorch runs them (on a card with TF32 off): held to (n + 1)u·Σ|terms|; bit for bit run to
+  run at one thread count. Its sums and convolution gradients split their work across threads,
+  so their last bits may change with torch's thread count, and a product's with the rows
+  beside it (docs/install.md says where, as measured).
+- `StrictTotals` (precision `strict`): every total added in float64 and rounded once: within
+  3u·Σ|terms| at any size, the same bits at any thread count and for a row in any company. On
+  the processor a large total is worked a block of rows (or images) at a time, so the float64
+  copies stay in the caches instead of crossing memory whole; on a card it is one call.
+
+torch is bound (`bind`) when the first engine is made, never when this module is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from deepsharp.core.engine import FLOAT32, STRICT, Totals, images_a_block, product_blocks
+
+__all__ = ["OFFERED", "Float32Totals", "StrictTotals", "bind"]
+
+Padding = tuple[int, int]
+Paddings = tuple[Padding, Padding]
+Tensor = Any
+
+# Filled by bind() when the first engine is made.
+torch: Any = None
+F: Any = None
+F32: Any = None
+_conv_backward: Any = None
+
+BLOCK = 1 << 19
+"""How many float64 values a large total's temporaries may hold on the processor (4 MiB)."""
+
+
+def bind(module: Any) -> None:
+    global torch, F, F32, _conv_backward
+    torch = module
+    F = module.nn.functional
+    F32 = module.float32
+    _conv_backward = module.ops.aten.convolution_backward.default
+
+
+class _Totals:
+    """What both strategies need of the engine: whether it runs on a card, and the guard that
+    sets TF32 off and deterministic algorithms around its products and convolutions there."""
+
+    def __init__(self, cuda: bool, guard: Any) -> None:
+        self.cuda = cuda
+        self.guard = guard
+
+
+class Float32Totals(_Totals):
+    """libtorch's own float32 kernels (precision float32): what PyTorch itself runs."""
+
+    precision = FLOAT32
+
+    def matmul(
+        self, a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Tensor:
+        # Straight to sgemm with its transpose flags: the product comes out contiguous (the
+        # weight gradient formed as (b.T @ a).T came out transposed, and each optimizer pass
+        # over it then read it strided, 6x slower; 4 % of the small steps, measured).
+        with self.guard:
+            return torch.mm(a.t() if transpose_a else a, b.t() if transpose_b else b)
+
+    def sum(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+        return torch.sum(x, axes, keepdims) if axes else x
+
+    def mean(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+        return torch.mean(x, axes, keepdims) if axes else x
+
+    def conv2d(self, x: Tensor, w: Tensor, stride: int, padding: Paddings) -> Tensor:
+        return self.conv2d_bias(x, w, None, stride, padding)
+
+    def conv2d_bias(
+        self, x: Tensor, w: Tensor, bias: Tensor | None, stride: int, padding: Paddings
+    ) -> Tensor:
+        images, pads = padded(x, padding)
+        with self.guard:
+            return F.conv2d(images, w, bias, stride, pads)
+
+    def conv2d_weight_grad(
+        self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
+    ) -> Tensor:
+        return self._weight_grad(x, gy, kernel, stride, padding, False)[0]
+
+    def conv2d_weight_bias_grad(
+        self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
+    ) -> tuple[Tensor, Tensor]:
+        weights, biases = self._weight_grad(x, gy, kernel, stride, padding, True)
+        return weights, biases
+
+    def _weight_grad(
+        self,
+        x: Tensor,
+        gy: Tensor,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: Paddings,
+        bias: bool,
+    ) -> tuple[Tensor, Tensor]:
+        images, pads = padded(x, padding)
+        # Only the weights' shape is read: uninitialised memory of that shape stands in for
+        # them (an expanded scalar costs oneDNN's kernel 10 % more, measured).
+        w = x.new_empty((gy.shape[1], x.shape[1], *kernel))
+        sizes = [gy.shape[1]] if bias else None
+        args = (gy, images, w, sizes, (stride, stride), pads, (1, 1), False, (0, 0), 1)
+        with self.guard:
+            _, weights, biases = _conv_backward(*args, (False, True, bias))
+        return weights, biases
+
+    def conv2d_fold(
+        self, gy: Tensor, w: Tensor, image: tuple[int, int], stride: int, padding: Paddings
+    ) -> Tensor:
+        (top, bottom), (left, right) = padding
+        even = top == bottom and left == right
+        height = image[0] if even else image[0] + top + bottom
+        width = image[1] if even else image[1] + left + right
+        x = gy.new_empty(1).expand(gy.shape[0], w.shape[1], height, width)
+        pads = (top, left) if even else (0, 0)
+        args = (gy, x, w, None, (stride, stride), pads, (1, 1), False, (0, 0), 1)
+        with self.guard:
+            folded = _conv_backward(*args, (True, False, False))[0]
+        if even:
+            return folded
+        return folded[:, :, top : top + image[0], left : left + image[1]].contiguous()
+
+
+class StrictTotals(_Totals):
+    """Every total added in float64 and rounded once (precision strict)."""
+
+    precision = STRICT
+
+    def matmul(
+        self, a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Tensor:
+        a = a.t() if transpose_a else a
+        b = b.t() if transpose_b else b
+        (rows, inner), columns = a.shape, b.shape[1]
+        how, step = (
+            ("whole", 0) if self.cuda else product_blocks(rows, inner, columns, transpose_a, BLOCK)
+        )
+        if how == "turned":
+            return self.matmul(b, a, True, True).t().contiguous()
+        with self.guard:
+            if how == "rows":
+                out = torch.empty((rows, columns), dtype=F32)
+                wide = _wide(b)
+                for i in range(0, rows, step):
+                    out[i : i + step] = torch.mm(_wide(a[i : i + step]), wide)
+                return out
+            if how == "columns":
+                out = torch.empty((rows, columns), dtype=F32)
+                wide = _wide(a)
+                for j in range(0, columns, step):
+                    out[:, j : j + step] = torch.mm(wide, _wide(b[:, j : j + step]))
+                return out
+            return torch.mm(_wide(a), _wide(b)).to(F32)
+
+    def sum(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+        if not axes:
+            return x if x.dtype == F32 else x.to(F32)
+        return self._total(x, axes, keepdims).to(F32)
+
+    def mean(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+        if not axes:
+            return x if x.dtype == F32 else x.to(F32)
+        count = 1
+        for axis in axes:
+            count *= x.shape[axis]
+        return self._total(x, axes, keepdims).div_(count).to(F32)
+
+    def _total(self, x: Tensor, axes: tuple[int, ...], keepdims: bool) -> Tensor:
+        """The float64 total over `axes`. libtorch widens a whole tensor before it adds it up
+        in float64, so on the processor a large one is added a block of its first axis at a
+        time: the blocks' totals added in float64 where that axis is summed, else laid end
+        to end."""
+        count = x.shape[0] if x.dim() else 1
+        if self.cuda or count < 2 or x.numel() <= BLOCK:
+            return torch.sum(x, axes, keepdims, dtype=torch.float64)
+        step = max(1, BLOCK * count // x.numel())
+        parts = [
+            torch.sum(x[i : i + step], axes, keepdims, dtype=torch.float64)
+            for i in range(0, count, step)
+        ]
+        if 0 not in {axis % x.dim() for axis in axes}:
+            return torch.cat(parts, 0)
+        total = parts[0]
+        for part in parts[1:]:
+            total += part
+        return total
+
+    def _images_a_block(self, shape: Sequence[int], filters: int, kernel: Sequence[int]) -> int:
+        """How many images a convolution's block takes: its float64 windows and outputs (about
+        (filters + C*kh*kw) * H * W values an image) within BLOCK; every image on a card."""
+        count, channels, height, width = shape
+        if self.cuda:
+            return max(1, count)
+        return images_a_block(filters, channels * kernel[0] * kernel[1], height * width, BLOCK)
+
+    def conv2d(self, x: Tensor, w: Tensor, stride: int, padding: Paddings) -> Tensor:
+        return self.conv2d_bias(x, w, None, stride, padding)
+
+    def conv2d_bias(
+        self, x: Tensor, w: Tensor, bias: Tensor | None, stride: int, padding: Paddings
+    ) -> Tensor:
+        count = x.shape[0]
+        step = self._images_a_block(x.shape, w.shape[0], w.shape[2:])
+        wide = _wide(w)
+        wide_bias = None if bias is None else _wide(bias)  # a term of each float64 total
+        with self.guard:
+            if step >= count:  # on a card, or few images: one call
+                images, pads = padded(_wide(x), padding)
+                return F.conv2d(images, wide, wide_bias, stride, pads).to(F32)
+            out: Tensor = None
+            for i in range(0, count, step):
+                images, pads = padded(_wide(x[i : i + step]), padding)
+                y = F.conv2d(images, wide, wide_bias, stride, pads)
+                if out is None:
+                    out = torch.empty((count, *y.shape[1:]), dtype=F32)
+                out[i : i + step] = y
+        return out
+
+    def conv2d_weight_grad(
+        self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
+    ) -> Tensor:
+        return self._weight_grad(x, gy, kernel, stride, padding, False)[0]
+
+    def conv2d_weight_bias_grad(
+        self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
+    ) -> tuple[Tensor, Tensor]:
+        weights, biases = self._weight_grad(x, gy, kernel, stride, padding, True)
+        return weights, biases
+
+    def _weight_grad(
+        self,
+        x: Tensor,
+        gy: Tensor,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: Paddings,
+        bias: bool,
+    ) -> tuple[Tensor, Tensor]:
+        # Each image's windows (unfolded) times its outputs' gradient, the images' shares added
+        # in float64: libtorch's own weight gradient splits its sum over the rows across
+        # threads, so its bits would change with the thread count.
+        count, channels = x.shape[:2]
+        filters = gy.shape[1]
+        step = self._images_a_block(x.shape, filters, kernel)
+        total = torch.zeros(
+            (filters, channels * kernel[0] * kernel[1]), dtype=torch.float64, device=x.device
+        )
+        biases = torch.zeros(filters, dtype=torch.float64, device=x.device)
+        with self.guard:
+            for i in range(0, count, step):
+                images, pads = padded(_wide(x[i : i + step]), padding)
+                windows = F.unfold(images, kernel, 1, pads, stride)  # (n, C*kh*kw, P)
+                grads = _wide(gy[i : i + step]).reshape(images.shape[0], filters, -1)
+                total += torch.bmm(grads, windows.transpose(1, 2)).sum(0)
+                if bias:
+                    biases += grads.sum((0, 2))
+        return total.reshape(filters, channels, *kernel).to(F32), biases.to(F32)
+
+    def conv2d_fold(
+        self, gy: Tensor, w: Tensor, image: tuple[int, int], stride: int, padding: Paddings
+    ) -> Tensor:
+        (top, bottom), (left, right) = padding
+        even = top == bottom and left == right
+        height = image[0] if even else image[0] + top + bottom
+        width = image[1] if even else image[1] + left + right
+        count, filters = gy.shape[:2]
+        channels = w.shape[1]
+        step = self._images_a_block(
+            (count, channels, height, width), filters, (w.shape[2], w.shape[3])
+        )
+        wide = _wide(w)
+        pads = (top, left) if even else (0, 0)
+        out = torch.empty((count, channels, *image), dtype=F32, device=gy.device)
+        with self.guard:
+            for i in range(0, count, step):
+                grads = _wide(gy[i : i + step])
+                x = grads.new_empty(1).expand(grads.shape[0], channels, height, width)
+                args = (grads, x, wide, None, (stride, stride), pads, (1, 1), False, (0, 0), 1)
+                folded = _conv_backward(*args, (True, False, False))[0]
+                if not even:
+                    folded = folded[:, :, top : top + image[0], left : left + image[1]]
+                out[i : i + step] = folded
+        return out
+
+
+OFFERED: dict[str, Callable[..., Totals]] = {"float32": Float32Totals, "strict": StrictTotals}
+"""The torch engine's precisions, its default first: name -> strategy."""
+
+
+def padded(x: Tensor, padding: Paddings) -> tuple[Tensor, tuple[int, int]]:
+    """x and the padding to hand libtorch: symmetric padding goes to the kernel, other is added."""
+    (top, bottom), (left, right) = padding
+    if top == bottom and left == right:
+        return x, (top, left)
+    return F.pad(x, (left, right, top, bottom)), (0, 0)
+
+
+def _wide(x: Tensor) -> Tensor:
+    """float64 for a total: float32 accumulation in libtorch's kernels strays past the strict
+    bound 3·2⁻²⁴·Σ|terms| on long totals of one sign (measured 18 units for an inner size of
+    4,096, 4 for a 3x3 convolution), and its bits depend on the thread count; float64 stays
+    within half a unit once rounded."""
+    return x.to(torch.float64)

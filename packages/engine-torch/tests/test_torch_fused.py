@@ -1,0 +1,102 @@
+"""The torch engine's fast paths give what their references in primitives give, at each
+precision, and the engine offers each with the reference's signature."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core" / "tests"))
+
+from engine_helpers import PrimitivesOnly, offers  # noqa: E402
+
+from deepsharp.core import Adam, AdamW, Conv2D, CrossEntropy, Dense, Flatten, Network, Relu, Trainer  # noqa: E402  # noqa: E402
+from deepsharp.core.engine import fused  # noqa: E402
+from deepsharp.engines.torch import TorchEngine  # noqa: E402
+
+OFFERED = {"conv2d_bias", "conv2d_weight_bias_grad", "relu_back"}
+OFFERED |= {"sgd_update", "adam_update", "decay_update"}
+
+
+@pytest.fixture(scope="module", params=["float32", "strict"])
+def engine(request: pytest.FixtureRequest) -> TorchEngine:
+    return TorchEngine.on_cpu(request.param)
+
+
+def test_it_offers_its_fast_paths_with_the_references_signatures(engine: TorchEngine) -> None:
+    for name, reference in fused.FAST_PATHS.items():
+        assert offers(engine, name) == (name in OFFERED), name
+        if name in OFFERED:
+            wanted = list(inspect.signature(reference).parameters.values())[1:]
+            own = list(inspect.signature(getattr(engine, name)).parameters.values())
+            assert [(p.name, p.kind) for p in own] == [(p.name, p.kind) for p in wanted]
+
+
+def _pair(engine: TorchEngine, name: str, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    handles = [engine.put(a) if isinstance(a, np.ndarray) else a for a in args]
+    return getattr(fused, name)(engine, *handles, **kw), fused.FAST_PATHS[name](
+        engine, *handles, **kw
+    )
+
+
+def _close(engine: TorchEngine, own: Any, reference: Any, terms: int) -> None:
+    got, want = engine.get(own).astype(np.float64), engine.get(reference).astype(np.float64)
+    factor = 4.0 if engine.precision == "strict" else 2 * terms + 2.0
+    assert got.shape == want.shape
+    assert (np.abs(got - want) <= factor * 2.0**-24 * np.abs(want) + 1e-6).all()
+
+
+@pytest.mark.parametrize("stride, padding", [(1, ((1, 1), (1, 1))), (2, ((0, 1), (1, 0)))])
+def test_convolution_fast_paths(engine: TorchEngine, stride: int, padding: Any) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 2, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(4).astype(np.float32)
+    own, reference = _pair(engine, "conv2d_bias", x, w, bias, stride, padding)
+    _close(engine, own, reference, 19)
+    gy = rng.standard_normal(tuple(own.shape)).astype(np.float32)
+    own_pair, reference_pair = _pair(
+        engine, "conv2d_weight_bias_grad", x, gy, (3, 3), stride, padding
+    )
+    for got, want in zip(own_pair, reference_pair, strict=True):
+        _close(engine, got, want, 3 * gy.shape[2] * gy.shape[3])
+
+
+def test_relu_back(engine: TorchEngine) -> None:
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    x[0, :3] = 0.0
+    own, reference = _pair(engine, "relu_back", x, rng.standard_normal((5, 7)).astype(np.float32))
+    assert engine.get(own).tobytes() == engine.get(reference).tobytes()
+
+
+def _conv_network() -> Network:
+    return Network(
+        [Conv2D(4, 3, padding="same"), Relu(), Conv2D(2, 3, stride=2), Flatten(), Dense(3)],
+        inputs=(1, 8, 8),
+    )
+
+
+@pytest.mark.parametrize("optimizer", [Adam(0.01), AdamW(0.01, 0.1)])
+def test_its_fast_paths_train_as_its_primitives_alone(engine: TorchEngine, optimizer: Any) -> None:
+    rng = np.random.default_rng(4)
+    batches = [
+        (rng.standard_normal((6, 1, 8, 8)).astype(np.float32), rng.integers(0, 3, 6))
+        for _ in range(4)
+    ]
+    runs = []
+    for made in (engine, PrimitivesOnly(engine)):
+        trainer = Trainer(_conv_network(), CrossEntropy(), optimizer, engine=made, seed=0)
+        losses = [trainer.step(x, y) for x, y in batches]
+        runs.append((losses, trainer.network.slots))
+    (fast_losses, fast_slots), (plain_losses, plain_slots) = runs
+    assert np.allclose(fast_losses, plain_losses, rtol=1e-5, atol=1e-6)
+    for name, value in fast_slots.items():
+        assert np.allclose(plain_slots[name], value, rtol=1e-4, atol=1e-6), name
