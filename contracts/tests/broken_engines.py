@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 from example_engine import ExampleEngine
 
-from deepsharp.contracts.measure import FLOAT32_TOTALS
 from deepsharp.core.autodiff.functions import RULES, Rule
 from deepsharp.core.autodiff.tensor import Node
 from deepsharp.core.engine import EngineIdentity
@@ -68,7 +67,7 @@ class Float32TotalsDropsLastTerm(DropsLastTerm):
 
     @property
     def identity(self) -> EngineIdentity:
-        return EngineIdentity(self.name, precision=FLOAT32_TOTALS)
+        return EngineIdentity(self.name, precision="float32")
 
 
 class FlipsABit(ExampleEngine):
