@@ -237,6 +237,17 @@ class BFloat16Products(TF32Products):
     bits = 7
 
 
+class MixedBFloat16Products(BFloat16Products):
+    """The same bfloat16 products in an engine that says so (`mixed_bfloat16`): not broken,
+    held to the mixed bound (3·2^-8 + (n + 1)u)·Σ|terms| on products, it passes."""
+
+    name = "mixed-bfloat16-products"
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, precision="mixed_bfloat16")
+
+
 class Float32TrailingSums(ExampleEngine):
     """A sum over the trailing axes added in float32 (NumPy's pairwise sum along the last axis),
     every other sum in float64, in an engine that says `strict`."""
@@ -338,6 +349,10 @@ def tf32_products() -> ExampleEngine:
 
 def bfloat16_products() -> ExampleEngine:
     return BFloat16Products()
+
+
+def mixed_bfloat16_products() -> ExampleEngine:
+    return MixedBFloat16Products()
 
 
 def float32_trailing_sums() -> ExampleEngine:
