@@ -46,6 +46,25 @@ CHECKS = settings(
 Test = TypeVar("Test", bound=Callable[..., Any])
 
 
+def _draw_no_local_constants() -> None:
+    """Hypothesis mixes into its draws numbers it reads from the source of every "local" module
+    that happens to be imported (deepsharp's own, in an editable install), so what a check draws
+    would depend on which engines and modules were loaded before it. The suite's inputs must not:
+    its draws keep to Hypothesis's own constants. (A private hook of the pinned Hypothesis; where
+    it is gone, nothing is changed.)"""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - another Hypothesis
+        return
+    if hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE"):
+        empty = type(providers._local_constants)()
+        providers._get_local_constants = lambda: empty
+        providers.CONSTANTS_CACHE.cache.clear()
+
+
+_draw_no_local_constants()
+
+
 def pinned(test: Test) -> Test:
     """`CHECKS` and a seed of the check's own, from its name (put it above `@given`): the same
     inputs on every run, for every engine, whatever seed or profile pytest is handed.
