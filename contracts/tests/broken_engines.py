@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 from example_engine import ExampleEngine
 
-from deepsharp.contracts.measure import FLOAT32_TOTALS
 from deepsharp.core.autodiff.functions import RULES, Rule
 from deepsharp.core.autodiff.tensor import Node
 from deepsharp.core.engine import EngineIdentity
@@ -68,7 +67,7 @@ class Float32TotalsDropsLastTerm(DropsLastTerm):
 
     @property
     def identity(self) -> EngineIdentity:
-        return EngineIdentity(self.name, precision=FLOAT32_TOTALS)
+        return EngineIdentity(self.name, precision="float32")
 
 
 class FlipsABit(ExampleEngine):
@@ -179,3 +178,202 @@ def half_gradient_rule() -> ExampleEngine:
     if not isinstance(RULES["matmul"], _HalfGradient):
         RULES["matmul"] = _HalfGradient(RULES["matmul"])
     return ExampleEngine()
+
+
+# --- faults of precision and of the totals' order -----------------------------------------------
+
+
+def _keep_bits(values: Array, bits: int) -> Array:
+    """float32 values rounded (to nearest, ties to even) to `bits` bits of mantissa: 10 for
+    TF32's products, 7 for bfloat16's."""
+    raw = np.ascontiguousarray(values, np.float32).view(np.uint32).astype(np.uint64)
+    drop = 23 - bits
+    odd = (raw >> np.uint64(drop)) & np.uint64(1)
+    rounded = (raw + np.uint64((1 << (drop - 1)) - 1) + odd) >> np.uint64(drop) << np.uint64(drop)
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+class _ClaimsFloat32(ExampleEngine):
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, precision="float32")
+
+
+class Float32ClaimsStrict(ExampleEngine):
+    """Products, sums and means in NumPy's float32 kernels, in an engine that says `strict`."""
+
+    name = "float32-claims-strict"
+
+    def matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        return np.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
+
+    def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        return np.sum(x, axis=axes, keepdims=keepdims)
+
+    def mean(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        return np.mean(x, axis=axes, keepdims=keepdims)
+
+
+class TF32Products(_ClaimsFloat32):
+    """Matrix products on inputs rounded to TF32's 10 bits of mantissa (as a card with TF32 on
+    adds them), in an engine that says `float32`."""
+
+    name = "tf32-products"
+    bits = 10
+
+    def matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        a, b = (a.T if transpose_a else a), (b.T if transpose_b else b)
+        return np.matmul(_keep_bits(a, self.bits), _keep_bits(b, self.bits))
+
+
+class BFloat16Products(TF32Products):
+    """Matrix products on bfloat16 inputs (7 bits of mantissa), in an engine that says `float32`."""
+
+    name = "bfloat16-products"
+    bits = 7
+
+
+class MixedBFloat16Products(BFloat16Products):
+    """The same bfloat16 products in an engine that says so (`mixed_bfloat16`): not broken,
+    held to the mixed bound (3·2^-8 + (n + 1)u)·Σ|terms| on products, it passes."""
+
+    name = "mixed-bfloat16-products"
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, precision="mixed_bfloat16")
+
+
+class Float32TrailingSums(ExampleEngine):
+    """A sum over the trailing axes added in float32 (NumPy's pairwise sum along the last axis),
+    every other sum in float64, in an engine that says `strict`."""
+
+    name = "float32-trailing-sums"
+
+    def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        if tuple(sorted(axes)) != tuple(range(x.ndim - len(axes), x.ndim)):
+            return super().sum(x, axes, keepdims)
+        rows = x.reshape(*x.shape[: x.ndim - len(axes)], -1)
+        total = np.add.reduce(rows, axis=-1, dtype=np.float32)
+        return total.reshape(*total.shape, *(1,) * len(axes)) if keepdims else total
+
+
+class StrideBlindPointwiseWeightGrad(ExampleEngine):
+    """A 1x1 convolution's weight gradient that forgets the stride (it reads the first oh x ow
+    places of each image instead of every stride-th one)."""
+
+    name = "stride-blind-pointwise-weight-grad"
+
+    def conv2d_weight_grad(
+        self,
+        x: Array,
+        gy: Array,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: Any,
+        bias: bool = False,
+    ) -> Any:
+        if tuple(kernel) != (1, 1):
+            return super().conv2d_weight_grad(x, gy, kernel, stride, padding, bias)
+        (top, bottom), (left, right) = padding
+        padded = np.pad(x, [(0, 0), (0, 0), (top, bottom), (left, right)])
+        out_h, out_w = gy.shape[2:]
+        places = padded[:, :, :out_h, :out_w]  # should be [:, :, ::stride, ::stride]
+        weights = np.einsum("nchw,nfhw->fc", places, gy, dtype=np.float64)
+        weights = weights.astype(np.float32)[:, :, None, None]
+        if bias:
+            return weights, np.sum(gy, axis=(0, 2, 3), dtype=np.float64).astype(np.float32)
+        return weights
+
+
+class OverwritesItsInput(ExampleEngine):
+    """A tanh that works in place: the right values, and its input is gone."""
+
+    name = "overwrites-its-input"
+
+    def tanh(self, x: Array) -> Array:
+        return np.tanh(x, out=x)
+
+
+class LosesTheTails(ExampleEngine):
+    """Functions right to 1e-5 + 1.3e-6·|ref| that lose their tails: sigmoid as
+    0.5·(1 + tanh(x/2)) (0 below -17), exp flushed to 0 below e^-16, softplus as
+    log(1 + e^x) (0 below -17) and log1p as log(1 + x) (0 for |x| below 6e-8)."""
+
+    name = "loses-the-tails"
+
+    def sigmoid(self, x: Array) -> Array:
+        return np.float32(0.5) * (np.float32(1.0) + np.tanh(x * np.float32(0.5)))
+
+    def exp(self, x: Array) -> Array:
+        return np.where(x < -16, np.float32(0.0), np.exp(x))
+
+    def softplus(self, x: Array) -> Array:
+        return np.where(x > 20, x, np.log(np.float32(1.0) + np.exp(np.minimum(x, 20))))
+
+    def log1p(self, x: Array) -> Array:
+        return np.log(np.float32(1.0) + x)
+
+
+# --- engines that do not say what they are ------------------------------------------------------
+
+
+class NoIdentity(ExampleEngine):
+    """An engine without an identity (so without a precision)."""
+
+    name = "no-identity"
+    identity = None  # type: ignore[assignment]
+
+
+class UnknownPrecision(ExampleEngine):
+    """An identity whose precision is none of the precisions there are."""
+
+    name = "unknown-precision"
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, precision="fast")
+
+
+def float32_claims_strict() -> ExampleEngine:
+    return Float32ClaimsStrict()
+
+
+def tf32_products() -> ExampleEngine:
+    return TF32Products()
+
+
+def bfloat16_products() -> ExampleEngine:
+    return BFloat16Products()
+
+
+def mixed_bfloat16_products() -> ExampleEngine:
+    return MixedBFloat16Products()
+
+
+def float32_trailing_sums() -> ExampleEngine:
+    return Float32TrailingSums()
+
+
+def stride_blind_pointwise_weight_grad() -> ExampleEngine:
+    return StrideBlindPointwiseWeightGrad()
+
+
+def overwrites_its_input() -> ExampleEngine:
+    return OverwritesItsInput()
+
+
+def loses_the_tails() -> ExampleEngine:
+    return LosesTheTails()
+
+
+def no_identity() -> ExampleEngine:
+    return NoIdentity()
+
+
+def unknown_precision() -> ExampleEngine:
+    return UnknownPrecision()

@@ -1,9 +1,11 @@
 """Checking the rulebook: every rule nudged, by central differences on a float64 evaluation.
 
 For a rule and some inputs, the loss is a random projection of its output, L = sum(out * r).
-Each input value is nudged up and down by a small step on the float64 reference engine; the
+Each input value is nudged up and down by a small step on a float64 engine (the suite's own
+reference, `deepsharp.contracts.reference.Float64Engine`, unless another is handed in); the
 change in L is compared with what the rule sends back for the grad r. The same cases serve the
-contract suite, which also holds each rule's way back on an engine to the reference's.
+contract suite, which also holds each rule's way back on an engine to the reference's, and the
+core's tests of its rulebook.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from deepsharp.contracts.reference import Float64Engine
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Recording, Tensor
 from deepsharp.core.engine import Engine
@@ -221,12 +224,13 @@ def projection_for(engine: Engine, case: RuleCase) -> Array:
     return np.random.default_rng(len(case.id)).standard_normal(shape)
 
 
-def worst_nudge_error(case: RuleCase, engine_factory: Callable[[], Engine] | None = None) -> float:
-    """The largest |rule - nudged| / (1e-7 + 1e-5 * |nudged|) over every input value, on the
-    float64 reference engine: at most 1 for a right rule."""
-    from deepsharp.engines.light import ReferenceEngine
-
-    engine = engine_factory() if engine_factory is not None else ReferenceEngine()
+def worst_nudge_error(
+    case: RuleCase, engine_factory: Callable[[], Engine] = Float64Engine
+) -> float:
+    """The largest |rule - nudged| / (1e-7 + 1e-5 * |nudged|) over every input value, on a
+    float64 engine made by `engine_factory` (the suite's reference by default): at most 1 for
+    a right rule."""
+    engine = engine_factory()
     projection = projection_for(engine, case)
     by_rule = rule_gradients(engine, case, projection)
     by_nudging = nudged_gradients(engine, case, projection)

@@ -2,7 +2,8 @@
 
 Registered through the `pytest11` entry point (as anyio's plugin is). Tests that ask for
 `engine`, `engine_factory`, `engine_spec` or `contract` run once per chosen engine, with the
-engine's spec as their id: `test_matmul_within_totals_bound[torch:cpu]`.
+engine's spec as their id: `test_matmul_within_totals_bound[torch:cpu]`. An engine that does not
+state its precision in its identity fails every one of them, saying so.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from deepsharp.contracts.measure import Contract, Measurements
+from deepsharp.contracts.inputs import InputsKept
+from deepsharp.contracts.measure import Contract, IdentityMissing, Measurements, engine_precision
 from deepsharp.core.engine import Engine, available_engines, make_engine
 from deepsharp.core.errors import EngineUnavailableError
 
@@ -23,8 +25,18 @@ __all__ = ["choose_engines"]
 _MEASUREMENTS = pytest.StashKey[Measurements]()
 _CHOSEN = pytest.StashKey[tuple[list[str], list[str]]]()
 
-# What to try for an installed engine when no spec is named: the one that needs no card.
+# --- the one place that names engines --------------------------------------------------------
+# What to try for an installed engine when no spec is named: the one that needs no card. To be
+# replaced by the default spec each engine's entry point describes (issue 12, engine layer).
 _DEFAULT_OPTION = {"torch": "torch:cpu"}
+
+
+def default_spec(name: str) -> str:
+    """The spec to run for the installed engine `name` when no `--engine` is given."""
+    return _DEFAULT_OPTION.get(name, name)
+
+
+# -------------------------------------------------------------------------------------------
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,7 +66,7 @@ def choose_engines(specs: list[str]) -> tuple[list[str], list[str]]:
         return list(dict.fromkeys(specs)), []
     chosen, skipped = [], []
     for name in available_engines():
-        spec = _DEFAULT_OPTION.get(name, name)
+        spec = default_spec(name)
         try:
             make_engine(spec)
         except EngineUnavailableError as error:
@@ -97,8 +109,26 @@ def engine_spec(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def engine_factory(engine_spec: str) -> Callable[[], Engine]:
-    """Makes a fresh engine of the kind under test (for checks that need one untouched)."""
+def contract(engine_spec: str, pytestconfig: pytest.Config) -> Contract:
+    """The checks, bound to the engine under test and held to its precision's bounds; what
+    they measure goes into the report. An engine that states no precision fails here."""
+    engine = make_engine(engine_spec)
+    try:
+        precision = engine_precision(engine, engine_spec)
+    except IdentityMissing as error:
+        pytest.fail(str(error), pytrace=False)
+    measurements = pytestconfig.stash[_MEASUREMENTS]
+    identity: Any = engine.identity
+    measurements.identities[engine_spec] = (
+        identity.to_json() if hasattr(identity, "to_json") else {"name": str(identity)}
+    )
+    return Contract(engine_spec, measurements, precision)
+
+
+@pytest.fixture(scope="session")
+def engine_factory(engine_spec: str, contract: Contract) -> Callable[[], Engine]:
+    """Makes a fresh engine of the kind under test, unwatched (for checks that need one
+    untouched: a training step, its transfers, its memory)."""
 
     def factory() -> Engine:
         return make_engine(engine_spec)
@@ -107,20 +137,11 @@ def engine_factory(engine_spec: str) -> Callable[[], Engine]:
 
 
 @pytest.fixture(scope="session")
-def engine(engine_factory: Callable[[], Engine]) -> Engine:
-    """One engine of the kind under test, shared by the operation checks."""
-    return engine_factory()
-
-
-@pytest.fixture(scope="session")
-def contract(engine_spec: str, engine: Engine, pytestconfig: pytest.Config) -> Contract:
-    """The checks, bound to the engine under test; what they measure goes into the report."""
-    measurements = pytestconfig.stash[_MEASUREMENTS]
-    identity: Any = getattr(engine, "identity", None)
-    measurements.identities[engine_spec] = (
-        identity.to_json() if hasattr(identity, "to_json") else {"name": engine.name}
-    )
-    return Contract(engine_spec, measurements, getattr(identity, "precision", None))
+def engine(engine_factory: Callable[[], Engine], contract: Contract) -> Engine:
+    """One engine of the kind under test, shared by the operation checks, each of its
+    operations watched to leave its inputs unchanged (`deepsharp.contracts.inputs`)."""
+    watched: Engine = InputsKept(engine_factory(), contract)
+    return watched
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -128,4 +149,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not path or _MEASUREMENTS not in session.config.stash:
         return
     report = session.config.stash[_MEASUREMENTS].to_json()
-    Path(path).write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    Path(path).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,9 +1,15 @@
-"""Totals: |got - ref| <= 3u * sum(|terms|) for every element, u = 2**-24.
+"""Totals: every element within its engine's precision's bound of the float64 reference.
 
-The reference is the light engine's float64 `ReferenceEngine` on the same float32 inputs (every
-total added in float64); sum(|terms|) is the same total taken over absolute values: |A| @ |B| for
-a product, sum(|x|) for a sum, sum(|x|) / n for a mean, and the convolution, weight gradient and
-fold of |x| with |w| (or |gy|).
+u = 2**-24; n is how many terms the element's total adds; Σ|terms| is the same total taken over
+absolute values (|A|·|B| for a product, Σ|x| for a sum, Σ|x|/n for a mean, the convolution,
+weight gradient and fold of |x| with |w| or |gy|). Strict engines are held to 3u·Σ|terms|,
+float32 ones to (n + 1)u·Σ|terms|, mixed ones to (3u_h + (n + 1)u)·Σ|terms| on products and
+convolutions and the float32 bound on sums and means (`deepsharp.core.engine.precision`).
+
+Drawn inputs (Hypothesis) cover shapes, signs and magnitudes; fixed cases cover what a draw
+seldom meets: convolutions whose stride skips places (1x1 kernels with stride 2 and 3), and
+adversarial totals that line the roundings up (one large term and many just over half its ulp)
+so that a total added in float32 in sequence strays by n units where a strict one may stray 3.
 """
 
 from __future__ import annotations
@@ -12,18 +18,116 @@ import itertools
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from deepsharp.contracts.data import CHECKS, draw, out_size, references, seeds, sides, signs
+from deepsharp.contracts import fast
+from deepsharp.contracts.data import draw, out_size, pinned, references, seeds, sides, signs
 from deepsharp.contracts.measure import Contract
-from deepsharp.core.engine import Engine, fused
+from deepsharp.core.autodiff.functions import same_padding
+from deepsharp.core.engine import Engine
 
 inner_sizes = st.one_of(sides, st.integers(1, 40), st.sampled_from([255, 1000, 4096]))
 """The length of a total: small and odd, and up to 4,096."""
 
 
-@CHECKS
+# --- the checks, each for one operation on given inputs ------------------------------------------
+
+
+def check_matmul(
+    engine: Engine, contract: Contract, a: Any, b: Any, transpose_a: bool, transpose_b: bool
+) -> None:
+    """op(a) @ op(b) with a and b stored transposed where asked (a, b: the operands as used)."""
+    stored_a = np.ascontiguousarray(a.T) if transpose_a else a
+    stored_b = np.ascontiguousarray(b.T) if transpose_b else b
+    got = engine.get(
+        engine.matmul(engine.put(stored_a), engine.put(stored_b), transpose_a, transpose_b)
+    )
+    contract.totals("matmul", got, *references("matmul", a, b), product=True)
+
+
+def check_every_transpose(engine: Engine, contract: Contract, a: Any, b: Any) -> None:
+    for transpose_a, transpose_b in itertools.product([False, True], repeat=2):
+        check_matmul(engine, contract, a, b, transpose_a, transpose_b)
+
+
+def check_reduction(
+    engine: Engine, contract: Contract, operation: str, x: Any, axes: Any, keepdims: bool
+) -> None:
+    """`sum` or `mean` of x over `axes`."""
+    got = engine.get(getattr(engine, operation)(engine.put(x), axes, keepdims))
+    ref = references(operation, x, axes, keepdims)
+    contract.totals(operation, got, *ref, product=False)
+
+
+def check_convolution(
+    engine: Engine, contract: Contract, case: dict[str, Any], sign: str, seed: int
+) -> None:
+    """The convolution, its bias, its weight gradient (with the biases') and its fold."""
+    stride, padding, kernel = case["stride"], case["padding"], case["kernel"]
+    x = draw(seed, (case["count"], case["channels"], *case["image"]), signs=sign)
+    w = draw(seed + 1, (case["filters"], case["channels"], *kernel), signs=sign)
+    b = draw(seed + 2, (case["filters"],), signs=sign)
+    gy = draw(seed + 3, (case["count"], case["filters"], *case["out"]), signs=sign)
+    got = engine.get(engine.conv2d(engine.put(x), engine.put(w), stride, padding))
+    ref = references("conv2d", x, w, stride, padding)
+    contract.totals("conv2d", got, *ref, product=True)
+    # With a bias (the core's fused operation): one more term of every total.
+    handle = fast.conv2d_bias(engine, engine.put(x), engine.put(w), engine.put(b), stride, padding)
+    ref = references("conv2d", x, w, stride, padding, b)
+    contract.totals("conv2d with bias", engine.get(handle), *ref, product=True)
+
+    handle = engine.conv2d_weight_grad(engine.put(x), engine.put(gy), kernel, stride, padding)
+    ref = references("conv2d_weight_grad", x, gy, kernel, stride, padding)
+    contract.totals("conv2d_weight_grad", engine.get(handle), *ref, product=True)
+    # With the biases' gradient (the core's fused operation): the filters' the same, gy's
+    # totals beside them.
+    weights, biases = fast.conv2d_weight_bias_grad(
+        engine, engine.put(x), engine.put(gy), kernel, stride, padding
+    )
+    contract.totals("conv2d_weight_grad with bias", engine.get(weights), *ref, product=True)
+    ref = references("sum", gy, (0, 2, 3))
+    contract.totals("conv2d_weight_grad with bias", engine.get(biases), *ref, product=False)
+
+    image = case["image"]
+    handle = engine.conv2d_fold(engine.put(gy), engine.put(w), image, stride, padding)
+    ref = references("conv2d_fold", gy, w, image, stride, padding)
+    contract.totals("conv2d_fold", engine.get(handle), *ref, product=True)
+
+
+def convolution(
+    count: int,
+    channels: int,
+    filters: int,
+    image: tuple[int, int],
+    kernel: tuple[int, int],
+    stride: int,
+    padding: Any = ((0, 0), (0, 0)),
+) -> dict[str, Any]:
+    """One convolution's shapes: `padding` is ((top, bottom), (left, right)) or "same"."""
+    if padding == "same":
+        padding = tuple(same_padding(size, k, stride) for size, k in zip(image, kernel))
+    out = (
+        out_size(image[0], kernel[0], stride, *padding[0]),
+        out_size(image[1], kernel[1], stride, *padding[1]),
+    )
+    return {
+        "count": count,
+        "channels": channels,
+        "filters": filters,
+        "image": image,
+        "kernel": kernel,
+        "stride": stride,
+        "padding": padding,
+        "out": out,
+    }
+
+
+# --- drawn inputs ----------------------------------------------------------------------------
+
+
+@pinned
 @given(
     m=sides,
     k=inner_sizes,
@@ -46,14 +150,7 @@ def test_matmul_within_totals_bound(
 ) -> None:
     a = draw(seed, (m, k), signs=sign)
     b = draw(seed + 1, (k, n), signs=sign)
-    stored_a = np.ascontiguousarray(a.T) if transpose_a else a
-    stored_b = np.ascontiguousarray(b.T) if transpose_b else b
-    got = engine.get(
-        engine.matmul(engine.put(stored_a), engine.put(stored_b), transpose_a, transpose_b)
-    )
-    contract.totals(
-        "matmul", got, *references("matmul", stored_a, stored_b, transpose_a, transpose_b)
-    )
+    check_matmul(engine, contract, a, b, transpose_a, transpose_b)
 
 
 def _reductions(draw_: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -68,176 +165,168 @@ def _reductions(draw_: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...]]:
 reductions = st.composite(_reductions)()
 
 
-@CHECKS
+@pytest.mark.parametrize("operation", ["sum", "mean"])
+@pinned
 @given(case=reductions, keepdims=st.booleans(), sign=signs, seed=seeds)
-def test_sum_within_totals_bound(
+def test_reduction_within_totals_bound(
     engine: Engine,
     contract: Contract,
+    operation: str,
     case: tuple[tuple[int, ...], tuple[int, ...]],
     keepdims: bool,
     sign: str,
     seed: int,
 ) -> None:
     shape, axes = case
-    x = draw(seed, shape, signs=sign)
-    got = engine.get(engine.sum(engine.put(x), axes, keepdims))
-    contract.totals("sum", got, *references("sum", x, axes, keepdims))
+    check_reduction(engine, contract, operation, draw(seed, shape, signs=sign), axes, keepdims)
 
 
-@CHECKS
-@given(case=reductions, keepdims=st.booleans(), sign=signs, seed=seeds)
-def test_mean_within_totals_bound(
-    engine: Engine,
-    contract: Contract,
-    case: tuple[tuple[int, ...], tuple[int, ...]],
-    keepdims: bool,
-    sign: str,
-    seed: int,
-) -> None:
-    shape, axes = case
-    x = draw(seed, shape, signs=sign)
-    got = engine.get(engine.mean(engine.put(x), axes, keepdims))
-    contract.totals("mean", got, *references("mean", x, axes, keepdims))
-
-
-def _convolutions(draw_: st.DrawFn) -> dict[str, object]:
-    kh, kw = draw_(st.integers(1, 4)), draw_(st.integers(1, 4))
+def _convolutions(draw_: st.DrawFn) -> dict[str, Any]:
+    kernel = (draw_(st.integers(1, 4)), draw_(st.integers(1, 4)))
     stride = draw_(st.integers(1, 3))
     if draw_(st.booleans()):  # 'same', as the layer computes it
-        from deepsharp.core.autodiff.functions import same_padding
-
-        height, width = draw_(st.integers(1, 9)), draw_(st.integers(1, 9))
-        padding = (same_padding(height, kh, stride), same_padding(width, kw, stride))
+        image = (draw_(st.integers(1, 9)), draw_(st.integers(1, 9)))
+        padding: Any = "same"
     else:
-        height, width = draw_(st.integers(kh, kh + 8)), draw_(st.integers(kw, kw + 8))
+        image = (
+            draw_(st.integers(kernel[0], kernel[0] + 8)),
+            draw_(st.integers(kernel[1], kernel[1] + 8)),
+        )
         padding = ((0, 0), (0, 0))
         if draw_(st.booleans()):
-            padding = (
-                (draw_(st.integers(0, 2)), draw_(st.integers(0, 2))),
-                (draw_(st.integers(0, 2)), draw_(st.integers(0, 2))),
-            )
-    oh = out_size(height, kh, stride, *padding[0])
-    ow = out_size(width, kw, stride, *padding[1])
-    return {
-        "count": draw_(st.integers(1, 3)),
-        "channels": draw_(st.sampled_from([1, 2, 3, 8])),
-        "filters": draw_(st.sampled_from([1, 2, 5])),
-        "image": (height, width),
-        "kernel": (kh, kw),
-        "stride": stride,
-        "padding": padding,
-        "out": (oh, ow),
-    }
+            padding = tuple((draw_(st.integers(0, 2)), draw_(st.integers(0, 2))) for _ in "hw")
+    return convolution(
+        count=draw_(st.integers(1, 3)),
+        channels=draw_(st.sampled_from([1, 2, 3, 8])),
+        filters=draw_(st.sampled_from([1, 2, 5])),
+        image=image,
+        kernel=kernel,
+        stride=stride,
+        padding=padding,
+    )
 
 
 convolutions = st.composite(_convolutions)()
 
 
-@CHECKS
+@pinned
 @given(case=convolutions, sign=signs, seed=seeds)
-def test_conv2d_within_totals_bound(
+def test_convolution_within_totals_bound(
     engine: Engine, contract: Contract, case: dict[str, Any], sign: str, seed: int
 ) -> None:
     assume(min(case["out"]) >= 1)
-    x = draw(seed, (case["count"], case["channels"], *case["image"]), signs=sign)
-    w = draw(seed + 1, (case["filters"], case["channels"], *case["kernel"]), signs=sign)
-    got = engine.get(engine.conv2d(engine.put(x), engine.put(w), case["stride"], case["padding"]))
-    contract.totals("conv2d", got, *references("conv2d", x, w, case["stride"], case["padding"]))
-    # With a bias: one more term of every total.
-    b = draw(seed + 2, (case["filters"],), signs=sign)
-    handle = fused.conv2d_bias(
-        engine, engine.put(x), engine.put(w), engine.put(b), case["stride"], case["padding"]
-    )
-    ref = references("conv2d", x, w, case["stride"], case["padding"], b)
-    contract.totals("conv2d with bias", engine.get(handle), *ref)
+    check_convolution(engine, contract, case, sign, seed)
 
 
-@CHECKS
-@given(case=convolutions, sign=signs, seed=seeds)
-def test_conv2d_weight_grad_within_totals_bound(
-    engine: Engine, contract: Contract, case: dict[str, Any], sign: str, seed: int
+# --- fixed cases -----------------------------------------------------------------------------
+
+FIXED_CONVOLUTIONS = {
+    "1x1-stride-2": convolution(2, 3, 2, (7, 6), (1, 1), 2),
+    "1x1-stride-2-same": convolution(1, 2, 3, (8, 5), (1, 1), 2, "same"),
+    "1x1-stride-3-padded": convolution(2, 2, 2, (5, 7), (1, 1), 3, ((1, 0), (0, 2))),
+    "1x1-stride-1": convolution(2, 8, 5, (4, 3), (1, 1), 1),
+    "3x3-stride-2-same": convolution(2, 3, 2, (9, 8), (3, 3), 2, "same"),
+    "2x3-stride-3": convolution(1, 2, 3, (8, 10), (2, 3), 3),
+    "5x5-larger-than-the-image": convolution(2, 2, 2, (3, 4), (5, 5), 1, ((2, 2), (2, 2))),
+}
+"""Convolutions a draw seldom meets: a stride that skips places (1x1 kernels, kernels smaller
+than their stride), and kernels larger than the image."""
+
+
+@pytest.mark.parametrize("sign", ["mixed", "positive"])
+@pytest.mark.parametrize("name", list(FIXED_CONVOLUTIONS))
+def test_fixed_convolution_within_totals_bound(
+    engine: Engine, contract: Contract, name: str, sign: str
 ) -> None:
-    assume(min(case["out"]) >= 1)
-    x = draw(seed, (case["count"], case["channels"], *case["image"]), signs=sign)
-    gy = draw(seed + 1, (case["count"], case["filters"], *case["out"]), signs=sign)
-    handle = engine.conv2d_weight_grad(
-        engine.put(x), engine.put(gy), case["kernel"], case["stride"], case["padding"]
-    )
-    ref = references("conv2d_weight_grad", x, gy, case["kernel"], case["stride"], case["padding"])
-    contract.totals("conv2d_weight_grad", engine.get(handle), *ref)
-    # With the biases' gradient from the same pass: the filters' the same, gy's totals beside.
-    weights, biases = fused.conv2d_weight_bias_grad(
-        engine, engine.put(x), engine.put(gy), case["kernel"], case["stride"], case["padding"]
-    )
-    contract.totals("conv2d_weight_grad with bias", engine.get(weights), *ref)
-    ref = references("sum", gy, (0, 2, 3))
-    contract.totals("conv2d_weight_grad with bias", engine.get(biases), *ref)
+    check_convolution(engine, contract, FIXED_CONVOLUTIONS[name], sign, seed=len(name))
 
 
-@CHECKS
-@given(case=convolutions, sign=signs, seed=seeds)
-def test_conv2d_fold_within_totals_bound(
-    engine: Engine, contract: Contract, case: dict[str, Any], sign: str, seed: int
+@pytest.mark.parametrize("inner", [1, 2, 8])
+def test_short_products_within_totals_bound(engine: Engine, contract: Contract, inner: int) -> None:
+    """Products of 1, 2 and 8 terms of full 24-bit mantissas: there float32 may stray n + 1
+    units, while a product taken in a half format (TF32's 10 bits, bfloat16's 7, float16's
+    10) strays thousands."""
+    a, b = draw(inner, (6, inner), low=-1, high=1), draw(inner + 1, (inner, 5), low=-1, high=1)
+    check_every_transpose(engine, contract, a, b)
+
+
+ADVERSARIAL_SIZES = [16, 256, 4096, 16384]
+"""How many terms the adversarial totals add."""
+
+
+def adversarial(n: int) -> Any:
+    """Two totals of n terms, (2, n) float32: 1 then n - 1 terms of 2^-24·(1 + 2^-10), just over
+    half an ulp of 1, and the same terms the other way round. Added in float32 in order, each
+    small term rounds the running total up by a whole ulp: about n units of u·Σ|terms| astray,
+    where a strict total (one rounding) is within 1."""
+    small = np.float32(2.0**-24 * (1.0 + 2.0**-10))
+    row = np.full(n, small, np.float32)
+    row[0] = 1.0
+    return np.stack([row, row[::-1]])
+
+
+@pytest.mark.parametrize("n", ADVERSARIAL_SIZES)
+def test_adversarial_sums_and_means_within_totals_bound(
+    engine: Engine, contract: Contract, n: int
 ) -> None:
-    assume(min(case["out"]) >= 1)
-    gy = draw(seed, (case["count"], case["filters"], *case["out"]), signs=sign)
-    w = draw(seed + 1, (case["filters"], case["channels"], *case["kernel"]), signs=sign)
-    handle = engine.conv2d_fold(
-        engine.put(gy), engine.put(w), case["image"], case["stride"], case["padding"]
-    )
-    ref = references("conv2d_fold", gy, w, case["image"], case["stride"], case["padding"])
-    contract.totals("conv2d_fold", engine.get(handle), *ref)
+    """The adversarial totals along the last axis, the first, two trailing axes and two apart."""
+    rows = adversarial(n)
+    cases = [
+        (rows, (1,)),
+        (np.ascontiguousarray(rows.T), (0,)),
+        (rows.reshape(2, n // 16, 16), (1, 2)),
+        (np.ascontiguousarray(rows.reshape(2, n // 16, 16).transpose(1, 0, 2)), (0, 2)),
+    ]
+    for operation in ("sum", "mean"):
+        for x, axes in cases:
+            for keepdims in (False, True):
+                check_reduction(engine, contract, operation, x, axes, keepdims)
 
 
-def _every_transpose(engine: Engine, contract: Contract, a: Any, b: Any) -> None:
-    """a @ b held to the bound with each operand stored as it is and transposed."""
-    ref = references("matmul", a, b)
-    for ta, tb in itertools.product([False, True], repeat=2):
-        sa = np.ascontiguousarray(a.T) if ta else a
-        sb = np.ascontiguousarray(b.T) if tb else b
-        got = engine.get(engine.matmul(engine.put(sa), engine.put(sb), ta, tb))
-        contract.totals("matmul", got, *ref)
-
-
-def test_matmul_with_every_transpose_of_a_long_total(engine: Engine, contract: Contract) -> None:
-    """Products of 4,096 terms, one sign and both, each way round (a fixed, deterministic case)."""
-    for (m, n), sign in itertools.product([(1, 1), (1, 5), (5, 1), (3, 7)], ["mixed", "positive"]):
-        a, b = draw(m * 10 + n, (m, 4096), signs=sign), draw(n, (4096, n), signs=sign)
-        _every_transpose(engine, contract, a, b)
+@pytest.mark.parametrize("n", ADVERSARIAL_SIZES)
+def test_adversarial_products_within_totals_bound(
+    engine: Engine, contract: Contract, n: int
+) -> None:
+    """The adversarial totals as products (each row times ones, each way round and transposed)
+    and as convolutions: over channels, over places (the weight gradient) and over filters
+    (the fold)."""
+    rows = adversarial(n)
+    ones = np.ones((n, 3), np.float32)
+    check_every_transpose(engine, contract, rows, ones)
+    check_every_transpose(engine, contract, ones.T.copy(), rows.T.copy())
+    valid = ((0, 0), (0, 0))
+    checks = [
+        ("conv2d", (rows.T.reshape(1, n, 2, 1), np.ones((1, n, 1, 1), np.float32), 1, valid)),
+        (
+            "conv2d_weight_grad",
+            (rows.reshape(1, 2, 1, n), np.ones((1, 1, 1, n), np.float32), (1, 1), 1, valid),
+        ),
+        (
+            "conv2d_fold",
+            (rows.T.reshape(1, n, 1, 2), np.ones((n, 1, 1, 1), np.float32), (1, 2), 1, valid),
+        ),
+    ]
+    for operation, args in checks:
+        handles = [engine.put(a) if isinstance(a, np.ndarray) else a for a in args]
+        got = engine.get(getattr(engine, operation)(*handles))
+        contract.totals(operation, got, *references(operation, *args), product=True)
 
 
 def test_large_totals_within_bound(engine: Engine, contract: Contract) -> None:
     """Products, sums and convolutions large enough that an engine may work them a block at a
     time (light and torch do, above 2**18 and 2**19 float64 values): every element within bound."""
+    for (m, n), sign in itertools.product([(1, 1), (1, 5), (5, 1), (3, 7)], ["mixed", "positive"]):
+        a, b = draw(m * 10 + n, (m, 4096), signs=sign), draw(n, (4096, n), signs=sign)
+        check_every_transpose(engine, contract, a, b)
     for (m, k, n), sign in itertools.product(
         [(1400, 400, 3), (3, 400, 1400)], ["positive", "mixed"]
     ):
         a, b = draw(m + n, (m, k), signs=sign), draw(k, (k, n), signs=sign)
-        _every_transpose(engine, contract, a, b)
+        check_every_transpose(engine, contract, a, b)
     x = draw(4, (64, 8, 40, 40), signs="positive")
     for axes, keepdims in (((0, 2, 3), False), ((1,), True), ((0,), False), ((0, 1, 2, 3), False)):
         for operation in ("sum", "mean"):
-            got = engine.get(getattr(engine, operation)(engine.put(x), axes, keepdims))
-            contract.totals(operation, got, *references(operation, x, axes, keepdims))
-    from deepsharp.core.autodiff.functions import same_padding
-
-    padding = (same_padding(20, 3, 1), same_padding(20, 3, 1))
+            check_reduction(engine, contract, operation, x, axes, keepdims)
     for sign in ("positive", "mixed"):
-        x = draw(1, (64, 2, 20, 20), signs=sign)
-        w = draw(2, (8, 2, 3, 3), signs=sign)
-        b = draw(5, (8,), signs=sign)
-        gy = draw(3, (64, 8, 20, 20), signs=sign)
-        got = engine.get(
-            fused.conv2d_bias(engine, engine.put(x), engine.put(w), engine.put(b), 1, padding)
-        )
-        contract.totals("conv2d with bias", got, *references("conv2d", x, w, 1, padding, b))
-        weights, biases = fused.conv2d_weight_bias_grad(
-            engine, engine.put(x), engine.put(gy), (3, 3), 1, padding
-        )
-        ref = references("conv2d_weight_grad", x, gy, (3, 3), 1, padding)
-        contract.totals("conv2d_weight_grad with bias", engine.get(weights), *ref)
-        ref = references("sum", gy, (0, 2, 3))
-        contract.totals("conv2d_weight_grad with bias", engine.get(biases), *ref)
-        handle = engine.conv2d_fold(engine.put(gy), engine.put(w), (20, 20), 1, padding)
-        ref = references("conv2d_fold", gy, w, (20, 20), 1, padding)
-        contract.totals("conv2d_fold", engine.get(handle), *ref)
+        case = convolution(64, 2, 8, (20, 20), (3, 3), 1, "same")
+        check_convolution(engine, contract, case, sign, seed=1)

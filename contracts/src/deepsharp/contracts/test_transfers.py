@@ -6,14 +6,14 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deepsharp.contracts.data import CHECKS, draw, seeds, sides
+from deepsharp.contracts.data import draw, pinned, seeds, sides
 from deepsharp.contracts.measure import Contract
 from deepsharp.core.engine import Engine
 
 shapes = st.lists(sides, min_size=0, max_size=4).map(tuple)
 
 
-@CHECKS
+@pinned
 @given(shape=shapes, seed=seeds)
 def test_put_then_get_gives_the_same_bits_and_counts_each(
     engine: Engine, contract: Contract, shape: tuple[int, ...], seed: int

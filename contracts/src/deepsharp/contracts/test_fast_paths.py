@@ -1,0 +1,242 @@
+"""Fast paths: each fused operation an engine offers of its own, held to the core's reference.
+
+The core writes each fused operation once in primitives (`deepsharp.core.engine.fused`; its
+`FAST_PATHS` maps each name to that reference), and an engine may offer a method of the same
+name, which the core then calls instead. Here the engine's own runs on drawn and fixed inputs,
+and the core's reference on the suite's float64 engine from the same inputs: the convolution
+with its bias and the weight gradient with the biases' within the totals bound, ReLU's way
+back and the optimizer updates within the value tolerance, the parts of a flat tensor bit for
+bit. An engine that offers none of them passes with each check skipped: the core's reference
+then runs in its primitives, which the other checks hold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from deepsharp.contracts.data import draw, pinned, references, seeds
+from deepsharp.contracts.fast import FUSED, fast_paths
+from deepsharp.contracts.measure import Contract
+from deepsharp.contracts.reference import Float64Engine
+from deepsharp.contracts.test_totals import FIXED_CONVOLUTIONS, convolutions
+from deepsharp.contracts.test_values import slot_shapes, small_shapes
+from deepsharp.core.engine import Engine
+
+if FUSED is None:
+    pytest.skip(
+        "this core has no deepsharp.core.engine.fused (its fused operations are part of every "
+        "engine's protocol, held by the totals and value checks)",
+        allow_module_level=True,
+    )
+
+CHECKED = {
+    "conv2d_bias",
+    "conv2d_weight_bias_grad",
+    "relu_back",
+    "sgd_update",
+    "adam_update",
+    "parts",
+}
+"""The fast paths this suite knows how to hold."""
+
+
+def own(engine: Engine, name: str) -> Callable[..., Any]:
+    """The engine's own fast path `name`; the check is skipped where it offers none."""
+    method: Callable[..., Any] | None = getattr(engine, name, None)
+    if not callable(method):
+        pytest.skip(f"the engine offers no {name} of its own: the core's reference runs")
+    return method
+
+
+def reference(name: str, *args: Any, **kwargs: Any) -> tuple[Float64Engine, list[Any], Any]:
+    """The core's reference for `name` run on the suite's float64 engine from the same values
+    (arrays, and lists of arrays, are put on it): the engine, the handles it was given, and
+    what the reference returned."""
+    f64 = Float64Engine()
+
+    def put(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return f64.put(value)
+        if isinstance(value, list) and all(isinstance(v, np.ndarray) for v in value):
+            return [f64.put(v) for v in value]
+        return value
+
+    handles = [put(arg) for arg in args]
+    return f64, handles, fast_paths()[name](f64, *handles, **kwargs)
+
+
+def test_every_fast_path_has_a_check(contract: Contract) -> None:
+    missing = sorted(set(fast_paths()) - CHECKED)
+    assert not missing, (
+        f"fast paths the contract cannot hold yet (add a check to "
+        f"deepsharp.contracts.test_fast_paths): {missing}"
+    )
+
+
+def check_convolution_fast_paths(
+    engine: Engine, contract: Contract, case: dict[str, Any], sign: str, seed: int
+) -> None:
+    stride, padding, kernel = case["stride"], case["padding"], case["kernel"]
+    x = draw(seed, (case["count"], case["channels"], *case["image"]), signs=sign)
+    w = draw(seed + 1, (case["filters"], case["channels"], *kernel), signs=sign)
+    b = draw(seed + 2, (case["filters"],), signs=sign)
+    gy = draw(seed + 3, (case["count"], case["filters"], *case["out"]), signs=sign)
+    offered = [name for name in ("conv2d_bias", "conv2d_weight_bias_grad") if hasattr(engine, name)]
+    if not offered:
+        pytest.skip("the engine offers no convolution fast path of its own")
+    if "conv2d_bias" in offered:
+        got = engine.get(
+            own(engine, "conv2d_bias")(engine.put(x), engine.put(w), engine.put(b), stride, padding)
+        )
+        f64, _, out = reference("conv2d_bias", x, w, b, stride, padding)
+        _, terms, count = references("conv2d", x, w, stride, padding, b)
+        contract.totals("fast conv2d_bias", got, f64.get(out), terms, count, product=True)
+    if "conv2d_weight_bias_grad" in offered:
+        weights, biases = own(engine, "conv2d_weight_bias_grad")(
+            engine.put(x), engine.put(gy), kernel, stride, padding
+        )
+        f64, _, (ref_weights, ref_biases) = reference(
+            "conv2d_weight_bias_grad", x, gy, kernel, stride, padding
+        )
+        _, terms, count = references("conv2d_weight_grad", x, gy, kernel, stride, padding)
+        contract.totals(
+            "fast conv2d_weight_bias_grad",
+            engine.get(weights),
+            f64.get(ref_weights),
+            terms,
+            count,
+            product=True,
+        )
+        _, terms, count = references("sum", gy, (0, 2, 3))
+        contract.totals(
+            "fast conv2d_weight_bias_grad",
+            engine.get(biases),
+            f64.get(ref_biases),
+            terms,
+            count,
+            product=False,
+        )
+
+
+@pinned
+@given(case=convolutions, sign=st.sampled_from(["mixed", "positive"]), seed=seeds)
+def test_offered_convolution_fast_paths_match_the_reference(
+    engine: Engine, contract: Contract, case: dict[str, Any], sign: str, seed: int
+) -> None:
+    assume(min(case["out"]) >= 1)
+    check_convolution_fast_paths(engine, contract, case, sign, seed)
+
+
+@pytest.mark.parametrize("name", list(FIXED_CONVOLUTIONS))
+def test_offered_convolution_fast_paths_match_the_reference_on_fixed_cases(
+    engine: Engine, contract: Contract, name: str
+) -> None:
+    check_convolution_fast_paths(engine, contract, FIXED_CONVOLUTIONS[name], "mixed", len(name))
+
+
+@pinned
+@given(shape=small_shapes, seed=seeds)
+def test_offered_relu_back_matches_the_reference(
+    engine: Engine, contract: Contract, shape: tuple[int, ...], seed: int
+) -> None:
+    relu_back = own(engine, "relu_back")
+    x = draw(seed, shape, low=-3, high=3, zeros=0.2)
+    grad = draw(seed + 1, shape, low=-3, high=3)
+    got = engine.get(relu_back(engine.put(x), engine.put(grad)))
+    f64, _, out = reference("relu_back", x, grad)
+    contract.values("fast relu_back", got, f64.get(out))
+
+
+def _slot_groups(seed: int, shapes: list[tuple[int, ...]], count: int) -> list[list[np.ndarray]]:
+    """`count` groups of float32 values, one array a slot: slots, gradients and what an
+    optimizer remembers (the last group non-negative: Adam's second moments)."""
+    groups = [
+        [draw(seed + 10 * group + i, s, low=-6, high=1) for i, s in enumerate(shapes)]
+        for group in range(count)
+    ]
+    groups[-1] = [np.asarray(np.abs(v)) for v in groups[-1]]
+    return groups
+
+
+def check_update(
+    engine: Engine,
+    contract: Contract,
+    name: str,
+    groups: list[list[np.ndarray]],
+    updated: tuple[int, ...],
+    settings: dict[str, float],
+) -> None:
+    """The engine's own update against the core's reference from the same values: each group
+    it updates in place (`updated`), slot by slot."""
+    update = own(engine, name)
+    handles = [[engine.put(v) for v in group] for group in groups]
+    update(*handles, **settings)
+    f64, ref_handles, _ = reference(name, *groups, **settings)
+    for group in updated:
+        for got, ref in zip(handles[group], ref_handles[group], strict=True):
+            contract.values(f"fast {name}", engine.get(got), f64.get(ref))
+
+
+@pinned
+@given(
+    shapes=slot_shapes,
+    seed=seeds,
+    learning_rate=st.floats(1e-5, 1.0),
+    momentum=st.sampled_from([0.0, 0.5, 0.9, 0.99]),
+)
+def test_offered_sgd_update_matches_the_reference(
+    engine: Engine,
+    contract: Contract,
+    shapes: list[tuple[int, ...]],
+    seed: int,
+    learning_rate: float,
+    momentum: float,
+) -> None:
+    groups = _slot_groups(seed, shapes, 3)
+    settings = {"learning_rate": learning_rate, "momentum": momentum}
+    check_update(engine, contract, "sgd_update", groups, (0, 2), settings)
+
+
+@pinned
+@given(
+    shapes=slot_shapes,
+    seed=seeds,
+    step_size=st.floats(1e-5, 0.1),
+    beta1=st.floats(0.5, 0.99),
+    beta2=st.floats(0.9, 0.9999),
+    epsilon=st.sampled_from([1e-7, 1e-8, 1e-3]),
+)
+def test_offered_adam_update_matches_the_reference(
+    engine: Engine,
+    contract: Contract,
+    shapes: list[tuple[int, ...]],
+    seed: int,
+    step_size: float,
+    beta1: float,
+    beta2: float,
+    epsilon: float,
+) -> None:
+    groups = _slot_groups(seed, shapes, 4)
+    settings = {"step_size": step_size, "beta1": beta1, "beta2": beta2, "epsilon": epsilon}
+    check_update(engine, contract, "adam_update", groups, (0, 2, 3), settings)
+
+
+@pinned
+@given(shapes=slot_shapes, seed=seeds)
+def test_offered_parts_match_the_reference_bit_for_bit(
+    engine: Engine, contract: Contract, shapes: list[tuple[int, ...]], seed: int
+) -> None:
+    parts = own(engine, "parts")
+    flat = draw(seed, (sum(math.prod(s) for s in shapes),), low=-30, high=30, negative_zeros=True)
+    got = parts(engine.put(flat), shapes)
+    f64, _, expected = reference("parts", flat, shapes)
+    assert len(got) == len(expected), f"parts gave {len(got)} parts for {len(shapes)} shapes"
+    for part, ref in zip(got, expected, strict=True):
+        contract.moves("fast parts", engine.get(part), f64.get(ref).astype(np.float32))
