@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from deepsharp.contracts.data import draw, pinned, references, seeds
 from deepsharp.contracts.fast import FUSED, fast_paths
+from deepsharp.contracts.half import input_sizes
 from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.reference import Float64Engine
 from deepsharp.contracts.test_totals import FIXED_CONVOLUTIONS, convolutions
@@ -97,7 +98,10 @@ def check_convolution_fast_paths(
         )
         f64, _, out = reference("conv2d_bias", x, w, b, stride, padding)
         _, terms, count = references("conv2d", x, w, stride, padding, b)
-        contract.totals("fast conv2d_bias", got, f64.get(out), terms, count, product=True)
+        inputs = input_sizes("conv2d", x, w, stride, padding, b)
+        contract.totals(
+            "fast conv2d_bias", got, f64.get(out), terms, count, product=True, inputs=inputs
+        )
     if "conv2d_weight_bias_grad" in offered:
         weights, biases = own(engine, "conv2d_weight_bias_grad")(
             engine.put(x), engine.put(gy), kernel, stride, padding
@@ -113,6 +117,7 @@ def check_convolution_fast_paths(
             terms,
             count,
             product=True,
+            inputs=input_sizes("conv2d_weight_grad", x, gy, kernel, stride, padding),
         )
         _, terms, count = references("sum", gy, (0, 2, 3))
         contract.totals(
