@@ -211,7 +211,11 @@ class Float32Totals(_Convolutions):
 
 class MixedTotals(Float32Totals):
     """Products and convolutions on inputs rounded to the half format, added in float32
-    (precisions mixed_bfloat16 and mixed_float16); sums and means as `Float32Totals`."""
+    (precisions mixed_bfloat16 and mixed_float16); sums and means as `Float32Totals`.
+
+    A value beyond float16's range rounds to infinity, as the format says, and what a product
+    makes of it (inf, or NaN from inf - inf) is what the format's arithmetic gives: the loss
+    scale looks for it. NumPy is not asked to warn about it."""
 
     def __init__(self, dtype: type[np.floating[Any]], precision: Precision) -> None:
         super().__init__(dtype)
@@ -222,30 +226,35 @@ class MixedTotals(Float32Totals):
     def matmul(
         self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
     ) -> Array:
-        return super().matmul(self.half(a), self.half(b), transpose_a, transpose_b)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return super().matmul(self.half(a), self.half(b), transpose_a, transpose_b)
 
     def conv2d(self, x: Array, w: Array, stride: int, padding: Paddings) -> Array:
-        return super().conv2d(self.half(x), self.half(w), stride, padding)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return super().conv2d(self.half(x), self.half(w), stride, padding)
 
     def conv2d_bias(self, x: Array, w: Array, bias: Array, stride: int, padding: Paddings) -> Array:
         # The bias is a term of each total, not a factor of a product: it stays float32.
-        return super().conv2d_bias(self.half(x), self.half(w), bias, stride, padding)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return super().conv2d_bias(self.half(x), self.half(w), bias, stride, padding)
 
     def conv2d_weight_grad(
         self, x: Array, gy: Array, kernel: tuple[int, int], stride: int, padding: Paddings
     ) -> Array:
-        return super().conv2d_weight_grad(self.half(x), self.half(gy), kernel, stride, padding)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return super().conv2d_weight_grad(self.half(x), self.half(gy), kernel, stride, padding)
 
     def conv2d_weight_bias_grad(
         self, x: Array, gy: Array, kernel: tuple[int, int], stride: int, padding: Paddings
     ) -> tuple[Array, Array]:
-        weights = super().conv2d_weight_grad(self.half(x), self.half(gy), kernel, stride, padding)
+        weights = self.conv2d_weight_grad(x, gy, kernel, stride, padding)
         return weights, self.sum(gy, (0, 2, 3))  # the biases' gradient: a float32 sum of gy
 
     def conv2d_fold(
         self, gy: Array, w: Array, image: tuple[int, int], stride: int, padding: Paddings
     ) -> Array:
-        return super().conv2d_fold(self.half(gy), self.half(w), image, stride, padding)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return super().conv2d_fold(self.half(gy), self.half(w), image, stride, padding)
 
 
 OFFERED: dict[str, Callable[..., Totals]] = {
