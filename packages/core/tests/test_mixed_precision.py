@@ -6,10 +6,20 @@ nox `tests` session (`--engine light:mixed_bfloat16`, `--engine light:mixed_floa
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 
-from deepsharp.core import make_engine
+from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
+    EngineMismatchError,
+    FitOptions,
+    fit,
+    make_engine,
+)
 from deepsharp.core.engine import (
     FLOAT32,
     MIXED_BFLOAT16,
@@ -19,6 +29,8 @@ from deepsharp.core.engine import (
     fused,
 )
 from deepsharp.core.engine.half import to_bfloat16, to_float16
+from deepsharp.core.samples import digits, titanic
+from deepsharp.core.training.checkpoint import Checkpoint
 from deepsharp.engines.light import LightEngine
 
 U = 2.0**-24
@@ -193,3 +205,65 @@ def test_inputs_beyond_float16s_range_overflow_under_mixed_float16_and_not_bfloa
     a, b = np.array([[1e5, 1.0]], np.float32), np.array([[1.0], [1.0]], np.float32)
     assert np.isinf(LightEngine("mixed_float16").matmul(a, b)).all()
     assert LightEngine("mixed_bfloat16").matmul(a, b)[0, 0] == pytest.approx(1e5, rel=2**-8)
+
+
+def test_float16_rounding_is_numpys_own_on_any_bits() -> None:
+    rng = np.random.default_rng(4)
+    patterns = rng.integers(0, 2**32, 1_000_000, dtype=np.uint64).astype(np.uint32)
+    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    kept = every[np.isfinite(every)].astype(np.float32).view(np.uint32)
+    # every float16 value, the float32 values beside it and the midpoints to its neighbours
+    near = [kept + step for step in (0, 1, 0x0FFF, 0x1000, 0x1FFF)] + [kept - 1, kept - 0x1000]
+    values = np.concatenate([patterns, *near]).view(np.float32)
+    with np.errstate(all="ignore"):
+        want = values.astype(np.float16).astype(np.float32)
+    got = to_float16(values)
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), values[~same][:5]
+
+
+# --- runs --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sample", [titanic, digits], ids=["titanic", "digits"])
+def test_the_samples_reach_their_float32_accuracy_within_one_point_in_float16(sample: Any) -> None:
+    mixed = sample.run(engine="light:mixed_float16", progress=False)
+    float32 = sample.run(engine="light:float32", progress=False)
+    assert mixed.report.engine.precision == "mixed_float16"
+    accuracy = mixed.report.measures["accuracy"]
+    assert accuracy >= float32.report.measures["accuracy"] - 0.01
+
+
+def test_a_mixed_run_is_the_same_run_again_bit_for_bit() -> None:
+    first, second = (titanic.run("light:mixed_float16", 5, progress=False) for _ in range(2))
+    assert [r.loss for r in first.report.history] == [r.loss for r in second.report.history]
+    for name, value in first.trained.network.slots.items():
+        assert second.trained.network.slots[name].tobytes() == value.tobytes()
+    bfloat16 = titanic.run("light:mixed_bfloat16", 5, progress=False)
+    assert [r.loss for r in bfloat16.report.history] != [r.loss for r in first.report.history]
+
+
+def test_a_checkpoint_goes_on_only_at_its_precision(tmp_path: Path) -> None:
+    titanic.run(
+        "light:mixed_float16",
+        1,
+        epochs=1,
+        progress=False,
+        checkpoint_dir=tmp_path,
+        checkpoint_every=1,
+    )
+    path = Checkpoint.path_in(tmp_path)
+    assert Checkpoint.load(path).engine.precision == "mixed_float16"
+    for other in ("light:mixed_bfloat16", "light:float32", "light"):
+        with pytest.raises(EngineMismatchError) as refused:
+            fit(
+                titanic.pipeline(),
+                titanic.rows(),
+                titanic.network(),
+                BinaryCrossEntropy(),
+                Adam(0.001),
+                FitOptions(engine=other, seed=1, epochs=2, progress=False),
+                resume_from=path,
+            )
+        said = str(refused.value)
+        assert "(mixed_float16)" in said and f"({make_engine(other).precision})" in said
