@@ -56,8 +56,9 @@ class _MixedBFloat16(ExampleEngine):
 
 class HalfOutputs(_MixedBFloat16):
     """Honest: products and convolutions keep their outputs in bfloat16 (rounded once more, the
-    third u_h of the bound), a bias added onto one stays bfloat16 (the float32 sum rounded
-    once), every other operation computes in float32 — what torch:cpu:mixed_bfloat16 does."""
+    third u_h of the bound), a bias added onto one stays bfloat16 (the bias rounded to it, the
+    float32 sum rounded once), every other operation computes in float32 — what
+    torch:cpu:mixed_bfloat16 does."""
 
     name = "half-outputs"
 
@@ -87,10 +88,10 @@ class HalfOutputs(_MixedBFloat16):
         return half(super().conv2d_fold(gy, w, image, stride, padding))
 
     def add(self, a: Any, b: Any) -> Array:
-        total = super().add(a, b)
         if is_half(a) and isinstance(b, np.ndarray) and not is_half(b) and b.size < a.size:
-            return half(total)  # a bias onto a product's output: kept in the half format
-        return total
+            # a bias onto a product's output: taken and kept in the half format
+            return half(super().add(a, to_bfloat16(b)))
+        return super().add(a, b)
 
 
 class HalfValues(HalfOutputs):

@@ -86,10 +86,10 @@ def test_a_large_product_is_libtorchs_bfloat16_product_kept_in_bfloat16(
     assert handle.view(torch.int16).equal(want.view(torch.int16))
     got = engine.get(handle)
     assert got.dtype == np.float32 and got.tobytes() == want.float().numpy().tobytes()
-    # a weight gradient's product, x.T @ grad (x stored as it is): the same bits
+    # a weight gradient's product, x.T @ grad (x stored as it is), formed as (grad.T @ x).T
     gradient = engine.matmul(engine.put(a), handle, True, False)
-    assert gradient.dtype == BF16
-    want = torch.mm(rounded(a).t().contiguous(), want)
+    assert gradient.dtype == BF16 and gradient.is_contiguous()
+    want = torch.mm(want.t(), rounded(a)).t()
     assert gradient.view(torch.int16).equal(want.view(torch.int16))
 
 
@@ -149,8 +149,8 @@ def test_selections_and_a_bias_keep_the_half_format(engine: TorchEngine) -> None
     half = rounded(rng.standard_normal((64, 256), np.float32))
     bias = torch.from_numpy(rng.standard_normal(256, np.float32))
     added = engine.add(half, bias)
-    # added in float32, rounded once to bfloat16
-    assert added.dtype == BF16 and added.equal((half.float() + bias).to(BF16))
+    # the bias in bfloat16, added in float32, rounded once to bfloat16
+    assert added.dtype == BF16 and added.equal((half.float() + bias.to(BF16).float()).to(BF16))
     assert engine.relu(half).dtype == BF16
     assert fused.relu_back(engine, engine.relu(half), half).dtype == BF16
     assert engine.reshape(half, (128, 128)).dtype == BF16

@@ -528,7 +528,9 @@ class _HalfOutputs(TorchEngine):
     - the moves, `max`, `relu`, ReLU's way back and max-pooling keep the half format (they
       select values, exactly);
     - `add` of a float32 tensor broadcast onto a half one (a bias) gives the half format: the
-      sum in float32, rounded once more (u_h·|sum|);
+      bias rounded to it, the sum in float32 rounded once more (u_h·|sum| + u_h·|bias|), as a
+      product's kernel adds its bias (a float32 bias onto a half tensor is libtorch's slow path:
+      5.5 against 1.2 ms on 4,096 x 1,024);
     - every other operation widens its half inputs to float32, exactly, and gives float32:
       losses, softmax, exp and log, the optimizer's updates, the gradients' scaling.
     """
@@ -552,8 +554,8 @@ class _HalfOutputs(TorchEngine):
             and b.dim() <= a.dim()
             and b.numel() < a.numel()
         ):
-            # A bias onto a product's output: added in float32, kept in the half format.
-            return torch.add(a, b, out=torch.empty(a.shape, dtype=self._half, device=a.device))
+            # A bias onto a product's output: in the half format, added in float32, kept.
+            return torch.add(a, b.to(self._half))
         return super().add(self._wide(a), self._wide(b))
 
     def sub(self, a: Any, b: Any) -> Tensor:

@@ -346,15 +346,16 @@ class MixedTotals(_Totals):
         if self._small(rows * a.shape[0 if transpose_a else 1] * b.shape[0 if transpose_b else 1]):
             return self.float32.matmul(self._rounded(a), self._rounded(b), transpose_a, transpose_b)
         a, b = self._half(a), self._half(b)
-        if transpose_a and not self.cuda:
-            # oneDNN reads a stored-transposed left operand (a dense layer's weight gradient,
-            # x.T @ grad) at half speed: one contiguous copy costs less (measured 2x on
-            # 4,096 x 1,024).
-            a = a.t().contiguous()
-        elif transpose_a:
-            a = a.t()
         with self.guard:
-            return torch.mm(a, b.t() if transpose_b else b)
+            if transpose_a and not self.cuda:
+                # A weight gradient, x.T @ grad with x tall: oneDNN reads a stored-transposed
+                # left operand slowly, so it forms (grad.T @ x).T, as PyTorch's Linear forms
+                # its weights' gradient, and lays the small result out in rows (measured 13.4
+                # against 10.6 ms for 4,096 x 1,024 x 1,024; a contiguous copy of x.T first,
+                # 18.9 ms).
+                turned = torch.mm(b if transpose_b else b.t(), a)
+                return turned.t().contiguous()
+            return torch.mm(a.t() if transpose_a else a, b.t() if transpose_b else b)
 
     def sum(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
         if not axes:
