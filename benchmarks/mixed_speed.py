@@ -124,13 +124,16 @@ def profile(label: str, work: Callable[[], object], calls: int = 5) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("workloads", nargs="*", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=", ".join(WORKLOADS))
     parser.add_argument(
         "--rounds", type=int, default=0, help="rounds per workload (default: its own)"
     )
     parser.add_argument("--profile", action="store_true", help="also profile each side")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     options = parser.parse_args()
+    unknown = sorted(set(options.workloads) - set(WORKLOADS))
+    if unknown:
+        parser.error(f"no workload {', '.join(unknown)}: the workloads are {', '.join(WORKLOADS)}")
     keep_freed_memory()
     print(
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch "
@@ -138,7 +141,7 @@ def main() -> None:
         f"{platform.python_version()}"
     )
     figures: dict[str, Any] = {}
-    for name in options.workloads:
+    for name in options.workloads or list(WORKLOADS):
         makers, number, rounds = WORKLOADS[name]
         sides = {label: make() for label, make in makers.items()}
         seconds = timed(sides, number, options.rounds or rounds)

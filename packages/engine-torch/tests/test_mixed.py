@@ -86,11 +86,29 @@ def test_a_large_product_is_libtorchs_bfloat16_product_kept_in_bfloat16(
     assert handle.view(torch.int16).equal(want.view(torch.int16))
     got = engine.get(handle)
     assert got.dtype == np.float32 and got.tobytes() == want.float().numpy().tobytes()
-    # a weight gradient's product, x.T @ grad (x stored as it is), formed as (grad.T @ x).T
+    # a weight gradient's product, x.T @ grad (x stored as it is), formed as (grad.T @ x).T and
+    # laid out in float32 for the optimizer in the same pass
     gradient = engine.matmul(engine.put(a), handle, True, False)
-    assert gradient.dtype == BF16 and gradient.is_contiguous()
-    want = torch.mm(want.t(), rounded(a)).t()
-    assert gradient.view(torch.int16).equal(want.view(torch.int16))
+    assert gradient.dtype == torch.float32 and gradient.is_contiguous()
+    assert gradient.equal(torch.mm(want.t(), rounded(a)).t().float())
+
+
+def test_a_float32_tensor_is_converted_once_while_it_is_unchanged(engine: TorchEngine) -> None:
+    rng = np.random.default_rng(9)
+    x = engine.put(rng.standard_normal((256, 512), np.float32))
+    w = engine.put(rng.standard_normal((512, 512), np.float32))
+    first = engine.matmul(x, w)
+    totals = engine.totals
+    kept = totals._half(w)  # type: ignore[attr-defined]
+    assert totals._half(w) is kept  # type: ignore[attr-defined]
+    engine.assign(w, engine.put(rng.standard_normal((512, 512), np.float32)))  # changed in place
+    assert totals._half(w) is not kept  # type: ignore[attr-defined]
+    second = engine.matmul(x, w)
+    assert not second.equal(first)
+    assert second.equal(torch.mm(x.to(BF16), w.to(BF16)))
+    held = len(totals._halves)  # type: ignore[attr-defined]
+    del x, w
+    assert len(totals._halves) == held - 2  # type: ignore[attr-defined]
 
 
 def test_a_small_product_is_a_float32_product_of_bfloat16_inputs(engine: TorchEngine) -> None:
@@ -251,3 +269,20 @@ def test_its_checkpoint_refuses_another_precision_and_resumes_bit_for_bit(tmp_pa
     assert [r.loss for r in resumed.report.history] == [r.loss for r in whole.report.history]
     for name, value in whole.trained.network.slots.items():
         assert resumed.trained.network.slots[name].tobytes() == value.tobytes()
+
+
+@pytest.mark.parametrize(("shape", "axes"), [((256, 32, 26, 26), (0, 2, 3)), ((4096, 1024), (0,))])
+def test_a_large_half_tensors_sum_is_a_float32_total(
+    engine: TorchEngine, shape: tuple[int, ...], axes: tuple[int, ...]
+) -> None:
+    # added a block of images (rows) at a time, the blocks' totals added in float32
+    rng = np.random.default_rng(10)
+    half = rounded(rng.standard_normal(shape, np.float32))
+    got = engine.sum(half, axes)
+    assert got.dtype == torch.float32
+    wide = half.double()
+    ref, terms = wide.sum(axes), wide.abs().sum(axes)
+    count = half.numel() // got.numel()
+    assert ((got.double() - ref).abs() <= (count + 1) * 2.0**-24 * terms).all()
+    mean = engine.mean(half, axes)
+    assert ((mean.double() - ref / count).abs() <= (count + 1) * 2.0**-24 * terms / count).all()
