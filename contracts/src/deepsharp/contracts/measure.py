@@ -79,8 +79,10 @@ UNITS: dict[str, str] = {
 TOTALS_BOUNDS: dict[str, str] = {
     "strict": "3u·Σ|terms|",
     "float32": "(n + 1)u·Σ|terms|",
-    "mixed_bfloat16": "(3·2^-8 + (n + 1)u)·Σ|terms| on products, (n + 1)u·Σ|terms| on sums",
-    "mixed_float16": "(3·2^-11 + (n + 1)u)·Σ|terms| on products, (n + 1)u·Σ|terms| on sums",
+    "mixed_bfloat16": "((1 + 2^-8)³(1 + (n + 1)u) - 1)·Σ|terms| on products (3·2^-8 + (n + 1)u to "
+    "first order), (n + 1)u·Σ|terms| on sums",
+    "mixed_float16": "((1 + 2^-11)³(1 + (n + 1)u) - 1)·Σ|terms| on products (3·2^-11 + (n + 1)u to "
+    "first order; below 2^-14 an absolute part, Precision.totals_floor), (n + 1)u·Σ|terms| on sums",
 }
 """Each precision's totals bound, as the report states it."""
 

@@ -25,6 +25,7 @@ engine that computes in float16 (largest 65,504) is caught there, whatever its a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +38,7 @@ from deepsharp.contracts import fast
 from deepsharp.contracts.data import draw, pinned, references, seeds
 from deepsharp.contracts.half import input_sizes
 from deepsharp.contracts.measure import Contract, value_tolerance
-from deepsharp.contracts.test_totals import check_convolution, check_every_transpose, convolution
+from deepsharp.contracts.test_totals import convolution
 from deepsharp.core.engine import Engine
 
 Array = np.ndarray
@@ -232,9 +233,9 @@ def test_an_update_takes_a_products_output_as_its_gradient_in_float32(
 # --- across float32's range ----------------------------------------------------------------------
 
 
-def _wide(seed: int, shape: tuple[int, ...]) -> Array:
-    """Values of magnitudes 2^-60 .. 2^60 (products stay within float32's normal range)."""
-    return draw(seed, shape, low=-18.0, high=18.0, zeros=0.0)
+def _wide(seed: int, shape: tuple[int, ...], sign: str = "mixed") -> Array:
+    """Values of magnitudes 10^-18 .. 10^18 (products stay within float32's normal range)."""
+    return draw(seed, shape, low=-18.0, high=18.0, zeros=0.0, signs=sign)
 
 
 def _skip_where_the_format_is_narrower(contract: Contract) -> None:
@@ -245,15 +246,33 @@ def _skip_where_the_format_is_narrower(contract: Contract) -> None:
         )
 
 
+def _within(contract: Contract, operation: str, got: Any, *args: Any) -> None:
+    """`operation` on these inputs within the totals bound, recorded apart from the drawn checks
+    of the same operation ("... across float32's range")."""
+    ref = references(operation, *args)
+    contract.totals(
+        f"{operation} across float32's range",
+        got,
+        *ref,
+        product=True,
+        inputs=input_sizes(operation, *args),
+    )
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_products_across_float32s_range_within_totals_bound(
     engine: Engine, contract: Contract, seed: int
 ) -> None:
     _skip_where_the_format_is_narrower(contract)
     for inner in (1, 7, 64):
-        check_every_transpose(
-            engine, contract, _wide(seed, (5, inner)), _wide(seed + 9, (inner, 4))
-        )
+        a, b = _wide(seed, (5, inner)), _wide(seed + 9, (inner, 4))
+        for transpose_a, transpose_b in itertools.product([False, True], repeat=2):
+            stored_a = np.ascontiguousarray(a.T) if transpose_a else a
+            stored_b = np.ascontiguousarray(b.T) if transpose_b else b
+            handle = engine.matmul(
+                engine.put(stored_a), engine.put(stored_b), transpose_a, transpose_b
+            )
+            _within(contract, "matmul", engine.get(handle), a, b)
 
 
 @pytest.mark.parametrize("sign", ["mixed", "positive"])
@@ -262,4 +281,21 @@ def test_convolutions_across_float32s_range_within_totals_bound(
 ) -> None:
     _skip_where_the_format_is_narrower(contract)
     case = convolution(2, 3, 4, (7, 6), (3, 3), 1, "same")
-    check_convolution(engine, contract, case, sign, seed=11, low=-18.0, high=18.0)
+    stride, padding, kernel, image = case["stride"], case["padding"], case["kernel"], case["image"]
+    x = _wide(11, (case["count"], case["channels"], *image), sign)
+    w = _wide(12, (case["filters"], case["channels"], *kernel), sign)
+    gy = _wide(13, (case["count"], case["filters"], *case["out"]), sign)
+    put = engine.put
+    _within(
+        contract,
+        "conv2d",
+        engine.get(engine.conv2d(put(x), put(w), stride, padding)),
+        x,
+        w,
+        stride,
+        padding,
+    )
+    got = engine.get(engine.conv2d_weight_grad(put(x), put(gy), kernel, stride, padding))
+    _within(contract, "conv2d_weight_grad", got, x, gy, kernel, stride, padding)
+    got = engine.get(engine.conv2d_fold(put(gy), put(w), image, stride, padding))
+    _within(contract, "conv2d_fold", got, gy, w, image, stride, padding)

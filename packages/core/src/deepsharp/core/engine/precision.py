@@ -117,13 +117,14 @@ FLOAT32 = Precision(
 MIXED_BFLOAT16 = Precision(
     "mixed_bfloat16",
     "bfloat16",
-    "products and convolutions on bfloat16 inputs, added in float32: (3·2^-8 + (n + 1)u)·Σ|terms|",
+    "products and convolutions on bfloat16 inputs, added in float32: (3·2^-8 + (n + 1)u)·Σ|terms| "
+    "to first order",
 )
 MIXED_FLOAT16 = Precision(
     "mixed_float16",
     "float16",
     "products and convolutions on float16 inputs, added in float32: "
-    "(3·2^-11 + (n + 1)u)·Σ|terms|; train with loss scaling",
+    "(3·2^-11 + (n + 1)u)·Σ|terms| to first order; train with loss scaling",
 )
 
 PRECISIONS: dict[str, Precision] = {

@@ -54,6 +54,9 @@ LOSS_SCALES = ("auto", "dynamic")
 SCALED_BY_DEFAULT = ("mixed_float16",)
 """The precisions a run scales its loss under when it is not told: their half format's range."""
 
+SETTINGS = ("initial", "dynamic", "growth", "backoff", "interval")
+"""What a checkpoint records of a loss scale's rule, beside its scale and count."""
+
 
 class LossScale(StepHook):
     """A loss scale: the loss times `scale` before the way back, the gradients divided by it
@@ -104,13 +107,7 @@ class LossScale(StepHook):
 
     def settings(self) -> dict[str, Any]:
         """What a checkpoint records of the rule (a run goes on only under the same)."""
-        return {
-            "initial": self.initial,
-            "dynamic": self.dynamic,
-            "growth": self.growth,
-            "backoff": self.backoff,
-            "interval": self.interval,
-        }
+        return {key: getattr(self, key) for key in SETTINGS}
 
     # --- the step -------------------------------------------------------------------------------
 
@@ -225,15 +222,9 @@ def loss_scale_for(setting: LossScaleSetting, precision: str) -> LossScale | Non
 def check_loss_scale(hooks: Mapping[str, Any], scale: LossScale | None, where: str) -> None:
     """Refuse a checkpoint's hook states taken under another loss scale than `scale` (or with
     one where this run has none, or the other way round): CheckpointMismatchError naming both."""
-    theirs = hooks.get(LossScale.name)
+    state = hooks.get(LossScale.name)
     ours = None if scale is None else scale.settings()
-    kept = (
-        None
-        if theirs is None
-        else {
-            key: theirs.get(key) for key in (ours or theirs) if key not in ("scale", "good_steps")
-        }
-    )
+    kept = None if state is None else {key: state.get(key) for key in SETTINGS}
     if kept == ours:
         return
     raise CheckpointMismatchError(
