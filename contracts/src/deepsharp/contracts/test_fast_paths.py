@@ -21,20 +21,12 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from deepsharp.contracts.data import draw, pinned, references, seeds
-from deepsharp.contracts.fast import FUSED, fast_paths
+from deepsharp.contracts.data import bias_references, draw, pinned, references, seeds
 from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.reference import Float64Engine
 from deepsharp.contracts.test_totals import FIXED_CONVOLUTIONS, convolutions
 from deepsharp.contracts.test_values import slot_shapes, small_shapes
-from deepsharp.core.engine import Engine
-
-if FUSED is None:
-    pytest.skip(
-        "this core has no deepsharp.core.engine.fused (its fused operations are part of every "
-        "engine's protocol, held by the totals and value checks)",
-        allow_module_level=True,
-    )
+from deepsharp.core.engine import Engine, fused
 
 CHECKED = {
     "conv2d_bias",
@@ -69,11 +61,11 @@ def reference(name: str, *args: Any, **kwargs: Any) -> tuple[Float64Engine, list
         return value
 
     handles = [put(arg) for arg in args]
-    return f64, handles, fast_paths()[name](f64, *handles, **kwargs)
+    return f64, handles, fused.FAST_PATHS[name](f64, *handles, **kwargs)
 
 
 def test_every_fast_path_has_a_check(contract: Contract) -> None:
-    missing = sorted(set(fast_paths()) - CHECKED)
+    missing = sorted(set(fused.FAST_PATHS) - CHECKED)
     assert not missing, (
         f"fast paths the contract cannot hold yet (add a check to "
         f"deepsharp.contracts.test_fast_paths): {missing}"
@@ -96,7 +88,7 @@ def check_convolution_fast_paths(
             own(engine, "conv2d_bias")(engine.put(x), engine.put(w), engine.put(b), stride, padding)
         )
         f64, _, out = reference("conv2d_bias", x, w, b, stride, padding)
-        _, terms, count = references("conv2d", x, w, stride, padding, b)
+        _, terms, count = bias_references(x, w, b, stride, padding)
         contract.totals("fast conv2d_bias", got, f64.get(out), terms, count, product=True)
     if "conv2d_weight_bias_grad" in offered:
         weights, biases = own(engine, "conv2d_weight_bias_grad")(
