@@ -5,7 +5,7 @@ The core writes each fused operation once in primitives (`deepsharp.core.engine.
 name, which the core then calls instead. Here the engine's own runs on drawn and fixed inputs,
 and the core's reference on the suite's float64 engine from the same inputs: the convolution
 with its bias and the weight gradient with the biases' within the totals bound, ReLU's way
-back and the optimizer updates within the value tolerance, the parts of a flat tensor bit for
+back and the optimizer updates (SGD's, Adam's, AdamW's decay) within the value tolerance, the parts of a flat tensor bit for
 bit. An engine that offers none of them passes with each check skipped: the core's reference
 then runs in its primitives, which the other checks hold.
 """
@@ -34,6 +34,7 @@ CHECKED = {
     "relu_back",
     "sgd_update",
     "adam_update",
+    "decay_update",
     "parts",
 }
 """The fast paths this suite knows how to hold."""
@@ -218,6 +219,20 @@ def test_offered_adam_update_matches_the_reference(
     groups = _slot_groups(seed, shapes, 4)
     settings = {"step_size": step_size, "beta1": beta1, "beta2": beta2, "epsilon": epsilon}
     check_update(engine, contract, "adam_update", groups, (0, 2, 3), settings)
+
+
+@pinned
+@given(shapes=slot_shapes, seed=seeds, factor=st.floats(0.0, 1.0))
+def test_offered_decay_update_matches_the_reference(
+    engine: Engine,
+    contract: Contract,
+    shapes: list[tuple[int, ...]],
+    seed: int,
+    factor: float,
+) -> None:
+    """AdamW's decoupled decay: every slot times factor (1 - learning_rate·weight_decay)."""
+    slots = [draw(seed + i, s, low=-6, high=1) for i, s in enumerate(shapes)]
+    check_update(engine, contract, "decay_update", [slots], (0,), {"factor": factor})
 
 
 @pinned

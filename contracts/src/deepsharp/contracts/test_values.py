@@ -208,6 +208,19 @@ def test_sgd_update_follows_its_formula(
         contract.values("sgd_update", engine.get(handles[0][i]), p + v)
 
 
+@pinned
+@given(shapes=slot_shapes, seed=seeds, factor=st.floats(0.0, 1.0))
+def test_decay_update_follows_its_formula(
+    engine: Engine, contract: Contract, shapes: list[tuple[int, ...]], seed: int, factor: float
+) -> None:
+    """AdamW's decoupled weight decay: every slot times factor = 1 - learning_rate·weight_decay."""
+    slots = [draw(seed + i, s, low=-3, high=2) for i, s in enumerate(shapes)]
+    handles = [engine.put(v) for v in slots]
+    fused.decay_update(engine, handles, factor=factor)
+    for handle, slot in zip(handles, slots, strict=True):
+        contract.values("decay_update", engine.get(handle), slot.astype(np.float64) * factor)
+
+
 @pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1), (1, 2)], ids=["laid-out", "other", "some"])
 def test_fused_updates_of_parts_of_one_tensor_in_any_order(
     engine: Engine, contract: Contract, order: tuple[int, ...]
@@ -248,6 +261,10 @@ def test_fused_updates_of_parts_of_one_tensor_in_any_order(
         velocity = 0.5 * expected("m", i) - 0.1 * expected("g", i)
         contract.values("sgd_update", engine.get(w[place]), velocity)
         contract.values("sgd_update", engine.get(q[place]), expected("p", i) + velocity)
+    d = laid_out("p")
+    fused.decay_update(engine, d, factor=0.75)
+    for place, i in enumerate(order):
+        contract.values("decay_update", engine.get(d[place]), expected("p", i) * 0.75)
 
 
 TAILS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float, float]] = {
