@@ -60,11 +60,11 @@ class DropsLastTerm(ExampleEngine):
         return np.sum(kept, axis=axes, dtype=np.float64, keepdims=keepdims).astype(np.float32)
 
 
-class Float32TotalsDropsLastTerm(DropsLastTerm):
-    """The same dropped term in an engine that declares float32 totals: the wider bound
-    those are held to must still catch it."""
+class Float32DropsLastTerm(DropsLastTerm):
+    """The same dropped term in an engine whose precision is `float32`: the wider bound its
+    totals are held to must still catch it."""
 
-    name = "float32-totals-drops-last-term"
+    name = "float32-drops-last-term"
 
     @property
     def identity(self) -> EngineIdentity:
@@ -162,8 +162,8 @@ def drops_last_term() -> ExampleEngine:
     return DropsLastTerm()
 
 
-def float32_totals_drops_last_term() -> ExampleEngine:
-    return Float32TotalsDropsLastTerm()
+def float32_drops_last_term() -> ExampleEngine:
+    return Float32DropsLastTerm()
 
 
 def flips_a_bit() -> ExampleEngine:

@@ -59,7 +59,7 @@ BROKEN: dict[str, set[str] | frozenset[str]] = {
         f"{TOTALS}test_large_totals_within_bound",
         *ADVERSARIAL_SUMS,
     },
-    "broken_engines:float32_totals_drops_last_term": {
+    "broken_engines:float32_drops_last_term": {
         f"{TOTALS}test_reduction_within_totals_bound[sum]",
         f"{TOTALS}test_large_totals_within_bound",
         *ADVERSARIAL_SUMS,
@@ -124,7 +124,7 @@ REASONS: dict[str, str] = {
     "broken_engines:float16_products": _totals("matmul", "strict"),
     "broken_engines:float32_large_products": _totals("matmul", "strict"),
     "broken_engines:drops_last_term": _totals("sum", "strict"),
-    "broken_engines:float32_totals_drops_last_term": _totals("sum", "float32"),
+    "broken_engines:float32_drops_last_term": _totals("sum", "float32"),
     "broken_engines:flips_a_bit": "reshape on {spec}: 1 bits differ (a move must be exact)",
     "broken_engines:round_trips": "a step puts the rows and answers (2 in) and gets the loss",
     "broken_engines:float32_claims_strict": "on {spec} (strict) breaks the totals contract",
