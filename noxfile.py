@@ -87,7 +87,7 @@ def memory(session: nox.Session) -> None:
 @nox.session(python="3.10")
 def oldest(session: nox.Session) -> None:
     """The core's tests under the oldest NumPy deepsharp supports (1.26): the same bits."""
-    session.install("numpy==1.26.4", "pytest", "hypothesis", CORE)
+    session.install("numpy==1.26.4", "pytest", "hypothesis", CORE, CONTRACTS)
     session.run(
         "pytest", "packages/core/tests", "-q", "-m", "not slow", "-k", "not docs", *session.posargs
     )

@@ -27,6 +27,7 @@ EXPECTED = [
     "torch:cpu",
     "torch:cpu:strict",
     "torch:cuda:0",
+    "torch:cuda:0:strict",
 ]
 """The engines the tables should hold, in order (others measured follow them)."""
 FAMILIES = [

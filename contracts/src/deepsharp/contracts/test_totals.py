@@ -22,11 +22,19 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from deepsharp.contracts import fast
-from deepsharp.contracts.data import draw, out_size, pinned, references, seeds, sides, signs
+from deepsharp.contracts.data import (
+    bias_references,
+    draw,
+    out_size,
+    pinned,
+    references,
+    seeds,
+    sides,
+    signs,
+)
 from deepsharp.contracts.measure import Contract
 from deepsharp.core.autodiff.functions import same_padding
-from deepsharp.core.engine import Engine
+from deepsharp.core.engine import Engine, fused
 
 inner_sizes = st.one_of(sides, st.integers(1, 40), st.sampled_from([255, 1000, 4096]))
 """The length of a total: small and odd, and up to 4,096."""
@@ -74,8 +82,8 @@ def check_convolution(
     ref = references("conv2d", x, w, stride, padding)
     contract.totals("conv2d", got, *ref, product=True)
     # With a bias (the core's fused operation): one more term of every total.
-    handle = fast.conv2d_bias(engine, engine.put(x), engine.put(w), engine.put(b), stride, padding)
-    ref = references("conv2d", x, w, stride, padding, b)
+    handle = fused.conv2d_bias(engine, engine.put(x), engine.put(w), engine.put(b), stride, padding)
+    ref = bias_references(x, w, b, stride, padding)
     contract.totals("conv2d with bias", engine.get(handle), *ref, product=True)
 
     handle = engine.conv2d_weight_grad(engine.put(x), engine.put(gy), kernel, stride, padding)
@@ -83,7 +91,7 @@ def check_convolution(
     contract.totals("conv2d_weight_grad", engine.get(handle), *ref, product=True)
     # With the biases' gradient (the core's fused operation): the filters' the same, gy's
     # totals beside them.
-    weights, biases = fast.conv2d_weight_bias_grad(
+    weights, biases = fused.conv2d_weight_bias_grad(
         engine, engine.put(x), engine.put(gy), kernel, stride, padding
     )
     contract.totals("conv2d_weight_grad with bias", engine.get(weights), *ref, product=True)
