@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -233,3 +235,33 @@ def test_a_read_only_file_system_is_one_line(model: Path, shared_folder: Path) -
     if done.returncode == 77 or "unshare:" in done.stderr:
         pytest.skip(f"cannot mount a read-only file system here: {done.stderr.strip()}")
     _one_line(done, "Read-only file system")
+
+
+def test_seal_records_a_digest_and_refuses_a_damaged_file(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deepsharp.core.files import read_safetensors
+    from deepsharp.core.serving import TrainedNetwork
+
+    tensors, metadata = read_safetensors(model)
+    header: dict[str, object] = {"__metadata__": metadata}
+    body, offset = b"", 0
+    for name, value in tensors.items():
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(value.shape),
+            "data_offsets": [offset, offset + value.nbytes],
+        }
+        body, offset = body + value.tobytes(), offset + value.nbytes
+    text = json.dumps(header).encode()
+    old = tmp_path / "old.safetensors"
+    old.write_bytes(struct.pack("<Q", len(text)) + text + body)
+    assert main(["predict", str(old), ROWS]) == 1
+    assert f"deepsharp seal {old}" in capsys.readouterr().err
+    assert main(["seal", str(old)]) == 0
+    assert TrainedNetwork.load(old).network.slots.keys() == tensors.keys()
+    damaged = bytearray(old.read_bytes())
+    damaged[-1] ^= 0x40
+    old.write_bytes(bytes(damaged))
+    assert main(["seal", str(old)]) == 1
+    assert "damaged" in capsys.readouterr().err
