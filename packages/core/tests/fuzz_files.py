@@ -15,8 +15,10 @@ test_fuzz_files.py runs a CI-sized share; `nox -s fuzz` the long run (docs/relia
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
+import os
 import random
 import resource
 import subprocess
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,7 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from deepsharp.core import Adam, BinaryCrossEntropy, Dense, FileFormatError, Network, Relu
+from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
+    DeepSharpError,
+    Dense,
+    FileFormatError,
+    Network,
+    Relu,
+)
 from deepsharp.core.files import _canonical_digest, read_safetensors
 from deepsharp.core.serving import TrainedNetwork
 from deepsharp.core.training.checkpoint import Checkpoint
@@ -150,6 +161,11 @@ def _tensor_names(header: dict[str, Any]) -> list[str]:
     return [name for name in header if name != "__metadata__"]
 
 
+def _hostile(rng: random.Random) -> Any:
+    """A hostile value of its own (the list's dicts and lists are never shared)."""
+    return copy.deepcopy(rng.choice(HOSTILE_VALUES))
+
+
 def _nodes(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
     yield path
     if isinstance(value, dict):
@@ -187,7 +203,7 @@ def _mutate_json(rng: random.Random, value: Any) -> tuple[Any, str]:
             parent = parent[step]
         parent.append(parent[path[-1]])
         return value, f"doubled {list(path)}"
-    new = rng.choice(HOSTILE_VALUES)
+    new = _hostile(rng)
     return _replace(value, path, new), f"{list(path)} = {str(new)[:40]}"
 
 
@@ -298,7 +314,7 @@ def _mutate(rng: random.Random, data: bytes, kind: str) -> tuple[str, bytes, boo
         else:
             move = rng.randrange(4)
             if move == 0:
-                header[name] = rng.choice(HOSTILE_VALUES)
+                header[name] = _hostile(rng)
             elif move == 1:
                 del entry[rng.choice(list(entry))]
             elif move == 2:
@@ -315,11 +331,11 @@ def _mutate(rng: random.Random, data: bytes, kind: str) -> tuple[str, bytes, boo
         if move == 0:
             metadata.pop(key, None)
         elif move == 1:
-            metadata[key] = rng.choice(HOSTILE_VALUES)
+            metadata[key] = _hostile(rng)
         elif move == 2:
             metadata[key] = rng.choice(["", "deepsharp.network", "deepsharp.trained", "2", "1"])
         elif move == 3:
-            header["__metadata__"] = rng.choice(HOSTILE_VALUES)
+            header["__metadata__"] = _hostile(rng)
             return f"__metadata__ = {str(header['__metadata__'])[:40]}", seal(header, body), True
         else:
             metadata[key] = "x" * rng.choice([10, 100_000, 900_000])
@@ -439,6 +455,35 @@ def reset_peak() -> None:
         pass
 
 
+def _failure(error: BaseException, phase: str = "load") -> dict[str, Any]:
+    return {
+        "phase": phase,
+        "error": type(error).__name__,
+        "message": str(error)[:200],
+        "where": _where(error),
+    }
+
+
+def _rows() -> list[dict[str, str | None]]:
+    from deepsharp.core.samples import titanic
+
+    return titanic.rows()[:4]
+
+
+def _serve(trained: TrainedNetwork, rows: list[dict[str, str | None]]) -> str | dict[str, Any]:
+    """A loaded trained network must serve rows as any other: finite answers, or a clear
+    refusal. The outcome's name, or the failure."""
+    try:
+        answers = trained.predict(rows)
+    except DeepSharpError:
+        return "loaded, then refused to serve (DeepSharpError)"
+    except Exception as error:  # any other exception is what this hunts
+        return _failure(error, "serve")
+    if not np.all(np.isfinite(answers)):
+        return {"phase": "serve", "error": "answers not finite", "message": "", "where": "(served)"}
+    return "loaded and served finite answers"
+
+
 def peak_mib() -> float:
     """The process's peak resident memory since the last reset_peak (MiB)."""
     try:
@@ -458,6 +503,12 @@ def rss_mib() -> float:
 
 def run(files: int, seed: int, folder: Path) -> dict[str, Any]:
     """Load `files` mutated copies; what happened, counted."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # hostile statistics make NumPy warn while serving
+        return _run(files, seed, folder)
+
+
+def _run(files: int, seed: int, folder: Path) -> dict[str, Any]:
     originals = make_originals(folder)
     expected = {}
     for kind, data in originals.items():
@@ -472,6 +523,7 @@ def run(files: int, seed: int, folder: Path) -> dict[str, Any]:
     slowest = 0.0
     largest = 0
     target = folder / "mutated.safetensors"
+    rows = _rows()
     began = time.perf_counter()
     for index in range(files):
         kind = rng.choice(list(originals))
@@ -481,44 +533,28 @@ def run(files: int, seed: int, folder: Path) -> dict[str, Any]:
         target.write_bytes(data)
         loader = kind if rng.random() < 0.8 else rng.choice(list(LOADERS))
         started = time.perf_counter()
+        record = {"file": index, "kind": kind, "loader": loader, "mutation": what[:160]}
         try:
-            LOADERS[loader](target)
+            loaded = LOADERS[loader](target)
         except FileFormatError:
             outcomes["refused (FileFormatError)"] += 1
         except Exception as error:  # any other exception is what this hunts
-            outcomes["failed"] += 1
-            failures.append(
-                {
-                    "file": index,
-                    "kind": kind,
-                    "loader": loader,
-                    "mutation": what[:160],
-                    "sealed": sealed,
-                    "error": type(error).__name__,
-                    "message": str(error)[:200],
-                    "where": _where(error),
-                }
-            )
+            failures.append({**record, **_failure(error)})
         else:
-            if sealed:
-                outcomes["loaded (sealed again: a valid file)"] += 1
-            elif _same(read_safetensors(target), expected[kind]):
-                outcomes["loaded, identical to the original"] += 1
+            if not sealed and not _same(read_safetensors(target), expected[kind]):
+                failures.append({**record, "error": "loaded changed", "message": "", "where": "?"})
+            elif isinstance(loaded, TrainedNetwork):
+                outcome = _serve(loaded, rows)
+                if isinstance(outcome, dict):
+                    failures.append({**record, **outcome})
+                else:
+                    outcomes[outcome] += 1
             else:
-                outcomes["failed"] += 1
-                failures.append(
-                    {
-                        "file": index,
-                        "kind": kind,
-                        "loader": loader,
-                        "mutation": what,
-                        "sealed": False,
-                        "error": "loaded changed",
-                        "message": "",
-                        "where": "?",
-                    }
-                )
+                outcomes[
+                    "loaded" + (" (sealed again: a valid file)" if sealed else ", unchanged")
+                ] += 1
         slowest = max(slowest, time.perf_counter() - started)
+    outcomes["failed"] = len(failures)
     return {
         "files": files,
         "seed": seed,
@@ -530,6 +566,128 @@ def run(files: int, seed: int, folder: Path) -> dict[str, Any]:
         "mutations": dict(sorted(mutations.items())),
         "failures": failures,
     }
+
+
+# --- every byte of a trained file, changed -------------------------------------------------
+
+
+SINGLE_BITS = tuple(1 << bit for bit in range(8))
+
+
+def run_flips(folder: Path, every: bool = False) -> dict[str, Any]:
+    """Each byte of a trained-network file changed, one change a copy, each copy loaded: refused,
+    or loaded to exactly the original. Each byte has one of its bits flipped (bit `at % 8`),
+    or with `every`, each of its eight bits in turn and all eight at once."""
+    data = make_originals(folder)["trained"]
+    (folder / "original").write_bytes(data)
+    want = read_safetensors(folder / "original")
+    target = folder / "flipped.safetensors"
+    counts: Counter[str] = Counter()
+    failures: list[dict[str, Any]] = []
+    for at in range(len(data)):
+        for mask in (*SINGLE_BITS, 0xFF) if every else (SINGLE_BITS[at % 8],):
+            target.write_bytes(data[:at] + bytes([data[at] ^ mask]) + data[at + 1 :])
+            try:
+                TrainedNetwork.load(target)
+            except FileFormatError:
+                counts["refused"] += 1
+                continue
+            except Exception as error:  # any other exception is what this hunts
+                counts["failed"] += 1
+                failures.append(
+                    {
+                        "byte": at,
+                        "mask": mask,
+                        "error": type(error).__name__,
+                        "message": str(error)[:200],
+                        "where": _where(error),
+                    }
+                )
+                continue
+            if _same(read_safetensors(target), want):
+                counts["loaded, identical"] += 1
+            else:
+                counts["loaded changed"] += 1
+                failures.append({"byte": at, "mask": mask, "error": "loaded changed"})
+    return {
+        "file_bytes": len(data),
+        "flips": sum(counts.values()),
+        **counts,
+        "failures": failures,
+    }
+
+
+# --- files that are not files, or not what their size says ---------------------------------
+
+
+def special_cases(folder: Path) -> dict[str, Path]:
+    """Paths that are no regular file, or regular files far bigger than their contents."""
+    import socket
+
+    made = make_originals(folder / "originals")
+    cases: dict[str, Path] = {}
+    pipe = folder / "pipe.safetensors"
+    os.mkfifo(pipe)
+    cases["a named pipe with no writer"] = pipe
+    cases["/dev/zero"] = Path("/dev/zero")
+    cases["/dev/urandom"] = Path("/dev/urandom")
+    cases["a symbolic link to /dev/zero"] = folder / "zero.safetensors"
+    os.symlink("/dev/zero", cases["a symbolic link to /dev/zero"])
+    cases["a folder"] = folder
+    cases["a socket"] = folder / "socket.safetensors"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(cases["a socket"]))
+    listener.close()
+    cases["an empty file"] = folder / "empty.safetensors"
+    cases["an empty file"].write_bytes(b"")
+    cases["4 GiB of nothing (sparse)"] = _sparse(folder / "zeros.safetensors", 4 << 30, b"")
+    cases["a trained file, then 4 GiB of nothing"] = _sparse(
+        folder / "tail.safetensors", 4 << 30, made["trained"]
+    )
+    header, body = split(made["network"])
+    more = 96 << 20  # over the 64 MiB from which a body is checked before it is kept
+    header["w"] = {
+        "dtype": "F32",
+        "shape": [more // 4],
+        "data_offsets": [len(body), len(body) + more],
+    }
+    sealed = seal(header, body)  # sealed over the real body: the 96 MiB of nothing do not match
+    cases["a network file claiming 96 MiB more, its digest wrong"] = _sparse(
+        folder / "claims.safetensors", len(sealed) + more, sealed
+    )
+    cases["no file at all"] = folder / "missing.safetensors"
+    return cases
+
+
+def _sparse(path: Path, size: int, start: bytes) -> Path:
+    with open(path, "wb") as file:
+        file.write(start)
+        file.truncate(size)
+    return path
+
+
+def run_special(folder: Path) -> dict[str, Any]:
+    """Every special case through every loader: what each said, its peak memory, its time."""
+    said: dict[str, Any] = {}
+    for name, path in special_cases(folder).items():
+        for kind, loader in LOADERS.items():
+            reset_peak()
+            before = rss_mib()
+            started = time.perf_counter()
+            message = ""
+            try:
+                loader(path)
+                outcome = "loaded"
+            except Exception as error:  # any other exception is what this hunts
+                outcome = type(error).__name__
+                message = str(error)
+            said[f"{name} / {kind}"] = {
+                "outcome": outcome,
+                "message": message[:300],
+                "growth_mib": round(peak_mib() - before, 1),
+                "seconds": round(time.perf_counter() - started, 3),
+            }
+    return said
 
 
 def _same(
@@ -553,7 +711,26 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", metavar="FILE", help="write the summary as JSON to FILE")
+    parser.add_argument(
+        "--special", action="store_true", help="load the special paths (pipes, devices, sparse)"
+    )
+    parser.add_argument(
+        "--flips", action="store_true", help="flip a bit of every byte of a trained file in turn"
+    )
+    parser.add_argument(
+        "--every-bit", action="store_true", help="with --flips: each bit of each byte, and all 8"
+    )
     arguments = parser.parse_args()
+    if arguments.flips:
+        with tempfile.TemporaryDirectory() as folder:
+            census = run_flips(Path(folder), every=arguments.every_bit)
+        print(json.dumps(census, indent=1))
+        return 1 if census["failures"] else 0
+    if arguments.special:
+        with tempfile.TemporaryDirectory() as folder:
+            said = run_special(Path(folder))
+        print(json.dumps(said, indent=1))
+        return 0
     with tempfile.TemporaryDirectory() as folder:
         summary = run(arguments.files, arguments.seed, Path(folder))
     text = json.dumps(summary, indent=1)

@@ -374,7 +374,7 @@ def _header_length(stream: BinaryIO, size: int, where: str) -> int:
                 f"{where} is not a safetensors file (its first bytes are garbage)"
             )
         raise FileFormatError(
-            f"{where} is truncated: its header says {length} bytes, the file holds {size - 8}"
+            f"{where} is truncated: its header says {length:,} bytes, the file holds {size - 8:,}"
         )
     if length > MAX_HEADER:
         raise FileFormatError(
@@ -500,11 +500,11 @@ def _layout(header: dict[str, Any], body: int, where: str) -> list[tuple[str, _E
         end = entry.stop
     if end > body:
         raise FileFormatError(
-            f"{where} is truncated: its tensors need {end} bytes, the file holds {body}"
+            f"{where} is truncated: its tensors need {end:,} bytes, the file holds {body:,}"
         )
     if end < body:
         raise FileFormatError(
-            f"{where} holds {body - end} bytes after its last tensor (was it appended to?)"
+            f"{where} holds {body - end:,} bytes after its last tensor (was it appended to?)"
         )
     return entries
 
