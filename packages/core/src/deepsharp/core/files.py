@@ -59,9 +59,10 @@ _NAMES = {dtype: name for name, dtype in _DTYPES.items()}
 # JSON made of empty containers costs Python ~26x its size, so 1 MiB caps a header's cost
 # near 30 MiB while leaving 200x room (about 14,000 epochs of history in a checkpoint).
 MAX_HEADER = 1 << 20
-MAX_DEPTH = 64  # deepsharp nests 3 deep in a header and 6 in its metadata's JSON
+MAX_DEPTH = 64  # deepsharp nests 3 deep in a header and 5 in its metadata's JSON
 MAX_DIMENSIONS = 32  # NumPy 1.x's limit
-_MAX_DIGITS = 64  # of a whole number in deepsharp's metadata (its own are at most 20)
+# A whole number in deepsharp's metadata (a seed may be long; Python refuses over 4,300 digits).
+_MAX_DIGITS = 1000
 _MAX_ELEMENTS_BYTES = 1 << 48  # no dimension may promise more bytes than any file holds
 _TWO_PASSES = 64 << 20  # bodies above this are checked against their digest before they are kept
 _CHUNK = 1 << 20
