@@ -706,6 +706,14 @@ def _same(
     )
 
 
+def limit_memory(mib: int) -> None:
+    """Let this process grow `mib` MiB past what it maps now, then meet MemoryError (which the
+    fuzzer records with the file that caused it) rather than the machine's out-of-memory killer."""
+    with open("/proc/self/statm") as statm:
+        mapped = int(statm.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (mapped + (mib << 20), resource.RLIM_INFINITY))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--files", type=int, default=1000)
@@ -720,7 +728,12 @@ def main() -> int:
     parser.add_argument(
         "--every-bit", action="store_true", help="with --flips: each bit of each byte, and all 8"
     )
+    parser.add_argument(
+        "--memory-limit", type=int, default=2048, metavar="MIB", help="MemoryError past this growth"
+    )
     arguments = parser.parse_args()
+    if sys.platform == "linux":
+        limit_memory(arguments.memory_limit)
     if arguments.flips:
         with tempfile.TemporaryDirectory() as folder:
             census = run_flips(Path(folder), every=arguments.every_bit)
