@@ -182,9 +182,9 @@ def fuzz(session: nox.Session) -> None:
     fuzzer = "packages/core/tests/fuzz_files.py"
     files = session.posargs[0] if session.posargs else "100000"
     summary = os.path.join(session.create_tmp(), "fuzz.json")
-    session.run("python", fuzzer, "--files", files, "--seed", "1", "--json", summary)
-    session.run("python", fuzzer, "--flips", "--every-bit")
     session.run("python", fuzzer, "--special")
+    session.run("python", fuzzer, "--flips", "--every-bit")
+    session.run("python", fuzzer, "--files", files, "--seed", "1", "--json", summary)
 
 
 @nox.session(python=TORCH_PYTHON, default=False)
