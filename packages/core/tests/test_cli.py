@@ -265,3 +265,17 @@ def test_seal_records_a_digest_and_refuses_a_damaged_file(
     old.write_bytes(bytes(damaged))
     assert main(["seal", str(old)]) == 1
     assert "damaged" in capsys.readouterr().err
+
+
+def test_a_reader_that_has_gone_ends_the_answers_quietly(model: Path) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-m", "deepsharp.core.cli", "predict", str(model), ROWS],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # as `| head` does once it has read enough
+    child.wait(timeout=300)
+    assert child.returncode == 1
+    assert child.stderr.read() == ""  # before: a BrokenPipeError traceback
