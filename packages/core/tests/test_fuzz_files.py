@@ -63,8 +63,10 @@ def test_what_is_no_regular_file_is_refused_at_once_in_bounded_memory() -> None:
     said: dict[str, dict[str, Any]] = json.loads(done.stdout)
     assert len(said) >= 30
     for case, outcome in said.items():
-        expected = "FileNotFoundError" if case.startswith("no file") else "FileFormatError"
-        assert outcome["outcome"] == expected, (case, outcome)
+        expected = {"FileNotFoundError"} if case.startswith("no file") else {"FileFormatError"}
+        if case == "a folder / checkpoint":  # a loader may look in a folder for its file
+            expected.add("FileNotFoundError")
+        assert outcome["outcome"] in expected, (case, outcome)
         assert outcome["growth_mib"] < 100, (case, outcome)
 
 
