@@ -193,6 +193,19 @@ def samples(session: nox.Session) -> None:
 
 
 @nox.session(python=TORCH_PYTHON, default=False)
+def fuzz(session: nox.Session) -> None:
+    """The long fuzz run (docs/reliability.md): 100,000 mutated files through the three loaders
+    (`nox -s fuzz -- 1000000` for more), every bit of a trained file, the paths that are no file."""
+    session.install(*CONSTRAINTS, CORE)
+    fuzzer = "packages/core/tests/fuzz_files.py"
+    files = session.posargs[0] if session.posargs else "100000"
+    summary = os.path.join(session.create_tmp(), "fuzz.json")
+    session.run("python", fuzzer, "--special")
+    session.run("python", fuzzer, "--flips", "--every-bit")
+    session.run("python", fuzzer, "--files", files, "--seed", "1", "--json", summary)
+
+
+@nox.session(python=TORCH_PYTHON, default=False)
 def dev(session: nox.Session) -> None:
     """A .venv with every package installed editable, and the tools: `nox -s dev`."""
     session.run("python", "-m", "venv", ".venv")

@@ -463,6 +463,8 @@ def _set(key: str, value: Any) -> Any:
         (lambda t, s: s["generator"].__setitem__("seed", 1.5), "seed must be a whole number"),
         (_set("epoch", math.inf), "epoch must be a whole number"),
         (_set("epoch", 3), "history must record epochs 1 to 3"),
+        # Before: a list of 2**31 epoch numbers was built to compare (the fuzzer's OOM kill).
+        (_set("epoch", 2**31), "history must record epochs 1 to 2147483648"),
         (_set("best_epoch", 7), r"best epoch must lie in 1\.\.2"),
         (lambda t, s: s["history"][0].__setitem__(1, math.inf), "loss must be a finite number"),
         (_set("callbacks", []), "callbacks must be an object"),

@@ -191,7 +191,7 @@ def _read(
     optimizer = _optimizer(state["optimizer"])
     generator = _generator(state["generator"])
     history = [EpochRecord.from_json(record) for record in _list(state["history"], "history")]
-    if [r.epoch for r in history] != list(range(1, epoch + 1)):
+    if len(history) != epoch or any(r.epoch != i for i, r in enumerate(history, start=1)):
         raise ValueError(f"its history must record epochs 1 to {epoch}, in order")
     best_epoch = state["best_epoch"]
     if not _whole(best_epoch, 1, epoch):
