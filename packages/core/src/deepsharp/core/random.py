@@ -67,6 +67,17 @@ class Generator:
         )
         return floats * (2.0**-53)
 
+    def next_key(self) -> Generator:
+        """A generator of its own for the next draw (a training step's dropout masks), keyed by
+        this one's key and counter; this one moves on by one. Its draws do not depend on how
+        many values the draws before it took: a process that drew nothing (left no rows of a
+        batch) stays in step with those that drew."""
+        child = Generator(self.seed, stream=self.stream)
+        place = np.array([self.counter], dtype=np.uint64)
+        child._key = _mix(place * _GOLDEN + self._key)[0] ^ _GOLDEN
+        self.counter += 1
+        return child
+
     def permutation(self, count: int) -> NDArray[np.int64]:
         """The numbers 0 .. count-1 in a shuffled order."""
         return np.argsort(self.bits(count), kind="stable").astype(np.int64)
