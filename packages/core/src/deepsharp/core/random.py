@@ -27,6 +27,13 @@ def _mix(z: NDArray[np.uint64]) -> NDArray[np.uint64]:
     return mixed
 
 
+def _mix_word(z: int) -> int:
+    """`_mix` of one word, in Python's integers (a few operations, no arrays)."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
 class Generator:
     """Random bits, floats, permutations and masks from a seed and a counter."""
 
@@ -72,9 +79,10 @@ class Generator:
         this one's key and counter; this one moves on by one. Its draws do not depend on how
         many values the draws before it took: a process that drew nothing (left no rows of a
         batch) stays in step with those that drew."""
-        child = Generator(self.seed, stream=self.stream)
-        place = np.array([self.counter], dtype=np.uint64)
-        child._key = _mix(place * _GOLDEN + self._key)[0] ^ _GOLDEN
+        child = Generator.__new__(Generator)
+        child.seed, child.stream, child.counter = self.seed, self.stream, 0
+        key = _mix_word((self.counter * int(_GOLDEN) + int(self._key)) & _MASK) ^ int(_GOLDEN)
+        child._key = np.uint64(key)
         self.counter += 1
         return child
 
