@@ -26,6 +26,7 @@ from deepsharp.core import (
     Relu,
     Run,
     Trainer,
+    TrainingDivergedError,
     fit,
     make_engine,
 )
@@ -374,3 +375,27 @@ def titanic_failing_on(rank: int) -> None:
         FitOptions(seed=SAMPLE_SEED, distributed=DataParallel(), progress=False),
         on_epoch=failing_epoch(rank, 2),
     )
+
+
+def diverging_from_own_slots() -> list[Any]:
+    """Every rank starts from slots of its own (drawn from another seed) and diverges in the
+    first epoch: fit puts back the slots the run started from. Every rank's, rank by rank."""
+    import torch.distributed as dist
+
+    x, y = titanic_batch()
+    network = Network([Dense(16), Relu(), Dense(1)], inputs=FEATURES)
+    network.initialize(Generator(int(os.environ["RANK"])))
+    try:
+        fit(
+            None,
+            (np.vstack([x] * 4), np.vstack([y] * 4)),
+            network,
+            BinaryCrossEntropy(),
+            Adam(1e30),
+            FitOptions(seed=3, distributed=DataParallel(), progress=False),
+        )
+    except TrainingDivergedError:
+        pass
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, network.slots)
+    return every

@@ -189,3 +189,13 @@ def test_a_rank_that_raises_in_fit_ends_the_job_naming_it(tmp_path: Path) -> Non
     said = str(caught.value)
     assert "rank 1 of 2 failed: ValueError: rank 1 found a broken row at epoch 2" in said
     assert not multiprocessing.active_children()
+
+
+def test_a_run_that_diverges_at_once_puts_back_rank_0_s_starting_slots_on_every_rank() -> None:
+    """Failed before: each rank put back the slots it had drawn itself, not those it started
+    from (rank 0's, broadcast)."""
+    every = launch(workers.diverging_from_own_slots, 2, start_method=workers.START)
+    first, second = every
+    assert all(np.isfinite(v).all() for v in first.values())
+    for name, value in first.items():
+        assert value.tobytes() == second[name].tobytes(), f"slot {name!r} differs"
