@@ -17,10 +17,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core import (
+    SGD,
     Adam,
     BinaryCrossEntropy,
     CheckpointMismatchError,
     Dense,
+    Dropout,
     FitOptions,
     Network,
     Relu,
@@ -396,6 +398,35 @@ def diverging_from_own_slots() -> list[Any]:
         )
     except TrainingDivergedError:
         pass
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, network.slots)
+    return every
+
+
+def dropout_arrays() -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """48 rows: 33 for training (a batch of 32, then one of 1: at 3 processes two ranks get
+    none), 7 for validation, 8 for testing."""
+    generator = np.random.default_rng(8)
+    x = generator.standard_normal((48, 6)).astype(np.float32)
+    y = (x[:, :1] - x[:, 1:2] > 0).astype(np.float32)
+    return x, y
+
+
+def dropout_fit(distributed: bool) -> list[Any]:
+    """A network with dropout trained by SGD for 5 epochs on `dropout_arrays`: every rank's
+    slots (one process: its own)."""
+    network = Network([Dense(8), Dropout(0.5), Relu(), Dense(1)])
+    options = FitOptions(
+        seed=5,
+        epochs=5,
+        distributed=DataParallel() if distributed else None,
+        progress=False,
+    )
+    fit(None, dropout_arrays(), network, BinaryCrossEntropy(), SGD(0.1), options)
+    if not distributed:
+        return [network.slots]
+    import torch.distributed as dist
+
     every: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(every, network.slots)
     return every

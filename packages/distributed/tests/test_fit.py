@@ -199,3 +199,15 @@ def test_a_run_that_diverges_at_once_puts_back_rank_0_s_starting_slots_on_every_
     assert all(np.isfinite(v).all() for v in first.values())
     for name, value in first.items():
         assert value.tobytes() == second[name].tobytes(), f"slot {name!r} differs"
+
+
+def test_dropout_draws_one_process_s_masks_also_where_a_batch_leaves_ranks_no_rows() -> None:
+    """33 training rows in batches of 32 and 1: at 3 processes ranks 1 and 2 take no rows of
+    every second step. Every rank ends with the same slots, and with one process's within
+    float32 rounding (masks drawn elsewhere would move them by about the learning rate)."""
+    (alone,) = workers.dropout_fit(False)
+    every = launch(workers.dropout_fit, 3, True, start_method=workers.START)
+    for slots in every[1:]:
+        assert all(slots[n].tobytes() == v.tobytes() for n, v in every[0].items())
+    for name, value in alone.items():
+        assert np.max(np.abs(every[0][name] - value)) <= 1e-5, f"slot {name!r}"
