@@ -41,6 +41,7 @@ class _Joined:
         self.place: Place | None = None
         self.rank: int | None = None
         self.world_size: int | None = None
+        self.local_rank: int | None = None
 
     def __reduce__(self) -> tuple[type[_Joined], tuple[()]]:
         return (_Joined, ())  # a configuration handed to new processes carries no job
@@ -104,7 +105,12 @@ class DataParallel(Distribution):
             from deepsharp.distributed.training import Place
 
             joined.place = Place(self.join())
-            joined.rank, joined.world_size = joined.place.job.rank, joined.place.job.world_size
+            job = joined.place.job
+            joined.rank, joined.world_size, joined.local_rank = (
+                job.rank,
+                job.world_size,
+                job.local_rank,
+            )
         return joined.place
 
     @property
@@ -116,6 +122,13 @@ class DataParallel(Distribution):
     def world_size(self) -> int:
         size = self._joined.world_size
         return size if size is not None else self._place().job.world_size
+
+    @property
+    def local_rank(self) -> int:
+        """This process's place among the job's processes on its machine: the card it trains
+        on (`torch:cuda:{local_rank}`)."""
+        local = self._joined.local_rank
+        return local if local is not None else self._place().job.local_rank
 
     def share(self, count: int) -> tuple[int, int]:
         return self._place().share(count)
