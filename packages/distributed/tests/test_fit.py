@@ -2,12 +2,13 @@
 pipeline, network and Adam) at 2 and 3 processes, on the light engine and torch:cpu.
 
 - It reaches the one-process run's band: on the same seed, the test accuracy within 3 of the
-  135 test rows (0.023) and the test loss within 0.01 of the one-process run's.
+  135 test rows (0.022) and the test loss within 0.01 of the one-process run's. (At 1 to 4
+  processes, either reduction, both engines give 0.8296 and 0.414535: docs/distributed.md.)
 - It is the same run again, bit for bit: a second job gives the same slots (every bit), the
   same history (losses and validation losses), the same measures.
 - Rank 0 alone writes; its checkpoints record the world size; a run resumed from one at the
-  same world size ends bit for bit where the uninterrupted run does; at another world size
-  (or in one process) it is refused, naming both.
+  same world size ends bit for bit where the uninterrupted run does (at 2 processes); at
+  another world size (3 processes, or one) it is refused, naming both.
 - The first step's summed gradients, as fit hands them to the optimizer, lie within the
   engine precision's bound of the one-process step's on the same batch (see
   test_data_parallel for the bound's argument).
@@ -59,12 +60,8 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     world: int = request.param
     folder = tmp_path_factory.mktemp(f"checkpoints-{world}")
     again = tmp_path_factory.mktemp(f"again-{world}")
-    first = launch(
-        workers.titanic_fits, world, ENGINES, str(folder), True, start_method=workers.START
-    )
-    second = launch(
-        workers.titanic_fits, world, ENGINES, str(again), False, start_method=workers.START
-    )
+    first = launch(workers.titanic_fits, world, ENGINES, str(folder), start_method=workers.START)
+    second = launch(workers.titanic_fits, world, ENGINES, str(again), start_method=workers.START)
     return {"world": world, "first": first, "again": second, "folder": folder}
 
 
@@ -88,14 +85,6 @@ def test_a_run_reaches_the_one_process_run_s_band(
     assert got["measures"]["accuracy"] > 0.75  # and the band is a good one
 
 
-def test_the_fast_reduction_reaches_the_band_too(
-    runs: dict[str, Any], one_process: dict[str, dict[str, float]]
-) -> None:
-    got, alone = runs["first"]["light fast"], one_process["light"]
-    assert abs(got["measures"]["accuracy"] - alone["accuracy"]) <= BAND["accuracy"]
-    assert abs(got["measures"]["loss"] - alone["loss"]) <= BAND["loss"]
-
-
 @pytest.mark.parametrize("spec", ENGINES)
 def test_a_run_is_the_same_run_again_bit_for_bit(runs: dict[str, Any], spec: str) -> None:
     _same_bits(runs["first"][spec], runs["again"][spec])
@@ -117,6 +106,8 @@ def test_its_checkpoints_record_the_world_size(runs: dict[str, Any]) -> None:
 def test_a_run_resumed_at_its_world_size_ends_bit_for_bit_where_the_uninterrupted_one_does(
     runs: dict[str, Any],
 ) -> None:
+    if runs["world"] != 2:
+        pytest.skip("resumed at 2 processes (a minute of CI is dear)")
     path = str(Checkpoint.path_in(runs["folder"], RESUME_AT))
     resumed = launch(
         workers.titanic_resumed, runs["world"], "light", path, start_method=workers.START
@@ -127,7 +118,9 @@ def test_a_run_resumed_at_its_world_size_ends_bit_for_bit_where_the_uninterrupte
 
 def test_resuming_at_another_world_size_is_refused_naming_both(runs: dict[str, Any]) -> None:
     world = runs["world"]
-    other = 3 if world == 2 else 2
+    if world != 2:
+        pytest.skip("a checkpoint of 2 processes refused by 3 (every world refuses alike)")
+    other = 3
     path = str(Checkpoint.path_in(runs["folder"], RESUME_AT))
     found = launch(workers.titanic_resumed, other, "light", path, start_method=workers.START)
     said = found["refused"]
