@@ -6,7 +6,8 @@ Each workload trains a fixed number of epochs (no early stop) with `fit`; rows p
 the training rows times the epochs over the epochs' seconds (each a pass over the training rows
 and one over the validation rows), as rank 0 measured them. One process is a plain `fit` (no
 DataParallel) in a process `launch` starts, so that every world runs under the same thread
-settings (launch shares the cores out: OMP_NUM_THREADS = cores / processes, at least 1).
+settings (launch shares the cores out: OMP_NUM_THREADS = cores / processes, at least 1); and
+once more with one thread (OMP_NUM_THREADS=1), a core's worth of one process.
 Each world of 2 or more runs both reductions. Each figure is the best of `--repeats` runs
 (3 unless said), taken in turn (one of each, then again), as the machine is shared. The
 workloads:
@@ -108,7 +109,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|")
     for workload in options.workloads:
-        cases = [(1, None)] + [
+        cases: list[tuple[int, str | None]] = [(1, None), (1, "1 thread")] + [
             (world, reduction)
             for world in options.worlds
             if world > 1
@@ -117,11 +118,20 @@ def main() -> None:
         best: dict[tuple[int, str | None], float] = {}
         for _ in range(options.repeats):
             for world, reduction in cases:
-                found = launch(train, world, workload, options.engine, reduction)
+                if reduction == "1 thread":  # launch leaves a thread count it is given
+                    os.environ["OMP_NUM_THREADS"] = "1"
+                    try:
+                        found = launch(train, 1, workload, options.engine, None)
+                    finally:
+                        del os.environ["OMP_NUM_THREADS"]
+                else:
+                    found = launch(train, world, workload, options.engine, reduction)
                 key = (world, reduction)
                 best[key] = max(best.get(key, 0.0), found["rows per second"])
         alone = best[(1, None)]
         print(f"| {workload} | 1 (no DataParallel) | {alone:,.0f} | | | 1.00 |", flush=True)
+        single = best[(1, "1 thread")]
+        print(f"| {workload} | 1, one thread | {single:,.0f} | | | {single / alone:.2f} |")
         for world in options.worlds:
             if world == 1:
                 continue
