@@ -313,8 +313,8 @@ SEEN: dict[str, Any] = {}
 
 @dataclasses.dataclass(frozen=True)
 class Watched(DataParallel):
-    """DataParallel that also records the first step: its slots, this process's rows, and the
-    summed gradients the optimizer applies."""
+    """DataParallel that also records the first step: its slots, this process's rows, the
+    summed gradients the optimizer applies; and the transfers the second step made."""
 
     def start(self, trainer: Trainer) -> None:
         super().start(trainer)
@@ -328,7 +328,17 @@ class Watched(DataParallel):
             if "rows" not in SEEN:
                 SEEN["slots"] = list(trainer.network.slots.values())
                 SEEN["rows"] = (np.array(features), np.array(targets))
-            return step(features, targets, share)
+                return step(features, targets, share)
+            if "transfers" in SEEN:
+                return step(features, targets, share)
+            counters = trainer.engine.counters  # the second step's (FirstStep reads the first's)
+            before = (counters.transfers_in, counters.transfers_out)
+            value = step(features, targets, share)
+            SEEN["transfers"] = (
+                counters.transfers_in - before[0],
+                counters.transfers_out - before[1],
+            )
+            return value
 
         trainer.step = watched  # type: ignore[method-assign]
 
@@ -349,6 +359,7 @@ def first_step_through_fit(specs: list[str]) -> dict[str, Any]:
             "slots": SEEN["slots"],
             "batch": (features, targets),
             "gradients": SEEN["hook"].grads,
+            "transfers": SEEN["transfers"],
         }
     return found
 

@@ -80,3 +80,15 @@ def test_it_is_the_training_loop_s_distribution_and_crosses_to_new_processes_wit
     assert FitOptions(seed=1, distributed=config).distributed is config
     copy = pickle.loads(pickle.dumps(config))
     assert copy == config and copy._joined is not config._joined
+
+
+def test_fit_outside_any_job_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from deepsharp.core import FitOptions
+    from deepsharp.core.samples import titanic
+
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(DistributedError, match="start the script with torchrun"):
+        titanic.run(distributed=DataParallel(), progress=False)
+    assert FitOptions  # the options took DataParallel; joining is what was refused

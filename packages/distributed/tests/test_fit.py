@@ -11,7 +11,7 @@ pipeline, network and Adam) at 2 and 3 processes, on the light engine and torch:
   another world size (3 processes, or one) it is refused, naming both.
 - The first step's summed gradients, as fit hands them to the optimizer, lie within the
   engine precision's bound of the one-process step's on the same batch (see
-  test_data_parallel for the bound's argument).
+  test_data_parallel for the bound's argument); a step makes one process's transfers.
 - A rank that raises inside fit ends the job on every rank, its error named.
 """
 
@@ -159,6 +159,7 @@ def test_fit_s_first_step_holds_the_one_process_bound(
     first_steps: dict[str, Any], spec: str, reduction: str
 ) -> None:
     world, seen = first_steps["world"], first_steps[f"{spec} {reduction}"]
+    assert seen["transfers"] == (2, 1)  # a step's rows and targets in, its loss out: no more
     features, targets = seen["batch"]
     assert features.shape == (32, 15)  # the first batch, put together from every share
     engine = make_engine(spec)
