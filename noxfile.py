@@ -152,8 +152,9 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=TORCH_PYTHON)
 def distributed(session: nox.Session) -> None:
     """Data-parallel training on gloo: jobs of 1, 2 and 3 processes through `launch` (the ordered
-    sum bit for bit, the gradient bound, failing ranks ending the job), and docs/distributed.md's
-    script by hand and under `torchrun --standalone --nproc-per-node 2`."""
+    sum bit for bit, the gradient bound, failing ranks ending the job; the Titanic sample through
+    fit at 2 and 3 processes, twice, resumed and refused), and docs/distributed.md's scripts by
+    hand and under `torchrun --standalone --nproc-per-node 2`. About 80 s of tests."""
     session.install(
         *CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TESTBUFFER, TORCH, DISTRIBUTED
     )

@@ -27,6 +27,13 @@ def _mix(z: NDArray[np.uint64]) -> NDArray[np.uint64]:
     return mixed
 
 
+def _mix_word(z: int) -> int:
+    """`_mix` of one word, in Python's integers (a few operations, no arrays)."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
 class Generator:
     """Random bits, floats, permutations and masks from a seed and a counter."""
 
@@ -66,6 +73,18 @@ class Generator:
             np.float64
         )
         return floats * (2.0**-53)
+
+    def next_key(self) -> Generator:
+        """A generator of its own for the next draw (a training step's dropout masks), keyed by
+        this one's key and counter; this one moves on by one. Its draws do not depend on how
+        many values the draws before it took: a process that drew nothing (left no rows of a
+        batch) stays in step with those that drew."""
+        child = Generator.__new__(Generator)
+        child.seed, child.stream, child.counter = self.seed, self.stream, 0
+        key = _mix_word((self.counter * int(_GOLDEN) + int(self._key)) & _MASK) ^ int(_GOLDEN)
+        child._key = np.uint64(key)
+        self.counter += 1
+        return child
 
     def permutation(self, count: int) -> NDArray[np.int64]:
         """The numbers 0 .. count-1 in a shuffled order."""

@@ -93,7 +93,7 @@ def launch(
                 for place in ranks:
                     reader, writer = context.Pipe(duplex=False)
                     place.pipe = reader
-                    place.process = context.Process(
+                    process = context.Process(
                         target=_run_rank,
                         args=(
                             place.rank,
@@ -107,7 +107,8 @@ def launch(
                         ),
                         name=f"deepsharp-rank-{place.rank}",
                     )
-                    place.process.start()
+                    process.start()
+                    place.process = process  # only a started process is ended and reaped
                     writer.close()
             _watch(ranks, timeout)
         finally:
