@@ -65,14 +65,32 @@ class Moments:
         return math.sqrt(self.deviations / self.count) if self.count else math.nan
 
 
+def _tally(
+    keys: npt.NDArray[Key], weights: Counts | None = None
+) -> tuple[npt.NDArray[Key], Counts]:
+    """The distinct keys, sorted, with how many times each comes (or the sum of its weights)."""
+    if weights is None:
+        distinct, counts = np.unique(keys, return_counts=True)
+        return distinct, counts.astype(np.int64)
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    return distinct, np.bincount(inverse, weights=weights, minlength=distinct.size).astype(np.int64)
+
+
 def _merged(
     keys: npt.NDArray[Key], counts: Counts, more: npt.NDArray[Key], weights: Counts
 ) -> tuple[npt.NDArray[Key], Counts]:
-    """Two tables of (sorted distinct key, count) as one."""
-    joined: npt.NDArray[Key]
-    joined, inverse = np.unique(np.concatenate([keys, more]), return_inverse=True)
-    totals = np.bincount(inverse, weights=np.concatenate([counts, weights]), minlength=joined.size)
-    return joined, totals.astype(np.int64)
+    """A table of (sorted distinct key, count) with more of them (sorted, distinct) counted in:
+    the keys it holds found by bisection, the new ones inserted (no sort of the whole table)."""
+    at = np.searchsorted(keys, more)
+    held = at < keys.size
+    held[held] = keys[at[held]] == more[held]
+    counts = counts.copy()
+    counts[at[held]] += weights[held]
+    fresh = ~held
+    if fresh.any():
+        keys = np.insert(keys, at[fresh], more[fresh])
+        counts = np.insert(counts, at[fresh], weights[fresh])
+    return keys, counts
 
 
 def _at_rank(counts: Counts, rank: int) -> int:
@@ -101,8 +119,8 @@ class Sketch:
         self.counts: Counts = np.empty(0, np.int64)
 
     def add(self, values: Floats, weights: Counts | None = None) -> None:
-        counts = np.ones(values.size, np.int64) if weights is None else weights
-        self.keys, self.counts = _merged(self.keys, self.counts, self._keys(values), counts)
+        keys, counts = _tally(self._keys(values), weights)
+        self.keys, self.counts = _merged(self.keys, self.counts, keys, counts)
 
     def _keys(self, values: Floats) -> Counts:
         size = np.abs(values)
@@ -147,7 +165,7 @@ class Median:
         if self.sketch is not None:
             self.sketch.add(values)
             return
-        distinct, counts = np.unique(values, return_counts=True)
+        distinct, counts = _tally(values)
         self.values, self.counts = _merged(self.values, self.counts, distinct, counts)
         if self.values.size > self.exact_distinct:
             self.sketch = Sketch(self.alpha)

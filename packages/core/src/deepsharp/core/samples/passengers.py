@@ -41,7 +41,7 @@ COLUMNS = (
 )
 _WHOLE = ("Survived", "Pclass", "SibSp", "Parch")
 _TEXT = ("Name", "Sex", "Ticket", "Cabin", "Embarked")
-_BLOCK = 65_536
+_BLOCK = 8_192
 _TABLE: dict[str, Any] = {}
 
 
@@ -88,8 +88,11 @@ def _texts(values: Any) -> list[str]:
     if values.dtype == object:
         return ["" if v is None else v for v in values.tolist()]
     if values.dtype.kind == "i":
-        return [str(v) for v in values.tolist()]
-    return ["" if v != v else repr(v) for v in values.tolist()]
+        return list(map(str, values.tolist()))
+    texts = list(map(repr, values.tolist()))
+    for i in np.flatnonzero(np.isnan(values)).tolist():
+        texts[i] = ""
+    return texts
 
 
 def _arrow(arrow: Any, values: Any) -> Any:
