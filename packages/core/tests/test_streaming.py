@@ -25,10 +25,12 @@ from deepsharp.core import (
     FitOptions,
     Pipeline,
     Run,
+    TrainedNetwork,
     fit,
     read_csv,
     scan_csv,
 )
+from deepsharp.core.cli import main
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.random import Generator, KeyedOrder, Streams
 from deepsharp.core.samples import passengers, titanic
@@ -280,6 +282,59 @@ def test_a_missing_spill_folder_is_refused_naming_it(rows_csv: Path, tmp_path: P
         _feeds(scan_csv(rows_csv, spill_dir=tmp_path / "absent"))
 
 
+# --- serving -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("trained") / "titanic.safetensors"
+    titanic.run(epochs=3, progress=False).trained.save(path)
+    return path
+
+
+def test_predictions_stream_part_by_part_as_the_same_bits(rows_csv: Path, trained: Path) -> None:
+    network = TrainedNetwork.load(trained)
+    whole = network.predict(read_csv(rows_csv))
+    parts = list(network.predict_parts(scan_csv(rows_csv, read_rows=999)))
+    assert [len(p) for p in parts] == [999, 999, 999, 999, 4]
+    np.testing.assert_array_equal(np.concatenate(parts), whole)
+    np.testing.assert_array_equal(network.predict(scan_csv(rows_csv, read_rows=512)), whole)
+    rows = read_csv(rows_csv)
+    batches = (rows[i : i + 1500] for i in range(0, len(rows), 1500))
+    np.testing.assert_array_equal(np.concatenate(list(network.predict_parts(batches))), whole)
+
+
+def test_a_file_without_the_target_column_is_predicted(tmp_path: Path, trained: Path) -> None:
+    path = tmp_path / "unknown.csv"
+    path.write_text("Pclass,Sex,Age,SibSp,Parch,Fare,Cabin,Embarked\n3,male,22,1,0,7.25,,S\n")
+    (answer,) = TrainedNetwork.load(trained).predict_parts(scan_csv(path))
+    assert answer.shape == (1, 1)
+
+
+def test_the_command_line_streams_its_answers_in_the_format_it_always_wrote(
+    rows_csv: Path, trained: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    answers = TrainedNetwork.load(trained).predict(read_csv(rows_csv))
+    wanted = "Survived\n" + "".join(f"{float(v)!r}\n" for v in answers[:, 0])
+    out = tmp_path / "answers.csv"
+    assert main(["predict", str(trained), str(rows_csv), "--output", str(out)]) == 0
+    assert out.read_text() == wanted
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["answers.csv"]  # no temporary left
+    assert main(["predict", str(trained), str(rows_csv)]) == 0
+    assert capsysbinary.readouterr().out.decode() == wanted
+
+
+def test_a_bad_row_late_in_the_file_leaves_an_earlier_output_as_it_was(
+    rows_csv: Path, trained: Path, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text(rows_csv.read_text() + "9999,1,3,X,male,old,0,0,T,7.0,,S\n")
+    out = tmp_path / "answers.csv"
+    out.write_text("before\n")
+    assert main(["predict", str(trained), str(bad), "--output", str(out)]) == 1
+    assert out.read_text() == "before\n"
+
+
 # --- memory ----------------------------------------------------------------------------------
 
 _PEAK = textwrap.dedent(
@@ -288,12 +343,16 @@ _PEAK = textwrap.dedent(
     from deepsharp.core import *
     from deepsharp.core.samples import titanic
     what, path = sys.argv[1], sys.argv[2]
-    scan = (
-        scan_parquet(path) if path.endswith(".parquet")
-        else scan_csv(path, read_rows=1024, buffer_rows=4096)
-    )
-    fit(titanic.pipeline(), scan, titanic.network(), BinaryCrossEntropy(), Adam(),
-        FitOptions(seed=1, epochs=1, batch_size=512, progress=False))
+    if what == "serve":
+        for _ in TrainedNetwork.load(sys.argv[3]).predict_parts(scan_csv(path, read_rows=1024)):
+            pass
+    else:
+        scan = (
+            scan_parquet(path) if path.endswith(".parquet")
+            else scan_csv(path, read_rows=1024, buffer_rows=4096)
+        )
+        fit(titanic.pipeline(), scan, titanic.network(), BinaryCrossEntropy(), Adam(),
+            FitOptions(seed=1, epochs=1, batch_size=512, progress=False))
     print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
     """
 )
@@ -327,3 +386,12 @@ def test_training_on_twenty_times_the_rows_keeps_peak_memory(tmp_path: Path, kin
     low, high = _peak("fit", str(small)), _peak("fit", str(big))
     assert high <= 1.5 * low, (low / MIB, high / MIB)
     assert high - low < held / 2, (low / MIB, high / MIB)
+
+
+@pytest.mark.skipif(not LINUX, reason="peak memory as Linux's getrusage states it")
+def test_serving_twenty_times_the_rows_keeps_peak_memory(tmp_path: Path, trained: Path) -> None:
+    small, big = tmp_path / "small.csv", tmp_path / "big.csv"
+    passengers.write_csv(small, 10_000)
+    passengers.write_csv(big, 200_000)
+    low, high = _peak("serve", str(small), str(trained)), _peak("serve", str(big), str(trained))
+    assert high - low < 2 * MIB, (low / MIB, high / MIB)  # what 200,000 predictions alone take

@@ -6,7 +6,7 @@ import argparse
 import csv
 import io
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib import import_module
 from typing import Any
 
@@ -105,30 +105,46 @@ def _sample(arguments: argparse.Namespace) -> int:
 
 
 def _predict(arguments: argparse.Namespace) -> int:
-    from deepsharp.core.data.pipeline import read_csv
+    from deepsharp.core.data.scan import scan_csv
+    from deepsharp.core.files import write_atomically
     from deepsharp.core.serving import TrainedNetwork
 
     trained = TrainedNetwork.load(arguments.file)
-    rows = read_csv(arguments.rows)
-    answers = trained.predict(rows, make_engine(arguments.engine))
-    classes = trained.pipeline.classes
-    if answers.shape[1] == 1:
-        header = [f"{trained.pipeline.target_name or 'answer'}"]
-    elif classes is not None and len(classes) == answers.shape[1]:
-        header = [f"{trained.pipeline.target_name}={label}" for label in classes]
-    else:
-        header = [f"output{index}" for index in range(answers.shape[1])]
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows([[repr(float(value)) for value in row] for row in answers])
+    rows = scan_csv(arguments.rows)  # read and answered a part at a time: memory stays flat
+    answers = _AnswerLines(trained, trained.predict_parts(rows, make_engine(arguments.engine)))
     if arguments.output:
-        with open(arguments.output, "w", encoding="utf-8") as file:
-            file.write(text.getvalue())
-        print(f"wrote {len(answers)} answers to {arguments.output}", file=sys.stderr)
+        write_atomically(arguments.output, answers)
+        print(f"wrote {answers.rows} answers to {arguments.output}", file=sys.stderr)
     else:
-        sys.stdout.write(text.getvalue())
+        for text in answers:
+            sys.stdout.buffer.write(text)
+        sys.stdout.flush()
     return 0
+
+
+class _AnswerLines:
+    """The answers as CSV text, a part at a time: the header, then a line a row (counted)."""
+
+    def __init__(self, trained: Any, parts: Iterator[Any]) -> None:
+        self.trained = trained
+        self.parts = parts
+        self.rows = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        pipeline, outputs = self.trained.pipeline, self.trained.outputs
+        if outputs == 1:
+            header = [f"{pipeline.target_name or 'answer'}"]
+        elif pipeline.classes is not None and len(pipeline.classes) == outputs:
+            header = [f"{pipeline.target_name}={label}" for label in pipeline.classes]
+        else:
+            header = [f"output{index}" for index in range(outputs)]
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerow(header)
+        yield text.getvalue().encode("utf-8")
+        for answers in self.parts:
+            self.rows += len(answers)
+            # Each value as repr(float(value)), the shortest text that reads back the same.
+            yield "".join(",".join(map(repr, row)) + "\n" for row in answers.tolist()).encode()
 
 
 def _doctor() -> int:

@@ -13,7 +13,7 @@ import math
 import os
 import struct
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +34,17 @@ _MAX_HEADER = 100 * 1024 * 1024
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")
 
 
-def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write to a temporary file beside `path`, flush it to disk, then rename it into place:
-    a crash leaves either the old file or the new one, never half of one."""
+def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[bytes]) -> None:
+    """Write `data` (bytes, or parts of it written as they come: a stream's memory stays
+    flat) to a temporary file beside `path`, flush it to disk, then rename it into place: a
+    crash leaves either the old file or the new one, never half of one."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(handle, "wb") as file:
-            file.write(data)
+            for part in [data] if isinstance(data, (bytes, bytearray)) else data:
+                file.write(part)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, target)
