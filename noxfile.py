@@ -58,8 +58,11 @@ def _contracts(session: nox.Session, engine: str) -> None:
 def tests(session: nox.Session) -> None:
     """The core's tests (light engine), the test engine's, and the contracts on both engines
     (the light engine at precisions strict and float32)."""
-    # The optional companions (pandas rows, plots, other safetensors readers) on one version.
-    extras = ["pandas", "matplotlib", "safetensors"] if session.python == TORCH_PYTHON else []
+    # The optional companions (pandas rows, plots, other safetensors readers, Parquet files)
+    # on one version.
+    extras = (
+        ["pandas", "matplotlib", "safetensors", "pyarrow"] if session.python == TORCH_PYTHON else []
+    )
     session.install(
         *CONSTRAINTS, "pytest", "hypothesis", "tqdm", *extras, CORE, TESTBUFFER, CONTRACTS
     )
@@ -210,6 +213,7 @@ def dev(session: nox.Session) -> None:
         "nox",
         "tqdm",
         "matplotlib",
+        "pyarrow",
         "-e",
         CORE,
         "-e",

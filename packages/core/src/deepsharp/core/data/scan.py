@@ -210,7 +210,10 @@ class ParquetScan(Scan):
     def parts(self, names: Sequence[ColumnName] | None = None) -> Iterator[Part]:
         wanted = self._wanted(names)
         first = 0
-        batches = self._file().iter_batches(batch_size=self.read_rows, columns=wanted)
+        # One thread: as fast here (Python's conversion dominates), and 10-15 MiB less memory.
+        batches = self._file().iter_batches(
+            batch_size=self.read_rows, columns=wanted, use_threads=False
+        )
         while True:
             try:
                 batch = next(batches, None)

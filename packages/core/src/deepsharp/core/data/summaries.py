@@ -30,6 +30,7 @@ __all__ = ["ALPHA", "EXACT_DISTINCT", "MAX_LABELS", "LabelCounts", "Median", "Mo
 EXACT_DISTINCT = 1 << 17  # 131,072 distinct values: 2 MiB of table
 ALPHA = 0.001
 MAX_LABELS = 100_000
+_SLICE = 1 << 14
 
 Floats = npt.NDArray[np.float64]
 Counts = npt.NDArray[np.int64]
@@ -169,7 +170,9 @@ class Median:
         self.values, self.counts = _merged(self.values, self.counts, distinct, counts)
         if self.values.size > self.exact_distinct:
             self.sketch = Sketch(self.alpha)
-            self.sketch.add(self.values, self.counts)
+            for start in range(0, self.values.size, _SLICE):  # a slice at a time: few transients
+                end = start + _SLICE
+                self.sketch.add(self.values[start:end], self.counts[start:end])
             self.values, self.counts = np.empty(0, np.float64), np.empty(0, np.int64)
 
     def median(self) -> float:

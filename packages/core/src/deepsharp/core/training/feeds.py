@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from deepsharp.core.data.pipeline import Pipeline, array_features
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.data.sources import Part, is_frame, row_count, rows_of, take
+from deepsharp.core.data.values import ColumnName
 from deepsharp.core.errors import DataError, ShapeError
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Network
@@ -298,42 +299,22 @@ class Streamed(Source):
                 f"{self.scan.path}: a file's rows have named columns; fit needs a pipeline that "
                 "declares them (.number(), .numbers(), .category(), .flag(), .image())"
             )
-        scan, split = self.scan, _Split(pipeline, streams.split, test is None)
-        learning = pipeline.learning(scan.names)
-        counts = np.zeros(3, np.int64)
-        for part in scan.parts(learning.reads):
-            where = split.of(part)
-            counts += np.bincount(where, minlength=3)
-            training = np.flatnonzero(where == 0)
-            if len(training):
-                learning.add(part if len(training) == part.count else part.take(training))
-        split.check(counts, scan.path)
-        learning.finish()
+        split = _Split(pipeline, streams.split, test is None)
+        reads = self._learn(pipeline, split)
         _shaped(np.zeros((0, pipeline.feature_count), np.float32), pipeline, network)
         inputs = network.inputs
         assert inputs is not None
-        folder = spill_folder(scan.spill_dir)
-        spills = [Spill(folder, pipeline.row_shape) for _ in range(3 if test is None else 2)]
-        seen = _Distinct()
-        for part in scan.parts(learning.reads):
-            where = split.of(part)
-            features = pipeline.features(part)
-            targets = loss.targets(pipeline.targets(part), network.outputs)
-            for index, spill in enumerate(spills):
-                rows = np.flatnonzero(where == index)
-                spill.write(features[rows], targets[rows])
-            seen.add(targets[where == 0])
-        if seen.values is not None:
-            loss.check_training_targets(seen.values)
+
+        def made(part: Part) -> tuple[NDArray[np.float32], NDArray[Any]]:
+            return pipeline.features(part), loss.targets(pipeline.targets(part), network.outputs)
+
+        shape = pipeline.row_shape
+        spills = self._spill(self.scan, reads, made, shape, split, 3 if test is None else 2, loss)
         feeds: list[SpillFeed | ArrayFeed] = [
-            SpillFeed(spill, inputs, scan.buffer_rows) for spill in spills
+            SpillFeed(spill, inputs, self.scan.buffer_rows) for spill in spills
         ]
         if isinstance(test, Scan):
-            spill = Spill(spill_folder(test.spill_dir), pipeline.row_shape)
-            for part in test.parts(learning.reads):
-                spill.write(
-                    pipeline.features(part), loss.targets(pipeline.targets(part), network.outputs)
-                )
+            (spill,) = self._spill(test, reads, made, shape, None, 1, None)
             feeds.append(SpillFeed(spill, inputs, test.buffer_rows))
         elif test is not None:
             test_rows = rows_of(test)
@@ -346,6 +327,50 @@ class Streamed(Source):
         if len(feeds[2]) == 0:
             raise DataError("no test rows: the test rows given hold none")
         return Feeds(pipeline, feeds[0], feeds[1], feeds[2])
+
+    def _learn(self, pipeline: Pipeline, split: _Split) -> list[ColumnName]:
+        """The first pass: the pipeline learned from the training rows. The columns it reads."""
+        learning = pipeline.learning(self.scan.names)
+        counts = np.zeros(3, np.int64)
+        for part in self.scan.parts(learning.reads):
+            where = split.of(part)
+            counts += np.bincount(where, minlength=3)
+            training = np.flatnonzero(where == 0)
+            if len(training):
+                learning.add(part if len(training) == part.count else part.take(training))
+        split.check(counts, self.scan.path)
+        learning.finish()
+        return learning.reads
+
+    @staticmethod
+    def _spill(
+        scan: Scan,
+        reads: list[ColumnName],
+        made: Callable[[Part], tuple[NDArray[np.float32], NDArray[Any]]],
+        shape: tuple[int, ...],
+        split: _Split | None,
+        count: int,
+        loss: Loss | None,
+    ) -> list[Spill]:
+        """A pass that makes every row's features and targets and spills them, each to the
+        spill of its part of the split (all to one without a split); the loss sees the distinct
+        training targets (its warnings)."""
+        folder = spill_folder(scan.spill_dir)
+        spills = [Spill(folder, shape) for _ in range(count)]
+        seen = _Distinct()
+        for part in scan.parts(reads):
+            features, targets = made(part)
+            if split is None:
+                spills[0].write(features, targets)
+                continue
+            where = split.of(part)
+            for index, spill in enumerate(spills):
+                rows = np.flatnonzero(where == index)
+                spill.write(features[rows], targets[rows])
+            seen.add(targets[where == 0])
+        if loss is not None and seen.values is not None:
+            loss.check_training_targets(seen.values)
+        return spills
 
 
 class _Split:
