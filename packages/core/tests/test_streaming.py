@@ -163,7 +163,7 @@ class Shares(Distribution):
 
 @pytest.mark.parametrize("world_size", [2, 3])
 @pytest.mark.parametrize("part", ["train", "validation"])
-def test_each_process_reads_only_its_share_of_every_batch(
+def test_each_process_keeps_only_its_share_of_every_batch(
     rows_csv: Path, world_size: int, part: str
 ) -> None:
     feed = getattr(_feeds(scan_csv(rows_csv, buffer_rows=512)), part)

@@ -225,7 +225,7 @@ class SpillFeed(Feed):
     the spill's blocks of rows are visited in a permutation keyed by it (`KeyedOrder`), and the
     rows of each buffer of `buffer_rows` (whole blocks, with the rows a buffer left over) are
     shuffled together, so an epoch takes every row once. In their own order otherwise. Of every
-    batch, a process reads from the spill only its share."""
+    batch, a process keeps (and its engine is given) only its share."""
 
     def __init__(self, spill: Spill, inputs: tuple[int, ...], buffer_rows: int) -> None:
         self.spill = spill
@@ -241,31 +241,43 @@ class SpillFeed(Feed):
         if order is None:
             window = max(1, self.buffer_rows // size) * size
             for low in range(0, count, window):
-                yield from self._cut(np.arange(low, min(low + window, count)), size, share)
+                high = min(low + window, count)
+                features, targets = self.spill.read(low, high)
+                yield from self._cut(features, targets, np.arange(high - low), size, share)
             return
         key = int(order.bits(1)[0])
         blocks, per_buffer = buffers(count, self.block, self.buffer_rows)
         visit = KeyedOrder(key, blocks)
-        carry = np.empty(0, np.int64)
+        features, targets = self.spill.read(0, 0)  # the rows a buffer leaves over: none yet
         for window, start in enumerate(range(0, blocks, per_buffer)):
             chosen = visit[np.arange(start, min(start + per_buffer, blocks), dtype=np.int64)]
-            rows = (chosen[:, None] * self.block + np.arange(self.block)).ravel()
-            rows = np.concatenate([carry, rows[rows < count]])
-            rows = rows[Generator(key, stream=window + 1).permutation(len(rows))]
-            cut = len(rows) if start + per_buffer >= blocks else len(rows) // size * size
-            carry = rows[cut:]
-            yield from self._cut(rows[:cut], size, share)
+            read = self.spill.blocks(chosen, self.block)
+            features, targets = (
+                np.concatenate([features, read[0]]),
+                np.concatenate([targets, read[1]]),
+            )
+            shuffled = Generator(key, stream=window + 1).permutation(len(features))
+            cut = len(shuffled) if start + per_buffer >= blocks else len(shuffled) // size * size
+            yield from self._cut(features, targets, shuffled[:cut], size, share)
+            features, targets = features[shuffled[cut:]], targets[shuffled[cut:]]
 
-    def _cut(self, rows: NDArray[np.int64], size: int, share: ShareOf) -> Iterator[Batch]:
-        """The batches of `size` of these rows (numbers in the spill), each process's share read."""
+    def _cut(
+        self,
+        features: NDArray[np.float32],
+        targets: NDArray[Any],
+        rows: NDArray[np.int64],
+        size: int,
+        share: ShareOf,
+    ) -> Iterator[Batch]:
+        """The batches of `size` of these rows of a buffer, each process's share taken."""
         spans = []
         for start in range(0, len(rows), size):
             total = min(size, len(rows) - start)
             first, last = share(total)
             spans.append((start + first, start + last, (first, last, total)))
         mine = np.concatenate([rows[a:b] for a, b, _ in spans]) if spans else rows
-        features, targets = self.spill.gather(mine, self.block)
-        features = features.reshape(len(mine), *self.inputs)
+        features = features[mine].reshape(len(mine), *self.inputs)
+        targets = targets[mine]
         at = 0
         for a, b, where in spans:
             yield Batch(features[at : at + b - a], targets[at : at + b - a], where)

@@ -78,32 +78,32 @@ class Spill:
 
     def read(self, start: int, stop: int) -> tuple[NDArray[np.float32], NDArray[Any]]:
         """Rows start .. stop - 1."""
-        count = max(0, stop - start)
+        return self._ranges(np.array([start]), np.array([min(stop, self.rows)]))
+
+    def blocks(
+        self, numbers: NDArray[np.int64], block: int
+    ) -> tuple[NDArray[np.float32], NDArray[Any]]:
+        """The rows of the blocks `numbers` (block b: rows b * block .. b * block + block - 1,
+        those there are), one after another in that order: one read a block into place."""
+        starts = numbers * block
+        return self._ranges(starts, np.minimum(starts + block, self.rows))
+
+    def _ranges(
+        self, starts: NDArray[np.int64], stops: NDArray[np.int64]
+    ) -> tuple[NDArray[np.float32], NDArray[Any]]:
+        count = int(np.maximum(stops - starts, 0).sum())
         features = np.empty((count, *self.shape), np.float32)
         targets = np.empty((count, *self.target_shape), self.target_dtype)
-        if count:
-            assert self._targets is not None
-            _fill(self._features, features, start * features[0].nbytes)
-            _fill(self._targets, targets, start * targets[0].nbytes)
-        return features, targets
-
-    def gather(
-        self, rows: NDArray[np.int64], block: int
-    ) -> tuple[NDArray[np.float32], NDArray[Any]]:
-        """The rows numbered `rows`, in that order: each block of `block` rows they touch is read
-        once, from its first row asked for to its last."""
-        features = np.empty((len(rows), *self.shape), np.float32)
-        targets = np.empty((len(rows), *self.target_shape), self.target_dtype)
-        if len(rows) == 0:
+        if count == 0:
             return features, targets
-        order = np.argsort(rows, kind="stable")
-        ranked = rows[order]
-        cuts = np.flatnonzero(np.diff(ranked // block)) + 1
-        for group in np.split(np.arange(len(ranked)), cuts):
-            low, high = int(ranked[group[0]]), int(ranked[group[-1]]) + 1
-            got_features, got_targets = self.read(low, high)
-            features[order[group]] = got_features[ranked[group] - low]
-            targets[order[group]] = got_targets[ranked[group] - low]
+        assert self._targets is not None
+        width, target_width = features[0].nbytes, targets[0].nbytes
+        at = 0
+        for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+            if stop > start:
+                _fill(self._features, features[at : at + stop - start], start * width)
+                _fill(self._targets, targets[at : at + stop - start], start * target_width)
+                at += stop - start
         return features, targets
 
     def close(self) -> None:
