@@ -161,6 +161,8 @@ def distributed(session: nox.Session) -> None:
         *CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TESTBUFFER, TORCH, DISTRIBUTED
     )
     session.run("pytest", "packages/distributed/tests", "-q", *session.posargs)
+    # A scanned file's run over 2 and 3 processes (one of the core's streaming tests).
+    session.run("pytest", "packages/core/tests/test_streaming.py", "-q", "-k", "several_processes")
 
 
 @nox.session(python=TORCH_PYTHON)

@@ -212,6 +212,25 @@ def test_a_run_hands_each_process_its_share_of_the_global_batches(rows_csv: Path
         assert (a, b + (d - c), total) == (0, total, other) and b == c
 
 
+def test_a_streaming_run_on_several_processes_is_the_one_process_run(rows_csv: Path) -> None:
+    distributed = pytest.importorskip("deepsharp.distributed")
+    pytest.importorskip("torch.distributed")
+    if not issubclass(distributed.DataParallel, Distribution):
+        pytest.skip("deepsharp-distributed's DataParallel is not yet the loop's Distribution")
+    from streaming_workers import streamed_run
+
+    _, alone, test_rows = streamed_run(str(rows_csv), parallel=False)
+    for processes in (2, 3):
+        first, again = (
+            distributed.launch(streamed_run, processes, str(rows_csv), True) for _ in "12"
+        )
+        assert first == again  # the same run again, bit for bit, at this world size
+        _, measures, rows = first
+        assert rows == test_rows  # every process drew the same split
+        assert abs(measures["accuracy"] - alone["accuracy"]) <= 2 / rows
+        assert measures["loss"] == pytest.approx(alone["loss"], rel=1e-6)  # float32 rounding
+
+
 # --- whole runs --------------------------------------------------------------------------------
 
 
