@@ -153,12 +153,20 @@ class Shares(Distribution):
     deepsharp-distributed's DataParallel takes it (no communication: a feed's test)."""
 
     def __init__(self, rank: int, world_size: int) -> None:
-        self.rank, self.world_size = rank, world_size
+        self.place, self.processes = rank, world_size
+
+    @property
+    def rank(self) -> int:  # type: ignore[override]
+        return self.place
+
+    @property
+    def world_size(self) -> int:  # type: ignore[override]
+        return self.processes
 
     def share(self, count: int) -> tuple[int, int]:
-        base, extra = divmod(count, self.world_size)
-        start = self.rank * base + min(self.rank, extra)
-        return start, start + base + (1 if self.rank < extra else 0)
+        base, extra = divmod(count, self.processes)
+        start = self.place * base + min(self.place, extra)
+        return start, start + base + (1 if self.place < extra else 0)
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
