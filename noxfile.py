@@ -58,8 +58,11 @@ def _contracts(session: nox.Session, engine: str) -> None:
 def tests(session: nox.Session) -> None:
     """The core's tests (light engine), the test engine's, and the contracts on both engines
     (the light engine at precisions strict and float32)."""
-    # The optional companions (pandas rows, plots, other safetensors readers) on one version.
-    extras = ["pandas", "matplotlib", "safetensors"] if session.python == TORCH_PYTHON else []
+    # The optional companions (pandas rows, plots, other safetensors readers, Parquet files)
+    # on one version.
+    extras = (
+        ["pandas", "matplotlib", "safetensors", "pyarrow"] if session.python == TORCH_PYTHON else []
+    )
     session.install(
         *CONSTRAINTS, "pytest", "hypothesis", "tqdm", *extras, CORE, TESTBUFFER, CONTRACTS
     )
@@ -159,6 +162,8 @@ def distributed(session: nox.Session) -> None:
         *CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TESTBUFFER, TORCH, DISTRIBUTED
     )
     session.run("pytest", "packages/distributed/tests", "-q", *session.posargs)
+    # A scanned file's run over 2 and 3 processes (one of the core's streaming tests).
+    session.run("pytest", "packages/core/tests/test_streaming.py", "-q", "-k", "several_processes")
 
 
 @nox.session(python=TORCH_PYTHON)
@@ -224,6 +229,7 @@ def dev(session: nox.Session) -> None:
         "nox",
         "tqdm",
         "matplotlib",
+        "pyarrow",
         "-e",
         CORE,
         "-e",

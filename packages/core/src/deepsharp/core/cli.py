@@ -14,7 +14,7 @@ import io
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from importlib import import_module
 from pathlib import Path
 from typing import Any
@@ -198,7 +198,7 @@ def _sample(arguments: argparse.Namespace) -> int:
 
 
 def _predict(arguments: argparse.Namespace) -> int:
-    from deepsharp.core.data.pipeline import read_csv
+    from deepsharp.core.data.scan import scan_csv
     from deepsharp.core.files import write_atomically
     from deepsharp.core.serving import TrainedNetwork
 
@@ -206,30 +206,44 @@ def _predict(arguments: argparse.Namespace) -> int:
         _writable(arguments.output, "--output")
     engine = _engine(arguments.engine)
     trained = TrainedNetwork.load(arguments.file)
-    rows = read_csv(arguments.rows)
-    answers = trained.predict(rows, engine)
-    classes = trained.pipeline.classes
-    if answers.shape[1] == 1:
-        header = [f"{trained.pipeline.target_name or 'answer'}"]
-    elif classes is not None and len(classes) == answers.shape[1]:
-        header = [f"{trained.pipeline.target_name}={label}" for label in classes]
-    else:
-        header = [f"output{index}" for index in range(answers.shape[1])]
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows([[repr(float(value)) for value in row] for row in answers])
+    rows = scan_csv(arguments.rows)  # read and answered a part at a time: memory stays flat
+    answers = _AnswerLines(trained, trained.predict_parts(rows, engine))
     if arguments.output:
         try:
-            write_atomically(arguments.output, text.getvalue().encode("utf-8"))
+            write_atomically(arguments.output, answers)
         except OSError as error:
             raise CommandError(
                 _system(error, "could not write the answers to", arguments.output)
                 + _left(arguments.output)
             ) from None
-        print(f"wrote {len(answers)} answers to {arguments.output}", file=sys.stderr)
+        print(f"wrote {answers.rows} answers to {arguments.output}", file=sys.stderr)
         return 0
-    return _to_stdout(text.getvalue())
+    return _to_stdout(answers)
+
+
+class _AnswerLines:
+    """The answers as CSV text, a part at a time: the header, then a line a row (counted)."""
+
+    def __init__(self, trained: Any, parts: Iterator[Any]) -> None:
+        self.trained = trained
+        self.parts = parts
+        self.rows = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        pipeline, outputs = self.trained.pipeline, self.trained.outputs
+        if outputs == 1:
+            header = [f"{pipeline.target_name or 'answer'}"]
+        elif pipeline.classes is not None and len(pipeline.classes) == outputs:
+            header = [f"{pipeline.target_name}={label}" for label in pipeline.classes]
+        else:
+            header = [f"output{index}" for index in range(outputs)]
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerow(header)
+        yield text.getvalue().encode("utf-8")
+        for answers in self.parts:
+            self.rows += len(answers)
+            # Each value as repr(float(value)), the shortest text that reads back the same.
+            yield "".join(",".join(map(repr, row)) + "\n" for row in answers.tolist()).encode()
 
 
 def _left(path: str) -> str:
@@ -239,9 +253,11 @@ def _left(path: str) -> str:
     return "" if Path(path).exists() else "; nothing was written"
 
 
-def _to_stdout(text: str) -> int:
+def _to_stdout(parts: Iterable[bytes]) -> int:
+    """Write the parts to standard output as they come."""
     try:
-        sys.stdout.write(text)
+        for part in parts:
+            sys.stdout.buffer.write(part)
         sys.stdout.flush()
     except BrokenPipeError:  # the reader stopped early (`deepsharp predict ... | head`): quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

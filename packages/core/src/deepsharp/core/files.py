@@ -83,12 +83,13 @@ _KINDS = {
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) -> None:
-    """Write `data` (bytes, or a sequence of bytes-like parts) to a temporary file beside `path`,
+    """Write `data` (bytes, or bytes-like parts, written as they come: a stream's memory stays
+    flat) to a temporary file beside `path`,
     flush it to disk, then rename it into place: a crash, a kill or a full disk leaves either the
     old file or the new one, never half of one. The new file keeps the old one's mode, or takes
     the umask's. A device or a pipe (`/dev/stdout`) is written straight into."""
     target = Path(path)
-    parts = [data] if isinstance(data, (bytes, bytearray, memoryview)) else list(data)
+    parts = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
     try:
         before: os.stat_result | None = os.stat(target)
     except (FileNotFoundError, NotADirectoryError):
@@ -119,7 +120,7 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) 
     _sync_folder(folder)
 
 
-def _write_parts(stream: BinaryIO, parts: list[Any]) -> None:
+def _write_parts(stream: BinaryIO, parts: Iterable[Any]) -> None:
     for part in parts:
         stream.write(part)
 
