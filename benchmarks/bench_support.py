@@ -39,7 +39,7 @@ SETTLE = 0.3
 waiting for more (OpenBLAS's under NumPy about 0.1 s, libgomp's under torch a few ms), and would
 take the cores from the next side's first calls. Rested, each side's round has the cores alone."""
 
-ROUND_SECONDS = 0.05
+ROUND_SECONDS = 0.1
 """About how long each side works in a round: as many calls as fill it (at least one)."""
 
 LONG = 1.0
@@ -65,19 +65,85 @@ def engine_specs(mixed: bool = False) -> list[str]:
     return specs
 
 
+BUSY = 0.2
+"""A round is busy where other processes took more than this share of the machine's cores
+while one of its sides was timed (read from /proc/stat beside this process's own CPU time)."""
+
+
 @dataclass
 class Timed:
-    """One side's seconds a call, round by round (None where it sat a round out)."""
+    """One side's seconds a call round by round, and the share of the cores other processes
+    took while it was timed (None where it sat the round out, or where that is unknown)."""
 
     calls: int
     seconds: list[float | None]
+    others: list[float | None]
+
+
+@dataclass
+class Rounds:
+    """Every side's timings in the same rounds, and which rounds were quiet.
+
+    The figures come from the quiet rounds where at least half of the rounds (and 3) were
+    quiet; otherwise from every round, and the comparison is `busy`: its figures say more about
+    the other processes than about the code."""
+
+    timed: dict[str, Timed]
 
     @property
-    def median(self) -> float:
-        return statistics.median(s for s in self.seconds if s is not None)
+    def count(self) -> int:
+        return max(len(t.seconds) for t in self.timed.values())
+
+    def others(self, round_: int) -> float:
+        """The most of the cores other processes took while a side of this round was timed."""
+        shares = [t.others[round_] for t in self.timed.values() if t.others[round_] is not None]
+        return max(shares, default=0.0)
+
+    @property
+    def quiet(self) -> list[int]:
+        return [r for r in range(self.count) if self.others(r) <= BUSY]
+
+    @property
+    def busy(self) -> bool:
+        return len(self.quiet) < min(self.count, max(3, (self.count + 1) // 2))
+
+    @property
+    def kept(self) -> list[int]:
+        return list(range(self.count)) if self.busy else self.quiet
+
+    def seconds(self, name: str) -> list[float]:
+        timed = self.timed[name].seconds
+        return [s for r in self.kept if (s := timed[r]) is not None]
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.seconds(name))
+
+    def ratios(self, name: str, peer: str) -> list[float]:
+        """The side's time over the peer's, round by round, where both were timed."""
+        mine, theirs = self.timed[name].seconds, self.timed[peer].seconds
+        return [
+            a / b for r in self.kept if (a := mine[r]) is not None and (b := theirs[r]) is not None
+        ]
+
+    def load(self) -> dict[str, Any]:
+        """What the other processes took, for the results: each round's share, and the verdict."""
+        return {
+            "others_share_each_round": [round(self.others(r), 3) for r in range(self.count)],
+            "quiet_rounds": len(self.quiet),
+            "busy": self.busy,
+        }
 
 
-def interleaved(sides: Mapping[str, Callable[[], object]], rounds: int) -> dict[str, Timed]:
+def busy(load: Mapping[str, Any]) -> str:
+    """What a busy comparison's load was, in words, for its messages."""
+    shares = load["others_share_each_round"]
+    return (
+        f"other processes took up to {max(shares):.0%} of the cores; {load['quiet_rounds']} of "
+        f"{len(shares)} rounds quiet: measure again on a quiet machine"
+    )
+
+
+def interleaved(sides: Mapping[str, Callable[[], object]], rounds: int) -> Rounds:
     """Each side's seconds a call, timed in `rounds` interleaved rounds (see the module);
     DEEPSHARP_BENCHMARK_ROUNDS sets another count for every comparison (a quick look: 2)."""
     rounds = int(os.environ.get("DEEPSHARP_BENCHMARK_ROUNDS", rounds))
@@ -90,49 +156,70 @@ def interleaved(sides: Mapping[str, Callable[[], object]], rounds: int) -> dict[
         calls[name] = max(1, min(10_000, round(ROUND_SECONDS / max(once, 1e-7))))
         if once > LONG:
             long.add(name)
-    timed = {name: Timed(calls[name], []) for name in sides}
+    timed = {name: Timed(calls[name], [], []) for name in sides}
     names = list(sides)
     for round_ in range(rounds):
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
             if name in long and round_ >= LONG_ROUNDS:
                 timed[name].seconds.append(None)
+                timed[name].others.append(None)
                 continue
             work, number = sides[name], calls[name]
             time.sleep(SETTLE)
-            start = time.perf_counter()
+            before = _machine()
             for _ in range(number):
                 work()
-            timed[name].seconds.append((time.perf_counter() - start) / number)
-    return timed
+            after = _machine()
+            timed[name].seconds.append((after[0] - before[0]) / number)
+            timed[name].others.append(_others(before, after))
+    return Rounds(timed)
 
 
-def ratios(side: Timed, peer: Timed) -> list[float]:
-    """The side's time over the peer's, round by round, where both were timed."""
-    return [
-        mine / theirs
-        for mine, theirs in zip(side.seconds, peer.seconds)
-        if mine is not None and theirs is not None
-    ]
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_CORES = os.cpu_count() or 1
+
+
+def _machine() -> tuple[float, float | None, float]:
+    """Now: the wall clock, the CPU seconds every core has worked since boot (None where
+    /proc/stat is missing), and this process's CPU seconds (all its threads)."""
+    wall, own = time.perf_counter(), time.process_time()
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return wall, None, own
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return wall, (user + nice + system + irq + softirq + steal) / _TICKS, own
+
+
+def _others(
+    before: tuple[float, float | None, float], after: tuple[float, float | None, float]
+) -> float | None:
+    """The share of the machine's cores that other processes (or the hypervisor) took."""
+    if before[1] is None or after[1] is None:
+        return None
+    others = (after[1] - before[1]) - (after[2] - before[2])
+    return min(1.0, max(0.0, others / ((after[0] - before[0]) * _CORES)))
 
 
 def compare(
     sides: Mapping[str, Callable[[], object]], peer: Callable[[], object], rounds: int
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """Every side beside the peer in the same rounds: each side's figures (median step, the
-    median of its per-round ratios, the ratios themselves) and the peer's."""
+    median of its per-round ratios, the ratios themselves) and the peer's, with the load."""
     timed = interleaved({**sides, "": peer}, rounds)
-    theirs = timed.pop("")
     figures = {}
-    for name, mine in timed.items():
-        each = ratios(mine, theirs)
+    for name in sides:
+        each = timed.ratios(name, "")
         figures[name] = {
-            "step_us": _us(mine.median),
+            "step_us": _us(timed.median(name)),
             "ratio": round(statistics.median(each), 3),
             "ratios": [round(r, 3) for r in each],
-            "calls_a_round": mine.calls,
+            "calls_a_round": timed.timed[name].calls,
         }
-    return figures, {"step_us": _us(theirs.median), "calls_a_round": theirs.calls}
+    peer_figures = {"step_us": _us(timed.median("")), "calls_a_round": timed.timed[""].calls}
+    return figures, {**peer_figures, **timed.load()}
 
 
 def _us(seconds: float) -> float:

@@ -51,8 +51,12 @@ same rounds, one after another, each side's round resting {settle} s first (a th
 has just worked spins a while and would take the cores from the next side) and filling about
 {round_ms} ms with calls, the order turned from round to round; an engine's ratio is the
 **median over the rounds of its time over PyTorch's time in the same round**. The range beside
-it is the lowest and highest round. Step times are medians, shown for scale. Every step takes
-fresh copies of its rows. The code is in `benchmarks/` ([how it works](../benchmarks/README.md)).
+it is the lowest and highest round. While each side is timed, the share of the cores other
+processes take is read from the system; a round in which they took over {busy:.0%} is left out
+where at least half the rounds were quiet, and a workload with fewer quiet rounds is marked
+*busy*: its figures say more about the other processes than about the code. Step times are
+medians, shown for scale. Every step takes fresh copies of its rows. The code is in
+`benchmarks/` ([how it works](../benchmarks/README.md)).
 """
 
 PRECISIONS = """\
@@ -159,24 +163,35 @@ def steps_section(steps: Mapping[str, Any]) -> list[str]:
     lines = [
         "## Training steps",
         "",
-        "| workload | engine | step | PyTorch's step | ratio | rounds' range | goal |",
-        "|---|---|---|---|---|---|---|",
+        "| workload | rounds | engine | step | PyTorch's step | ratio | rounds' range | goal |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for _, workload in in_order(steps):
-        title = workload["title"]
+        title, rounds = workload["title"], rounds_cell(workload)
         for spec in sorted(workload["engines"], key=engine_key):
             figures = workload["engines"][spec]
             ratio = times(figures["ratio"])
             if figures.get("goal") is not None and figures["ratio"] <= figures["goal"]:
                 ratio = f"**{ratio}**"
             lines.append(
-                f"| {title} | {spec} | {duration(figures['step_us'])} | "
+                f"| {title} | {rounds} | {spec} | {duration(figures['step_us'])} | "
                 f"{duration(workload['peer_step_us'])} | {ratio} | {spread(figures)} | "
                 f"{verdict(figures)} |"
             )
-            title = ""
+            title = rounds = ""
     lines += ["", *strict_costs(steps), ""]
     return lines
+
+
+def rounds_cell(figures: Mapping[str, Any]) -> str:
+    """How many rounds, how many quiet, and *busy* where too few were."""
+    shares = figures.get("others_share_each_round")
+    if shares is None:
+        return str(figures.get("rounds", "—"))
+    said = f"{figures['quiet_rounds']} of {len(shares)} quiet"
+    if figures.get("busy"):
+        said += f"; *busy* (others took up to {max(shares):.0%} of the cores)"
+    return said
 
 
 def in_order(steps: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -250,8 +265,8 @@ def scaling_section(scaling: Mapping[str, Any] | None) -> list[str]:
         lines.append(f"**{_group_title(group, first['title'])}**")
         lines += [
             "",
-            f"| {unit} | PyTorch's step | " + " | ".join(engines) + " |",
-            "|---|---|" + "---|" * len(engines),
+            f"| {unit} | rounds | PyTorch's step | " + " | ".join(engines) + " |",
+            "|---|---|---|" + "---|" * len(engines),
         ]
         for size in ordered:
             point = sizes[size]
@@ -263,7 +278,9 @@ def scaling_section(scaling: Mapping[str, Any] | None) -> list[str]:
                 for spec in engines
             ]
             lines.append(
-                f"| {int(size):,} | {duration(point['peer_step_us'])} | " + " | ".join(cells) + " |"
+                f"| {int(size):,} | {rounds_cell(point)} | {duration(point['peer_step_us'])} | "
+                + " | ".join(cells)
+                + " |"
             )
         lines += ["", *crossovers(sizes, ordered, unit), ""]
     return lines
@@ -308,12 +325,13 @@ def crossovers(sizes: Mapping[str, Any], ordered: Sequence[str], unit: str) -> l
 
 
 def page(steps: Mapping[str, Any] | None, scaling: Mapping[str, Any] | None) -> str:
-    settle, round_ms = 0.3, 50
+    settle, round_ms, busy = 0.3, 100, 0.2
     try:
         sys.path.insert(0, str(HERE))
         import bench_support
 
         settle, round_ms = bench_support.SETTLE, round(bench_support.ROUND_SECONDS * 1000)
+        busy = bench_support.BUSY
     except ImportError:  # the page can be written where deepsharp is not installed
         pass
     environments = {}
@@ -321,7 +339,7 @@ def page(steps: Mapping[str, Any] | None, scaling: Mapping[str, Any] | None) -> 
         environments["steps.json"] = steps.get("environment", {})
     if scaling:
         environments["scaling.json"] = scaling.get("environment", {})
-    lines = [INTRO.format(settle=settle, round_ms=round_ms), *machine(environments)]
+    lines = [INTRO.format(settle=settle, round_ms=round_ms, busy=busy), *machine(environments)]
     if steps and steps.get("steps"):
         lines += steps_section(steps["steps"])
     else:

@@ -31,12 +31,16 @@ STEPS = {
         "conv-32x8": {
             "title": "Convolution: 32 images",
             "order": 1,
+            "others_share_each_round": [0.0, 0.5, 0.6],
+            "quiet_rounds": 1,
+            "busy": True,
             "peer_step_us": 3000.0,
             "engines": {"light": _step(1.9, 5700.0), "light:float32": _step(1.1, 3300.0, 1.0)},
         },
         "titanic": {
             "title": "Titanic: 32 rows",
             "order": 0,
+            "rounds": 11,
             "peer_step_us": 800.0,
             "engines": {"light": _step(0.25, 200.0, 0.3)},
         },
@@ -71,11 +75,12 @@ def test_the_page_gives_the_machine_the_command_and_every_figure_with_its_goal()
     for said in ("Some Xeon", "2.13.0+cpu", "2.4.6", "torch (intra-op): 2", "`nox -s benchmarks`"):
         assert said in text
     assert (
-        "| Titanic: 32 rows | light | 200 µs | 800 µs | **0.25×** | 0.23–0.30 | ≤ 0.3× — met |"
+        "| Titanic: 32 rows | 11 | light | 200 µs | 800 µs | **0.25×** | 0.23–0.30 | ≤ 0.3× — met |"
         in text
     )
     assert "| light:float32 | 3.3 ms | 3 ms | 1.10× | 0.99–1.32 | ≤ 1× — **not met** |" in text
     assert text.index("Titanic: 32 rows") < text.index("Convolution: 32 images")
+    assert "| 1 of 3 quiet; *busy* (others took up to 60% of the cores) | light |" in text
     assert "light takes 1.73× on conv-32x8 of light:float32's time" in text
     assert "**1,250,000 rows/s** (80 ms; the pipeline 85% of it) | ≥ 1,000,000 rows/s — met" in text
     assert "`nox -s scaling` gives the tables" in text

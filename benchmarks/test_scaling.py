@@ -31,6 +31,7 @@ def test_how_cost_grows(workload: Workload) -> None:
             "peer": workload.peer_name,
             "peer_step_us": peer["step_us"],
             "rounds": workload.rounds,
+            **{key: peer[key] for key in ("others_share_each_round", "quiet_rounds", "busy")},
             "engines": engines,
         },
     )
