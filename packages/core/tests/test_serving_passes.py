@@ -22,6 +22,7 @@ from deepsharp.core import (
     make_engine,
 )
 from deepsharp.core.data.pipeline import Pipeline
+from deepsharp.core.engine import describe_engine, precision_named
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.core.nn.layers import Pass
 from deepsharp.core.random import Generator
@@ -29,15 +30,18 @@ from deepsharp.core.serving import CHUNK, TrainedNetwork
 
 
 def _strict_engines() -> list[str]:
-    """The batch-invariant engines installed here: light, and the test engine where present."""
+    """Every engine installed here at each precision that promises batch invariance (strict):
+    light, and testbuffer and torch:cpu:strict where present."""
     found = []
-    for spec in ("light", "testbuffer"):
+    for name in available_engines():
         try:
-            make_engine(spec)
-        except (EngineUnavailableError, ValueError):
+            description = describe_engine(name)
+            made = make_engine(description.default_spec)
+        except EngineUnavailableError:
             continue
-        if spec.split(":")[0] in available_engines():
-            found.append(spec)
+        specs = {description.default_spec: made.identity.precision}
+        specs.update((description.spec_with(p), p) for p in description.precisions)
+        found += [spec for spec, p in specs.items() if precision_named(p).batch_invariant]
     return found
 
 
