@@ -96,7 +96,7 @@ class Rounds:
 
     def others(self, round_: int) -> float:
         """The most of the cores other processes took while a side of this round was timed."""
-        shares = [t.others[round_] for t in self.timed.values() if t.others[round_] is not None]
+        shares = [share for t in self.timed.values() if (share := t.others[round_]) is not None]
         return max(shares, default=0.0)
 
     @property
@@ -296,69 +296,52 @@ def _commit() -> str | None:
 
 # --- results -------------------------------------------------------------------------------
 
-_results: dict[str, dict[str, Any]] = {}
+_recorded: dict[str, list[tuple[tuple[str, ...], dict[str, Any]]]] = {}
 
 
 def record(file: str, path: Sequence[str], figures: Mapping[str, Any]) -> None:
     """Keep figures at `path` in the results file `file` (steps or scaling); the files are
     written when the session ends, with the machine they were measured on."""
-    place = _results.setdefault(file, {})
-    for key in path[:-1]:
-        place = place.setdefault(key, {})
-    place[path[-1]] = dict(figures)
-    shown = ", ".join(f"{k}={v}" for k, v in figures.items() if k != "ratios")
+    _recorded.setdefault(file, []).append((tuple(path), dict(figures)))
+    shown = ", ".join(f"{k}={v}" for k, v in figures.items() if k not in ("ratios", "engines"))
     print(f"\n{file}: {' / '.join(path)}: {shown}")
 
 
 def summary() -> list[str]:
-    """One line a comparison measured in this session, for the terminal."""
+    """One line a comparison or job measured in this session, for the terminal."""
     lines = []
-    for figures in _results.values():
-        for path, found in _leaves(figures, ()):
+    for records in _recorded.values():
+        for path, found in records:
+            where = " / ".join(path)
             if "engines" in found:
                 ratios = ", ".join(
                     f"{spec} {each['ratio']:.2f}x" for spec, each in found["engines"].items()
                 )
-                lines.append(f"{' / '.join(path)}: {ratios} (peer {found['peer_step_us']:.0f} us)")
+                lines.append(f"{where}: {ratios} (peer {found['peer_step_us']:.0f} us)")
             elif "rows_per_second" in found:
-                lines.append(f"{' / '.join(path)}: {found['rows_per_second']:,} rows/s")
+                lines.append(f"{where}: {found['rows_per_second']:,} rows/s")
             elif "seconds" in found:
-                lines.append(f"{' / '.join(path)}: {found['seconds']} s")
+                lines.append(f"{where}: {found['seconds']} s")
     return lines
 
 
-def _leaves(figures: Mapping[str, Any], path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
-    """The recorded comparisons and jobs, with their paths."""
-    if "engines" in figures or "seconds" in figures:
-        return [(path, figures)]
-    found = []
-    for key, value in figures.items():
-        if isinstance(value, Mapping):
-            found += _leaves(value, (*path, key))
-    return found
-
-
 def write_results() -> list[Path]:
-    """Each results file measured in this session, merged into what it held (a partial run
-    replaces only what it measured), with this session's machine."""
+    """Each results file measured in this session, with this session's machine: what it
+    measured replaces what the file held at the same place, the rest is kept (a partial run)."""
     written: list[Path] = []
-    if not _results:
+    if not _recorded:
         return written
     RESULTS.mkdir(parents=True, exist_ok=True)
     machine = environment()
-    for file, figures in _results.items():
+    for file, records in _recorded.items():
         path = RESULTS / f"{file}.json"
         held = json.loads(path.read_text()) if path.exists() else {}
-        _merge(held, figures)
+        for where, figures in records:
+            place = held
+            for key in where[:-1]:
+                place = place.setdefault(key, {})
+            place[where[-1]] = figures
         held["environment"] = machine
         path.write_text(json.dumps(held, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         written.append(path)
     return written
-
-
-def _merge(into: dict[str, Any], figures: Mapping[str, Any]) -> None:
-    for key, value in figures.items():
-        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
-        else:
-            into[key] = value

@@ -35,23 +35,24 @@ LIMITS: dict[tuple[str, str], float] = {
     ("conv-256x32", "torch:cpu"): 1.0,
 }
 
-# (workload, engine) -> the ratio that would mean a regression.
+# (workload, engine) -> the ratio that would mean a regression: about 1.5x what quiet rounds
+# measure (set from this machine's quiet runs; the busy ones are told apart, see bench_support).
 GUARDS: dict[tuple[str, str], float] = {
     ("titanic", "light"): 0.6,
     ("titanic", "light:float32"): 0.6,
-    ("titanic", "torch:cpu"): 1.5,
-    ("titanic", "torch:cpu:strict"): 1.8,
-    ("titanic", "testbuffer"): 6.0,
+    ("titanic", "torch:cpu"): 1.2,
+    ("titanic", "torch:cpu:strict"): 1.5,
+    ("titanic", "testbuffer"): 3.0,
     ("conv-32x8", "light"): 3.0,
     ("conv-32x8", "light:float32"): 1.8,
-    ("conv-32x8", "torch:cpu"): 1.6,
-    ("conv-32x8", "torch:cpu:strict"): 2.4,
-    ("conv-32x8", "testbuffer"): 150.0,
-    ("conv-256x32", "light"): 5.0,
+    ("conv-32x8", "torch:cpu"): 1.8,
+    ("conv-32x8", "torch:cpu:strict"): 2.5,
+    ("conv-32x8", "testbuffer"): 30.0,
+    ("conv-256x32", "light"): 5.5,
     ("conv-256x32", "light:float32"): 3.0,
-    ("conv-256x32", "torch:cpu"): 2.5,
+    ("conv-256x32", "torch:cpu"): 1.8,
     ("conv-256x32", "torch:cpu:strict"): 4.0,
-    ("conv-256x32", "testbuffer"): 300.0,
+    ("conv-256x32", "testbuffer"): 60.0,
 }
 
 SPECS = engine_specs()
