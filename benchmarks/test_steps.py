@@ -35,8 +35,9 @@ LIMITS: dict[tuple[str, str], float] = {
     ("conv-256x32", "torch:cpu"): 1.0,
 }
 
-# (workload, engine) -> the ratio that would mean a regression: about 1.5x what quiet rounds
-# measure (set from this machine's quiet runs; the busy ones are told apart, see bench_support).
+# (workload, engine) -> the ratio that would mean a regression: about 1.5x the quiet figures
+# (provisional: from the ranges the 2-core CI machine measured before, best rounds then; a busy
+# comparison's breach is told apart, see bench_support.Rounds).
 GUARDS: dict[tuple[str, str], float] = {
     ("titanic", "light"): 0.6,
     ("titanic", "light:float32"): 0.6,
