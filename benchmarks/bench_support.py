@@ -234,6 +234,7 @@ def environment() -> dict[str, Any]:
     the command and the commit."""
     found: dict[str, Any] = {
         "processor": _processor(),
+        "vector_extensions": _extensions(),
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "system": platform.platform(terse=True),
@@ -265,6 +266,21 @@ def _processor() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+EXTENSIONS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
+"""The processor's vector extensions worth naming beside figures (bfloat16 needs the last three)."""
+
+
+def _extensions() -> list[str] | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                return [name for name in EXTENSIONS if name in flags]
+    except OSError:
+        pass
+    return None
 
 
 def _threads() -> dict[str, Any]:

@@ -26,6 +26,7 @@ PAGE = HERE.parent / "docs" / "performance.md"
 ENGINE_ORDER = ("light", "light:float32", "torch:cpu", "torch:cpu:strict", "testbuffer")
 MACHINE_FIELDS = (
     ("processor", "processor"),
+    ("vector_extensions", "vector extensions"),
     ("cores", "cores"),
     ("system", "system"),
     ("python", "Python"),
@@ -155,6 +156,8 @@ def _cell(value: Any) -> str:
         return "—"
     if isinstance(value, Mapping):
         return "; ".join(f"{k}: {v}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "none of those named"
     text = str(value)
     return f"`{text}`" if text.startswith(("pytest", "nox")) else text
 
