@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from performance_doc import crossovers, page
@@ -31,9 +32,9 @@ STEPS = {
         "conv-32x8": {
             "title": "Convolution: 32 images",
             "order": 1,
-            "others_share_each_round": [0.0, 0.5, 0.6],
-            "quiet_rounds": 1,
-            "busy": True,
+            "others_share_each_round": [0.0, 0.1, 0.0],
+            "quiet_rounds": 3,
+            "busy": False,
             "peer_step_us": 3000.0,
             "engines": {"light": _step(1.9, 5700.0), "light:float32": _step(1.1, 3300.0, 1.0)},
         },
@@ -80,10 +81,22 @@ def test_the_page_gives_the_machine_the_command_and_every_figure_with_its_goal()
     )
     assert "| light:float32 | 3.3 ms | 3 ms | 1.10× | 0.99–1.32 | ≤ 1× — **not met** |" in text
     assert text.index("Titanic: 32 rows") < text.index("Convolution: 32 images")
-    assert "| 1 of 3 quiet; *busy* (others took up to 60% of the cores) | light |" in text
+    assert "| 3 of 3 quiet | light |" in text
     assert "light takes 1.73× on conv-32x8 of light:float32's time" in text
     assert "**1,250,000 rows/s** (80 ms; the pipeline 85% of it) | ≥ 1,000,000 rows/s — met" in text
     assert "`nox -s scaling` gives the tables" in text
+
+
+def test_a_busy_comparison_is_marked_and_its_goals_not_judged() -> None:
+    busy = copy.deepcopy(STEPS)
+    busy["steps"]["conv-32x8"].update(
+        others_share_each_round=[0.0, 0.5, 0.6], quiet_rounds=1, busy=True
+    )
+    text = page(busy, None)
+    assert "| 1 of 3 quiet; *busy* (others took up to 60% of the cores) | light |" in text
+    assert (
+        "| light:float32 | 3.3 ms | 3 ms | 1.10× | 0.99–1.32 | ≤ 1× — not judged (busy) |" in text
+    )
 
 
 def test_the_page_holds_no_history() -> None:

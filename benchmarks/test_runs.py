@@ -21,8 +21,10 @@ ROUNDS = 7
 
 
 def test_the_titanic_sample_runs_within_3_seconds() -> None:
-    seconds = interleaved({"run": lambda: titanic.run(progress=False)}, rounds=3).median("run")
-    record("steps", ("jobs", "sample"), {"seconds": round(seconds, 3), "goal_seconds": 3.0})
+    timed = interleaved({"run": lambda: titanic.run(progress=False)}, rounds=3)
+    seconds = timed.median("run")
+    figures = {"seconds": round(seconds, 3), "goal_seconds": SAMPLE_SECONDS, **timed.load()}
+    record("steps", ("jobs", "sample"), figures)
     assert seconds <= SAMPLE_SECONDS
 
 
