@@ -83,7 +83,7 @@ the values), then the network 32 rows a chunk, the last chunk padded so that no 
 on its company. The first chunk goes through the layers while its rules are traced; the others
 replay the trace (the same engine calls without the layers' Python). On an engine whose
 precision promises a row's answer the same bits in any company (strict: light, testbuffer,
-torch:cpu:strict) many chunks go in one replayed pass (about 2¹⁶ input values: 4,672 Titanic
+torch:cpu:strict) many chunks go in one replayed pass (about 2¹⁴ input values: 1,152 Titanic
 rows), which gives exactly the bits of one chunk at a time (`packages/core/tests/
 test_serving_passes.py`); a float32 engine serves 32 rows a pass.
 """
