@@ -175,18 +175,23 @@ def smoke(session: nox.Session) -> None:
 
 @nox.session(python=TORCH_PYTHON)
 def benchmarks(session: nox.Session) -> None:
-    """Seed workloads on every engine beside plain PyTorch; the ratios are asserted."""
-    session.install(
-        *CONSTRAINTS, "torch", "pytest", "pytest-benchmark", "hypothesis", CORE, TESTBUFFER, TORCH
-    )
-    session.run(
-        "pytest",
-        "benchmarks",
-        "-q",
-        "--benchmark-columns=min,median,rounds",
-        "--benchmark-sort=name",
-        *session.posargs,
-    )
+    """Seed workloads on every engine beside plain PyTorch, and serving: the ratios asserted
+    (benchmarks/results/steps.json), then docs/performance.md written from the results."""
+    _benchmarks(session, "not scaling", "nox -s benchmarks")
+
+
+@nox.session(python=TORCH_PYTHON, default=False)
+def scaling(session: nox.Session) -> None:
+    """How cost grows with the work, per engine beside PyTorch (benchmarks/results/scaling.json),
+    then docs/performance.md written from the results."""
+    _benchmarks(session, "scaling", "nox -s scaling")
+
+
+def _benchmarks(session: nox.Session, marks: str, command: str) -> None:
+    session.install(*CONSTRAINTS, "torch", "pytest", "threadpoolctl", CORE, TESTBUFFER, TORCH)
+    env = {"DEEPSHARP_BENCHMARK_COMMAND": command}
+    session.run("pytest", "benchmarks", "-q", "-rfEx", "-m", marks, *session.posargs, env=env)
+    session.run("python", "benchmarks/performance_doc.py")
 
 
 @nox.session(python=TORCH_PYTHON)
