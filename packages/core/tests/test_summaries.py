@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from deepsharp.core import DataError, DeepSharpWarning, Pipeline, read_csv, scan_csv
-from deepsharp.core.data.columns import ColumnKind
+from deepsharp.core.data.columns import ColumnKind, Learner
 from deepsharp.core.data.sources import Part
 from deepsharp.core.data.summaries import ALPHA, LabelCounts, Median, Moments, Sketch
 from deepsharp.core.data.values import FLOAT32_MAX, FLOAT32_TINY, Column
@@ -181,6 +181,47 @@ def test_a_kind_without_a_learner_gathers_its_values_and_names_rows_by_their_lin
     path.write_text("text,y\nab,0\nabcd,1\n\nabc,0\n", encoding="utf-8")
     learned = _learned_in_parts(pipeline, path, read_rows=2)
     assert learned._columns[0].longest == 4  # type: ignore[attr-defined]
+
+
+class Widest(ColumnKind):
+    """A kind of one's own that learns in parts only (a learner, no learn): the widest text."""
+
+    def __init__(self, name: object) -> None:
+        super().__init__(name)
+        self.widest = 0
+
+    def width(self) -> int:
+        return 1
+
+    def names(self) -> list[str]:
+        return [f"{self.name}:width"]
+
+    def learner(self) -> Learner:
+        return WidestLearner(self)
+
+    def write(self, values: Column, out: np.ndarray, at: int) -> None:
+        out[:, at] = [len(v) / self.widest for v in values]  # type: ignore[arg-type]
+
+
+class WidestLearner(Learner):
+    def __init__(self, column: Widest) -> None:
+        self.column = column
+        self.seen = 0
+
+    def add(self, values: Column) -> None:
+        self.seen = max([self.seen, *(len(v) for v in values)])  # type: ignore[arg-type]
+
+    def finish(self) -> None:
+        self.column.widest = self.seen
+
+
+def test_a_kind_with_only_a_learner_learns_rows_in_memory_through_it(tmp_path: Path) -> None:
+    """Before: `learn` (rows in memory) learned nothing for such a kind."""
+    path = tmp_path / "texts.csv"
+    path.write_text("text,y\nab,0\nabcd,1\nabc,0\n", encoding="utf-8")
+    in_parts = _learned_in_parts(Pipeline().column(Widest("text")).target("y"), path, 2)
+    at_once = Pipeline().column(Widest("text")).target("y").learn(read_csv(path))
+    assert in_parts._columns[0].widest == at_once._columns[0].widest == 4  # type: ignore[attr-defined]
 
 
 def test_a_third_value_of_a_binary_target_is_named_by_its_line_in_a_later_part(

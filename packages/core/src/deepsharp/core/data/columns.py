@@ -1,17 +1,17 @@
 """Column kinds: how each kind of column learns its statistics from the training rows, writes
 its features (vectorised with NumPy), and reads itself back from a saved recipe; and the target.
 
-A kind is one class: subclass `ColumnKind`, set `kind`, implement `width`, `names`, `learn` and
-`write`, and say what it records (`settings`, `statistics`) and how it reads that back
-(`from_settings`, `read_statistics`). `Pipeline.column(...)` takes any kind; a saved recipe names
-it by its key (deepsharp's own by their kind, a user's by module and name), and reading a recipe
-makes only kinds already imported.
+A kind is one class: subclass `ColumnKind`, set `kind`, implement `width`, `names`, `learn` (or
+`learner`) and `write`, and say what it records (`settings`, `statistics`) and how it reads that
+back (`from_settings`, `read_statistics`). `Pipeline.column(...)` takes any kind; a saved recipe
+names it by its key (deepsharp's own by their kind, a user's by module and name), and reading a
+recipe makes only kinds already imported.
 
 Rows that come in parts (a file too large for memory, `scan_csv`) are learned through each
 kind's `learner()`: a `Learner` takes one part's values at a time and sets the statistics at
 the end, in memory bounded by the part (see `deepsharp.core.data.summaries`). deepsharp's kinds
-learn so; a kind of your own that overrides `learn` and not `learner` has its training values
-gathered into one column first (it is warned once).
+learn so, rows held in memory as one part; a kind of your own that overrides `learn` and not
+`learner` has its training values gathered into one column first (it is warned once).
 """
 
 from __future__ import annotations
@@ -226,7 +226,11 @@ class ColumnKind:
         raise NotImplementedError
 
     def learn(self, values: Column) -> None:
-        """Learn its statistics from the training rows' values (nothing to learn by default)."""
+        """Learn its statistics from the training rows' values: by default, through its
+        `learner()` given them as one part (nothing to learn where it has none)."""
+        learner = self.learner()
+        learner.add(values)
+        learner.finish()
 
     def learner(self) -> Learner:
         """What learns its statistics from training rows that come in parts."""
@@ -553,11 +557,6 @@ class Category(ColumnKind):
             out.append(f"{self.name}:missing")
         return out
 
-    def learn(self, values: Column) -> None:
-        learner = self.learner()
-        learner.add(values)
-        learner.finish()
-
     def learner(self) -> Learner:
         return CategoryLearner(self)
 
@@ -819,11 +818,6 @@ class Image(ColumnKind):
         if parsed.size != self.width():
             raise DataError(f"{where}: expected {self._expected()}, found {parsed.size} numbers")
         return parsed.reshape(-1)
-
-    def learn(self, values: Column) -> None:
-        learner = self.learner()
-        learner.add(values)
-        learner.finish()
 
     def learner(self) -> Learner:
         return ImageLearner(self)
