@@ -316,6 +316,27 @@ def _check_fill(name: ColumnName, fill: object, log: bool) -> FillSpec:
     return float(fill)
 
 
+def _number_settings(column: Number | Numbers) -> dict[str, Any]:
+    """A number column's settings (or those `Numbers` gives each of its columns), as recorded
+    and as the constructors take them."""
+    return {
+        "fill": column.fill,
+        "missing_flag": column.missing_flag,
+        "log": column.log,
+        "scale": column.scale,
+    }
+
+
+def _number_options(recipe: Recipe) -> dict[str, Any]:
+    """The settings `_number_settings` recorded, read back as the constructors take them."""
+    return {
+        "fill": recipe.get("fill", str, int, float),
+        "missing_flag": recipe.flag("missing_flag"),
+        "log": recipe.flag("log"),
+        "scale": recipe.flag("scale"),
+    }
+
+
 class Number(ColumnKind):
     """A column of numbers; a missing one is filled (median, mean or a given value), and may be
     flagged; optionally log1p-transformed; standardised unless scale=False."""
@@ -408,25 +429,14 @@ class Number(ColumnKind):
         self.fill_value = self.mean = self.std = None
 
     def settings(self) -> dict[str, Any]:
-        return {
-            "fill": self.fill,
-            "missing_flag": self.missing_flag,
-            "log": self.log,
-            "scale": self.scale,
-        }
+        return _number_settings(self)
 
     def statistics(self) -> dict[str, Any]:
         return {"fill": self.fill_value, "mean": self.mean, "std": self.std}
 
     @classmethod
     def from_settings(cls, name: ColumnName, recipe: Recipe) -> Number:
-        return cls(
-            name,
-            fill=recipe.get("fill", str, int, float),
-            missing_flag=recipe.flag("missing_flag"),
-            log=recipe.flag("log"),
-            scale=recipe.flag("scale"),
-        )
+        return cls(name, **_number_options(recipe))
 
     def read_statistics(self, recipe: Recipe) -> None:
         self.fill_value = recipe.number("fill")
@@ -485,24 +495,14 @@ class Numbers(ColumnKind):
         self.missing_flag, self.log, self.scale = missing_flag, log, scale
 
     def expand(self, names: Sequence[ColumnName]) -> list[Number]:
-        return [Number(n, self.fill, self.missing_flag, self.log, self.scale) for n in names]
+        return [Number(n, **_number_settings(self)) for n in names]
 
     def settings(self) -> dict[str, Any]:
-        return {
-            "fill": self.fill,
-            "missing_flag": self.missing_flag,
-            "log": self.log,
-            "scale": self.scale,
-        }
+        return _number_settings(self)
 
     @classmethod
     def from_settings(cls, name: ColumnName, recipe: Recipe) -> Numbers:
-        return cls(
-            fill=recipe.get("fill", str, int, float),
-            missing_flag=recipe.flag("missing_flag"),
-            log=recipe.flag("log"),
-            scale=recipe.flag("scale"),
-        )
+        return cls(**_number_options(recipe))
 
     def __repr__(self) -> str:
         return "numbers(every other column)"
