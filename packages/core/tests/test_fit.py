@@ -450,12 +450,15 @@ def _set(key: str, value: Any) -> Any:
 @pytest.mark.parametrize(
     ("change", "says"),
     [
-        (lambda t, s: t.pop("slots/0.dense.bias"), r"slots lack the slot '0\.dense\.bias'"),
-        (lambda t, s: t.pop("memory/second/2.dense.weights"), "memory/second lack the slot"),
+        (lambda t, s: t.pop("slots/0.dense.bias"), r"its slots: slot '0\.dense\.bias' is missing"),
+        (
+            lambda t, s: t.pop("memory/second/2.dense.weights"),
+            "its memory/second: slot '2.dense.weights' is missing",
+        ),
         (lambda t, s: t.__setitem__("extra/x", np.zeros(1, np.float32)), "tensor 'extra/x'"),
         (
             lambda t, s: t.__setitem__("best/0.dense.bias", np.full(16, np.nan, np.float32)),
-            r"best '0\.dense\.bias' holds NaN",
+            r"its best: slot '0\.dense\.bias' holds NaN",
         ),
         (lambda t, s: s["optimizer"].__setitem__("steps", -1), "step count must be a whole number"),
         (lambda t, s: s["optimizer"].__setitem__("kind", "Adagrad"), "optimizer 'Adagrad'"),
