@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -11,15 +12,20 @@ from deepsharp.core import (
     BinaryCrossEntropy,
     CrossEntropy,
     Dense,
+    FitOptions,
     Layer,
     Network,
+    Optimizer,
     Relu,
+    Run,
     Tanh,
     Trainer,
+    fit,
     make_engine,
 )
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.random import Generator
+from deepsharp.core.samples import titanic
 from deepsharp.core.serving import CHUNK, TrainedNetwork
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,6 +51,26 @@ def titanic_shaped(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def titanic_trainer(seed: int = 0, engine: object = None) -> Trainer:
     network = Network([Dense(16), Relu(), Dense(1)], inputs=14)
     return Trainer(network, BinaryCrossEntropy(), Adam(0.001), engine=engine, seed=seed)
+
+
+def fit_titanic(
+    options: FitOptions,
+    network: Network | None = None,
+    optimizer: Optimizer | None = None,
+    **extra: Any,
+) -> Run:
+    """The Titanic sample's run with these options: its rows, pipeline and network (or
+    `network`), binary cross-entropy and Adam(0.001) (or `optimizer`); `extra` goes to fit
+    (resume_from=, on_epoch=, callbacks=)."""
+    return fit(
+        titanic.pipeline(),
+        titanic.rows(),
+        titanic.network() if network is None else network,
+        BinaryCrossEntropy(),
+        Adam(0.001) if optimizer is None else optimizer,
+        options,
+        **extra,
+    )
 
 
 def untrained(layers: list[Layer], inputs: tuple[int, ...], seed: int) -> TrainedNetwork:
