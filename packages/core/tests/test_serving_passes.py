@@ -7,26 +7,23 @@ from collections.abc import Mapping
 
 import numpy as np
 import pytest
+from core_helpers import chunk_by_chunk, untrained
 
 from deepsharp.core import (
     Conv2D,
-    CrossEntropy,
     Dense,
     Flatten,
     Layer,
     MaxPool2D,
-    Network,
     Relu,
     Tensor,
     available_engines,
     make_engine,
 )
-from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.engine import describe_engine, precision_named
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.core.nn.layers import Pass
-from deepsharp.core.random import Generator
-from deepsharp.core.serving import CHUNK, TrainedNetwork
+from deepsharp.core.serving import CHUNK
 
 
 def _strict_engines() -> list[str]:
@@ -58,45 +55,29 @@ class Shapes(Layer):
         return x
 
 
-def _trained(layers: list[Layer], inputs: tuple[int, ...]) -> TrainedNetwork:
-    network = Network(layers, inputs=inputs)
-    network.initialize(Generator(11))
-    return TrainedNetwork(network, CrossEntropy(), Pipeline())
-
-
-def _chunk_at_a_time(trained: TrainedNetwork, features: np.ndarray, engine: str) -> np.ndarray:
-    """The predictions with every chunk of 32 rows through the layers on its own."""
-    count = features.shape[0]
-    padded = -(-count // CHUNK) * CHUNK
-    rows = np.concatenate([features, np.zeros((padded - count, *features.shape[1:]), np.float32)])
-    with trained.network.served(trained.loss, make_engine(engine)) as served:
-        chunks = [served.predict(rows[i : i + CHUNK]) for i in range(0, padded, CHUNK)]
-    return np.concatenate(chunks)[:count]
-
-
 @pytest.mark.parametrize("engine", _strict_engines())
 def test_many_chunks_a_pass_give_the_bits_of_one_chunk_at_a_time(engine: str) -> None:
     # The Titanic network's shape, rows spread over several orders of magnitude.
-    trained = _trained([Dense(16), Relu(), Dense(2)], (14,))
+    trained = untrained([Dense(16), Relu(), Dense(2)], (14,), 11)
     generator = np.random.default_rng(12)
     rows = generator.standard_normal((10_000, 14)) * 10.0 ** generator.integers(-3, 4, (10_000, 1))
     served = trained.predict_features(rows.astype(np.float32), engine)
-    assert served.tobytes() == _chunk_at_a_time(trained, rows.astype(np.float32), engine).tobytes()
+    assert served.tobytes() == chunk_by_chunk(trained, rows.astype(np.float32), engine).tobytes()
 
 
 @pytest.mark.parametrize("engine", _strict_engines())
 def test_many_images_a_pass_give_the_bits_of_one_chunk_at_a_time(engine: str) -> None:
-    trained = _trained(
-        [Conv2D(4, 3, padding="same"), Relu(), MaxPool2D(2), Flatten(), Dense(3)], (1, 8, 8)
+    trained = untrained(
+        [Conv2D(4, 3, padding="same"), Relu(), MaxPool2D(2), Flatten(), Dense(3)], (1, 8, 8), 11
     )
     images = np.random.default_rng(13).random((1_000, 1, 8, 8)).astype(np.float32)
     served = trained.predict_features(images, engine)
-    assert served.tobytes() == _chunk_at_a_time(trained, images, engine).tobytes()
+    assert served.tobytes() == chunk_by_chunk(trained, images, engine).tobytes()
 
 
 def test_a_strict_engine_serves_many_chunks_a_pass() -> None:
     shapes = Shapes()
-    trained = _trained([Dense(4), shapes, Dense(2)], (14,))
+    trained = untrained([Dense(4), shapes, Dense(2)], (14,), 11)
     rows = np.random.default_rng(14).standard_normal((10_000, 14)).astype(np.float32)
     trained.predict_features(rows, "light")
     # The first chunk traced alone, then a pass of many chunks traced and replayed; the last,
@@ -109,8 +90,8 @@ def test_a_strict_engine_serves_many_chunks_a_pass() -> None:
 def test_a_float32_engine_serves_32_rows_a_pass() -> None:
     """Its bits may depend on a row's company, so every pass is one chunk, traced once."""
     shapes = Shapes()
-    trained = _trained([Dense(4), shapes, Dense(2)], (3,))
+    trained = untrained([Dense(4), shapes, Dense(2)], (3,), 11)
     rows = np.random.default_rng(15).standard_normal((1_000, 3)).astype(np.float32)
     served = trained.predict_features(rows, "light:float32")
     assert shapes.seen == [(CHUNK, 4)]
-    assert served.tobytes() == _chunk_at_a_time(trained, rows, "light:float32").tobytes()
+    assert served.tobytes() == chunk_by_chunk(trained, rows, "light:float32").tobytes()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from deepsharp.core import DataError, DeepSharpWarning, Pipeline, read_csv, scan_csv
-from deepsharp.core.data.columns import ColumnKind
+from deepsharp.core.data.columns import ColumnKind, Learner
 from deepsharp.core.data.sources import Part
 from deepsharp.core.data.summaries import ALPHA, LabelCounts, Median, Moments, Sketch
 from deepsharp.core.data.values import FLOAT32_MAX, FLOAT32_TINY, Column
@@ -144,8 +144,9 @@ def test_every_kind_learns_in_parts_what_it_learns_at_once(tmp_path: Path, read_
     assert size == pytest.approx(wanted, rel=1e-14)
 
 
-class Longest(ColumnKind):
-    """A kind of one's own that learns from all its rows at once: the longest text."""
+class Lengths(ColumnKind):
+    """Kinds of one's own: each text's length over the longest of the training rows (how that
+    is learned is each subclass's)."""
 
     def __init__(self, name: object) -> None:
         super().__init__(name)
@@ -157,6 +158,13 @@ class Longest(ColumnKind):
     def names(self) -> list[str]:
         return [f"{self.name}:length"]
 
+    def write(self, values: Column, out: np.ndarray, at: int) -> None:
+        out[:, at] = [len(v) / self.longest for v in values]  # type: ignore[arg-type]
+
+
+class Longest(Lengths):
+    """Learns from all its rows at once (a learn, no learner)."""
+
     def learn(self, values: Column) -> None:
         lengths = [len(v) if isinstance(v, str) else -1 for v in values]
         if -1 in lengths:
@@ -164,9 +172,6 @@ class Longest(ColumnKind):
 
             raise DataError(f"{row_text(lengths.index(-1))}: no text")
         self.longest = max(lengths)
-
-    def write(self, values: Column, out: np.ndarray, at: int) -> None:
-        out[:, at] = [len(v) / self.longest for v in values]  # type: ignore[arg-type]
 
 
 def test_a_kind_without_a_learner_gathers_its_values_and_names_rows_by_their_line(
@@ -181,6 +186,34 @@ def test_a_kind_without_a_learner_gathers_its_values_and_names_rows_by_their_lin
     path.write_text("text,y\nab,0\nabcd,1\n\nabc,0\n", encoding="utf-8")
     learned = _learned_in_parts(pipeline, path, read_rows=2)
     assert learned._columns[0].longest == 4  # type: ignore[attr-defined]
+
+
+class InParts(Lengths):
+    """Learns in parts only (a learner, no learn)."""
+
+    def learner(self) -> Learner:
+        return LongestLearner(self)
+
+
+class LongestLearner(Learner):
+    def __init__(self, column: Lengths) -> None:
+        self.column = column
+        self.seen = 0
+
+    def add(self, values: Column) -> None:
+        self.seen = max([self.seen, *(len(v) for v in values)])  # type: ignore[arg-type]
+
+    def finish(self) -> None:
+        self.column.longest = self.seen
+
+
+def test_a_kind_with_only_a_learner_learns_rows_in_memory_through_it(tmp_path: Path) -> None:
+    """Before: `learn` (rows in memory) learned nothing for such a kind."""
+    path = tmp_path / "texts.csv"
+    path.write_text("text,y\nab,0\nabcd,1\nabc,0\n", encoding="utf-8")
+    in_parts = _learned_in_parts(Pipeline().column(InParts("text")).target("y"), path, 2)
+    at_once = Pipeline().column(InParts("text")).target("y").learn(read_csv(path))
+    assert in_parts._columns[0].longest == at_once._columns[0].longest == 4  # type: ignore[attr-defined]
 
 
 def test_a_third_value_of_a_binary_target_is_named_by_its_line_in_a_later_part(

@@ -258,7 +258,21 @@ def run_figures(run: Run, config: DataParallel) -> dict[str, Any]:
     }
 
 
-def titanic_fit(spec: str, reduction: str = "ordered", **options: Any) -> dict[str, Any]:
+def fit_titanic(options: FitOptions, **extra: Any) -> Run:
+    """The Titanic sample's run (its rows, pipeline and network, binary cross-entropy,
+    Adam(0.001)) with these options; `extra` goes to fit (resume_from=, on_epoch=)."""
+    return fit(
+        titanic.pipeline(),
+        titanic.rows(),
+        titanic.network(),
+        BinaryCrossEntropy(),
+        Adam(0.001),
+        options,
+        **extra,
+    )
+
+
+def data_parallel_titanic(spec: str, reduction: str = "ordered", **options: Any) -> dict[str, Any]:
     """The Titanic sample (its pipeline, network and Adam) on `spec`, data-parallel."""
     config = DataParallel(reduction=reduction)
     run = titanic.run(engine=spec, seed=SAMPLE_SEED, distributed=config, progress=False, **options)
@@ -273,7 +287,7 @@ def titanic_fits(specs: list[str], folder: str) -> dict[str, Any]:
     found = {}
     for spec in specs:
         checkpoints = {"checkpoint_dir": folder, "checkpoint_every": 10, "checkpoint_keep": 10}
-        found[spec] = titanic_fit(spec, **(checkpoints if spec == "light" else {}))
+        found[spec] = data_parallel_titanic(spec, **(checkpoints if spec == "light" else {}))
     return found
 
 
@@ -281,12 +295,7 @@ def titanic_resumed(spec: str, checkpoint: str) -> dict[str, Any]:
     """The Titanic sample resumed from `checkpoint` (whatever the world size it was taken at)."""
     config = DataParallel()
     try:
-        run = fit(
-            titanic.pipeline(),
-            titanic.rows(),
-            titanic.network(),
-            BinaryCrossEntropy(),
-            Adam(0.001),
+        run = fit_titanic(
             FitOptions(seed=SAMPLE_SEED, engine=spec, distributed=config, progress=False),
             resume_from=checkpoint,
         )
@@ -376,12 +385,7 @@ def failing_epoch(rank: int, epoch: int) -> Any:
 
 
 def titanic_failing_on(rank: int) -> None:
-    fit(
-        titanic.pipeline(),
-        titanic.rows(),
-        titanic.network(),
-        BinaryCrossEntropy(),
-        Adam(0.001),
+    fit_titanic(
         FitOptions(seed=SAMPLE_SEED, distributed=DataParallel(), progress=False),
         on_epoch=failing_epoch(rank, 2),
     )

@@ -32,7 +32,6 @@ from deepsharp.core import (
     CheckpointMismatchError,
     FitOptions,
     Trainer,
-    fit,
     make_engine,
 )
 from deepsharp.core.engine import precision_named
@@ -132,15 +131,7 @@ def test_resuming_at_another_world_size_is_refused_naming_both(runs: dict[str, A
 def test_resuming_in_one_process_is_refused_naming_both(runs: dict[str, Any]) -> None:
     path = Checkpoint.path_in(runs["folder"], RESUME_AT)
     with pytest.raises(CheckpointMismatchError) as caught:
-        fit(
-            titanic.pipeline(),
-            titanic.rows(),
-            titanic.network(),
-            BinaryCrossEntropy(),
-            Adam(0.001),
-            FitOptions(seed=workers.SAMPLE_SEED, progress=False),
-            resume_from=path,
-        )
+        workers.fit_titanic(FitOptions(seed=workers.SAMPLE_SEED, progress=False), resume_from=path)
     said = str(caught.value)
     assert str(path) in said and f"{runs['world']} process(es); this run has 1" in said
 

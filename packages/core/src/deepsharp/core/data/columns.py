@@ -1,17 +1,17 @@
 """Column kinds: how each kind of column learns its statistics from the training rows, writes
 its features (vectorised with NumPy), and reads itself back from a saved recipe; and the target.
 
-A kind is one class: subclass `ColumnKind`, set `kind`, implement `width`, `names`, `learn` and
-`write`, and say what it records (`settings`, `statistics`) and how it reads that back
-(`from_settings`, `read_statistics`). `Pipeline.column(...)` takes any kind; a saved recipe names
-it by its key (deepsharp's own by their kind, a user's by module and name), and reading a recipe
-makes only kinds already imported.
+A kind is one class: subclass `ColumnKind`, set `kind`, implement `width`, `names`, `learn` (or
+`learner`) and `write`, and say what it records (`settings`, `statistics`) and how it reads that
+back (`from_settings`, `read_statistics`). `Pipeline.column(...)` takes any kind; a saved recipe
+names it by its key (deepsharp's own by their kind, a user's by module and name), and reading a
+recipe makes only kinds already imported.
 
 Rows that come in parts (a file too large for memory, `scan_csv`) are learned through each
 kind's `learner()`: a `Learner` takes one part's values at a time and sets the statistics at
 the end, in memory bounded by the part (see `deepsharp.core.data.summaries`). deepsharp's kinds
-learn so; a kind of your own that overrides `learn` and not `learner` has its training values
-gathered into one column first (it is warned once).
+learn so, rows held in memory as one part; a kind of your own that overrides `learn` and not
+`learner` has its training values gathered into one column first (it is warned once).
 """
 
 from __future__ import annotations
@@ -226,7 +226,11 @@ class ColumnKind:
         raise NotImplementedError
 
     def learn(self, values: Column) -> None:
-        """Learn its statistics from the training rows' values (nothing to learn by default)."""
+        """Learn its statistics from the training rows' values: by default, through its
+        `learner()` given them as one part (nothing to learn where it has none)."""
+        learner = self.learner()
+        learner.add(values)
+        learner.finish()
 
     def learner(self) -> Learner:
         """What learns its statistics from training rows that come in parts."""
@@ -310,6 +314,27 @@ def _check_fill(name: ColumnName, fill: object, log: bool) -> FillSpec:
             f"column {name!r}: fill={fill!r} is negative, but log=True needs values of 0 or more"
         )
     return float(fill)
+
+
+def _number_settings(column: Number | Numbers) -> dict[str, Any]:
+    """A number column's settings (or those `Numbers` gives each of its columns), as recorded
+    and as the constructors take them."""
+    return {
+        "fill": column.fill,
+        "missing_flag": column.missing_flag,
+        "log": column.log,
+        "scale": column.scale,
+    }
+
+
+def _number_options(recipe: Recipe) -> dict[str, Any]:
+    """The settings `_number_settings` recorded, read back as the constructors take them."""
+    return {
+        "fill": recipe.get("fill", str, int, float),
+        "missing_flag": recipe.flag("missing_flag"),
+        "log": recipe.flag("log"),
+        "scale": recipe.flag("scale"),
+    }
 
 
 class Number(ColumnKind):
@@ -404,25 +429,14 @@ class Number(ColumnKind):
         self.fill_value = self.mean = self.std = None
 
     def settings(self) -> dict[str, Any]:
-        return {
-            "fill": self.fill,
-            "missing_flag": self.missing_flag,
-            "log": self.log,
-            "scale": self.scale,
-        }
+        return _number_settings(self)
 
     def statistics(self) -> dict[str, Any]:
         return {"fill": self.fill_value, "mean": self.mean, "std": self.std}
 
     @classmethod
     def from_settings(cls, name: ColumnName, recipe: Recipe) -> Number:
-        return cls(
-            name,
-            fill=recipe.get("fill", str, int, float),
-            missing_flag=recipe.flag("missing_flag"),
-            log=recipe.flag("log"),
-            scale=recipe.flag("scale"),
-        )
+        return cls(name, **_number_options(recipe))
 
     def read_statistics(self, recipe: Recipe) -> None:
         self.fill_value = recipe.number("fill")
@@ -481,24 +495,14 @@ class Numbers(ColumnKind):
         self.missing_flag, self.log, self.scale = missing_flag, log, scale
 
     def expand(self, names: Sequence[ColumnName]) -> list[Number]:
-        return [Number(n, self.fill, self.missing_flag, self.log, self.scale) for n in names]
+        return [Number(n, **_number_settings(self)) for n in names]
 
     def settings(self) -> dict[str, Any]:
-        return {
-            "fill": self.fill,
-            "missing_flag": self.missing_flag,
-            "log": self.log,
-            "scale": self.scale,
-        }
+        return _number_settings(self)
 
     @classmethod
     def from_settings(cls, name: ColumnName, recipe: Recipe) -> Numbers:
-        return cls(
-            fill=recipe.get("fill", str, int, float),
-            missing_flag=recipe.flag("missing_flag"),
-            log=recipe.flag("log"),
-            scale=recipe.flag("scale"),
-        )
+        return cls(**_number_options(recipe))
 
     def __repr__(self) -> str:
         return "numbers(every other column)"
@@ -552,11 +556,6 @@ class Category(ColumnKind):
         if self.has_missing:
             out.append(f"{self.name}:missing")
         return out
-
-    def learn(self, values: Column) -> None:
-        learner = self.learner()
-        learner.add(values)
-        learner.finish()
 
     def learner(self) -> Learner:
         return CategoryLearner(self)
@@ -819,11 +818,6 @@ class Image(ColumnKind):
         if parsed.size != self.width():
             raise DataError(f"{where}: expected {self._expected()}, found {parsed.size} numbers")
         return parsed.reshape(-1)
-
-    def learn(self, values: Column) -> None:
-        learner = self.learner()
-        learner.add(values)
-        learner.finish()
 
     def learner(self) -> Learner:
         return ImageLearner(self)

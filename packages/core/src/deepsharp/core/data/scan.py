@@ -70,7 +70,11 @@ class Scan:
             )
         if not os.path.exists(self.path):
             raise FileNotFoundError(f"no such {self.kind} file: {self.path!r}")
-        self.names: list[ColumnName] = []
+        self.names: list[ColumnName] = self._header()
+
+    def _header(self) -> list[ColumnName]:
+        """The file's column names, from its header (CSV) or schema (Parquet)."""
+        raise NotImplementedError
 
     def parts(self, names: Sequence[ColumnName] | None = None) -> Iterator[Part]:
         """The file's rows from the start, in parts of at most `read_rows` rows, holding the
@@ -100,17 +104,10 @@ class CsvScan(Scan):
 
     kind = "CSV"
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        read_rows: int = READ_ROWS,
-        buffer_rows: int = BUFFER_ROWS,
-        spill_dir: str | os.PathLike[str] | None = None,
-    ) -> None:
-        super().__init__(path, read_rows, buffer_rows, spill_dir)
+    def _header(self) -> list[ColumnName]:
         with self._open() as handle:
             reader = csv.reader(iter(handle.readline, ""))
-            self.names = list(self._guarded(lambda: read_csv_header(self.path, reader), reader))
+            return list(self._guarded(lambda: read_csv_header(self.path, reader), reader))
 
     def _open(self) -> IO[str]:
         return open(self.path, newline="", encoding="utf-8-sig")
@@ -188,18 +185,11 @@ class ParquetScan(Scan):
 
     kind = "Parquet"
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        read_rows: int = READ_ROWS,
-        buffer_rows: int = BUFFER_ROWS,
-        spill_dir: str | os.PathLike[str] | None = None,
-    ) -> None:
-        super().__init__(path, read_rows, buffer_rows, spill_dir)
+    def _header(self) -> list[ColumnName]:
         self._arrow, self._parquet = _pyarrow()
         file = self._file()
-        self.names = list(file.schema_arrow.names)
         self.rows = int(file.metadata.num_rows)
+        return list(file.schema_arrow.names)
 
     def _file(self) -> Any:
         try:

@@ -77,6 +77,10 @@ class ArrayFeed(Feed):
     def __len__(self) -> int:
         return int(self.features.shape[0])
 
+    def take(self, rows: NDArray[np.int64]) -> ArrayFeed:
+        """These rows of it, as a feed of their own."""
+        return ArrayFeed(self.features[rows], self.targets[rows])
+
     def batches(self, size: int, order: Generator | None, share: ShareOf) -> Iterator[Batch]:
         count = len(self)
         rows = order.permutation(count) if order is not None else None
@@ -146,27 +150,12 @@ class Rows(Source):
                 "no rows: fit needs rows to learn from (a list of mappings, a DataFrame, or "
                 "read_csv's rows)"
             )
-        train, validation, held = pipeline.partition(
-            count, streams.split.permutation(count), test=test is None
-        )
-        pipeline.learn(take(self.rows, train))
-        features = _shaped(pipeline.features(self.rows), pipeline, network)
-        targets = loss.targets(pipeline.targets(self.rows), network.outputs)
-        loss.check_training_targets(targets[train])
-        if test is None:
-            test_feed = ArrayFeed(features[held], targets[held])
-        else:
-            test_rows = rows_of(test)
-            test_feed = ArrayFeed(
-                _shaped(pipeline.features(test_rows), pipeline, network),
-                loss.targets(pipeline.targets(test_rows), network.outputs),
-            )
-        return _feeds(
-            pipeline,
-            ArrayFeed(features[train], targets[train]),
-            ArrayFeed(features[validation], targets[validation]),
-            test_feed,
-        )
+        parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
+        pipeline.learn(take(self.rows, parts[0]))
+        whole = _made(self.rows, pipeline, network, loss)
+        loss.check_training_targets(whole.targets[parts[0]])
+        apart = None if test is None else _made(rows_of(test), pipeline, network, loss)
+        return _in_memory(pipeline, whole, parts, apart)
 
 
 class Arrays(Source):
@@ -193,29 +182,20 @@ class Arrays(Source):
             )
         x, y = _pair(self.x, self.y)
         count = x.shape[0]
-        train, validation, held = pipeline.partition(
-            count, streams.split.permutation(count), test=test is None
-        )
-        pipeline.learn(x[train])
-        features = _shaped(x, pipeline, network)
-        targets = loss.targets(y, network.outputs)
-        loss.check_training_targets(targets[train])
-        if test is None:
-            test_feed = ArrayFeed(features[held], targets[held])
-        else:
+        parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
+        pipeline.learn(x[parts[0]])
+        whole = ArrayFeed(_shaped(x, pipeline, network), loss.targets(y, network.outputs))
+        loss.check_training_targets(whole.targets[parts[0]])
+        apart = None
+        if test is not None:
             if not (isinstance(test, tuple) and len(test) == 2):
                 raise DataError("test rows for arrays come as a pair (x_test, y_test)")
             test_x, test_y = _pair(*test)
-            test_feed = ArrayFeed(
+            apart = ArrayFeed(
                 _shaped(pipeline.features(test_x), pipeline, network),
                 loss.targets(test_y, network.outputs),
             )
-        return _feeds(
-            pipeline,
-            ArrayFeed(features[train], targets[train]),
-            ArrayFeed(features[validation], targets[validation]),
-            test_feed,
-        )
+        return _in_memory(pipeline, whole, parts, apart)
 
 
 class SpillFeed(Feed):
@@ -329,13 +309,7 @@ class Streamed(Source):
             (spill,) = self._spill(test, reads, made, shape, None, 1, None)
             feeds.append(SpillFeed(spill, inputs, test.buffer_rows))
         elif test is not None:
-            test_rows = rows_of(test)
-            feeds.append(
-                ArrayFeed(
-                    _shaped(pipeline.features(test_rows), pipeline, network),
-                    loss.targets(pipeline.targets(test_rows), network.outputs),
-                )
-            )
+            feeds.append(_made(rows_of(test), pipeline, network, loss))
         if len(feeds[2]) == 0:
             raise DataError("no test rows: the test rows given hold none")
         return Feeds(pipeline, feeds[0], feeds[1], feeds[2])
@@ -494,7 +468,26 @@ def _shaped(
     return features
 
 
-def _feeds(pipeline: Pipeline, train: ArrayFeed, validation: ArrayFeed, test: ArrayFeed) -> Feeds:
+def _made(rows: object, pipeline: Pipeline, network: Network, loss: Loss) -> ArrayFeed:
+    """Rows of named columns as a feed: their features shaped for the network, their targets
+    as the loss takes them."""
+    return ArrayFeed(
+        _shaped(pipeline.features(rows), pipeline, network),
+        loss.targets(pipeline.targets(rows), network.outputs),
+    )
+
+
+def _in_memory(
+    pipeline: Pipeline,
+    whole: ArrayFeed,
+    parts: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]],
+    apart: ArrayFeed | None,
+) -> Feeds:
+    """The feeds of rows held in memory: `whole`'s training, validation and test rows (`parts`,
+    as `Pipeline.partition` cuts them), or the test rows given `apart`."""
+    train, validation, test = whole.take(parts[0]), whole.take(parts[1]), apart
+    if test is None:
+        test = whole.take(parts[2])
     if len(validation) == 0:
         raise DataError(
             "no validation rows: a run judges each epoch by its validation loss (early "
