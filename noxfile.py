@@ -58,8 +58,11 @@ def _contracts(session: nox.Session, engine: str) -> None:
 def tests(session: nox.Session) -> None:
     """The core's tests (light engine), the test engine's, and the contracts on both engines
     (the light engine at precisions strict and float32; on one version, the mixed ones too)."""
-    # The optional companions (pandas rows, plots, other safetensors readers) on one version.
-    extras = ["pandas", "matplotlib", "safetensors"] if session.python == TORCH_PYTHON else []
+    # The optional companions (pandas rows, plots, other safetensors readers, Parquet files)
+    # on one version.
+    extras = (
+        ["pandas", "matplotlib", "safetensors", "pyarrow"] if session.python == TORCH_PYTHON else []
+    )
     session.install(
         *CONSTRAINTS, "pytest", "hypothesis", "tqdm", *extras, CORE, TESTBUFFER, CONTRACTS
     )
@@ -90,7 +93,7 @@ def memory(session: nox.Session) -> None:
 @nox.session(python="3.10")
 def oldest(session: nox.Session) -> None:
     """The core's tests under the oldest NumPy deepsharp supports (1.26): the same bits."""
-    session.install("numpy==1.26.4", "pytest", "hypothesis", CORE)
+    session.install("numpy==1.26.4", "pytest", "hypothesis", CORE, CONTRACTS)
     session.run(
         "pytest", "packages/core/tests", "-q", "-m", "not slow", "-k", "not docs", *session.posargs
     )
@@ -157,12 +160,15 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=TORCH_PYTHON)
 def distributed(session: nox.Session) -> None:
     """Data-parallel training on gloo: jobs of 1, 2 and 3 processes through `launch` (the ordered
-    sum bit for bit, the gradient bound, failing ranks ending the job), and docs/distributed.md's
-    script by hand and under `torchrun --standalone --nproc-per-node 2`."""
+    sum bit for bit, the gradient bound, failing ranks ending the job; the Titanic sample through
+    fit at 2 and 3 processes, twice, resumed and refused), and docs/distributed.md's scripts by
+    hand and under `torchrun --standalone --nproc-per-node 2`. About 80 s of tests."""
     session.install(
         *CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TESTBUFFER, TORCH, DISTRIBUTED
     )
     session.run("pytest", "packages/distributed/tests", "-q", *session.posargs)
+    # A scanned file's run over 2 and 3 processes (one of the core's streaming tests).
+    session.run("pytest", "packages/core/tests/test_streaming.py", "-q", "-k", "several_processes")
 
 
 @nox.session(python=TORCH_PYTHON)
@@ -174,18 +180,23 @@ def smoke(session: nox.Session) -> None:
 
 @nox.session(python=TORCH_PYTHON)
 def benchmarks(session: nox.Session) -> None:
-    """Seed workloads on every engine beside plain PyTorch; the ratios are asserted."""
-    session.install(
-        *CONSTRAINTS, "torch", "pytest", "pytest-benchmark", "hypothesis", CORE, TESTBUFFER, TORCH
-    )
-    session.run(
-        "pytest",
-        "benchmarks",
-        "-q",
-        "--benchmark-columns=min,median,rounds",
-        "--benchmark-sort=name",
-        *session.posargs,
-    )
+    """Seed workloads on every engine beside plain PyTorch, and serving: the ratios asserted
+    (benchmarks/results/steps.json), then docs/performance.md written from the results."""
+    _benchmarks(session, "not scaling", "nox -s benchmarks")
+
+
+@nox.session(python=TORCH_PYTHON, default=False)
+def scaling(session: nox.Session) -> None:
+    """How cost grows with the work, per engine beside PyTorch (benchmarks/results/scaling.json),
+    then docs/performance.md written from the results."""
+    _benchmarks(session, "scaling", "nox -s scaling")
+
+
+def _benchmarks(session: nox.Session, marks: str, command: str) -> None:
+    session.install(*CONSTRAINTS, "torch", "pytest", "threadpoolctl", CORE, TESTBUFFER, TORCH)
+    env = {"DEEPSHARP_BENCHMARK_COMMAND": command}
+    session.run("pytest", "benchmarks", "-q", "-rfEx", "-m", marks, *session.posargs, env=env)
+    session.run("python", "benchmarks/performance_doc.py")
 
 
 @nox.session(python=TORCH_PYTHON)
@@ -195,6 +206,19 @@ def samples(session: nox.Session) -> None:
     session.run("deepsharp", "sample", "titanic")
     session.run("deepsharp", "sample", "digits")
     session.run("deepsharp", "doctor")
+
+
+@nox.session(python=TORCH_PYTHON, default=False)
+def fuzz(session: nox.Session) -> None:
+    """The long fuzz run (docs/reliability.md): 100,000 mutated files through the three loaders
+    (`nox -s fuzz -- 1000000` for more), every bit of a trained file, the paths that are no file."""
+    session.install(*CONSTRAINTS, CORE)
+    fuzzer = "packages/core/tests/fuzz_files.py"
+    files = session.posargs[0] if session.posargs else "100000"
+    summary = os.path.join(session.create_tmp(), "fuzz.json")
+    session.run("python", fuzzer, "--special")
+    session.run("python", fuzzer, "--flips", "--every-bit")
+    session.run("python", fuzzer, "--files", files, "--seed", "1", "--json", summary)
 
 
 @nox.session(python=TORCH_PYTHON, default=False)
@@ -215,6 +239,7 @@ def dev(session: nox.Session) -> None:
         "nox",
         "tqdm",
         "matplotlib",
+        "pyarrow",
         "-e",
         CORE,
         "-e",

@@ -28,11 +28,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import mixed_workloads as mixed
 import torch
-from workloads import conv_step, titanic_step
 
+import mixed_workloads as mixed
 from deepsharp.core.engine.memory import keep_freed_memory
+from workloads import conv_step, titanic_step
 
 SETTLE = 0.3
 FLOAT32, MIXED = "torch:cpu", "torch:cpu:mixed_bfloat16"

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from workloads import image_batch, titanic_batch
 
 from deepsharp.core import Adam, CrossEntropy, Dense, Network, Relu, Trainer
+from workloads import image_batch, titanic_batch
 
 __all__ = [
     "DENSE_FEATURES",

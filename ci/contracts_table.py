@@ -30,6 +30,7 @@ EXPECTED = [
     "torch:cpu:strict",
     "torch:cpu:mixed_bfloat16",
     "torch:cuda:0",
+    "torch:cuda:0:strict",
     "torch:cuda:0:mixed_float16",
 ]
 """The engines the tables should hold, in order (others measured follow them)."""

@@ -9,6 +9,9 @@
    through gloo and the card's through NCCL, in one job.
 3. Two processes on the one card with backend "gloo": the card's tensors cross through the host
    (one get and one put a sum, counted), and the ordered sum is the rank-order sum, bit for bit.
+4. fit with DataParallel on the card: the Titanic sample on torch:cuda:0 through NCCL (one
+   process) reaches the one-process run's band (test accuracy within 3 of the 135 rows), and
+   at two processes on the card (gloo) it is the same run again, bit for bit.
 
 Where torch has no NCCL or finds no card it says so and exits 0: the other checks still count.
 Writes its findings to --out/distributed.json.
@@ -26,6 +29,7 @@ import numpy as np
 import torch
 
 from deepsharp.core import make_engine
+from deepsharp.core.samples import titanic
 from deepsharp.distributed import DataParallel, launch
 
 SHAPES = [(14, 16), (16,), (16, 1), (1,), (32, 1, 3, 3), (32,)]
@@ -69,6 +73,27 @@ def sums(spec: str) -> dict[str, Any]:
     return found
 
 
+def titanic_on(spec: str) -> dict[str, Any]:
+    """The Titanic sample trained data-parallel on `spec`: its accuracy and slots (rank 0's)."""
+    run = titanic.run(engine=spec, distributed=DataParallel(), progress=False)
+    return {"accuracy": run.report.measures["accuracy"], "slots": run.trained.network.slots}
+
+
+def fit_checks(spec: str, backend: str) -> dict[str, bool]:
+    """Check 4 on `spec` (the card's; the processor's, to try this script without a card)."""
+    alone = titanic.run(engine=spec, progress=False).report.measures["accuracy"]
+    one = launch(titanic_on, 1, spec, backend=backend, timeout=60)
+    first = launch(titanic_on, 2, spec, backend="gloo", timeout=60)
+    again = launch(titanic_on, 2, spec, backend="gloo", timeout=60)
+    return {
+        f"fit, {backend}, 1 process: the one-process band": abs(one["accuracy"] - alone) <= 3 / 135,
+        "fit, gloo, 2 processes: the one-process band": abs(first["accuracy"] - alone) <= 3 / 135,
+        "fit, gloo, 2 processes: the same run again, bit for bit": same_bits(
+            list(first["slots"].values()), list(again["slots"].values())
+        ),
+    }
+
+
 def same_bits(got: list[Any], expected: list[Any]) -> bool:
     return all(
         g.shape == e.shape and np.array_equal(g.view(np.uint32), e.view(np.uint32))
@@ -108,6 +133,7 @@ def main() -> int:
         two["ordered"], rank_order_sum(2)
     )
     checks["gloo on a card: one get and one put a sum"] = two["ordered transfers"] == (1, 1)
+    checks.update(fit_checks("torch:cuda:0", "nccl"))
     for name, passed in checks.items():
         print(f"distributed: {'ok  ' if passed else 'FAIL'} {name}")
     (out / "distributed.json").write_text(json.dumps(checks, indent=2) + "\n", encoding="utf-8")

@@ -7,6 +7,7 @@ Each factory is a `module:factory` spec: `--engine broken_engines:float16_produc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -59,11 +60,11 @@ class DropsLastTerm(ExampleEngine):
         return np.sum(kept, axis=axes, dtype=np.float64, keepdims=keepdims).astype(np.float32)
 
 
-class Float32TotalsDropsLastTerm(DropsLastTerm):
-    """The same dropped term in an engine that declares float32 totals: the wider bound
-    those are held to must still catch it."""
+class Float32DropsLastTerm(DropsLastTerm):
+    """The same dropped term in an engine whose precision is `float32`: the wider bound its
+    totals are held to must still catch it."""
 
-    name = "float32-totals-drops-last-term"
+    name = "float32-drops-last-term"
 
     @property
     def identity(self) -> EngineIdentity:
@@ -161,8 +162,8 @@ def drops_last_term() -> ExampleEngine:
     return DropsLastTerm()
 
 
-def float32_totals_drops_last_term() -> ExampleEngine:
-    return Float32TotalsDropsLastTerm()
+def float32_drops_last_term() -> ExampleEngine:
+    return Float32DropsLastTerm()
 
 
 def flips_a_bit() -> ExampleEngine:
@@ -269,25 +270,16 @@ class StrideBlindPointwiseWeightGrad(ExampleEngine):
     name = "stride-blind-pointwise-weight-grad"
 
     def conv2d_weight_grad(
-        self,
-        x: Array,
-        gy: Array,
-        kernel: tuple[int, int],
-        stride: int,
-        padding: Any,
-        bias: bool = False,
-    ) -> Any:
+        self, x: Array, gy: Array, kernel: tuple[int, int], stride: int, padding: Any
+    ) -> Array:
         if tuple(kernel) != (1, 1):
-            return super().conv2d_weight_grad(x, gy, kernel, stride, padding, bias)
+            return super().conv2d_weight_grad(x, gy, kernel, stride, padding)
         (top, bottom), (left, right) = padding
         padded = np.pad(x, [(0, 0), (0, 0), (top, bottom), (left, right)])
         out_h, out_w = gy.shape[2:]
         places = padded[:, :, :out_h, :out_w]  # should be [:, :, ::stride, ::stride]
         weights = np.einsum("nchw,nfhw->fc", places, gy, dtype=np.float64)
-        weights = weights.astype(np.float32)[:, :, None, None]
-        if bias:
-            return weights, np.sum(gy, axis=(0, 2, 3), dtype=np.float64).astype(np.float32)
-        return weights
+        return weights.astype(np.float32)[:, :, None, None]
 
 
 class OverwritesItsInput(ExampleEngine):
@@ -317,6 +309,17 @@ class LosesTheTails(ExampleEngine):
 
     def log1p(self, x: Array) -> Array:
         return np.log(np.float32(1.0) + x)
+
+
+class DecaysOnlyTheFirstSlot(ExampleEngine):
+    """AdamW's decay as a fast path of its own that decays the first slot it is handed and
+    leaves the others as they were."""
+
+    name = "decays-only-the-first-slot"
+
+    def decay_update(self, slots: Sequence[Array], *, factor: float) -> None:
+        if slots:
+            slots[0] *= np.float32(factor)
 
 
 # --- engines that do not say what they are ------------------------------------------------------
@@ -369,6 +372,10 @@ def overwrites_its_input() -> ExampleEngine:
 
 def loses_the_tails() -> ExampleEngine:
     return LosesTheTails()
+
+
+def decays_only_the_first_slot() -> ExampleEngine:
+    return DecaysOnlyTheFirstSlot()
 
 
 def no_identity() -> ExampleEngine:

@@ -3,10 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from deepsharp.core import Adam, BinaryCrossEntropy, Dense, Network, Relu, Tanh, Trainer
+from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
+    CrossEntropy,
+    Dense,
+    FitOptions,
+    Layer,
+    Network,
+    Optimizer,
+    Relu,
+    Run,
+    Tanh,
+    Trainer,
+    fit,
+    make_engine,
+)
+from deepsharp.core.data.pipeline import Pipeline
+from deepsharp.core.random import Generator
+from deepsharp.core.samples import titanic
+from deepsharp.core.serving import CHUNK, TrainedNetwork
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -31,3 +51,42 @@ def titanic_shaped(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def titanic_trainer(seed: int = 0, engine: object = None) -> Trainer:
     network = Network([Dense(16), Relu(), Dense(1)], inputs=14)
     return Trainer(network, BinaryCrossEntropy(), Adam(0.001), engine=engine, seed=seed)
+
+
+def fit_titanic(
+    options: FitOptions,
+    network: Network | None = None,
+    optimizer: Optimizer | None = None,
+    **extra: Any,
+) -> Run:
+    """The Titanic sample's run with these options: its rows, pipeline and network (or
+    `network`), binary cross-entropy and Adam(0.001) (or `optimizer`); `extra` goes to fit
+    (resume_from=, on_epoch=, callbacks=)."""
+    return fit(
+        titanic.pipeline(),
+        titanic.rows(),
+        titanic.network() if network is None else network,
+        BinaryCrossEntropy(),
+        Adam(0.001) if optimizer is None else optimizer,
+        options,
+        **extra,
+    )
+
+
+def untrained(layers: list[Layer], inputs: tuple[int, ...], seed: int) -> TrainedNetwork:
+    """A network of these layers, its slots drawn from `seed`, ready to serve (cross-entropy's
+    link, a pipeline of arrays)."""
+    network = Network(layers, inputs=inputs)
+    network.initialize(Generator(seed))
+    return TrainedNetwork(network, CrossEntropy(), Pipeline())
+
+
+def chunk_by_chunk(trained: TrainedNetwork, features: np.ndarray, engine: str) -> np.ndarray:
+    """The predictions with every chunk of CHUNK rows run through the layers on its own
+    (nothing replayed, no two chunks in one pass)."""
+    count = features.shape[0]
+    padded = -(-count // CHUNK) * CHUNK
+    rows = np.concatenate([features, np.zeros((padded - count, *features.shape[1:]), np.float32)])
+    with trained.network.served(trained.loss, make_engine(engine)) as served:
+        chunks = [served.predict(rows[i : i + CHUNK]) for i in range(0, padded, CHUNK)]
+    return np.concatenate(chunks)[:count]

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from deepsharp.core import Conv2D, CrossEntropy, Dense, Flatten, Network, Relu, Trainer
 from deepsharp.core.engine import Engine, fused
 from deepsharp.core.engine.registry import _MEMBERS
 
@@ -30,6 +31,29 @@ def offers(engine: Any, fast_path: str) -> bool:
     """Whether `engine` offers the fast path of that name (the core then runs it)."""
     assert fast_path in fused.FAST_PATHS
     return getattr(engine, fast_path, None) is not None
+
+
+def trains_alike(fast: Any, plain: Any, optimizer: Any) -> None:
+    """Four steps of a small convolutional network on `fast` (an engine with its fast paths) and
+    on `plain` (primitives only) give the same losses and slots, to float32 rounding."""
+    rng = np.random.default_rng(4)
+    batches = [
+        (rng.standard_normal((6, 1, 8, 8)).astype(np.float32), rng.integers(0, 3, 6))
+        for _ in range(4)
+    ]
+    runs = []
+    for engine in (fast, plain):
+        network = Network(
+            [Conv2D(4, 3, padding="same"), Relu(), Conv2D(2, 3, stride=2), Flatten(), Dense(3)],
+            inputs=(1, 8, 8),
+        )
+        trainer = Trainer(network, CrossEntropy(), optimizer, engine=engine, seed=0)
+        losses = [trainer.step(x, y) for x, y in batches]
+        runs.append((losses, trainer.network.slots))
+    (fast_losses, fast_slots), (plain_losses, plain_slots) = runs
+    assert np.allclose(fast_losses, plain_losses, rtol=1e-5, atol=1e-6)
+    for name, value in fast_slots.items():
+        assert np.allclose(plain_slots[name], value, rtol=1e-4, atol=1e-6), name
 
 
 U = 2.0**-24

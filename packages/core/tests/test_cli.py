@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import csv
+import json
+import os
+import shutil
+import struct
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -59,3 +65,217 @@ def test_doctor_lists_the_light_engine_as_usable() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "light" in done.stdout and "usable" in done.stdout
+
+
+# --- everyday failures of the system: one line, a non-zero exit, nothing lost -----------------
+
+ROWS = str(data_path("titanic.csv"))
+CHILD = """
+import resource, signal, sys
+limit, blocked, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+if limit:  # a disk that fills: writes past `limit` bytes fail with EFBIG
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+if blocked:
+    sys.modules[blocked] = None  # as if it were not installed
+from deepsharp.core.cli import main
+sys.exit(main(argv))
+"""
+
+
+def _cli(
+    *argv: str, limit: int = 0, blocked: str = "", prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """The command line in a process of its own, as a user runs it."""
+    return subprocess.run(
+        [*prefix, sys.executable, "-c", CHILD, str(limit), blocked, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _one_line(done: subprocess.CompletedProcess[str], *words: str) -> str:
+    """The error it printed, after checking that it is one line, says `words`, and exit is 1."""
+    assert done.returncode == 1, (done.returncode, done.stderr)
+    error = done.stderr.strip()
+    assert "\n" not in error and "Traceback" not in error, error
+    assert error.startswith("deepsharp: ")
+    for word in words:
+        assert word in error, error
+    return error
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "titanic.safetensors"
+    assert main(["sample", "titanic", "--save", str(path), "--no-progress"]) == 0
+    return path
+
+
+def test_a_folder_as_the_model_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["predict", str(tmp_path), ROWS]) == 1  # before: IsADirectoryError, traceback
+    assert "is a folder, not a file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--save", "--plot"])
+def test_a_folder_to_save_into_is_refused_before_the_run(
+    tmp_path: Path, option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib") if option == "--plot" else None
+    assert main(["sample", "titanic", option, str(tmp_path), "--no-progress"]) == 1
+    said = capsys.readouterr()
+    assert "is a folder" in said.err
+    assert said.out == ""  # refused before the run: nothing trained, nothing lost
+
+
+def test_a_folder_as_the_answers_file_is_refused_in_one_line(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["predict", str(model), ROWS, "--output", str(tmp_path)]) == 1
+    assert "is a folder" in capsys.readouterr().err
+
+
+def test_answers_to_a_full_disk_are_one_line(model: Path) -> None:
+    done = _cli("predict", str(model), ROWS, "--output", "/dev/full")  # before: traceback
+    _one_line(done, "/dev/full", "No space left on device")
+
+
+def test_answers_cut_short_by_a_full_disk_leave_the_earlier_file_intact(
+    model: Path, tmp_path: Path
+) -> None:
+    answers = tmp_path / "answers.csv"
+    answers.write_text("Survived\n0.5\n")
+    done = _cli("predict", str(model), ROWS, "--output", str(answers), limit=8192)
+    _one_line(done, "answers.csv", "File too large", "unchanged")
+    assert answers.read_text() == "Survived\n0.5\n"  # before: 8,192 bytes of the new answers
+    assert [p.name for p in tmp_path.iterdir()] == ["answers.csv"]
+
+
+def test_a_save_cut_short_by_a_full_disk_leaves_the_earlier_file_intact(
+    model: Path, tmp_path: Path
+) -> None:
+    saved = tmp_path / "titanic.safetensors"
+    saved.write_bytes(model.read_bytes())
+    done = _cli("sample", "titanic", "--save", str(saved), "--no-progress", limit=1024)
+    _one_line(done, "titanic.safetensors", "File too large", "unchanged")  # before: traceback
+    assert saved.read_bytes() == model.read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["titanic.safetensors"]
+
+
+def test_plot_without_matplotlib_is_refused_before_the_run(tmp_path: Path) -> None:
+    done = _cli("sample", "titanic", "--plot", str(tmp_path / "curves.png"), blocked="matplotlib")
+    _one_line(done, "--plot needs matplotlib", "pip install")
+    assert done.stdout == ""  # before: the whole run, its report, then a traceback
+
+
+def test_an_engine_factory_that_exits_is_reported_not_taken_for_success() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "deepsharp.core.cli", "sample", "titanic", "--engine", "sys:exit"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    _one_line(done, "sys:exit")  # before: exit code 0, nothing trained
+    assert done.stdout == ""
+
+
+@pytest.fixture
+def shared_folder() -> Iterator[Path]:
+    """A folder another user can reach (pytest's own are private to this one)."""
+    folder = Path(tempfile.mkdtemp(prefix="deepsharp-cli-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder)
+
+
+def _unprivileged(*paths: Path) -> list[str]:
+    """A command prefix under which permission bits hold: root without the capabilities that
+    pass every check, the files given to `nobody`; anyone else as they are."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("root passes every permission check, and there is no setpriv to drop that")
+    for path in paths:
+        os.chown(path, 65534, 65534)
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--"]
+
+
+def test_permission_denied_is_one_line(model: Path, shared_folder: Path) -> None:
+    private = shared_folder / "private.safetensors"
+    shutil.copy(model, private)
+    private.chmod(0o600)
+    locked = shared_folder / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    prefix = _unprivileged(private, locked)
+    if not prefix:
+        private.chmod(0o000)
+    done = _cli("predict", str(private), ROWS, prefix=prefix)
+    _one_line(done, "private.safetensors", "Permission denied")  # before: a traceback
+    done = _cli("predict", str(model), ROWS, "--output", str(locked / "a.csv"), prefix=prefix)
+    _one_line(done, "--output", "Permission denied")
+
+
+def test_a_read_only_file_system_is_one_line(model: Path, shared_folder: Path) -> None:
+    mount = shared_folder / "readonly"
+    mount.mkdir()
+    script = (
+        f"mount -t tmpfs -o ro,size=1m tmpfs {mount} || exit 77; "
+        f"exec {sys.executable} -m deepsharp.core.cli predict {model} {ROWS} --output {mount}/a.csv"
+    )
+    try:
+        done = subprocess.run(
+            ["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=300
+        )
+    except FileNotFoundError:
+        pytest.skip("no unshare here to mount a read-only file system")
+    if done.returncode == 77 or "unshare:" in done.stderr:
+        pytest.skip(f"cannot mount a read-only file system here: {done.stderr.strip()}")
+    _one_line(done, "Read-only file system")
+
+
+def test_seal_records_a_digest_and_refuses_a_damaged_file(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deepsharp.core.files import read_safetensors
+    from deepsharp.core.serving import TrainedNetwork
+
+    tensors, metadata = read_safetensors(model)
+    header: dict[str, object] = {"__metadata__": metadata}
+    body, offset = b"", 0
+    for name, value in tensors.items():
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(value.shape),
+            "data_offsets": [offset, offset + value.nbytes],
+        }
+        body, offset = body + value.tobytes(), offset + value.nbytes
+    text = json.dumps(header).encode()
+    old = tmp_path / "old.safetensors"
+    old.write_bytes(struct.pack("<Q", len(text)) + text + body)
+    assert main(["predict", str(old), ROWS]) == 1
+    assert f"deepsharp seal {old}" in capsys.readouterr().err
+    assert main(["seal", str(old)]) == 0
+    assert TrainedNetwork.load(old).network.slots.keys() == tensors.keys()
+    damaged = bytearray(old.read_bytes())
+    damaged[-1] ^= 0x40
+    old.write_bytes(bytes(damaged))
+    assert main(["seal", str(old)]) == 1
+    assert "damaged" in capsys.readouterr().err
+
+
+def test_a_reader_that_has_gone_ends_the_answers_quietly(model: Path) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-m", "deepsharp.core.cli", "predict", str(model), ROWS],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # as `| head` does once it has read enough
+    child.wait(timeout=300)
+    assert child.returncode == 1
+    assert child.stderr.read() == ""  # before: a BrokenPipeError traceback

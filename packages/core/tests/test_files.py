@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import re
+import stat
 import struct
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 from core_helpers import XOR_ANSWERS, XOR_ROWS, xor_trainer
+from fuzz_files import load_in_child
 
 from deepsharp.core import BinaryCrossEntropy, FileFormatError, Network
-from deepsharp.core.files import encode_safetensors, read_safetensors
+from deepsharp.core.files import (
+    encode_safetensors,
+    read_safetensors,
+    write_atomically,
+)
 
 
 @pytest.fixture
@@ -138,3 +149,305 @@ def test_a_pickle_payload_is_refused_without_running_it(tmp_path: Path) -> None:
 def test_a_missing_file_says_where_it_was_looked_for(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"nowhere\.safetensors"):
         Network.load(tmp_path / "nowhere.safetensors")
+
+
+# --- what is not a regular file is refused before a byte is read ----------------------------
+
+
+def test_a_named_pipe_without_a_writer_is_refused_at_once(tmp_path: Path) -> None:
+    pipe = tmp_path / "model.safetensors"
+    os.mkfifo(pipe)
+    said = load_in_child("trained", pipe, timeout=60)  # before: waited for a writer forever
+    assert said["outcome"] == "FileFormatError", said
+    assert "named pipe" in said["message"]
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "/dev/null"])
+def test_a_device_is_refused_in_bounded_memory(device: str) -> None:
+    said = load_in_child("network", device)  # before: /dev/zero grew until MemoryError
+    assert said["outcome"] == "FileFormatError", said
+    assert "character device" in said["message"]
+    assert said["growth_mib"] < 100
+
+
+def test_a_folder_is_refused_as_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(FileFormatError, match="is a folder, not a file"):
+        Network.load(tmp_path)  # before: IsADirectoryError
+
+
+def _sparse(path: Path, size: int, start: bytes = b"") -> Path:
+    with open(path, "wb") as file:
+        file.write(start)
+        file.truncate(size)
+    return path
+
+
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["zeros", "a network file, then 4 GiB of nothing", "a header that claims 4 GiB, undigested"],
+)
+def test_a_sparse_4_gib_file_is_refused_in_bounded_memory(
+    tmp_path: Path, trained: Network, case: str
+) -> None:
+    path = tmp_path / "sparse.safetensors"
+    if case == "zeros":
+        _sparse(path, 4 * GIB)
+    elif case.startswith("a network file"):
+        trained.save(path)
+        _sparse(path, 4 * GIB, path.read_bytes())
+    else:
+        header = {
+            "__metadata__": {},
+            "w": {"dtype": "F32", "shape": [GIB], "data_offsets": [0, 4 * GIB]},
+        }
+        text = json.dumps(header).encode()
+        _sparse(path, 8 + len(text) + 4 * GIB, struct.pack("<Q", len(text)) + text)
+    said = load_in_child("network", path)  # before: read all 4 GiB, 33 s and MemoryError
+    assert said["outcome"] == "FileFormatError", said
+    assert said["growth_mib"] < 100
+
+
+def test_a_big_deepsharp_file_whose_digest_is_wrong_is_refused_in_bounded_memory(
+    tmp_path: Path, trained: Network
+) -> None:
+    size = 96 << 20  # over the 64 MiB from which a body is hashed before it is kept
+    text = json.dumps(
+        {
+            "__metadata__": {**trained.metadata(), "digest": "sha256:" + "0" * 64},
+            "w": {"dtype": "F32", "shape": [size // 4], "data_offsets": [0, size]},
+        }
+    )
+    start = struct.pack("<Q", len(text)) + text.encode()
+    path = _sparse(tmp_path / "big.safetensors", len(start) + size, start)
+    said = load_in_child("network", path)  # with a 2-pass check, no 96 MiB array is made
+    assert said["outcome"] == "FileFormatError", said
+    assert "damaged" in said["message"]
+    assert said["growth_mib"] < 32  # hashed before it is kept: no 96 MiB array was made
+
+
+# --- the header: small, an object, shallow, its numbers short --------------------------------
+
+
+def _raw(path: Path, header: str, body: bytes = b"") -> Path:
+    text = header.encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + body)
+    return path
+
+
+def test_a_header_over_1_mib_is_refused_unread(tmp_path: Path) -> None:
+    path = _raw(tmp_path / "big.safetensors", '{"a":"' + "x" * (1 << 20) + '"}')
+    with pytest.raises(FileFormatError, match=r"header is 1,048,584 bytes, over the 1,048,576"):
+        Network.load(path)
+    path = _raw(tmp_path / "bigger.safetensors", '{"a":[' + ",".join(["{}"] * 7_000_000) + "]}")
+    said = load_in_child("network", path)  # before: 20 MiB of header parsed into ~500 MiB
+    assert said["outcome"] == "FileFormatError", said
+    assert said["growth_mib"] < 100
+
+
+def test_a_header_that_is_not_an_object_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    path = _raw(tmp_path / "list.safetensors", "[" + ",".join(["{}"] * 300_000) + "]")
+    said = load_in_child("network", path)  # before: parsed whole (26x its size), then refused
+    assert said["outcome"] == "FileFormatError", said
+    assert "must be a JSON object" in said["message"]
+    assert said["growth_mib"] < 10
+
+
+def test_a_header_of_many_small_objects_stays_in_bounded_memory(tmp_path: Path) -> None:
+    path = _raw(tmp_path / "many.safetensors", '{"a":[' + ",".join(["{}"] * 340_000) + "]}")
+    assert path.stat().st_size < 1 << 20
+    said = load_in_child("network", path)
+    assert said["outcome"] == "FileFormatError", said
+    assert said["growth_mib"] < 100
+
+
+@pytest.mark.parametrize(
+    ("header", "said"),
+    [
+        ('{"a":' + "[" * 100_000 + "]" * 100_000 + "}", "nested 100001 deep"),  # RecursionError
+        ('{"a":' + "9" * 5000 + "}", "a number of 5000 digits"),  # ValueError
+        ('{"a":' + "9" * 30 + "}", "a number of 30 digits"),
+        ('{"a":{"dtype":["F32"],"shape":[1],"data_offsets":[0,4]}}', "has dtype"),  # TypeError
+        (
+            '{"a":{"dtype":"F32","shape":[0,9223372036854775808],"data_offsets":[0,0]}}',
+            "larger than",
+        ),
+        (
+            '{"a":{"dtype":"F32","shape":[' + ",".join(["1"] * 65) + '],"data_offsets":[0,4]}}',
+            "65 dimensions",
+        ),
+        ('{"a":{"dtype":"F32","shape":[true],"data_offsets":[0,4]}}', "malformed shape"),
+        ('{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{}}', "names 'a' twice"),
+        ('{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,NaN]}}', "holds NaN"),
+        (
+            '{"__metadata__":{"format":"deepsharp.network","network":"'
+            + "[" * 70
+            + "]" * 70
+            + '"}}',
+            "nested 70 deep",
+        ),
+        (
+            '{"__metadata__":{"format":"deepsharp.network","network":"' + "1" * 5000 + '"}}',
+            "5000 digits",
+        ),
+    ],
+)
+def test_a_hostile_header_is_refused_with_file_format_error(
+    tmp_path: Path, header: str, said: str
+) -> None:
+    with pytest.raises(FileFormatError, match=re.escape(said)):
+        Network.load(_raw(tmp_path / "hostile.safetensors", header, bytes(4)))
+
+
+def test_a_header_of_896_bytes_is_not_taken_for_a_pickle(tmp_path: Path, trained: Network) -> None:
+    tensors, metadata = _parts(trained)
+    for pad in range(0, 1200):
+        data = encode_safetensors(tensors, {**metadata, "pad": "x" * pad})
+        if data[:2] == b"\x80\x03":  # 896 bytes, written little-endian: the pickle protocol 3 magic
+            break
+    else:
+        pytest.fail("no padding gave a header of 896 bytes")
+    (tmp_path / "896.safetensors").write_bytes(data)
+    assert Network.load(tmp_path / "896.safetensors").slots.keys() == trained.slots.keys()
+
+
+# --- the tensors tile the body ----------------------------------------------------------------
+
+
+def _two(offsets_a: list[int], offsets_b: list[int]) -> str:
+    return json.dumps(
+        {
+            "a": {"dtype": "F32", "shape": [1], "data_offsets": offsets_a},
+            "b": {"dtype": "F32", "shape": [1], "data_offsets": offsets_b},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "body", "said"),
+    [
+        ([0, 4], [0, 4], 4, "overlaps"),
+        ([0, 4], [8, 12], 12, "gap"),
+        ([0, 4], [4, 8], 12, "4 bytes after its last tensor"),
+        ([0, 4], [4, 8], 6, "truncated"),
+    ],
+)
+def test_tensors_must_follow_one_another_and_fill_the_body(
+    tmp_path: Path, a: list[int], b: list[int], body: int, said: str
+) -> None:
+    path = _raw(tmp_path / "tiles.safetensors", _two(a, b), bytes(body))
+    with pytest.raises(FileFormatError, match=said):
+        read_safetensors(path, foreign=True)
+
+
+# --- the digest -------------------------------------------------------------------------------
+
+
+def test_a_changed_byte_anywhere_is_refused_as_damaged(tmp_path: Path, trained: Network) -> None:
+    trained.save(tmp_path / "xor.safetensors")
+    data = (tmp_path / "xor.safetensors").read_bytes()
+    length = struct.unpack("<Q", data[:8])[0]
+    text = data[8 : 8 + length]
+    slot = len(data) - 5  # a byte of the last slot's values
+    unit = text.index(b'units\\": 8') + len(b'units\\": ')  # the first layer's 8 units
+    for at, value in ((slot, data[slot] ^ 0x01), (8 + unit, ord("9"))):
+        changed = bytearray(data)
+        changed[at] = value
+        (tmp_path / "changed.safetensors").write_bytes(bytes(changed))
+        with pytest.raises(FileFormatError, match="damaged"):  # before: loaded, other answers
+            Network.load(tmp_path / "changed.safetensors")
+
+
+def test_a_file_without_a_digest_is_refused_saying_how_to_seal_it(
+    tmp_path: Path, trained: Network
+) -> None:
+    from deepsharp.core.files import seal_safetensors
+
+    header: dict[str, object] = {"__metadata__": trained.metadata()}
+    body, offset = b"", 0
+    for name, value in trained.slots.items():
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(value.shape),
+            "data_offsets": [offset, offset + value.nbytes],
+        }
+        body += value.tobytes()
+        offset += value.nbytes
+    path = _raw(tmp_path / "old.safetensors", json.dumps(header), body)
+    with pytest.raises(FileFormatError, match=r"no digest.*deepsharp seal .*old\.safetensors"):
+        Network.load(path)
+    seal_safetensors(path)
+    assert (
+        Network.load(path).slots["0.dense.weights"].tobytes()
+        == trained.slots["0.dense.weights"].tobytes()
+    )
+
+
+def test_another_tools_file_is_read_only_when_asked(tmp_path: Path) -> None:
+    numpy_writer = pytest.importorskip("safetensors.numpy")
+    values = {"w": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    numpy_writer.save_file(values, str(tmp_path / "theirs.safetensors"))
+    with pytest.raises(FileFormatError, match="deepsharp did not save"):
+        Network.load(tmp_path / "theirs.safetensors")
+    tensors, _ = read_safetensors(tmp_path / "theirs.safetensors", foreign=True)
+    assert tensors["w"].tobytes() == values["w"].tobytes()
+
+
+# --- writing: the mode, the temporaries, what is not a regular file ---------------------------
+
+
+def test_a_new_file_takes_the_umask_and_a_replaced_one_keeps_its_mode(
+    tmp_path: Path, trained: Network
+) -> None:
+    old = os.umask(0o022)
+    try:
+        trained.save(tmp_path / "new.safetensors")
+        assert stat.S_IMODE((tmp_path / "new.safetensors").stat().st_mode) == 0o644  # before: 0600
+        os.umask(0o077)
+        trained.save(tmp_path / "new.safetensors")
+        assert stat.S_IMODE((tmp_path / "new.safetensors").stat().st_mode) == 0o644
+        trained.save(tmp_path / "private.safetensors")
+        assert stat.S_IMODE((tmp_path / "private.safetensors").stat().st_mode) == 0o600
+    finally:
+        os.umask(old)
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_save(
+    tmp_path: Path, trained: Network
+) -> None:
+    from deepsharp.core.files import _TAG
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead = int(gone.stdout)
+    stale = tmp_path / f".xor.safetensors.{_TAG}-{dead}-0123abcd.tmp"
+    alive = tmp_path / f".xor.safetensors.{_TAG}-{os.getpid()}-0123abcd.tmp"
+    other = tmp_path / ".other.safetensors.abc.tmp"
+    for path in (stale, alive, other):
+        path.write_bytes(b"half a file")
+    trained.save(tmp_path / "xor.safetensors")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [alive.name, other.name, "xor.safetensors"]
+    )
+
+
+def test_a_named_pipe_is_written_into_not_replaced(tmp_path: Path) -> None:
+    pipe = tmp_path / "answers.csv"
+    os.mkfifo(pipe)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(pipe.read_bytes()))
+    reader.start()
+    write_atomically(pipe, b"a,b\n1,2\n")
+    reader.join(timeout=30)
+    assert got == [b"a,b\n1,2\n"]
+    assert stat.S_ISFIFO(pipe.stat().st_mode)  # before: renamed over with a regular file
+
+
+def test_a_folder_is_not_written_over(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    with pytest.raises(IsADirectoryError):
+        write_atomically(tmp_path / "out", b"data")
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]

@@ -9,21 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from engine_helpers import PrimitivesOnly, offers
+from engine_helpers import PrimitivesOnly, offers, trains_alike
 
-from deepsharp.core import (
-    SGD,
-    Adam,
-    AdamW,
-    Conv2D,
-    CrossEntropy,
-    Dense,
-    Engine,
-    Flatten,
-    Network,
-    Relu,
-    Trainer,
-)
+from deepsharp.core import SGD, Adam, AdamW, Engine
 from deepsharp.core.engine import fused
 from deepsharp.engines.light import LightEngine
 
@@ -170,26 +158,6 @@ def test_parts_are_consecutive_parts_of_the_flat_tensor() -> None:
         start += count
 
 
-def _conv_network() -> Network:
-    return Network(
-        [Conv2D(4, 3, padding="same"), Relu(), Conv2D(2, 3, stride=2), Flatten(), Dense(3)],
-        inputs=(1, 8, 8),
-    )
-
-
 @pytest.mark.parametrize("optimizer", [SGD(0.05, momentum=0.9), Adam(0.01), AdamW(0.01, 0.1)])
 def test_an_engine_of_primitives_alone_trains_as_the_light_engine(optimizer: Any) -> None:
-    rng = _rng(4)
-    batches = [
-        (rng.standard_normal((6, 1, 8, 8)).astype(np.float32), rng.integers(0, 3, 6))
-        for _ in range(4)
-    ]
-    runs = []
-    for engine in (LightEngine(), PrimitivesOnly(LightEngine())):
-        trainer = Trainer(_conv_network(), CrossEntropy(), optimizer, engine=engine, seed=0)
-        losses = [trainer.step(x, y) for x, y in batches]
-        runs.append((losses, trainer.network.slots))
-    (fast_losses, fast_slots), (plain_losses, plain_slots) = runs
-    assert np.allclose(fast_losses, plain_losses, rtol=1e-5, atol=1e-6)
-    for name, value in fast_slots.items():
-        assert np.allclose(plain_slots[name], value, rtol=1e-4, atol=1e-6), name
+    trains_alike(LightEngine(), PrimitivesOnly(LightEngine()), optimizer)

@@ -9,15 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from core_helpers import fit_titanic
 
-from deepsharp.core import (
-    Adam,
-    BinaryCrossEntropy,
-    EngineMismatchError,
-    FitOptions,
-    fit,
-    make_engine,
-)
+from deepsharp.core import EngineMismatchError, FitOptions, make_engine
 from deepsharp.core.engine import EngineIdentity, fused
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.core.samples import digits, titanic
@@ -124,12 +118,7 @@ def test_its_checkpoint_refuses_the_strict_engine(tmp_path: Path) -> None:
     titanic.run(FAST, 1, epochs=1, progress=False, checkpoint_dir=tmp_path, checkpoint_every=1)
     assert Checkpoint.load(Checkpoint.path_in(tmp_path)).engine.precision == "float32"
     with pytest.raises(EngineMismatchError, match="float32"):
-        fit(
-            titanic.pipeline(),
-            titanic.rows(),
-            titanic.network(),
-            BinaryCrossEntropy(),
-            Adam(0.001),
+        fit_titanic(
             FitOptions(engine="light", seed=1, epochs=2, progress=False),
             resume_from=Checkpoint.path_in(tmp_path),
         )

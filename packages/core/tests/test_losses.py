@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -148,3 +149,10 @@ def test_a_loss_s_settings_go_into_the_trained_file(tmp_path: Path) -> None:
             np.ones((1, 2), np.float32), BinaryCrossEntropy(from_logits=False)
         ).tolist()
     )
+
+
+@pytest.mark.parametrize("kind", [{}, [], None, 7, "Dense"])
+def test_a_recorded_loss_of_no_known_kind_is_a_value_error_naming_it(kind: Any) -> None:
+    """Before (the fuzzer's find): an unhashable kind such as {} raised a raw TypeError."""
+    with pytest.raises(ValueError, match="unknown loss"):
+        loss_from_json({"kind": kind})

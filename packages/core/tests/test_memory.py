@@ -18,7 +18,8 @@ import pytest
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
-# Three steps to settle, then the page faults of three more (the benchmarks' large convolution
+# Six steps to settle (the heap reaches its size in one to four: which thread frees what
+# first moves it), then the page faults of three more (the benchmarks' large convolution
 # step: 22 MB activations, which glibc otherwise gives back to the system at each step's end).
 _STEPS = textwrap.dedent(
     """
@@ -34,7 +35,7 @@ _STEPS = textwrap.dedent(
     rng = np.random.default_rng(0)
     images = rng.random((256, 1, 28, 28)).astype(np.float32)
     classes = rng.integers(0, 10, 256)
-    for _ in range(3):
+    for _ in range(6):
         trainer.step(images.copy(), classes.copy())
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(3):

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from core_helpers import fit_titanic
 
 from deepsharp.core import (
     Adam,
@@ -134,18 +135,6 @@ def _options(**extra: Any) -> FitOptions:
     return FitOptions(**{**settings, **extra})
 
 
-def _fit(options: FitOptions, **extra: Any) -> Run:
-    return fit(
-        titanic.pipeline(),
-        titanic.rows(),
-        titanic.network(),
-        BinaryCrossEntropy(),
-        Adam(0.001),
-        options,
-        **extra,
-    )
-
-
 def _bits(run: Run) -> bytes:
     slots = run.trained.network.slots
     return b"".join(slots[name].tobytes() for name in sorted(slots))
@@ -153,7 +142,7 @@ def _bits(run: Run) -> bytes:
 
 @pytest.fixture(scope="module")
 def uninterrupted() -> Run:
-    return _fit(_options())
+    return fit_titanic(_options())
 
 
 @pytest.mark.parametrize("epoch", [1, 5, 10])
@@ -166,9 +155,9 @@ def test_a_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_does(
         if record.epoch == epoch:
             shutil.copy(Checkpoint.path_in(tmp_path / "run"), kept)
 
-    _fit(_options(checkpoint_dir=tmp_path / "run", checkpoint_every=1), on_epoch=keep)
+    fit_titanic(_options(checkpoint_dir=tmp_path / "run", checkpoint_every=1), on_epoch=keep)
     assert Checkpoint.load(kept).epoch == epoch
-    resumed = _fit(_options(), resume_from=kept)
+    resumed = fit_titanic(_options(), resume_from=kept)
     assert _bits(resumed) == _bits(uninterrupted)
     assert resumed.report.history == uninterrupted.report.history[
         : len(resumed.report.history)
@@ -201,7 +190,7 @@ def test_a_run_killed_mid_training_resumes_to_the_same_final_bits(
     assert process.returncode == -9, process.stderr.decode()
     checkpoint = Checkpoint.load(Checkpoint.path_in(tmp_path))
     assert checkpoint.epoch == 7
-    resumed = _fit(_options(), resume_from=checkpoint)
+    resumed = fit_titanic(_options(), resume_from=checkpoint)
     assert _bits(resumed) == _bits(uninterrupted)
 
 
@@ -218,21 +207,13 @@ class OtherLight(LightEngine):
 def test_a_checkpoint_is_refused_on_another_engine_before_anything_is_restored(
     tmp_path: Path,
 ) -> None:
-    _fit(_options(epochs=2, checkpoint_dir=tmp_path, checkpoint_every=1))
+    fit_titanic(_options(epochs=2, checkpoint_dir=tmp_path, checkpoint_every=1))
     checkpoint = Checkpoint.load(Checkpoint.path_in(tmp_path))
     assert checkpoint.engine.name == "light"
     other = OtherLight()
     network = titanic.network()
     with pytest.raises(EngineMismatchError, match=r"light numpy .* other 9\.9 on cpu"):
-        fit(
-            titanic.pipeline(),
-            titanic.rows(),
-            network,
-            BinaryCrossEntropy(),
-            Adam(0.001),
-            _options(engine=other),
-            resume_from=Checkpoint.path_in(tmp_path),
-        )
+        fit_titanic(_options(engine=other), network, resume_from=Checkpoint.path_in(tmp_path))
     assert other.counters.transfers_in == 0
     assert not network.initialized
 
@@ -281,4 +262,4 @@ def _fit_rows(rows: list[Any]) -> Run:
 
 
 def test_the_same_run_twice_gives_the_same_bits(uninterrupted: Run) -> None:
-    assert _bits(_fit(_options())) == _bits(uninterrupted)
+    assert _bits(fit_titanic(_options())) == _bits(uninterrupted)

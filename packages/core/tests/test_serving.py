@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from core_helpers import chunk_by_chunk, untrained
 
 from deepsharp.core import (
     Adam,
     BinaryCrossEntropy,
     Conv2D,
-    CrossEntropy,
     Dense,
     Flatten,
     Layer,
@@ -27,11 +27,9 @@ from deepsharp.core import (
     make_engine,
 )
 from deepsharp.core.autodiff.replay import Replay
-from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.core.nn.layers import Pass
 from deepsharp.core.random import Generator
-from deepsharp.core.serving import CHUNK, TrainedNetwork
 
 
 def _engines() -> list[str]:
@@ -70,40 +68,25 @@ class Scaled(Layer):
         return x * (slots["scale"] * 2.0)
 
 
-def _trained(layers: list[Layer], inputs: tuple[int, ...]) -> TrainedNetwork:
-    network = Network(layers, inputs=inputs)
-    network.initialize(Generator(7))
-    return TrainedNetwork(network, CrossEntropy(), Pipeline())
-
-
-def _layer_by_layer(trained: TrainedNetwork, features: np.ndarray, engine: str) -> np.ndarray:
-    """The predictions with every chunk run through the layers (nothing replayed)."""
-    count = features.shape[0]
-    padded = -(-count // CHUNK) * CHUNK
-    rows = np.concatenate([features, np.zeros((padded - count, *features.shape[1:]), np.float32)])
-    with trained.network.served(trained.loss, make_engine(engine)) as served:
-        chunks = [served.predict(rows[i : i + CHUNK]) for i in range(0, padded, CHUNK)]
-    return np.concatenate(chunks)[:count]
-
-
 @pytest.mark.parametrize("engine", _engines())
 def test_replayed_chunks_give_the_bits_the_layers_give(engine: str) -> None:
-    trained = _trained(
+    trained = untrained(
         [Conv2D(4, 3, padding="same"), Relu(), MaxPool2D(2), Flatten(), Scaled(), Dense(3)],
         (1, 6, 6),
+        7,
     )
     images = np.random.default_rng(3).random((100, 1, 6, 6)).astype(np.float32)
     served = trained.predict_features(images, engine)
     assert served.shape == (100, 3)
-    assert served.tobytes() == _layer_by_layer(trained, images, engine).tobytes()
+    assert served.tobytes() == chunk_by_chunk(trained, images, engine).tobytes()
 
 
 def test_a_pass_that_reads_its_values_is_run_through_the_layers_every_chunk() -> None:
     peek = Peek()
-    trained = _trained([Dense(5), peek, Relu(), Dense(2)], (4,))
+    trained = untrained([Dense(5), peek, Relu(), Dense(2)], (4,), 7)
     rows = np.random.default_rng(4).standard_normal((70, 4)).astype(np.float32)
     served = trained.predict_features(rows)
-    assert served.tobytes() == _layer_by_layer(trained, rows, "light").tobytes()
+    assert served.tobytes() == chunk_by_chunk(trained, rows, "light").tobytes()
     peek.calls = 0
     trained.predict_features(rows)
     assert peek.calls == 3  # 70 rows: three chunks, each through the layers
@@ -142,7 +125,7 @@ def test_a_replay_runs_the_traced_rules_on_new_rows() -> None:
 
 def test_one_thread_serves_while_another_trains() -> None:
     """Recordings are per thread: a trace while another thread records a step is no nesting."""
-    trained = _trained([Dense(8), Relu(), Dense(3)], (4,))
+    trained = untrained([Dense(8), Relu(), Dense(3)], (4,), 7)
     rows = np.random.default_rng(6).standard_normal((200, 4)).astype(np.float32)
     expected = trained.predict_features(rows)
     trainer = Trainer(
@@ -183,7 +166,7 @@ def test_serving_without_an_engine_looks_for_installed_engines_once(
     0.71 ms one-row call)."""
     import deepsharp.core.engine.registry as registry
 
-    trained = _trained([Dense(4), Relu(), Dense(1)], (3,))
+    trained = untrained([Dense(4), Relu(), Dense(1)], (3,), 7)
     trained.predict_features(np.zeros((1, 3), np.float32))  # the own engine exists from here
     scans: list[int] = []
     found = registry._registered

@@ -7,6 +7,7 @@ out every rank's inputs, and the exact expected answer, by itself.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from itertools import product
@@ -15,11 +16,28 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core import Adam, BinaryCrossEntropy, Dense, Network, Relu, Trainer, make_engine
+from deepsharp.core import (
+    SGD,
+    Adam,
+    BinaryCrossEntropy,
+    CheckpointMismatchError,
+    Dense,
+    Dropout,
+    FitOptions,
+    Network,
+    Relu,
+    Run,
+    Trainer,
+    TrainingDivergedError,
+    fit,
+    make_engine,
+)
 from deepsharp.core.autodiff.tensor import Recording, Tensor
 from deepsharp.core.engine import Engine
 from deepsharp.core.nn.layers import Pass
 from deepsharp.core.random import Generator
+from deepsharp.core.samples import titanic
+from deepsharp.core.training.trainer import StepHook
 from deepsharp.distributed import DataParallel, ReplicasDifferError
 
 START = "forkserver"
@@ -102,16 +120,46 @@ def titanic_trainer(engine: Engine | str, seed: int = TITANIC_SEED, units: int =
     return Trainer(network, BinaryCrossEntropy(), Adam(0.001), engine=engine, seed=seed)
 
 
-def share_gradients(trainer: Trainer, rows: slice) -> list[Any]:
-    """The gradients of the mean loss over `rows` of the batch, by the trainer's own pieces."""
+def share_gradients(
+    trainer: Trainer,
+    rows: slice,
+    features: NDArray[np.float32] | None = None,
+    answers: NDArray[np.float32] | None = None,
+) -> list[Any]:
+    """The gradients of the mean loss over `rows` of the batch (the Titanic-shaped one unless
+    given), by the trainer's own pieces."""
     engine, network, loss = trainer.engine, trainer.network, trainer.loss
-    features, answers = titanic_batch()
+    if features is None or answers is None:
+        features, answers = titanic_batch()
     slots = list(trainer.bound.tensors.values())
     x = Tensor.put(engine, features[rows])
     y = Tensor.put(engine, loss.targets(answers[rows], network.outputs))
     with Recording(slots) as recording:
         outputs = network.forward(x, trainer.bound, Pass(engine, True, None))
         return recording.gradients(loss.value(outputs, y), slots)
+
+
+def reference_gradients(
+    slots: list[NDArray[np.float32]], features: NDArray[np.float32], targets: NDArray[np.float32]
+) -> tuple[list[Any], list[Any]]:
+    """A Titanic network's gradient of the batch's mean loss in float64 from the float32 slots
+    and rows (g*), and each element's magnitude S (the same on absolute values, earlier
+    roundings carried along): what the precision's bound is stated in."""
+    w1, b1, w2, b2 = (s.astype(np.float64) for s in slots)
+    x, y = features.astype(np.float64), targets.astype(np.float64).reshape(-1, 1)
+    rows = x.shape[0]
+    h = x @ w1 + b1
+    z = np.maximum(h, 0.0) @ w2 + b2
+    p = 1.0 / (1.0 + np.exp(-z))
+    dz = (p - y) / rows
+    dh = (dz @ w2.T) * (h > 0)
+    exact = [x.T @ dh, dh.sum(0), np.maximum(h, 0.0).T @ dz, dz.sum(0)]
+    s_h = np.abs(x) @ np.abs(w1) + np.abs(b1)
+    s_z = s_h @ np.abs(w2) + np.abs(b2)
+    s_dz = (p + np.abs(y) + s_z / 4.0) / rows  # sigmoid' <= 1/4 carries z's rounding on
+    s_dh = s_dz @ np.abs(w2).T
+    scale = [np.abs(x).T @ s_dh, s_dh.sum(0), s_h.T @ s_dz, s_dz.sum(0)]
+    return exact, scale
 
 
 def titanic_steps(specs: list[str]) -> dict[str, Any]:
@@ -188,3 +236,209 @@ def returns_early_but(rank: int) -> str:
 def data_parallel_checks(specs: list[str], titanic_specs: list[str]) -> dict[str, Any]:
     """Everything test_data_parallel checks, in one job (starting processes costs seconds)."""
     return {"reductions": reductions(specs), "titanic": titanic_steps(titanic_specs)}
+
+
+# --- fit with DataParallel ------------------------------------------------------------------
+
+SAMPLE_SEED = 42
+
+
+def run_figures(run: Run, config: DataParallel) -> dict[str, Any]:
+    """What a test compares of a run: its slots' bits, its history, its measures, its place."""
+    report = run.report
+    return {
+        "rank": config.rank,
+        "world_size": config.world_size,
+        "slots": run.trained.network.slots,
+        "history": [(r.epoch, r.loss, r.validation_loss) for r in report.history],
+        "measures": report.measures,
+        "epochs_run": report.epochs_run,
+        "best_epoch": report.best_epoch,
+        "test_rows": report.test_rows,
+    }
+
+
+def fit_titanic(options: FitOptions, **extra: Any) -> Run:
+    """The Titanic sample's run (its rows, pipeline and network, binary cross-entropy,
+    Adam(0.001)) with these options; `extra` goes to fit (resume_from=, on_epoch=)."""
+    return fit(
+        titanic.pipeline(),
+        titanic.rows(),
+        titanic.network(),
+        BinaryCrossEntropy(),
+        Adam(0.001),
+        options,
+        **extra,
+    )
+
+
+def data_parallel_titanic(spec: str, reduction: str = "ordered", **options: Any) -> dict[str, Any]:
+    """The Titanic sample (its pipeline, network and Adam) on `spec`, data-parallel."""
+    config = DataParallel(reduction=reduction)
+    run = titanic.run(engine=spec, seed=SAMPLE_SEED, distributed=config, progress=False, **options)
+    found = run_figures(run, config)
+    found["writers"] = DataParallel().join().totals({"writes": float(config.writes)})["writes"]
+    return found
+
+
+def titanic_fits(specs: list[str], folder: str) -> dict[str, Any]:
+    """The Titanic runs a test compares, in one job: each engine's full run, the light one
+    writing a checkpoint every 10 epochs into `folder`."""
+    found = {}
+    for spec in specs:
+        checkpoints = {"checkpoint_dir": folder, "checkpoint_every": 10, "checkpoint_keep": 10}
+        found[spec] = data_parallel_titanic(spec, **(checkpoints if spec == "light" else {}))
+    return found
+
+
+def titanic_resumed(spec: str, checkpoint: str) -> dict[str, Any]:
+    """The Titanic sample resumed from `checkpoint` (whatever the world size it was taken at)."""
+    config = DataParallel()
+    try:
+        run = fit_titanic(
+            FitOptions(seed=SAMPLE_SEED, engine=spec, distributed=config, progress=False),
+            resume_from=checkpoint,
+        )
+    except CheckpointMismatchError as error:
+        return {"refused": f"{type(error).__name__}: {error}"}
+    return run_figures(run, config)
+
+
+class FirstStep(StepHook):
+    """Records the first step's gradients as the optimizer would apply them (after the sum)."""
+
+    def __init__(self) -> None:
+        self.grads: list[NDArray[np.float32]] | None = None
+
+    def gradients(self, trainer: Trainer, grads: list[Any]) -> list[Any] | None:
+        if self.grads is None:
+            self.grads = [trainer.engine.get(g) for g in grads]
+        return grads
+
+
+SEEN: dict[str, Any] = {}
+"""What a `Watched` run saw of its first step, in this process."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Watched(DataParallel):
+    """DataParallel that also records the first step: its slots, this process's rows, the
+    summed gradients the optimizer applies; and the transfers the second step made."""
+
+    def start(self, trainer: Trainer) -> None:
+        super().start(trainer)
+        hook = FirstStep()
+        trainer.hooks.insert(1, hook)  # right after the sum
+        SEEN.clear()
+        SEEN["hook"] = hook
+        step = trainer.step
+
+        def watched(features: Any, targets: Any, share: Any = None) -> float:
+            if "rows" not in SEEN:
+                SEEN["slots"] = list(trainer.network.slots.values())
+                SEEN["rows"] = (np.array(features), np.array(targets))
+                return step(features, targets, share)
+            if "transfers" in SEEN:
+                return step(features, targets, share)
+            counters = trainer.engine.counters  # the second step's (FirstStep reads the first's)
+            before = (counters.transfers_in, counters.transfers_out)
+            value = step(features, targets, share)
+            SEEN["transfers"] = (
+                counters.transfers_in - before[0],
+                counters.transfers_out - before[1],
+            )
+            return value
+
+        trainer.step = watched  # type: ignore[method-assign]
+
+
+def first_step_through_fit(specs: list[str]) -> dict[str, Any]:
+    """On each engine, both reductions: the first step of a Titanic fit, data-parallel; its
+    slots, the whole batch (every process's rows, in rank order) and the summed gradients."""
+    import torch.distributed as dist
+
+    found = {}
+    for spec, reduction in product(specs, ("ordered", "fast")):
+        titanic.run(engine=spec, distributed=Watched(reduction=reduction), epochs=1, progress=False)
+        every: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(every, SEEN["rows"])
+        features = np.concatenate([rows for rows, _ in every])
+        targets = np.concatenate([answers for _, answers in every])
+        found[f"{spec} {reduction}"] = {
+            "slots": SEEN["slots"],
+            "batch": (features, targets),
+            "gradients": SEEN["hook"].grads,
+            "transfers": SEEN["transfers"],
+        }
+    return found
+
+
+def failing_epoch(rank: int, epoch: int) -> Any:
+    """An epoch callback that raises on `rank` at `epoch` (the others go on into the next
+    epoch's first collective, and wait there)."""
+
+    def check(record: Any) -> None:
+        if record.epoch == epoch and int(os.environ["RANK"]) == rank:
+            raise ValueError(f"rank {rank} found a broken row at epoch {epoch}")
+
+    return check
+
+
+def titanic_failing_on(rank: int) -> None:
+    fit_titanic(
+        FitOptions(seed=SAMPLE_SEED, distributed=DataParallel(), progress=False),
+        on_epoch=failing_epoch(rank, 2),
+    )
+
+
+def diverging_from_own_slots() -> list[Any]:
+    """Every rank starts from slots of its own (drawn from another seed) and diverges in the
+    first epoch: fit puts back the slots the run started from. Every rank's, rank by rank."""
+    import torch.distributed as dist
+
+    x, y = titanic_batch()
+    network = Network([Dense(16), Relu(), Dense(1)], inputs=FEATURES)
+    network.initialize(Generator(int(os.environ["RANK"])))
+    try:
+        fit(
+            None,
+            (np.vstack([x] * 4), np.vstack([y] * 4)),
+            network,
+            BinaryCrossEntropy(),
+            Adam(1e30),
+            FitOptions(seed=3, distributed=DataParallel(), progress=False),
+        )
+    except TrainingDivergedError:
+        pass
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, network.slots)
+    return every
+
+
+def dropout_arrays() -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """48 rows: 33 for training (a batch of 32, then one of 1: at 3 processes two ranks get
+    none), 7 for validation, 8 for testing."""
+    generator = np.random.default_rng(8)
+    x = generator.standard_normal((48, 6)).astype(np.float32)
+    y = (x[:, :1] - x[:, 1:2] > 0).astype(np.float32)
+    return x, y
+
+
+def dropout_fit(distributed: bool) -> list[Any]:
+    """A network with dropout trained by SGD for 5 epochs on `dropout_arrays`: every rank's
+    slots (one process: its own)."""
+    network = Network([Dense(8), Dropout(0.5), Relu(), Dense(1)])
+    options = FitOptions(
+        seed=5,
+        epochs=5,
+        distributed=DataParallel() if distributed else None,
+        progress=False,
+    )
+    fit(None, dropout_arrays(), network, BinaryCrossEntropy(), SGD(0.1), options)
+    if not distributed:
+        return [network.slots]
+    import torch.distributed as dist
+
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, network.slots)
+    return every

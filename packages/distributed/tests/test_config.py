@@ -4,6 +4,7 @@ outside what works is refused with a message that says what to do."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
 
 import distributed_workers as workers
 import pytest
@@ -66,3 +67,28 @@ def test_nccl_is_refused_where_torch_has_no_card() -> None:
         pytest.skip("a card is usable here")
     with pytest.raises(DistributedError, match="backend 'nccl'"):
         launch(workers.environment, 2, backend="nccl")
+
+
+def test_it_is_the_training_loop_s_distribution_and_crosses_to_new_processes_without_a_job() -> (
+    None
+):
+    from deepsharp.core import FitOptions
+    from deepsharp.core.training.distribution import Distribution
+
+    config = DataParallel(reduction="fast")
+    assert isinstance(config, Distribution)
+    assert FitOptions(seed=1, distributed=config).distributed is config
+    copy = pickle.loads(pickle.dumps(config))
+    assert copy == config and copy._joined is not config._joined
+
+
+def test_fit_outside_any_job_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from deepsharp.core import FitOptions
+    from deepsharp.core.samples import titanic
+
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(DistributedError, match="start the script with torchrun"):
+        titanic.run(distributed=DataParallel(), progress=False)
+    assert FitOptions  # the options took DataParallel; joining is what was refused

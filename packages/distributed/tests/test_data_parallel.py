@@ -120,26 +120,6 @@ def test_start_identical_gives_every_rank_rank_0_s_slots_without_a_transfer(
     assert job["titanic"][f"{spec} start transfers"] == (0, 0)
 
 
-def _reference(slots: list[NDArray[np.float32]]) -> tuple[list[Any], list[Any]]:
-    """The Titanic batch's gradient in float64 from the float32 slots and rows (g*), and each
-    element's magnitude S (the same on absolute values, earlier roundings carried along)."""
-    w1, b1, w2, b2 = (s.astype(np.float64) for s in slots)
-    x, y = (v.astype(np.float64) for v in workers.titanic_batch())
-    rows = x.shape[0]
-    h = x @ w1 + b1
-    z = np.maximum(h, 0.0) @ w2 + b2
-    p = 1.0 / (1.0 + np.exp(-z))
-    dz = (p - y) / rows
-    dh = (dz @ w2.T) * (h > 0)
-    exact = [x.T @ dh, dh.sum(0), np.maximum(h, 0.0).T @ dz, dz.sum(0)]
-    s_h = np.abs(x) @ np.abs(w1) + np.abs(b1)
-    s_z = s_h @ np.abs(w2) + np.abs(b2)
-    s_dz = (p + np.abs(y) + s_z / 4.0) / rows  # sigmoid' <= 1/4 carries z's rounding on
-    s_dh = s_dz @ np.abs(w2).T
-    scale = [np.abs(x).T @ s_dh, s_dh.sum(0), s_h.T @ s_dz, s_dz.sum(0)]
-    return exact, scale
-
-
 @pytest.mark.parametrize("reduction", ["ordered", "fast"])
 @pytest.mark.parametrize("spec", TITANIC_ENGINES)
 def test_a_data_parallel_step_s_gradients_are_held_to_the_one_process_bound(
@@ -151,7 +131,7 @@ def test_a_data_parallel_step_s_gradients_are_held_to_the_one_process_bound(
     slots = list(trainer.network.slots.values())
     one = [engine.get(g) for g in workers.share_gradients(trainer, slice(None))]
     many = job["titanic"][f"{spec} {reduction}"]
-    exact, scale = _reference(slots)
+    exact, scale = workers.reference_gradients(slots, *workers.titanic_batch())
     k = float(precision_named(engine.identity.precision).totals_factor(workers.TITANIC_ROWS))
     for g1, gw, ref, s in zip(one, many, exact, scale, strict=True):
         assert np.all(np.abs(g1 - ref) <= k * U * s), "the one-process step broke its own bound"

@@ -1,6 +1,8 @@
-"""The script docs/distributed.md shows runs as a user runs it: by hand (it launches its own two
-processes) and under `torchrun --standalone --nproc-per-node 2`; both give the whole batch's
-gradient on every process."""
+"""The scripts docs/distributed.md shows run as a user runs them: shares_sum.py by hand (it
+launches its own two processes) gives the whole batch's gradient; titanic_parallel.py (fit with
+DataParallel) under `torchrun --standalone --nproc-per-node 2`: rank 0 alone prints the report
+and writes the network, of the one-process band. (Each torchrun costs seconds of CI: the
+scripts share the `RANK` branch, so one run under torchrun covers both ways in.)"""
 
 from __future__ import annotations
 
@@ -14,20 +16,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from deepsharp.core.samples import titanic
+
 pytest.importorskip("torch")
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "distributed.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 NAME = "shares_sum.py"
+FIT = "titanic_parallel.py"
 
 
-def write_script(folder: Path) -> Path:
-    """docs/distributed.md's shares_sum.py, written into `folder`."""
-    blocks = [b for b in BLOCK.findall(DOC.read_text(encoding="utf-8")) if f'"""{NAME}' in b]
-    assert len(blocks) == 1, f"docs/distributed.md shows {NAME} {len(blocks)} times, not once"
-    path = folder / NAME
+def write_script(folder: Path, name: str = NAME) -> Path:
+    """docs/distributed.md's script `name`, written into `folder`."""
+    blocks = [b for b in BLOCK.findall(DOC.read_text(encoding="utf-8")) if f'"""{name}' in b]
+    assert len(blocks) == 1, f"docs/distributed.md shows {name} {len(blocks)} times, not once"
+    path = folder / name
     path.write_text(blocks[0], encoding="utf-8")
     return path
+
+
+def _torchrun() -> list[str]:
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
+    return [torchrun] if torchrun else [sys.executable, "-m", "torch.distributed.run"]
 
 
 def _batch_gradient() -> np.ndarray:
@@ -55,14 +65,15 @@ def test_the_script_launches_its_own_job_and_prints_the_batch_gradient(tmp_path:
     assert np.allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_the_script_runs_under_torchrun_and_every_rank_holds_the_same_bits(
+def test_the_fit_script_trains_under_torchrun_and_rank_0_alone_reports_and_writes(
     tmp_path: Path,
 ) -> None:
-    script = write_script(tmp_path)
-    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
-    command = [torchrun] if torchrun else [sys.executable, "-m", "torch.distributed.run"]
-    output = _run([*command, "--standalone", "--nproc-per-node", "2", str(script)], tmp_path)
-    printed = _printed(output)
-    assert len(printed) == 2 and "rank 0:" in output and "rank 1:" in output
-    assert np.array_equal(printed[0], printed[1])
-    assert np.allclose(printed[0], _batch_gradient(), rtol=1e-5, atol=1e-6)
+    script = write_script(tmp_path, FIT)
+    output = _run([*_torchrun(), "--standalone", "--nproc-per-node", "2", str(script)], tmp_path)
+    assert output.count("deepsharp run on light") == 1 and "on the 135 test rows:" in output
+    accuracy = float(re.findall(r"accuracy\s+([0-9.]+)", output)[0])
+    alone = titanic.run(progress=False).report.measures["accuracy"]
+    assert abs(accuracy - alone) <= 3 / 135  # the one-process run's band (test_fit.py)
+    assert [path.name for path in tmp_path.iterdir() if path.suffix == ".safetensors"] == [
+        "titanic.safetensors"
+    ]

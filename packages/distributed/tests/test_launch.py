@@ -11,6 +11,7 @@ import distributed_workers as workers
 import pytest
 
 from deepsharp.distributed import ProcessFailedError, launch
+from deepsharp.distributed.launch import _outcome, _Rank
 
 pytest.importorskip("torch")
 
@@ -68,3 +69,18 @@ def test_a_rank_that_hangs_after_the_others_returned_is_ended_too() -> None:
     error, took = _failure(workers.returns_early_but, 0)
     assert error.rank == 0 and "stopped answering" in str(error)
     assert took < 2 * TIMEOUT + SLACK
+
+
+def test_when_every_rank_failed_in_a_collective_the_earliest_is_blamed() -> None:
+    """No rank failed of itself (each raised inside torch.distributed): the first to fail is
+    blamed, with its error and traceback, and the others' errors are named."""
+    ranks = [
+        _Rank(0, report=("error", 0, "RuntimeError: later", "trace 0", True, 20.0), exit_code=1),
+        _Rank(1, report=("error", 1, "RuntimeError: first", "trace 1", True, 10.0), exit_code=1),
+    ]
+    with pytest.raises(ProcessFailedError) as caught:
+        _outcome(ranks, TIMEOUT)
+    error = caught.value
+    assert error.rank == 1 and error.exit_code == 1 and error.remote_traceback == "trace 1"
+    assert str(error).startswith("rank 1 of 2 failed in a collective: RuntimeError: first")
+    assert "rank 0 failed in a collective: RuntimeError: later" in str(error)

@@ -15,9 +15,9 @@ torch = pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core" / "tests"))
 
-from engine_helpers import PrimitivesOnly, offers  # noqa: E402
+from engine_helpers import PrimitivesOnly, offers, trains_alike  # noqa: E402
 
-from deepsharp.core import Adam, AdamW, Conv2D, CrossEntropy, Dense, Flatten, Network, Relu, Trainer  # noqa: E402  # noqa: E402
+from deepsharp.core import Adam, AdamW  # noqa: E402
 from deepsharp.core.engine import fused  # noqa: E402
 from deepsharp.engines.torch import TorchEngine  # noqa: E402
 
@@ -77,26 +77,6 @@ def test_relu_back(engine: TorchEngine) -> None:
     assert engine.get(own).tobytes() == engine.get(reference).tobytes()
 
 
-def _conv_network() -> Network:
-    return Network(
-        [Conv2D(4, 3, padding="same"), Relu(), Conv2D(2, 3, stride=2), Flatten(), Dense(3)],
-        inputs=(1, 8, 8),
-    )
-
-
 @pytest.mark.parametrize("optimizer", [Adam(0.01), AdamW(0.01, 0.1)])
 def test_its_fast_paths_train_as_its_primitives_alone(engine: TorchEngine, optimizer: Any) -> None:
-    rng = np.random.default_rng(4)
-    batches = [
-        (rng.standard_normal((6, 1, 8, 8)).astype(np.float32), rng.integers(0, 3, 6))
-        for _ in range(4)
-    ]
-    runs = []
-    for made in (engine, PrimitivesOnly(engine)):
-        trainer = Trainer(_conv_network(), CrossEntropy(), optimizer, engine=made, seed=0)
-        losses = [trainer.step(x, y) for x, y in batches]
-        runs.append((losses, trainer.network.slots))
-    (fast_losses, fast_slots), (plain_losses, plain_slots) = runs
-    assert np.allclose(fast_losses, plain_losses, rtol=1e-5, atol=1e-6)
-    for name, value in fast_slots.items():
-        assert np.allclose(plain_slots[name], value, rtol=1e-4, atol=1e-6), name
+    trains_alike(engine, PrimitivesOnly(engine), optimizer)

@@ -23,6 +23,7 @@ from deepsharp.contracts.reference import AbsoluteTotals, Float64Engine, TermCou
 
 __all__ = [
     "CHECKS",
+    "bias_references",
     "draw",
     "pinned",
     "out_size",
@@ -117,3 +118,13 @@ def references(operation: str, *args: Any) -> tuple[Array, Array, Array]:
         handles = [engine.put(a) if isinstance(a, np.ndarray) else a for a in args]
         results.append(np.asarray(engine.get(getattr(engine, operation)(*handles)), np.float64))
     return results[0], results[1], results[2]
+
+
+def bias_references(
+    x: Array, w: Array, bias: Array, stride: int, padding: Any
+) -> tuple[Array, Array, Array]:
+    """`references` of the convolution of x with w plus each filter's bias: the bias is one more
+    term of every total (added in float64, over absolute values, and counted)."""
+    ref, terms, count = references("conv2d", x, w, stride, padding)
+    column = np.asarray(bias, np.float64).reshape(1, -1, 1, 1)
+    return ref + column, terms + np.abs(column), count + 1

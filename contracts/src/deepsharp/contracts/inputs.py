@@ -24,6 +24,7 @@ IN_PLACE: dict[str, tuple[tuple[int, ...], frozenset[str]]] = {
     "assign": ((0,), frozenset({"target"})),
     "sgd_update": ((0, 2), frozenset({"slots", "velocities"})),
     "adam_update": ((0, 2, 3), frozenset({"slots", "firsts", "seconds"})),
+    "decay_update": ((0,), frozenset({"slots"})),
 }
 """The operations that update arguments in place: their positions, and their names as keywords."""
 

@@ -2,8 +2,10 @@
 
 Registered through the `pytest11` entry point (as anyio's plugin is). Tests that ask for
 `engine`, `engine_factory`, `engine_spec` or `contract` run once per chosen engine, with the
-engine's spec as their id: `test_matmul_within_totals_bound[torch:cpu]`. An engine that does not
-state its precision in its identity fails every one of them, saying so.
+engine's spec as their id: `test_matmul_within_totals_bound[torch:cpu]`. With no `--engine`, every
+installed engine (a `deepsharp.engines` entry point) runs at the default spec it describes; the
+suite names no engine of its own. An engine that does not state its precision in its identity
+fails every one of them, saying so.
 """
 
 from __future__ import annotations
@@ -17,26 +19,19 @@ import pytest
 
 from deepsharp.contracts.inputs import InputsKept
 from deepsharp.contracts.measure import Contract, IdentityMissing, Measurements, engine_precision
-from deepsharp.core.engine import Engine, available_engines, make_engine
+from deepsharp.core.engine import Engine, available_engines, describe_engine, make_engine
 from deepsharp.core.errors import EngineUnavailableError
 
-__all__ = ["choose_engines"]
+__all__ = ["choose_engines", "default_spec"]
 
 _MEASUREMENTS = pytest.StashKey[Measurements]()
 _CHOSEN = pytest.StashKey[tuple[list[str], list[str]]]()
 
-# --- the one place that names engines --------------------------------------------------------
-# What to try for an installed engine when no spec is named: the one that needs no card. To be
-# replaced by the default spec each engine's entry point describes (issue 12, engine layer).
-_DEFAULT_OPTION = {"torch": "torch:cpu"}
-
 
 def default_spec(name: str) -> str:
-    """The spec to run for the installed engine `name` when no `--engine` is given."""
-    return _DEFAULT_OPTION.get(name, name)
-
-
-# -------------------------------------------------------------------------------------------
+    """The spec to run for the installed engine `name` when no `--engine` is given: the default
+    its entry point describes (`describe_engine(name).default_spec`, one that needs no card)."""
+    return describe_engine(name).default_spec
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,8 +42,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         dest="deepsharp_engines",
         metavar="SPEC",
-        help="an engine to hold to the contract (repeatable): light, testbuffer, torch:cpu, "
-        "torch:cuda:0 or module:factory. Default: every installed engine that can be made.",
+        help="an engine to hold to the contract (repeatable): a spec of an installed engine "
+        "(light, light:float32, NAME[:OPTION]) or module:factory. Default: every installed engine "
+        "that can be made, at the default spec its entry point describes.",
     )
     group.addoption(
         "--contracts-report",
@@ -60,14 +56,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def choose_engines(specs: list[str]) -> tuple[list[str], list[str]]:
-    """The specs to run (those named, or every installed engine that can be made) and, for
-    engines skipped, why."""
+    """The specs to run (those named, or every installed engine that can be made, at its default
+    spec) and, for engines skipped, why."""
     if specs:
         return list(dict.fromkeys(specs)), []
     chosen, skipped = [], []
     for name in available_engines():
-        spec = default_spec(name)
+        spec = name
         try:
+            spec = default_spec(name)
             make_engine(spec)
         except EngineUnavailableError as error:
             skipped.append(f"{spec}: {error}")

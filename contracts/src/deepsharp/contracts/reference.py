@@ -37,6 +37,8 @@ class Float64Engine:
     """Every primitive in float64 from the same inputs: the reference each engine is held to.
 
     The rulebook runs on it for the nudging check, and a Titanic step for the training check.
+    It offers no fast path: the fused operations (`deepsharp.core.engine.fused`) run on it as
+    their references in these primitives.
     """
 
     name = "float64 reference"
@@ -87,10 +89,9 @@ class Float64Engine:
         w: Array,
         stride: int,
         padding: tuple[Padding, Padding],
-        bias: Array | None = None,
     ) -> Array:
         """out[n, f, i, j] = Σ_c,p,q x[n, c, i·stride + p, j·stride + q] · w[f, c, p, q] over
-        the padded images (plus bias[f], where the core still passes one)."""
+        the padded images."""
         padded = _pad_images(x, padding)
         _, _, kh, kw = w.shape
         oh, ow = _out_size(padded.shape[2], kh, stride), _out_size(padded.shape[3], kw, stride)
@@ -99,8 +100,6 @@ class Float64Engine:
             for q in range(kw):
                 place = padded[:, :, p : p + stride * oh : stride, q : q + stride * ow : stride]
                 out += np.einsum("nchw,fc->nfhw", place, w[:, :, p, q])
-        if bias is not None:
-            out += bias[None, :, None, None]
         return out
 
     def conv2d_weight_grad(
@@ -110,10 +109,8 @@ class Float64Engine:
         kernel: tuple[int, int],
         stride: int,
         padding: tuple[Padding, Padding],
-        bias: bool = False,
-    ) -> Any:
-        """gw[f, c, p, q] = Σ_n,i,j x[n, c, i·stride + p, j·stride + q] · gy[n, f, i, j] (with
-        the biases' gradient beside it, where the core still asks for one)."""
+    ) -> Array:
+        """gw[f, c, p, q] = Σ_n,i,j x[n, c, i·stride + p, j·stride + q] · gy[n, f, i, j]."""
         padded = _pad_images(x, padding)
         _, _, oh, ow = gy.shape
         grad = np.zeros((gy.shape[1], x.shape[1], *kernel))
@@ -121,8 +118,6 @@ class Float64Engine:
             for q in range(kernel[1]):
                 place = padded[:, :, p : p + stride * oh : stride, q : q + stride * ow : stride]
                 grad[:, :, p, q] = np.einsum("nchw,nfhw->fc", place, gy)
-        if bias:
-            return grad, self.sum(gy, (0, 2, 3))
         return grad
 
     def conv2d_fold(
@@ -265,43 +260,6 @@ class Float64Engine:
                 place += np.where(selection == p * pool + q, gy, 0.0)
         return out
 
-    # --- the protocol before fast paths ----------------------------------------------------
-    # Until `deepsharp.core.engine.fused` exists, the core calls these on every engine (the
-    # reference included). Each is its formula in float64; remove them once the core calls
-    # the fused operations through `fused`.
-    def relu_back(self, x: Array, grad: Array) -> Array:
-        return np.where(x > 0, grad, 0.0)
-
-    def sgd_update(
-        self,
-        slots: Sequence[Array],
-        grads: Sequence[Array],
-        velocities: Sequence[Array],
-        *,
-        learning_rate: float,
-        momentum: float,
-    ) -> None:
-        for slot, grad, velocity in zip(slots, grads, velocities, strict=True):
-            velocity[...] = momentum * velocity - learning_rate * grad
-            slot[...] = slot + velocity
-
-    def adam_update(
-        self,
-        slots: Sequence[Array],
-        grads: Sequence[Array],
-        firsts: Sequence[Array],
-        seconds: Sequence[Array],
-        *,
-        step_size: float,
-        beta1: float,
-        beta2: float,
-        epsilon: float,
-    ) -> None:
-        for slot, grad, first, second in zip(slots, grads, firsts, seconds, strict=True):
-            first[...] = first + (grad - first) * (1.0 - beta1)
-            second[...] = second + (grad * grad - second) * (1.0 - beta2)
-            slot[...] = slot - step_size * first / (np.sqrt(second) + epsilon)
-
 
 def _out_size(size: int, kernel: int, stride: int) -> int:
     return (size - kernel) // stride + 1
@@ -331,10 +289,8 @@ class AbsoluteTotals(Float64Engine):
         w: Array,
         stride: int,
         padding: tuple[Padding, Padding],
-        bias: Array | None = None,
     ) -> Array:
-        bias = None if bias is None else np.abs(bias)
-        return super().conv2d(np.abs(x), np.abs(w), stride, padding, bias)
+        return super().conv2d(np.abs(x), np.abs(w), stride, padding)
 
     def conv2d_weight_grad(
         self,
@@ -343,9 +299,8 @@ class AbsoluteTotals(Float64Engine):
         kernel: tuple[int, int],
         stride: int,
         padding: tuple[Padding, Padding],
-        bias: bool = False,
-    ) -> Any:
-        return super().conv2d_weight_grad(np.abs(x), np.abs(gy), kernel, stride, padding, bias)
+    ) -> Array:
+        return super().conv2d_weight_grad(np.abs(x), np.abs(gy), kernel, stride, padding)
 
     def conv2d_fold(
         self,

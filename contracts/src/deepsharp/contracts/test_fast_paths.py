@@ -5,7 +5,7 @@ The core writes each fused operation once in primitives (`deepsharp.core.engine.
 name, which the core then calls instead. Here the engine's own runs on drawn and fixed inputs,
 and the core's reference on the suite's float64 engine from the same inputs: the convolution
 with its bias and the weight gradient with the biases' within the totals bound, ReLU's way
-back and the optimizer updates within the value tolerance, the parts of a flat tensor bit for
+back and the optimizer updates (SGD's, Adam's, AdamW's decay) within the value tolerance, the parts of a flat tensor bit for
 bit. An engine that offers none of them passes with each check skipped: the core's reference
 then runs in its primitives, which the other checks hold.
 """
@@ -21,21 +21,13 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from deepsharp.contracts.data import draw, pinned, references, seeds
-from deepsharp.contracts.fast import FUSED, fast_paths
+from deepsharp.contracts.data import bias_references, draw, pinned, references, seeds
 from deepsharp.contracts.half import input_sizes
 from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.reference import Float64Engine
 from deepsharp.contracts.test_totals import FIXED_CONVOLUTIONS, convolutions
 from deepsharp.contracts.test_values import slot_shapes, small_shapes
-from deepsharp.core.engine import Engine
-
-if FUSED is None:
-    pytest.skip(
-        "this core has no deepsharp.core.engine.fused (its fused operations are part of every "
-        "engine's protocol, held by the totals and value checks)",
-        allow_module_level=True,
-    )
+from deepsharp.core.engine import Engine, fused
 
 CHECKED = {
     "conv2d_bias",
@@ -43,6 +35,7 @@ CHECKED = {
     "relu_back",
     "sgd_update",
     "adam_update",
+    "decay_update",
     "parts",
 }
 """The fast paths this suite knows how to hold."""
@@ -70,11 +63,11 @@ def reference(name: str, *args: Any, **kwargs: Any) -> tuple[Float64Engine, list
         return value
 
     handles = [put(arg) for arg in args]
-    return f64, handles, fast_paths()[name](f64, *handles, **kwargs)
+    return f64, handles, fused.FAST_PATHS[name](f64, *handles, **kwargs)
 
 
 def test_every_fast_path_has_a_check(contract: Contract) -> None:
-    missing = sorted(set(fast_paths()) - CHECKED)
+    missing = sorted(set(fused.FAST_PATHS) - CHECKED)
     assert not missing, (
         f"fast paths the contract cannot hold yet (add a check to "
         f"deepsharp.contracts.test_fast_paths): {missing}"
@@ -97,7 +90,7 @@ def check_convolution_fast_paths(
             own(engine, "conv2d_bias")(engine.put(x), engine.put(w), engine.put(b), stride, padding)
         )
         f64, _, out = reference("conv2d_bias", x, w, b, stride, padding)
-        _, terms, count = references("conv2d", x, w, stride, padding, b)
+        _, terms, count = bias_references(x, w, b, stride, padding)
         inputs = input_sizes("conv2d", x, w, stride, padding, b)
         contract.totals(
             "fast conv2d_bias", got, f64.get(out), terms, count, product=True, inputs=inputs
@@ -231,6 +224,20 @@ def test_offered_adam_update_matches_the_reference(
     groups = _slot_groups(seed, shapes, 4)
     settings = {"step_size": step_size, "beta1": beta1, "beta2": beta2, "epsilon": epsilon}
     check_update(engine, contract, "adam_update", groups, (0, 2, 3), settings)
+
+
+@pinned
+@given(shapes=slot_shapes, seed=seeds, factor=st.floats(0.0, 1.0))
+def test_offered_decay_update_matches_the_reference(
+    engine: Engine,
+    contract: Contract,
+    shapes: list[tuple[int, ...]],
+    seed: int,
+    factor: float,
+) -> None:
+    """AdamW's decoupled decay: every slot times factor (1 - learning_rate·weight_decay)."""
+    slots = [draw(seed + i, s, low=-6, high=1) for i, s in enumerate(shapes)]
+    check_update(engine, contract, "decay_update", [slots], (0,), {"factor": factor})
 
 
 @pinned

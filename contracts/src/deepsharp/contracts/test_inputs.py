@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 
 from deepsharp.contracts.data import draw
-from deepsharp.contracts.fast import fast_paths
 from deepsharp.contracts.inputs import IN_PLACE
 from deepsharp.contracts.measure import Contract
-from deepsharp.core.engine import Engine
+from deepsharp.core.engine import Engine, fused
 
 VALID = ((0, 0), (0, 0))
 
@@ -108,6 +107,5 @@ def test_operation_leaves_its_inputs_unchanged(
 def test_every_operation_has_a_check(contract: Contract) -> None:
     """Every operation of the protocol is called above (the fused ones, updated in place or
     offered as fast paths, are held by the watch wherever the other checks call them)."""
-    missing = protocol_operations() - set(OPERATIONS) - set(IN_PLACE) - set(fast_paths())
-    missing -= {"relu_back"}  # a fused operation, in the protocol until fast paths exist
+    missing = protocol_operations() - set(OPERATIONS) - set(IN_PLACE) - set(fused.FAST_PATHS)
     assert not missing, f"operations without an inputs check here: {sorted(missing)}"

@@ -34,12 +34,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deepsharp.contracts import fast
 from deepsharp.contracts.data import draw, pinned, references, seeds
 from deepsharp.contracts.half import input_sizes
 from deepsharp.contracts.measure import Contract, value_tolerance
 from deepsharp.contracts.test_totals import convolution
-from deepsharp.core.engine import Engine
+from deepsharp.core.engine import Engine, fused
 
 Array = np.ndarray
 ROWS, COLUMNS = 64, 64
@@ -173,7 +172,7 @@ def test_selections_of_a_products_output_move_every_bit(
     target = engine.zeros((ROWS, COLUMNS))
     engine.assign(target, handle)
     contract.moves("assign of a product's output", engine.get(target), values)
-    back = fast.relu_back(engine, engine.relu(handle), handle)
+    back = fused.relu_back(engine, engine.relu(handle), handle)
     contract.values(
         "relu_back of a product's output", engine.get(back), np.where(held > 0, held, 0.0)
     )
@@ -221,7 +220,7 @@ def test_an_update_takes_a_products_output_as_its_gradient_in_float32(
         engine.zeros((ROWS, COLUMNS)),
         engine.zeros((ROWS, COLUMNS)),
     )
-    fast.adam_update(engine, [slot], [handle], [first], [second], **settings)
+    fused.adam_update(engine, [slot], [handle], [first], [second], **settings)
     m = 0.1 * held
     v = 0.001 * held * held
     p = start.astype(np.float64) - 0.01 * m / (np.sqrt(v) + 1e-7)

@@ -22,12 +22,20 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from deepsharp.contracts import fast
-from deepsharp.contracts.data import draw, out_size, pinned, references, seeds, sides, signs
+from deepsharp.contracts.data import (
+    bias_references,
+    draw,
+    out_size,
+    pinned,
+    references,
+    seeds,
+    sides,
+    signs,
+)
 from deepsharp.contracts.half import input_sizes
 from deepsharp.contracts.measure import Contract
 from deepsharp.core.autodiff.functions import same_padding
-from deepsharp.core.engine import Engine
+from deepsharp.core.engine import Engine, fused
 
 inner_sizes = st.one_of(sides, st.integers(1, 40), st.sampled_from([255, 1000, 4096]))
 """The length of a total: small and odd, and up to 4,096."""
@@ -80,9 +88,9 @@ def check_convolution(
     )
     contract.totals("conv2d", got, *ref, product=True, inputs=inputs)
     # With a bias (the core's fused operation): one more term of every total.
-    handle = fast.conv2d_bias(engine, engine.put(x), engine.put(w), engine.put(b), stride, padding)
+    handle = fused.conv2d_bias(engine, engine.put(x), engine.put(w), engine.put(b), stride, padding)
     ref, inputs = (
-        references("conv2d", x, w, stride, padding, b),
+        bias_references(x, w, b, stride, padding),
         input_sizes("conv2d", x, w, stride, padding, b),
     )
     contract.totals("conv2d with bias", engine.get(handle), *ref, product=True, inputs=inputs)
@@ -93,7 +101,7 @@ def check_convolution(
     contract.totals("conv2d_weight_grad", engine.get(handle), *ref, product=True, inputs=inputs)
     # With the biases' gradient (the core's fused operation): the filters' the same, gy's
     # totals beside them.
-    weights, biases = fast.conv2d_weight_bias_grad(
+    weights, biases = fused.conv2d_weight_bias_grad(
         engine, engine.put(x), engine.put(gy), kernel, stride, padding
     )
     contract.totals(

@@ -1,8 +1,9 @@
 """Value by value: |got - ref| <= 1e-5 + 1.3e-6 * |ref| for every element.
 
 Binary operations broadcast as NumPy does and take a Python float (a constant) on either side.
-The fused operations (ReLU's way back, the optimizer updates) are taken as the core takes them
-(`deepsharp.contracts.fast`) and held to their formulas, evaluated in float64. The tails, where
+The fused operations (ReLU's way back, the optimizer updates) are taken as the core takes them,
+through `deepsharp.core.engine.fused` (the engine's own where it offers one, the core's reference
+in primitives otherwise), and held to their formulas, evaluated in float64. The tails, where
 the absolute 1e-5 would pass anything, are held to relative accuracy alone, 1.3e-6·|ref|:
 sigmoid, exp and softplus down to -80 (e^-80 ≈ 1.8e-35, still a normal float32), log1p near 0.
 """
@@ -19,12 +20,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
-from deepsharp.contracts import fast
 from deepsharp.contracts.data import draw, pinned, seeds
 from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.reference import Float64Engine
 from deepsharp.core.autodiff.functions import parts
-from deepsharp.core.engine import Engine
+from deepsharp.core.engine import Engine, fused
 
 pairs = mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=1, max_side=5)
 operand_kinds = st.sampled_from(
@@ -137,7 +137,7 @@ def test_relu_back_passes_the_gradient_where_x_is_positive(
 ) -> None:
     x = draw(seed, shape, low=-3, high=3, zeros=0.2)  # zeros: ReLU's way back sends none there
     grad = draw(seed + 1, shape, low=-3, high=3)
-    got = engine.get(fast.relu_back(engine, engine.put(x), engine.put(grad)))
+    got = engine.get(fused.relu_back(engine, engine.put(x), engine.put(grad)))
     contract.values("relu_back", got, np.where(x > 0, grad.astype(np.float64), 0.0))
 
 
@@ -168,7 +168,7 @@ def test_adam_update_follows_its_formula(
     firsts = [draw(seed + 20 + i, s, low=-6, high=0) for i, s in enumerate(shapes)]
     seconds = [np.abs(draw(seed + 30 + i, s, low=-8, high=0)) for i, s in enumerate(shapes)]
     handles = [[engine.put(v) for v in group] for group in (slots, grads, firsts, seconds)]
-    fast.adam_update(
+    fused.adam_update(
         engine, *handles, step_size=step_size, beta1=beta1, beta2=beta2, epsilon=epsilon
     )
     for i in range(len(shapes)):
@@ -200,12 +200,25 @@ def test_sgd_update_follows_its_formula(
     grads = [draw(seed + 10 + i, s, low=-6, high=2) for i, s in enumerate(shapes)]
     velocities = [draw(seed + 20 + i, s, low=-6, high=1) for i, s in enumerate(shapes)]
     handles = [[engine.put(v) for v in group] for group in (slots, grads, velocities)]
-    fast.sgd_update(engine, *handles, learning_rate=learning_rate, momentum=momentum)
+    fused.sgd_update(engine, *handles, learning_rate=learning_rate, momentum=momentum)
     for i in range(len(shapes)):
         p, g, v = (group[i].astype(np.float64) for group in (slots, grads, velocities))
         v = momentum * v - learning_rate * g
         contract.values("sgd_update", engine.get(handles[2][i]), v)
         contract.values("sgd_update", engine.get(handles[0][i]), p + v)
+
+
+@pinned
+@given(shapes=slot_shapes, seed=seeds, factor=st.floats(0.0, 1.0))
+def test_decay_update_follows_its_formula(
+    engine: Engine, contract: Contract, shapes: list[tuple[int, ...]], seed: int, factor: float
+) -> None:
+    """AdamW's decoupled weight decay: every slot times factor = 1 - learning_rate·weight_decay."""
+    slots = [draw(seed + i, s, low=-3, high=2) for i, s in enumerate(shapes)]
+    handles = [engine.put(v) for v in slots]
+    fused.decay_update(engine, handles, factor=factor)
+    for handle, slot in zip(handles, slots, strict=True):
+        contract.values("decay_update", engine.get(handle), slot.astype(np.float64) * factor)
 
 
 @pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1), (1, 2)], ids=["laid-out", "other", "some"])
@@ -232,7 +245,7 @@ def test_fused_updates_of_parts_of_one_tensor_in_any_order(
         )
 
     p, g, m, v = (laid_out(name) for name in "pgmv")
-    fast.adam_update(engine, p, g, m, v, step_size=0.01, beta1=0.9, beta2=0.999, epsilon=1e-7)
+    fused.adam_update(engine, p, g, m, v, step_size=0.01, beta1=0.9, beta2=0.999, epsilon=1e-7)
     for place, i in enumerate(order):
         g64, m64, v64, p64 = (expected(name, i) for name in "gmvp")
         m64 = m64 + (g64 - m64) * 0.1
@@ -243,11 +256,15 @@ def test_fused_updates_of_parts_of_one_tensor_in_any_order(
             "adam_update", engine.get(p[place]), p64 - 0.01 * m64 / (np.sqrt(v64) + 1e-7)
         )
     q, w = (laid_out(name) for name in "pm")
-    fast.sgd_update(engine, q, laid_out("g"), w, learning_rate=0.1, momentum=0.5)
+    fused.sgd_update(engine, q, laid_out("g"), w, learning_rate=0.1, momentum=0.5)
     for place, i in enumerate(order):
         velocity = 0.5 * expected("m", i) - 0.1 * expected("g", i)
         contract.values("sgd_update", engine.get(w[place]), velocity)
         contract.values("sgd_update", engine.get(q[place]), expected("p", i) + velocity)
+    d = laid_out("p")
+    fused.decay_update(engine, d, factor=0.75)
+    for place, i in enumerate(order):
+        contract.values("decay_update", engine.get(d[place]), expected("p", i) * 0.75)
 
 
 TAILS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float, float]] = {

@@ -7,6 +7,7 @@ What engine authors and the run's extensions use lives in its module (`deepsharp
 
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.data.pipeline import Pipeline, read_csv
+from deepsharp.core.data.scan import scan_csv, scan_parquet
 from deepsharp.core.engine import Engine, EngineIdentity, available_engines, make_engine
 from deepsharp.core.errors import (
     CheckpointMismatchError,
@@ -96,4 +97,6 @@ __all__ = [
     "fit",
     "make_engine",
     "read_csv",
+    "scan_csv",
+    "scan_parquet",
 ]

@@ -1,16 +1,26 @@
-"""The command line: `deepsharp sample`, `deepsharp predict`, `deepsharp doctor`."""
+"""The command line: `deepsharp sample`, `deepsharp predict`, `deepsharp seal`, `deepsharp doctor`.
+
+Whatever goes wrong ends in one line on stderr and a non-zero exit, never a traceback: what
+can be checked before a long run (where files go, what --plot needs, the engine) is checked
+before it starts, and answers and networks are written atomically, so a failure leaves any
+earlier file as it was.
+"""
 
 from __future__ import annotations
 
 import argparse
 import csv
 import io
+import os
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from importlib import import_module
+from pathlib import Path
 from typing import Any
 
 from deepsharp.core.engine import (
+    Engine,
     EngineDescription,
     available_engines,
     describe_engine,
@@ -23,6 +33,10 @@ __all__ = ["main"]
 
 SAMPLES = ("titanic", "digits")
 ENGINE_HELP = "light (default), testbuffer, torch:cpu, torch:cuda:N, or module:factory"
+
+
+class CommandError(Exception):
+    """What the command line refuses before it starts, or reports when the system fails it."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,6 +82,15 @@ def _parser() -> argparse.ArgumentParser:
         "--output", metavar="FILE", help="write the answers to FILE (default: stdout)"
     )
 
+    seal = commands.add_parser(
+        "seal",
+        help="record the digest in a file an older deepsharp saved without one",
+        description="Record the SHA-256 digest of FILE's header and body in its metadata, as "
+        "deepsharp does on every save, so that loading it can tell a damaged copy. Only for a "
+        "copy you trust: the digest vouches for the file as it is now.",
+    )
+    seal.add_argument("file", metavar="FILE", help="a network, trained-network or checkpoint file")
+
     commands.add_parser(
         "doctor",
         help="say which engines are installed and usable, and what is missing",
@@ -84,19 +107,89 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sample(arguments)
         if arguments.command == "predict":
             return _predict(arguments)
+        if arguments.command == "seal":
+            return _seal(arguments)
         return _doctor()
-    except (DeepSharpError, FileNotFoundError) as error:
-        print(f"deepsharp: {error}", file=sys.stderr)
-        return 1
+    except (DeepSharpError, CommandError, FileNotFoundError) as error:
+        return _fail(str(error))
+    except OSError as error:
+        return _fail(_system(error))
+    except KeyboardInterrupt:
+        return _fail("interrupted", code=130)
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"deepsharp: {message}", file=sys.stderr)
+    return code
+
+
+def _system(error: OSError, doing: str = "", path: str | None = None) -> str:
+    """An error of the operating system as one line: the file, what failed, and why."""
+    reason = error.strerror or str(error) or type(error).__name__
+    named = path if path is not None else error.filename
+    where = f" {os.fspath(named)!r}" if named is not None else ""
+    return f"{doing or 'cannot open'}{where}: {reason}"
+
+
+def _engine(spec: str | None) -> Engine:
+    """The engine a spec names; a factory that exits the program instead is refused."""
+    try:
+        return make_engine(spec)
+    except SystemExit as stopped:
+        raise CommandError(
+            f"the engine {spec!r} exited the program (exit code {stopped.code!r}) instead of "
+            "making an engine; give an engine spec or a module:factory that returns one"
+        ) from None
+
+
+def _writable(path: str, option: str) -> None:
+    """Refuse, before any work, a FILE that cannot be written: a folder, a missing folder,
+    a folder that cannot take a new file (permission, read-only file system)."""
+    target = Path(path)
+    if target.is_dir():
+        raise CommandError(f"{option} {path!r} is a folder; give a file name (in it, or elsewhere)")
+    if target.exists() and not target.is_file():
+        return  # a device or a pipe (/dev/stdout): written in place
+    folder = target.parent
+    if not folder.is_dir():
+        raise CommandError(f"{option} {path!r}: there is no folder {os.fspath(folder)!r}")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise CommandError(
+            f"{option} {path!r}: cannot write into {os.fspath(folder)!r}: {error.strerror or error}"
+        ) from None
+
+
+def _can_plot() -> None:
+    try:
+        import_module("matplotlib")
+    except ImportError:
+        raise CommandError(
+            "--plot needs matplotlib, which is not installed: pip install 'deepsharp[plot]' "
+            "(or matplotlib), or leave --plot out"
+        ) from None
 
 
 def _sample(arguments: argparse.Namespace) -> int:
+    if arguments.save:
+        _writable(arguments.save, "--save")
+    if arguments.plot:
+        _can_plot()
+        _writable(arguments.plot, "--plot")
     module: Any = import_module(f"deepsharp.core.samples.{arguments.name}")
-    engine = make_engine(arguments.engine)
+    engine = _engine(arguments.engine)
     run = module.run(engine=engine, seed=arguments.seed, progress=arguments.progress)
     print(run.report)
     if arguments.save:
-        run.trained.save(arguments.save)
+        try:
+            run.trained.save(arguments.save)
+        except OSError as error:
+            raise CommandError(
+                _system(error, "could not save the trained network to", arguments.save)
+                + _left(arguments.save)
+            ) from None
         print(f"saved the trained network to {arguments.save}")
     if arguments.plot:
         run.report.plot(arguments.plot)
@@ -105,29 +198,79 @@ def _sample(arguments: argparse.Namespace) -> int:
 
 
 def _predict(arguments: argparse.Namespace) -> int:
-    from deepsharp.core.data.pipeline import read_csv
+    from deepsharp.core.data.scan import scan_csv
+    from deepsharp.core.files import write_atomically
     from deepsharp.core.serving import TrainedNetwork
 
-    trained = TrainedNetwork.load(arguments.file)
-    rows = read_csv(arguments.rows)
-    answers = trained.predict(rows, make_engine(arguments.engine))
-    classes = trained.pipeline.classes
-    if answers.shape[1] == 1:
-        header = [f"{trained.pipeline.target_name or 'answer'}"]
-    elif classes is not None and len(classes) == answers.shape[1]:
-        header = [f"{trained.pipeline.target_name}={label}" for label in classes]
-    else:
-        header = [f"output{index}" for index in range(answers.shape[1])]
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows([[repr(float(value)) for value in row] for row in answers])
     if arguments.output:
-        with open(arguments.output, "w", encoding="utf-8") as file:
-            file.write(text.getvalue())
-        print(f"wrote {len(answers)} answers to {arguments.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text.getvalue())
+        _writable(arguments.output, "--output")
+    engine = _engine(arguments.engine)
+    trained = TrainedNetwork.load(arguments.file)
+    rows = scan_csv(arguments.rows)  # read and answered a part at a time: memory stays flat
+    answers = _AnswerLines(trained, trained.predict_parts(rows, engine))
+    if arguments.output:
+        try:
+            write_atomically(arguments.output, answers)
+        except OSError as error:
+            raise CommandError(
+                _system(error, "could not write the answers to", arguments.output)
+                + _left(arguments.output)
+            ) from None
+        print(f"wrote {answers.rows} answers to {arguments.output}", file=sys.stderr)
+        return 0
+    return _to_stdout(answers)
+
+
+class _AnswerLines:
+    """The answers as CSV text, a part at a time: the header, then a line a row (counted)."""
+
+    def __init__(self, trained: Any, parts: Iterator[Any]) -> None:
+        self.trained = trained
+        self.parts = parts
+        self.rows = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        pipeline, outputs = self.trained.pipeline, self.trained.outputs
+        if outputs == 1:
+            header = [f"{pipeline.target_name or 'answer'}"]
+        elif pipeline.classes is not None and len(pipeline.classes) == outputs:
+            header = [f"{pipeline.target_name}={label}" for label in pipeline.classes]
+        else:
+            header = [f"output{index}" for index in range(outputs)]
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerow(header)
+        yield text.getvalue().encode("utf-8")
+        for answers in self.parts:
+            self.rows += len(answers)
+            # Each value as repr(float(value)), the shortest text that reads back the same.
+            yield "".join(",".join(map(repr, row)) + "\n" for row in answers.tolist()).encode()
+
+
+def _left(path: str) -> str:
+    """What a failed atomic write left behind, said after its error."""
+    if Path(path).is_file():
+        return "; the file that was there is unchanged"
+    return "" if Path(path).exists() else "; nothing was written"
+
+
+def _to_stdout(parts: Iterable[bytes]) -> int:
+    """Write the parts to standard output as they come."""
+    try:
+        for part in parts:
+            sys.stdout.buffer.write(part)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped early (`deepsharp predict ... | head`): quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return 0
+
+
+def _seal(arguments: argparse.Namespace) -> int:
+    from deepsharp.core.files import seal_safetensors
+
+    seal_safetensors(arguments.file)
+    print(f"recorded the digest of {arguments.file}")
     return 0
 
 

@@ -3,7 +3,8 @@
 Counter-based (SplitMix64's finaliser over seed and counter), so its whole state is two
 integers that fit in a checkpoint, and a draw does not depend on the engine, the NumPy
 version or anything else the process did. Floats are made from the raw bits by our own
-formula: the top 53 bits times 2**-53.
+formula: the top 53 bits times 2**-53. `KeyedOrder` shuffles numbers too many for a table
+(the blocks of a file larger than memory) from the same finaliser.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Generator", "Streams"]
+__all__ = ["Generator", "KeyedOrder", "Streams"]
 
 _MASK = (1 << 64) - 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_FEISTEL_ROUNDS = 4
 
 
 def _mix(z: NDArray[np.uint64]) -> NDArray[np.uint64]:
@@ -25,6 +27,13 @@ def _mix(z: NDArray[np.uint64]) -> NDArray[np.uint64]:
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     mixed: NDArray[np.uint64] = z ^ (z >> np.uint64(31))
     return mixed
+
+
+def _mix_word(z: int) -> int:
+    """`_mix` of one word, in Python's integers (a few operations, no arrays)."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
 
 
 class Generator:
@@ -67,12 +76,62 @@ class Generator:
         )
         return floats * (2.0**-53)
 
+    def next_key(self) -> Generator:
+        """A generator of its own for the next draw (a training step's dropout masks), keyed by
+        this one's key and counter; this one moves on by one. Its draws do not depend on how
+        many values the draws before it took: a process that drew nothing (left no rows of a
+        batch) stays in step with those that drew."""
+        child = Generator.__new__(Generator)
+        child.seed, child.stream, child.counter = self.seed, self.stream, 0
+        key = _mix_word((self.counter * int(_GOLDEN) + int(self._key)) & _MASK) ^ int(_GOLDEN)
+        child._key = np.uint64(key)
+        self.counter += 1
+        return child
+
     def permutation(self, count: int) -> NDArray[np.int64]:
         """The numbers 0 .. count-1 in a shuffled order."""
         return np.argsort(self.bits(count), kind="stable").astype(np.int64)
 
     def __repr__(self) -> str:
         return f"Generator(seed={self.seed}, stream={self.stream}, counter={self.counter})"
+
+
+class KeyedOrder:
+    """A permutation of 0 .. count-1 drawn from `key`: `order[positions]` gives the numbers at
+    those positions, each computed alone (no table of `count` entries is ever made).
+
+    A balanced Feistel network over the smallest even number of bits that holds count - 1 (4
+    rounds of SplitMix64's finaliser keyed by `key`) permutes 0 .. 2**bits - 1; a number that
+    lands at count or beyond is sent through again until it lands below (cycle walking), which
+    keeps the map a permutation of 0 .. count-1. 2**bits < 4 * count, so few numbers walk."""
+
+    def __init__(self, key: int, count: int) -> None:
+        self.count = count
+        bits = max(2, (count - 1).bit_length())
+        self._half = (bits + 1) // 2
+        self._mask = np.uint64((1 << self._half) - 1)
+        words = np.arange(_FEISTEL_ROUNDS, dtype=np.uint64) * _GOLDEN + np.uint64(
+            key & ((1 << 64) - 1)
+        )
+        self._keys = _mix(words)
+
+    def _once(self, numbers: NDArray[np.uint64]) -> NDArray[np.uint64]:
+        half, mask = np.uint64(self._half), self._mask
+        left, right = numbers >> half, numbers & mask
+        for key in self._keys:
+            left, right = right, left ^ (_mix(right * _GOLDEN + key) & mask)
+        joined: NDArray[np.uint64] = (left << half) | right
+        return joined
+
+    def __getitem__(self, positions: NDArray[np.int64]) -> NDArray[np.int64]:
+        if self.count <= 1:
+            return np.zeros(len(positions), np.int64)
+        numbers = self._once(positions.astype(np.uint64))
+        outside = numbers >= np.uint64(self.count)
+        while outside.any():
+            numbers[outside] = self._once(numbers[outside])
+            outside = numbers >= np.uint64(self.count)
+        return numbers.astype(np.int64)
 
 
 class Streams:

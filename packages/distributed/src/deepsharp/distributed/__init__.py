@@ -7,11 +7,12 @@ Light and test-engine tensors cross as CPU tensors sharing their memory, the tor
 they are. See docs/distributed.md.
 
 - `DataParallel(backend="auto", reduction="ordered")` (binding): given as
-  `FitOptions(distributed=...)`; `DataParallel().join()` gives this process's `Job`.
+  `FitOptions(distributed=...)`, it is the training loop's `Distribution` (answered by
+  `deepsharp.distributed.training`); `DataParallel().join()` gives this process's `Job`.
 - `launch(function, nprocs, *args)` (binding): local processes already in a group; rank 0's
   result, or `ProcessFailedError` with the failing rank's traceback, never a hang.
 - `Job`: the collectives a training loop calls (`start_identical`, `reduce_gradients`,
-  `means`) and the work's shares (`share`). `share_of`, `uniform_for_share` and
+  `totals`, `means`) and the work's shares (`share`). `share_of`, `uniform_for_share` and
   `check_world_size` are the pure rules beneath.
 
 torch is not a declared dependency: the application brings the build it runs on.

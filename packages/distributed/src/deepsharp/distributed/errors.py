@@ -5,7 +5,7 @@ Every message says what was wrong, on which rank (process) and what to do.
 
 from __future__ import annotations
 
-from deepsharp.core.errors import DeepSharpError
+from deepsharp.core.errors import CheckpointMismatchError, DeepSharpError
 
 __all__ = [
     "DistributedError",
@@ -50,5 +50,6 @@ class ReplicasDifferError(DistributedError):
     the ranks and the slots."""
 
 
-class WorldSizeMismatchError(DistributedError):
-    """A checkpoint taken at one world size, handed to a run at another: names both."""
+class WorldSizeMismatchError(DistributedError, CheckpointMismatchError):
+    """A checkpoint taken at one world size, handed to a run at another: names both. A
+    `CheckpointMismatchError` too, as every checkpoint of another run is."""

@@ -208,22 +208,41 @@ class Job:
                 "layers, the same inputs)"
             )
 
-    def means(self, sums: Mapping[str, float], rows: int) -> dict[str, float]:
-        """The means over every process's rows: each process passes the sums of its figures over
-        its `rows` (the loss times the rows, the rows answered right); the totals are added in
-        rank order (float64) and divided by all the rows. The same values on every process."""
+    def totals(self, values: Mapping[str, float]) -> dict[str, float]:
+        """Every process's `values` added up, name by name, in rank order in float64: the same
+        totals on every process (an epoch's loss summed over its rows, the rows right, the rows).
+        """
         torch, _ = require_torch()
-        names = list(sums)
-        mine = torch.tensor(
-            [float(sums[name]) for name in names] + [float(rows)], dtype=torch.float64
-        )
+        names = list(values)
+        mine = torch.tensor([float(values[name]) for name in names], dtype=torch.float64)
         every = self._gather(mine.to(self._control_device())).cpu().numpy()
         total = every[0].copy()
         for rank in range(1, self.world_size):
             total = total + every[rank]
-        if total[-1] <= 0:
+        return {name: float(total[index]) for index, name in enumerate(names)}
+
+    def means(self, sums: Mapping[str, float], rows: int) -> dict[str, float]:
+        """The means over every process's rows: each process passes the sums of its figures over
+        its `rows` (the loss times the rows, the rows answered right); the totals are added in
+        rank order (float64) and divided by all the rows. The same values on every process."""
+        total = self.totals({**{f"sum {name}": value for name, value in sums.items()}, "": rows})
+        if total[""] <= 0:
             raise ValueError("means over no rows: every process passed rows=0")
-        return {name: float(total[index] / total[-1]) for index, name in enumerate(names)}
+        return {name: total[f"sum {name}"] / total[""] for name in sums}
+
+    def check_agree(self, what: str, mine: bytes) -> None:
+        """Raise `ReplicasDifferError` on every process unless every process passed the same
+        bytes as rank 0 (compared by their SHA-256 digests), naming the ranks that differ and
+        `what` they hold."""
+        every = self._gather_bytes(hashlib.sha256(mine).digest())
+        other = [rank for rank, seen in enumerate(every) if seen != every[0]]
+        if other:
+            ranks = f"{'ranks' if len(other) > 1 else 'rank'} {', '.join(map(str, other))}"
+            raise ReplicasDifferError(
+                f"{ranks} {'hold' if len(other) > 1 else 'holds'} other {what} than rank 0: "
+                "every process must start from the same state (the same seed, the same "
+                "checkpoint file)"
+            )
 
     def barrier(self) -> None:
         """Wait until every process gets here (within the job's timeout)."""

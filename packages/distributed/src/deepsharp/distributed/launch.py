@@ -93,7 +93,7 @@ def launch(
                 for place in ranks:
                     reader, writer = context.Pipe(duplex=False)
                     place.pipe = reader
-                    place.process = context.Process(
+                    process = context.Process(
                         target=_run_rank,
                         args=(
                             place.rank,
@@ -107,7 +107,8 @@ def launch(
                         ),
                         name=f"deepsharp-rank-{place.rank}",
                     )
-                    place.process.start()
+                    process.start()
+                    place.process = process  # only a started process is ended and reaped
                     writer.close()
             _watch(ranks, timeout)
         finally:
@@ -220,34 +221,21 @@ def _outcome(ranks: list[_Rank], timeout: float) -> Any:
         assert ranks[0].report is not None
         return ranks[0].report[2]
     size = len(ranks)
-    raised = sorted(
-        (p for p in ranks if p.report is not None and p.report[0] == "error" and not p.report[4]),
-        key=lambda p: float(p.report[5]) if p.report is not None else 0.0,
-    )
+    raised, waited = _raised(ranks, in_collective=False), _raised(ranks, in_collective=True)
     silent = [p for p in ranks if p.report is None and not p.ended and p.exit_code is not None]
     hung = [p for p in ranks if p.ended]
-    waited = sorted(
-        (p for p in ranks if p.report is not None and p.report[0] == "error" and p.report[4]),
-        key=lambda p: float(p.report[5]) if p.report is not None else 0.0,
-    )
     if raised:
-        blamed = raised[0]
-        assert blamed.report is not None
-        _, _, said, text, _, _ = blamed.report
-        message = f"rank {blamed.rank} of {size} failed: {said}"
-        error = ProcessFailedError(
-            _with_others(message, text, blamed, ranks), blamed.rank, blamed.exit_code, text
-        )
-    elif silent:
+        raise _reported(raised[0], "failed", ranks)
+    if silent:
         blamed = silent[0]
         message = (
             f"rank {blamed.rank} of {size} exited {_how(blamed.exit_code)} before its function "
             "returned, without a Python error (os._exit, a crash, or a signal)"
         )
-        error = ProcessFailedError(
+        raise ProcessFailedError(
             _with_others(message, None, blamed, ranks), blamed.rank, blamed.exit_code
         )
-    elif hung:
+    if hung:
         blamed = hung[0]
         witness = waited[0] if waited else None
         why = (
@@ -257,16 +245,32 @@ def _outcome(ranks: list[_Rank], timeout: float) -> Any:
         )
         message = f"rank {blamed.rank} of {size} stopped answering ({why}); it was ended"
         text = witness.report[3] if witness is not None and witness.report is not None else None
-        error = ProcessFailedError(_with_others(message, text, blamed, ranks), blamed.rank)
-    else:
-        blamed = waited[0]
-        assert blamed.report is not None
-        _, _, said, text, _, _ = blamed.report
-        message = f"rank {blamed.rank} of {size} failed in a collective: {said}"
-        error = ProcessFailedError(
-            _with_others(message, text, blamed, ranks), blamed.rank, blamed.exit_code, text
-        )
-    raise error
+        raise ProcessFailedError(_with_others(message, text, blamed, ranks), blamed.rank)
+    raise _reported(waited[0], "failed in a collective", ranks)
+
+
+def _raised(ranks: list[_Rank], in_collective: bool) -> list[_Rank]:
+    """The ranks that reported a Python error raised in a collective (or outside one), earliest
+    first."""
+    return sorted(
+        (
+            p
+            for p in ranks
+            if p.report is not None and p.report[0] == "error" and p.report[4] == in_collective
+        ),
+        key=lambda p: float(p.report[5]) if p.report is not None else 0.0,
+    )
+
+
+def _reported(blamed: _Rank, how: str, ranks: list[_Rank]) -> ProcessFailedError:
+    """The error blaming a rank that reported a Python error; `how` says what it did ('failed',
+    'failed in a collective')."""
+    assert blamed.report is not None
+    _, _, said, text, _, _ = blamed.report
+    message = f"rank {blamed.rank} of {len(ranks)} {how}: {said}"
+    return ProcessFailedError(
+        _with_others(message, text, blamed, ranks), blamed.rank, blamed.exit_code, text
+    )
 
 
 def _with_others(message: str, text: str | None, blamed: _Rank, ranks: list[_Rank]) -> str:

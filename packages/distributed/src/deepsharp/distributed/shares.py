@@ -85,14 +85,15 @@ def check_world_size(recorded: int | None, world_size: int, where: str = "") -> 
     """Refuse to go on from a checkpoint taken at another world size, naming both.
 
     `recorded` is the checkpoint's world size; None (a checkpoint that records none) was taken
-    by one process. The shares of every batch, and so a run's bits, depend on the world size.
+    by one process. `where`: the checkpoint's file, or a phrase that names it ("the checkpoint
+    runs/checkpoint-000007.safetensors", as the training loop says). The shares of every batch, and so a run's bits, depend on the world size.
     """
     taken = 1 if recorded is None else int(recorded)
     if taken == world_size:
         return
-    place = f" {where}" if where else ""
+    subject = where if where.startswith("the checkpoint") else f"the checkpoint {where}".rstrip()
     raise WorldSizeMismatchError(
-        f"the checkpoint{place} was taken at world size {taken}; this run has {world_size} "
+        f"{subject} was taken at world size {taken}; this run has {world_size} "
         f"process{'es' if world_size != 1 else ''}. A run goes on only at the world size it was "
         f"taken at (each batch's shares, and so the run's bits, depend on it): resume with "
         f"{taken} process{'es' if taken != 1 else ''}, or start the run afresh"

@@ -1,15 +1,23 @@
 """Column kinds: how each kind of column learns its statistics from the training rows, writes
 its features (vectorised with NumPy), and reads itself back from a saved recipe; and the target.
 
-A kind is one class: subclass `ColumnKind`, set `kind`, implement `width`, `names`, `learn` and
-`write`, and say what it records (`settings`, `statistics`) and how it reads that back
-(`from_settings`, `read_statistics`). `Pipeline.column(...)` takes any kind; a saved recipe names
-it by its key (deepsharp's own by their kind, a user's by module and name), and reading a recipe
-makes only kinds already imported.
+A kind is one class: subclass `ColumnKind`, set `kind`, implement `width`, `names`, `learn` (or
+`learner`) and `write`, and say what it records (`settings`, `statistics`) and how it reads that
+back (`from_settings`, `read_statistics`). `Pipeline.column(...)` takes any kind; a saved recipe
+names it by its key (deepsharp's own by their kind, a user's by module and name), and reading a
+recipe makes only kinds already imported.
+
+Rows that come in parts (a file too large for memory, `scan_csv`) are learned through each
+kind's `learner()`: a `Learner` takes one part's values at a time and sets the statistics at
+the end, in memory bounded by the part (see `deepsharp.core.data.summaries`). deepsharp's kinds
+learn so, rows held in memory as one part; a kind of your own that overrides `learn` and not
+`learner` has its training values gathered into one column first (it is warned once).
 """
 
 from __future__ import annotations
 
+import bisect
+import contextvars
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -18,6 +26,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 
+from deepsharp.core.data.summaries import LabelCounts, Median, Moments
 from deepsharp.core.data.values import (
     FLOAT32_MAX,
     FLOAT32_TINY,
@@ -27,12 +36,12 @@ from deepsharp.core.data.values import (
     distinct,
     is_missing,
     label,
-    label_counts,
     labels,
     numbers,
     parse_number,
     refuse_beyond_float32,
     row_text,
+    rows_named,
     shown,
     sorted_labels,
 )
@@ -45,6 +54,7 @@ __all__ = [
     "ColumnKind",
     "Flag",
     "Image",
+    "Learner",
     "Number",
     "Numbers",
     "Recipe",
@@ -139,6 +149,59 @@ def _is(value: object, kind: type) -> bool:
     return isinstance(value, kind)
 
 
+class Learner:
+    """What a column kind learns from rows that come in parts: `add` takes one part's values
+    (of the training rows), `finish` sets the kind's statistics once every part is in. This
+    one learns nothing (a kind with no statistics)."""
+
+    def add(self, values: Column) -> None:
+        """Take one part's values."""
+
+    def finish(self) -> None:
+        """Set the statistics from every part taken."""
+
+
+class Gathering(Learner):
+    """A kind of your own with `learn` and no `learner`: its training values gathered into one
+    column (memory grows with the rows), then `learn` once; rows are named as they were read."""
+
+    _warned: ClassVar[set[type]] = set()
+
+    def __init__(self, column: ColumnKind) -> None:
+        self.column = column
+        self.parts: list[Column] = []
+        self.starts: list[int] = []  # where each part begins in the gathered column
+        self.namings: list[contextvars.Context] = []  # how each part's rows were named
+        if type(column) not in Gathering._warned:
+            Gathering._warned.add(type(column))
+            warnings.warn(
+                f"column kind {type(column).__name__} learns from all its training rows at once "
+                "(it has no learner()): learning from a scanned file, its values are gathered in "
+                "memory first; give it a learner() to learn in parts",
+                DeepSharpWarning,
+                stacklevel=4,
+            )
+
+    def add(self, values: Column) -> None:
+        self.starts.append(sum(len(p) for p in self.parts))
+        self.parts.append(values)
+        self.namings.append(contextvars.copy_context())
+
+    def _row_text(self, index: int) -> str:
+        at = bisect.bisect_right(self.starts, index) - 1
+        return self.namings[at].run(row_text, index - self.starts[at])
+
+    def finish(self) -> None:
+        parts, self.parts = self.parts, []
+        arrays = [p for p in parts if isinstance(p, np.ndarray)]
+        if parts and len(arrays) == len(parts):
+            whole: Column = np.concatenate(arrays)
+        else:
+            whole = [v for p in parts for v in (p.tolist() if isinstance(p, np.ndarray) else p)]
+        with rows_named(self._row_text):
+            self.column.learn(whole)
+
+
 class ColumnKind:
     """A kind of column: its declaration, what it learns, and the features it writes."""
 
@@ -163,7 +226,17 @@ class ColumnKind:
         raise NotImplementedError
 
     def learn(self, values: Column) -> None:
-        """Learn its statistics from the training rows' values (nothing to learn by default)."""
+        """Learn its statistics from the training rows' values: by default, through its
+        `learner()` given them as one part (nothing to learn where it has none)."""
+        learner = self.learner()
+        learner.add(values)
+        learner.finish()
+
+    def learner(self) -> Learner:
+        """What learns its statistics from training rows that come in parts."""
+        if type(self).learn is ColumnKind.learn:
+            return Learner()
+        return Gathering(self)
 
     def write(self, values: Column, out: npt.NDArray[np.float32], at: int) -> None:
         """Write its features into out[:, at : at + width()]."""
@@ -243,6 +316,27 @@ def _check_fill(name: ColumnName, fill: object, log: bool) -> FillSpec:
     return float(fill)
 
 
+def _number_settings(column: Number | Numbers) -> dict[str, Any]:
+    """A number column's settings (or those `Numbers` gives each of its columns), as recorded
+    and as the constructors take them."""
+    return {
+        "fill": column.fill,
+        "missing_flag": column.missing_flag,
+        "log": column.log,
+        "scale": column.scale,
+    }
+
+
+def _number_options(recipe: Recipe) -> dict[str, Any]:
+    """The settings `_number_settings` recorded, read back as the constructors take them."""
+    return {
+        "fill": recipe.get("fill", str, int, float),
+        "missing_flag": recipe.flag("missing_flag"),
+        "log": recipe.flag("log"),
+        "scale": recipe.flag("scale"),
+    }
+
+
 class Number(ColumnKind):
     """A column of numbers; a missing one is filled (median, mean or a given value), and may be
     flagged; optionally log1p-transformed; standardised unless scale=False."""
@@ -289,16 +383,28 @@ class Number(ColumnKind):
         transformed, missing = self._transformed(values)
         present = transformed[~missing]
         if isinstance(self.fill, str):
-            if present.size == 0:
-                raise DataError(
-                    f"column {self.name!r}: every training row is missing a value, so there is no "
-                    f"{self.fill} to fill with; give fill=<number> or rows that hold numbers"
-                )
+            self._refuse_no_values(present.size)
             fill = float(np.median(present) if self.fill == "median" else np.mean(present))
         else:
-            fill = math.log1p(self.fill) if self.log else float(self.fill)
+            fill = self._given_fill()
         filled = np.where(missing, fill, transformed)
-        mean, std = float(np.mean(filled)), float(np.std(filled))
+        self._settle(fill, float(np.mean(filled)), float(np.std(filled)))
+
+    def learner(self) -> Learner:
+        return NumberLearner(self)
+
+    def _refuse_no_values(self, present: int) -> None:
+        if present == 0:
+            raise DataError(
+                f"column {self.name!r}: every training row is missing a value, so there is no "
+                f"{self.fill} to fill with; give fill=<number> or rows that hold numbers"
+            )
+
+    def _given_fill(self) -> float:
+        assert not isinstance(self.fill, str)
+        return math.log1p(self.fill) if self.log else float(self.fill)
+
+    def _settle(self, fill: float, mean: float, std: float) -> None:
         if not (math.isfinite(mean) and math.isfinite(std) and std <= FLOAT32_MAX):
             raise DataError(
                 f"column {self.name!r}: its values spread too far to standardise in float32 "
@@ -323,25 +429,14 @@ class Number(ColumnKind):
         self.fill_value = self.mean = self.std = None
 
     def settings(self) -> dict[str, Any]:
-        return {
-            "fill": self.fill,
-            "missing_flag": self.missing_flag,
-            "log": self.log,
-            "scale": self.scale,
-        }
+        return _number_settings(self)
 
     def statistics(self) -> dict[str, Any]:
         return {"fill": self.fill_value, "mean": self.mean, "std": self.std}
 
     @classmethod
     def from_settings(cls, name: ColumnName, recipe: Recipe) -> Number:
-        return cls(
-            name,
-            fill=recipe.get("fill", str, int, float),
-            missing_flag=recipe.flag("missing_flag"),
-            log=recipe.flag("log"),
-            scale=recipe.flag("scale"),
-        )
+        return cls(name, **_number_options(recipe))
 
     def read_statistics(self, recipe: Recipe) -> None:
         self.fill_value = recipe.number("fill")
@@ -350,6 +445,35 @@ class Number(ColumnKind):
 
     def __repr__(self) -> str:
         return f"number({self.name!r})"
+
+
+class NumberLearner(Learner):
+    """A number column's statistics in parts: the present values' moments (and their median,
+    for fill="median"), the missing ones counted; the fill joins the moments at the end."""
+
+    def __init__(self, column: Number) -> None:
+        self.column = column
+        self.moments = Moments()
+        self.median = Median() if column.fill == "median" else None
+        self.missing = 0
+
+    def add(self, values: Column) -> None:
+        transformed, missing = self.column._transformed(values)
+        present = transformed[~missing]
+        self.moments.add(present)
+        if self.median is not None:
+            self.median.add(present)
+        self.missing += int(missing.sum())
+
+    def finish(self) -> None:
+        column, moments = self.column, self.moments
+        if isinstance(column.fill, str):
+            column._refuse_no_values(moments.count)
+            fill = moments.mean if self.median is None else self.median.median()
+        else:
+            fill = column._given_fill()
+        moments.merge(self.missing, fill, 0.0)
+        column._settle(fill, moments.mean, moments.std)
 
 
 class Numbers(ColumnKind):
@@ -371,24 +495,14 @@ class Numbers(ColumnKind):
         self.missing_flag, self.log, self.scale = missing_flag, log, scale
 
     def expand(self, names: Sequence[ColumnName]) -> list[Number]:
-        return [Number(n, self.fill, self.missing_flag, self.log, self.scale) for n in names]
+        return [Number(n, **_number_settings(self)) for n in names]
 
     def settings(self) -> dict[str, Any]:
-        return {
-            "fill": self.fill,
-            "missing_flag": self.missing_flag,
-            "log": self.log,
-            "scale": self.scale,
-        }
+        return _number_settings(self)
 
     @classmethod
     def from_settings(cls, name: ColumnName, recipe: Recipe) -> Numbers:
-        return cls(
-            fill=recipe.get("fill", str, int, float),
-            missing_flag=recipe.flag("missing_flag"),
-            log=recipe.flag("log"),
-            scale=recipe.flag("scale"),
-        )
+        return cls(**_number_options(recipe))
 
     def __repr__(self) -> str:
         return "numbers(every other column)"
@@ -443,14 +557,16 @@ class Category(ColumnKind):
             out.append(f"{self.name}:missing")
         return out
 
-    def learn(self, values: Column) -> None:
-        counts = label_counts(values, self.name)
+    def learner(self) -> Learner:
+        return CategoryLearner(self)
+
+    def _settle(self, counts: dict[str | None, int], rows: int) -> None:
         known = [v for v in counts if v is not None]
         if self.max_values is not None and len(known) > self.max_values:
             ranked = sorted(sorted_labels(known), key=lambda v: -counts[v])
             known = ranked[: self.max_values]
         self.set_learned(sorted_labels(known), None in counts)
-        self._warn_if_wide(len(values))
+        self._warn_if_wide(rows)
 
     def _warn_if_wide(self, rows: int) -> None:
         width = self.width()
@@ -461,7 +577,7 @@ class Category(ColumnKind):
                 f"column rarely repays; drop the column, or declare .category({self.name!r}, "
                 f"max_values=N) to keep its N most frequent values",
                 DeepSharpWarning,
-                stacklevel=5,
+                stacklevel=7,
             )
 
     def set_learned(self, values: list[str], has_missing: bool) -> None:
@@ -510,6 +626,20 @@ class Category(ColumnKind):
         if self.max_values is not None and len(values) > self.max_values:
             raise recipe.fail("values", f"{len(values)} values, over max_values={self.max_values}")
         self.set_learned(values, recipe.flag("missing"))
+
+
+class CategoryLearner(Learner):
+    """How many training rows hold each label, over every part."""
+
+    def __init__(self, column: Category) -> None:
+        self.column = column
+        self.counts = LabelCounts(column.name)
+
+    def add(self, values: Column) -> None:
+        self.counts.add(values)
+
+    def finish(self) -> None:
+        self.column._settle(self.counts.counts, self.counts.rows)
 
 
 class Flag(ColumnKind):
@@ -689,10 +819,11 @@ class Image(ColumnKind):
             raise DataError(f"{where}: expected {self._expected()}, found {parsed.size} numbers")
         return parsed.reshape(-1)
 
-    def learn(self, values: Column) -> None:
-        checked = self._values(values)  # checks every row, as the other columns do
+    def learner(self) -> Learner:
+        return ImageLearner(self)
+
+    def _settle(self, largest: float) -> None:
         if self.scale == "max":
-            largest = float(np.max(np.abs(checked))) if checked.size else 0.0
             self.divisor = largest if largest >= FLOAT32_TINY else 1.0
         else:
             self.divisor = 1.0 if self.scale is None else float(self.scale)
@@ -736,6 +867,22 @@ class Image(ColumnKind):
         return f"image({self.name!r}, {self.shape})"
 
 
+class ImageLearner(Learner):
+    """Every training row checked; the largest absolute value kept (for scale="max")."""
+
+    def __init__(self, column: Image) -> None:
+        self.column = column
+        self.largest = 0.0
+
+    def add(self, values: Column) -> None:
+        checked = self.column._values(values)  # checks every row, as the other columns do
+        if checked.size:
+            self.largest = max(self.largest, float(np.max(np.abs(checked))))
+
+    def finish(self) -> None:
+        self.column._settle(self.largest)
+
+
 # --- the target ------------------------------------------------------------------------------
 
 
@@ -757,34 +904,13 @@ class Target:
         self.lookup = {c: i for i, c in enumerate(classes or [])}
 
     def learn(self, values: Column) -> None:
-        if self.kind == "number":
-            self.targets(values)  # checks every value is a number
-            self.set_classes(None)
-            return
-        found, first_rows = column_labels(values, self.name)
-        for found_label, i in zip(found, first_rows, strict=False):
-            if found_label is None:
-                raise DataError(
-                    f"{row_text(i)}, column {self.name!r}: the target is missing; every "
-                    f"training row needs one"
-                )
-        known = [v for v in found if v is not None]
-        if self.kind == "binary":
-            if len(known) > 2:
-                i = first_rows[2]
-                raise DataError(
-                    f"{row_text(i)}, column {self.name!r}: a binary target holds two values, but "
-                    f"this row holds a third, {values[i]!r}, after {known[0]!r} and {known[1]!r} "
-                    f"(declare .target({self.name!r}, kind='classes') for more than two)"
-                )
-            if len(known) == 1:
-                if known[0] not in ("0", "1"):
-                    raise DataError(
-                        f"column {self.name!r}: a binary target needs two values in the "
-                        f"training rows, but they all hold {known[0]!r}"
-                    )
-                known = ["0", "1"]
-        self.set_classes(sorted_labels(known))
+        learner = self.learner()
+        learner.add(values)
+        learner.finish()
+
+    def learner(self) -> TargetLearner:
+        """What learns the target's classes from training rows that come in parts."""
+        return TargetLearner(self)
 
     def targets(self, values: Column) -> npt.NDArray[Any]:
         """binary: float32 (N, 1) of 0/1; number: float32 (N, 1); classes: int64 (N,) indices."""
@@ -849,3 +975,50 @@ class Target:
             raise recipe.fail("classes", "a classes target needs at least one class")
         target.set_classes(found)
         return target
+
+
+class TargetLearner:
+    """The target's labels over every part of the training rows, in order of first appearance
+    (a missing one, or a third of a binary target, refused at its row); sorted at the end."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.known: list[str] = []
+
+    def add(self, values: Column) -> None:
+        target = self.target
+        if target.kind == "number":
+            target.targets(values)  # checks every value is a number
+            return
+        found, first_rows = column_labels(values, target.name)
+        for found_label, i in zip(found, first_rows, strict=False):
+            if found_label is None:
+                raise DataError(
+                    f"{row_text(i)}, column {target.name!r}: the target is missing; every "
+                    f"training row needs one"
+                )
+        for found_label, i in zip(found, first_rows, strict=False):
+            if found_label is None or found_label in self.known:
+                continue
+            if target.kind == "binary" and len(self.known) == 2:
+                first, second = self.known
+                raise DataError(
+                    f"{row_text(i)}, column {target.name!r}: a binary target holds two values, "
+                    f"but this row holds a third, {values[i]!r}, after {first!r} and {second!r} "
+                    f"(declare .target({target.name!r}, kind='classes') for more than two)"
+                )
+            self.known.append(found_label)
+
+    def finish(self) -> None:
+        target, known = self.target, self.known
+        if target.kind == "number":
+            target.set_classes(None)
+            return
+        if target.kind == "binary" and len(known) == 1:
+            if known[0] not in ("0", "1"):
+                raise DataError(
+                    f"column {target.name!r}: a binary target needs two values in the "
+                    f"training rows, but they all hold {known[0]!r}"
+                )
+            known = ["0", "1"]
+        target.set_classes(sorted_labels(known))

@@ -7,6 +7,11 @@ turns any rows into a float32 feature matrix (:meth:`Pipeline.features`) and tar
 (:meth:`Pipeline.targets`). Rows are a sequence of mappings (what :func:`read_csv` returns, or
 dicts written by hand) or a pandas ``DataFrame``.
 
+Rows too many for memory (a file read by `scan_csv` or `scan_parquet`) are learned in parts:
+`Pipeline.learning(names)` takes the training rows one `Part` at a time, each column kind
+keeping bounded statistics (counts, sums, categories, a median's table), and `features` and
+`targets` take a part as they take any rows; errors name its rows by file and line.
+
 A pipeline that declares no columns takes arrays of numbers as they are: it learns the shape of
 one row, and its features are the array itself, in float32 (this is what ``fit(None, (x, y),
 ...)`` uses). Its recipe says so, and a file that holds it serves arrays.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -32,19 +38,21 @@ from deepsharp.core.data.columns import (
     Flag,
     Image,
     ImageScale,
+    Learner,
     Number,
     Numbers,
     Recipe,
     Target,
     TargetKind,
+    TargetLearner,
     UnknownRule,
     read_column,
 )
-from deepsharp.core.data.sources import column_names, columns, read_csv
-from deepsharp.core.data.values import FLOAT32_MAX, ColumnName, row_text
+from deepsharp.core.data.sources import Part, column_names, columns, read_csv
+from deepsharp.core.data.values import FLOAT32_MAX, ColumnName, row_text, rows_named
 from deepsharp.core.errors import DataError, FileFormatError
 
-__all__ = ["Pipeline", "array_features", "read_csv"]
+__all__ = ["Learning", "Pipeline", "array_features", "read_csv"]
 
 _FORMAT = "deepsharp.pipeline"
 _VERSION = 2
@@ -206,15 +214,40 @@ class Pipeline:
             raise
         return self
 
+    def learning(self, names: Sequence[ColumnName]) -> Learning:
+        """Learn from training rows that come in parts: `names` are the columns the rows hold
+        (numbers() takes those no other declaration names); hand each part of the training rows
+        to `add`, then call `finish`. Memory is bounded by a part (and each kind's summaries)."""
+        if not self._declared:
+            raise DataError(
+                "a pipeline of arrays learns from the arrays at once; rows read in parts need "
+                "columns declared with .number(), .numbers(), .category(), .flag() or .image()"
+            )
+        return Learning(self, names)
+
+    def reads(self, names: Sequence[ColumnName], target: bool = True) -> list[ColumnName]:
+        """The columns this pipeline reads of rows that hold `names`: its features' (those it
+        learned, or numbers() resolved against `names`), then the target's (unless not)."""
+        columns = self._columns if self._learned else self._resolve_names(names)
+        wanted = [c.name for c in columns]
+        if target and self._target is not None:
+            wanted.append(self._target.name)
+        return wanted
+
     def _resolve(self, rows: object) -> list[ColumnKind]:
         """The declared columns, numbers() replaced by every column no other one names."""
+        if not any(isinstance(c, Numbers) for c in self._declared):
+            return list(self._declared)
+        return self._resolve_names(column_names(rows))
+
+    def _resolve_names(self, names: Sequence[ColumnName]) -> list[ColumnKind]:
         wildcard = [c for c in self._declared if isinstance(c, Numbers)]
         if not wildcard:
             return list(self._declared)
         taken = {c.name for c in self._declared}
         if self._target is not None:
             taken.add(self._target.name)
-        free = [name for name in column_names(rows) if name not in taken]
+        free = [name for name in names if name not in taken]
         out: list[ColumnKind] = []
         for column in self._declared:
             out.extend(column.expand(free) if isinstance(column, Numbers) else [column])
@@ -249,8 +282,9 @@ class Pipeline:
                     f"of shape {self._shape}"
                 )
             return values
-        count, taken = columns(rows, [c.name for c in self._columns])
-        return self._features_of(count, taken)
+        with _named(rows):
+            count, taken = columns(rows, [c.name for c in self._columns])
+            return self._features_of(count, taken)
 
     def _features_of(self, count: int, taken: dict[ColumnName, Any]) -> npt.NDArray[np.float32]:
         out = np.zeros((count, self.feature_count), dtype=np.float32)
@@ -284,8 +318,9 @@ class Pipeline:
                 "asking for targets"
             )
         self._require_learned("targets()")
-        _, taken = columns(rows, [self._target.name])
-        return self._target.targets(taken[self._target.name])
+        with _named(rows):
+            _, taken = columns(rows, [self._target.name])
+            return self._target.targets(taken[self._target.name])
 
     def partition(
         self, count: int, order: npt.ArrayLike, test: bool = True
@@ -419,6 +454,55 @@ class Pipeline:
             raise
         except (ValueError, TypeError, KeyError) as exc:
             raise FileFormatError(f"pipeline: not a valid pipeline: {exc}") from None
+
+
+class Learning:
+    """A pipeline learning from training rows that come in parts (`Pipeline.learning`)."""
+
+    def __init__(self, pipeline: Pipeline, names: Sequence[ColumnName]) -> None:
+        pipeline._forget()
+        self.pipeline = pipeline
+        self.columns = pipeline._resolve_names(names)
+        self.reads = pipeline.reads(names)
+        self.rows = 0
+        self.learners: list[tuple[ColumnName, Learner | TargetLearner]] = [
+            (column.name, column.learner()) for column in self.columns
+        ]
+        target = pipeline._target
+        if target is not None:
+            self.learners.append((target.name, target.learner()))
+
+    def add(self, part: object) -> None:
+        """Learn from one part of the training rows (a `Part`, or any rows)."""
+        try:
+            with _named(part):
+                count, taken = columns(part, self.reads)
+                for name, learner in self.learners:
+                    learner.add(taken[name])
+        except BaseException:
+            self.pipeline._forget()
+            raise
+        self.rows += count
+
+    def finish(self) -> Pipeline:
+        """Set every column's statistics: the pipeline is learned."""
+        pipeline = self.pipeline
+        try:
+            if self.rows == 0:
+                raise DataError("no training rows: a pipeline learns from at least one row")
+            for _, learner in self.learners:
+                learner.finish()
+        except BaseException:
+            pipeline._forget()
+            raise
+        pipeline._columns = self.columns
+        pipeline._learned = True
+        return pipeline
+
+
+def _named(rows: object) -> AbstractContextManager[None]:
+    """Rows of a part are named in messages by their place in the file they were read from."""
+    return rows_named(rows.row_text) if isinstance(rows, Part) else nullcontext()
 
 
 # --------------------------------------------------------------------------------------------

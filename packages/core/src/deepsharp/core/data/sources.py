@@ -1,8 +1,9 @@
 """Sources of rows: reading a CSV file, and taking named columns out of rows.
 
 Rows are a sequence of mappings (what :func:`read_csv` returns, or dicts written by hand; any
-iterable of mappings is read once into a list) or a pandas ``DataFrame`` (pandas is optional and
-imported only when one is handed in). A column's name is text or a whole number (a DataFrame
+iterable of mappings is read once into a list), a pandas ``DataFrame`` (pandas is optional and
+imported only when one is handed in), or a :class:`Part`: rows read at once from a scanned file,
+held as columns. A column's name is text or a whole number (a DataFrame
 made from an array names its columns 0, 1, ...), and error messages show it as what it is.
 """
 
@@ -12,15 +13,26 @@ import csv
 import itertools
 import operator
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from deepsharp.core.data.values import Column, ColumnName, row_text
 from deepsharp.core.errors import DataError
 
-__all__ = ["column_names", "columns", "is_frame", "read_csv", "row_count", "rows_of", "take"]
+__all__ = [
+    "Part",
+    "column_names",
+    "columns",
+    "is_frame",
+    "read_csv",
+    "read_csv_header",
+    "row_count",
+    "rows_of",
+    "take",
+]
 
 
 def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
@@ -36,14 +48,11 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
         raise FileNotFoundError(f"no such CSV file: {name!r}")
     with open(name, newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle)
-        header: list[str] | None = None
         out: list[dict[str, str | None]] = []
         try:
+            header = read_csv_header(name, reader)
             for record in reader:
                 if not record:
-                    continue
-                if header is None:
-                    header = _header(name, reader.line_num, record)
                     continue
                 if len(record) != len(header):
                     raise DataError(
@@ -57,9 +66,66 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
             raise DataError(f"{name}, line {reader.line_num}: not valid CSV: {exc}") from None
         except UnicodeDecodeError as exc:
             raise DataError(f"{name}: not UTF-8 text: {exc}") from None
-    if header is None:
-        raise DataError(f"{name}: the file is empty; expected a header row naming the columns")
     return out
+
+
+def read_csv_header(name: str, reader: Iterator[list[str]]) -> list[str]:
+    """The header of a CSV file: its first row that is not blank, naming distinct columns."""
+    for record in reader:
+        if record:
+            return _header(name, getattr(reader, "line_num", 0), record)
+    raise DataError(f"{name}: the file is empty; expected a header row naming the columns")
+
+
+class Part:
+    """Rows read at once from a scanned file, held as columns: `count` rows, the first of them
+    the file's row `first` (counting from 0), or (a part's selection, such as its training rows)
+    the file's rows `places`. `naming(row)` says where a row of the file lies, for messages."""
+
+    __slots__ = ("columns", "count", "first", "naming", "places")
+
+    def __init__(
+        self,
+        columns: dict[ColumnName, Column],
+        count: int,
+        first: int = 0,
+        naming: Callable[[int], str] | None = None,
+        places: NDArray[np.int64] | None = None,
+    ) -> None:
+        self.columns = columns
+        self.count = count
+        self.first = first
+        self.naming = naming
+        self.places = places
+
+    def __len__(self) -> int:
+        return self.count
+
+    def place(self, index: int) -> int:
+        """The file's row (counting from 0) of the part's row `index`."""
+        return self.first + index if self.places is None else int(self.places[index])
+
+    def row_text(self, index: int) -> str:
+        """How a message names the part's row `index`: by its place in the file."""
+        place = self.place(index)
+        return (
+            self.naming(place) if self.naming is not None else f"row {place + 1} (counting from 1)"
+        )
+
+    def take(self, indices: NDArray[np.intp]) -> Part:
+        """The part's rows at `indices` (in that order), as a part of their own."""
+        picked = indices.tolist()
+        chosen = {
+            name: column[indices]
+            if isinstance(column, np.ndarray)
+            else list(map(column.__getitem__, picked))
+            for name, column in self.columns.items()
+        }
+        places = self.first + indices if self.places is None else self.places[indices]
+        return Part(chosen, len(picked), self.first, self.naming, places.astype(np.int64))
+
+    def __repr__(self) -> str:
+        return f"Part({self.count} rows from row {self.place(0) + 1 if self.count else 0}, columns {list(self.columns)})"
 
 
 def _header(name: str, line: int, record: list[str]) -> list[str]:
@@ -80,8 +146,9 @@ def is_frame(rows: object) -> bool:
 
 
 def rows_of(rows: object) -> Any:
-    """The rows as a DataFrame or a sequence of mappings, checked; an iterator is read once."""
-    if is_frame(rows):
+    """The rows as a DataFrame, a part or a sequence of mappings, checked; an iterator is read
+    once."""
+    if is_frame(rows) or isinstance(rows, Part):
         return rows
     if isinstance(rows, (str, bytes, Mapping, np.ndarray)) or not isinstance(rows, Iterable):
         raise DataError(
@@ -102,6 +169,8 @@ def row_count(rows: object) -> int:
 
 def take(rows: Any, indices: Sequence[int] | np.ndarray) -> Any:
     """The rows at `indices`, of the same kind as `rows`."""
+    if isinstance(rows, Part):
+        return rows.take(np.asarray(indices, dtype=np.intp))
     if is_frame(rows):
         return rows.iloc[np.asarray(indices)]
     return [rows[int(i)] for i in indices]
@@ -110,7 +179,7 @@ def take(rows: Any, indices: Sequence[int] | np.ndarray) -> Any:
 def column_names(rows: object) -> list[ColumnName]:
     """The columns the rows hold: a DataFrame's, or the first row's keys (in their order)."""
     held = rows_of(rows)
-    if is_frame(held):
+    if is_frame(held) or isinstance(held, Part):
         return list(held.columns)
     if not held:
         return []
@@ -125,6 +194,8 @@ def columns(rows: object, names: Sequence[ColumnName]) -> tuple[int, dict[Column
     held = rows_of(rows)
     if is_frame(held):
         return _frame_columns(held, names)
+    if isinstance(held, Part):
+        return _part_columns(held, names)
     count = len(held)
     if count == 0:
         raise DataError("no rows: the rows handed in are empty; give at least one row")
@@ -172,6 +243,17 @@ def _missing_column(rows: Sequence[Any], names: Sequence[ColumnName]) -> DataErr
                 )
     shown = ", ".join(repr(name) for name in names)  # pragma: no cover - a lookup failed
     return DataError(f"the columns {shown} could not be read from the rows")  # pragma: no cover
+
+
+def _part_columns(part: Part, names: Sequence[ColumnName]) -> tuple[int, dict[ColumnName, Column]]:
+    missing = [name for name in names if name not in part.columns]
+    if missing:
+        present = list(part.columns)
+        raise DataError(
+            f"the rows read hold no column {missing[0]!r}; they hold the columns: "
+            f"{_names(present)}{_hint(missing[0], present)}"
+        )
+    return part.count, {name: part.columns[name] for name in names}
 
 
 def _frame_columns(frame: Any, names: Sequence[ColumnName]) -> tuple[int, dict[ColumnName, Column]]:

@@ -3,7 +3,8 @@
 A column arrives as a list of Python values (from mappings or a DataFrame of objects) or as a
 NumPy array (a DataFrame's column of numbers). Each column's distinct values are found once (a
 dict built in C) and each distinct value is parsed once. Rows in error messages are counted
-from 1, in the rows as handed to that call.
+from 1, in the rows as handed to that call; rows read in parts from a file are named by the
+file and their place in it (`rows_named`).
 
 The rule for numbers, the same in number, image and target columns: a value is *missing* when
 it is None, empty or blank text, a float NaN or the text "nan" (any case); a number column fills
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -39,6 +42,7 @@ __all__ = [
     "parse_number",
     "refuse_beyond_float32",
     "row_text",
+    "rows_named",
     "shown",
     "sorted_labels",
 ]
@@ -55,8 +59,24 @@ Column = list[object] | npt.NDArray[Any]
 """A column as taken from the rows: Python values, or (from a DataFrame) a NumPy array."""
 
 
+_NAMING: ContextVar[Callable[[int], str] | None] = ContextVar("deepsharp_row_naming", default=None)
+
+
 def row_text(index: int) -> str:
-    return f"row {index + 1} (counting from 1)"
+    """How an error message names the row at `index` of the rows handed in (see `rows_named`)."""
+    naming = _NAMING.get()
+    return f"row {index + 1} (counting from 1)" if naming is None else naming(index)
+
+
+@contextmanager
+def rows_named(naming: Callable[[int], str] | None) -> Iterator[None]:
+    """Within the block, messages name row `index` as `naming(index)` says: rows read in parts
+    from a file are named by the file and their place in it, not by their place in the part."""
+    token = _NAMING.set(naming)
+    try:
+        yield
+    finally:
+        _NAMING.reset(token)
 
 
 def shown(values: Sequence[object]) -> str:

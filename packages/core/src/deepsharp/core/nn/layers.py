@@ -192,6 +192,8 @@ class Dropout(Layer):
     """While training, zero each value with probability `rate` and scale the rest by 1/(1-rate).
 
     Masks come from the run's generator and are put on the engine (one transfer in a step).
+    A value's draw is keyed by the step (each step takes a key of its own) and by its row's
+    place in the whole batch, so processes sharing a batch draw one process's masks.
     """
 
     def __init__(self, rate: float) -> None:

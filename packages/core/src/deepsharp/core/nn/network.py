@@ -304,7 +304,14 @@ class Network:
                 f"{where}: its metadata lacks a readable 'network' entry"
             ) from None
         network = cls.from_json(data, where)
-        for name, spec in network.specs.items():
+        network.check_slots(tensors, where)
+        network._values = {name: tensors[name] for name in network.specs}
+        return network
+
+    def check_slots(self, tensors: Mapping[str, NDArray[Any]], where: str) -> None:
+        """Refuse (a FileFormatError naming `where`) tensors that are not every slot of the
+        architecture, each float32 at its shape and finite, and nothing else."""
+        for name, spec in self.specs.items():
             if name not in tensors:
                 raise FileFormatError(f"{where}: slot {name!r} is missing")
             value = tensors[name]
@@ -315,11 +322,9 @@ class Network:
                 )
             if not np.all(np.isfinite(value)):
                 raise FileFormatError(f"{where}: slot {name!r} holds NaN or infinite values")
-        extra = sorted(set(tensors) - set(network.specs))
+        extra = sorted(set(tensors) - set(self.specs))
         if extra:
-            raise FileFormatError(f"{where}: it holds slots the architecture does not: {extra}")
-        network._values = {name: tensors[name] for name in network.specs}
-        return network
+            raise FileFormatError(f"{where}: slots the architecture does not hold: {extra}")
 
     def __repr__(self) -> str:
         inner = ", ".join(repr(layer) for layer in self.layers)

@@ -191,7 +191,7 @@ def _read(
     optimizer = _optimizer(state["optimizer"])
     generator = _generator(state["generator"])
     history = [EpochRecord.from_json(record) for record in _list(state["history"], "history")]
-    if [r.epoch for r in history] != list(range(1, epoch + 1)):
+    if len(history) != epoch or any(r.epoch != i for i, r in enumerate(history, start=1)):
         raise ValueError(f"its history must record epochs 1 to {epoch}, in order")
     best_epoch = state["best_epoch"]
     if not _whole(best_epoch, 1, epoch):
@@ -289,18 +289,5 @@ def _parts(
             raise ValueError(f"it holds a tensor {key!r} that no part of a checkpoint names")
         parts[group][name] = value
     for group, values in parts.items():
-        for name, spec in network.specs.items():
-            held = values.get(name)
-            if held is None:
-                raise ValueError(f"its {group} lack the slot {name!r}")
-            if held.dtype != np.float32 or tuple(held.shape) != spec.shape:
-                raise ValueError(
-                    f"its {group} {name!r} is {held.dtype} of shape {tuple(held.shape)}, the "
-                    f"architecture's is float32 of shape {spec.shape}"
-                )
-            if not np.all(np.isfinite(held)):
-                raise ValueError(f"its {group} {name!r} holds NaN or infinite values")
-        extra = sorted(set(values) - set(network.specs))
-        if extra:
-            raise ValueError(f"its {group} hold slots the architecture does not: {extra}")
+        network.check_slots(values, f"its {group}")
     return parts

@@ -60,8 +60,15 @@ class Sums:
 class Distribution:
     """How a run is spread over processes (see the module's docstring for when each is called)."""
 
-    rank = 0
-    world_size = 1
+    @property
+    def rank(self) -> int:
+        """This process's place in the run: 0 .. world_size - 1."""
+        return 0
+
+    @property
+    def world_size(self) -> int:
+        """How many processes the run is spread over."""
+        return 1
 
     @property
     def writes(self) -> bool:

@@ -1,8 +1,8 @@
 """What a run reads its batches from: the data handed to `fit`, split and made into feeds.
 
 `fit(pipeline, data, ...)` takes rows (a list of mappings, a DataFrame: `Rows`), arrays
-(`(x, y)`: `Arrays`) or any `Source` — an object that makes its own feeds, as a source that
-streams rows from a file does. A source splits its rows (from the run's generator), learns the
+(`(x, y)`: `Arrays`), a scanned file (`scan_csv`, `scan_parquet`: `Streamed`) or any `Source` —
+an object that makes its own feeds. A source splits its rows (from the run's generator), learns the
 pipeline on the training rows, builds the network for their shape, and gives three feeds
 (training, validation, test). A feed gives batches: this process's share of each batch of rows,
 its features shaped for the network and its targets as the loss takes them.
@@ -19,13 +19,27 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.data.pipeline import Pipeline, array_features
-from deepsharp.core.data.sources import is_frame, row_count, rows_of, take
+from deepsharp.core.data.scan import Scan
+from deepsharp.core.data.sources import Part, is_frame, row_count, rows_of, take
+from deepsharp.core.data.values import ColumnName
 from deepsharp.core.errors import DataError, ShapeError
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Network
-from deepsharp.core.random import Generator, Streams
+from deepsharp.core.random import Generator, KeyedOrder, Streams
+from deepsharp.core.training.spill import Spill, block_rows, buffers, spill_folder
 
-__all__ = ["ArrayFeed", "Arrays", "Batch", "Feed", "Feeds", "Rows", "Source", "feeds_for"]
+__all__ = [
+    "ArrayFeed",
+    "Arrays",
+    "Batch",
+    "Feed",
+    "Feeds",
+    "Rows",
+    "Source",
+    "SpillFeed",
+    "Streamed",
+    "feeds_for",
+]
 
 ShareOf = Callable[[int], tuple[int, int]]
 """This process's rows [start, stop) of a batch of so many rows (`Distribution.share`)."""
@@ -62,6 +76,10 @@ class ArrayFeed(Feed):
 
     def __len__(self) -> int:
         return int(self.features.shape[0])
+
+    def take(self, rows: NDArray[np.int64]) -> ArrayFeed:
+        """These rows of it, as a feed of their own."""
+        return ArrayFeed(self.features[rows], self.targets[rows])
 
     def batches(self, size: int, order: Generator | None, share: ShareOf) -> Iterator[Batch]:
         count = len(self)
@@ -132,27 +150,12 @@ class Rows(Source):
                 "no rows: fit needs rows to learn from (a list of mappings, a DataFrame, or "
                 "read_csv's rows)"
             )
-        train, validation, held = pipeline.partition(
-            count, streams.split.permutation(count), test=test is None
-        )
-        pipeline.learn(take(self.rows, train))
-        features = _shaped(pipeline.features(self.rows), pipeline, network)
-        targets = loss.targets(pipeline.targets(self.rows), network.outputs)
-        loss.check_training_targets(targets[train])
-        if test is None:
-            test_feed = ArrayFeed(features[held], targets[held])
-        else:
-            test_rows = rows_of(test)
-            test_feed = ArrayFeed(
-                _shaped(pipeline.features(test_rows), pipeline, network),
-                loss.targets(pipeline.targets(test_rows), network.outputs),
-            )
-        return _feeds(
-            pipeline,
-            ArrayFeed(features[train], targets[train]),
-            ArrayFeed(features[validation], targets[validation]),
-            test_feed,
-        )
+        parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
+        pipeline.learn(take(self.rows, parts[0]))
+        whole = _made(self.rows, pipeline, network, loss)
+        loss.check_training_targets(whole.targets[parts[0]])
+        apart = None if test is None else _made(rows_of(test), pipeline, network, loss)
+        return _in_memory(pipeline, whole, parts, apart)
 
 
 class Arrays(Source):
@@ -179,29 +182,234 @@ class Arrays(Source):
             )
         x, y = _pair(self.x, self.y)
         count = x.shape[0]
-        train, validation, held = pipeline.partition(
-            count, streams.split.permutation(count), test=test is None
-        )
-        pipeline.learn(x[train])
-        features = _shaped(x, pipeline, network)
-        targets = loss.targets(y, network.outputs)
-        loss.check_training_targets(targets[train])
-        if test is None:
-            test_feed = ArrayFeed(features[held], targets[held])
-        else:
+        parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
+        pipeline.learn(x[parts[0]])
+        whole = ArrayFeed(_shaped(x, pipeline, network), loss.targets(y, network.outputs))
+        loss.check_training_targets(whole.targets[parts[0]])
+        apart = None
+        if test is not None:
             if not (isinstance(test, tuple) and len(test) == 2):
                 raise DataError("test rows for arrays come as a pair (x_test, y_test)")
             test_x, test_y = _pair(*test)
-            test_feed = ArrayFeed(
+            apart = ArrayFeed(
                 _shaped(pipeline.features(test_x), pipeline, network),
                 loss.targets(test_y, network.outputs),
             )
-        return _feeds(
-            pipeline,
-            ArrayFeed(features[train], targets[train]),
-            ArrayFeed(features[validation], targets[validation]),
-            test_feed,
+        return _in_memory(pipeline, whole, parts, apart)
+
+
+class SpillFeed(Feed):
+    """Rows made features once and spilled to a file (a scanned file's), read a buffer at a time.
+
+    In a fresh order (the training rows, each epoch): the order's key is one draw from `order`;
+    the spill's blocks of rows are visited in a permutation keyed by it (`KeyedOrder`), and the
+    rows of each buffer of `buffer_rows` (whole blocks, with the rows a buffer left over) are
+    shuffled together, so an epoch takes every row once. In their own order otherwise. Of every
+    batch, a process keeps (and its engine is given) only its share."""
+
+    def __init__(self, spill: Spill, inputs: tuple[int, ...], buffer_rows: int) -> None:
+        self.spill = spill
+        self.inputs = inputs
+        self.buffer_rows = buffer_rows
+        self.block = block_rows(buffer_rows)
+
+    def __len__(self) -> int:
+        return len(self.spill)
+
+    def batches(self, size: int, order: Generator | None, share: ShareOf) -> Iterator[Batch]:
+        count = len(self.spill)
+        if order is None:
+            window = max(1, self.buffer_rows // size) * size
+            for low in range(0, count, window):
+                high = min(low + window, count)
+                features, targets = self.spill.read(low, high)
+                yield from self._cut(features, targets, np.arange(high - low), size, share)
+            return
+        key = int(order.bits(1)[0])
+        blocks, per_buffer = buffers(count, self.block, self.buffer_rows)
+        visit = KeyedOrder(key, blocks)
+        features, targets = self.spill.read(0, 0)  # the rows a buffer leaves over: none yet
+        for window, start in enumerate(range(0, blocks, per_buffer)):
+            chosen = visit[np.arange(start, min(start + per_buffer, blocks), dtype=np.int64)]
+            read = self.spill.blocks(chosen, self.block)
+            features, targets = (
+                np.concatenate([features, read[0]]),
+                np.concatenate([targets, read[1]]),
+            )
+            shuffled = Generator(key, stream=window + 1).permutation(len(features))
+            cut = len(shuffled) if start + per_buffer >= blocks else len(shuffled) // size * size
+            yield from self._cut(features, targets, shuffled[:cut], size, share)
+            features, targets = features[shuffled[cut:]], targets[shuffled[cut:]]
+
+    def _cut(
+        self,
+        features: NDArray[np.float32],
+        targets: NDArray[Any],
+        rows: NDArray[np.int64],
+        size: int,
+        share: ShareOf,
+    ) -> Iterator[Batch]:
+        """The batches of `size` of these rows of a buffer, each process's share taken."""
+        spans = []
+        for start in range(0, len(rows), size):
+            total = min(size, len(rows) - start)
+            first, last = share(total)
+            spans.append((start + first, start + last, (first, last, total)))
+        mine = np.concatenate([rows[a:b] for a, b, _ in spans]) if spans else rows
+        features = features[mine].reshape(len(mine), *self.inputs)
+        targets = targets[mine]
+        at = 0
+        for a, b, where in spans:
+            yield Batch(features[at : at + b - a], targets[at : at + b - a], where)
+            at += b - a
+
+
+class Streamed(Source):
+    """A scanned file (`scan_csv`, `scan_parquet`) as a run's data, never whole in memory.
+
+    One pass learns the pipeline from the training rows; a second makes every row's features
+    and targets and spills them to temporary files (`SpillFeed`); the epochs read the spills.
+    The split is drawn row by row: row i of the file (from 0) is a training row where the i-th
+    float of the run's split stream lies below the training share, a validation row where it
+    lies below the training and validation shares together, else a test row. A row's part
+    depends on the seed and its place alone; the shares hold in expectation (a binomial count),
+    not to the row as a permutation's are."""
+
+    def __init__(self, scan: Scan) -> None:
+        self.scan = scan
+
+    def feeds(
+        self,
+        pipeline: Pipeline | None,
+        network: Network,
+        loss: Loss,
+        streams: Streams,
+        test: object | None,
+    ) -> Feeds:
+        if pipeline is None or pipeline.takes_arrays:
+            raise DataError(
+                f"{self.scan.path}: a file's rows have named columns; fit needs a pipeline that "
+                "declares them (.number(), .numbers(), .category(), .flag(), .image())"
+            )
+        split = _Split(pipeline, streams.split, test is None)
+        reads = self._learn(pipeline, split)
+        _shaped(np.zeros((0, pipeline.feature_count), np.float32), pipeline, network)
+        inputs = network.inputs
+        assert inputs is not None
+
+        def made(part: Part) -> tuple[NDArray[np.float32], NDArray[Any]]:
+            return pipeline.features(part), loss.targets(pipeline.targets(part), network.outputs)
+
+        shape = pipeline.row_shape
+        spills = self._spill(self.scan, reads, made, shape, split, 3 if test is None else 2, loss)
+        feeds: list[SpillFeed | ArrayFeed] = [
+            SpillFeed(spill, inputs, self.scan.buffer_rows) for spill in spills
+        ]
+        if isinstance(test, Scan):
+            (spill,) = self._spill(test, reads, made, shape, None, 1, None)
+            feeds.append(SpillFeed(spill, inputs, test.buffer_rows))
+        elif test is not None:
+            feeds.append(_made(rows_of(test), pipeline, network, loss))
+        if len(feeds[2]) == 0:
+            raise DataError("no test rows: the test rows given hold none")
+        return Feeds(pipeline, feeds[0], feeds[1], feeds[2])
+
+    def _learn(self, pipeline: Pipeline, split: _Split) -> list[ColumnName]:
+        """The first pass: the pipeline learned from the training rows. The columns it reads."""
+        learning = pipeline.learning(self.scan.names)
+        counts = np.zeros(3, np.int64)
+        for part in self.scan.parts(learning.reads):
+            where = split.of(part)
+            counts += np.bincount(where, minlength=3)
+            training = np.flatnonzero(where == 0)
+            if len(training):
+                learning.add(part if len(training) == part.count else part.take(training))
+        split.check(counts, self.scan.path)
+        learning.finish()
+        return learning.reads
+
+    @staticmethod
+    def _spill(
+        scan: Scan,
+        reads: list[ColumnName],
+        made: Callable[[Part], tuple[NDArray[np.float32], NDArray[Any]]],
+        shape: tuple[int, ...],
+        split: _Split | None,
+        count: int,
+        loss: Loss | None,
+    ) -> list[Spill]:
+        """A pass that makes every row's features and targets and spills them, each to the
+        spill of its part of the split (all to one without a split); the loss sees the distinct
+        training targets (its warnings)."""
+        folder = spill_folder(scan.spill_dir)
+        spills = [Spill(folder, shape) for _ in range(count)]
+        seen = _Distinct()
+        for part in scan.parts(reads):
+            features, targets = made(part)
+            if split is None:
+                spills[0].write(features, targets)
+                continue
+            where = split.of(part)
+            for index, spill in enumerate(spills):
+                rows = np.flatnonzero(where == index)
+                spill.write(features[rows], targets[rows])
+            seen.add(targets[where == 0])
+        if loss is not None and seen.values is not None:
+            loss.check_training_targets(seen.values)
+        return spills
+
+
+class _Split:
+    """Which part of the rows each row of a file is, drawn from (seed, row index)."""
+
+    def __init__(self, pipeline: Pipeline, stream: Generator, with_test: bool) -> None:
+        train, validation = pipeline.split_fractions
+        self.fractions = (train, validation)
+        self.with_test = with_test
+        self.stream = stream
+        if not with_test:  # test rows given apart: the rows are cut in the ratio of the two
+            self.cuts = np.array([train / (train + validation), 2.0])
+            return
+        if train + validation >= 1:
+            raise DataError(
+                f"split(train={train}, validation={validation}) leaves no test rows: give the run "
+                "test rows of their own (test_rows=...), or split with train + validation below 1"
+            )
+        self.cuts = np.array([train, train + validation])
+
+    def of(self, part: Part) -> NDArray[np.intp]:
+        """0 (training), 1 (validation) or 2 (test) for each row of a part read in order."""
+        draws = Generator(self.stream.seed, counter=part.first, stream=self.stream.stream)
+        return np.searchsorted(self.cuts, draws.uniform(part.count), side="right")
+
+    def check(self, counts: NDArray[np.int64], path: str) -> None:
+        train, validation, test = (int(c) for c in counts)
+        if train and validation and (test or not self.with_test):
+            return
+        wanted = "training, validation and test" if self.with_test else "training and validation"
+        raise DataError(
+            f"{path}: too few rows for the split: its {train + validation + test} rows drew "
+            f"{train} training, {validation} validation and {test} test rows (each row's part "
+            f"is drawn from the seed, so split(train={self.fractions[0]}, "
+            f"validation={self.fractions[1]}) holds in expectation); a run needs {wanted} "
+            "rows: give more rows, or larger shares"
         )
+
+
+class _Distinct:
+    """The distinct training targets (at most `LIMIT` of them), for the loss's warnings."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self.values: NDArray[Any] | None = None
+
+    def add(self, targets: NDArray[Any]) -> None:
+        if len(targets) == 0:
+            return
+        found = np.unique(targets, axis=0)
+        joined = found if self.values is None else np.concatenate([self.values, found])
+        self.values = np.unique(joined, axis=0)[: self.LIMIT]
 
 
 def feeds_for(
@@ -217,6 +425,8 @@ def feeds_for(
         raise TypeError(f"fit: the pipeline must be a Pipeline or None, not {pipeline!r}")
     if isinstance(data, Source):
         source: Source = data
+    elif isinstance(data, Scan):
+        source = Streamed(data)
     elif isinstance(data, tuple):
         source = Arrays(data)
     elif pipeline is None and not is_frame(data):
@@ -258,7 +468,26 @@ def _shaped(
     return features
 
 
-def _feeds(pipeline: Pipeline, train: ArrayFeed, validation: ArrayFeed, test: ArrayFeed) -> Feeds:
+def _made(rows: object, pipeline: Pipeline, network: Network, loss: Loss) -> ArrayFeed:
+    """Rows of named columns as a feed: their features shaped for the network, their targets
+    as the loss takes them."""
+    return ArrayFeed(
+        _shaped(pipeline.features(rows), pipeline, network),
+        loss.targets(pipeline.targets(rows), network.outputs),
+    )
+
+
+def _in_memory(
+    pipeline: Pipeline,
+    whole: ArrayFeed,
+    parts: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]],
+    apart: ArrayFeed | None,
+) -> Feeds:
+    """The feeds of rows held in memory: `whole`'s training, validation and test rows (`parts`,
+    as `Pipeline.partition` cuts them), or the test rows given `apart`."""
+    train, validation, test = whole.take(parts[0]), whole.take(parts[1]), apart
+    if test is None:
+        test = whole.take(parts[2])
     if len(validation) == 0:
         raise DataError(
             "no validation rows: a run judges each epoch by its validation loss (early "

@@ -228,6 +228,8 @@ def fit(
             if checkpoint is not None:
                 run.resume(checkpoint)
             distribution.start(trainer)
+            if checkpoint is None:  # the slots it starts from may be another process's now
+                trainer.snapshot(run.best)
             for part in parts:
                 part.on_run_start(run)
             while run.epoch < options.epochs and not run.stop:

@@ -217,6 +217,8 @@ class Trainer:
             self.start(tuple(rows.shape[1:]))
         self.network.check_rows(rows)
         engine = self.engine
+        # Every step, rows or none, takes its own key: masks stay in step across processes.
+        dropout = self.streams.dropout.next_key()
         grads: list[Handle] | None
         if rows.shape[0] == 0:
             value = Tensor(engine.zeros(()), (), engine)
@@ -227,7 +229,7 @@ class Trainer:
                 raise DataError(f"{len(rows)} rows of features but {len(wanted)} targets")
             x = Tensor.put(engine, rows)
             y = Tensor.put(engine, wanted)
-            context = Pass(engine, True, self.streams.dropout, share)
+            context = Pass(engine, True, dropout, share)
             # Under a loss scale an overflow is expected, and looked for: NumPy need not warn.
             quiet = (
                 np.errstate(over="ignore", invalid="ignore") if self.loss_scale else nullcontext()

@@ -1,0 +1,75 @@
+"""The plugin names no engine: with no `--engine`, every installed engine runs at the default
+spec its entry point describes, and one that cannot be made here is skipped, saying why."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deepsharp.contracts.plugin import choose_engines, default_spec
+from deepsharp.core.engine import available_engines, describe_engine, rescan_engines
+
+ENGINES = """
+from deepsharp.core.engine import EngineDescription
+from deepsharp.core.errors import EngineUnavailableError
+from deepsharp.engines.light import LightEngine
+
+
+def make_mine(option):
+    if option != "cpu":
+        raise EngineUnavailableError(f"mine takes only cpu, not {option!r}")
+    return LightEngine()
+
+
+def make_absent(option):
+    raise EngineUnavailableError("absent needs a card, and none is here")
+
+
+MINE = EngineDescription("mine", make_mine, default_spec="mine:cpu")
+ABSENT = EngineDescription("absent", make_absent, default_spec="absent:card")
+"""
+
+
+@pytest.fixture
+def two_more_engines(tmp_path: Path) -> Iterator[None]:
+    """Two engines installed for the test (a distribution on sys.path with entry points):
+    `mine`, made at its default spec mine:cpu only, and `absent`, which cannot be made here."""
+    (tmp_path / "outside_engines.py").write_text(ENGINES, encoding="utf-8")
+    info = tmp_path / "outside_engines-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: outside-engines\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[deepsharp.engines]\nmine = outside_engines:MINE\nabsent = outside_engines:ABSENT\n",
+        encoding="utf-8",
+    )
+    sys.path.insert(0, str(tmp_path))
+    importlib.invalidate_caches()
+    rescan_engines()
+    try:
+        yield
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("outside_engines", None)
+        rescan_engines()
+
+
+def test_with_no_engine_named_every_installed_engine_runs_at_its_default_spec(
+    two_more_engines: None,
+) -> None:
+    chosen, skipped = choose_engines([])
+    assert "mine:cpu" in chosen and "mine" not in chosen
+    assert [reason for reason in skipped if reason.startswith("absent")] == [
+        "absent:card: absent needs a card, and none is here"
+    ]
+    others = [name for name in available_engines() if name not in ("mine", "absent")]
+    assert set(chosen) - {"mine:cpu"} <= {describe_engine(name).default_spec for name in others}
+    assert default_spec("mine") == "mine:cpu"
+
+
+def test_engines_named_run_as_named_in_order_once() -> None:
+    chosen, skipped = choose_engines(["light:float32", "light", "light:float32"])
+    assert (chosen, skipped) == (["light:float32", "light"], [])

@@ -1,0 +1,266 @@
+"""Files too large for memory, read in parts: `scan_csv(path)` and `scan_parquet(path)`.
+
+Making a scan reads only the file's header (CSV) or schema (Parquet). Each pass over it
+(`scan.parts(names)`) reads the file from its start, at most `read_rows` rows at a time and only
+the columns named, as `Part`s: columns of values, the rows named in messages by the file and
+their place in it. Memory is bounded by a part, whatever the file's size. `fit` takes a scan as
+its data, `TrainedNetwork.predict` and `predict_parts` take one to predict.
+
+A CSV file is read by read_csv's rules: a header row naming distinct columns; an empty field
+is missing (None); blank lines are skipped; a row with more or fewer fields than the header, or
+text that is not CSV or not UTF-8, is a DataError naming the file and the line.
+
+A Parquet file needs pyarrow (`pip install 'deepsharp[parquet]'`), imported only when a Parquet
+file is scanned. Its columns of numbers come as NumPy arrays (a missing value as NaN), other
+columns as Python values (None where missing), as a DataFrame's would.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import itertools
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any
+
+from deepsharp.core.data.sources import Part, read_csv_header
+from deepsharp.core.data.values import Column, ColumnName
+from deepsharp.core.errors import DataError
+
+__all__ = ["BUFFER_ROWS", "READ_ROWS", "CsvScan", "ParquetScan", "Scan", "scan_csv", "scan_parquet"]
+
+READ_ROWS = 16_384
+"""Rows read at once by default: a part of Titanic's 12 columns holds about 8 MiB of text."""
+
+BUFFER_ROWS = 65_536
+"""Training rows shuffled together by default (their features: 4 MiB at 16 features a row)."""
+
+
+def _whole(what: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} is a whole number of rows, 1 or more, not {value!r}")
+    return value
+
+
+class Scan:
+    """A file read in parts (`scan_csv`, `scan_parquet`).
+
+    `read_rows`: rows read at once. `buffer_rows`: training rows a run shuffles together (its
+    epoch order, see `fit`). `spill_dir`: where a run keeps its rows' features between passes
+    (a temporary file, deleted as the run ends; the system's temporary folder by default).
+    """
+
+    kind = ""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        read_rows: int = READ_ROWS,
+        buffer_rows: int = BUFFER_ROWS,
+        spill_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.read_rows = _whole("read_rows", read_rows)
+        self.buffer_rows = _whole("buffer_rows", buffer_rows)
+        self.spill_dir = None if spill_dir is None else os.fspath(spill_dir)
+        if os.path.isdir(self.path):
+            raise IsADirectoryError(
+                f"{self.path!r} is a directory, not a {self.kind} file: name a file in it"
+            )
+        if not os.path.exists(self.path):
+            raise FileNotFoundError(f"no such {self.kind} file: {self.path!r}")
+        self.names: list[ColumnName] = self._header()
+
+    def _header(self) -> list[ColumnName]:
+        """The file's column names, from its header (CSV) or schema (Parquet)."""
+        raise NotImplementedError
+
+    def parts(self, names: Sequence[ColumnName] | None = None) -> Iterator[Part]:
+        """The file's rows from the start, in parts of at most `read_rows` rows, holding the
+        columns `names` (every column when None)."""
+        raise NotImplementedError
+
+    def _wanted(self, names: Sequence[ColumnName] | None) -> list[ColumnName]:
+        if names is None:
+            return list(self.names)
+        for name in names:
+            if name not in self.names:
+                shown = ", ".join(repr(n) for n in self.names) or "(none)"
+                raise DataError(
+                    f"{self.path}: the file has no column {name!r}; its columns are: {shown}"
+                )
+        return list(dict.fromkeys(names))
+
+    def _row_text(self, place: int) -> str:
+        return f"{self.path}, row {place + 1} (counting from 1)"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r}, read_rows={self.read_rows})"
+
+
+class CsvScan(Scan):
+    """A CSV file read in parts, by read_csv's rules."""
+
+    kind = "CSV"
+
+    def _header(self) -> list[ColumnName]:
+        with self._open() as handle:
+            reader = csv.reader(iter(handle.readline, ""))
+            return list(self._guarded(lambda: read_csv_header(self.path, reader), reader))
+
+    def _open(self) -> IO[str]:
+        return open(self.path, newline="", encoding="utf-8-sig")
+
+    def _guarded(self, read: Callable[[], Any], reader: Any) -> Any:
+        """`read()`, its CSV and decoding errors said as read_csv says them."""
+        try:
+            return read()
+        except csv.Error as exc:
+            raise DataError(f"{self.path}, line {reader.line_num}: not valid CSV: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{self.path}: not UTF-8 text: {exc}") from None
+
+    def parts(self, names: Sequence[ColumnName] | None = None) -> Iterator[Part]:
+        wanted = self._wanted(names)
+        places = [self.names.index(name) for name in wanted]
+        width = len(self.names)
+        first = 0
+        with self._open() as handle:
+            reader = csv.reader(iter(handle.readline, ""))
+            self._guarded(lambda: read_csv_header(self.path, reader), reader)
+            while True:
+                # Where the part starts (a position to seek to, and its first line): enough to
+                # name any of its rows again, without keeping a line number a row.
+                offset, line = handle.tell(), reader.line_num + 1
+                chunk = self._guarded(
+                    lambda: list(itertools.islice(reader, self.read_rows)), reader
+                )
+                if not chunk:
+                    return
+                records = [record for record in chunk if record]  # blank lines are skipped
+                plain = len(records) == len(chunk) == reader.line_num - line + 1
+                naming = self._naming(first, offset, line, plain)
+                if len(set(map(len, records))) > 1 or (records and len(records[0]) != width):
+                    bad = next(i for i, r in enumerate(records) if len(r) != width)
+                    raise DataError(
+                        f"{naming(first + bad)}: this row has {len(records[bad])} fields but the "
+                        f"header has {width}; every row must have one field per column"
+                    )
+                if not records:
+                    continue
+                columns: dict[ColumnName, Column] = {
+                    name: [record[at] or None for record in records]
+                    for name, at in zip(wanted, places, strict=True)
+                }
+                yield Part(columns, len(records), first, naming)
+                first += len(records)
+
+    def _naming(self, first: int, offset: int, line: int, plain: bool) -> Callable[[int], str]:
+        """How a row of the part that starts at row `first` (at `offset`, line `line`) is named."""
+
+        def name(place: int) -> str:
+            index = place - first
+            found = line + index if plain else self._line(offset, line, index)
+            return f"{self.path}, line {found}"
+
+        return name
+
+    def _line(self, offset: int, line: int, index: int) -> int:
+        """The line on which the part's record `index` ends, read again from the part's start
+        (only for a part with blank lines or records over several lines, and only for a message)."""
+        with self._open() as handle:
+            handle.seek(offset)
+            reader = csv.reader(iter(handle.readline, ""))
+            seen = -1
+            for record in reader:
+                seen += 1 if record else 0
+                if seen == index:
+                    break
+            return line - 1 + reader.line_num
+
+
+class ParquetScan(Scan):
+    """A Parquet file read in parts, with pyarrow."""
+
+    kind = "Parquet"
+
+    def _header(self) -> list[ColumnName]:
+        self._arrow, self._parquet = _pyarrow()
+        file = self._file()
+        self.rows = int(file.metadata.num_rows)
+        return list(file.schema_arrow.names)
+
+    def _file(self) -> Any:
+        try:
+            return self._parquet.ParquetFile(self.path, buffer_size=1 << 20, pre_buffer=False)
+        except (self._arrow.ArrowException, OSError) as error:
+            raise DataError(f"{self.path}: not a Parquet file pyarrow can read ({error})") from None
+
+    def parts(self, names: Sequence[ColumnName] | None = None) -> Iterator[Part]:
+        wanted = self._wanted(names)
+        first = 0
+        # One thread: as fast here (Python's conversion dominates), and 10-15 MiB less memory.
+        batches = self._file().iter_batches(
+            batch_size=self.read_rows, columns=wanted, use_threads=False
+        )
+        while True:
+            try:
+                batch = next(batches, None)
+            except self._arrow.ArrowException as error:
+                raise DataError(
+                    f"{self.path}: rows from {first + 1} on cannot be read ({error})"
+                ) from None
+            if batch is None:
+                return
+            columns = {name: self._column(batch.column(i)) for i, name in enumerate(wanted)}
+            yield Part(columns, batch.num_rows, first, self._row_text)
+            first += batch.num_rows
+
+    def _column(self, array: Any) -> Column:
+        """Numbers as a NumPy array (NaN where missing); anything else as Python values."""
+        types = self._arrow.types
+        if types.is_dictionary(array.type):
+            array = array.dictionary_decode()
+        kind = array.type
+        if types.is_decimal(kind):
+            array, kind = array.cast(self._arrow.float64()), self._arrow.float64()
+        if types.is_integer(kind) or types.is_floating(kind):
+            values: Column = array.to_numpy(zero_copy_only=False)
+            return values
+        listed: list[object] = array.to_pylist()
+        return listed
+
+
+def _pyarrow() -> tuple[Any, Any]:
+    """pyarrow and pyarrow.parquet, or an ImportError saying how to install them."""
+    try:
+        return importlib.import_module("pyarrow"), importlib.import_module("pyarrow.parquet")
+    except ImportError:
+        raise ImportError(
+            "reading Parquet files needs pyarrow, which is not installed: pip install "
+            "'deepsharp[parquet]' (or pip install pyarrow)"
+        ) from None
+
+
+def scan_csv(
+    path: str | os.PathLike[str],
+    read_rows: int = READ_ROWS,
+    buffer_rows: int = BUFFER_ROWS,
+    spill_dir: str | os.PathLike[str] | None = None,
+) -> CsvScan:
+    """A CSV file read in parts of at most `read_rows` rows, by read_csv's rules; `fit` takes
+    it as its data, `TrainedNetwork.predict` and `predict_parts` as rows to predict.
+    `buffer_rows` and `spill_dir` are how a run trains from it (see `Scan`)."""
+    return CsvScan(path, read_rows, buffer_rows, spill_dir)
+
+
+def scan_parquet(
+    path: str | os.PathLike[str],
+    read_rows: int = READ_ROWS,
+    buffer_rows: int = BUFFER_ROWS,
+    spill_dir: str | os.PathLike[str] | None = None,
+) -> ParquetScan:
+    """A Parquet file read in parts of at most `read_rows` rows (needs pyarrow: pip install
+    'deepsharp[parquet]'); otherwise as `scan_csv`."""
+    return ParquetScan(path, read_rows, buffer_rows, spill_dir)

@@ -1,0 +1,129 @@
+"""A streamed run's rows between passes: their features and targets spilled to temporary files,
+and the order in which an epoch visits them.
+
+A run on a scanned file reads the file twice before its first step: once to learn the pipeline,
+once to turn every row into features and targets, written row after row (fixed-width records)
+into a `Spill` for each part of the rows (training, validation, test). Every later pass reads
+the spills, so no text is parsed twice and any row is found by its number. A spill's files are
+temporary files (without a name where the system allows, else unlinked on close), gone when the
+run is.
+
+An epoch visits the training rows' blocks (`BLOCKS_PER_BUFFER` blocks fill a buffer) in an
+order drawn from its key (`deepsharp.core.random.KeyedOrder`: a keyed permutation that needs no
+table, so the order's memory does not grow with the file); the rows of each buffer are shuffled
+together.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import weakref
+from collections.abc import Sequence
+from typing import IO, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["BLOCKS_PER_BUFFER", "Spill", "block_rows", "buffers", "spill_folder"]
+
+BLOCKS_PER_BUFFER = 64
+
+
+def _temporary(folder: str | None) -> IO[bytes]:
+    handle: IO[bytes] = tempfile.TemporaryFile(dir=folder, prefix="deepsharp-spill-", buffering=0)
+    return handle
+
+
+def _fill(handle: IO[bytes], into: NDArray[Any], offset: int) -> None:
+    """Read `into`'s bytes from `offset` of the file."""
+    view = into.data.cast("B")
+    handle.seek(offset)
+    done = 0
+    while done < len(view):
+        got = handle.readinto(view[done:])  # type: ignore[attr-defined]
+        if not got:
+            raise OSError(f"a spill file ended early: {done} of {len(view)} bytes at {offset}")
+        done += got
+
+
+class Spill:
+    """Rows' features (float32) and targets written one after another, read back by number."""
+
+    def __init__(self, folder: str | None, features: Sequence[int]) -> None:
+        self.folder = folder
+        self.shape = tuple(features)  # of one row's features
+        self.rows = 0
+        self._features = _temporary(folder)
+        self._targets: IO[bytes] | None = None
+        weakref.finalize(self, self._features.close)
+        self.target_dtype: np.dtype[Any] = np.dtype(np.float32)
+        self.target_shape: tuple[int, ...] = ()
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def write(self, features: NDArray[np.float32], targets: NDArray[Any]) -> None:
+        """Add these rows at the end."""
+        if self._targets is None:
+            self._targets = _temporary(self.folder)
+            weakref.finalize(self, self._targets.close)
+            self.target_dtype, self.target_shape = targets.dtype, tuple(targets.shape[1:])
+        if len(features) == 0:
+            return
+        self._features.write(np.ascontiguousarray(features, np.float32).tobytes())
+        self._targets.write(np.ascontiguousarray(targets, self.target_dtype).tobytes())
+        self.rows += len(features)
+
+    def read(self, start: int, stop: int) -> tuple[NDArray[np.float32], NDArray[Any]]:
+        """Rows start .. stop - 1."""
+        return self._ranges(np.array([start]), np.array([min(stop, self.rows)]))
+
+    def blocks(
+        self, numbers: NDArray[np.int64], block: int
+    ) -> tuple[NDArray[np.float32], NDArray[Any]]:
+        """The rows of the blocks `numbers` (block b: rows b * block .. b * block + block - 1,
+        those there are), one after another in that order: one read a block into place."""
+        starts = numbers * block
+        return self._ranges(starts, np.minimum(starts + block, self.rows))
+
+    def _ranges(
+        self, starts: NDArray[np.int64], stops: NDArray[np.int64]
+    ) -> tuple[NDArray[np.float32], NDArray[Any]]:
+        count = int(np.maximum(stops - starts, 0).sum())
+        features = np.empty((count, *self.shape), np.float32)
+        targets = np.empty((count, *self.target_shape), self.target_dtype)
+        if count == 0:
+            return features, targets
+        assert self._targets is not None
+        width, target_width = features[0].nbytes, targets[0].nbytes
+        at = 0
+        for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+            if stop > start:
+                _fill(self._features, features[at : at + stop - start], start * width)
+                _fill(self._targets, targets[at : at + stop - start], start * target_width)
+                at += stop - start
+        return features, targets
+
+    def close(self) -> None:
+        self._features.close()
+        if self._targets is not None:
+            self._targets.close()
+
+
+def block_rows(buffer_rows: int) -> int:
+    """Rows a block holds: a buffer's worth over BLOCKS_PER_BUFFER (at least 1)."""
+    return max(1, buffer_rows // BLOCKS_PER_BUFFER)
+
+
+def buffers(count: int, block: int, buffer_rows: int) -> tuple[int, int]:
+    """How many blocks `count` rows make, and how many of them fill a buffer."""
+    return math.ceil(count / block), max(1, buffer_rows // block)
+
+
+def spill_folder(folder: str | None) -> str | None:
+    """The folder spills go to (checked to exist), or None for the system's temporary one."""
+    if folder is not None and not os.path.isdir(folder):
+        raise FileNotFoundError(f"spill_dir {folder!r} is not a folder: name one that exists")
+    return folder

@@ -1,0 +1,220 @@
+"""Scanned files: scan_csv reads by read_csv's rules a part at a time, naming file and line in
+every error; scan_parquet reads Parquet's columns as a DataFrame's would be."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deepsharp.core import DataError, Pipeline, read_csv, scan_csv, scan_parquet
+from deepsharp.core.data.sources import Part
+from deepsharp.core.samples import passengers, titanic
+
+HOSTILE = (
+    "\ufeffname,age,note\n"
+    'Ann,31,"likes, commas"\n'
+    "\n"
+    "Bob,,\n"
+    '"Cy ""the"" third",7,"two\nlines"\n'
+    "\n"
+    "Dee,40,plain\n"
+)
+
+
+def _rows(parts: list[Part]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        names = list(part.columns)
+        out.extend(dict(zip(names, values)) for values in zip(*part.columns.values()))
+    return out
+
+
+@pytest.mark.parametrize("read_rows", [1, 2, 3, 1000])
+def test_a_csv_scan_gives_read_csv_s_rows_in_parts_of_at_most_read_rows(
+    tmp_path: Path, read_rows: int
+) -> None:
+    path = tmp_path / "hostile.csv"
+    path.write_text(HOSTILE, encoding="utf-8")
+    scan = scan_csv(path, read_rows=read_rows)
+    parts = list(scan.parts())
+    assert scan.names == ["name", "age", "note"]
+    assert all(0 < len(part) <= read_rows for part in parts)
+    assert _rows(parts) == read_csv(path)  # an empty field is None; blank lines skipped
+    assert [part.first for part in parts] == [sum(map(len, parts[:i])) for i in range(len(parts))]
+
+
+def test_a_scan_reads_only_the_columns_asked_for(tmp_path: Path) -> None:
+    path = tmp_path / "hostile.csv"
+    path.write_text(HOSTILE, encoding="utf-8")
+    (part,) = scan_csv(path).parts(["note", "age"])
+    assert list(part.columns) == ["note", "age"]
+    with pytest.raises(DataError, match=r"hostile.csv: the file has no column 'Age'; its columns"):
+        next(scan_csv(path).parts(["Age"]))
+
+
+@pytest.mark.parametrize("read_rows", [1, 2, 1000])
+def test_a_row_of_the_wrong_width_is_named_by_the_line_read_csv_names(
+    tmp_path: Path, read_rows: int
+) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(HOSTILE + "Eve,1,2,3\nFay,2,ok\n", encoding="utf-8")
+    with pytest.raises(DataError) as by_read_csv:
+        read_csv(path)
+    with pytest.raises(DataError) as by_scan:
+        for _ in scan_csv(path, read_rows=read_rows).parts():
+            pass
+    assert str(by_scan.value) == str(by_read_csv.value)
+    assert "bad.csv, line 9: this row has 4 fields but the header has 3" in str(by_scan.value)
+
+
+@pytest.mark.parametrize("read_rows", [1, 2, 1000])
+def test_a_bad_value_is_named_by_file_and_line_even_after_blank_lines_and_long_records(
+    tmp_path: Path, read_rows: int
+) -> None:
+    path = tmp_path / "ages.csv"
+    path.write_text(HOSTILE + "Eve,old,x\n", encoding="utf-8")
+    pipeline = Pipeline().number("age").target("name", kind="classes")
+    scan = scan_csv(path, read_rows=read_rows)
+    learning = pipeline.learning(scan.names)
+    with pytest.raises(
+        DataError, match=r"ages.csv, line 9, column 'age': expected a number, found 'old'"
+    ):
+        for part in scan.parts(learning.reads):
+            learning.add(part)
+    assert not pipeline.is_learned
+
+
+def test_text_that_is_not_csv_or_not_utf8_is_named_as_read_csv_names_it(tmp_path: Path) -> None:
+    long = tmp_path / "long.csv"
+    long.write_text("a,b\n1,2\n3," + "x" * 200_000 + "\n", encoding="utf-8")
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("a,b\n1,caf\xe9\n".encode("latin-1"))
+    for path in (long, latin):
+        with pytest.raises(DataError) as by_read_csv:
+            read_csv(path)
+        with pytest.raises(DataError) as by_scan:
+            list(scan_csv(path).parts())
+        assert str(by_scan.value) == str(by_read_csv.value)
+
+
+def test_files_that_are_no_csv_files_are_refused_as_read_csv_refuses_them(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.csv"
+    empty.write_text("\n\n", encoding="utf-8")
+    twice = tmp_path / "twice.csv"
+    twice.write_text("a,a\n1,2\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"empty.csv: the file is empty; expected a header row"):
+        scan_csv(empty)
+    with pytest.raises(DataError, match=r"twice.csv, line 1: the header names column 'a' twice"):
+        scan_csv(twice)
+    with pytest.raises(FileNotFoundError, match="no such CSV file"):
+        scan_csv(tmp_path / "absent.csv")
+    with pytest.raises(IsADirectoryError):
+        scan_csv(tmp_path)
+    with pytest.raises(ValueError, match="read_rows is a whole number of rows, 1 or more"):
+        scan_csv(empty, read_rows=0)
+
+
+def test_a_header_only_file_has_no_parts(tmp_path: Path) -> None:
+    path = tmp_path / "header.csv"
+    path.write_text("a,b\n", encoding="utf-8")
+    assert list(scan_csv(path).parts()) == []
+
+
+def test_parts_learn_the_recipe_that_all_the_rows_teach_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "passengers.csv"
+    passengers.write_csv(path, 3_000, seed=5)
+    whole = titanic.pipeline().learn(read_csv(path)).to_json()
+    pipeline = titanic.pipeline()
+    scan = scan_csv(path, read_rows=701)
+    learning = pipeline.learning(scan.names)
+    for part in scan.parts(learning.reads):
+        learning.add(part)
+    parts = learning.finish().to_json()
+    for mine, theirs in zip(parts["columns"], whole["columns"], strict=True):
+        learned, wanted = mine.pop("learned"), theirs.pop("learned")
+        assert mine == theirs
+        if mine["kind"] != "number":
+            assert learned == wanted  # categories in the same order, exactly
+            continue
+        assert learned["fill"] == wanted["fill"]  # the median, exactly
+        assert learned["mean"] == pytest.approx(wanted["mean"], rel=1e-13)
+        assert learned["std"] == pytest.approx(wanted["std"], rel=1e-13)
+    assert parts["target"] == whole["target"]
+
+
+# --- Parquet ---------------------------------------------------------------------------------
+
+
+def test_without_pyarrow_a_parquet_scan_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "rows.parquet"
+    path.write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as where pyarrow is not installed
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    with pytest.raises(
+        ImportError, match=r"pip install 'deepsharp\[parquet\]' \(or pip install pyarrow\)"
+    ):
+        scan_parquet(path)
+
+
+def test_a_parquet_scan_gives_numbers_as_arrays_and_the_rest_as_python_values(
+    tmp_path: Path,
+) -> None:
+    arrow = pytest.importorskip("pyarrow")
+    parquet = pytest.importorskip("pyarrow.parquet")
+    table = arrow.table(
+        {
+            "whole": arrow.array([1, None, 3], arrow.int64()),
+            "real": arrow.array([0.5, 1.5, None]),
+            "text": arrow.array(["a", None, "c"]).dictionary_encode(),
+            "yes": arrow.array([True, None, False]),
+            "money": arrow.array([1, 2, 3], arrow.decimal128(5, 2)),
+        }
+    )
+    path = tmp_path / "kinds.parquet"
+    parquet.write_table(table, path, row_group_size=2)
+    scan = scan_parquet(path, read_rows=2)
+    parts = list(scan.parts())
+    assert scan.names == ["whole", "real", "text", "yes", "money"]
+    assert [len(p) for p in parts] == [2, 1]
+    first = parts[0].columns
+    np.testing.assert_array_equal(first["whole"], [1.0, np.nan])
+    np.testing.assert_array_equal(first["real"], [0.5, 1.5])
+    np.testing.assert_array_equal(first["money"], [1.0, 2.0])
+    assert first["text"] == ["a", None]
+    assert first["yes"] == [True, None]
+    assert parts[1].row_text(0) == f"{path}, row 3 (counting from 1)"
+
+
+def test_a_file_pyarrow_cannot_read_is_a_data_error_naming_it(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "broken.parquet"
+    path.write_bytes(b"PAR1 not really")
+    with pytest.raises(DataError, match=r"broken.parquet: not a Parquet file pyarrow can read"):
+        scan_parquet(path)
+
+
+def test_parquet_and_csv_of_the_same_rows_make_the_same_features(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    passengers.write_csv(tmp_path / "p.csv", 2_000, seed=1)
+    passengers.write_parquet(tmp_path / "p.parquet", 2_000, seed=1, row_group_rows=512)
+    made = []
+    for scan in (scan_csv(tmp_path / "p.csv"), scan_parquet(tmp_path / "p.parquet")):
+        pipeline = titanic.pipeline()
+        learning = pipeline.learning(scan.names)
+        for part in scan.parts(learning.reads):
+            learning.add(part)
+        learning.finish()
+        made.append(
+            (
+                pipeline.to_json(),
+                np.concatenate([pipeline.features(p) for p in scan.parts(learning.reads)]),
+            )
+        )
+    assert made[0][0]["columns"] == made[1][0]["columns"]
+    np.testing.assert_array_equal(made[0][1], made[1][1])

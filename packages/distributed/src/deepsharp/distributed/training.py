@@ -1,0 +1,131 @@
+"""DataParallel in the training loop: what `fit` asks of a run spread over processes, answered
+by this process's `Job`.
+
+fit calls a `Distribution` at seven points (deepsharp.core.training.distribution says which).
+Here each is one collective of the job, or none:
+
+- `check` (when resuming): the checkpoint's world size against the job's, refused naming both.
+- `start`: rank 0's slots to every process (a broadcast, then checked bit for bit); the
+  optimizer's memory and the run's counters checked the same on every process; then a
+  `GradientSum` put first among the trainer's step hooks.
+- `share`: this process's contiguous rows of every batch (no collective).
+- every step, through `GradientSum`: the gradients of the share's mean loss, weighted by
+  share/B, and beside them the share's loss (weighted alike), added over the processes: one
+  collective a step. The summed gradients are the whole batch's; the summed loss is the whole
+  batch's mean loss, which `all_finite` reads (no collective), so every process stops together.
+- `combine`: an epoch's (or a validation or test pass's) sums, added in rank order.
+- `state` into every checkpoint (the world size, the reduction); `finish` leaves the job.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.engine import Engine, Handle
+from deepsharp.core.training.distribution import Sums
+from deepsharp.core.training.trainer import StepHook, Trainer
+from deepsharp.distributed.bridge import host_bytes
+from deepsharp.distributed.shares import check_world_size
+
+if TYPE_CHECKING:
+    from deepsharp.distributed.job import Job
+
+__all__ = ["GradientSum", "Place"]
+
+
+class GradientSum(StepHook):
+    """The step hook of a data-parallel run: first among the trainer's hooks, so that every
+    process holds the same gradients before any later hook (a loss scale) decides on them.
+
+    `objective` keeps the share's loss and weight (share/B; the objective itself is left as it
+    is, so a share's way back is one process's on those rows); `gradients` hands back the sum
+    over every process of the gradients times their weight. A process left no rows of a batch
+    takes no forward pass: its zeros take part, with weight 0.
+    """
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.engine: Engine | None = None
+        self.batch_loss: Handle | None = None
+        """The whole batch's mean loss (every share's loss times its weight, summed)."""
+        self._loss: Handle | None = None
+        self._weight = 0.0
+
+    def objective(
+        self, trainer: Trainer, value: Tensor, share: tuple[int, int, int] | None
+    ) -> Tensor:
+        self._loss = value.handle
+        if share is None:  # each process's rows a batch of its own: the mean of their gradients
+            self._weight = 1.0 / self.job.world_size
+        else:
+            start, stop, total = share
+            self._weight = (stop - start) / total if total else 0.0
+        return value
+
+    def gradients(self, trainer: Trainer, grads: list[Handle]) -> list[Handle] | None:
+        engine = self.engine = trainer.engine
+        loss = self._loss if self._loss is not None else engine.zeros(())
+        summed = self.job.reduce_gradients(
+            engine, [*grads, engine.reshape(loss, (1,))], self._weight
+        )
+        self.batch_loss = summed[-1]
+        self._loss, self._weight = None, 0.0
+        return summed[:-1]
+
+    def batch_loss_value(self) -> float:
+        """The last step's whole-batch loss, read where it lies (no transfer on the host)."""
+        if self.batch_loss is None or self.engine is None:
+            return math.nan
+        return float(np.frombuffer(host_bytes(self.engine, self.batch_loss), np.float32)[0])
+
+
+class Place:
+    """This process's part in one data-parallel run of `fit` (see the module's docstring)."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.hook = GradientSum(job)
+
+    def share(self, count: int) -> tuple[int, int]:
+        share = self.job.share(count)
+        return share.start, share.stop
+
+    def start(self, trainer: Trainer) -> None:
+        job, engine = self.job, trainer.engine
+        job.start_identical(engine, {name: t.handle for name, t in trainer.bound.tensors.items()})
+        state = trainer.state
+        assert state is not None
+        memory = {
+            f"{name} ({kind})": handle
+            for kind, handles in state.memory.items()
+            for name, handle in zip(trainer.slot_names, handles)
+        }
+        if memory:
+            job.check_identical(engine, memory)
+        counters = [trainer.streams.state, state.steps, trainer.skipped_steps]
+        job.check_agree(
+            "counters (the generator's, the optimizer's steps)",
+            json.dumps(counters, sort_keys=True).encode(),
+        )
+        trainer.hooks.insert(0, self.hook)
+
+    def all_finite(self, loss: float) -> bool:
+        # The whole batch's loss, the same bits on every process: all go on, or all stop.
+        return math.isfinite(self.hook.batch_loss_value())
+
+    def combine(self, sums: Sums) -> Sums:
+        total = self.job.totals({"loss": sums.loss, "right": sums.right, "rows": sums.rows})
+        return Sums(total["loss"], round(total["right"]), round(total["rows"]))
+
+    def state(self) -> dict[str, Any]:
+        return {"world_size": self.job.world_size, "reduction": self.job.config.reduction}
+
+    def check(self, state: Mapping[str, Any], where: str) -> None:
+        recorded = state.get("world_size")
+        check_world_size(None if recorded is None else int(recorded), self.job.world_size, where)
