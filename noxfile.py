@@ -57,7 +57,7 @@ def _contracts(session: nox.Session, engine: str) -> None:
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
     """The core's tests (light engine), the test engine's, and the contracts on both engines
-    (the light engine at precisions strict and float32)."""
+    (the light engine at precisions strict and float32; on one version, the mixed ones too)."""
     # The optional companions (pandas rows, plots, other safetensors readers, Parquet files)
     # on one version.
     extras = (
@@ -76,7 +76,10 @@ def tests(session: nox.Session) -> None:
         "not slow",
         *session.posargs,
     )
-    for engine in ("light", "light:float32", "testbuffer"):
+    mixed = (
+        ("light:mixed_bfloat16", "light:mixed_float16") if session.python == TORCH_PYTHON else ()
+    )
+    for engine in ("light", "light:float32", "testbuffer", *mixed):
         _contracts(session, engine)
 
 
@@ -98,7 +101,8 @@ def oldest(session: nox.Session) -> None:
 
 @nox.session(python=TORCH_PYTHON)
 def torch(session: nox.Session) -> None:
-    """The torch engine's tests, the memory tests on it, and the contracts on torch:cpu (both precisions)."""
+    """The torch engine's tests, the memory tests on it, and the contracts on torch:cpu (float32,
+    strict and mixed_bfloat16)."""
     session.install(*CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TORCH, CONTRACTS)
     session.run(
         "pytest",
@@ -109,6 +113,7 @@ def torch(session: nox.Session) -> None:
     )
     _contracts(session, "torch:cpu")
     _contracts(session, "torch:cpu:strict")
+    _contracts(session, "torch:cpu:mixed_bfloat16")
 
 
 @nox.session(python=TORCH_PYTHON)

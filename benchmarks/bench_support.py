@@ -60,8 +60,14 @@ def engine_specs(mixed: bool = False) -> list[str]:
             continue
         specs.append(description.default_spec)
         for other in description.precisions[1:]:
-            if mixed or not precision_named(other).mixed:
-                specs.append(description.spec_with(other))
+            if not mixed and precision_named(other).mixed:
+                continue
+            spec = description.spec_with(other)
+            try:  # a precision offered on cards only (torch's mixed_float16) is left out here
+                make_engine(spec)
+            except EngineUnavailableError:
+                continue
+            specs.append(spec)
     return specs
 
 

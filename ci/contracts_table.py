@@ -23,11 +23,15 @@ START, END = "<!-- contracts-table:start -->", "<!-- contracts-table:end -->"
 EXPECTED = [
     "light",
     "light:float32",
+    "light:mixed_bfloat16",
+    "light:mixed_float16",
     "testbuffer",
     "torch:cpu",
     "torch:cpu:strict",
+    "torch:cpu:mixed_bfloat16",
     "torch:cuda:0",
     "torch:cuda:0:strict",
+    "torch:cuda:0:mixed_float16",
 ]
 """The engines the tables should hold, in order (others measured follow them)."""
 FAMILIES = [

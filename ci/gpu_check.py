@@ -2,8 +2,10 @@
 
 On torch:cuda:0: determinism (the same steps twice give the same bits), flat memory over
 2,000 steps (torch.cuda.memory_allocated), the application's TF32 and determinism settings left
-as they were, and the seed workloads beside plain PyTorch eager on the same card. The contract
-suite on torch:cuda:0 is run by the wrapper script. Figures go to the folder named by --out.
+as they were, and the seed workloads beside plain PyTorch eager on the same card; the mixed
+precisions' steps (the same bits twice, their speed beside float32 and PyTorch's autocast with
+its GradScaler). The contract suite on torch:cuda:0 is run by the wrapper script. Figures go to
+the folder named by --out.
 """
 
 from __future__ import annotations
@@ -135,6 +137,58 @@ def benchmarks() -> dict[str, Any]:
     return figures
 
 
+def mixed() -> dict[str, Any]:
+    """Mixed precision on the card: a mixed_float16 run twice gives the same bits, and the
+    dense network's and the 256x32 convolution's steps at float32, mixed_bfloat16 and
+    mixed_float16, beside PyTorch's autocast (float16, GradScaler; bfloat16)."""
+    from mixed_workloads import dense_batch, dense_step, torch_dense_model
+
+    figures: dict[str, Any] = {}
+
+    def conv_bits(precision: str) -> bytes:
+        trainer = conv_trainer(TorchEngine.on_gpu(0, precision), 8)
+        images, classes = image_batch(32)
+        for _ in range(50):
+            trainer.step(images, classes)
+        return b"".join(value.tobytes() for value in trainer.network.slots.values())
+
+    for precision in ("mixed_float16", "mixed_bfloat16"):
+        same = conv_bits(precision) == conv_bits(precision)
+        figures[f"conv 50 steps twice at {precision}, same bits"] = same
+    rows, classes = dense_batch()
+
+    def autocast_step(dtype: Any) -> Any:
+        model = torch_dense_model().to("cuda:0")
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.001, eps=1e-7)
+        scaler = torch.amp.GradScaler("cuda", enabled=dtype is torch.float16)
+        loss = torch.nn.CrossEntropyLoss()
+
+        def step() -> float:
+            x = torch.from_numpy(rows.copy()).to("cuda:0")
+            y = torch.from_numpy(classes.copy()).to("cuda:0")
+            optimizer.zero_grad()
+            with torch.autocast("cuda", dtype=dtype):
+                value = loss(model(x), y)
+            scaler.scale(value).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            return float(value.detach())
+
+        return step
+
+    steps = {
+        f"dense ({precision})": dense_step(TorchEngine.on_gpu(0, precision))
+        for precision in ("float32", "mixed_bfloat16", "mixed_float16")
+    }
+    steps["dense (PyTorch autocast float16)"] = autocast_step(torch.float16)
+    steps["dense (PyTorch autocast bfloat16)"] = autocast_step(torch.bfloat16)
+    for precision in ("float32", "mixed_bfloat16", "mixed_float16"):
+        steps[f"conv-256x32 ({precision})"] = conv_step(TorchEngine.on_gpu(0, precision), 256, 32)
+    for name, step in steps.items():
+        figures[f"{name} step_us"] = best(step, 10) * 1e6
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default=str(ROOT / "docs" / "gpu"))
@@ -150,12 +204,14 @@ def main() -> int:
         "settings": settings_left_alone(),
         "memory": memory(),
         "benchmarks": benchmarks(),
+        "mixed": mixed(),
     }
     text = json.dumps(report, indent=2)
     print(text)
     (out / "gpu-check.json").write_text(text + "\n")
     failed = [k for k, v in {**report["determinism"], **report["settings"]}.items() if not v]
     failed += [k for k, v in report["memory"].items() if not v["flat"]]
+    failed += [k for k, v in report["mixed"].items() if v is False]
     if failed:
         print("FAILED:", ", ".join(failed))
         return 1

@@ -56,7 +56,6 @@ def test_no_spec_gives_the_light_engine_and_an_engine_passes_through() -> None:
     ("spec", "said"),
     [
         ("light:float32-totals", "now the precision 'float32': use light:float32"),
-        ("light:mixed_bfloat16", "does not offer the precision 'mixed_bfloat16'"),
         ("light:float16", "takes only a precision, not 'float16': light:strict, light:float32"),
         ("light:strict:float32", "takes only a precision"),
     ],
@@ -82,13 +81,12 @@ def test_the_light_engine_describes_itself_through_its_entry_point() -> None:
     description = describe_engine("light")
     assert description is DESCRIPTION
     assert description.name == "light" and description.default_spec == "light"
-    assert description.precisions == ("strict", "float32")  # its default first
+    assert description.precisions == ("strict", "float32", "mixed_bfloat16", "mixed_float16")
     assert description.spec_with("strict") == "light"
     assert description.spec_with("float32") == "light:float32"
     assert make_engine(description.spec_with("float32")).identity.precision == "float32"
     assert description.make("").identity == LightEngine().identity
-    with pytest.raises(EngineUnavailableError, match="offers strict, float32"):
-        description.spec_with("mixed_float16")
+    assert description.spec_with("mixed_float16") == "light:mixed_float16"
 
 
 def test_split_precision_takes_the_last_part_when_it_is_one() -> None:

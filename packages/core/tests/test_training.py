@@ -396,3 +396,14 @@ def test_an_empty_share_of_a_batch_takes_no_forward_pass_and_hands_zeros_to_the_
     assert value == 0.0 and trainer.state.steps == 1
     assert [g.shape for g in seen.grads] == [(14, 16), (16,), (16, 1), (1,)]
     assert all(not g.any() for g in seen.grads)
+
+
+def test_rows_whose_float32_total_overflows_are_still_taken_when_finite() -> None:
+    # The check for NaN and infinite features adds the batch in float32 first, and asks
+    # float64 only where that overflowed: 3e38 + 3e38 is no infinite feature.
+    trainer = Trainer(Network([Dense(1)], inputs=2), BinaryCrossEntropy(), SGD(0.01), seed=0)
+    rows = np.array([[3e38, 0.0], [3e38, 0.0]], np.float32)
+    with np.errstate(all="ignore"):  # its loss may well be infinite: the rows are taken
+        trainer.step(rows, np.array([[0.0], [1.0]], np.float32))
+    with pytest.raises(DataError, match="row 2"):
+        trainer.step(np.array([[1.0, 0.0], [np.inf, 0.0]], np.float32), np.zeros((2, 1)))

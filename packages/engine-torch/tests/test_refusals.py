@@ -136,7 +136,7 @@ def test_it_describes_itself_through_its_entry_point() -> None:
     description = describe_engine("torch")
     assert description is DESCRIPTION
     assert description.default_spec == "torch:cpu"  # the one that needs no card
-    assert description.precisions == ("float32", "strict")  # float32 the default
+    assert description.precisions == ("float32", "strict", "mixed_bfloat16", "mixed_float16")
     assert description.spec_with("strict") == "torch:cpu:strict"
     assert "torch:cuda:0:strict" in description.specs
     assert "download.pytorch.org/whl/cpu" in description.install

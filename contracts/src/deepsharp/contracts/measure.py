@@ -6,8 +6,9 @@ family's own unit) and fails with the worst element named when it is outside its
 
 Totals are held to the bound of the engine's precision (`deepsharp.core.engine.precision`),
 u = 2**-24, n the terms of that element's total: strict 3u·Σ|terms|; float32 (n + 1)u·Σ|terms|;
-mixed (3u_h + (n + 1)u)·Σ|terms| on products and convolutions, the float32 bound on sums and
-means. They are recorded in units of u·Σ|terms| (how many roundings they came to), as a
+mixed ((1 + u_h)³(1 + (n + 1)u) - 1)·Σ|terms| on products and convolutions (3u_h + (n + 1)u to
+first order; plus, below the half format's smallest normal value, `Precision.totals_floor`), the
+float32 bound on sums and means. They are recorded in units of u·Σ|terms| (how many roundings they came to), as a
 fraction of their bound, and by the size of the totals (n).
 """
 
@@ -78,8 +79,10 @@ UNITS: dict[str, str] = {
 TOTALS_BOUNDS: dict[str, str] = {
     "strict": "3u·Σ|terms|",
     "float32": "(n + 1)u·Σ|terms|",
-    "mixed_bfloat16": "(3·2^-8 + (n + 1)u)·Σ|terms| on products, (n + 1)u·Σ|terms| on sums",
-    "mixed_float16": "(3·2^-11 + (n + 1)u)·Σ|terms| on products, (n + 1)u·Σ|terms| on sums",
+    "mixed_bfloat16": "((1 + 2^-8)³(1 + (n + 1)u) - 1)·Σ|terms| on products (3·2^-8 + (n + 1)u to "
+    "first order), (n + 1)u·Σ|terms| on sums",
+    "mixed_float16": "((1 + 2^-11)³(1 + (n + 1)u) - 1)·Σ|terms| on products (3·2^-11 + (n + 1)u to "
+    "first order; below 2^-14 an absolute part, Precision.totals_floor), (n + 1)u·Σ|terms| on sums",
 }
 """Each precision's totals bound, as the report states it."""
 
@@ -284,16 +287,23 @@ class Contract:
         count: Any,
         *,
         product: bool,
+        inputs: Array | None = None,
     ) -> float:
         """|got - ref| <= factor(n)·u·Σ|terms| for every element: `terms` holds Σ|terms| and
-        `count` how many terms (n) each element adds. Gives the worst in units of u·Σ|terms|."""
+        `count` how many terms (n) each element adds. A product's `inputs`, Σ(|a| + |b|) over
+        its terms (`deepsharp.contracts.half.input_sizes`), add the part of a mixed precision's
+        bound that rounding inputs below the half format's smallest normal value strays
+        (`Precision.totals_floor`). Gives the worst in units of u·Σ|terms|."""
         ref = np.asarray(ref, np.float64)
         self._same_form(operation, got, ref.shape, np.float32)
         scale = UNIT * np.broadcast_to(np.asarray(terms, np.float64), ref.shape)
         count = np.broadcast_to(np.asarray(count, np.float64), ref.shape)
         error = np.abs(got.astype(np.float64) - ref)
         units = _ratio(error, scale)
-        of_bound = _ratio(error, scale * self.totals_factor(count, product=product))
+        allowed = scale * self.totals_factor(count, product=product)
+        if inputs is not None and product:
+            allowed = allowed + self.precision.totals_floor(count, inputs)
+        of_bound = _ratio(error, allowed)
         entry = self.measurements.entry(self.spec, "totals", operation)
         entry.keep_sizes(_by_size(units, of_bound, count))
         worst = float(units.max()) if units.size else 0.0
@@ -387,7 +397,7 @@ def _bound_text(precision: Precision, product: bool) -> str:
     if precision.name == "strict":
         return "3u·Σ|terms|"
     if precision.mixed and product:
-        return f"(3·{precision.half_unit:.3g} + (n + 1)u)·Σ|terms|"
+        return f"((1 + {precision.half_unit:.3g})³(1 + (n + 1)u) - 1)·Σ|terms| (+ floor)"
     return "(n + 1)u·Σ|terms|"
 
 

@@ -22,6 +22,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from deepsharp.contracts.data import bias_references, draw, pinned, references, seeds
+from deepsharp.contracts.half import input_sizes
 from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.reference import Float64Engine
 from deepsharp.contracts.test_totals import FIXED_CONVOLUTIONS, convolutions
@@ -90,7 +91,10 @@ def check_convolution_fast_paths(
         )
         f64, _, out = reference("conv2d_bias", x, w, b, stride, padding)
         _, terms, count = bias_references(x, w, b, stride, padding)
-        contract.totals("fast conv2d_bias", got, f64.get(out), terms, count, product=True)
+        inputs = input_sizes("conv2d", x, w, stride, padding, b)
+        contract.totals(
+            "fast conv2d_bias", got, f64.get(out), terms, count, product=True, inputs=inputs
+        )
     if "conv2d_weight_bias_grad" in offered:
         weights, biases = own(engine, "conv2d_weight_bias_grad")(
             engine.put(x), engine.put(gy), kernel, stride, padding
@@ -106,6 +110,7 @@ def check_convolution_fast_paths(
             terms,
             count,
             product=True,
+            inputs=input_sizes("conv2d_weight_grad", x, gy, kernel, stride, padding),
         )
         _, terms, count = references("sum", gy, (0, 2, 3))
         contract.totals(

@@ -32,6 +32,7 @@ from deepsharp.contracts.data import (
     sides,
     signs,
 )
+from deepsharp.contracts.half import input_sizes
 from deepsharp.contracts.measure import Contract
 from deepsharp.core.autodiff.functions import same_padding
 from deepsharp.core.engine import Engine, fused
@@ -52,7 +53,9 @@ def check_matmul(
     got = engine.get(
         engine.matmul(engine.put(stored_a), engine.put(stored_b), transpose_a, transpose_b)
     )
-    contract.totals("matmul", got, *references("matmul", a, b), product=True)
+    contract.totals(
+        "matmul", got, *references("matmul", a, b), product=True, inputs=input_sizes("matmul", a, b)
+    )
 
 
 def check_every_transpose(engine: Engine, contract: Contract, a: Any, b: Any) -> None:
@@ -79,29 +82,39 @@ def check_convolution(
     b = draw(seed + 2, (case["filters"],), signs=sign)
     gy = draw(seed + 3, (case["count"], case["filters"], *case["out"]), signs=sign)
     got = engine.get(engine.conv2d(engine.put(x), engine.put(w), stride, padding))
-    ref = references("conv2d", x, w, stride, padding)
-    contract.totals("conv2d", got, *ref, product=True)
+    ref, inputs = (
+        references("conv2d", x, w, stride, padding),
+        input_sizes("conv2d", x, w, stride, padding),
+    )
+    contract.totals("conv2d", got, *ref, product=True, inputs=inputs)
     # With a bias (the core's fused operation): one more term of every total.
     handle = fused.conv2d_bias(engine, engine.put(x), engine.put(w), engine.put(b), stride, padding)
-    ref = bias_references(x, w, b, stride, padding)
-    contract.totals("conv2d with bias", engine.get(handle), *ref, product=True)
+    ref, inputs = (
+        bias_references(x, w, b, stride, padding),
+        input_sizes("conv2d", x, w, stride, padding, b),
+    )
+    contract.totals("conv2d with bias", engine.get(handle), *ref, product=True, inputs=inputs)
 
     handle = engine.conv2d_weight_grad(engine.put(x), engine.put(gy), kernel, stride, padding)
-    ref = references("conv2d_weight_grad", x, gy, kernel, stride, padding)
-    contract.totals("conv2d_weight_grad", engine.get(handle), *ref, product=True)
+    args = (x, gy, kernel, stride, padding)
+    ref, inputs = references("conv2d_weight_grad", *args), input_sizes("conv2d_weight_grad", *args)
+    contract.totals("conv2d_weight_grad", engine.get(handle), *ref, product=True, inputs=inputs)
     # With the biases' gradient (the core's fused operation): the filters' the same, gy's
     # totals beside them.
     weights, biases = fused.conv2d_weight_bias_grad(
         engine, engine.put(x), engine.put(gy), kernel, stride, padding
     )
-    contract.totals("conv2d_weight_grad with bias", engine.get(weights), *ref, product=True)
+    contract.totals(
+        "conv2d_weight_grad with bias", engine.get(weights), *ref, product=True, inputs=inputs
+    )
     ref = references("sum", gy, (0, 2, 3))
     contract.totals("conv2d_weight_grad with bias", engine.get(biases), *ref, product=False)
 
     image = case["image"]
     handle = engine.conv2d_fold(engine.put(gy), engine.put(w), image, stride, padding)
-    ref = references("conv2d_fold", gy, w, image, stride, padding)
-    contract.totals("conv2d_fold", engine.get(handle), *ref, product=True)
+    args = (gy, w, image, stride, padding)
+    ref, inputs = references("conv2d_fold", *args), input_sizes("conv2d_fold", *args)
+    contract.totals("conv2d_fold", engine.get(handle), *ref, product=True, inputs=inputs)
 
 
 def convolution(
@@ -317,7 +330,8 @@ def test_adversarial_products_within_totals_bound(
     for operation, args in checks:
         handles = [engine.put(a) if isinstance(a, np.ndarray) else a for a in args]
         got = engine.get(getattr(engine, operation)(*handles))
-        contract.totals(operation, got, *references(operation, *args), product=True)
+        ref, inputs = references(operation, *args), input_sizes(operation, *args)
+        contract.totals(operation, got, *ref, product=True, inputs=inputs)
 
 
 def test_large_totals_within_bound(engine: Engine, contract: Contract) -> None:

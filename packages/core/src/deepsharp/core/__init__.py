@@ -42,6 +42,7 @@ from deepsharp.core.serving import TrainedNetwork
 from deepsharp.core.training.callbacks import Callback, RunState
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.loop import FitOptions, Report, Run, fit
+from deepsharp.core.training.scaling import LossScale
 from deepsharp.core.training.trainer import Trainer
 from deepsharp.core.version import __version__
 
@@ -72,6 +73,7 @@ __all__ = [
     "Generator",
     "Layer",
     "Loss",
+    "LossScale",
     "MaxPool2D",
     "MeanSquaredError",
     "Network",

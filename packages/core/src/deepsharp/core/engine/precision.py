@@ -12,9 +12,13 @@ of terms one total adds and Σ|terms| the sum of their sizes:
   cuBLAS with TF32 off): |got - ref| <= (n + 1)·u·Σ|terms|, the classical bound of a float32
   sum; bit for bit run to run on one engine at one thread count. The default of the torch engine.
 - ``mixed_bfloat16`` / ``mixed_float16``: products and convolutions take their inputs in the
-  half format and add in float32: (3·u_h + (n + 1)·u)·Σ|terms|, u_h = 2**-8 (bfloat16) or
-  2**-11 (float16). Sums and means stay float32 totals; slots, the optimizer's memory, losses,
-  softmax, exp and log stay float32.
+  half format and add in float32: (3·u_h + (n + 1)·u)·Σ|terms| to first order, u_h = 2**-8
+  (bfloat16) or 2**-11 (float16): two roundings of the inputs, the float32 total, and one
+  rounding of an output an engine keeps in the half format. The bound held is the exact one,
+  ((1 + u_h)³·(1 + (n + 1)·u) - 1)·Σ|terms|, and where inputs lie below the half format's
+  smallest normal value μ_h (float16's 2**-14) its fixed spacing adds an absolute part
+  (`totals_floor`). Sums and means stay float32 totals; slots, the optimizer's memory, losses,
+  softmax, exp and log stay float32. docs/contracts.md derives both.
 """
 
 from __future__ import annotations
@@ -55,6 +59,13 @@ class Precision:
         return {"bfloat16": 2.0**-8, "float16": 2.0**-11}.get(self.half or "", 0.0)
 
     @property
+    def half_floor(self) -> float:
+        """μ_h: the half format's smallest normal value (2**-126 bfloat16, 2**-14 float16; 0
+        where there is none). Below it the format's values are evenly spaced, 2·u_h·μ_h apart,
+        so rounding there strays up to u_h·μ_h whatever the value's size."""
+        return {"bfloat16": 2.0**-126, "float16": 2.0**-14}.get(self.half or "", 0.0)
+
+    @property
     def mixed(self) -> bool:
         return self.half is not None
 
@@ -65,14 +76,29 @@ class Precision:
 
     def totals_factor(self, count: Any, product: bool = True) -> Any:
         """How many u·Σ|terms| a total of `count` terms may stray from the exact one: 3 for
-        strict; n + 1 for float32 (at least 3); for a mixed precision, 3·u_h/u + n + 1 on
-        products and convolutions (`product`) and the float32 bound on other totals."""
+        strict; n + 1 for float32 (at least 3); for a mixed precision, on products and
+        convolutions (`product`), ((1 + u_h)³·(1 + (n + 1)·u) - 1)/u: 3·u_h/u + n + 1 to first
+        order; on other totals the float32 bound."""
         if self.name == "strict":
             return 3.0
         terms = np.maximum(np.asarray(count, np.float64) + 1.0, 3.0)
         if self.mixed and product:
-            return terms + 3.0 * self.half_unit / UNIT
+            return ((1.0 + self.half_unit) ** 3 * (1.0 + terms * UNIT) - 1.0) / UNIT
         return terms
+
+    def totals_floor(self, count: Any, inputs: Any) -> Any:
+        """What a mixed precision's product or convolution may stray beyond
+        totals_factor·u·Σ|terms| because inputs below μ_h are rounded to the half format's
+        fixed spacing: u_h·μ_h·((1 + u_h)·(1 + (n + 1)·u)·((1 + u_h)·E + n·u_h·μ_h) + 1), E
+        being the sizes of the inputs its terms multiply, Σ(|a| + |b|) (`inputs`); 0 for the
+        other precisions and totals."""
+        if not self.mixed:
+            return np.zeros_like(np.asarray(inputs, np.float64))
+        half, floor = self.half_unit, self.half_floor
+        n = np.asarray(count, np.float64)
+        terms = np.maximum(n + 1.0, 3.0)
+        spread = (1.0 + half) * np.asarray(inputs, np.float64) + n * half * floor
+        return half * floor * ((1.0 + half) * (1.0 + terms * UNIT) * spread + 1.0)
 
     def __str__(self) -> str:
         return self.name
@@ -91,13 +117,14 @@ FLOAT32 = Precision(
 MIXED_BFLOAT16 = Precision(
     "mixed_bfloat16",
     "bfloat16",
-    "products and convolutions on bfloat16 inputs, added in float32: (3·2^-8 + (n + 1)u)·Σ|terms|",
+    "products and convolutions on bfloat16 inputs, added in float32: (3·2^-8 + (n + 1)u)·Σ|terms| "
+    "to first order",
 )
 MIXED_FLOAT16 = Precision(
     "mixed_float16",
     "float16",
     "products and convolutions on float16 inputs, added in float32: "
-    "(3·2^-11 + (n + 1)u)·Σ|terms|; train with loss scaling",
+    "(3·2^-11 + (n + 1)u)·Σ|terms| to first order; train with loss scaling",
 )
 
 PRECISIONS: dict[str, Precision] = {

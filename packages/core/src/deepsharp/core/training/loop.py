@@ -41,6 +41,12 @@ from deepsharp.core.training.callbacks import (
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.distribution import Distribution, OneProcess, Sums
 from deepsharp.core.training.feeds import Feed, feeds_for
+from deepsharp.core.training.scaling import (
+    LossScaleSetting,
+    check_loss_scale,
+    check_setting,
+    loss_scale_for,
+)
 from deepsharp.core.training.trainer import Trainer, check_sides
 
 __all__ = ["FitOptions", "Report", "Run", "fit"]
@@ -57,7 +63,9 @@ def _whole(name: str, value: object, least: int) -> int:
 @dataclass
 class FitOptions:
     """How a run goes. Options hold the light engine unless they name another; `distributed`
-    spreads the run over processes (deepsharp-distributed's `DataParallel`)."""
+    spreads the run over processes (deepsharp-distributed's `DataParallel`); `loss_scale`
+    ("auto": dynamic under mixed_float16, none otherwise; "dynamic"; a number; a `LossScale`;
+    None) scales the loss for the way back (`deepsharp.core.training.scaling`)."""
 
     seed: int
     engine: Engine | str | None = None
@@ -70,6 +78,7 @@ class FitOptions:
     checkpoint_keep: int = 1
     progress: bool | None = None
     distributed: Distribution | None = None
+    loss_scale: LossScaleSetting = "auto"
 
     def __post_init__(self) -> None:
         self.seed = _whole("seed", self.seed, -(2**63))
@@ -91,6 +100,7 @@ class FitOptions:
                 f"FitOptions: distributed is a Distribution (such as DataParallel()), not "
                 f"{self.distributed!r}"
             )
+        check_setting(self.loss_scale, "FitOptions")
 
 
 @dataclass
@@ -201,7 +211,7 @@ def fit(
         raise TypeError(f"fit: options must be FitOptions, not {options!r}")
     engine = make_engine(options.engine)
     distribution = options.distributed or OneProcess()
-    checkpoint = _checkpoint(resume_from, engine, optimizer, options.seed, distribution)
+    checkpoint = _checkpoint(resume_from, engine, optimizer, options, distribution)
     parts = _callbacks(options, [*callbacks, *([on_epoch] if on_epoch is not None else [])])
     streams = Streams(options.seed)
     feeds = feeds_for(pipeline, data, network, loss, streams, test_rows)
@@ -211,7 +221,9 @@ def fit(
             f"({checkpoint.network}); this run trains {network.to_json()}"
         )
     try:
-        with Trainer(network, loss, optimizer, engine, streams=streams) as trainer:
+        with Trainer(
+            network, loss, optimizer, engine, streams=streams, loss_scale=options.loss_scale
+        ) as trainer:
             run = RunState(trainer, options, distribution, parts)
             if checkpoint is not None:
                 run.resume(checkpoint)
@@ -267,11 +279,11 @@ def _checkpoint(
     resume_from: str | os.PathLike[str] | Checkpoint | None,
     engine: Engine,
     optimizer: Optimizer,
-    seed: int,
+    options: FitOptions,
     distribution: Distribution,
 ) -> Checkpoint | None:
     """The checkpoint to resume from, refused (naming both sides) before anything is read or
-    restored when it was taken on another engine, optimizer, seed or world size."""
+    restored when it was taken on another engine, optimizer, seed, loss scale or world size."""
     if resume_from is None:
         return None
     checkpoint = (
@@ -284,7 +296,9 @@ def _checkpoint(
             f"{engine.identity}. A run goes on only on an engine of the same name, version, "
             "device and precision: resume there, or start the run afresh"
         )
-    check_sides(checkpoint.trainer, optimizer, seed, where)
+    check_sides(checkpoint.trainer, optimizer, options.seed, where)
+    scale = loss_scale_for(options.loss_scale, str(engine.identity.precision))
+    check_loss_scale(checkpoint.trainer.hooks, scale, where)
     distribution.check(checkpoint.distribution, where)
     return checkpoint
 

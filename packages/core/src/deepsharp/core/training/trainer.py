@@ -8,15 +8,17 @@ A step: the batch is checked on the host and put on the engine (2 transfers in);
 pass and the way back give the loss and every slot's gradient; each `StepHook` then sees the
 gradients in turn — where a distributed run sums them over its processes, and where a loss
 scale unscales them and may skip the update —; `update` applies the optimizer; the loss comes
-back (1 transfer out).
+back (1 transfer out). A hook that must know a number on the host to decide (whether a loss
+scale's gradients are finite) reads it with `Trainer.read`, in the same transfer as the loss.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,6 +37,9 @@ from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Bound, Network
 from deepsharp.core.nn.optimizers import Optimizer, OptimizerState
 from deepsharp.core.random import Streams
+
+if TYPE_CHECKING:
+    from deepsharp.core.training.scaling import LossScale, LossScaleSetting
 
 __all__ = [
     "Snapshot",
@@ -110,6 +115,9 @@ class Trainer:
     Slots the network does not have yet are drawn from `seed`. A step puts the batch's rows
     and targets on the engine (2 transfers in) and brings back the loss (1 transfer out). Used
     in a `with` block, the slots come back to the network at its end (as `close()` does).
+    `loss_scale` ("auto": dynamic under mixed_float16, none otherwise; "dynamic"; a number; a
+    `LossScale`; None) scales the loss for the way back (`deepsharp.core.training.scaling`);
+    `trainer.loss_scale` is the scale in use (None without).
     """
 
     def __init__(
@@ -121,7 +129,10 @@ class Trainer:
         seed: int = 0,
         streams: Streams | None = None,
         hooks: Sequence[StepHook] = (),
+        loss_scale: LossScaleSetting = "auto",
     ) -> None:
+        from deepsharp.core.training.scaling import loss_scale_for  # it builds on StepHook
+
         for what, value, kind in (
             ("network", network, Network),
             ("loss", loss, Loss),
@@ -136,6 +147,13 @@ class Trainer:
         self.engine: Engine = make_engine(engine)
         self.streams = streams if streams is not None else Streams(seed)
         self.hooks: list[StepHook] = list(hooks)
+        self.loss_scale: LossScale | None = loss_scale_for(
+            loss_scale, str(self.engine.identity.precision)
+        )
+        if self.loss_scale is not None:
+            self.hooks.append(self.loss_scale)
+        self._value: Tensor | None = None  # the step's loss, while its hooks run
+        self._value_read: float | None = None  # the loss, where a hook's read brought it back
         self.skipped_steps = 0
         self.rules_applied = 0
         self._bound: Bound | None = None
@@ -182,6 +200,8 @@ class Trainer:
         """One step: forward, the way back towards the slots, the hooks, the optimizer's update.
         The loss (of these rows: a process's own, under a distributed run)."""
         value = self.step_tensor(features, targets, share)
+        if self._value_read is not None:  # a hook's read brought it back already
+            return self._value_read
         return float(self.engine.get(value.handle))
 
     def step_tensor(self, features: Any, targets: Any, share: Share | None = None) -> Tensor:
@@ -191,6 +211,7 @@ class Trainer:
         no forward pass: its gradients are zeros, and still go through the hooks and the update.
         """
         empty_share = share is not None and share[2] > 0
+        self._value_read = None
         rows = _checked_rows(features, empty_share)
         if self._bound is None:
             self.start(tuple(rows.shape[1:]))
@@ -209,22 +230,45 @@ class Trainer:
             x = Tensor.put(engine, rows)
             y = Tensor.put(engine, wanted)
             context = Pass(engine, True, dropout, share)
-            with Recording(self._slots) as recording:
+            # Under a loss scale an overflow is expected, and looked for: NumPy need not warn.
+            quiet = (
+                np.errstate(over="ignore", invalid="ignore") if self.loss_scale else nullcontext()
+            )
+            with quiet, Recording(self._slots) as recording:
                 value = self.loss.value(self.network.forward(x, self.bound, context), y)
                 objective = value
                 for hook in self.hooks:
                     objective = hook.objective(self, objective, share)
                 grads = recording.gradients(objective, self._slots)
                 self.rules_applied += recording.rules_applied
-        for hook in self.hooks:
-            assert grads is not None
-            grads = hook.gradients(self, grads)
-            if grads is None:
-                self.skipped_steps += 1
-                return value
+        self._value = value
+        try:
+            for hook in self.hooks:
+                assert grads is not None
+                grads = hook.gradients(self, grads)
+                if grads is None:
+                    self.skipped_steps += 1
+                    return value
+        finally:
+            self._value = None
         assert grads is not None
         self.update(grads)
         return value
+
+    def read(self, handle: Handle) -> float:
+        """A number a hook needs on the host to decide on this step (one value on the engine),
+        brought back in one transfer with the step's loss: a step still makes one transfer
+        out, and `step` gives that loss without reading it again."""
+        engine, value = self.engine, self._value
+        if value is None:
+            raise RuntimeError("Trainer.read is for step hooks, while their step runs")
+        both = engine.get(
+            engine.concatenate(
+                [engine.reshape(value.handle, (1,)), engine.reshape(handle, (1,))], 0
+            )
+        )
+        self._value_read = float(both[0])
+        return float(both[1])
 
     def update(self, grads: Sequence[Handle]) -> None:
         """The one place in a step where every gradient exists before the slots change."""
@@ -307,7 +351,10 @@ class Trainer:
 
     def check_state(self, state: TrainerState, where: str) -> None:
         """Refuse a state another run made (CheckpointMismatchError naming both sides)."""
+        from deepsharp.core.training.scaling import check_loss_scale
+
         check_sides(state, self.optimizer, self.streams.seed, where)
+        check_loss_scale(state.hooks, self.loss_scale, where)
 
     def load_state(self, state: TrainerState, where: str) -> None:
         """Go on from a checkpoint's state (checked first: nothing changes when it is refused)."""
@@ -386,7 +433,11 @@ def _checked_rows(features: Any, may_be_empty: bool = False) -> NDArray[np.float
         raise DataError(
             f"a batch is (rows, ...) with at least one row; these features have shape {rows.shape}"
         )
-    if not math.isfinite(rows.sum(dtype=np.float64)):  # one pass; float64 cannot overflow here
+    # One float32 pass (half the time of a float64 one: 0.8 against 1.7 ms on 4,096 x 1,024);
+    # only where it overflowed does a float64 one decide.
+    with np.errstate(over="ignore", invalid="ignore"):
+        quick = math.isfinite(rows.sum())
+    if not quick and not math.isfinite(rows.sum(dtype=np.float64)):
         place = tuple(int(v) for v in np.argwhere(~np.isfinite(rows))[0])
         raise DataError(
             f"row {place[0] + 1} (counting from 1), feature {list(place[1:])} of the batch is "

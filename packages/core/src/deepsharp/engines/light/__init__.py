@@ -1,9 +1,11 @@
 """The light engine: NumPy float32 arrays in the process's memory; it ships with the core.
 
 - `LightEngine(precision="strict")`: the engine (binding); precisions `strict` (the default:
-  every total added in float64 and rounded once) and `float32` (NumPy's own float32 kernels).
+  every total added in float64 and rounded once), `float32` (NumPy's own float32 kernels),
+  `mixed_bfloat16` and `mixed_float16` (products' inputs rounded to the half format, added in
+  float32).
 - `DESCRIPTION`: what the `deepsharp.engines` entry point gives (`light`, `light:strict`,
-  `light:float32`).
+  `light:float32`, `light:mixed_bfloat16`, `light:mixed_float16`).
 """
 
 from __future__ import annotations

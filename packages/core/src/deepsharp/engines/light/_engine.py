@@ -36,8 +36,12 @@ class LightEngine:
     float64 and rounds it once: 3u·Σ|terms|, a row's answer the same bits in any company.
     `LightEngine(precision="float32")` (spec `light:float32`) adds them in NumPy's own float32
     kernels: about twice as fast on convolutions, held to (n + 1)u·Σ|terms| for a total of n
-    terms, and a row's bits may then depend on the rows served beside it. The precision is
-    part of the engine's identity, so a checkpoint goes on only with the same one.
+    terms, and a row's bits may then depend on the rows served beside it.
+    `LightEngine(precision="mixed_bfloat16")` or `"mixed_float16"` (specs `light:mixed_bfloat16`,
+    `light:mixed_float16`) takes the inputs of products and convolutions rounded to the half
+    format and adds them in float32: the mixed precisions' arithmetic, exactly, on the
+    processor (docs/mixed-precision.md). The precision is part of the engine's identity, so a
+    checkpoint goes on only with the same one.
     """
 
     name = "light"

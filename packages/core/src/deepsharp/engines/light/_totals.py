@@ -6,6 +6,11 @@
   block differently, so a row's bits would depend on its place in a chunk).
 - `Float32Totals` (precision `float32`): NumPy's own float32 kernels (sgemm, pairwise sums),
   as a hand-written NumPy network adds them: about twice as fast on convolutions.
+- `MixedTotals` (precisions `mixed_bfloat16`, `mixed_float16`): products and convolutions take
+  their inputs rounded to the half format (`deepsharp.core.engine.half`) and add them in
+  NumPy's float32 kernels, as a kernel that reads the half format and adds in float32 does
+  (each product of two half values is exact in float32); their outputs stay float32. Sums and
+  means are float32 totals. The semantics of the mixed precisions, exactly, without a card.
 
 Convolutions work image by image in NCHW order: windows as columns (N, C*kh*kw, P), one batched
 product with the filters, no transposed copies of the large tensors.
@@ -14,14 +19,25 @@ product with the filters, no transposed copies of the large tensors.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from deepsharp.core.engine import FLOAT32, STRICT, Totals, images_a_block, product_blocks
+from deepsharp.core.engine import (
+    FLOAT32,
+    MIXED_BFLOAT16,
+    MIXED_FLOAT16,
+    STRICT,
+    Precision,
+    Totals,
+    images_a_block,
+    product_blocks,
+)
+from deepsharp.core.engine.half import HALF_FORMATS
 
-__all__ = ["OFFERED", "Float32Totals", "StrictTotals"]
+__all__ = ["OFFERED", "Float32Totals", "MixedTotals", "StrictTotals"]
 
 Array = Any  # the engine's handles are the NumPy arrays themselves
 Padding = tuple[int, int]
@@ -193,7 +209,60 @@ class Float32Totals(_Convolutions):
         return np.mean(x, axis=axes, keepdims=keepdims) if axes else x
 
 
-OFFERED: dict[str, Callable[..., Totals]] = {"strict": StrictTotals, "float32": Float32Totals}
+class MixedTotals(Float32Totals):
+    """Products and convolutions on inputs rounded to the half format, added in float32
+    (precisions mixed_bfloat16 and mixed_float16); sums and means as `Float32Totals`.
+
+    A value beyond float16's range rounds to infinity, as the format says, and what a product
+    makes of it (inf, or NaN from inf - inf) is what the format's arithmetic gives: the loss
+    scale looks for it. NumPy is not asked to warn about it."""
+
+    def __init__(self, dtype: type[np.floating[Any]], precision: Precision) -> None:
+        super().__init__(dtype)
+        self.precision = precision
+        assert precision.half is not None, f"{precision} has no half format"
+        self.half = HALF_FORMATS[precision.half]
+
+    def matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return super().matmul(self.half(a), self.half(b), transpose_a, transpose_b)
+
+    def conv2d(self, x: Array, w: Array, stride: int, padding: Paddings) -> Array:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return super().conv2d(self.half(x), self.half(w), stride, padding)
+
+    def conv2d_bias(self, x: Array, w: Array, bias: Array, stride: int, padding: Paddings) -> Array:
+        # The bias is a term of each total, not a factor of a product: it stays float32.
+        with np.errstate(over="ignore", invalid="ignore"):
+            return super().conv2d_bias(self.half(x), self.half(w), bias, stride, padding)
+
+    def conv2d_weight_grad(
+        self, x: Array, gy: Array, kernel: tuple[int, int], stride: int, padding: Paddings
+    ) -> Array:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return super().conv2d_weight_grad(self.half(x), self.half(gy), kernel, stride, padding)
+
+    def conv2d_weight_bias_grad(
+        self, x: Array, gy: Array, kernel: tuple[int, int], stride: int, padding: Paddings
+    ) -> tuple[Array, Array]:
+        weights = self.conv2d_weight_grad(x, gy, kernel, stride, padding)
+        return weights, self.sum(gy, (0, 2, 3))  # the biases' gradient: a float32 sum of gy
+
+    def conv2d_fold(
+        self, gy: Array, w: Array, image: tuple[int, int], stride: int, padding: Paddings
+    ) -> Array:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return super().conv2d_fold(self.half(gy), self.half(w), image, stride, padding)
+
+
+OFFERED: dict[str, Callable[..., Totals]] = {
+    "strict": StrictTotals,
+    "float32": Float32Totals,
+    "mixed_bfloat16": partial(MixedTotals, precision=MIXED_BFLOAT16),
+    "mixed_float16": partial(MixedTotals, precision=MIXED_FLOAT16),
+}
 """The light engine's precisions, its default first: name -> strategy (made with the dtype)."""
 
 

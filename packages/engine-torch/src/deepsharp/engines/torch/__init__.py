@@ -5,8 +5,9 @@ Importing this module never imports torch; making an engine does, and where torc
 asked for) is missing, `EngineUnavailableError` says which packages bring it.
 
 - `TorchEngine.on_cpu(precision="float32")`, `TorchEngine.on_gpu(index=0, precision="float32")`:
-  the engines (binding); precisions `float32` (the default: libtorch's own kernels) and
-  `strict` (every total in float64, rounded once).
+  the engines (binding); precisions `float32` (the default: libtorch's own kernels), `strict`
+  (every total in float64, rounded once), `mixed_bfloat16` (products and convolutions in
+  bfloat16, added in float32) and, on a card, `mixed_float16`.
 - `DESCRIPTION`: what the `deepsharp.engines` entry point gives: specs `torch` (= `torch:cpu`),
   `torch:cpu`, `torch:cuda:N`, each optionally followed by a precision (`torch:cpu:strict`).
 - `describe_torch()`: what `deepsharp doctor` reports about torch, builds and cards.
@@ -64,7 +65,16 @@ DESCRIPTION = EngineDescription(
     make=from_spec,
     default_spec="torch:cpu",
     precisions=PRECISIONS,
-    specs=("torch", "torch:cpu", "torch:cpu:strict", "torch:cuda:0", "torch:cuda:0:strict"),
+    specs=(
+        "torch",
+        "torch:cpu",
+        "torch:cpu:strict",
+        "torch:cpu:mixed_bfloat16",
+        "torch:cuda:0",
+        "torch:cuda:0:strict",
+        "torch:cuda:0:mixed_bfloat16",
+        "torch:cuda:0:mixed_float16",
+    ),
     install=f"a torch build: for the processor, {CPU_BUILD} ; for NVIDIA cards, {CUDA_BUILDS}",
     doctor=doctor_lines,
 )

@@ -19,6 +19,12 @@ global lookup and torch's own dispatch, nothing more.
   (`deepsharp.core.engine.memory`), so a step does not fault its memory in again each time.
 - On a card, products and convolutions run with TF32 off and deterministic algorithms, set
   for the engine's own calls only and put back as the application had them.
+- At a mixed precision (`mixed_bfloat16` on the processor; both on a card) handles may hold
+  the half format: products and convolutions give their outputs in it (`_totals.MixedTotals`),
+  and `_HalfOutputs` says what every other operation does with such a handle (docs/contracts.md
+  and docs/mixed-precision.md): `get` gives float32; moves, ReLU and its way back, max-pooling
+  and adding a float32 bias keep the half format; every other operation reads the half values
+  exactly, widened, and gives float32.
 """
 
 from __future__ import annotations
@@ -144,16 +150,53 @@ class _Exact:
             c._set_cudnn_deterministic(False)
 
 
+class _HalfExact(_Exact):
+    """On a card at a mixed precision: `_Exact`, and cuBLAS's half products add in float32
+    throughout (its default lets a split product add its parts in the half format)."""
+
+    __slots__ = ("_reductions",)
+
+    def __enter__(self) -> None:
+        super().__enter__()
+        matmul = torch.backends.cuda.matmul
+        names = ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")
+        self._reductions = {name: _attempt(lambda n=name: getattr(matmul, n)) for name in names}
+        for name, value in self._reductions.items():
+            if value is not None and value is not False:
+                setattr(matmul, name, False)
+
+    def __exit__(self, *exc: object) -> None:
+        matmul = torch.backends.cuda.matmul
+        for name, value in self._reductions.items():
+            if value is not None and value is not False:
+                setattr(matmul, name, value)
+        super().__exit__(*exc)
+
+
+MIXED = ("mixed_bfloat16", "mixed_float16")
+CARD_ONLY = {"mixed_float16": "mixed_bfloat16"}
+"""Precisions offered on cards only -> what to use on the processor instead: float16 products
+run no faster than float32 on processors without AMX-FP16 (measured: 16 ms either way for
+1,024 x 1,024 x 1,024 on this machine's Xeon, 2.2 ms in bfloat16)."""
+
+
 class TorchEngine:
     """deepsharp's engine on libtorch: `TorchEngine.on_cpu()` or `TorchEngine.on_gpu(index)`.
 
-    Handles are torch tensors on the engine's device (float32; int64 for indices). Made where
-    there is no torch, or asked for a card torch cannot use, it raises EngineUnavailableError
-    saying why and which packages bring what is missing. Its precision (`float32` by default,
-    or `strict`) says how it adds its totals and is part of its identity.
+    Handles are torch tensors on the engine's device (float32; int64 for indices; at a mixed
+    precision also the half format). Made where there is no torch, or asked for a card torch
+    cannot use, it raises EngineUnavailableError saying why and which packages bring what is
+    missing. Its precision (`float32` by default, `strict`, `mixed_bfloat16`, or on a card
+    `mixed_float16`) says how it adds its totals and is part of its identity.
     """
 
     name = "torch"
+
+    def __new__(cls, device: str = "cpu", precision: str | Precision = "float32") -> TorchEngine:
+        named = precision.name if isinstance(precision, Precision) else precision
+        if cls is TorchEngine and named in MIXED:
+            cls = _HalfOutputs
+        return super().__new__(cls)
 
     def __init__(self, device: str = "cpu", precision: str | Precision = "float32") -> None:
         module = _bind()
@@ -162,7 +205,16 @@ class TorchEngine:
         self.device: str = device
         self._device = module.device(device)
         self._cuda = self._device.type == "cuda"
-        self._guard: Any = _Exact() if self._cuda else nullcontext()
+        named = precision.name if isinstance(precision, Precision) else precision
+        if named in CARD_ONLY and not self._cuda:
+            instead = CARD_ONLY[named]
+            raise EngineUnavailableError(
+                f"the torch engine runs {named} on NVIDIA cards only (torch:cuda:0:{named}): "
+                f"on the processor its products run no faster than float32. Use "
+                f"torch:cpu:{instead}, or light:{named} for its arithmetic on the processor"
+            )
+        mixed = named in MIXED
+        self._guard: Any = (_HalfExact() if mixed else _Exact()) if self._cuda else nullcontext()
         offered = {
             name: partial(kind, self._cuda, self._guard) for name, kind in _totals.OFFERED.items()
         }
@@ -178,7 +230,9 @@ class TorchEngine:
         `precision="float32"` (the default) adds products, sums and convolutions as PyTorch
         does, in libtorch's float32 kernels; `precision="strict"` adds each total in float64
         and rounds it once: within 3u·Σ|terms|, the same bits on any thread count and for a
-        row in any company, at up to twice the time on convolutions (docs/install.md).
+        row in any company, at up to twice the time on convolutions (docs/install.md);
+        `precision="mixed_bfloat16"` takes products and convolutions in bfloat16, added in
+        float32, as PyTorch's autocast does (docs/mixed-precision.md).
         """
         return cls("cpu", precision)
 
@@ -462,3 +516,136 @@ class TorchEngine:
         if (height, width) == (out_h * pool, out_w * pool):
             return grid
         return F.pad(grid, (0, width - out_w * pool, 0, height - out_h * pool))
+
+
+class _HalfOutputs(TorchEngine):
+    """The torch engine at a mixed precision: products and convolutions give their outputs in
+    the half format (where PyTorch's autocast gets its speed: the next product reads them as
+    they are, and a pass over them moves half the bytes). What the other operations do with a
+    half handle:
+
+    - `get` gives float32 (the half values, exactly);
+    - the moves, `max`, `relu`, ReLU's way back and max-pooling keep the half format (they
+      select values, exactly);
+    - `add` of a float32 tensor broadcast onto a half one (a bias) gives the half format: the
+      bias rounded to it, the sum in float32 rounded once more (u_h·|sum| + u_h·|bias|), as a
+      product's kernel adds its bias (a float32 bias onto a half tensor is libtorch's slow path:
+      5.5 against 1.2 ms on 4,096 x 1,024);
+    - every other operation widens its half inputs to float32, exactly, and gives float32:
+      losses, softmax, exp and log, the optimizer's updates, the gradients' scaling.
+    """
+
+    def __init__(self, device: str = "cpu", precision: str | Precision = "mixed_bfloat16") -> None:
+        super().__init__(device, precision)
+        self._half = getattr(torch, str(self.totals.precision.half))
+
+    def _wide(self, x: Any) -> Any:
+        return x.to(F32) if isinstance(x, TorchTensor) and x.dtype is self._half else x
+
+    def get(self, handle: Tensor) -> NDArray[Any]:
+        return super().get(self._wide(handle))
+
+    def add(self, a: Any, b: Any) -> Tensor:
+        if (
+            isinstance(a, TorchTensor)
+            and isinstance(b, TorchTensor)
+            and a.dtype is self._half
+            and b.dtype is F32
+            and b.dim() <= a.dim()
+            and b.numel() < a.numel()
+        ):
+            # A bias onto a product's output: in the half format, added in float32, kept.
+            return torch.add(a, b.to(self._half))
+        return super().add(self._wide(a), self._wide(b))
+
+    def sub(self, a: Any, b: Any) -> Tensor:
+        return super().sub(self._wide(a), self._wide(b))
+
+    def mul(self, a: Any, b: Any) -> Tensor:
+        return super().mul(self._wide(a), self._wide(b))
+
+    def div(self, a: Any, b: Any) -> Tensor:
+        return super().div(self._wide(a), self._wide(b))
+
+    def maximum(self, a: Any, b: Any) -> Tensor:
+        return super().maximum(self._wide(a), self._wide(b))
+
+    def greater(self, a: Any, b: Any) -> Tensor:
+        return super().greater(self._wide(a), self._wide(b))
+
+    def where(self, condition: Tensor, a: Any, b: Any) -> Tensor:
+        return super().where(self._wide(condition), self._wide(a), self._wide(b))
+
+    def neg(self, x: Tensor) -> Tensor:
+        return super().neg(self._wide(x))
+
+    def abs(self, x: Tensor) -> Tensor:
+        return super().abs(self._wide(x))
+
+    def exp(self, x: Tensor) -> Tensor:
+        return super().exp(self._wide(x))
+
+    def log(self, x: Tensor) -> Tensor:
+        return super().log(self._wide(x))
+
+    def log1p(self, x: Tensor) -> Tensor:
+        return super().log1p(self._wide(x))
+
+    def softplus(self, x: Tensor) -> Tensor:
+        return super().softplus(self._wide(x))
+
+    def sqrt(self, x: Tensor) -> Tensor:
+        return super().sqrt(self._wide(x))
+
+    def tanh(self, x: Tensor) -> Tensor:
+        return super().tanh(self._wide(x))
+
+    def sigmoid(self, x: Tensor) -> Tensor:
+        return super().sigmoid(self._wide(x))
+
+    def relu_back(self, x: Tensor, grad: Tensor) -> Tensor:
+        if x.dtype is not grad.dtype:
+            x, grad = self._wide(x), self._wide(grad)
+        return super().relu_back(x, grad)
+
+    def concatenate(self, xs: Sequence[Tensor], axis: int) -> Tensor:
+        parts = list(xs)
+        if any(part.dtype is not parts[0].dtype for part in parts):
+            parts = [self._wide(part) for part in parts]
+        return super().concatenate(parts, axis)
+
+    def sgd_update(
+        self,
+        slots: Sequence[Tensor],
+        grads: Sequence[Tensor],
+        velocities: Sequence[Tensor],
+        *,
+        learning_rate: float,
+        momentum: float,
+    ) -> None:
+        wide = [self._wide(grad) for grad in grads]
+        super().sgd_update(slots, wide, velocities, learning_rate=learning_rate, momentum=momentum)
+
+    def adam_update(
+        self,
+        slots: Sequence[Tensor],
+        grads: Sequence[Tensor],
+        firsts: Sequence[Tensor],
+        seconds: Sequence[Tensor],
+        *,
+        step_size: float,
+        beta1: float,
+        beta2: float,
+        epsilon: float,
+    ) -> None:
+        wide = [self._wide(grad) for grad in grads]
+        super().adam_update(
+            slots,
+            wide,
+            firsts,
+            seconds,
+            step_size=step_size,
+            beta1=beta1,
+            beta2=beta2,
+            epsilon=epsilon,
+        )

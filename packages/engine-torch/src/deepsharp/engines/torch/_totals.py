@@ -9,18 +9,36 @@
   3u·Σ|terms| at any size, the same bits at any thread count and for a row in any company. On
   the processor a large total is worked a block of rows (or images) at a time, so the float64
   copies stay in the caches instead of crossing memory whole; on a card it is one call.
+- `MixedTotals` (precisions `mixed_bfloat16`, `mixed_float16`): products and convolutions read
+  their inputs in the half format (a float32 input converted, to nearest) and add in float32
+  in libtorch's half kernels (oneDNN's AMX and AVX-512 BF16 ones on the processor, cuBLAS and
+  cuDNN with float32 accumulation on a card); their outputs stay in the half format, as
+  PyTorch's autocast keeps them, so the next product reads them as they are (a dense layer's
+  weight gradient on the processor comes out in float32, laid out for the optimizer). Sums and
+  means of any input are float32 totals, float32 out; so is the biases' gradient.
 
 torch is bound (`bind`) when the first engine is made, never when this module is imported.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
-from deepsharp.core.engine import FLOAT32, STRICT, Totals, images_a_block, product_blocks
+from deepsharp.core.engine import (
+    FLOAT32,
+    MIXED_BFLOAT16,
+    MIXED_FLOAT16,
+    STRICT,
+    Precision,
+    Totals,
+    images_a_block,
+    product_blocks,
+)
 
-__all__ = ["OFFERED", "Float32Totals", "StrictTotals", "bind"]
+__all__ = ["OFFERED", "Float32Totals", "MixedTotals", "StrictTotals", "bind"]
 
 Padding = tuple[int, int]
 Paddings = tuple[Padding, Padding]
@@ -292,7 +310,175 @@ class StrictTotals(_Totals):
         return out
 
 
-OFFERED: dict[str, Callable[..., Totals]] = {"float32": Float32Totals, "strict": StrictTotals}
+def _forget(halves: dict[int, Any], key: int, _: Any) -> None:
+    """A float32 tensor is gone: its half copy goes too."""
+    halves.pop(key, None)
+
+
+HALF_BLOCK = 1 << 19
+"""How many values of a half tensor a float32 total widens at a time on the processor (2 MiB)."""
+
+SMALL = 1 << 18
+"""Multiply-adds below which a product or convolution on the processor runs in libtorch's float32
+kernels on inputs rounded to the half format (the same arithmetic: half inputs, float32
+totals): oneDNN's half kernels cost about 18 us a call to set up, against 3 us for a float32
+product of 32 x 14 x 16 (measured)."""
+
+
+class MixedTotals(_Totals):
+    """Products and convolutions on half-format inputs, added in float32 and kept in the half
+    format (precisions mixed_bfloat16, mixed_float16); sums and means float32 totals.
+
+    On the processor a small product or convolution (under `SMALL` multiply-adds) runs in the
+    float32 kernels on its inputs rounded to the half format, and gives float32: the same
+    arithmetic, without the half kernels' cost of setting up."""
+
+    def __init__(self, cuda: bool, guard: Any, precision: Precision) -> None:
+        super().__init__(cuda, guard)
+        self.precision = precision
+        self.half = getattr(torch, str(precision.half))
+        self.float32 = Float32Totals(cuda, guard)
+        # float32 tensor's id -> (a weak reference to it, its version, its half copy)
+        self._halves: dict[int, tuple[Any, int, Tensor]] = {}
+
+    def _half(self, x: Tensor) -> Tensor:
+        """x in the half format. A float32 tensor's conversion is kept while the tensor lives
+        unchanged (its version counter says), as autocast keeps its weights' within a pass: a
+        step reads each slot, and the rows of its first layer, twice (forward and back), and
+        converts them once."""
+        if x.dtype is self.half:
+            return x
+        key = id(x)
+        kept = self._halves.get(key)
+        if kept is not None and kept[0]() is x and kept[1] == x._version:
+            return kept[2]
+        half = x.to(self.half)
+        self._halves[key] = (weakref.ref(x, partial(_forget, self._halves, key)), x._version, half)
+        return half
+
+    def _rounded(self, x: Tensor) -> Tensor:
+        """x's values in the half format, held in float32 (exactly)."""
+        return x.to(self.half).to(F32) if x.dtype is F32 else x.to(F32)
+
+    def _small(self, work: int) -> bool:
+        return not self.cuda and work < SMALL
+
+    def matmul(
+        self, a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Tensor:
+        rows = a.shape[1] if transpose_a else a.shape[0]
+        if self._small(rows * a.shape[0 if transpose_a else 1] * b.shape[0 if transpose_b else 1]):
+            return self.float32.matmul(self._rounded(a), self._rounded(b), transpose_a, transpose_b)
+        a, b = self._half(a), self._half(b)
+        with self.guard:
+            if transpose_a and not self.cuda:
+                # A weight gradient, x.T @ grad with x tall: oneDNN reads a stored-transposed
+                # left operand slowly, so it forms (grad.T @ x).T, as PyTorch's Linear forms
+                # its weights' gradient (measured 13.4 against 10.6 ms for 4,096 x 1,024 x
+                # 1,024; a contiguous copy of x.T first, 18.9 ms), and lays the result out in
+                # rows in float32 in the same pass: the optimizer reads it in float32.
+                turned = torch.mm(b if transpose_b else b.t(), a)
+                return turned.t().to(F32, memory_format=torch.contiguous_format)
+            return torch.mm(a.t() if transpose_a else a, b.t() if transpose_b else b)
+
+    def sum(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+        if not axes:
+            return x if x.dtype is F32 else x.to(F32)
+        if x.dtype is F32 or self.cuda or 0 not in axes or x.numel() <= HALF_BLOCK:
+            return torch.sum(x, axes, keepdims, dtype=F32)
+        # A half tensor's float32 total: libtorch widens the whole tensor first, so a large one
+        # is added a block of its first axis at a time, the widened block still in the
+        # caches, and the blocks' float32 totals added (the float32 bound holds in any order;
+        # measured 1.5 against 2.5 ms for 256 x 32 x 26 x 26).
+        step = max(1, HALF_BLOCK * x.shape[0] // x.numel())
+        total: Tensor = None
+        for i in range(0, x.shape[0], step):
+            part = torch.sum(x[i : i + step], axes, keepdims, dtype=F32)
+            total = part if total is None else total.add_(part)
+        return total
+
+    def mean(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+        if not axes:
+            return x if x.dtype is F32 else x.to(F32)
+        count = 1
+        for axis in axes:
+            count *= x.shape[axis]
+        return self.sum(x, axes, keepdims).div_(count)
+
+    @staticmethod
+    def _work(images: Tensor, w: Tensor, stride: int) -> int:
+        """About how many multiply-adds a convolution of these images and filters takes."""
+        count, channels, height, width = images.shape
+        return int(count * w.shape[0] * channels * w.shape[2] * w.shape[3] * height * width) // (
+            stride * stride
+        )
+
+    def conv2d(self, x: Tensor, w: Tensor, stride: int, padding: Paddings) -> Tensor:
+        return self.conv2d_bias(x, w, None, stride, padding)
+
+    def conv2d_bias(
+        self, x: Tensor, w: Tensor, bias: Tensor | None, stride: int, padding: Paddings
+    ) -> Tensor:
+        if self._small(self._work(x, w, stride)):
+            return self.float32.conv2d_bias(
+                self._rounded(x), self._rounded(w), bias, stride, padding
+            )
+        images, pads = padded(self._half(x), padding)
+        # The bias in the half format too (one more term of each total, within the bound), so
+        # the kernel adds it as it writes its outputs.
+        bias = None if bias is None else self._half(bias)
+        with self.guard:
+            return F.conv2d(images, self._half(w), bias, stride, pads)
+
+    def conv2d_weight_grad(
+        self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
+    ) -> Tensor:
+        filters = gy.shape[1]
+        if self._small(self._work(x, x.new_empty((filters, 1, *kernel)), stride)):
+            grads = self._rounded(gy)
+            return self.float32.conv2d_weight_grad(self._rounded(x), grads, kernel, stride, padding)
+        images, pads = padded(self._half(x), padding)
+        w = images.new_empty((filters, x.shape[1], *kernel))  # its shape is all that is read
+        args = (self._half(gy), images, w, None, (stride, stride), pads, (1, 1), False, (0, 0), 1)
+        with self.guard:
+            return _conv_backward(*args, (False, True, False))[1]
+
+    def conv2d_weight_bias_grad(
+        self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
+    ) -> tuple[Tensor, Tensor]:
+        # The biases' gradient is a sum, not a product: a float32 total of gy.
+        return self.conv2d_weight_grad(x, gy, kernel, stride, padding), self.sum(gy, (0, 2, 3))
+
+    def conv2d_fold(
+        self, gy: Tensor, w: Tensor, image: tuple[int, int], stride: int, padding: Paddings
+    ) -> Tensor:
+        count, channels = gy.shape[0], w.shape[1]
+        shape = (count, channels, *image)
+        if self._small(self._work(gy.new_empty(1).expand(shape), w, stride)):
+            return self.float32.conv2d_fold(
+                self._rounded(gy), self._rounded(w), image, stride, padding
+            )
+        (top, bottom), (left, right) = padding
+        even = top == bottom and left == right
+        height = image[0] if even else image[0] + top + bottom
+        width = image[1] if even else image[1] + left + right
+        grads = self._half(gy)
+        x = grads.new_empty(1).expand(count, channels, height, width)
+        pads = (top, left) if even else (0, 0)
+        args = (grads, x, self._half(w), None, (stride, stride), pads, (1, 1), False, (0, 0), 1)
+        with self.guard:
+            folded = _conv_backward(*args, (True, False, False))[0]
+        if even:
+            return folded
+        return folded[:, :, top : top + image[0], left : left + image[1]].contiguous()
+
+
+OFFERED: dict[str, Callable[..., Totals]] = {
+    "float32": Float32Totals,
+    "strict": StrictTotals,
+    "mixed_bfloat16": partial(MixedTotals, precision=MIXED_BFLOAT16),
+    "mixed_float16": partial(MixedTotals, precision=MIXED_FLOAT16),
+}
 """The torch engine's precisions, its default first: name -> strategy."""
 
 
