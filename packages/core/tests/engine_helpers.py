@@ -15,16 +15,25 @@ from deepsharp.core.engine.registry import _MEMBERS
 class PrimitivesOnly:
     """Another engine's primitives and nothing else: no fast path reaches the core through it,
     so every fused operation runs its reference (what a new engine written from the protocol
-    alone gets)."""
+    alone gets). Each primitive is a property of the class (not a `__getattr__` forward), so
+    `isinstance(..., Engine)` sees them on every Python: from 3.12 a runtime protocol looks
+    members up statically."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self.name = f"{engine.name} (primitives only)"
 
-    def __getattr__(self, name: str) -> Any:
-        if name not in _MEMBERS:
-            raise AttributeError(f"{name!r} is not a primitive")
-        return getattr(self._engine, name)
+    @property
+    def name(self) -> str:
+        return f"{self._engine.name} (primitives only)"
+
+
+def _forward(member: str) -> property:
+    return property(lambda self: getattr(self._engine, member))
+
+
+for _member in _MEMBERS:
+    if _member != "name":
+        setattr(PrimitivesOnly, _member, _forward(_member))
 
 
 def offers(engine: Any, fast_path: str) -> bool:
