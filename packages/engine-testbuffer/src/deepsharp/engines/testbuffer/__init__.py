@@ -7,11 +7,36 @@ arithmetic alone, each within 3u·Σ|terms| at any size (precision `strict`; the
 `deepsharp.engines.testbuffer._totals`). Its counters add live buffers, live bytes and the most
 buffers alive at once to the transfers every engine counts, so memory and transfer promises are
 tested without a card.
+
+- `DESCRIPTION`: what the `deepsharp.engines` entry point gives (`testbuffer`,
+  `testbuffer:strict`; its one precision, strict).
 """
 
 from __future__ import annotations
 
-from deepsharp.engines.testbuffer._engine import TestBufferEngine, __version__, from_spec
+from deepsharp.core.engine import EngineDescription
+from deepsharp.engines.testbuffer._engine import (
+    PRECISION,
+    TestBufferEngine,
+    __version__,
+    from_spec,
+)
 from deepsharp.engines.testbuffer._memory import BufferCounters, TestBuffer
 
-__all__ = ["BufferCounters", "TestBuffer", "TestBufferEngine", "__version__", "from_spec"]
+__all__ = [
+    "DESCRIPTION",
+    "BufferCounters",
+    "TestBuffer",
+    "TestBufferEngine",
+    "__version__",
+    "from_spec",
+]
+
+DESCRIPTION = EngineDescription(
+    name="testbuffer",
+    make=from_spec,
+    default_spec="testbuffer",
+    precisions=(PRECISION,),
+    specs=("testbuffer", f"testbuffer:{PRECISION}"),
+)
+"""The test engine as it describes itself through its entry point."""
