@@ -204,8 +204,9 @@ def smoke(session: nox.Session) -> None:
 
 @nox.session(python=TORCH_PYTHON)
 def benchmarks(session: nox.Session) -> None:
-    """Seed workloads on every engine beside plain PyTorch, and serving: the ratios asserted
-    (benchmarks/results/steps.json), then docs/performance.md written from the results."""
+    """Seed workloads on every engine beside plain PyTorch, serving, and mixed precision beside
+    PyTorch's autocast: the ratios asserted (benchmarks/results/steps.json), then
+    docs/performance.md written from the results."""
     _benchmarks(session, "not scaling", "nox -s benchmarks")
 
 

@@ -32,7 +32,7 @@ import torch
 
 import mixed_workloads as mixed
 from deepsharp.core.engine.memory import keep_freed_memory
-from workloads import conv_step, titanic_step
+from workloads import conv_step, titanic_step, torch_conv_step, torch_titanic_step
 
 SETTLE = 0.3
 FLOAT32, MIXED = "torch:cpu", "torch:cpu:mixed_bfloat16"
@@ -53,8 +53,8 @@ WORKLOADS: dict[str, tuple[dict[str, Callable[[], Callable[[], object]]], int, i
         {
             "deepsharp float32": lambda: conv_step(FLOAT32, 256, 32),
             "deepsharp mixed_bfloat16": lambda: conv_step(MIXED, 256, 32),
-            "PyTorch float32": lambda: mixed.torch_conv_step(256, 32, False),
-            "PyTorch autocast": lambda: mixed.torch_conv_step(256, 32, True),
+            "PyTorch float32": lambda: torch_conv_step(256, 32, autocast=False),
+            "PyTorch autocast": lambda: torch_conv_step(256, 32, autocast=True),
         },
         3,
         10,
@@ -63,8 +63,8 @@ WORKLOADS: dict[str, tuple[dict[str, Callable[[], Callable[[], object]]], int, i
         {
             "deepsharp float32": lambda: conv_step(FLOAT32, 32, 8),
             "deepsharp mixed_bfloat16": lambda: conv_step(MIXED, 32, 8),
-            "PyTorch float32": lambda: mixed.torch_conv_step(32, 8, False),
-            "PyTorch autocast": lambda: mixed.torch_conv_step(32, 8, True),
+            "PyTorch float32": lambda: torch_conv_step(32, 8, autocast=False),
+            "PyTorch autocast": lambda: torch_conv_step(32, 8, autocast=True),
         },
         30,
         10,
@@ -73,8 +73,8 @@ WORKLOADS: dict[str, tuple[dict[str, Callable[[], Callable[[], object]]], int, i
         {
             "deepsharp float32": lambda: titanic_step(FLOAT32),
             "deepsharp mixed_bfloat16": lambda: titanic_step(MIXED),
-            "PyTorch float32": lambda: mixed.torch_titanic_step(False),
-            "PyTorch autocast": lambda: mixed.torch_titanic_step(True),
+            "PyTorch float32": lambda: torch_titanic_step(autocast=False),
+            "PyTorch autocast": lambda: torch_titanic_step(autocast=True),
         },
         200,
         10,

@@ -9,8 +9,11 @@ master weights and `torch.optim.Adam`).
 - the Titanic step (`workloads.titanic_step`);
 - serving: the dense network's predictions for 4,096 rows, without recording.
 
-Every step takes fresh copies of its rows, as the seed workloads do. `python
-benchmarks/mixed_speed.py` times them against each other (see its docstring).
+Every step takes fresh copies of its rows, as the seed workloads do. `MIXED` holds them as
+workloads: torch:cpu:mixed_bfloat16 and torch:cpu (float32) beside PyTorch's autocast step, with
+PyTorch's float32 step timed in the same rounds for scale; `test_mixed.py` holds them to their
+goals in `nox -s benchmarks`. `python benchmarks/mixed_speed.py --profile` shows where each
+side's time goes.
 """
 
 from __future__ import annotations
@@ -21,20 +24,28 @@ from typing import Any
 import numpy as np
 
 from deepsharp.core import Adam, CrossEntropy, Dense, Network, Relu, Trainer
-from workloads import image_batch, titanic_batch
+from workloads import (
+    CONV,
+    Workload,
+    conv_step,
+    titanic_step,
+    torch_conv_step,
+    torch_step,
+    torch_titanic_step,
+)
 
 __all__ = [
+    "AUTOCAST",
     "DENSE_FEATURES",
     "DENSE_ROWS",
+    "MIXED",
     "dense_batch",
     "dense_network",
     "dense_serving",
     "dense_step",
-    "torch_conv_step",
     "torch_dense_model",
     "torch_dense_serving",
     "torch_dense_step",
-    "torch_titanic_step",
 ]
 
 DENSE_ROWS, DENSE_FEATURES, DENSE_WIDTH = 4096, 1024, 1024
@@ -91,60 +102,20 @@ def torch_dense_model() -> Any:
     return torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
 
 
-def _torch_step(
-    model: Any, loss: Any, rows: np.ndarray, targets: np.ndarray, autocast: bool
-) -> Callable[[], float]:
-    """PyTorch eager: autograd, torch.optim.Adam (Keras's epsilon), fresh copies of the rows;
-    under `autocast` the forward pass in torch.autocast("cpu", bfloat16), the slots float32."""
-    import torch
-
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.001, eps=1e-7)
-
-    def step() -> float:
-        x, y = torch.from_numpy(rows.copy()), torch.from_numpy(targets.copy())
-        optimizer.zero_grad()
-        if autocast:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                value = loss(model(x), y)
-        else:
-            value = loss(model(x), y)
-        value.backward()
-        optimizer.step()
-        return float(value.detach())
-
-    return step
-
-
-def torch_dense_step(autocast: bool = False) -> Callable[[], float]:
+def torch_dense_step(autocast: bool = False, device: str = "cpu") -> Callable[[], float]:
     import torch
 
     torch.manual_seed(0)
-    return _torch_step(torch_dense_model(), torch.nn.CrossEntropyLoss(), *dense_batch(), autocast)
-
-
-def torch_conv_step(count: int, filters: int, autocast: bool = False) -> Callable[[], float]:
-    import torch
-
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Conv2d(1, filters, 3),
-        torch.nn.ReLU(),
-        torch.nn.Flatten(),
-        torch.nn.Linear(filters * 26 * 26, 10),
+    rows, classes = dense_batch()
+    step = torch_step(
+        torch_dense_model(), torch.nn.CrossEntropyLoss(), rows, classes, device, autocast
     )
-    return _torch_step(model, torch.nn.CrossEntropyLoss(), *image_batch(count), autocast)
-
-
-def torch_titanic_step(autocast: bool = False) -> Callable[[], float]:
-    import torch
-
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(14, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
-    return _torch_step(model, torch.nn.BCEWithLogitsLoss(), *titanic_batch(), autocast)
+    return lambda: float(step())
 
 
 def torch_dense_serving(autocast: bool = False) -> Callable[[], np.ndarray]:
-    """PyTorch's inference on the dense network: no_grad, softmax, float32 answers on the host."""
+    """PyTorch's inference on the dense network: no_grad, softmax, float32 predictions on the
+    host."""
     import torch
 
     torch.manual_seed(0)
@@ -154,12 +125,73 @@ def torch_dense_serving(autocast: bool = False) -> Callable[[], np.ndarray]:
     def serve() -> np.ndarray:
         with torch.no_grad():
             x = torch.from_numpy(rows.copy())
-            if autocast:
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    logits = model(x)
-            else:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
                 logits = model(x)
             out: np.ndarray = torch.softmax(logits.float(), 1).numpy()
             return out
 
     return serve
+
+
+# --- the workloads -----------------------------------------------------------------------------
+
+AUTOCAST = 'PyTorch eager, autocast("cpu", bfloat16)'
+"""The mixed workloads' peer: PyTorch's own mixed precision, float32 master weights."""
+PYTORCH_FLOAT32 = "PyTorch eager, float32"
+ENGINES = ("torch:cpu:mixed_bfloat16", "torch:cpu")
+DENSE = "Dense: 4,096 rows × 1,024 features, 3 × (Dense 1,024, ReLU), Dense 10, cross entropy, Adam"
+
+MIXED = [
+    Workload(
+        name="mixed-dense-4096x1024",
+        title=DENSE,
+        step=dense_step,
+        peer=lambda: torch_dense_step(autocast=True),
+        peer_name=AUTOCAST,
+        engines=ENGINES,
+        rounds=5,
+        references={PYTORCH_FLOAT32: lambda: torch_dense_step(autocast=False)},
+    ),
+    Workload(
+        name="mixed-conv-256x32",
+        title=f"Convolution: 256 images 1×28×28, 32 filters 3×3; {CONV}",
+        step=lambda engine: conv_step(engine, 256, 32),
+        peer=lambda: torch_conv_step(256, 32, autocast=True),
+        peer_name=AUTOCAST,
+        engines=ENGINES,
+        rounds=7,
+        references={PYTORCH_FLOAT32: lambda: torch_conv_step(256, 32)},
+    ),
+    Workload(
+        name="mixed-conv-32x8",
+        title=f"Convolution: 32 images 1×28×28, 8 filters 3×3; {CONV}",
+        step=lambda engine: conv_step(engine, 32, 8),
+        peer=lambda: torch_conv_step(32, 8, autocast=True),
+        peer_name=AUTOCAST,
+        engines=ENGINES,
+        rounds=7,
+        references={PYTORCH_FLOAT32: lambda: torch_conv_step(32, 8)},
+    ),
+    Workload(
+        name="mixed-titanic",
+        title="Titanic: 32 rows × 14 features, Dense 16, ReLU, Dense 1, BCE, Adam",
+        step=titanic_step,
+        peer=lambda: torch_titanic_step(autocast=True),
+        peer_name=AUTOCAST,
+        engines=ENGINES,
+        rounds=7,
+        references={PYTORCH_FLOAT32: lambda: torch_titanic_step()},
+    ),
+    Workload(
+        name="mixed-serving-4096",
+        title="Serving the dense network: 4,096 rows' predictions, no recording",
+        step=dense_serving,
+        peer=lambda: torch_dense_serving(autocast=True),
+        peer_name=AUTOCAST,
+        engines=ENGINES,
+        rounds=5,
+        references={PYTORCH_FLOAT32: lambda: torch_dense_serving()},
+    ),
+]
+"""Mixed precision on the processor, in the order the docs give them: the two steps the goals
+are set on (dense, the 256 × 32 convolution), the small steps, serving."""

@@ -2,7 +2,7 @@
 
     python benchmarks/performance_doc.py [--results DIR] [--out PATH]
 
-Reads DIR/steps.json (`nox -s benchmarks`: the seed workloads and the whole jobs) and
+Reads DIR/steps.json (`nox -s benchmarks`: the seed workloads, the whole jobs, mixed precision) and
 DIR/scaling.json (`nox -s scaling`: how cost grows), DIR being benchmarks/results unless told;
 either may be missing, and the page then says which command gives its figures. Both sessions
 run this at their end. The page holds the current figures only, with their machine, versions,
@@ -238,6 +238,51 @@ def busy_note(figures: Mapping[str, Any]) -> str:
     return f"; *busy*: others took up to {max(shares):.0%} of the cores"
 
 
+MIXED = """\
+torch:cpu:mixed_bfloat16 multiplies and convolves in bfloat16 (AMX and AVX-512 BF16 kernels
+where the processor has them) and keeps products' outputs in bfloat16 between operations; its
+slots, the optimizer's memory and every total that is not a product stay float32
+([mixed precision](mixed-precision.md)). Its peer here is PyTorch's own mixed precision:
+`torch.autocast("cpu", dtype=torch.bfloat16)` around the forward pass, float32 master weights,
+torch.optim.Adam. Each workload times torch:cpu:mixed_bfloat16, torch:cpu (float32), the
+autocast step and PyTorch's float32 step in the same rounds; the **speed-up** is the median
+over the rounds of torch:cpu's time over mixed_bfloat16's, and *PyTorch's own* is its float32
+step's time over its autocast step's: what bfloat16 gives on this processor.
+"""
+
+
+def mixed_section(mixed: Mapping[str, Any]) -> list[str]:
+    lines = [
+        "## Mixed precision on the processor",
+        "",
+        MIXED,
+        "| workload | rounds | mixed_bfloat16's step | autocast's step | ratio to autocast "
+        "| goal | speed-up over torch:cpu | goal | PyTorch's own speed-up |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, workload in in_order(mixed):
+        found, busy = workload["engines"]["torch:cpu:mixed_bfloat16"], bool(workload.get("busy"))
+        ratio_goal, speedup_goal = workload.get("ratio_goal"), workload.get("speedup_goal")
+        ratio_met = ratio_goal is not None and found["ratio"] <= ratio_goal
+        speedup_met = speedup_goal is not None and workload["speedup"] >= speedup_goal
+        ratio, speedup = times(found["ratio"]), times(workload["speedup"])
+        lines.append(
+            f"| {workload['title']} | {rounds_cell(workload)} | {duration(found['step_us'])} | "
+            f"{duration(workload['peer_step_us'])} | "
+            f"{f'**{ratio}**' if ratio_met and not busy else ratio} ({spread(found)}) | "
+            f"{_goal(ratio_goal, '≤', ratio_met, busy)} | "
+            f"{f'**{speedup}**' if speedup_met and not busy else speedup} "
+            f"({min(workload['speedups']):.2f}–{max(workload['speedups']):.2f}) | "
+            f"{_goal(speedup_goal, '≥', speedup_met, busy)} | "
+            f"{times(workload['pytorch_speedup'])} |"
+        )
+    return [*lines, ""]
+
+
+def _goal(goal: float | None, sign: str, met: bool, busy: bool) -> str:
+    return "none" if goal is None else f"{sign} {goal:g}× — {judged(met, busy)}"
+
+
 def jobs_section(jobs: Mapping[str, Any]) -> list[str]:
     lines = ["## Whole jobs (light engine)", "", "| job | measured | goal |", "|---|---|---|"]
     sample = jobs.get("sample")
@@ -364,6 +409,15 @@ def page(steps: Mapping[str, Any] | None, scaling: Mapping[str, Any] | None) -> 
         lines += ["## Training steps", "", "Not measured: `nox -s benchmarks` gives them.", ""]
     if steps and steps.get("jobs"):
         lines += jobs_section(steps["jobs"])
+    if steps and steps.get("mixed"):
+        lines += mixed_section(steps["mixed"])
+    else:
+        lines += [
+            "## Mixed precision on the processor",
+            "",
+            "Not measured: `nox -s benchmarks` gives it.",
+            "",
+        ]
     lines += scaling_section(scaling.get("scaling") if scaling else None)
     lines += [PRECISIONS, REPRODUCING]
     return "\n".join(lines).rstrip() + "\n"

@@ -111,3 +111,32 @@ def test_where_torch_overtakes_light_is_said() -> None:
     assert "torch:cpu overtakes light at 256 rows and stays ahead." in said
     never = _sizes({1: (0.3, 0.6), 32: (0.3, 0.5)})
     assert "slower than light at every size" in " ".join(crossovers(never, ["1", "32"], "rows"))
+
+
+def test_mixed_precision_gives_both_ratios_their_goals_and_pytorch_s_own_speed_up() -> None:
+    mixed = copy.deepcopy(STEPS)
+    mixed["mixed"] = {
+        "mixed-dense-4096x1024": {
+            "title": "Dense: 4,096 rows",
+            "order": 0,
+            "others_share_each_round": [0.0, 0.0, 0.1],
+            "quiet_rounds": 3,
+            "busy": False,
+            "peer_step_us": 65_000.0,
+            "engines": {
+                "torch:cpu:mixed_bfloat16": _step(1.13, 73_500.0),
+                "torch:cpu": _step(3.8, 247_000.0),
+            },
+            "speedup": 3.36,
+            "speedups": [3.2, 3.36, 3.4],
+            "pytorch_speedup": 3.7,
+            "ratio_goal": 1.1,
+            "speedup_goal": 2.5,
+        }
+    }
+    text = page(mixed, None)
+    assert (
+        "| Dense: 4,096 rows | 3 of 3 quiet | 73.5 ms | 65 ms | 1.13× (1.02–1.36) | "
+        "≤ 1.1× — **not met** | **3.36×** (3.20–3.40) | ≥ 2.5× — met | 3.70× |" in text
+    )
+    assert "Not measured: `nox -s benchmarks` gives it." in page(STEPS, None)

@@ -5,19 +5,21 @@ eager with torch.optim.Adam for the seed workloads): its name, a line for the do
 deepsharp's step for an engine spec, a maker of the peer's step, and which engines it runs on.
 Every step takes fresh copies of its rows, as a user's loop would hand it new ones.
 
-- `SEED`: the three seed workloads (DESIGN §12), timed and held to goals by `test_steps.py`.
+- `SEED`: the three seed workloads, timed and held to goals by `test_steps.py`.
 - `SCALING`: how cost grows: the Titanic-shaped step at 1 to 4,096 rows, the convolution step
   at 32 to 256 images, timed by `test_scaling.py` (`nox -s scaling`) for the docs' tables.
 
-A new workload (the mixed-precision dense network with PyTorch's autocast step as its peer,
-say) is one more `Workload` in `SEED` (or a list of its own) naming its engines; its goals go
-in `test_steps.LIMITS` and `GUARDS`. benchmarks/README.md says how.
+- `mixed_workloads.MIXED`: mixed precision's steps beside PyTorch's autocast, timed and held to
+  goals by `test_mixed.py`.
+
+A new workload is one more `Workload` in `SEED` (or a list of its own) naming its engines; its
+goals go in `test_steps.LIMITS` and `GUARDS`. benchmarks/README.md says how.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,6 +60,9 @@ class Workload:
     group: str = ""
     size: int = 0
     """For scaling tables: the table (`group`) and the size of the work (rows or images)."""
+    references: Mapping[str, Callable[[], Step]] = field(default_factory=dict)
+    """Other peers' steps timed in the same rounds, for scale (PyTorch's float32 step beside
+    its autocast peer): name -> maker."""
 
 
 # --- the batches ---------------------------------------------------------------------------
@@ -108,18 +113,24 @@ def conv_step(engine: Any, count: int, filters: int) -> Step:
 # --- the peer: plain PyTorch eager ---------------------------------------------------------
 
 
-def _torch_step(model: Any, loss: Any, rows: Any, targets: Any, device: str) -> Step:
-    """Plain PyTorch eager: torch.optim.Adam, autograd, fresh copies of the rows each step."""
+def torch_step(
+    model: Any, loss: Any, rows: Any, targets: Any, device: str, autocast: bool = False
+) -> Step:
+    """Plain PyTorch eager: torch.optim.Adam, autograd, fresh copies of the rows each step;
+    under `autocast` the forward pass in `torch.autocast(device, bfloat16)`, its slots float32
+    (PyTorch's own mixed precision)."""
     import torch
 
     model = model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.001, eps=1e-7)
+    kind = device.split(":")[0]
 
     def step() -> float:
         x = torch.from_numpy(rows.copy()).to(device)
         y = torch.from_numpy(targets.copy()).to(device)
         optimizer.zero_grad()
-        value = loss(model(x), y)
+        with torch.autocast(kind, dtype=torch.bfloat16, enabled=autocast):
+            value = loss(model(x), y)
         value.backward()
         optimizer.step()
         return float(value.item())
@@ -127,15 +138,15 @@ def _torch_step(model: Any, loss: Any, rows: Any, targets: Any, device: str) -> 
     return step
 
 
-def torch_titanic_step(rows: int = 32, device: str = "cpu") -> Step:
+def torch_titanic_step(rows: int = 32, device: str = "cpu", autocast: bool = False) -> Step:
     import torch
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(14, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
-    return _torch_step(model, torch.nn.BCEWithLogitsLoss(), *titanic_batch(rows), device)
+    return torch_step(model, torch.nn.BCEWithLogitsLoss(), *titanic_batch(rows), device, autocast)
 
 
-def torch_conv_step(count: int, filters: int, device: str = "cpu") -> Step:
+def torch_conv_step(count: int, filters: int, device: str = "cpu", autocast: bool = False) -> Step:
     import torch
 
     torch.manual_seed(0)
@@ -145,7 +156,7 @@ def torch_conv_step(count: int, filters: int, device: str = "cpu") -> Step:
         torch.nn.Flatten(),
         torch.nn.Linear(filters * 26 * 26, 10),
     )
-    return _torch_step(model, torch.nn.CrossEntropyLoss(), *image_batch(count), device)
+    return torch_step(model, torch.nn.CrossEntropyLoss(), *image_batch(count), device, autocast)
 
 
 # --- the workloads -------------------------------------------------------------------------
@@ -178,7 +189,7 @@ def convolution(images: int, filters: int, rounds: int = 9) -> Workload:
 
 
 SEED = [titanic(32, rounds=11), convolution(32, 8, rounds=9), convolution(256, 32, rounds=9)]
-"""DESIGN §12's seed workloads, in the order the docs give them."""
+"""The seed workloads (docs/design.md, benchmarks), in the order the docs give them."""
 
 SCALING = [titanic(rows, rounds=7) for rows in (1, 32, 256, 4096)] + [
     convolution(images, 8, rounds=7) for images in (32, 64, 128, 256)
