@@ -4,13 +4,15 @@ spec its entry point describes, and one that cannot be made here is skipped, say
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from deepsharp.contracts.plugin import choose_engines, default_spec
+from deepsharp.contracts.plugin import choose_engines, default_spec, summary_lines
 from deepsharp.core.engine import available_engines, describe_engine, rescan_engines
 
 ENGINES = """
@@ -73,3 +75,30 @@ def test_with_no_engine_named_every_installed_engine_runs_at_its_default_spec(
 def test_engines_named_run_as_named_in_order_once() -> None:
     chosen, skipped = choose_engines(["light:float32", "light", "light:float32"])
     assert (chosen, skipped) == (["light:float32", "light"], [])
+
+
+def test_a_run_with_no_engine_named_says_which_ran_and_why_others_were_skipped(
+    two_more_engines: None, tmp_path: Path
+) -> None:
+    # A fresh process sees the two engines on its path, as an installed distribution.
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "deepsharp.contracts.test_identity", "-q"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = result.stdout
+    assert result.returncode == 0, out[-2000:]
+    assert "deepsharp contracts" in out
+    held = next(line for line in out.splitlines() if line.startswith("held to the contract:"))
+    assert "mine:cpu" in held and "light" in held
+    assert "skipped absent:card: absent needs a card, and none is here" in out
+
+
+def test_with_nothing_to_hold_the_summary_says_so() -> None:
+    assert summary_lines([], ["absent:card: needs a card"]) == [
+        "no engine was held to the contract: install one, or name one with --engine SPEC",
+        "skipped absent:card: needs a card",
+    ]

@@ -22,10 +22,11 @@ from deepsharp.contracts.measure import Contract, IdentityMissing, Measurements,
 from deepsharp.core.engine import Engine, available_engines, describe_engine, make_engine
 from deepsharp.core.errors import EngineUnavailableError
 
-__all__ = ["choose_engines", "default_spec"]
+__all__ = ["choose_engines", "default_spec", "summary_lines"]
 
 _MEASUREMENTS = pytest.StashKey[Measurements]()
 _CHOSEN = pytest.StashKey[tuple[list[str], list[str]]]()
+_HELD = pytest.StashKey[bool]()
 
 
 def default_spec(name: str) -> str:
@@ -92,8 +93,30 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Where the contract ran, after the results: the engines held to it and those skipped,
+    why (the header says it too, but only where --engine or --contracts-report was given: the
+    plugin is loaded by every pytest run, most of which are not the contract's)."""
+    if not config.stash.get(_HELD, False):
+        return
+    chosen, skipped = _chosen(config)
+    terminalreporter.section("deepsharp contracts")
+    for line in summary_lines(chosen, skipped):
+        terminalreporter.write_line(line)
+
+
+def summary_lines(chosen: list[str], skipped: list[str]) -> list[str]:
+    """The engines held to the contract, and each skipped with its reason."""
+    if not chosen:
+        lines = ["no engine was held to the contract: install one, or name one with --engine SPEC"]
+    else:
+        lines = [f"held to the contract: {', '.join(chosen)}"]
+    return lines + [f"skipped {reason}" for reason in skipped]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "engine_spec" in metafunc.fixturenames:
+        metafunc.config.stash[_HELD] = True
         chosen, _ = _chosen(metafunc.config)
         metafunc.parametrize("engine_spec", chosen, ids=chosen, indirect=True, scope="session")
 
