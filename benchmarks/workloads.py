@@ -5,7 +5,8 @@ eager with torch.optim.Adam for the seed workloads): its name, a line for the do
 deepsharp's step for an engine spec, a maker of the peer's step, and which engines it runs on.
 Every step takes fresh copies of its rows, as a user's loop would hand it new ones.
 
-- `SEED`: the three seed workloads, timed and held to goals by `test_steps.py`.
+- `SEED`: the three seed workloads (docs/design.md, "Checks and benchmarks"), timed and held to
+  goals by `test_steps.py`.
 - `SCALING`: how cost grows: the Titanic-shaped step at 1 to 4,096 rows, the convolution step
   at 32 to 256 images, timed by `test_scaling.py` (`nox -s scaling`) for the docs' tables.
 
@@ -189,7 +190,7 @@ def convolution(images: int, filters: int, rounds: int = 9) -> Workload:
 
 
 SEED = [titanic(32, rounds=11), convolution(32, 8, rounds=9), convolution(256, 32, rounds=9)]
-"""The seed workloads (docs/design.md, benchmarks), in the order the docs give them."""
+"""The seed workloads (docs/design.md, "Checks and benchmarks"), in the order the docs give them."""
 
 SCALING = [titanic(rows, rounds=7) for rows in (1, 32, 256, 4096)] + [
     convolution(images, 8, rounds=7) for images in (32, 64, 128, 256)

@@ -3,7 +3,7 @@
     python packages/distributed/benchmarks/reduction.py [--repeats 200] [--worlds 2 4]
 
 Prints a Markdown table (docs/distributed.md quotes it) and the machine it ran on. The gradients:
-a Titanic network's (Dense 16 + ReLU, Dense 1 on 14 features: 257 values) and the 256-image
+the Titanic sample network's (Dense 16 + ReLU, Dense 1 on its 15 features: 273 values) and the 256-image
 convolution step's (32 filters 3x3 on 1x28x28 images, ReLU, Flatten, Dense 10: 216,650 values).
 """
 
@@ -21,7 +21,7 @@ from deepsharp.core import make_engine
 from deepsharp.distributed import DataParallel, launch
 
 GRADIENTS = {
-    "Titanic (257)": [(14, 16), (16,), (16, 1), (1,)],
+    "Titanic (273)": [(15, 16), (16,), (16, 1), (1,)],
     "convolution 256x32 (216,650)": [(32, 1, 3, 3), (32,), (32 * 26 * 26, 10), (10,)],
 }
 

@@ -1,4 +1,4 @@
-"""The scripts docs/distributed.md shows run as a user runs them: shares_sum.py by hand (it
+"""The scripts docs/distributed.md shows run as a user runs them: gradient_sum.py by hand (it
 launches its own two processes) gives the whole batch's gradient; titanic_parallel.py (fit with
 DataParallel) under `torchrun --standalone --nproc-per-node 2`: rank 0 alone prints the report
 and writes the network, of the one-process band. (Each torchrun costs seconds of CI: the
@@ -22,7 +22,7 @@ pytest.importorskip("torch")
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "distributed.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
-NAME = "shares_sum.py"
+NAME = "gradient_sum.py"
 FIT = "titanic_parallel.py"
 
 
@@ -42,8 +42,8 @@ def _torchrun() -> list[str]:
 
 def _batch_gradient() -> np.ndarray:
     rows = np.random.default_rng(0).standard_normal((32, 3)).astype(np.float32)
-    answers = rows @ np.array([1.0, -2.0, 0.5], np.float32)
-    x, y = rows.astype(np.float64), answers.astype(np.float64)
+    targets = rows @ np.array([1.0, -2.0, 0.5], np.float32)
+    x, y = rows.astype(np.float64), targets.astype(np.float64)
     return -2.0 * x.T @ y / len(x)  # at zero slots: 2·xᵀ(x·0 - y)/B
 
 
