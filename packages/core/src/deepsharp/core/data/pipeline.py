@@ -48,8 +48,21 @@ from deepsharp.core.data.columns import (
     UnknownRule,
     read_column,
 )
-from deepsharp.core.data.sources import Part, column_names, columns, read_csv
-from deepsharp.core.data.values import FLOAT32_MAX, ColumnName, row_text, rows_named
+from deepsharp.core.data.sources import (
+    Part,
+    column_names,
+    columns,
+    is_frame,
+    read_csv,
+    row_naming,
+)
+from deepsharp.core.data.values import (
+    FLOAT32_MAX,
+    ColumnName,
+    naming_rows,
+    row_text,
+    rows_named,
+)
 from deepsharp.core.errors import DataError, FileFormatError
 
 __all__ = ["Learning", "Pipeline", "array_features", "read_csv"]
@@ -202,11 +215,12 @@ class Pipeline:
             names = [c.name for c in resolved]
             if self._target is not None:
                 names.append(self._target.name)
-            _, taken = columns(rows, names)
-            for column in resolved:
-                column.learn(taken[column.name])
-            if self._target is not None:
-                self._target.learn(taken[self._target.name])
+            with _named(rows):
+                _, taken = columns(rows, names)
+                for column in resolved:
+                    column.learn(taken[column.name])
+                if self._target is not None:
+                    self._target.learn(taken[self._target.name])
             self._columns = resolved
             self._learned = True
         except BaseException:
@@ -501,8 +515,13 @@ class Learning:
 
 
 def _named(rows: object) -> AbstractContextManager[None]:
-    """Rows of a part are named in messages by their place in the file they were read from."""
-    return rows_named(rows.row_text) if isinstance(rows, Part) else nullcontext()
+    """Rows of a part are named in messages by their place in the file they were read from; a
+    DataFrame's by their index labels too (unless the caller names them already)."""
+    if isinstance(rows, Part):
+        return rows_named(rows.row_text)
+    if is_frame(rows) and not naming_rows():
+        return rows_named(row_naming(rows))
+    return nullcontext()
 
 
 # --------------------------------------------------------------------------------------------

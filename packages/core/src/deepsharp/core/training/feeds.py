@@ -20,8 +20,8 @@ from numpy.typing import NDArray
 
 from deepsharp.core.data.pipeline import Pipeline, array_features
 from deepsharp.core.data.scan import Scan
-from deepsharp.core.data.sources import Part, is_frame, row_count, rows_of, take
-from deepsharp.core.data.values import ColumnName
+from deepsharp.core.data.sources import Part, is_frame, row_count, row_naming, rows_of, take
+from deepsharp.core.data.values import ColumnName, rows_named
 from deepsharp.core.errors import DataError, ShapeError
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Network
@@ -151,10 +151,16 @@ class Rows(Source):
                 "read_csv's rows)"
             )
         parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
-        pipeline.learn(take(self.rows, parts[0]))
-        whole = _made(self.rows, pipeline, network, loss)
+        # Messages name a row by its place in the rows handed in, not in the shuffled split.
+        with rows_named(row_naming(self.rows, parts[0])):
+            pipeline.learn(take(self.rows, parts[0]))
+        with rows_named(row_naming(self.rows)):
+            whole = _made(self.rows, pipeline, network, loss)
         loss.check_training_targets(whole.targets[parts[0]])
-        apart = None if test is None else _made(rows_of(test), pipeline, network, loss)
+        apart = None
+        if test is not None:
+            with rows_named(row_naming(rows_of(test), of="the test rows")):
+                apart = _made(rows_of(test), pipeline, network, loss)
         return _in_memory(pipeline, whole, parts, apart)
 
 
@@ -183,7 +189,8 @@ class Arrays(Source):
         x, y = _pair(self.x, self.y)
         count = x.shape[0]
         parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
-        pipeline.learn(x[parts[0]])
+        with rows_named(row_naming(x, parts[0])):  # a row named by its place in x
+            pipeline.learn(x[parts[0]])
         whole = ArrayFeed(_shaped(x, pipeline, network), loss.targets(y, network.outputs))
         loss.check_training_targets(whole.targets[parts[0]])
         apart = None
