@@ -26,6 +26,7 @@ from deepsharp.core.engine import (
     describe_engine,
     make_engine,
 )
+from deepsharp.core.engine.registry import ENGINE_PACKAGES
 from deepsharp.core.errors import DeepSharpError
 from deepsharp.core.version import __version__
 
@@ -286,10 +287,7 @@ def _doctor() -> int:
             print(f"  {name:<12} not usable: {error}")
             continue
         usable += _doctor_engine(description)
-    print(
-        "  other engines come as packages named deepsharp-engine-NAME "
-        "(pip install deepsharp-engine-NAME; docs/install.md lists them)"
-    )
+    print(f"  {ENGINE_PACKAGES}")
     return 0 if usable else 1
 
 

@@ -17,6 +17,7 @@ The installed engines are read once a process (`rescan_engines()` reads them aga
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -105,12 +106,23 @@ def available_engines() -> list[str]:
     return sorted(_registered())
 
 
+ENGINE_PACKAGES = (
+    "the engines other than light come in their own packages, not published on a package "
+    "index: in a checkout of deepsharp, pip install ./packages/engine-torch (the torch engine) "
+    "or ./packages/engine-testbuffer (the test engine); docs/install.md lists them"
+)
+"""Where engines come from, for messages (`deepsharp doctor`'s last line too)."""
+
+
 def _not_installed(name: str) -> str:
-    installed = ", ".join(available_engines()) or "none"
+    installed = available_engines()
+    close = difflib.get_close_matches(name, installed, n=3, cutoff=0.6)
+    lowered = [known for known in installed if known == name.strip().lower() and known != name]
+    close = list(dict.fromkeys([*lowered, *close]))
+    guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "."
     return (
-        f"no engine named {name!r} is installed here (installed: {installed}); an engine "
-        f"called NAME comes in the package deepsharp-engine-NAME: pip install "
-        f"deepsharp-engine-{name}"
+        f"no engine named {name!r} is installed here (installed: "
+        f"{', '.join(installed) or 'none'}){guess} For another engine: {ENGINE_PACKAGES}"
     )
 
 
