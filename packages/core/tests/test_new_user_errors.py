@@ -3,6 +3,7 @@ argument, the file) and what to do."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,12 +12,15 @@ import pytest
 from deepsharp.core import (
     SGD,
     BinaryCrossEntropy,
+    Checkpoint,
     DataError,
     Dense,
     FitOptions,
     Network,
     Pipeline,
     Relu,
+    StateError,
+    Trainer,
 )
 from deepsharp.core import fit as fit_run
 
@@ -59,3 +63,37 @@ def test_a_bad_value_in_a_dataframe_names_its_index_label(bad: int) -> None:
         match=rf"^row {bad + 1} \(counting from 1; DataFrame index {bad + 100}\), column 'a'",
     ):
         _fit_rows(frame)
+
+
+def test_a_closed_trainer_refuses_to_step_naming_itself_and_the_way_on() -> None:
+    x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(8, 3)
+    y = (x[:, :1] > 0).astype(np.float32)
+    trainer = Trainer(_network(), BinaryCrossEntropy(), SGD(0.1))
+    trainer.step(x, y)
+    trainer.close()
+    for attempt in (lambda: trainer.step(x, y), lambda: trainer.evaluate(x, y)):
+        with pytest.raises(StateError, match=r"this Trainer of .* is closed.*make a new Trainer"):
+            attempt()
+    trainer.close()  # closing again does nothing
+    with Trainer(_network(), BinaryCrossEntropy(), SGD(0.1)) as trainer:
+        trainer.step(x, y)
+    with pytest.raises(StateError, match="is closed"):
+        trainer.step(x, y)
+
+
+def test_a_checkpoint_dir_without_checkpoint_every_writes_every_epoch(tmp_path: Path) -> None:
+    options = FitOptions(seed=1, epochs=2, checkpoint_dir=tmp_path, checkpoint_keep=5)
+    assert options.checkpoint_every == 1
+    x = np.linspace(-1, 1, 60, dtype=np.float32).reshape(20, 3)
+    fit_run(
+        None,
+        (x, (x[:, :1] > 0).astype(np.float32)),
+        _network(),
+        BinaryCrossEntropy(),
+        SGD(0.1),
+        options,
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        Checkpoint.path_in(tmp_path, epoch).name for epoch in (1, 2)
+    ]
+    assert FitOptions(seed=1).checkpoint_every == 0  # no folder, no checkpoints

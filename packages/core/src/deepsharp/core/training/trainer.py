@@ -31,6 +31,7 @@ from deepsharp.core.errors import (
     DataError,
     FileFormatError,
     ShapeError,
+    StateError,
 )
 from deepsharp.core.nn.layers import Pass
 from deepsharp.core.nn.losses import Loss
@@ -159,6 +160,7 @@ class Trainer:
         self._bound: Bound | None = None
         self._slots: list[Tensor] = []
         self.state: OptimizerState | None = None
+        self.closed = False
         if network.inputs is not None:
             self.start(network.inputs)
 
@@ -170,6 +172,7 @@ class Trainer:
 
     def start(self, inputs: tuple[int, ...]) -> None:
         """Build the network for rows of shape `inputs`, draw its slots if it has none, bind it."""
+        self._check_open("start")
         if self._bound is not None:
             return
         self.network.build(inputs)
@@ -210,6 +213,7 @@ class Trainer:
         An empty share of a non-empty batch (a process of a distributed run left no rows) takes
         no forward pass: its gradients are zeros, and still go through the hooks and the update.
         """
+        self._check_open("step")
         empty_share = share is not None and share[2] > 0
         self._value_read = None
         rows = _checked_rows(features, empty_share)
@@ -277,6 +281,7 @@ class Trainer:
 
     def evaluate(self, features: Any, targets: Any) -> tuple[float, NDArray[np.float32]]:
         """The loss and the predictions (the link applied) for a batch, without recording."""
+        self._check_open("evaluate")
         rows = _checked_rows(features)
         if self._bound is None:
             self.start(tuple(rows.shape[1:]))
@@ -387,11 +392,21 @@ class Trainer:
         self.engine.assign(handle, self.engine.put(value))
 
     def close(self) -> None:
-        """Bring the slots back to the host network and let go of the engine's memory."""
+        """Bring the slots back to the host network and let go of the engine's memory. A closed
+        trainer takes no more steps (StateError); closing it again does nothing."""
         self.network.release()
         self._bound = None
         self._slots = []
         self.state = None
+        self.closed = True
+
+    def _check_open(self, asked: str) -> None:
+        if self.closed:
+            raise StateError(
+                f"{asked}: this Trainer of {self.network!r} is closed (close() or the end of its "
+                "with block brought its slots back and let go of its optimizer's memory); make "
+                "a new Trainer(network, loss, optimizer, ...) to train the network further"
+            )
 
 
 def check_sides(state: TrainerState, optimizer: Optimizer, seed: int, where: str) -> None:
