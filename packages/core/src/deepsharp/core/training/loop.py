@@ -65,7 +65,10 @@ class FitOptions:
     """How a run goes. Options hold the light engine unless they name another; `distributed`
     spreads the run over processes (deepsharp-distributed's `DataParallel`); `loss_scale`
     ("auto": dynamic under mixed_float16, none otherwise; "dynamic"; a number; a `LossScale`;
-    None) scales the loss for the way back (`deepsharp.core.training.scaling`)."""
+    None) scales the loss for the way back (`deepsharp.core.training.scaling`).
+
+    `checkpoint_dir`: where the run writes checkpoints, every `checkpoint_every` epochs — every
+    epoch when `checkpoint_every` is left 0 — keeping the latest `checkpoint_keep`."""
 
     seed: int
     engine: Engine | str | None = None
@@ -95,6 +98,8 @@ class FitOptions:
             raise TypeError(f"FitOptions: checkpoint_dir is a path, not {self.checkpoint_dir!r}")
         if self.checkpoint_every and self.checkpoint_dir is None:
             raise ValueError("FitOptions: checkpoint_every needs a checkpoint_dir to write into")
+        if self.checkpoint_dir is not None and not self.checkpoint_every:
+            self.checkpoint_every = 1  # a folder given is a folder to write into: every epoch
         if self.distributed is not None and not isinstance(self.distributed, Distribution):
             raise TypeError(
                 f"FitOptions: distributed is a Distribution (such as DataParallel()), not "
