@@ -15,11 +15,13 @@ from deepsharp.core import (
     Checkpoint,
     DataError,
     Dense,
+    FileFormatError,
     FitOptions,
     Network,
     Pipeline,
     Relu,
     StateError,
+    TrainedNetwork,
     Trainer,
 )
 from deepsharp.core import fit as fit_run
@@ -97,3 +99,38 @@ def test_a_checkpoint_dir_without_checkpoint_every_writes_every_epoch(tmp_path: 
         Checkpoint.path_in(tmp_path, epoch).name for epoch in (1, 2)
     ]
     assert FitOptions(seed=1).checkpoint_every == 0  # no folder, no checkpoints
+
+
+def _arrays() -> tuple[np.ndarray, np.ndarray]:
+    x = np.linspace(-1, 1, 60, dtype=np.float32).reshape(20, 3)
+    return x, (x[:, :1] > 0).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def trained() -> TrainedNetwork:
+    return fit_run(
+        None, _arrays(), _network(), BinaryCrossEntropy(), SGD(0.1), FitOptions(seed=1, epochs=1)
+    ).trained
+
+
+def test_loading_a_file_of_the_other_kind_says_which_load_reads_it(
+    trained: TrainedNetwork, tmp_path: Path
+) -> None:
+    trained.save(tmp_path / "trained.safetensors")
+    trained.network.save(tmp_path / "network.safetensors")
+    with pytest.raises(FileFormatError, match=r"load it with TrainedNetwork\.load\(path\)"):
+        Network.load(tmp_path / "trained.safetensors")
+    with pytest.raises(FileFormatError, match=r"load it with Network\.load\(path\)"):
+        TrainedNetwork.load(tmp_path / "network.safetensors")
+
+
+def test_saving_into_a_missing_folder_names_that_folder_not_a_temporary_file(
+    trained: TrainedNetwork, tmp_path: Path
+) -> None:
+    folder = tmp_path / "not" / "made"
+    for save in (trained.save, trained.network.save):
+        with pytest.raises(FileNotFoundError) as refused:
+            save(folder / "model.safetensors")
+        message = str(refused.value)
+        assert f"there is no folder {str(folder)!r}" in message
+        assert ".tmp" not in message and "make it first" in message

@@ -331,12 +331,26 @@ class Network:
         return f"Network([{inner}], inputs={self.inputs})"
 
 
+_LOADERS = {
+    "deepsharp.trained": ": it is a trained network (network, loss and pipeline), saved by "
+    "TrainedNetwork.save; load it with TrainedNetwork.load(path) (its .network is the Network)",
+    "deepsharp.network": ": it is a network alone, saved by Network.save; load it with "
+    "Network.load(path) (a TrainedNetwork is what fit's run.trained saves)",
+    "deepsharp.checkpoint": ": it is a checkpoint of a run; load it with Checkpoint.load(path), "
+    "or go on with fit(..., resume_from=path)",
+}
+"""What to call instead, for a file of another deepsharp kind."""
+
+
 def check_format(
     metadata: Mapping[str, str], where: str, kind: str, version: str = FORMAT_VERSION
 ) -> None:
     found = metadata.get("format")
     if found != kind:
-        raise FileFormatError(f"{where} is not a {kind} file (its format says {found!r})")
+        raise FileFormatError(
+            f"{where} is not a {kind} file (its format says {found!r})"
+            + _LOADERS.get(str(found), "")
+        )
     held = metadata.get("format_version")
     if held != version:
         raise FileFormatError(
