@@ -3,6 +3,8 @@ argument, the file) and what to do."""
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +15,29 @@ from deepsharp.core import (
     SGD,
     BinaryCrossEntropy,
     Checkpoint,
+    ConfigurationError,
+    Conv2D,
+    CrossEntropy,
     DataError,
+    DeepSharpWarning,
     Dense,
+    EngineUnavailableError,
     FileFormatError,
     FitOptions,
+    Flatten,
+    MeanSquaredError,
     Network,
     Pipeline,
     Relu,
+    Run,
+    ShapeError,
     StateError,
     TrainedNetwork,
     Trainer,
+    TrainingDivergedError,
 )
 from deepsharp.core import fit as fit_run
+from deepsharp.engines.light import LightEngine
 
 
 def _network() -> Network:
@@ -134,3 +147,103 @@ def test_saving_into_a_missing_folder_names_that_folder_not_a_temporary_file(
         message = str(refused.value)
         assert f"there is no folder {str(folder)!r}" in message
         assert ".tmp" not in message and "make it first" in message
+
+
+def _fit_arrays(data: Any, loss: Any = None, network: Network | None = None, **options: Any) -> Run:
+    return fit_run(
+        None,
+        data,
+        network or _network(),
+        BinaryCrossEntropy() if loss is None else loss,
+        SGD(0.1),
+        FitOptions(seed=1, epochs=1, **options),
+    )
+
+
+def test_string_labels_with_binary_cross_entropy_say_how_to_make_them_numbers() -> None:
+    x, y = _arrays()
+    labels = np.where(y[:, 0] > 0, "yes", "no")
+    with pytest.raises(DataError, match=r"not labels such as 'no', 'yes'.*labels == 'yes'"):
+        _fit_arrays((x, labels))
+    with pytest.raises(DataError, match=r"not labels such as .*kind='classes'"):
+        _fit_arrays((x, labels), CrossEntropy(), Network([Dense(2)]))
+
+
+def test_a_loss_or_optimizer_class_instead_of_an_instance_says_to_call_it() -> None:
+    x, y = _arrays()
+    with pytest.raises(ConfigurationError, match=r"the loss is the class BinaryCrossEntropy.*\(\)"):
+        _fit_arrays((x, y), BinaryCrossEntropy)
+    with pytest.raises(ConfigurationError, match=r"Trainer: the optimizer is the class SGD"):
+        Trainer(_network(), BinaryCrossEntropy(), SGD)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("engine", "says"),
+    [
+        (5, r"engine is a spec string such as 'light'.*not 5 \(int\)"),
+        ("gpu", r"engine 'gpu': no engine named 'gpu' is installed"),
+        ("ligth:float32", r"did you mean 'light'\?"),
+    ],
+)
+def test_fit_options_check_the_engine_where_they_are_made(engine: Any, says: str) -> None:
+    with pytest.raises(EngineUnavailableError, match=says):
+        FitOptions(seed=1, engine=engine)
+
+
+def test_fit_options_take_every_engine_spec_and_engine_without_making_one() -> None:
+    for engine in (
+        None,
+        "light",
+        "light:float32",
+        "testbuffer",
+        "deepsharp.engines.light:LightEngine",
+    ):
+        assert FitOptions(seed=1, engine=engine).engine == engine
+    engine = LightEngine()
+    assert FitOptions(seed=1, engine=engine).engine is engine
+
+
+def test_arguments_the_wrong_way_round_are_said_by_shape_not_dumped() -> None:
+    x, y = _arrays()
+    with pytest.raises(DataError, match=r"x has shape \(20,\) and y \(20, 3\).*wrong way round"):
+        _fit_arrays((y[:, 0], x))
+    with pytest.raises(TypeError) as refused:
+        fit_run(x, y, _network(), BinaryCrossEntropy(), SGD(0.1), FitOptions(seed=1))  # type: ignore[arg-type]
+    message = str(refused.value)
+    assert "ndarray of shape (20, 3) and dtype float32" in message
+    assert "fit(None, (x, y), " in message and len(message) < 300
+
+
+def test_one_row_without_its_batch_axis_is_told_to_add_it(trained: TrainedNetwork) -> None:
+    x, _ = _arrays()
+    with pytest.raises(DataError, match=r"not of shape \(3,\): a single row .* x\[None\]"):
+        trained.predict(x[0])
+    assert trained.predict(x[0][None]).shape == (1, 1)
+
+
+def test_channels_last_images_are_told_to_transpose() -> None:
+    images = np.zeros((8, 6, 6, 1), np.float32)
+    y = (np.arange(8) % 2).astype(np.float32)
+    network = Network([Conv2D(2, 3), Flatten(), Dense(1)], inputs=(1, 6, 6))
+    with pytest.raises(ShapeError, match=r"channels-last .* x\.transpose\(0, 3, 1, 2\)"):
+        _fit_arrays((images, y), network=network)
+    with pytest.warns(DeepSharpWarning, match=r"channels-last .* x\.transpose\(0, 3, 1, 2\)"):
+        Network([Conv2D(2, 3), Flatten(), Dense(1)]).build((28, 28, 3))
+
+
+def test_a_diverging_run_says_where_and_what_to_try_without_numpy_warnings() -> None:
+    x, y = _arrays()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a NumPy RuntimeWarning would fail the run here
+        with pytest.raises(TrainingDivergedError) as refused:
+            fit_run(
+                None,
+                (x * 1e3, y * 1e3),
+                _network(),
+                MeanSquaredError(),
+                SGD(10.0),
+                FitOptions(seed=1, epochs=5, batch_size=4),
+            )
+    message = str(refused.value)
+    assert re.search(r"loss became (nan|inf|-inf) at epoch \d+", message)
+    assert "try a smaller learning rate than SGD's 10 (say 1)" in message

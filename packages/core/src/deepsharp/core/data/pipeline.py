@@ -545,7 +545,12 @@ def array_features(data: object) -> npt.NDArray[np.float32]:
         raise DataError(
             f"arrays of features are (rows, ...) with at least one row, not of shape "
             f"{values.shape}"
-            + (" (one feature a row: x.reshape(-1, 1))" if values.ndim == 1 else "")
+            + (
+                ": a single row lacks its batch axis, so give x[None] (or a list of one row); a "
+                "column of one feature a row is x.reshape(-1, 1)"
+                if values.ndim == 1
+                else ""
+            )
         )
     if values.dtype.kind == "f":
         with np.errstate(invalid="ignore"):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -31,6 +32,7 @@ from deepsharp.core.errors import EngineUnavailableError
 __all__ = [
     "EngineDescription",
     "available_engines",
+    "check_spec",
     "describe_engine",
     "make_engine",
     "rescan_engines",
@@ -178,6 +180,37 @@ def split_precision(name: str, option: str, offered: Sequence[str]) -> tuple[str
             + ", ".join(f"{precision} ({place}{precision})" for precision in offered)
         )
     return head, word
+
+
+def check_spec(spec: object, where: str = "engine") -> None:
+    """Refuse, without making anything, what `make_engine` would surely refuse: a spec string
+    naming no installed engine (nor a `module:factory`), or an object that is not an engine.
+    EngineUnavailableError naming `where`, what was given, and what to give."""
+    if spec is None or (not isinstance(spec, str) and type(spec) in _ENGINE_TYPES):
+        return
+    if isinstance(spec, str):
+        name, _, option = spec.partition(":")
+        if name in _registered():
+            return  # an installed engine: its option is checked when it is made
+        if option.isidentifier() and _module_exists(name):
+            return  # module:factory, its module found (not imported)
+        raise EngineUnavailableError(f"{where} {spec!r}: {_not_installed(name)}")
+    if isinstance(spec, Engine):
+        return
+    shown = repr(spec)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise EngineUnavailableError(
+        f"{where} is a spec string such as 'light', 'light:float32', 'torch:cpu' or "
+        f"'torch:cuda:0', or an engine (such as LightEngine()), not {shown} "
+        f"({type(spec).__name__}); None means the light engine"
+    )
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def make_engine(spec: str | Engine | None = None) -> Engine:

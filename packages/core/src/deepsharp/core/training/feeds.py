@@ -22,9 +22,9 @@ from deepsharp.core.data.pipeline import Pipeline, array_features
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.data.sources import Part, is_frame, row_count, row_naming, rows_of, take
 from deepsharp.core.data.values import ColumnName, rows_named
-from deepsharp.core.errors import DataError, ShapeError
+from deepsharp.core.errors import DataError, ShapeError, described
 from deepsharp.core.nn.losses import Loss
-from deepsharp.core.nn.network import Network
+from deepsharp.core.nn.network import Network, channels_last_hint
 from deepsharp.core.random import Generator, KeyedOrder, Streams
 from deepsharp.core.training.spill import Spill, block_rows, buffers, spill_folder
 
@@ -429,7 +429,15 @@ def feeds_for(
 ) -> Feeds:
     """The feeds of whatever fit was handed: a Source, arrays (x, y), or rows."""
     if pipeline is not None and not isinstance(pipeline, Pipeline):
-        raise TypeError(f"fit: the pipeline must be a Pipeline or None, not {pipeline!r}")
+        hint = (
+            " (arrays go to fit as fit(None, (x, y), network, loss, optimizer, options))"
+            if isinstance(pipeline, np.ndarray)
+            else ""
+        )
+        raise TypeError(
+            f"fit: the first argument is the pipeline, a Pipeline or None, not "
+            f"{described(pipeline)}{hint}"
+        )
     if isinstance(data, Source):
         source: Source = data
     elif isinstance(data, Scan):
@@ -446,6 +454,11 @@ def feeds_for(
 
 
 def _pair(x: object, y: object) -> tuple[NDArray[np.float32], NDArray[Any]]:
+    if np.ndim(x) == 1 and np.ndim(y) >= 2 and np.shape(x)[0] == np.shape(y)[0]:
+        raise DataError(
+            f"arrays come as (x, y), features first: x has shape {np.shape(x)} and y "
+            f"{np.shape(y)}, which looks the wrong way round; give fit (x, y)"
+        )
     features = array_features(x)
     targets = np.asarray(y)
     if targets.ndim == 0 or targets.shape[0] != features.shape[0]:
@@ -466,6 +479,12 @@ def _shaped(
     inputs = network.inputs
     assert inputs is not None
     if features.shape[1:] != inputs:
+        turned = channels_last_hint(features.shape[1:], inputs)
+        if turned:  # the same count of values, but a reshape would scramble every image
+            raise ShapeError(
+                f"the network takes rows of shape {inputs}; the features' rows have shape "
+                f"{features.shape[1:]}{turned}"
+            )
         if math.prod(features.shape[1:]) != math.prod(inputs):
             raise ShapeError(
                 f"the pipeline makes rows of shape {features.shape[1:]}; the network takes rows "

@@ -20,10 +20,12 @@ from typing import Any
 import numpy as np
 
 from deepsharp.core.engine import Engine, EngineIdentity, make_engine
+from deepsharp.core.engine.registry import check_spec
 from deepsharp.core.errors import (
     CheckpointMismatchError,
     EngineMismatchError,
     TrainingDivergedError,
+    described,
 )
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Network
@@ -47,7 +49,7 @@ from deepsharp.core.training.scaling import (
     check_setting,
     loss_scale_for,
 )
-from deepsharp.core.training.trainer import Trainer, check_sides
+from deepsharp.core.training.trainer import Trainer, check_parts, check_sides
 
 __all__ = ["FitOptions", "Report", "Run", "fit"]
 
@@ -85,6 +87,7 @@ class FitOptions:
 
     def __post_init__(self) -> None:
         self.seed = _whole("seed", self.seed, -(2**63))
+        check_spec(self.engine, "FitOptions: engine")
         for name in ("epochs", "batch_size", "patience", "checkpoint_keep"):
             setattr(self, name, _whole(name, getattr(self, name), 1))
         self.checkpoint_every = _whole("checkpoint_every", self.checkpoint_every, 0)
@@ -212,8 +215,9 @@ def fit(
     uninterrupted run does.
     """
     began = time.perf_counter()
+    check_parts(network, loss, optimizer, "fit")
     if not isinstance(options, FitOptions):
-        raise TypeError(f"fit: options must be FitOptions, not {options!r}")
+        raise TypeError(f"fit: options must be FitOptions, not {described(options)}")
     engine = make_engine(options.engine)
     distribution = options.distributed or OneProcess()
     checkpoint = _checkpoint(resume_from, engine, optimizer, options, distribution)
@@ -317,11 +321,11 @@ def _epoch(run: RunState, train: Feed, validation: Feed) -> EpochRecord:
     for step, batch in enumerate(batches, start=1):
         value = trainer.step(batch.features, batch.targets, batch.share)
         if not distribution.all_finite(value):
-            _diverged(run, f"the loss turned {value} at epoch {epoch}, step {step}")
+            _diverged(run, f"the loss became {value} at epoch {epoch}, step {step}")
         sums.add(value, len(batch))
     judged = _evaluate(run, validation)
     if not math.isfinite(judged.mean_loss):
-        _diverged(run, f"the validation loss turned {judged.mean_loss} at epoch {epoch}")
+        _diverged(run, f"the validation loss became {judged.mean_loss} at epoch {epoch} (its end)")
     train_loss = distribution.combine(sums).mean_loss
     return EpochRecord(epoch, train_loss, judged.mean_loss, time.perf_counter() - started)
 
@@ -330,9 +334,17 @@ def _diverged(run: RunState, what: str) -> None:
     """Put back the best epoch's slots (or those the run started from), then stop the run."""
     run.trainer.restore(run.best)
     kept = f"epoch {run.best_epoch}'s (the best)" if run.best_epoch else "those it started from"
+    optimizer = run.trainer.optimizer
+    rate = optimizer.config().get("learning_rate")
+    lower = (
+        f"try a smaller learning rate than {type(optimizer).__name__}'s {rate:g} (say "
+        f"{rate / 10:g})"
+        if isinstance(rate, (int, float))
+        else "try a smaller learning rate"
+    )
     raise TrainingDivergedError(
-        f"{what}: the network holds the slots of {kept}. Lower the learning rate, or look for "
-        "huge or broken values in the features"
+        f"{what}: the training diverged. The network holds the slots of {kept}. To go on, "
+        f"{lower}, or look for huge or broken values in the features (scale them)"
     )
 
 
