@@ -35,8 +35,10 @@ from deepsharp.core import (
     TrainedNetwork,
     Trainer,
     TrainingDivergedError,
+    scan_csv,
 )
 from deepsharp.core import fit as fit_run
+from deepsharp.core.cli import main
 from deepsharp.engines.light import LightEngine
 
 
@@ -247,3 +249,20 @@ def test_a_diverging_run_says_where_and_what_to_try_without_numpy_warnings() -> 
     message = str(refused.value)
     assert re.search(r"loss became (nan|inf|-inf) at epoch \d+", message)
     assert "try a smaller learning rate than SGD's 10 (say 1)" in message
+
+
+def test_predict_on_the_command_line_with_a_network_trained_on_arrays_says_what_to_do(
+    trained: TrainedNetwork, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = tmp_path / "arrays.safetensors"
+    trained.save(saved)
+    rows = tmp_path / "rows.csv"
+    rows.write_text("a,b,c\n1,2,3\n")
+    assert main(["predict", str(saved), str(rows)]) == 1
+    said = capsys.readouterr().err
+    assert f"{saved} was trained on arrays" in said
+    assert "the command line cannot read" in said and str(rows) in said
+    assert "TrainedNetwork.load(" in said and ".predict(x)" in said
+    assert "Part" not in said  # no internal names
+    with pytest.raises(DataError, match=r"trained on arrays .*predict\(x\)"):
+        list(trained.predict_parts(scan_csv(rows)))

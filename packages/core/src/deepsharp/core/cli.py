@@ -207,6 +207,13 @@ def _predict(arguments: argparse.Namespace) -> int:
         _writable(arguments.output, "--output")
     engine = _engine(arguments.engine)
     trained = TrainedNetwork.load(arguments.file)
+    if trained.pipeline.takes_arrays:
+        raise CommandError(
+            f"{arguments.file} was trained on arrays (fit(None, (x, y), ...)), not on rows of "
+            "named columns: it holds no recipe for CSV columns, so the command line cannot read "
+            f"{arguments.rows} for it. Predict in Python with an array of its features: "
+            f"TrainedNetwork.load({arguments.file!r}).predict(x), x of shape (N, ...)"
+        )
     rows = scan_csv(arguments.rows)  # read and answered a part at a time: memory stays flat
     answers = _AnswerLines(trained, trained.predict_parts(rows, engine))
     if arguments.output:
