@@ -79,7 +79,7 @@ def test_an_engine_not_installed_names_those_that_are_and_the_package_convention
 
 
 @pytest.mark.parametrize("typo", ["ligth", "Light", "lihgt"])
-def test_a_misspelt_engine_is_answered_with_the_installed_engines_close_to_it(typo: str) -> None:
+def test_a_misspelt_engine_is_refused_with_the_installed_engines_close_to_it(typo: str) -> None:
     with pytest.raises(EngineUnavailableError) as refused:
         make_engine(typo)
     message = str(refused.value)

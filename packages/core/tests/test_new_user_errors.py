@@ -266,3 +266,15 @@ def test_predict_on_the_command_line_with_a_network_trained_on_arrays_says_what_
     assert "Part" not in said  # no internal names
     with pytest.raises(DataError, match=r"trained on arrays .*predict\(x\)"):
         list(trained.predict_parts(scan_csv(rows)))
+
+
+def test_the_command_line_calls_what_the_network_gives_predictions(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for command in (["--help"], ["predict", "--help"]):
+        with pytest.raises(SystemExit):
+            main(command)
+        said = capsys.readouterr().out
+        assert "answer" not in said.lower()
+    flat = " ".join(said.split())  # argparse wraps its lines
+    assert "the predictions as CSV" in flat and "write the predictions to FILE" in flat

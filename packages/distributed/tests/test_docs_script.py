@@ -42,8 +42,8 @@ def _torchrun() -> list[str]:
 
 def _batch_gradient() -> np.ndarray:
     rows = np.random.default_rng(0).standard_normal((32, 3)).astype(np.float32)
-    answers = rows @ np.array([1.0, -2.0, 0.5], np.float32)
-    x, y = rows.astype(np.float64), answers.astype(np.float64)
+    targets = rows @ np.array([1.0, -2.0, 0.5], np.float32)
+    x, y = rows.astype(np.float64), targets.astype(np.float64)
     return -2.0 * x.T @ y / len(x)  # at zero slots: 2·xᵀ(x·0 - y)/B
 
 

@@ -136,7 +136,7 @@ class TrainedNetwork:
         chunks = [link(traced.handle, CHUNK)]
         span = done = CHUNK
         if replay is not None and padded > CHUNK and _batch_invariant(made):
-            # This engine's precision promises a row's answer the same bits in any company:
+            # This engine's precision promises a row's prediction the same bits in any company:
             # many chunks then go in one pass, with the bits of one chunk at a time.
             span = min(padded - CHUNK, _rows_a_pass(row))
             replay, traced = Replay.trace(forward, rows_at(CHUNK, span))
@@ -205,6 +205,6 @@ def _rows_a_pass(row: tuple[int, ...]) -> int:
 
 
 def _batch_invariant(engine: Engine) -> bool:
-    """Whether the engine's precision promises a row's answer the same bits in any company."""
+    """Whether the engine's precision promises a row's prediction the same bits in any company."""
     precision = PRECISIONS.get(engine.identity.precision or "")
     return precision is not None and precision.batch_invariant

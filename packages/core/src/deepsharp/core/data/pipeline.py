@@ -172,7 +172,7 @@ class Pipeline:
         """Fractions of the rows for training and validation; the rest is the test rows.
 
         When a run is given test rows of its own, only the ratio of the two counts, and
-        train + validation may be 1 (no test share)."""
+        train + validation may be 1 (no test fraction)."""
         for what, value in (("train", train), ("validation", validation)):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"split: {what} must be a number, not {value!r}")

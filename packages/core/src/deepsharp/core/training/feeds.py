@@ -277,9 +277,9 @@ class Streamed(Source):
     One pass learns the pipeline from the training rows; a second makes every row's features
     and targets and spills them to temporary files (`SpillFeed`); the epochs read the spills.
     The split is drawn row by row: row i of the file (from 0) is a training row where the i-th
-    float of the run's split stream lies below the training share, a validation row where it
-    lies below the training and validation shares together, else a test row. A row's part
-    depends on the seed and its place alone; the shares hold in expectation (a binomial count),
+    float of the run's split stream lies below the training fraction, a validation row where it
+    lies below the training and validation fractions together, else a test row. A row's part
+    depends on the seed and its place alone; the fractions hold in expectation (a binomial count),
     not to the row as a permutation's are."""
 
     def __init__(self, scan: Scan) -> None:
@@ -399,7 +399,7 @@ class _Split:
             f"{train} training, {validation} validation and {test} test rows (each row's part "
             f"is drawn from the seed, so split(train={self.fractions[0]}, "
             f"validation={self.fractions[1]}) holds in expectation); a run needs {wanted} "
-            "rows: give more rows, or larger shares"
+            "rows: give more rows, or larger fractions"
         )
 
 
@@ -520,5 +520,8 @@ def _in_memory(
             "stopping, the best epoch); split with validation above 0"
         )
     if len(test) == 0:
-        raise DataError("no test rows: give test rows apart, or split with a test share")
+        raise DataError(
+            "no test rows: give test rows apart, or split with a test fraction (train + validation "
+            "below 1)"
+        )
     return Feeds(pipeline, train, validation, test)
