@@ -9,8 +9,6 @@ buffers alive at once to the transfers every engine counts, so memory and transf
 tested without a card.
 """
 
-from __future__ import annotations
-
 from deepsharp.engines.testbuffer._engine import TestBufferEngine, __version__, from_spec
 from deepsharp.engines.testbuffer._memory import BufferCounters, TestBuffer
 
