@@ -454,10 +454,11 @@ def feeds_for(
 
 
 def _pair(x: object, y: object) -> tuple[NDArray[np.float32], NDArray[Any]]:
-    if np.ndim(x) == 1 and np.ndim(y) >= 2 and np.shape(x)[0] == np.shape(y)[0]:
+    x_shape, y_shape = tuple(getattr(x, "shape", ())), tuple(getattr(y, "shape", ()))
+    if len(x_shape) == 1 and len(y_shape) >= 2 and x_shape[0] == y_shape[0]:
         raise DataError(
-            f"arrays come as (x, y), features first: x has shape {np.shape(x)} and y "
-            f"{np.shape(y)}, which looks the wrong way round; give fit (x, y)"
+            f"arrays come as (x, y), features first: x has shape {x_shape} and y {y_shape}, "
+            "which looks the wrong way round; give fit (x, y)"
         )
     features = array_features(x)
     targets = np.asarray(y)
