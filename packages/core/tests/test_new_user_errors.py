@@ -247,7 +247,7 @@ def test_a_diverging_run_says_where_and_what_to_try_without_numpy_warnings() -> 
                 FitOptions(seed=1, epochs=5, batch_size=4),
             )
     message = str(refused.value)
-    assert re.search(r"loss became (nan|inf|-inf) at epoch \d+", message)
+    assert re.search(r"loss turned (nan|inf|-inf) at epoch \d+", message)
     assert "try a smaller learning rate than SGD's 10 (say 1)" in message
 
 

@@ -321,11 +321,11 @@ def _epoch(run: RunState, train: Feed, validation: Feed) -> EpochRecord:
     for step, batch in enumerate(batches, start=1):
         value = trainer.step(batch.features, batch.targets, batch.share)
         if not distribution.all_finite(value):
-            _diverged(run, f"the loss became {value} at epoch {epoch}, step {step}")
+            _diverged(run, f"the loss turned {value} at epoch {epoch}, step {step}")
         sums.add(value, len(batch))
     judged = _evaluate(run, validation)
     if not math.isfinite(judged.mean_loss):
-        _diverged(run, f"the validation loss became {judged.mean_loss} at epoch {epoch} (its end)")
+        _diverged(run, f"the validation loss turned {judged.mean_loss} at epoch {epoch} (its end)")
     train_loss = distribution.combine(sums).mean_loss
     return EpochRecord(epoch, train_loss, judged.mean_loss, time.perf_counter() - started)
 
