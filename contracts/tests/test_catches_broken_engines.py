@@ -126,7 +126,7 @@ REASONS: dict[str, str] = {
     "broken_engines:drops_last_term": _totals("sum", "strict"),
     "broken_engines:float32_drops_last_term": _totals("sum", "float32"),
     "broken_engines:flips_a_bit": "reshape on {spec}: 1 bits differ (a move must be exact)",
-    "broken_engines:round_trips": "a step puts the rows and answers (2 in) and gets the loss",
+    "broken_engines:round_trips": "a step puts the rows and targets (2 in) and gets the loss",
     "broken_engines:float32_claims_strict": "on {spec} (strict) breaks the totals contract",
     "broken_engines:tf32_products": _totals("matmul", "float32"),
     "broken_engines:bfloat16_products": _totals("matmul", "float32"),

@@ -32,7 +32,6 @@ ROOT = Path(__file__).resolve().parents[3]
 
 XOR_ROWS = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32)
 XOR_TARGETS = np.array([[0], [1], [1], [0]], np.float32)
-XOR_ANSWERS = XOR_TARGETS  # the name test_files.py imports
 
 
 def xor_trainer(seed: int = 0, engine: object = None) -> Trainer:

@@ -471,17 +471,22 @@ def _rows() -> list[dict[str, str | None]]:
 
 
 def _serve(trained: TrainedNetwork, rows: list[dict[str, str | None]]) -> str | dict[str, Any]:
-    """A loaded trained network must serve rows as any other: finite answers, or a clear
+    """A loaded trained network must serve rows as any other: finite predictions, or a clear
     refusal. The outcome's name, or the failure."""
     try:
-        answers = trained.predict(rows)
+        predictions = trained.predict(rows)
     except DeepSharpError:
         return "loaded, then refused to serve (DeepSharpError)"
     except Exception as error:  # any other exception is what this hunts
         return _failure(error, "serve")
-    if not np.all(np.isfinite(answers)):
-        return {"phase": "serve", "error": "answers not finite", "message": "", "where": "(served)"}
-    return "loaded and served finite answers"
+    if not np.all(np.isfinite(predictions)):
+        return {
+            "phase": "serve",
+            "error": "predictions not finite",
+            "message": "",
+            "where": "(served)",
+        }
+    return "loaded and served finite predictions"
 
 
 def peak_mib() -> float:

@@ -27,22 +27,22 @@ def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixtur
     assert "usage: deepsharp" in capsys.readouterr().out
 
 
-def test_sample_then_predict_answers_a_csv(
+def test_sample_then_predict_writes_predictions_as_csv(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     saved = tmp_path / "titanic.safetensors"
     assert main(["sample", "titanic", "--save", str(saved), "--no-progress"]) == 0
     report = capsys.readouterr().out
     assert "accuracy" in report and "Braund, Mr. Owen Harris" in report
-    output = tmp_path / "answers.csv"
+    output = tmp_path / "predictions.csv"
     assert (
         main(["predict", str(saved), str(data_path("titanic.csv")), "--output", str(output)]) == 0
     )
     with open(output, newline="") as file:
-        answers = list(csv.reader(file))
-    assert answers[0] == ["Survived"]
-    assert len(answers) == 892
-    assert all(0.0 <= float(row[0]) <= 1.0 for row in answers[1:])
+        predictions = list(csv.reader(file))
+    assert predictions[0] == ["Survived"]
+    assert len(predictions) == 892
+    assert all(0.0 <= float(row[0]) <= 1.0 for row in predictions[1:])
 
 
 def test_predict_on_a_missing_file_says_so(
@@ -131,27 +131,29 @@ def test_a_folder_to_save_into_is_refused_before_the_run(
     assert said.out == ""  # refused before the run: nothing trained, nothing lost
 
 
-def test_a_folder_as_the_answers_file_is_refused_in_one_line(
+def test_a_folder_as_the_predictions_file_is_refused_in_one_line(
     model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["predict", str(model), ROWS, "--output", str(tmp_path)]) == 1
     assert "is a folder" in capsys.readouterr().err
 
 
-def test_answers_to_a_full_disk_are_one_line(model: Path) -> None:
+def test_predictions_to_a_full_disk_are_one_line(model: Path) -> None:
     done = _cli("predict", str(model), ROWS, "--output", "/dev/full")  # before: traceback
     _one_line(done, "/dev/full", "No space left on device")
 
 
-def test_answers_cut_short_by_a_full_disk_leave_the_earlier_file_intact(
+def test_predictions_cut_short_by_a_full_disk_leave_the_earlier_file_intact(
     model: Path, tmp_path: Path
 ) -> None:
-    answers = tmp_path / "answers.csv"
-    answers.write_text("Survived\n0.5\n")
-    done = _cli("predict", str(model), ROWS, "--output", str(answers), limit=8192)
-    _one_line(done, "answers.csv", "File too large", "unchanged")
-    assert answers.read_text() == "Survived\n0.5\n"  # before: 8,192 bytes of the new answers
-    assert [p.name for p in tmp_path.iterdir()] == ["answers.csv"]
+    predictions = tmp_path / "predictions.csv"
+    predictions.write_text("Survived\n0.5\n")
+    done = _cli("predict", str(model), ROWS, "--output", str(predictions), limit=8192)
+    _one_line(done, "predictions.csv", "File too large", "unchanged")
+    assert (
+        predictions.read_text() == "Survived\n0.5\n"
+    )  # before: 8,192 bytes of the new predictions
+    assert [p.name for p in tmp_path.iterdir()] == ["predictions.csv"]
 
 
 def test_a_save_cut_short_by_a_full_disk_leaves_the_earlier_file_intact(
@@ -267,7 +269,7 @@ def test_seal_records_a_digest_and_refuses_a_damaged_file(
     assert "damaged" in capsys.readouterr().err
 
 
-def test_a_reader_that_has_gone_ends_the_answers_quietly(model: Path) -> None:
+def test_a_reader_that_has_gone_ends_the_predictions_quietly(model: Path) -> None:
     child = subprocess.Popen(
         [sys.executable, "-m", "deepsharp.core.cli", "predict", str(model), ROWS],
         stdout=subprocess.PIPE,

@@ -122,14 +122,14 @@ def test_digits_reaches_95_percent_on_the_1797_test_images(sampled: Sampled) -> 
     assert report.test_rows == 1797
     assert report.measures["accuracy"] >= 0.95
     assert report.epochs_run < 200  # stopped early
-    # the report's measure is what the trained network answers for the test images
+    # the report's measure is what the trained network predicts for the test images
     tests = digits.rows("test")
-    answers = sampled.run.trained.predict(tests)
-    right = np.argmax(answers, axis=1) == np.array([int(row["digit"]) for row in tests])
+    predictions = sampled.run.trained.predict(tests)
+    right = np.argmax(predictions, axis=1) == np.array([int(row["digit"]) for row in tests])
     assert right.mean() == pytest.approx(report.measures["accuracy"], abs=1e-12)
 
 
-def test_the_saved_network_answers_the_same_bits(sampled: Sampled) -> None:
+def test_the_saved_network_predicts_the_same_bits(sampled: Sampled) -> None:
     loaded = TrainedNetwork.load(sampled.saved)
     tests = digits.rows("test")
     before = sampled.run.trained.predict(tests)

@@ -73,7 +73,19 @@ def test_an_engine_not_installed_names_those_that_are_and_the_package_convention
         message = str(refused.value)
         assert "no engine named 'nosuch' is installed" in message
         assert f"installed: {', '.join(available_engines())}" in message
-        assert "pip install deepsharp-engine-nosuch" in message
+        assert "deepsharp-engine-nosuch" not in message  # no package of a made-up name
+        assert "pip install ./packages/engine-torch" in message  # from a checkout, no index
+        assert "did you mean" not in message  # nothing installed is close
+
+
+@pytest.mark.parametrize("typo", ["ligth", "Light", "lihgt"])
+def test_a_misspelt_engine_is_refused_with_the_installed_engines_close_to_it(typo: str) -> None:
+    with pytest.raises(EngineUnavailableError) as refused:
+        make_engine(typo)
+    message = str(refused.value)
+    assert f"no engine named {typo!r} is installed" in message
+    assert "did you mean 'light'?" in message
+    assert f"deepsharp-engine-{typo}" not in message
 
 
 def test_the_light_engine_describes_itself_through_its_entry_point() -> None:
@@ -197,4 +209,5 @@ def test_doctor_lists_each_engines_precisions(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "light        usable: light numpy" in out
     assert "precisions: strict (light, default), float32 (light:float32)" in out
-    assert "packages named deepsharp-engine-NAME" in out
+    assert "deepsharp-engine-NAME" not in out  # no such packages on an index
+    assert "pip install ./packages/engine-torch" in out.splitlines()[-1]

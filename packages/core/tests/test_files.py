@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from core_helpers import XOR_ANSWERS, XOR_ROWS, xor_trainer
+from core_helpers import XOR_ROWS, XOR_TARGETS, xor_trainer
 from fuzz_files import load_in_child
 
 from deepsharp.core import BinaryCrossEntropy, FileFormatError, Network
@@ -30,7 +30,7 @@ from deepsharp.core.files import (
 def trained() -> Network:
     trainer = xor_trainer(seed=0)
     for _ in range(50):
-        trainer.step(XOR_ROWS, XOR_ANSWERS)
+        trainer.step(XOR_ROWS, XOR_TARGETS)
     trainer.close()
     return trainer.network
 
@@ -356,7 +356,7 @@ def test_a_changed_byte_anywhere_is_refused_as_damaged(tmp_path: Path, trained: 
         changed = bytearray(data)
         changed[at] = value
         (tmp_path / "changed.safetensors").write_bytes(bytes(changed))
-        with pytest.raises(FileFormatError, match="damaged"):  # before: loaded, other answers
+        with pytest.raises(FileFormatError, match="damaged"):  # before: loaded, other predictions
             Network.load(tmp_path / "changed.safetensors")
 
 
@@ -435,7 +435,7 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_save(
 
 
 def test_a_named_pipe_is_written_into_not_replaced(tmp_path: Path) -> None:
-    pipe = tmp_path / "answers.csv"
+    pipe = tmp_path / "predictions.csv"
     os.mkfifo(pipe)
     got: list[bytes] = []
     reader = threading.Thread(target=lambda: got.append(pipe.read_bytes()))

@@ -98,7 +98,7 @@ def test_a_network_trained_on_arrays_saves_and_loads_and_predicts_arrays(
     assert recipe["arrays"] == {"shape": [64]} and recipe["columns"] == []
 
 
-def test_arrays_with_test_rows_apart_and_a_split_that_leaves_no_test_share() -> None:
+def test_arrays_with_test_rows_apart_and_a_split_that_leaves_no_test_fraction() -> None:
     """Before: split(0.85, 0.15) was refused, though the test rows came apart."""
     x, y = optdigits("train")
     x_test, y_test = optdigits("test")

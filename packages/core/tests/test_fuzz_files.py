@@ -71,5 +71,5 @@ def test_a_flipped_bit_in_any_byte_of_a_trained_file_is_refused_or_changes_nothi
     done = _fuzz("--flips")
     census = json.loads(done.stdout)
     assert census["flips"] == census["file_bytes"]
-    assert census["failures"] == []  # before: 164 of 3,852 flips loaded, with other answers
+    assert census["failures"] == []  # before: 164 of 3,852 flips loaded, with other predictions
     assert census["refused"] + census.get("loaded, identical", 0) == census["flips"]

@@ -48,7 +48,7 @@ def test_binary_cross_entropy_keeps_its_digits_for_confident_positives(z: float)
     assert abs(got - exact) <= 1e-6 * exact
 
 
-def test_binary_cross_entropy_of_confident_negatives_and_wrong_answers() -> None:
+def test_binary_cross_entropy_of_confident_negatives_and_wrong_predictions() -> None:
     assert abs(_value(BinaryCrossEntropy(), [[-20.0]], [[0.0]]) - math.log1p(math.exp(-20))) < 1e-14
     assert _value(BinaryCrossEntropy(), [[-100.0]], [[1.0]]) == pytest.approx(100.0)
 
@@ -62,7 +62,7 @@ def test_cross_entropy_of_logits_spanning_float32_is_not_nan() -> None:
     )
 
 
-def test_cross_entropy_of_a_perfect_answer_is_plus_zero() -> None:
+def test_cross_entropy_of_a_perfect_prediction_is_plus_zero() -> None:
     """Before: -0.0."""
     value = _value(CrossEntropy(), [[100.0, 0.0]], [0])
     assert value == 0.0 and math.copysign(1.0, value) == 1.0

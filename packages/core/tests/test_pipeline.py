@@ -157,7 +157,7 @@ def test_a_number_that_is_infinite_or_beyond_float32_is_refused_naming_row_and_c
     value: object,
 ) -> None:
     """Before: "inf" and "1e309" were taken as missing, 1e300 became inf in float32 (and a
-    served answer of 1.0)."""
+    served prediction of 1.0)."""
     training = [{"Age": 1.0}, {"Age": 2.0}, {"Age": 3.0}]
     pipe = Pipeline().number("Age").learn(training)
     with pytest.raises(DataError, match=r"row 2 \(counting from 1\), column 'Age': .*float32"):
@@ -201,17 +201,17 @@ def test_classes_target_gives_int64_indices_in_sorted_order() -> None:
     rows = [{"x": "1", "y": "cat"}, {"x": "2", "y": "ant"}, {"x": "3", "y": "bee"}]
     pipe = Pipeline().number("x").target("y", kind="classes").learn(rows)
     assert pipe.classes == ["ant", "bee", "cat"]
-    answers = pipe.targets(rows)
-    assert answers.dtype == np.int64
-    assert answers.tolist() == [2, 0, 1]
+    targets = pipe.targets(rows)
+    assert targets.dtype == np.int64
+    assert targets.tolist() == [2, 0, 1]
 
 
 def test_number_target_gives_float32_column() -> None:
     rows = [{"x": "1", "y": "2.5"}, {"x": "2", "y": "-1"}]
     pipe = Pipeline().number("x").target("y", kind="number").learn(rows)
-    answers = pipe.targets(rows)
-    assert answers.dtype == np.float32
-    assert answers.tolist() == [[2.5], [-1.0]]
+    targets = pipe.targets(rows)
+    assert targets.dtype == np.float32
+    assert targets.tolist() == [[2.5], [-1.0]]
     assert pipe.classes is None
 
 
@@ -265,7 +265,7 @@ def test_split_fractions_are_checked() -> None:
         Pipeline().split(train=0.8, validation=0.3)
 
 
-def test_a_split_leaving_no_test_share_serves_only_a_run_given_test_rows() -> None:
+def test_a_split_leaving_no_test_fraction_serves_only_a_run_given_test_rows() -> None:
     """Before: split(0.85, 0.15) was refused even where the test rows came apart."""
     pipe = Pipeline().split(train=0.85, validation=0.15)
     with pytest.raises(DataError, match=r"leaves no test rows: give the run test rows"):
@@ -350,7 +350,7 @@ def test_a_third_value_in_a_binary_target_names_row_column_value_and_the_two_see
         Pipeline().number("x").target("y").learn(rows)
 
 
-def test_an_unseen_class_at_answers_is_a_data_error() -> None:
+def test_an_unseen_class_in_the_targets_is_a_data_error() -> None:
     pipe = Pipeline().number("x").target("y", kind="classes")
     pipe.learn([{"x": 1, "y": "a"}, {"x": 2, "y": "b"}])
     with pytest.raises(DataError, match=r"row 1 \(counting from 1\), column 'y'.*'c'"):
@@ -362,7 +362,7 @@ def test_negative_value_for_log_names_row_and_column() -> None:
         Pipeline().number("Fare", log=True).learn([{"Fare": "1"}, {"Fare": "-2"}])
 
 
-def test_answers_without_a_target_says_to_declare_one() -> None:
+def test_targets_without_a_target_column_says_to_declare_one() -> None:
     pipe = Pipeline().number("x").learn([{"x": 1}])
     with pytest.raises(DataError, match=r"\.target\("):
         pipe.targets([{"x": 1}])

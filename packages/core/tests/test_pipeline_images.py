@@ -310,6 +310,6 @@ def test_a_run_hands_the_flat_image_features_to_a_convolutional_network() -> Non
     network = Network([Conv2D(4, 3), Relu(), Flatten(), Dense(2)], inputs=(1, 6, 6))
     run = fit(pipe, rows, network, CrossEntropy(), Adam(0.01), FitOptions(seed=1, epochs=15))
     assert run.report.measures["accuracy"] == 1.0
-    answers = run.trained.predict(rows[:3])
-    assert answers.shape == (3, 2)
-    assert np.allclose(answers.sum(axis=1), 1.0, atol=1e-5)
+    predictions = run.trained.predict(rows[:3])
+    assert predictions.shape == (3, 2)
+    assert np.allclose(predictions.sum(axis=1), 1.0, atol=1e-5)

@@ -131,14 +131,14 @@ def test_one_thread_serves_while_another_trains() -> None:
     trainer = Trainer(
         Network([Dense(8), Relu(), Dense(1)], inputs=4), BinaryCrossEntropy(), Adam(0.01), seed=0
     )
-    answers = (rows[:32, :1] > 0).astype(np.float32)
+    targets = (rows[:32, :1] > 0).astype(np.float32)
     failures: list[BaseException] = []
     served: list[np.ndarray] = []
 
     def train() -> None:
         try:
             for _ in range(300):
-                trainer.step(rows[:32], answers)
+                trainer.step(rows[:32], targets)
         except BaseException as error:  # pragma: no cover - reported below
             failures.append(error)
 
@@ -156,7 +156,7 @@ def test_one_thread_serves_while_another_trains() -> None:
         thread.join()
     assert not failures, failures
     assert len(served) == 30
-    assert all(answer.tobytes() == expected.tobytes() for answer in served)
+    assert all(prediction.tobytes() == expected.tobytes() for prediction in served)
 
 
 def test_serving_without_an_engine_looks_for_installed_engines_once(

@@ -1,4 +1,4 @@
-"""Serving many chunks in one pass: only on an engine whose precision promises a row's answer
+"""Serving many chunks in one pass: only on an engine whose precision promises a row's prediction
 the same bits in any company (strict), and then with exactly the bits of one chunk at a time."""
 
 from __future__ import annotations

@@ -22,19 +22,19 @@ from deepsharp.core import (
 
 def test_a_wrong_feature_count_names_the_layer_and_both_shapes() -> None:
     trainer = titanic_trainer()
-    _, answers = titanic_shaped()
+    _, targets = titanic_shaped()
     with pytest.raises(ShapeError, match=r"layer 0 \(Dense\(units=16\)\).*\(14,\).*\(32, 13\)"):
-        trainer.step(np.zeros((32, 13), np.float32), answers)
+        trainer.step(np.zeros((32, 13), np.float32), targets)
 
 
-def test_a_wrong_answer_shape_names_the_loss_and_both_shapes() -> None:
+def test_a_wrong_target_shape_names_the_loss_and_both_shapes() -> None:
     trainer = titanic_trainer()
     rows, _ = titanic_shaped()
     with pytest.raises(ShapeError, match=r"BinaryCrossEntropy.*\(32, 2\).*\(N, 1\)"):
         trainer.step(rows, np.zeros((32, 2), np.float32))
 
 
-def test_class_answers_must_be_indices_within_the_outputs() -> None:
+def test_class_targets_must_be_indices_within_the_outputs() -> None:
     network = Network([Dense(3)], inputs=14)
     trainer = Trainer(network, CrossEntropy(), Adam(), seed=0)
     rows, _ = titanic_shaped()

@@ -334,19 +334,19 @@ def test_predictions_stream_part_by_part_as_the_same_bits(rows_csv: Path, traine
 def test_a_file_without_the_target_column_is_predicted(tmp_path: Path, trained: Path) -> None:
     path = tmp_path / "unknown.csv"
     path.write_text("Pclass,Sex,Age,SibSp,Parch,Fare,Cabin,Embarked\n3,male,22,1,0,7.25,,S\n")
-    (answer,) = TrainedNetwork.load(trained).predict_parts(scan_csv(path))
-    assert answer.shape == (1, 1)
+    (predictions,) = TrainedNetwork.load(trained).predict_parts(scan_csv(path))
+    assert predictions.shape == (1, 1)
 
 
-def test_the_command_line_streams_its_answers_in_the_format_it_always_wrote(
+def test_the_command_line_streams_its_predictions_in_the_format_it_always_wrote(
     rows_csv: Path, trained: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
-    answers = TrainedNetwork.load(trained).predict(read_csv(rows_csv))
-    wanted = "Survived\n" + "".join(f"{float(v)!r}\n" for v in answers[:, 0])
-    out = tmp_path / "answers.csv"
+    predictions = TrainedNetwork.load(trained).predict(read_csv(rows_csv))
+    wanted = "Survived\n" + "".join(f"{float(v)!r}\n" for v in predictions[:, 0])
+    out = tmp_path / "predictions.csv"
     assert main(["predict", str(trained), str(rows_csv), "--output", str(out)]) == 0
     assert out.read_text() == wanted
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["answers.csv"]  # no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["predictions.csv"]  # no temporary left
     assert main(["predict", str(trained), str(rows_csv)]) == 0
     assert capsysbinary.readouterr().out.decode() == wanted
 
@@ -356,7 +356,7 @@ def test_a_bad_row_late_in_the_file_leaves_an_earlier_output_as_it_was(
 ) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text(rows_csv.read_text() + "9999,1,3,X,male,old,0,0,T,7.0,,S\n")
-    out = tmp_path / "answers.csv"
+    out = tmp_path / "predictions.csv"
     out.write_text("before\n")
     assert main(["predict", str(trained), str(bad), "--output", str(out)]) == 1
     assert out.read_text() == "before\n"

@@ -107,12 +107,12 @@ def reductions(specs: list[str]) -> dict[str, Any]:
 
 
 def titanic_batch() -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-    """32 rows shaped like the Titanic sample's: 6 scaled numbers, 8 flags; answers 0/1."""
+    """32 rows shaped like the Titanic sample's: 6 scaled numbers, 8 flags; targets 0/1."""
     generator = Generator(TITANIC_SEED + 1)
     numbers = generator.uniform(TITANIC_ROWS * 6).reshape(TITANIC_ROWS, 6) * 4.0 - 2.0
     flags = (generator.uniform(TITANIC_ROWS * 8).reshape(TITANIC_ROWS, 8) < 0.4).astype(np.float64)
-    answers = (generator.uniform(TITANIC_ROWS) < 0.38).astype(np.float32).reshape(-1, 1)
-    return np.hstack([numbers, flags]).astype(np.float32), answers
+    targets = (generator.uniform(TITANIC_ROWS) < 0.38).astype(np.float32).reshape(-1, 1)
+    return np.hstack([numbers, flags]).astype(np.float32), targets
 
 
 def titanic_trainer(engine: Engine | str, seed: int = TITANIC_SEED, units: int = 16) -> Trainer:
@@ -124,16 +124,16 @@ def share_gradients(
     trainer: Trainer,
     rows: slice,
     features: NDArray[np.float32] | None = None,
-    answers: NDArray[np.float32] | None = None,
+    targets: NDArray[np.float32] | None = None,
 ) -> list[Any]:
     """The gradients of the mean loss over `rows` of the batch (the Titanic-shaped one unless
     given), by the trainer's own pieces."""
     engine, network, loss = trainer.engine, trainer.network, trainer.loss
-    if features is None or answers is None:
-        features, answers = titanic_batch()
+    if features is None or targets is None:
+        features, targets = titanic_batch()
     slots = list(trainer.bound.tensors.values())
     x = Tensor.put(engine, features[rows])
-    y = Tensor.put(engine, loss.targets(answers[rows], network.outputs))
+    y = Tensor.put(engine, loss.targets(targets[rows], network.outputs))
     with Recording(slots) as recording:
         outputs = network.forward(x, trainer.bound, Pass(engine, True, None))
         return recording.gradients(loss.value(outputs, y), slots)
@@ -363,7 +363,7 @@ def first_step_through_fit(specs: list[str]) -> dict[str, Any]:
         every: list[Any] = [None] * dist.get_world_size()
         dist.all_gather_object(every, SEEN["rows"])
         features = np.concatenate([rows for rows, _ in every])
-        targets = np.concatenate([answers for _, answers in every])
+        targets = np.concatenate([part for _, part in every])
         found[f"{spec} {reduction}"] = {
             "slots": SEEN["slots"],
             "batch": (features, targets),

@@ -149,22 +149,22 @@ def test_handles_do_not_keep_each_other_alive() -> None:
 def test_a_small_network_trains_on_it() -> None:
     engine = TestBufferEngine()
     features = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32)
-    answers = np.array([0, 1, 1, 0], np.float32)
+    targets = np.array([0, 1, 1, 0], np.float32)
     network = Network([Dense(8), Tanh(), Dense(1)])
     trainer = Trainer(network, BinaryCrossEntropy(), Adam(0.05), engine=engine, seed=0)
-    loss = trainer.step(features, answers)
+    loss = trainer.step(features, targets)
     live_after_first = engine.counters.live_buffers
     transfers = (engine.counters.transfers_in, engine.counters.transfers_out)
     gc.collect()
     gc.disable()  # buffers must be freed by reference counting alone: no cycles hold them
     try:
         for _ in range(499):
-            loss = trainer.step(features, answers)
+            loss = trainer.step(features, targets)
         assert engine.counters.live_buffers == live_after_first
     finally:
         gc.enable()
     assert loss < 0.05
-    # Each step puts rows and answers and gets the loss, nothing else; memory stays flat.
+    # Each step puts rows and targets and gets the loss, nothing else; memory stays flat.
     assert engine.counters.transfers_in - transfers[0] == 2 * 499
     assert engine.counters.transfers_out - transfers[1] == 499
     assert engine.counters.live_buffers == live_after_first

@@ -50,15 +50,15 @@ def titanic_trainer(engine: TorchEngine) -> Trainer:
 
 def test_xor_trains() -> None:
     features = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32)
-    answers = np.array([[0], [1], [1], [0]], np.float32)
+    targets = np.array([[0], [1], [1], [0]], np.float32)
     network = Network([Dense(8), Tanh(), Dense(1)], inputs=2)
     trainer = Trainer(
         network, BinaryCrossEntropy(), Adam(0.05), engine=TorchEngine.on_cpu(), seed=0
     )
-    losses = [trainer.step(features, answers) for _ in range(500)]
+    losses = [trainer.step(features, targets) for _ in range(500)]
     assert losses[-1] < 0.05, losses[-1]
-    answered = network.predict(features, BinaryCrossEntropy(), engine=trainer.engine)
-    assert ((answered > 0.5) == (answers > 0.5)).all()
+    predicted = network.predict(features, BinaryCrossEntropy(), engine=trainer.engine)
+    assert ((predicted > 0.5) == (targets > 0.5)).all()
 
 
 def test_a_step_moves_two_in_one_out() -> None:
@@ -66,9 +66,9 @@ def test_a_step_moves_two_in_one_out() -> None:
     trainer = titanic_trainer(engine)
     batches = titanic_batches(3)
     trainer.step(*batches[0])  # the first step also puts the slots
-    for features, answers in batches[1:]:
+    for features, targets in batches[1:]:
         before_in, before_out = engine.counters.transfers_in, engine.counters.transfers_out
-        trainer.step(features, answers)
+        trainer.step(features, targets)
         assert engine.counters.transfers_in - before_in == 2
         assert engine.counters.transfers_out - before_out == 1
 
@@ -76,8 +76,8 @@ def test_a_step_moves_two_in_one_out() -> None:
 def test_nothing_requires_grad_after_a_step() -> None:
     engine = TorchEngine.on_cpu()
     trainer = titanic_trainer(engine)
-    features, answers = titanic_batches(1)[0]
-    value = trainer.step_tensor(features, answers)
+    features, targets = titanic_batches(1)[0]
+    value = trainer.step_tensor(features, targets)
     assert torch.is_grad_enabled()
     handles = [value.handle, *(t.handle for t in trainer.bound.tensors.values())]
     assert trainer.state is not None

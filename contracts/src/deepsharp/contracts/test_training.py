@@ -35,12 +35,12 @@ Array = NDArray[Any]
 
 
 def titanic_batch(batch: int = 0) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-    """Rows shaped like the Titanic sample's: 6 scaled numbers and 8 one-hot flags, answers 0/1."""
+    """Rows shaped like the Titanic sample's: 6 scaled numbers and 8 one-hot flags, targets 0/1."""
     generator = Generator(SEED + 1 + batch)
     numbers = generator.uniform(ROWS * 6).reshape(ROWS, 6) * 4.0 - 2.0
     flags = (generator.uniform(ROWS * 8).reshape(ROWS, 8) < 0.4).astype(np.float64)
-    answers = (generator.uniform(ROWS) < 0.38).astype(np.float32).reshape(ROWS, 1)
-    return np.hstack([numbers, flags]).astype(np.float32), answers
+    targets = (generator.uniform(ROWS) < 0.38).astype(np.float32).reshape(ROWS, 1)
+    return np.hstack([numbers, flags]).astype(np.float32), targets
 
 
 def titanic_trainer(engine: Engine) -> Trainer:
@@ -198,7 +198,7 @@ def test_a_titanic_step_makes_two_transfers_in_and_one_out(
         )
         assert moved == (2, 1), (
             f"step {batch + 1} made {moved[0]} transfers in and {moved[1]} out; a step puts the "
-            "rows and answers (2 in) and gets the loss (1 out), nothing else crosses"
+            "rows and targets (2 in) and gets the loss (1 out), nothing else crosses"
         )
 
 

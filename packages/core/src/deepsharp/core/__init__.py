@@ -100,3 +100,9 @@ __all__ = [
     "scan_csv",
     "scan_parquet",
 ]
+
+
+def __dir__() -> list[str]:
+    """The public names only: the submodules stay importable (`deepsharp.core.engine`, ...) but
+    are not the API a user browses."""
+    return sorted(__all__)

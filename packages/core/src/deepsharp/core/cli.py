@@ -2,7 +2,7 @@
 
 Whatever goes wrong ends in one line on stderr and a non-zero exit, never a traceback: what
 can be checked before a long run (where files go, what --plot needs, the engine) is checked
-before it starts, and answers and networks are written atomically, so a failure leaves any
+before it starts, and predictions and networks are written atomically, so a failure leaves any
 earlier file as it was.
 """
 
@@ -26,6 +26,7 @@ from deepsharp.core.engine import (
     describe_engine,
     make_engine,
 )
+from deepsharp.core.engine.registry import ENGINE_PACKAGES
 from deepsharp.core.errors import DeepSharpError
 from deepsharp.core.version import __version__
 
@@ -68,8 +69,9 @@ def _parser() -> argparse.ArgumentParser:
 
     predict = commands.add_parser(
         "predict",
-        help="answer the rows of a CSV file with a saved trained network",
-        description="Answer every row of ROWS.csv with the trained network in FILE; answers as CSV.",
+        help="predict the rows of a CSV file with a saved trained network",
+        description="Predict every row of ROWS.csv with the trained network in FILE; the "
+        "predictions as CSV.",
     )
     predict.add_argument(
         "file", metavar="FILE", help="a trained network (from fit, or sample --save)"
@@ -79,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     predict.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
     predict.add_argument(
-        "--output", metavar="FILE", help="write the answers to FILE (default: stdout)"
+        "--output", metavar="FILE", help="write the predictions to FILE (default: stdout)"
     )
 
     seal = commands.add_parser(
@@ -206,23 +208,30 @@ def _predict(arguments: argparse.Namespace) -> int:
         _writable(arguments.output, "--output")
     engine = _engine(arguments.engine)
     trained = TrainedNetwork.load(arguments.file)
-    rows = scan_csv(arguments.rows)  # read and answered a part at a time: memory stays flat
-    answers = _AnswerLines(trained, trained.predict_parts(rows, engine))
+    if trained.pipeline.takes_arrays:
+        raise CommandError(
+            f"{arguments.file} was trained on arrays (fit(None, (x, y), ...)), not on rows of "
+            "named columns: it holds no recipe for CSV columns, so the command line cannot read "
+            f"{arguments.rows} for it. Predict in Python with an array of its features: "
+            f"TrainedNetwork.load({arguments.file!r}).predict(x), x of shape (N, ...)"
+        )
+    rows = scan_csv(arguments.rows)  # read and predicted a part at a time: memory stays flat
+    predictions = _PredictionLines(trained, trained.predict_parts(rows, engine))
     if arguments.output:
         try:
-            write_atomically(arguments.output, answers)
+            write_atomically(arguments.output, predictions)
         except OSError as error:
             raise CommandError(
-                _system(error, "could not write the answers to", arguments.output)
+                _system(error, "could not write the predictions to", arguments.output)
                 + _left(arguments.output)
             ) from None
-        print(f"wrote {answers.rows} answers to {arguments.output}", file=sys.stderr)
+        print(f"wrote {predictions.rows} predictions to {arguments.output}", file=sys.stderr)
         return 0
-    return _to_stdout(answers)
+    return _to_stdout(predictions)
 
 
-class _AnswerLines:
-    """The answers as CSV text, a part at a time: the header, then a line a row (counted)."""
+class _PredictionLines:
+    """The predictions as CSV text, a part at a time: the header, then a line a row (counted)."""
 
     def __init__(self, trained: Any, parts: Iterator[Any]) -> None:
         self.trained = trained
@@ -232,7 +241,7 @@ class _AnswerLines:
     def __iter__(self) -> Iterator[bytes]:
         pipeline, outputs = self.trained.pipeline, self.trained.outputs
         if outputs == 1:
-            header = [f"{pipeline.target_name or 'answer'}"]
+            header = [f"{pipeline.target_name or 'prediction'}"]
         elif pipeline.classes is not None and len(pipeline.classes) == outputs:
             header = [f"{pipeline.target_name}={label}" for label in pipeline.classes]
         else:
@@ -240,10 +249,10 @@ class _AnswerLines:
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerow(header)
         yield text.getvalue().encode("utf-8")
-        for answers in self.parts:
-            self.rows += len(answers)
+        for predictions in self.parts:
+            self.rows += len(predictions)
             # Each value as repr(float(value)), the shortest text that reads back the same.
-            yield "".join(",".join(map(repr, row)) + "\n" for row in answers.tolist()).encode()
+            yield "".join(",".join(map(repr, row)) + "\n" for row in predictions.tolist()).encode()
 
 
 def _left(path: str) -> str:
@@ -286,10 +295,7 @@ def _doctor() -> int:
             print(f"  {name:<12} not usable: {error}")
             continue
         usable += _doctor_engine(description)
-    print(
-        "  other engines come as packages named deepsharp-engine-NAME "
-        "(pip install deepsharp-engine-NAME; docs/install.md lists them)"
-    )
+    print(f"  {ENGINE_PACKAGES}")
     return 0 if usable else 1
 
 

@@ -5,6 +5,8 @@ Every message says what was wrong, where (row, column, layer, file) and what to 
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "CheckpointMismatchError",
     "ConfigurationError",
@@ -67,3 +69,13 @@ class TrainingDivergedError(DeepSharpError, FloatingPointError):
 class DeepSharpWarning(UserWarning):
     """Something deepsharp can go on with but that is likely a mistake (a target of one class,
     a category column with thousands of values)."""
+
+
+def described(value: Any, width: int = 80) -> str:
+    """A value as a message shows it: an array by its kind, shape and dtype (never its whole
+    contents), anything else by a repr cut to `width` characters."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if isinstance(shape, tuple) and dtype is not None:
+        return f"{type(value).__name__} of shape {shape} and dtype {dtype}"
+    shown = repr(value)
+    return shown if len(shown) <= width else shown[: width - 3] + "..."

@@ -101,6 +101,12 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) 
             _write_parts(stream, parts)
         return
     folder = target.parent
+    if not folder.is_dir():  # said of the folder asked for, not of the temporary file beside
+        raise FileNotFoundError(
+            errno.ENOENT,
+            f"cannot write {os.fspath(target)!r}: there is no folder {os.fspath(folder)!r} "
+            "(make it first, e.g. os.makedirs(folder, exist_ok=True))",
+        )
     _remove_stale_temporaries(folder, target.name)
     temporary = folder / f".{target.name}.{_TAG}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
     # A new file's mode is 0o666 less the umask (the kernel applies it); a replaced one keeps its own.

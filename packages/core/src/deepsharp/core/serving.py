@@ -28,7 +28,7 @@ from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.engine import PRECISIONS, Engine, Handle
-from deepsharp.core.errors import FileFormatError
+from deepsharp.core.errors import DataError, FileFormatError
 from deepsharp.core.files import read_safetensors, write_safetensors
 from deepsharp.core.nn.layers import Pass
 from deepsharp.core.nn.losses import Loss, loss_from_json, loss_to_json
@@ -71,6 +71,12 @@ class TrainedNetwork:
         batch of an iterable of row batches (lists of mappings, DataFrames, or arrays for a
         network trained on arrays). The slots go to the engine once; each part's predictions
         are the same bits as `predict` gives its rows."""
+        if isinstance(rows, Scan) and self.pipeline.takes_arrays:
+            raise DataError(
+                f"{rows.path}: this network was trained on arrays (fit(None, (x, y), ...)), so "
+                "it has no recipe for a file's named columns and cannot read its rows; predict "
+                "with an array of its features: TrainedNetwork.load(path).predict(x)"
+            )
         parts = (
             rows.parts(self.pipeline.reads(rows.names, target=False))
             if isinstance(rows, Scan)
@@ -130,7 +136,7 @@ class TrainedNetwork:
         chunks = [link(traced.handle, CHUNK)]
         span = done = CHUNK
         if replay is not None and padded > CHUNK and _batch_invariant(made):
-            # This engine's precision promises a row's answer the same bits in any company:
+            # This engine's precision promises a row's prediction the same bits in any company:
             # many chunks then go in one pass, with the bits of one chunk at a time.
             span = min(padded - CHUNK, _rows_a_pass(row))
             replay, traced = Replay.trace(forward, rows_at(CHUNK, span))
@@ -199,6 +205,6 @@ def _rows_a_pass(row: tuple[int, ...]) -> int:
 
 
 def _batch_invariant(engine: Engine) -> bool:
-    """Whether the engine's precision promises a row's answer the same bits in any company."""
+    """Whether the engine's precision promises a row's prediction the same bits in any company."""
     precision = PRECISIONS.get(engine.identity.precision or "")
     return precision is not None and precision.batch_invariant

@@ -45,3 +45,9 @@ __all__ = [
     "share_of",
     "uniform_for_share",
 ]
+
+
+def __dir__() -> list[str]:
+    """The public names only: the submodules stay importable (`deepsharp.core.engine`, ...) but
+    are not the API a user browses."""
+    return sorted(__all__)

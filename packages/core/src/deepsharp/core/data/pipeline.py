@@ -48,8 +48,21 @@ from deepsharp.core.data.columns import (
     UnknownRule,
     read_column,
 )
-from deepsharp.core.data.sources import Part, column_names, columns, read_csv
-from deepsharp.core.data.values import FLOAT32_MAX, ColumnName, row_text, rows_named
+from deepsharp.core.data.sources import (
+    Part,
+    column_names,
+    columns,
+    is_frame,
+    read_csv,
+    row_naming,
+)
+from deepsharp.core.data.values import (
+    FLOAT32_MAX,
+    ColumnName,
+    naming_rows,
+    row_text,
+    rows_named,
+)
 from deepsharp.core.errors import DataError, FileFormatError
 
 __all__ = ["Learning", "Pipeline", "array_features", "read_csv"]
@@ -159,7 +172,7 @@ class Pipeline:
         """Fractions of the rows for training and validation; the rest is the test rows.
 
         When a run is given test rows of its own, only the ratio of the two counts, and
-        train + validation may be 1 (no test share)."""
+        train + validation may be 1 (no test fraction)."""
         for what, value in (("train", train), ("validation", validation)):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"split: {what} must be a number, not {value!r}")
@@ -202,11 +215,12 @@ class Pipeline:
             names = [c.name for c in resolved]
             if self._target is not None:
                 names.append(self._target.name)
-            _, taken = columns(rows, names)
-            for column in resolved:
-                column.learn(taken[column.name])
-            if self._target is not None:
-                self._target.learn(taken[self._target.name])
+            with _named(rows):
+                _, taken = columns(rows, names)
+                for column in resolved:
+                    column.learn(taken[column.name])
+                if self._target is not None:
+                    self._target.learn(taken[self._target.name])
             self._columns = resolved
             self._learned = True
         except BaseException:
@@ -501,8 +515,13 @@ class Learning:
 
 
 def _named(rows: object) -> AbstractContextManager[None]:
-    """Rows of a part are named in messages by their place in the file they were read from."""
-    return rows_named(rows.row_text) if isinstance(rows, Part) else nullcontext()
+    """Rows of a part are named in messages by their place in the file they were read from; a
+    DataFrame's by their index labels too (unless the caller names them already)."""
+    if isinstance(rows, Part):
+        return rows_named(rows.row_text)
+    if is_frame(rows) and not naming_rows():
+        return rows_named(row_naming(rows))
+    return nullcontext()
 
 
 # --------------------------------------------------------------------------------------------
@@ -526,7 +545,12 @@ def array_features(data: object) -> npt.NDArray[np.float32]:
         raise DataError(
             f"arrays of features are (rows, ...) with at least one row, not of shape "
             f"{values.shape}"
-            + (" (one feature a row: x.reshape(-1, 1))" if values.ndim == 1 else "")
+            + (
+                ": a single row lacks its batch axis, so give x[None] (or a list of one row); a "
+                "column of one feature a row is x.reshape(-1, 1)"
+                if values.ndim == 1
+                else ""
+            )
         )
     if values.dtype.kind == "f":
         with np.errstate(invalid="ignore"):

@@ -30,6 +30,7 @@ __all__ = [
     "read_csv",
     "read_csv_header",
     "row_count",
+    "row_naming",
     "rows_of",
     "take",
 ]
@@ -161,6 +162,25 @@ def rows_of(rows: object) -> Any:
             )
         )
     return rows if isinstance(rows, Sequence) else list(rows)
+
+
+def row_naming(
+    rows: object, places: Sequence[int] | NDArray[np.int64] | None = None, of: str = ""
+) -> Callable[[int], str]:
+    """How messages name row `index` of the rows at `places` of `rows` (all of them when None):
+    by the row's place among the rows the user handed in, and a DataFrame's row by its index
+    label too, never by its place in a shuffled selection. `of` names the rows ("the test rows")."""
+    labels = rows.index if is_frame(rows) else None  # type: ignore[attr-defined]
+    suffix = f" of {of}" if of else ""
+
+    def naming(index: int) -> str:
+        place = index if places is None else int(places[index])
+        text = f"row {place + 1}{suffix} (counting from 1"
+        if labels is not None and labels[place] != place:
+            text += f"; DataFrame index {labels[place]!r}"
+        return text + ")"
+
+    return naming
 
 
 def row_count(rows: object) -> int:

@@ -42,6 +42,7 @@ __all__ = [
     "parse_number",
     "refuse_beyond_float32",
     "row_text",
+    "naming_rows",
     "rows_named",
     "shown",
     "sorted_labels",
@@ -66,6 +67,11 @@ def row_text(index: int) -> str:
     """How an error message names the row at `index` of the rows handed in (see `rows_named`)."""
     naming = _NAMING.get()
     return f"row {index + 1} (counting from 1)" if naming is None else naming(index)
+
+
+def naming_rows() -> bool:
+    """Whether a caller has said how messages name rows (`rows_named`)."""
+    return _NAMING.get() is not None
 
 
 @contextmanager

@@ -17,7 +17,9 @@ The installed engines are read once a process (`rescan_engines()` reads them aga
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -30,6 +32,7 @@ from deepsharp.core.errors import EngineUnavailableError
 __all__ = [
     "EngineDescription",
     "available_engines",
+    "check_spec",
     "describe_engine",
     "make_engine",
     "rescan_engines",
@@ -105,12 +108,23 @@ def available_engines() -> list[str]:
     return sorted(_registered())
 
 
+ENGINE_PACKAGES = (
+    "the engines other than light come in their own packages, not published on a package "
+    "index: in a checkout of deepsharp, pip install ./packages/engine-torch (the torch engine) "
+    "or ./packages/engine-testbuffer (the test engine); docs/install.md lists them"
+)
+"""Where engines come from, for messages (`deepsharp doctor`'s last line too)."""
+
+
 def _not_installed(name: str) -> str:
-    installed = ", ".join(available_engines()) or "none"
+    installed = available_engines()
+    close = difflib.get_close_matches(name, installed, n=3, cutoff=0.6)
+    lowered = [known for known in installed if known == name.strip().lower() and known != name]
+    close = list(dict.fromkeys([*lowered, *close]))
+    guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "."
     return (
-        f"no engine named {name!r} is installed here (installed: {installed}); an engine "
-        f"called NAME comes in the package deepsharp-engine-NAME: pip install "
-        f"deepsharp-engine-{name}"
+        f"no engine named {name!r} is installed here (installed: "
+        f"{', '.join(installed) or 'none'}){guess} For another engine: {ENGINE_PACKAGES}"
     )
 
 
@@ -166,6 +180,37 @@ def split_precision(name: str, option: str, offered: Sequence[str]) -> tuple[str
             + ", ".join(f"{precision} ({place}{precision})" for precision in offered)
         )
     return head, word
+
+
+def check_spec(spec: object, where: str = "engine") -> None:
+    """Refuse, without making anything, what `make_engine` would surely refuse: a spec string
+    naming no installed engine (nor a `module:factory`), or an object that is not an engine.
+    EngineUnavailableError naming `where`, what was given, and what to give."""
+    if spec is None or (not isinstance(spec, str) and type(spec) in _ENGINE_TYPES):
+        return
+    if isinstance(spec, str):
+        name, _, option = spec.partition(":")
+        if name in _registered():
+            return  # an installed engine: its option is checked when it is made
+        if option.isidentifier() and _module_exists(name):
+            return  # module:factory, its module found (not imported)
+        raise EngineUnavailableError(f"{where} {spec!r}: {_not_installed(name)}")
+    if isinstance(spec, Engine):
+        return
+    shown = repr(spec)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise EngineUnavailableError(
+        f"{where} is a spec string such as 'light', 'light:float32', 'torch:cpu' or "
+        f"'torch:cuda:0', or an engine (such as LightEngine()), not {shown} "
+        f"({type(spec).__name__}); None means the light engine"
+    )
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def make_engine(spec: str | Engine | None = None) -> Engine:

@@ -90,7 +90,10 @@ class Loss:
 
 
 def _float_targets(loss: Loss, targets: Any, outputs: int) -> NDArray[np.float32]:
-    array = np.asarray(targets, dtype=np.float32)
+    try:
+        array = np.asarray(targets, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise _not_numbers(loss, targets) from None
     if array.ndim == 1 and outputs == 1:
         array = array.reshape(-1, 1)
     if array.ndim != 2 or array.shape[1] != outputs:
@@ -179,6 +182,30 @@ class BinaryCrossEntropy(Loss):
         return {} if self.from_logits else {"from_logits": False}
 
 
+def _not_numbers(loss: Loss, targets: Any) -> DataError:
+    """Targets that are not numbers (labels such as 'yes' and 'no'): what they are, and how to
+    make them what the loss takes."""
+    values = np.asarray(targets, dtype=object).ravel()
+    seen = sorted(dict.fromkeys(str(v) for v in values[:1000]))[:3]
+    found = ", ".join(repr(v) for v in seen)
+    if isinstance(loss, BinaryCrossEntropy):
+        way = (
+            f"make them 0 and 1 first, e.g. y = (labels == {seen[-1]!r}).astype('float32'), "
+            "or read them "
+            "with a pipeline's .target(name, kind='binary'), which maps two labels to 0 and 1"
+        )
+    elif isinstance(loss, CrossEntropy):
+        way = (
+            "make them class indices 0 .. classes - 1 first (e.g. with numpy.unique(labels, "
+            "return_inverse=True)), or read them with a pipeline's .target(name, kind='classes')"
+        )
+    else:
+        way = "make them numbers first"
+    return DataError(
+        f"{loss.kind} takes targets that are numbers, not labels such as {found}: {way}"
+    )
+
+
 class CrossEntropy(Loss):
     """One class of many; targets are class indices (N,). From logits (the default) its link is
     the softmax; with from_logits=False it takes probabilities (a network ending in Softmax())
@@ -220,9 +247,7 @@ class CrossEntropy(Loss):
             try:
                 whole = np.asarray(array, dtype=np.float64)
             except (TypeError, ValueError):
-                raise DataError(
-                    f"CrossEntropy: targets are class indices, not {array.dtype}"
-                ) from None
+                raise _not_numbers(self, array) from None
             if not np.all(np.isfinite(whole)) or np.any(whole != np.round(whole)):
                 raise DataError("CrossEntropy: targets must be whole class indices")
             array = whole

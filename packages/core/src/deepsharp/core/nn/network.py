@@ -11,6 +11,7 @@ import json
 import math
 import os
 import threading
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -21,9 +22,9 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff.functions import parts
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, make_engine
-from deepsharp.core.errors import FileFormatError, ShapeError, StateError
+from deepsharp.core.errors import DeepSharpWarning, FileFormatError, ShapeError, StateError
 from deepsharp.core.files import read_safetensors, write_safetensors
-from deepsharp.core.nn.layers import Layer, Pass, SlotSpec, layer_from_json
+from deepsharp.core.nn.layers import Conv2D, Layer, Pass, SlotSpec, layer_from_json
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.random import Generator
 from deepsharp.core.version import __version__
@@ -109,6 +110,20 @@ class Network:
             return
         if self._values is not None:
             raise ShapeError(f"the network was built for rows of shape {self.inputs}, not {inputs}")
+        if (
+            len(inputs) == 3
+            and inputs[2] in (1, 3, 4)
+            and min(inputs[:2]) > 4
+            and isinstance(self.layers[0], Conv2D)
+        ):
+            warnings.warn(
+                f"{self.layers[0]!r} is built for images of shape {inputs}, read as (channels, "
+                f"height, width): {inputs[0]} channels of {inputs[1]}x{inputs[2]}. If these are "
+                "channels-last images (N, H, W, C), give x.transpose(0, 3, 1, 2): deepsharp "
+                "takes images (N, C, H, W)",
+                DeepSharpWarning,
+                stacklevel=3,
+            )
         shape = inputs
         self.specs, self._names = {}, []
         for index, layer in enumerate(self.layers):
@@ -137,6 +152,7 @@ class Network:
                 f"{self.layers[0].label} takes rows of shape {self.inputs}, "
                 f"but the features have shape {tuple(features.shape)} "
                 f"(rows of shape {tuple(features.shape[1:])})"
+                + channels_last_hint(tuple(features.shape[1:]), self.inputs)
             )
 
     # --- slots -----------------------------------------------------------------------------
@@ -331,12 +347,36 @@ class Network:
         return f"Network([{inner}], inputs={self.inputs})"
 
 
+_LOADERS = {
+    "deepsharp.trained": ": it is a trained network (network, loss and pipeline), saved by "
+    "TrainedNetwork.save; load it with TrainedNetwork.load(path) (its .network is the Network)",
+    "deepsharp.network": ": it is a network alone, saved by Network.save; load it with "
+    "Network.load(path) (a TrainedNetwork is what fit's run.trained saves)",
+    "deepsharp.checkpoint": ": it is a checkpoint of a run; load it with Checkpoint.load(path), "
+    "or go on with fit(..., resume_from=path)",
+}
+"""What to call instead, for a file of another deepsharp kind."""
+
+
+def channels_last_hint(rows: tuple[int, ...], inputs: tuple[int, ...]) -> str:
+    """What to do where rows look like channels-last images of the images a network takes."""
+    if len(rows) == 3 and len(inputs) == 3 and rows == (inputs[1], inputs[2], inputs[0]):
+        return (
+            f": these look like channels-last images (N, H, W, C); deepsharp takes (N, C, H, W), "
+            f"so give x.transpose(0, 3, 1, 2) (rows of shape {inputs})"
+        )
+    return ""
+
+
 def check_format(
     metadata: Mapping[str, str], where: str, kind: str, version: str = FORMAT_VERSION
 ) -> None:
     found = metadata.get("format")
     if found != kind:
-        raise FileFormatError(f"{where} is not a {kind} file (its format says {found!r})")
+        raise FileFormatError(
+            f"{where} is not a {kind} file (its format says {found!r})"
+            + _LOADERS.get(str(found), "")
+        )
     held = metadata.get("format_version")
     if held != version:
         raise FileFormatError(

@@ -20,11 +20,11 @@ from numpy.typing import NDArray
 
 from deepsharp.core.data.pipeline import Pipeline, array_features
 from deepsharp.core.data.scan import Scan
-from deepsharp.core.data.sources import Part, is_frame, row_count, rows_of, take
-from deepsharp.core.data.values import ColumnName
-from deepsharp.core.errors import DataError, ShapeError
+from deepsharp.core.data.sources import Part, is_frame, row_count, row_naming, rows_of, take
+from deepsharp.core.data.values import ColumnName, rows_named
+from deepsharp.core.errors import DataError, ShapeError, described
 from deepsharp.core.nn.losses import Loss
-from deepsharp.core.nn.network import Network
+from deepsharp.core.nn.network import Network, channels_last_hint
 from deepsharp.core.random import Generator, KeyedOrder, Streams
 from deepsharp.core.training.spill import Spill, block_rows, buffers, spill_folder
 
@@ -151,10 +151,16 @@ class Rows(Source):
                 "read_csv's rows)"
             )
         parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
-        pipeline.learn(take(self.rows, parts[0]))
-        whole = _made(self.rows, pipeline, network, loss)
+        # Messages name a row by its place in the rows handed in, not in the shuffled split.
+        with rows_named(row_naming(self.rows, parts[0])):
+            pipeline.learn(take(self.rows, parts[0]))
+        with rows_named(row_naming(self.rows)):
+            whole = _made(self.rows, pipeline, network, loss)
         loss.check_training_targets(whole.targets[parts[0]])
-        apart = None if test is None else _made(rows_of(test), pipeline, network, loss)
+        apart = None
+        if test is not None:
+            with rows_named(row_naming(rows_of(test), of="the test rows")):
+                apart = _made(rows_of(test), pipeline, network, loss)
         return _in_memory(pipeline, whole, parts, apart)
 
 
@@ -183,7 +189,8 @@ class Arrays(Source):
         x, y = _pair(self.x, self.y)
         count = x.shape[0]
         parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
-        pipeline.learn(x[parts[0]])
+        with rows_named(row_naming(x, parts[0])):  # a row named by its place in x
+            pipeline.learn(x[parts[0]])
         whole = ArrayFeed(_shaped(x, pipeline, network), loss.targets(y, network.outputs))
         loss.check_training_targets(whole.targets[parts[0]])
         apart = None
@@ -270,9 +277,9 @@ class Streamed(Source):
     One pass learns the pipeline from the training rows; a second makes every row's features
     and targets and spills them to temporary files (`SpillFeed`); the epochs read the spills.
     The split is drawn row by row: row i of the file (from 0) is a training row where the i-th
-    float of the run's split stream lies below the training share, a validation row where it
-    lies below the training and validation shares together, else a test row. A row's part
-    depends on the seed and its place alone; the shares hold in expectation (a binomial count),
+    float of the run's split stream lies below the training fraction, a validation row where it
+    lies below the training and validation fractions together, else a test row. A row's part
+    depends on the seed and its place alone; the fractions hold in expectation (a binomial count),
     not to the row as a permutation's are."""
 
     def __init__(self, scan: Scan) -> None:
@@ -392,7 +399,7 @@ class _Split:
             f"{train} training, {validation} validation and {test} test rows (each row's part "
             f"is drawn from the seed, so split(train={self.fractions[0]}, "
             f"validation={self.fractions[1]}) holds in expectation); a run needs {wanted} "
-            "rows: give more rows, or larger shares"
+            "rows: give more rows, or larger fractions"
         )
 
 
@@ -422,7 +429,15 @@ def feeds_for(
 ) -> Feeds:
     """The feeds of whatever fit was handed: a Source, arrays (x, y), or rows."""
     if pipeline is not None and not isinstance(pipeline, Pipeline):
-        raise TypeError(f"fit: the pipeline must be a Pipeline or None, not {pipeline!r}")
+        hint = (
+            " (arrays go to fit as fit(None, (x, y), network, loss, optimizer, options))"
+            if isinstance(pipeline, np.ndarray)
+            else ""
+        )
+        raise TypeError(
+            f"fit: the first argument is the pipeline, a Pipeline or None, not "
+            f"{described(pipeline)}{hint}"
+        )
     if isinstance(data, Source):
         source: Source = data
     elif isinstance(data, Scan):
@@ -439,6 +454,12 @@ def feeds_for(
 
 
 def _pair(x: object, y: object) -> tuple[NDArray[np.float32], NDArray[Any]]:
+    x_shape, y_shape = tuple(getattr(x, "shape", ())), tuple(getattr(y, "shape", ()))
+    if len(x_shape) == 1 and len(y_shape) >= 2 and x_shape[0] == y_shape[0]:
+        raise DataError(
+            f"arrays come as (x, y), features first: x has shape {x_shape} and y {y_shape}, "
+            "which looks the wrong way round; give fit (x, y)"
+        )
     features = array_features(x)
     targets = np.asarray(y)
     if targets.ndim == 0 or targets.shape[0] != features.shape[0]:
@@ -459,6 +480,12 @@ def _shaped(
     inputs = network.inputs
     assert inputs is not None
     if features.shape[1:] != inputs:
+        turned = channels_last_hint(features.shape[1:], inputs)
+        if turned:  # the same count of values, but a reshape would scramble every image
+            raise ShapeError(
+                f"the network takes rows of shape {inputs}; the features' rows have shape "
+                f"{features.shape[1:]}{turned}"
+            )
         if math.prod(features.shape[1:]) != math.prod(inputs):
             raise ShapeError(
                 f"the pipeline makes rows of shape {features.shape[1:]}; the network takes rows "
@@ -494,5 +521,8 @@ def _in_memory(
             "stopping, the best epoch); split with validation above 0"
         )
     if len(test) == 0:
-        raise DataError("no test rows: give test rows apart, or split with a test share")
+        raise DataError(
+            "no test rows: give test rows apart, or split with a test fraction (train + validation "
+            "below 1)"
+        )
     return Feeds(pipeline, train, validation, test)

@@ -20,10 +20,12 @@ from typing import Any
 import numpy as np
 
 from deepsharp.core.engine import Engine, EngineIdentity, make_engine
+from deepsharp.core.engine.registry import check_spec
 from deepsharp.core.errors import (
     CheckpointMismatchError,
     EngineMismatchError,
     TrainingDivergedError,
+    described,
 )
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Network
@@ -47,7 +49,7 @@ from deepsharp.core.training.scaling import (
     check_setting,
     loss_scale_for,
 )
-from deepsharp.core.training.trainer import Trainer, check_sides
+from deepsharp.core.training.trainer import Trainer, check_parts, check_sides
 
 __all__ = ["FitOptions", "Report", "Run", "fit"]
 
@@ -65,7 +67,10 @@ class FitOptions:
     """How a run goes. Options hold the light engine unless they name another; `distributed`
     spreads the run over processes (deepsharp-distributed's `DataParallel`); `loss_scale`
     ("auto": dynamic under mixed_float16, none otherwise; "dynamic"; a number; a `LossScale`;
-    None) scales the loss for the way back (`deepsharp.core.training.scaling`)."""
+    None) scales the loss for the way back (`deepsharp.core.training.scaling`).
+
+    `checkpoint_dir`: where the run writes checkpoints, every `checkpoint_every` epochs — every
+    epoch when `checkpoint_every` is left 0 — keeping the latest `checkpoint_keep`."""
 
     seed: int
     engine: Engine | str | None = None
@@ -82,6 +87,7 @@ class FitOptions:
 
     def __post_init__(self) -> None:
         self.seed = _whole("seed", self.seed, -(2**63))
+        check_spec(self.engine, "FitOptions: engine")
         for name in ("epochs", "batch_size", "patience", "checkpoint_keep"):
             setattr(self, name, _whole(name, getattr(self, name), 1))
         self.checkpoint_every = _whole("checkpoint_every", self.checkpoint_every, 0)
@@ -95,6 +101,8 @@ class FitOptions:
             raise TypeError(f"FitOptions: checkpoint_dir is a path, not {self.checkpoint_dir!r}")
         if self.checkpoint_every and self.checkpoint_dir is None:
             raise ValueError("FitOptions: checkpoint_every needs a checkpoint_dir to write into")
+        if self.checkpoint_dir is not None and not self.checkpoint_every:
+            self.checkpoint_every = 1  # a folder given is a folder to write into: every epoch
         if self.distributed is not None and not isinstance(self.distributed, Distribution):
             raise TypeError(
                 f"FitOptions: distributed is a Distribution (such as DataParallel()), not "
@@ -207,8 +215,9 @@ def fit(
     uninterrupted run does.
     """
     began = time.perf_counter()
+    check_parts(network, loss, optimizer, "fit")
     if not isinstance(options, FitOptions):
-        raise TypeError(f"fit: options must be FitOptions, not {options!r}")
+        raise TypeError(f"fit: options must be FitOptions, not {described(options)}")
     engine = make_engine(options.engine)
     distribution = options.distributed or OneProcess()
     checkpoint = _checkpoint(resume_from, engine, optimizer, options, distribution)
@@ -316,7 +325,7 @@ def _epoch(run: RunState, train: Feed, validation: Feed) -> EpochRecord:
         sums.add(value, len(batch))
     judged = _evaluate(run, validation)
     if not math.isfinite(judged.mean_loss):
-        _diverged(run, f"the validation loss turned {judged.mean_loss} at epoch {epoch}")
+        _diverged(run, f"the validation loss turned {judged.mean_loss} at epoch {epoch} (its end)")
     train_loss = distribution.combine(sums).mean_loss
     return EpochRecord(epoch, train_loss, judged.mean_loss, time.perf_counter() - started)
 
@@ -325,9 +334,17 @@ def _diverged(run: RunState, what: str) -> None:
     """Put back the best epoch's slots (or those the run started from), then stop the run."""
     run.trainer.restore(run.best)
     kept = f"epoch {run.best_epoch}'s (the best)" if run.best_epoch else "those it started from"
+    optimizer = run.trainer.optimizer
+    rate = optimizer.config().get("learning_rate")
+    lower = (
+        f"try a smaller learning rate than {type(optimizer).__name__}'s {rate:g} (say "
+        f"{rate / 10:g})"
+        if isinstance(rate, (int, float))
+        else "try a smaller learning rate"
+    )
     raise TrainingDivergedError(
-        f"{what}: the network holds the slots of {kept}. Lower the learning rate, or look for "
-        "huge or broken values in the features"
+        f"{what}: the training diverged. The network holds the slots of {kept}. To go on, "
+        f"{lower}, or look for huge or broken values in the features (scale them)"
     )
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +30,8 @@ from deepsharp.core.errors import (
     DataError,
     FileFormatError,
     ShapeError,
+    StateError,
+    described,
 )
 from deepsharp.core.nn.layers import Pass
 from deepsharp.core.nn.losses import Loss
@@ -133,13 +134,7 @@ class Trainer:
     ) -> None:
         from deepsharp.core.training.scaling import loss_scale_for  # it builds on StepHook
 
-        for what, value, kind in (
-            ("network", network, Network),
-            ("loss", loss, Loss),
-            ("optimizer", optimizer, Optimizer),
-        ):
-            if not isinstance(value, kind):
-                raise TypeError(f"Trainer: the {what} must be a {kind.__name__}, not {value!r}")
+        check_parts(network, loss, optimizer, "Trainer")
         loss.check_network(network)
         self.network = network
         self.loss = loss
@@ -159,6 +154,7 @@ class Trainer:
         self._bound: Bound | None = None
         self._slots: list[Tensor] = []
         self.state: OptimizerState | None = None
+        self.closed = False
         if network.inputs is not None:
             self.start(network.inputs)
 
@@ -170,6 +166,7 @@ class Trainer:
 
     def start(self, inputs: tuple[int, ...]) -> None:
         """Build the network for rows of shape `inputs`, draw its slots if it has none, bind it."""
+        self._check_open("start")
         if self._bound is not None:
             return
         self.network.build(inputs)
@@ -210,6 +207,7 @@ class Trainer:
         An empty share of a non-empty batch (a process of a distributed run left no rows) takes
         no forward pass: its gradients are zeros, and still go through the hooks and the update.
         """
+        self._check_open("step")
         empty_share = share is not None and share[2] > 0
         self._value_read = None
         rows = _checked_rows(features, empty_share)
@@ -230,11 +228,9 @@ class Trainer:
             x = Tensor.put(engine, rows)
             y = Tensor.put(engine, wanted)
             context = Pass(engine, True, dropout, share)
-            # Under a loss scale an overflow is expected, and looked for: NumPy need not warn.
-            quiet = (
-                np.errstate(over="ignore", invalid="ignore") if self.loss_scale else nullcontext()
-            )
-            with quiet, Recording(self._slots) as recording:
+            # An overflow is looked for where it matters (a loss scale skips the step; the loop
+            # stops a run whose loss is not finite, naming epoch and step): NumPy need not warn.
+            with _quiet(), Recording(self._slots) as recording:
                 value = self.loss.value(self.network.forward(x, self.bound, context), y)
                 objective = value
                 for hook in self.hooks:
@@ -252,7 +248,8 @@ class Trainer:
         finally:
             self._value = None
         assert grads is not None
-        self.update(grads)
+        with _quiet():
+            self.update(grads)
         return value
 
     def read(self, handle: Handle) -> float:
@@ -277,6 +274,7 @@ class Trainer:
 
     def evaluate(self, features: Any, targets: Any) -> tuple[float, NDArray[np.float32]]:
         """The loss and the predictions (the link applied) for a batch, without recording."""
+        self._check_open("evaluate")
         rows = _checked_rows(features)
         if self._bound is None:
             self.start(tuple(rows.shape[1:]))
@@ -284,8 +282,9 @@ class Trainer:
         engine = self.engine
         x = Tensor.put(engine, rows)
         y = Tensor.put(engine, self.loss.targets(targets, self.network.outputs))
-        outputs = self.network.forward(x, self.bound, Pass(engine, False, None))
-        value = self.loss.value(outputs, y)
+        with _quiet():  # a loss that is not finite is the caller's to judge (the loop does)
+            outputs = self.network.forward(x, self.bound, Pass(engine, False, None))
+            value = self.loss.value(outputs, y)
         flat = outputs.handle
         if outputs.ndim != 2:
             flat = engine.reshape(flat, (rows.shape[0], math.prod(outputs.shape[1:])))
@@ -387,11 +386,39 @@ class Trainer:
         self.engine.assign(handle, self.engine.put(value))
 
     def close(self) -> None:
-        """Bring the slots back to the host network and let go of the engine's memory."""
+        """Bring the slots back to the host network and let go of the engine's memory. A closed
+        trainer takes no more steps (StateError); closing it again does nothing."""
         self.network.release()
         self._bound = None
         self._slots = []
         self.state = None
+        self.closed = True
+
+    def _check_open(self, asked: str) -> None:
+        if self.closed:
+            raise StateError(
+                f"{asked}: this Trainer of {self.network!r} is closed (close() or the end of its "
+                "with block brought its slots back and let go of its optimizer's memory); make "
+                "a new Trainer(network, loss, optimizer, ...) to train the network further"
+            )
+
+
+def check_parts(network: Any, loss: Any, optimizer: Any, where: str) -> None:
+    """Refuse a network, loss or optimizer of the wrong kind, and a class handed where one of its
+    instances belongs (`BinaryCrossEntropy` for `BinaryCrossEntropy()`), saying what to write."""
+    for what, value, kind in (
+        ("network", network, Network),
+        ("loss", loss, Loss),
+        ("optimizer", optimizer, Optimizer),
+    ):
+        if isinstance(value, kind):
+            continue
+        if isinstance(value, type) and issubclass(value, kind):
+            raise ConfigurationError(
+                f"{where}: the {what} is the class {value.__name__}, not one of its instances: "
+                f"write {value.__name__}(...) — e.g. {value.__name__}() — with the parentheses"
+            )
+        raise TypeError(f"{where}: the {what} must be a {kind.__name__}, not {described(value)}")
 
 
 def check_sides(state: TrainerState, optimizer: Optimizer, seed: int, where: str) -> None:
@@ -416,6 +443,11 @@ def _optimizer_text(record: Mapping[str, Any]) -> str:
     config = record.get("config") or {}
     args = ", ".join(f"{k}={v!r}" for k, v in config.items()) if isinstance(config, dict) else ""
     return f"{record.get('kind')}({args})"
+
+
+def _quiet() -> Any:
+    """NumPy's floating-point warnings off, where a value that is not finite is looked for."""
+    return np.errstate(over="ignore", invalid="ignore", divide="ignore")
 
 
 def _checked_rows(features: Any, may_be_empty: bool = False) -> NDArray[np.float32]:

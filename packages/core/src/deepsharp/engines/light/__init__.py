@@ -8,8 +8,6 @@
   `light:float32`, `light:mixed_bfloat16`, `light:mixed_float16`).
 """
 
-from __future__ import annotations
-
 from deepsharp.core.engine import EngineDescription, split_precision
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.engines.light._engine import LightEngine, ReferenceEngine

@@ -12,8 +12,6 @@ tested without a card.
   `testbuffer:strict`; its one precision, strict).
 """
 
-from __future__ import annotations
-
 from deepsharp.core.engine import EngineDescription
 from deepsharp.engines.testbuffer._engine import (
     PRECISION,

@@ -13,8 +13,6 @@ asked for) is missing, `EngineUnavailableError` says which packages bring it.
 - `describe_torch()`: what `deepsharp doctor` reports about torch, builds and cards.
 """
 
-from __future__ import annotations
-
 from deepsharp.core.engine import EngineDescription, split_precision
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.engines.torch._engine import TorchEngine

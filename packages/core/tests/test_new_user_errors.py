@@ -1,0 +1,280 @@
+"""The errors a new user meets first: each says what was wrong, where (the user's own row, the
+argument, the file) and what to do."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    SGD,
+    BinaryCrossEntropy,
+    Checkpoint,
+    ConfigurationError,
+    Conv2D,
+    CrossEntropy,
+    DataError,
+    DeepSharpWarning,
+    Dense,
+    EngineUnavailableError,
+    FileFormatError,
+    FitOptions,
+    Flatten,
+    MeanSquaredError,
+    Network,
+    Pipeline,
+    Relu,
+    Run,
+    ShapeError,
+    StateError,
+    TrainedNetwork,
+    Trainer,
+    TrainingDivergedError,
+    scan_csv,
+)
+from deepsharp.core import fit as fit_run
+from deepsharp.core.cli import main
+from deepsharp.engines.light import LightEngine
+
+
+def _network() -> Network:
+    return Network([Dense(4), Relu(), Dense(1)])
+
+
+def _rows(bad: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [{"a": str(i), "t": str(i % 2)} for i in range(40)]
+    rows[bad]["a"] = "oops"
+    return rows
+
+
+def _fit_rows(rows: Any) -> None:
+    fit_run(
+        Pipeline().number("a").target("t"),
+        rows,
+        _network(),
+        BinaryCrossEntropy(),
+        SGD(0.1),
+        FitOptions(seed=1, epochs=1),
+    )
+
+
+@pytest.mark.parametrize("bad", [0, 7, 25, 39])
+def test_a_bad_value_in_a_list_of_rows_names_the_user_s_row_not_its_shuffled_place(
+    bad: int,
+) -> None:
+    with pytest.raises(DataError, match=rf"^row {bad + 1} \(counting from 1\), column 'a'"):
+        _fit_rows(_rows(bad))
+
+
+@pytest.mark.parametrize("bad", [0, 7, 25, 39])
+def test_a_bad_value_in_a_dataframe_names_its_index_label(bad: int) -> None:
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame(_rows(bad), index=range(100, 140))
+    with pytest.raises(
+        DataError,
+        match=rf"^row {bad + 1} \(counting from 1; DataFrame index {bad + 100}\), column 'a'",
+    ):
+        _fit_rows(frame)
+
+
+def test_a_closed_trainer_refuses_to_step_naming_itself_and_the_way_on() -> None:
+    x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(8, 3)
+    y = (x[:, :1] > 0).astype(np.float32)
+    trainer = Trainer(_network(), BinaryCrossEntropy(), SGD(0.1))
+    trainer.step(x, y)
+    trainer.close()
+    for attempt in (lambda: trainer.step(x, y), lambda: trainer.evaluate(x, y)):
+        with pytest.raises(StateError, match=r"this Trainer of .* is closed.*make a new Trainer"):
+            attempt()
+    trainer.close()  # closing again does nothing
+    with Trainer(_network(), BinaryCrossEntropy(), SGD(0.1)) as trainer:
+        trainer.step(x, y)
+    with pytest.raises(StateError, match="is closed"):
+        trainer.step(x, y)
+
+
+def test_a_checkpoint_dir_without_checkpoint_every_writes_every_epoch(tmp_path: Path) -> None:
+    options = FitOptions(seed=1, epochs=2, checkpoint_dir=tmp_path, checkpoint_keep=5)
+    assert options.checkpoint_every == 1
+    x = np.linspace(-1, 1, 60, dtype=np.float32).reshape(20, 3)
+    fit_run(
+        None,
+        (x, (x[:, :1] > 0).astype(np.float32)),
+        _network(),
+        BinaryCrossEntropy(),
+        SGD(0.1),
+        options,
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        Checkpoint.path_in(tmp_path, epoch).name for epoch in (1, 2)
+    ]
+    assert FitOptions(seed=1).checkpoint_every == 0  # no folder, no checkpoints
+
+
+def _arrays() -> tuple[np.ndarray, np.ndarray]:
+    x = np.linspace(-1, 1, 60, dtype=np.float32).reshape(20, 3)
+    return x, (x[:, :1] > 0).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def trained() -> TrainedNetwork:
+    return fit_run(
+        None, _arrays(), _network(), BinaryCrossEntropy(), SGD(0.1), FitOptions(seed=1, epochs=1)
+    ).trained
+
+
+def test_loading_a_file_of_the_other_kind_says_which_load_reads_it(
+    trained: TrainedNetwork, tmp_path: Path
+) -> None:
+    trained.save(tmp_path / "trained.safetensors")
+    trained.network.save(tmp_path / "network.safetensors")
+    with pytest.raises(FileFormatError, match=r"load it with TrainedNetwork\.load\(path\)"):
+        Network.load(tmp_path / "trained.safetensors")
+    with pytest.raises(FileFormatError, match=r"load it with Network\.load\(path\)"):
+        TrainedNetwork.load(tmp_path / "network.safetensors")
+
+
+def test_saving_into_a_missing_folder_names_that_folder_not_a_temporary_file(
+    trained: TrainedNetwork, tmp_path: Path
+) -> None:
+    folder = tmp_path / "not" / "made"
+    for save in (trained.save, trained.network.save):
+        with pytest.raises(FileNotFoundError) as refused:
+            save(folder / "model.safetensors")
+        message = str(refused.value)
+        assert f"there is no folder {str(folder)!r}" in message
+        assert ".tmp" not in message and "make it first" in message
+
+
+def _fit_arrays(data: Any, loss: Any = None, network: Network | None = None, **options: Any) -> Run:
+    return fit_run(
+        None,
+        data,
+        network or _network(),
+        BinaryCrossEntropy() if loss is None else loss,
+        SGD(0.1),
+        FitOptions(seed=1, epochs=1, **options),
+    )
+
+
+def test_string_labels_with_binary_cross_entropy_say_how_to_make_them_numbers() -> None:
+    x, y = _arrays()
+    labels = np.where(y[:, 0] > 0, "yes", "no")
+    with pytest.raises(DataError, match=r"not labels such as 'no', 'yes'.*labels == 'yes'"):
+        _fit_arrays((x, labels))
+    with pytest.raises(DataError, match=r"not labels such as .*kind='classes'"):
+        _fit_arrays((x, labels), CrossEntropy(), Network([Dense(2)]))
+
+
+def test_a_loss_or_optimizer_class_instead_of_an_instance_says_to_call_it() -> None:
+    x, y = _arrays()
+    with pytest.raises(ConfigurationError, match=r"the loss is the class BinaryCrossEntropy.*\(\)"):
+        _fit_arrays((x, y), BinaryCrossEntropy)
+    with pytest.raises(ConfigurationError, match=r"Trainer: the optimizer is the class SGD"):
+        Trainer(_network(), BinaryCrossEntropy(), SGD)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("engine", "says"),
+    [
+        (5, r"engine is a spec string such as 'light'.*not 5 \(int\)"),
+        ("gpu", r"engine 'gpu': no engine named 'gpu' is installed"),
+        ("ligth:float32", r"did you mean 'light'\?"),
+    ],
+)
+def test_fit_options_check_the_engine_where_they_are_made(engine: Any, says: str) -> None:
+    with pytest.raises(EngineUnavailableError, match=says):
+        FitOptions(seed=1, engine=engine)
+
+
+def test_fit_options_take_every_engine_spec_and_engine_without_making_one() -> None:
+    for engine in (
+        None,
+        "light",
+        "light:float32",
+        "testbuffer",
+        "deepsharp.engines.light:LightEngine",
+    ):
+        assert FitOptions(seed=1, engine=engine).engine == engine
+    engine = LightEngine()
+    assert FitOptions(seed=1, engine=engine).engine is engine
+
+
+def test_arguments_the_wrong_way_round_are_said_by_shape_not_dumped() -> None:
+    x, y = _arrays()
+    with pytest.raises(DataError, match=r"x has shape \(20,\) and y \(20, 3\).*wrong way round"):
+        _fit_arrays((y[:, 0], x))
+    with pytest.raises(TypeError) as refused:
+        fit_run(x, y, _network(), BinaryCrossEntropy(), SGD(0.1), FitOptions(seed=1))  # type: ignore[arg-type]
+    message = str(refused.value)
+    assert "ndarray of shape (20, 3) and dtype float32" in message
+    assert "fit(None, (x, y), " in message and len(message) < 300
+
+
+def test_one_row_without_its_batch_axis_is_told_to_add_it(trained: TrainedNetwork) -> None:
+    x, _ = _arrays()
+    with pytest.raises(DataError, match=r"not of shape \(3,\): a single row .* x\[None\]"):
+        trained.predict(x[0])
+    assert trained.predict(x[0][None]).shape == (1, 1)
+
+
+def test_channels_last_images_are_told_to_transpose() -> None:
+    images = np.zeros((8, 6, 6, 1), np.float32)
+    y = (np.arange(8) % 2).astype(np.float32)
+    network = Network([Conv2D(2, 3), Flatten(), Dense(1)], inputs=(1, 6, 6))
+    with pytest.raises(ShapeError, match=r"channels-last .* x\.transpose\(0, 3, 1, 2\)"):
+        _fit_arrays((images, y), network=network)
+    with pytest.warns(DeepSharpWarning, match=r"channels-last .* x\.transpose\(0, 3, 1, 2\)"):
+        Network([Conv2D(2, 3), Flatten(), Dense(1)]).build((28, 28, 3))
+
+
+def test_a_diverging_run_says_where_and_what_to_try_without_numpy_warnings() -> None:
+    x, y = _arrays()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a NumPy RuntimeWarning would fail the run here
+        with pytest.raises(TrainingDivergedError) as refused:
+            fit_run(
+                None,
+                (x * 1e3, y * 1e3),
+                _network(),
+                MeanSquaredError(),
+                SGD(10.0),
+                FitOptions(seed=1, epochs=5, batch_size=4),
+            )
+    message = str(refused.value)
+    assert re.search(r"loss turned (nan|inf|-inf) at epoch \d+", message)
+    assert "try a smaller learning rate than SGD's 10 (say 1)" in message
+
+
+def test_predict_on_the_command_line_with_a_network_trained_on_arrays_says_what_to_do(
+    trained: TrainedNetwork, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = tmp_path / "arrays.safetensors"
+    trained.save(saved)
+    rows = tmp_path / "rows.csv"
+    rows.write_text("a,b,c\n1,2,3\n")
+    assert main(["predict", str(saved), str(rows)]) == 1
+    said = capsys.readouterr().err
+    assert f"{saved} was trained on arrays" in said
+    assert "the command line cannot read" in said and str(rows) in said
+    assert "TrainedNetwork.load(" in said and ".predict(x)" in said
+    assert "Part" not in said  # no internal names
+    with pytest.raises(DataError, match=r"trained on arrays .*predict\(x\)"):
+        list(trained.predict_parts(scan_csv(rows)))
+
+
+def test_the_command_line_calls_what_the_network_gives_predictions(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for command in (["--help"], ["predict", "--help"]):
+        with pytest.raises(SystemExit):
+            main(command)
+        said = capsys.readouterr().out
+        assert "answer" not in said.lower()
+    flat = " ".join(said.split())  # argparse wraps its lines
+    assert "the predictions as CSV" in flat and "write the predictions to FILE" in flat
