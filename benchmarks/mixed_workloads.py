@@ -26,6 +26,7 @@ import numpy as np
 from deepsharp.core import Adam, CrossEntropy, Dense, Network, Relu, Trainer
 from workloads import (
     CONV,
+    Step,
     Workload,
     conv_step,
     titanic_step,
@@ -141,56 +142,55 @@ PYTORCH_FLOAT32 = "PyTorch eager, float32"
 ENGINES = ("torch:cpu:mixed_bfloat16", "torch:cpu")
 DENSE = "Dense: 4,096 rows × 1,024 features, 3 × (Dense 1,024, ReLU), Dense 10, cross entropy, Adam"
 
+
+def mixed(
+    name: str,
+    title: str,
+    step: Callable[[str], Step],
+    pytorch: Callable[[bool], Step],
+    rounds: int,
+) -> Workload:
+    """A mixed workload: deepsharp's `step` on both engines, `pytorch(autocast)` the peer's
+    (autocast, the peer; float32, timed beside it for scale)."""
+    return Workload(
+        name=name,
+        title=title,
+        step=step,
+        peer=lambda: pytorch(True),
+        peer_name=AUTOCAST,
+        engines=ENGINES,
+        rounds=rounds,
+        references={PYTORCH_FLOAT32: lambda: pytorch(False)},
+    )
+
+
+def _convolution(images: int, filters: int, rounds: int) -> Workload:
+    return mixed(
+        f"mixed-conv-{images}x{filters}",
+        f"Convolution: {images} images 1×28×28, {filters} filters 3×3; {CONV}",
+        lambda engine: conv_step(engine, images, filters),
+        lambda autocast: torch_conv_step(images, filters, autocast=autocast),
+        rounds,
+    )
+
+
 MIXED = [
-    Workload(
-        name="mixed-dense-4096x1024",
-        title=DENSE,
-        step=dense_step,
-        peer=lambda: torch_dense_step(autocast=True),
-        peer_name=AUTOCAST,
-        engines=ENGINES,
+    mixed("mixed-dense-4096x1024", DENSE, dense_step, torch_dense_step, rounds=5),
+    _convolution(256, 32, rounds=7),
+    _convolution(32, 8, rounds=7),
+    mixed(
+        "mixed-titanic",
+        "Titanic: 32 rows × 14 features, Dense 16, ReLU, Dense 1, BCE, Adam",
+        titanic_step,
+        lambda autocast: torch_titanic_step(autocast=autocast),
+        rounds=7,
+    ),
+    mixed(
+        "mixed-serving-4096",
+        "Serving the dense network: 4,096 rows' predictions, no recording",
+        dense_serving,
+        torch_dense_serving,
         rounds=5,
-        references={PYTORCH_FLOAT32: lambda: torch_dense_step(autocast=False)},
-    ),
-    Workload(
-        name="mixed-conv-256x32",
-        title=f"Convolution: 256 images 1×28×28, 32 filters 3×3; {CONV}",
-        step=lambda engine: conv_step(engine, 256, 32),
-        peer=lambda: torch_conv_step(256, 32, autocast=True),
-        peer_name=AUTOCAST,
-        engines=ENGINES,
-        rounds=7,
-        references={PYTORCH_FLOAT32: lambda: torch_conv_step(256, 32)},
-    ),
-    Workload(
-        name="mixed-conv-32x8",
-        title=f"Convolution: 32 images 1×28×28, 8 filters 3×3; {CONV}",
-        step=lambda engine: conv_step(engine, 32, 8),
-        peer=lambda: torch_conv_step(32, 8, autocast=True),
-        peer_name=AUTOCAST,
-        engines=ENGINES,
-        rounds=7,
-        references={PYTORCH_FLOAT32: lambda: torch_conv_step(32, 8)},
-    ),
-    Workload(
-        name="mixed-titanic",
-        title="Titanic: 32 rows × 14 features, Dense 16, ReLU, Dense 1, BCE, Adam",
-        step=titanic_step,
-        peer=lambda: torch_titanic_step(autocast=True),
-        peer_name=AUTOCAST,
-        engines=ENGINES,
-        rounds=7,
-        references={PYTORCH_FLOAT32: lambda: torch_titanic_step()},
-    ),
-    Workload(
-        name="mixed-serving-4096",
-        title="Serving the dense network: 4,096 rows' predictions, no recording",
-        step=dense_serving,
-        peer=lambda: torch_dense_serving(autocast=True),
-        peer_name=AUTOCAST,
-        engines=ENGINES,
-        rounds=5,
-        references={PYTORCH_FLOAT32: lambda: torch_dense_serving()},
     ),
 ]
 """Mixed precision on the processor, in the order the docs give them: the two steps the goals
