@@ -63,12 +63,44 @@ def bind(module: Any) -> None:
 
 
 class _Totals:
-    """What both strategies need of the engine: whether it runs on a card, and the guard that
-    sets TF32 off and deterministic algorithms around its products and convolutions there."""
+    """What the strategies share: whether the engine runs on a card, the guard that sets TF32
+    off and deterministic algorithms around its products and convolutions there, and the
+    convolution's entry points written once over `conv2d_bias` and `_weight_grad`."""
 
     def __init__(self, cuda: bool, guard: Any) -> None:
         self.cuda = cuda
         self.guard = guard
+
+    def conv2d_bias(
+        self, x: Tensor, w: Tensor, bias: Tensor | None, stride: int, padding: Paddings
+    ) -> Tensor:
+        raise NotImplementedError
+
+    def _weight_grad(
+        self,
+        x: Tensor,
+        gy: Tensor,
+        kernel: tuple[int, int],
+        stride: int,
+        padding: Paddings,
+        bias: bool,
+    ) -> tuple[Tensor, Tensor]:
+        """The filters' gradient and, with `bias`, the biases' (float32 and strict: one pass)."""
+        raise NotImplementedError
+
+    def conv2d(self, x: Tensor, w: Tensor, stride: int, padding: Paddings) -> Tensor:
+        return self.conv2d_bias(x, w, None, stride, padding)
+
+    def conv2d_weight_grad(
+        self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
+    ) -> Tensor:
+        return self._weight_grad(x, gy, kernel, stride, padding, False)[0]
+
+    def conv2d_weight_bias_grad(
+        self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
+    ) -> tuple[Tensor, Tensor]:
+        weights, biases = self._weight_grad(x, gy, kernel, stride, padding, True)
+        return weights, biases
 
 
 class Float32Totals(_Totals):
@@ -91,26 +123,12 @@ class Float32Totals(_Totals):
     def mean(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
         return torch.mean(x, axes, keepdims) if axes else x
 
-    def conv2d(self, x: Tensor, w: Tensor, stride: int, padding: Paddings) -> Tensor:
-        return self.conv2d_bias(x, w, None, stride, padding)
-
     def conv2d_bias(
         self, x: Tensor, w: Tensor, bias: Tensor | None, stride: int, padding: Paddings
     ) -> Tensor:
         images, pads = padded(x, padding)
         with self.guard:
             return F.conv2d(images, w, bias, stride, pads)
-
-    def conv2d_weight_grad(
-        self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
-    ) -> Tensor:
-        return self._weight_grad(x, gy, kernel, stride, padding, False)[0]
-
-    def conv2d_weight_bias_grad(
-        self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
-    ) -> tuple[Tensor, Tensor]:
-        weights, biases = self._weight_grad(x, gy, kernel, stride, padding, True)
-        return weights, biases
 
     def _weight_grad(
         self,
@@ -220,9 +238,6 @@ class StrictTotals(_Totals):
             return max(1, count)
         return images_a_block(filters, channels * kernel[0] * kernel[1], height * width, BLOCK)
 
-    def conv2d(self, x: Tensor, w: Tensor, stride: int, padding: Paddings) -> Tensor:
-        return self.conv2d_bias(x, w, None, stride, padding)
-
     def conv2d_bias(
         self, x: Tensor, w: Tensor, bias: Tensor | None, stride: int, padding: Paddings
     ) -> Tensor:
@@ -242,17 +257,6 @@ class StrictTotals(_Totals):
                     out = torch.empty((count, *y.shape[1:]), dtype=F32)
                 out[i : i + step] = y
         return out
-
-    def conv2d_weight_grad(
-        self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
-    ) -> Tensor:
-        return self._weight_grad(x, gy, kernel, stride, padding, False)[0]
-
-    def conv2d_weight_bias_grad(
-        self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
-    ) -> tuple[Tensor, Tensor]:
-        weights, biases = self._weight_grad(x, gy, kernel, stride, padding, True)
-        return weights, biases
 
     def _weight_grad(
         self,
@@ -412,9 +416,6 @@ class MixedTotals(_Totals):
         return int(count * w.shape[0] * channels * w.shape[2] * w.shape[3] * height * width) // (
             stride * stride
         )
-
-    def conv2d(self, x: Tensor, w: Tensor, stride: int, padding: Paddings) -> Tensor:
-        return self.conv2d_bias(x, w, None, stride, padding)
 
     def conv2d_bias(
         self, x: Tensor, w: Tensor, bias: Tensor | None, stride: int, padding: Paddings
