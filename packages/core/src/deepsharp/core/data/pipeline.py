@@ -36,18 +36,14 @@ from deepsharp.core.data.columns import (
     ColumnKind,
     FillSpec,
     Flag,
-    Image,
-    ImageScale,
     Learner,
     Number,
     Numbers,
     Recipe,
-    Target,
-    TargetKind,
-    TargetLearner,
     UnknownRule,
     read_column,
 )
+from deepsharp.core.data.images import Image, ImageScale
 from deepsharp.core.data.sources import (
     Part,
     column_names,
@@ -56,6 +52,7 @@ from deepsharp.core.data.sources import (
     read_csv,
     row_naming,
 )
+from deepsharp.core.data.target import Target, TargetKind, TargetLearner
 from deepsharp.core.data.values import (
     FLOAT32_MAX,
     ColumnName,

@@ -1,0 +1,242 @@
+"""The image column kind: each row's field holds a fixed-shape block of numbers (a nested
+sequence, an array, or a text of numbers), flattened into features and divided by one number,
+given or learned from the training rows."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from deepsharp.core.data.columns import ColumnKind, Learner, Recipe
+from deepsharp.core.data.values import (
+    FLOAT32_MAX,
+    FLOAT32_TINY,
+    Column,
+    ColumnName,
+    parse_number,
+    refuse_beyond_float32,
+    row_text,
+)
+from deepsharp.core.errors import DataError
+
+__all__ = ["Image", "ImageLearner", "ImageScale", "check_image_scale", "check_image_shape"]
+
+ImageScale = float | Literal["max"] | None
+
+
+def _short(value: object, limit: int = 60) -> str:
+    """A value's repr, cut short for an error message (an image's row may hold thousands)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_image_shape(name: ColumnName, shape: object) -> tuple[int, ...]:
+    """An image column's shape: a positive whole number or a sequence of them (e.g. (1, 8, 8))."""
+    dims: Sequence[object]
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        dims = (shape,)
+    elif isinstance(shape, Sequence) and not isinstance(shape, (str, bytes)):
+        dims = shape
+    else:
+        raise TypeError(
+            f"column {name!r}: shape must be a whole number or a sequence of them such as "
+            f"(1, 8, 8), not {shape!r}"
+        )
+    out: list[int] = []
+    for d in dims:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 1:
+            out = []
+            break
+        out.append(int(d))
+    if not out or len(out) > 8 or math.prod(out) > 2**31:
+        raise ValueError(
+            f"column {name!r}: shape must hold one to eight positive whole numbers, such as "
+            f"(1, 8, 8), not {shape!r}"
+        )
+    return tuple(out)
+
+
+def check_image_scale(name: ColumnName, scale: object) -> ImageScale:
+    if scale is None or scale == "max":
+        return "max" if scale == "max" else None
+    if isinstance(scale, str):
+        raise ValueError(
+            f"column {name!r}: scale must be None, a positive number or 'max', not {scale!r}"
+        )
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(
+        scale, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(
+            f"column {name!r}: scale must be None, a positive number or 'max', not {scale!r}"
+        )
+    value = float(scale)
+    if not (math.isfinite(value) and FLOAT32_TINY <= value <= FLOAT32_MAX):
+        raise ValueError(f"column {name!r}: scale must be a positive finite number, not {scale!r}")
+    return value
+
+
+class Image(ColumnKind):
+    """A column whose field holds a whole image (or any fixed-shape block of numbers).
+
+    Each row's field is a list, tuple or NumPy array (of any nesting) of ``prod(shape)`` numbers,
+    or a text of numbers separated by spaces or commas; it is flattened in C order (channels,
+    then rows, then columns) into ``prod(shape)`` features named ``name[0]``, ``name[1]``, ...
+    Every value is divided by one number: ``scale`` when it is given, the largest absolute value
+    of the training rows when it is ``"max"`` (1 where they are all 0), and 1 when it is None.
+    A missing field or value, a wrong count, a value that is no number, infinite or beyond
+    float32's range is a DataError.
+    """
+
+    kind = "image"
+
+    def __init__(self, name: object, shape: int | Sequence[int], scale: ImageScale = None) -> None:
+        super().__init__(name)
+        self.shape = check_image_shape(self.name, shape)
+        self.scale = check_image_scale(self.name, scale)
+        self.divisor: float | None = None
+
+    def width(self) -> int:
+        return math.prod(self.shape)
+
+    def names(self) -> list[str]:
+        return [f"{self.name}[{i}]" for i in range(self.width())]
+
+    def _expected(self) -> str:
+        return f"{self.width()} numbers (an image of shape {self.shape})"
+
+    def _values(self, column: Column) -> npt.NDArray[np.float64]:
+        """The column as one float64 matrix (rows, width), checked: stacked by NumPy in one go
+        where it can, row by row (to name the bad row) where it cannot."""
+        count = len(column)
+        width = self.width()
+        values: npt.NDArray[np.float64] | None = None
+        try:  # the usual case: equal arrays or lists, stacked by NumPy at once
+            stacked = np.asarray(column, dtype=np.float64)
+        except (ValueError, TypeError, OverflowError):
+            stacked = None
+        if (
+            stacked is not None
+            and stacked.ndim >= 1
+            and stacked.shape[0] == count
+            and stacked.size == count * width
+            and (stacked.ndim > 1 or width == 1)
+        ):
+            values = stacked.reshape(count, width)
+        if values is None:
+            values = np.empty((count, width), dtype=np.float64)
+            for i, value in enumerate(column):
+                values[i] = self._row(i, value)
+        missing = np.isnan(values)
+        if missing.any():
+            i, k = (int(v) for v in np.argwhere(missing)[0])
+            raise DataError(
+                f"{row_text(i)}, column {self.name!r}: expected {self._expected()}, but value {k} "
+                f"(counting from 0) is missing (nan): an image takes no missing values"
+            )
+        refuse_beyond_float32(values, column, self.name, f" (expected {self._expected()})")
+        return values
+
+    def _row(self, i: int, value: object) -> npt.NDArray[np.float64]:
+        where = f"{row_text(i)}, column {self.name!r}"
+        if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+            raise DataError(f"{where}: the image is missing; expected {self._expected()}")
+        if isinstance(value, str):
+            tokens = value.replace(",", " ").split()
+            if not tokens:
+                raise DataError(
+                    f"{where}: the image is missing (empty text); expected {self._expected()}"
+                )
+            try:
+                parsed = np.array([float(t) for t in tokens], dtype=np.float64)
+            except ValueError:
+                bad = next(t for t in tokens if parse_number(t) is None)
+                raise DataError(
+                    f"{where}: expected {self._expected()}, found {bad!r}, which is no number"
+                ) from None
+        elif isinstance(value, (bytes, Mapping, bool, int, float, np.generic)):
+            raise DataError(
+                f"{where}: expected {self._expected()} as a list, tuple, NumPy array or text, "
+                f"found {type(value).__name__} {_short(value)}"
+            )
+        else:
+            try:
+                parsed = np.asarray(value, dtype=np.float64)
+            except (ValueError, TypeError, OverflowError):
+                raise DataError(
+                    f"{where}: expected {self._expected()}, found {_short(value)}, which holds "
+                    f"something that is no number (or rows of unequal length)"
+                ) from None
+            if parsed.ndim == 0:
+                raise DataError(
+                    f"{where}: expected {self._expected()}, found the single value {_short(value)}"
+                )
+        if parsed.size != self.width():
+            raise DataError(f"{where}: expected {self._expected()}, found {parsed.size} numbers")
+        return parsed.reshape(-1)
+
+    def learner(self) -> Learner:
+        return ImageLearner(self)
+
+    def _settle(self, largest: float) -> None:
+        if self.scale == "max":
+            self.divisor = largest if largest >= FLOAT32_TINY else 1.0
+        else:
+            self.divisor = 1.0 if self.scale is None else float(self.scale)
+
+    def write(self, values: Column, out: npt.NDArray[np.float32], at: int) -> None:
+        assert self.divisor is not None
+        checked = self._values(values)
+        if self.divisor != 1.0:
+            checked /= self.divisor
+        out[:, at : at + self.width()] = checked
+
+    def forget(self) -> None:
+        self.divisor = None
+
+    def settings(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), "scale": self.scale}
+
+    def statistics(self) -> dict[str, Any]:
+        return {"divisor": self.divisor}
+
+    @classmethod
+    def from_settings(cls, name: ColumnName, recipe: Recipe) -> Image:
+        scale = recipe.get("scale", str, int, float, type(None))
+        if isinstance(scale, str) and scale != "max":
+            raise recipe.fail(
+                "scale", f"expected a positive number, 'max' or null, found {scale!r}"
+            )
+        return cls(name, recipe.get("shape", list), scale=scale)
+
+    def read_statistics(self, recipe: Recipe) -> None:
+        divisor = recipe.number("divisor", FLOAT32_TINY)
+        if isinstance(self.scale, float) and divisor != self.scale:
+            raise recipe.fail(
+                "divisor", f"the column's scale is {self.scale!r}, but its divisor is {divisor!r}"
+            )
+        if self.scale is None and divisor != 1.0:
+            raise recipe.fail("divisor", f"a column without scale divides by 1, not {divisor!r}")
+        self.divisor = divisor
+
+    def __repr__(self) -> str:
+        return f"image({self.name!r}, {self.shape})"
+
+
+class ImageLearner(Learner):
+    """Every training row checked; the largest absolute value kept (for scale="max")."""
+
+    def __init__(self, column: Image) -> None:
+        self.column = column
+        self.largest = 0.0
+
+    def add(self, values: Column) -> None:
+        checked = self.column._values(values)  # checks every row, as the other columns do
+        if checked.size:
+            self.largest = max(self.largest, float(np.max(np.abs(checked))))
+
+    def finish(self) -> None:
+        self.column._settle(self.largest)
