@@ -24,6 +24,7 @@ from deepsharp.core import (
     make_engine,
 )
 from deepsharp.core.data.pipeline import Pipeline
+from deepsharp.core.nn.predicting import Predictor
 from deepsharp.core.random import Generator
 from deepsharp.core.samples import titanic
 from deepsharp.core.serving import CHUNK, TrainedNetwork
@@ -86,6 +87,6 @@ def chunk_by_chunk(trained: TrainedNetwork, features: np.ndarray, engine: str) -
     count = features.shape[0]
     padded = -(-count // CHUNK) * CHUNK
     rows = np.concatenate([features, np.zeros((padded - count, *features.shape[1:]), np.float32)])
-    with trained.network.served(trained.loss, make_engine(engine)) as served:
-        chunks = [served.predict(rows[i : i + CHUNK]) for i in range(0, padded, CHUNK)]
+    served = Predictor(trained.network, trained.loss, make_engine(engine))
+    chunks = [served.predict(rows[i : i + CHUNK]) for i in range(0, padded, CHUNK)]
     return np.concatenate(chunks)[:count]

@@ -101,10 +101,10 @@ def _traced(layers: list[Layer]) -> tuple[Replay | None, Tensor, Any]:
     bound = network.put(engine)
     context = Pass(engine, False, None)
 
-    def forward(x: Tensor) -> Tensor:
-        return network.forward(x, bound, context)
+    def forward(xs: list[Tensor]) -> Tensor:
+        return network.forward(xs, bound, context)
 
-    replay, out = Replay.trace(forward, Tensor.put(engine, np.ones((4, 2), np.float32)))
+    replay, out = Replay.trace(forward, [Tensor.put(engine, np.ones((4, 2), np.float32))])
     return replay, out, forward
 
 
@@ -118,8 +118,8 @@ def test_a_replay_runs_the_traced_rules_on_new_rows() -> None:
     assert replay is not None
     engine = traced.engine
     other = np.random.default_rng(5).standard_normal((4, 2)).astype(np.float32)
-    again = engine.get(replay.replay(engine, engine.put(other)))
-    direct = forward(Tensor.put(engine, other)).numpy()
+    again = engine.get(replay.replay(engine, [engine.put(other)]))
+    direct = forward([Tensor.put(engine, other)]).numpy()
     assert again.tobytes() == direct.tobytes()
 
 

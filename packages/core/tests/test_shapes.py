@@ -23,7 +23,9 @@ from deepsharp.core import (
 def test_a_wrong_feature_count_names_the_layer_and_both_shapes() -> None:
     trainer = titanic_trainer()
     _, targets = titanic_shaped()
-    with pytest.raises(ShapeError, match=r"layer 0 \(Dense\(units=16\)\).*\(14,\).*\(32, 13\)"):
+    with pytest.raises(
+        ShapeError, match=r"layer 'dense' \(Dense\(units=16\)\).*\(14,\).*\(32, 13\)"
+    ):
         trainer.step(np.zeros((32, 13), np.float32), targets)
 
 
@@ -46,15 +48,15 @@ def test_predict_with_the_wrong_feature_count_names_the_layer() -> None:
     network = Network([Dense(4), Relu(), Dense(1)], inputs=3)
     trainer = Trainer(network, BinaryCrossEntropy(), Adam(), seed=0)
     trainer.close()
-    with pytest.raises(ShapeError, match=r"layer 0 .*\(3,\).*\(2, 5\)"):
+    with pytest.raises(ShapeError, match=r"layer 'dense' .*\(3,\).*\(2, 5\)"):
         network.predict(np.zeros((2, 5)), BinaryCrossEntropy())
 
 
 def test_a_dense_layer_after_images_asks_for_flatten() -> None:
-    with pytest.raises(ShapeError, match=r"layer 0 \(Dense\(units=4\)\).*Flatten"):
+    with pytest.raises(ShapeError, match=r"layer 'dense' \(Dense\(units=4\)\).*Flatten"):
         Network([Dense(4)], inputs=(1, 8, 8))
 
 
 def test_a_pool_too_big_for_its_images_is_refused() -> None:
-    with pytest.raises(ShapeError, match=r"layer 0 .*\(1, 1, 1\)"):
+    with pytest.raises(ShapeError, match=r"layer 'maxpool2d' .*\(1, 1, 1\)"):
         Network([MaxPool2D(2), Flatten()], inputs=(1, 1, 1))

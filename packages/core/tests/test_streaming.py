@@ -61,7 +61,9 @@ def _feeds(scan: Scan, seed: int = 11, pipeline: Pipeline | None = None) -> Feed
 
 def _ids(feed: Any, order: Generator | None = None, size: int = 32) -> list[np.ndarray]:
     """The row numbers of each batch a feed gives (the last feature of `_numbered`)."""
-    return [b.features[:, -1].astype(np.int64) for b in feed.batches(size, order, lambda n: (0, n))]
+    return [
+        b.features[0][:, -1].astype(np.int64) for b in feed.batches(size, order, lambda n: (0, n))
+    ]
 
 
 def _all_ids(feed: SpillFeed) -> np.ndarray:
@@ -188,7 +190,7 @@ def test_each_process_keeps_only_its_share_of_every_batch(
         for rank, got in enumerate(mine):
             first, last = Shares(rank, world_size).share(len(batch))
             assert got.share == (first, last, len(batch))
-            np.testing.assert_array_equal(got.features, batch.features[first:last])
+            np.testing.assert_array_equal(got.features[0], batch.features[0][first:last])
             np.testing.assert_array_equal(got.targets, batch.targets[first:last])
 
 

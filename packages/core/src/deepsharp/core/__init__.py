@@ -22,15 +22,28 @@ from deepsharp.core.errors import (
     StateError,
     TrainingDivergedError,
 )
+from deepsharp.core.nn.graph import Input, Symbol
 from deepsharp.core.nn.layers import (
+    Add,
+    AvgPool2D,
+    BatchNorm,
+    Concatenate,
+    Conv1D,
     Conv2D,
     Dense,
     Dropout,
+    Embedding,
     Flatten,
+    Gelu,
+    GlobalAvgPool,
     Layer,
+    LayerNorm,
+    LeakyRelu,
     MaxPool2D,
     Relu,
+    Reshape,
     Sigmoid,
+    Silu,
     Softmax,
     Tanh,
 )
@@ -41,20 +54,25 @@ from deepsharp.core.random import Generator
 from deepsharp.core.serving import TrainedNetwork
 from deepsharp.core.training.callbacks import Callback, RunState
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
+from deepsharp.core.training.hooks import StepHook
 from deepsharp.core.training.loop import FitOptions, Report, Run, fit
 from deepsharp.core.training.scaling import LossScale
 from deepsharp.core.training.trainer import Trainer
 from deepsharp.core.version import __version__
 
 __all__ = [
-    "SGD",
     "Adam",
     "AdamW",
+    "Add",
+    "AvgPool2D",
+    "BatchNorm",
     "BinaryCrossEntropy",
     "Callback",
     "Checkpoint",
     "CheckpointMismatchError",
+    "Concatenate",
     "ConfigurationError",
+    "Conv1D",
     "Conv2D",
     "CrossEntropy",
     "DataError",
@@ -62,6 +80,7 @@ __all__ = [
     "DeepSharpWarning",
     "Dense",
     "Dropout",
+    "Embedding",
     "Engine",
     "EngineIdentity",
     "EngineMismatchError",
@@ -70,8 +89,13 @@ __all__ = [
     "FileFormatError",
     "FitOptions",
     "Flatten",
+    "Gelu",
     "Generator",
+    "GlobalAvgPool",
+    "Input",
     "Layer",
+    "LayerNorm",
+    "LeakyRelu",
     "Loss",
     "LossScale",
     "MaxPool2D",
@@ -81,24 +105,29 @@ __all__ = [
     "Pipeline",
     "Relu",
     "Report",
+    "Reshape",
     "Run",
     "RunState",
+    "SGD",
     "ShapeError",
     "Sigmoid",
+    "Silu",
     "Softmax",
     "StateError",
+    "StepHook",
+    "Symbol",
     "Tanh",
     "Tensor",
     "TrainedNetwork",
     "Trainer",
     "TrainingDivergedError",
-    "__version__",
     "available_engines",
     "fit",
     "make_engine",
     "read_csv",
     "scan_csv",
     "scan_parquet",
+    "__version__",
 ]
 
 

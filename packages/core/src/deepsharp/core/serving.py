@@ -1,11 +1,9 @@
 """A trained network: the pipeline and the network together, predicting raw rows.
 
-Rows go through the pipeline, then through the network 32 rows at a time (Keras's default
-batch), the last chunk padded with zero rows, so that no prediction depends on which rows share
-its pass: a row's prediction is the same bits alone, in any order, in any company. On an engine
-whose precision promises that of its own (`Precision.batch_invariant`: strict), many chunks go
-in one pass, which gives the same bits with fewer calls. A network trained on arrays has a
-pipeline of arrays: it predicts arrays.
+Rows go through the pipeline, then through the network by the one path every door predicts
+through (`deepsharp.core.nn.predicting`): 32 rows at a time, the last chunk padded, so that a row's
+prediction is the same bits alone, in any order, in any company. A network trained on arrays has
+a pipeline of arrays: it predicts arrays.
 
 Rows too many for memory are predicted part by part: `predict_parts` takes a scanned file
 (`scan_csv`, `scan_parquet`) or any iterable of row batches and yields each part's predictions,
@@ -23,20 +21,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.autodiff.replay import Replay
-from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.scan import Scan
-from deepsharp.core.engine import PRECISIONS, Engine, Handle
+from deepsharp.core.engine import Engine
 from deepsharp.core.errors import DataError, FileFormatError
 from deepsharp.core.files import read_safetensors, write_safetensors
-from deepsharp.core.nn.layers import Pass
 from deepsharp.core.nn.losses import Loss, loss_from_json, loss_to_json
-from deepsharp.core.nn.network import Network, Served, own_engine
+from deepsharp.core.nn.network import Network
+from deepsharp.core.nn.predicting import CHUNK, Predictor
+from deepsharp.core.nn.saving import file_tensors, network_from_file, network_metadata
 
 __all__ = ["CHUNK", "TrainedNetwork"]
 
-CHUNK = 32
 TRAINED_FORMAT = "deepsharp.trained"
 
 
@@ -82,94 +78,33 @@ class TrainedNetwork:
             if isinstance(rows, Scan)
             else rows
         )
-        made = own_engine(engine)
-        with self.network.served(self.loss, made) as served:
-            for part in parts:
-                yield self._predict_served(self.pipeline.features(part), made, served)
+        predictor = Predictor(self.network, self.loss, engine)
+        for part in parts:
+            yield predictor.predict(self.pipeline.features(part))
 
     def predict_features(
-        self, features: NDArray[np.float32], engine: Engine | str | None = None
+        self, features: Any, engine: Engine | str | None = None
     ) -> NDArray[np.float32]:
         """Predictions for rows already through the pipeline, 32 at a time."""
-        if features.shape[0] == 0:
-            return np.zeros((0, self.outputs), np.float32)
-        made = own_engine(engine)
-        with self.network.served(self.loss, made) as served:
-            return self._predict_served(features, made, served)
-
-    def _predict_served(
-        self, features: NDArray[np.float32], made: Engine, served: Served
-    ) -> NDArray[np.float32]:
-        count = features.shape[0]
-        if count == 0:
-            return np.zeros((0, self.outputs), np.float32)
-        inputs = self.network.inputs
-        if (
-            inputs is not None
-            and features.shape[1:] != inputs
-            and features[0].size == math.prod(inputs)
-        ):
-            features = features.reshape(count, *inputs)  # flat pipeline columns to images
-        self.network.check_rows(features)
-        padded = -(-count // CHUNK) * CHUNK
-        if padded != count:
-            filler = np.zeros((padded - count, *features.shape[1:]), np.float32)
-            features = np.concatenate([features, filler])
-        # The rows cross once; each chunk is a slice on the engine; the predictions cross once.
-        # The first chunk goes through the layers and is traced; the others replay the trace:
-        # the same engine calls in the same order, without the layers' Python.
-        rows = Tensor.put(made, features)
-        row = tuple(rows.shape[1:])
-        context = Pass(made, False, None)
-        network, bound = self.network, served.bound
-
-        def forward(chunk: Tensor) -> Tensor:
-            return network.forward(chunk, bound, context)
-
-        def link(out: Handle, size: int) -> Handle:
-            return self.loss.link(made, made.reshape(out, (size, self.outputs)))
-
-        def rows_at(start: int, size: int) -> Tensor:
-            return Tensor(made.slice(rows.handle, 0, start, start + size), (size, *row), made)
-
-        replay, traced = Replay.trace(forward, rows_at(0, CHUNK))
-        chunks = [link(traced.handle, CHUNK)]
-        span = done = CHUNK
-        if replay is not None and padded > CHUNK and _batch_invariant(made):
-            # This engine's precision promises a row's prediction the same bits in any company:
-            # many chunks then go in one pass, with the bits of one chunk at a time.
-            span = min(padded - CHUNK, _rows_a_pass(row))
-            replay, traced = Replay.trace(forward, rows_at(CHUNK, span))
-            chunks.append(link(traced.handle, span))
-            done += span
-        for start in range(done, padded, span):
-            size = min(span, padded - start)
-            if replay is None or size != span:  # moves values, or the last, shorter pass
-                chunks.append(link(forward(rows_at(start, size)).handle, size))
-            else:
-                chunk = made.slice(rows.handle, 0, start, start + size)
-                chunks.append(link(replay.replay(made, chunk), size))
-        every = chunks[0] if len(chunks) == 1 else made.concatenate(chunks, 0)
-        result: NDArray[np.float32] = made.get(every)
-        return result[:count]
+        return Predictor(self.network, self.loss, engine).predict(features)
 
     # --- files -----------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
         """One safetensors file: the slots; in its metadata the format version, the
         architecture, the loss, the pipeline's recipe and statistics — and no engine."""
-        slots = self.network.saved_slots()
-        metadata = self.network.metadata()
+        tensors = file_tensors(self.network)
+        metadata = network_metadata(self.network)
         metadata["format"] = TRAINED_FORMAT
         metadata["loss"] = json.dumps(loss_to_json(self.loss))
         metadata["pipeline"] = json.dumps(self.pipeline.to_json())
-        write_safetensors(path, slots, metadata)
+        write_safetensors(path, tensors, metadata)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TrainedNetwork:
         """A trained network from its file; never runs code from it. FileFormatError if bad."""
         tensors, metadata = read_safetensors(path, "trained-network file")
         where = f"trained-network file {os.fspath(path)!r}"
-        network = Network.from_file(tensors, metadata, where, TRAINED_FORMAT)
+        network = network_from_file(Network, tensors, metadata, where, TRAINED_FORMAT)
         try:
             loss = loss_from_json(json.loads(metadata["loss"]))
             pipeline_data = json.loads(metadata["pipeline"])
@@ -180,31 +115,13 @@ class TrainedNetwork:
         pipeline = Pipeline.from_json(pipeline_data)
         if not pipeline.is_learned:
             raise FileFormatError(f"{where}: its pipeline has learned no statistics")
-        inputs = network.inputs or ()
-        if pipeline.is_learned and math.prod(inputs) != pipeline.feature_count:
+        specs = network.input_specs
+        if len(specs) == 1 and math.prod(specs[0].shape or ()) != pipeline.feature_count:
             raise FileFormatError(
                 f"{where}: its pipeline makes {pipeline.feature_count} features, its network "
-                f"takes rows of shape {network.inputs}"
+                f"takes rows of shape {specs[0].shape}"
             )
         return cls(network, loss, pipeline)
 
     def __repr__(self) -> str:
         return f"TrainedNetwork({self.network!r}, {self.loss!r})"
-
-
-PASS_VALUES = 1 << 14
-"""About how many input values one pass of many chunks takes (on a batch-invariant engine): few
-enough that its products stay one thread's work, as chunk by chunk. On a busy 2-core machine,
-1,152 Titanic rows a pass served 100,000 rows' network part in 8-10 ms; 4,672 rows a pass in
-7-64 ms (OpenBLAS's two threads waiting on each other); 32 rows a pass in 52-56 ms."""
-
-
-def _rows_a_pass(row: tuple[int, ...]) -> int:
-    """Rows a pass takes on a batch-invariant engine: whole chunks, about PASS_VALUES values."""
-    return max(1, PASS_VALUES // (math.prod(row) * CHUNK)) * CHUNK
-
-
-def _batch_invariant(engine: Engine) -> bool:
-    """Whether the engine's precision promises a row's prediction the same bits in any company."""
-    precision = PRECISIONS.get(engine.identity.precision or "")
-    return precision is not None and precision.batch_invariant

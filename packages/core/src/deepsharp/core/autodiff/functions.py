@@ -21,12 +21,15 @@ __all__ = [
     "add",
     "affine",
     "apply",
+    "assign",
     "binary_cross_entropy",
     "binary_cross_entropy_terms",
     "broadcast_to",
     "concatenate",
     "conv2d",
+    "check_ids",
     "cross_entropy",
+    "detached",
     "div",
     "exp",
     "greater",
@@ -221,5 +224,33 @@ def greater(a: Value, b: Value) -> Tensor:
 
 
 def one_hot(indices: Tensor, classes: int) -> Tensor:
+    """float32 rows of `classes` values, 1 at each int64 index (float values are refused)."""
+    check_ids(indices, "one_hot")
     handle = indices.engine.one_hot(indices.handle, classes)
     return Tensor(handle, indices.engine.shape(handle), indices.engine)
+
+
+def check_ids(indices: Tensor, where: str) -> None:
+    """Refuse (ShapeError naming `where`) a tensor of float values where int64 ids or indices
+    belong: a float is not a place."""
+    if not isinstance(indices, Tensor) or indices.dtype != "int64":
+        raise ShapeError(
+            f"{where} takes int64 indices (put an integer array: Tensor.put(engine, "
+            f"ids.astype('int64'))), not {indices!r}"
+        )
+
+
+def detached(x: Tensor) -> Tensor:
+    """The same values with no way back: nothing sent to x's gradient through what is made
+    from it (a running statistic computed from a batch's)."""
+    return Tensor(x.handle, x.shape, x.engine, None, x.dtype)
+
+
+def assign(target: Tensor, value: Tensor) -> None:
+    """In place: target's values become value's (same shape), recorded by no rule — how a
+    training pass updates a buffer. Never a slot: the optimizer alone changes those."""
+    if target.shape != value.shape:
+        raise ShapeError(
+            f"assign: a target of shape {target.shape} and a value of shape {value.shape}"
+        )
+    target.engine.assign(target.handle, value.handle)

@@ -14,15 +14,16 @@ _INPUT, _EARLIER, _FIXED = 0, 1, 2
 
 
 class Replay:
-    """A pass traced once and run again on other inputs of the same shape, rule by rule.
+    """A pass traced once and run again on other inputs of the same shapes, rule by rule.
 
-    `Replay.trace(function, x)` runs `function(x)` while recording every rule that involves `x`
-    (what involves only slots is worked out once, during the trace, and kept). `replay(handle)`
-    then calls the same rules' forwards on the engine in the same order, without layers,
-    tensors or shape checks in between: the same engine calls, so the same bits, as running
-    `function` again. Serving uses it for its chunks. A pass that brings values to the host or
-    puts new ones on the engine (it could depend on the values) cannot be replayed: `trace`
-    returns None for it, with the traced output, and the caller runs the function each time.
+    `Replay.trace(function, xs)` runs `function(xs)` while recording every rule that involves
+    the input tensors `xs` (what involves only slots is worked out once, during the trace, and
+    kept). `replay(engine, handles)` then calls the same rules' forwards on the engine in the same
+    order, without layers, tensors or shape checks in between: the same engine calls, so the same
+    bits, as running `function` again. Serving uses it for its chunks. A pass that brings values
+    to the host or puts new ones on the engine (it could depend on the values) cannot be
+    replayed: `trace` returns None for it, with the traced output, and the caller runs the
+    function each time.
     """
 
     __slots__ = ("_output", "_steps")
@@ -36,11 +37,14 @@ class Replay:
         self._output = output
 
     @classmethod
-    def trace(cls, function: Callable[[Tensor], Tensor], x: Tensor) -> tuple[Replay | None, Tensor]:
-        counters = x.engine.counters
+    def trace(
+        cls, function: Callable[[list[Tensor]], Tensor], xs: list[Tensor]
+    ) -> tuple[Replay | None, Tensor]:
+        counters = xs[0].engine.counters
         transfers = (counters.transfers_in, counters.transfers_out)
-        with Recording([x]) as recording:
-            out = function(x)
+        places = {id(x): i for i, x in enumerate(xs)}
+        with Recording(xs) as recording:
+            out = function(xs)
             tape = list(recording.tape)
             if (counters.transfers_in, counters.transfers_out) != transfers:
                 return None, out
@@ -50,8 +54,8 @@ class Replay:
                 if isinstance(value, Tensor):
                     if value.node is not None and id(value.node) in index:
                         return (_EARLIER, index[id(value.node)])
-                    if value is x:
-                        return (_INPUT, None)
+                    if id(value) in places:
+                        return (_INPUT, places[id(value)])
                     return (_FIXED, value.handle)
                 return (_FIXED, value)
 
@@ -61,14 +65,14 @@ class Replay:
             ]
             return cls(steps, ref(out)), out
 
-    def replay(self, engine: Engine, handle: Handle) -> Handle:
-        """The traced pass's output handle for the input `handle`."""
+    def replay(self, engine: Engine, handles: list[Handle]) -> Handle:
+        """The traced pass's output handle for the inputs `handles`."""
         made: list[Handle] = []
         for forward, refs, attrs in self._steps:
             args = [
-                handle if kind == _INPUT else made[value] if kind == _EARLIER else value
+                handles[value] if kind == _INPUT else made[value] if kind == _EARLIER else value
                 for kind, value in refs
             ]
             made.append(forward(engine, *args, **attrs)[0])
         kind, value = self._output
-        return handle if kind == _INPUT else made[value] if kind == _EARLIER else value
+        return handles[value] if kind == _INPUT else made[value] if kind == _EARLIER else value

@@ -31,23 +31,33 @@ _recordings = _Recordings()
 
 
 class Tensor:
-    """Values on an engine: a handle, a shape, and (during a recorded pass) its node."""
+    """Values on an engine: a handle, a shape, its dtype ("float32", or "int64" for ids and
+    indices, which no rule differentiates), and (during a recorded pass) its node."""
 
-    __slots__ = ("__weakref__", "engine", "handle", "node", "shape")
+    __slots__ = ("__weakref__", "dtype", "engine", "handle", "node", "shape")
 
     def __init__(
-        self, handle: Handle, shape: tuple[int, ...], engine: Engine, node: Node | None = None
+        self,
+        handle: Handle,
+        shape: tuple[int, ...],
+        engine: Engine,
+        node: Node | None = None,
+        dtype: str = "float32",
     ) -> None:
         self.handle = handle
         self.shape = shape
         self.engine = engine
         self.node = node
+        self.dtype = dtype
 
     @classmethod
     def put(cls, engine: Engine, array: Any) -> Tensor:
-        """Host values onto the engine (one counted transfer in)."""
+        """Host values onto the engine (one counted transfer in): integers as int64, anything
+        else as float32."""
         handle = engine.put(array)
-        return cls(handle, engine.shape(handle), engine)
+        kind = getattr(array, "dtype", None)
+        dtype = "int64" if kind is not None and kind.kind in "iub" else "float32"
+        return cls(handle, engine.shape(handle), engine, None, dtype)
 
     def numpy(self) -> Any:
         """The values, brought back to the host (one counted transfer out)."""
@@ -58,7 +68,8 @@ class Tensor:
         return len(self.shape)
 
     def __repr__(self) -> str:
-        return f"Tensor(shape={self.shape}, engine={self.engine.name})"
+        kind = "" if self.dtype == "float32" else f", dtype={self.dtype}"
+        return f"Tensor(shape={self.shape}{kind}, engine={self.engine.name})"
 
     # Ordinary operators, so that layers read like the arithmetic they do.
     def __add__(self, other: Tensor | float) -> Tensor:

@@ -13,8 +13,10 @@ keeping bounded statistics (counts, sums, categories, a median's table), and `fe
 `targets` take a part as they take any rows; errors name its rows by file and line.
 
 A pipeline that declares no columns takes arrays of numbers as they are: it learns the shape of
-one row, and its features are the array itself, in float32 (this is what ``fit(None, (x, y),
-...)`` uses). Its recipe says so, and a file that holds it serves arrays.
+one row, and its features are the array itself, in float32 (integers stay int64: ids for an
+embedding); a dict of such arrays feeds a network of several inputs, one array an input (this
+is what ``fit(None, (x, y), ...)`` uses). Its recipe says so, and a file that holds it serves
+arrays.
 
 The work is done column by column with NumPy (see `deepsharp.core.data.values`): a column of a
 few hundred distinct values over a hundred thousand rows costs a few milliseconds. Rows in error
@@ -24,7 +26,7 @@ messages are counted from 1, in the rows as handed to that call.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -62,11 +64,11 @@ from deepsharp.core.data.values import (
 )
 from deepsharp.core.errors import DataError, FileFormatError
 
-__all__ = ["Learning", "Pipeline", "array_features", "read_csv"]
+__all__ = ["Learning", "Pipeline", "array_features", "feature_rows", "read_csv", "take_features"]
 
 _FORMAT = "deepsharp.pipeline"
-_VERSION = 2
-_READS = (1, 2)  # version 1 is version 2 without arrays, numbers() or max_values
+_VERSION = 3
+_READS = (1, 2, 3)  # 1 is 2 without arrays, numbers() or max_values; 2 is 3 without dicts of arrays
 
 
 class Pipeline:
@@ -80,6 +82,7 @@ class Pipeline:
         self._validation = 0.15
         self._learned = False
         self._shape: tuple[int, ...] | None = None  # arrays: the shape of one row
+        self._shapes: dict[str, tuple[int, ...]] | None = None  # a dict of arrays: each one's
 
     # -- declaring ----------------------------------------------------------------------------
 
@@ -191,6 +194,7 @@ class Pipeline:
     def _forget(self) -> None:
         self._learned = False
         self._shape = None
+        self._shapes = None
         self._columns = []
         for column in self._declared:
             column.forget()
@@ -277,20 +281,36 @@ class Pipeline:
             )
         values = array_features(rows)
         self._forget()
-        self._shape = tuple(int(s) for s in values.shape[1:])
+        if isinstance(values, dict):
+            self._shapes = {name: tuple(int(s) for s in a.shape[1:]) for name, a in values.items()}
+        else:
+            self._shape = tuple(int(s) for s in values.shape[1:])
         self._learned = True
         return self
 
-    def features(self, rows: object) -> npt.NDArray[np.float32]:
+    def features(self, rows: object) -> Any:
         """The rows as a float32 matrix of shape (rows, feature_count), C-contiguous; for a
-        pipeline of arrays, the array as it is (N, *shape) in float32."""
+        pipeline of arrays, the array as it is (N, *shape), in float32 (integers in int64), or
+        the dict of such arrays it learned."""
         self._require_learned("features()")
+        if self._shapes is not None:
+            values = array_features(rows)
+            found = (
+                {n: a.shape[1:] for n, a in values.items()} if isinstance(values, dict) else None
+            )
+            if found != self._shapes:
+                raise DataError(
+                    f"the pipeline learned a dict of arrays of rows {self._shapes}; these "
+                    f"features are {found if found is not None else 'one array'}"
+                )
+            return values
         if self._shape is not None:
             values = array_features(rows)
-            if values.shape[1:] != self._shape:
+            if isinstance(values, dict) or values.shape[1:] != self._shape:
                 raise DataError(
-                    f"the array has rows of shape {values.shape[1:]}; the pipeline learned rows "
-                    f"of shape {self._shape}"
+                    f"the features have rows of shape "
+                    f"{'(a dict)' if isinstance(values, dict) else values.shape[1:]}; the "
+                    f"pipeline learned rows of shape {self._shape}"
                 )
             return values
         with _named(rows):
@@ -379,6 +399,11 @@ class Pipeline:
         return self._learned
 
     @property
+    def input_shapes(self) -> dict[str, tuple[int, ...]] | None:
+        """A pipeline of a dict of arrays: each array's row shape by name (None otherwise)."""
+        return None if self._shapes is None else dict(self._shapes)
+
+    @property
     def takes_arrays(self) -> bool:
         """Whether it takes arrays of numbers as they are (no columns declared)."""
         return not self._declared
@@ -387,11 +412,20 @@ class Pipeline:
     def row_shape(self) -> tuple[int, ...]:
         """The shape of one row's features: (feature_count,), or an array's learned row shape."""
         self._require_learned("row_shape")
+        if self._shapes is not None:
+            raise DataError(
+                "the pipeline takes a dict of arrays, one an input: its rows' shapes are "
+                f"{self._shapes} (a network of several inputs knows its own)"
+            )
         return self._shape if self._shape is not None else (self.feature_count,)
 
     @property
     def feature_names(self) -> list[str]:
         self._require_learned("feature_names")
+        if self._shapes is not None:
+            return [
+                f"{n}[{i}]" for n, shape in self._shapes.items() for i in range(math.prod(shape))
+            ]
         if self._shape is not None:
             return [f"x[{i}]" for i in range(math.prod(self._shape))]
         return [n for column in self._columns for n in column.names()]
@@ -399,6 +433,8 @@ class Pipeline:
     @property
     def feature_count(self) -> int:
         self._require_learned("feature_count")
+        if self._shapes is not None:
+            return sum(math.prod(shape) for shape in self._shapes.values())
         if self._shape is not None:
             return math.prod(self._shape)
         return sum(column.width() for column in self._columns)
@@ -429,6 +465,8 @@ class Pipeline:
         parts = [repr(c) for c in (self._columns if self._learned else self._declared)]
         if self._shape is not None:
             parts.append(f"arrays of rows {self._shape}")
+        if self._shapes is not None:
+            parts.append(f"arrays of rows {self._shapes}")
         if self._target is not None:
             parts.append(f"target({self._target.name!r}, {self._target.kind!r})")
         state = "learned" if self._learned else "not learned"
@@ -452,9 +490,14 @@ class Pipeline:
             "split": {"train": self._train, "validation": self._validation},
             "columns": [column.entry(self._learned) for column in listed],
             "target": None if self._target is None else self._target.entry(self._learned),
-            "arrays": None if self._shape is None else {"shape": list(self._shape)},
+            "arrays": self._arrays_json(),
             "learned": self._learned,
         }
+
+    def _arrays_json(self) -> dict[str, Any] | None:
+        if self._shapes is not None:
+            return {"inputs": {name: list(shape) for name, shape in self._shapes.items()}}
+        return None if self._shape is None else {"shape": list(self._shape)}
 
     @classmethod
     def from_json(cls, data: object) -> Pipeline:
@@ -525,22 +568,36 @@ def _named(rows: object) -> AbstractContextManager[None]:
 # Arrays
 
 
-def array_features(data: object) -> npt.NDArray[np.float32]:
-    """Numbers of shape (N, ...) as float32, checked: no missing value, none infinite or beyond
-    float32's range (a DataError names the row and the place in it)."""
+def array_features(data: object) -> Any:
+    """Numbers of shape (N, ...) as float32 — integers as int64 (ids) —, checked: no missing
+    value, none infinite or beyond float32's range (a DataError names the row and the place in
+    it). A dict of such arrays (a network of several inputs, one an input) gives a dict of them,
+    each of the same rows."""
+    if isinstance(data, Mapping):
+        if not data:
+            raise DataError("a dict of features holds one array an input, and this one is empty")
+        made = {str(name): _array(value, f"input {name!r}: ") for name, value in data.items()}
+        counts = {name: a.shape[0] for name, a in made.items()}
+        if len(set(counts.values())) > 1:
+            raise DataError(f"every input's array holds the same rows, and these hold {counts}")
+        return made
+    return _array(data)
+
+
+def _array(data: object, where: str = "") -> npt.NDArray[Any]:
     try:
         values = np.asarray(data)
         if values.dtype.kind not in "biuf":
             values = values.astype(np.float64)
     except (ValueError, TypeError) as error:
         raise DataError(
-            f"the pipeline declares no columns, so it takes arrays of numbers; "
+            f"{where}the pipeline declares no columns, so it takes arrays of numbers; "
             f"{type(data).__name__} cannot be read as one ({error}); for rows of named columns "
             "declare them with .number(), .numbers(), .category(), .flag() or .image()"
         ) from None
     if values.ndim < 2 or values.shape[0] == 0:
         raise DataError(
-            f"arrays of features are (rows, ...) with at least one row, not of shape "
+            f"{where}arrays of features are (rows, ...) with at least one row, not of shape "
             f"{values.shape}"
             + (
                 ": a single row lacks its batch axis, so give x[None] (or a list of one row); a "
@@ -549,6 +606,8 @@ def array_features(data: object) -> npt.NDArray[np.float32]:
                 else ""
             )
         )
+    if values.dtype.kind in "iu":
+        return np.ascontiguousarray(values, dtype=np.int64)
     if values.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
             bad = ~(np.abs(values) <= FLOAT32_MAX)  # NaN, inf and beyond float32
@@ -557,10 +616,24 @@ def array_features(data: object) -> npt.NDArray[np.float32]:
             value = float(values[place])
             said = "missing (nan)" if math.isnan(value) else f"{value!r}, beyond float32's range"
             raise DataError(
-                f"{row_text(place[0])}, feature {list(place[1:])}: {said}; arrays are taken as "
-                "they are: fill or drop such rows first"
+                f"{where}{row_text(place[0])}, feature {list(place[1:])}: {said}; arrays are "
+                "taken as they are: fill or drop such rows first"
             )
     return np.ascontiguousarray(values, dtype=np.float32)
+
+
+def feature_rows(features: Any) -> int:
+    """How many rows features hold (an array, or a dict of one array an input)."""
+    if isinstance(features, Mapping):
+        features = next(iter(features.values()))
+    return int(np.shape(features)[0])
+
+
+def take_features(features: Any, rows: npt.NDArray[np.int64]) -> Any:
+    """These rows of features (an array, or a dict of one array an input)."""
+    if isinstance(features, Mapping):
+        return {name: np.asarray(values)[rows] for name, values in features.items()}
+    return np.asarray(features)[rows]
 
 
 # --------------------------------------------------------------------------------------------
@@ -646,10 +719,18 @@ def _from_json(data: object) -> Pipeline:
     if arrays is not None:
         if made or target is not None:
             raise recipe.fail("arrays", "a pipeline of arrays has no columns and no target")
-        shape = recipe.part("arrays").get("shape", list)
-        if not shape or len(shape) > 8 or not all(_is_size(s) for s in shape):
-            raise recipe.fail("arrays.shape", f"expected one to eight sizes, found {shape!r}")
-        pipe._shape = tuple(shape)
+        part = recipe.part("arrays")
+        if part.has("inputs"):
+            shapes = part.get("inputs", dict)
+            if not shapes:
+                raise recipe.fail("arrays.inputs", "expected at least one input")
+            for name, shape in shapes.items():
+                _check_sizes(recipe, f"arrays.inputs.{name}", shape)
+            pipe._shapes = {str(name): tuple(shape) for name, shape in shapes.items()}
+        else:
+            shape = part.get("shape", list)
+            _check_sizes(recipe, "arrays.shape", shape)
+            pipe._shape = tuple(shape)
     elif not made:
         raise recipe.fail("columns", "a learned pipeline must have at least one column")
     if any(isinstance(c, Numbers) for c in made):
@@ -657,6 +738,16 @@ def _from_json(data: object) -> Pipeline:
     pipe._columns = list(made)
     pipe._learned = True
     return pipe
+
+
+def _check_sizes(recipe: Recipe, key: str, shape: object) -> None:
+    if (
+        not isinstance(shape, list)
+        or not shape
+        or len(shape) > 8
+        or not all(_is_size(s) for s in shape)
+    ):
+        raise recipe.fail(key, f"expected one to eight sizes, found {shape!r}")
 
 
 def _is_size(value: object) -> bool:

@@ -34,6 +34,7 @@ from deepsharp.core.engine.protocol import (
 from deepsharp.core.engine.registry import (
     EngineDescription,
     available_engines,
+    default_engine,
     describe_engine,
     make_engine,
     rescan_engines,
@@ -59,6 +60,7 @@ __all__ = [
     "Totals",
     "available_engines",
     "choose_totals",
+    "default_engine",
     "describe_engine",
     "fused",
     "images_a_block",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -30,6 +31,7 @@ from deepsharp.core.engine.protocol import Engine
 from deepsharp.core.errors import EngineUnavailableError
 
 __all__ = [
+    "default_engine",
     "EngineDescription",
     "available_engines",
     "check_spec",
@@ -231,6 +233,19 @@ def make_engine(spec: str | Engine | None = None) -> Engine:
     if not option.isidentifier():
         raise EngineUnavailableError(f"engine spec {spec!r}: {_not_installed(name)}")
     return _from_factory(spec, name, option)
+
+
+_DEFAULT: list[Engine] = []
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_engine() -> Engine:
+    """The light engine, made once for every call that names no engine (serving rows without
+    one does not look for installed engines on each call)."""
+    with _DEFAULT_LOCK:
+        if not _DEFAULT:
+            _DEFAULT.append(make_engine(DEFAULT_SPEC))
+        return _DEFAULT[0]
 
 
 def _from_factory(spec: str, module_name: str, attribute: str) -> Engine:

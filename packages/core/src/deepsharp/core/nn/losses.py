@@ -56,6 +56,11 @@ class Loss:
         """Outputs to predictions, on the engine (no gradient)."""
         return outputs
 
+    def predictions(self, engine: Engine, outputs: Handle, rows: int, width: int) -> Handle:
+        """A batch's outputs as predictions: each row's `width` outputs in one line (rows, width),
+        the link applied, on the engine. Every door that predicts goes through here."""
+        return self.link(engine, engine.reshape(outputs, (rows, width)))
+
     def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
         """Targets as this loss takes them: checked, and in the dtype the engine is given."""
         raise NotImplementedError
@@ -110,10 +115,6 @@ def _float_targets(loss: Loss, targets: Any, outputs: int) -> NDArray[np.float32
     return np.ascontiguousarray(array)
 
 
-def _last_layer(network: Network) -> str:
-    return network.layers[-1].kind if network.layers else ""
-
-
 def _from_logits(kind: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{kind}: from_logits is True or False, not {value!r}")
@@ -159,11 +160,12 @@ class BinaryCrossEntropy(Loss):
         return np.asarray(((predictions >= 0.5) == (targets >= 0.5)).all(axis=1))
 
     def check_network(self, network: Network) -> None:
-        if self.from_logits and _last_layer(network) == "Sigmoid":
+        if self.from_logits and network.ends_in == "sigmoid":
             raise ConfigurationError(
-                "the network ends in Sigmoid(), and BinaryCrossEntropy() takes logits (it applies "
+                "the network ends in a sigmoid, and BinaryCrossEntropy() takes logits (it applies "
                 "the sigmoid itself): the sigmoid would be applied twice. Either drop the final "
-                "Sigmoid() (the loss's link still makes the predictions probabilities), or give "
+                "Sigmoid() (or activation='sigmoid'; the loss's link still makes the predictions "
+                "probabilities), or give "
                 "BinaryCrossEntropy(from_logits=False) to take the network's probabilities"
             )
 
@@ -263,11 +265,12 @@ class CrossEntropy(Loss):
         return np.asarray(predictions.argmax(axis=1) == targets.reshape(-1))
 
     def check_network(self, network: Network) -> None:
-        if self.from_logits and _last_layer(network) == "Softmax":
+        if self.from_logits and network.ends_in == "softmax":
             raise ConfigurationError(
-                "the network ends in Softmax(), and CrossEntropy() takes logits (it applies the "
+                "the network ends in a softmax, and CrossEntropy() takes logits (it applies the "
                 "softmax itself): the softmax would be applied twice. Either drop the final "
-                "Softmax() (the loss's link still makes the predictions probabilities), or give "
+                "Softmax() (or activation='softmax'; the loss's link still makes the predictions "
+                "probabilities), or give "
                 "CrossEntropy(from_logits=False) to take the network's probabilities"
             )
 

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from deepsharp.core.errors import FileFormatError
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.distribution import Distribution
-from deepsharp.core.training.trainer import Snapshot, Trainer
+from deepsharp.core.training.state import Snapshot
+from deepsharp.core.training.trainer import Trainer
 
 if TYPE_CHECKING:
     from deepsharp.core.training.loop import FitOptions
@@ -69,11 +70,13 @@ class RunState:
 
     def checkpoint(self) -> Checkpoint:
         """Everything the run needs to go on from here."""
+        best = self.trainer.host(self.best)
         return Checkpoint(
             epoch=self.epoch,
             engine=self.trainer.engine.identity,
             trainer=self.trainer.export_state(),
-            best_slots=self.trainer.host(self.best),
+            best_slots=best[0],
+            best_buffers=best[1],
             history=list(self.history),
             best_epoch=self.best_epoch,
             network=self.trainer.network.to_json(),
@@ -85,7 +88,7 @@ class RunState:
         """Go on from a checkpoint (checked against this run first: nothing changes if refused)."""
         where = f"the checkpoint {checkpoint.path or ''}".rstrip()
         self.trainer.load_state(checkpoint.trainer, where)
-        self.best = self.trainer.snapshot_of(checkpoint.best_slots)
+        self.best = self.trainer.snapshot_of(checkpoint.best_slots, checkpoint.best_buffers)
         self.epoch = checkpoint.epoch
         self.history = list(checkpoint.history)
         self.best_epoch, self.best_loss = checkpoint.best_epoch, checkpoint.best_loss

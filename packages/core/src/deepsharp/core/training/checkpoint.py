@@ -26,16 +26,20 @@ from numpy.typing import NDArray
 from deepsharp.core.engine import EngineIdentity
 from deepsharp.core.errors import FileFormatError
 from deepsharp.core.files import read_safetensors, write_safetensors
-from deepsharp.core.nn.network import Network, check_format
+from deepsharp.core.nn.network import Network
 from deepsharp.core.nn.optimizers import Optimizer
+from deepsharp.core.nn.saving import check_format, check_tensors, renamed_from_format_1
 from deepsharp.core.random import Streams
-from deepsharp.core.training.trainer import TrainerState
+from deepsharp.core.training.state import TrainerState
 from deepsharp.core.version import __version__
 
 __all__ = ["CHECKPOINT_FORMAT", "Checkpoint", "EpochRecord"]
 
 CHECKPOINT_FORMAT = "deepsharp.checkpoint"
-CHECKPOINT_VERSION = "2"
+CHECKPOINT_VERSION = "3"
+READS = ("2", "3")
+"""The checkpoint versions this deepsharp reads: 2 (before graphs: slots named by position, no
+buffers) and 3."""
 _NAME = re.compile(r"checkpoint-(\d+)\.safetensors")
 _LARGEST = 2**62  # counters and epochs beyond this are a file's lie, not a run's
 
@@ -93,6 +97,7 @@ class Checkpoint:
     callbacks: dict[str, dict[str, Any]] = field(default_factory=dict)
     distribution: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
+    best_buffers: dict[str, NDArray[np.float32]] = field(default_factory=dict)
 
     @property
     def best_loss(self) -> float:
@@ -106,6 +111,10 @@ class Checkpoint:
             tensors[f"slots/{name}"] = value
         for name, value in self.best_slots.items():
             tensors[f"best/{name}"] = value
+        for name, value in self.trainer.buffers.items():
+            tensors[f"buffers/{name}"] = value
+        for name, value in self.best_buffers.items():
+            tensors[f"best_buffers/{name}"] = value
         for kind, values in self.trainer.memory.items():
             for name, value in values.items():
                 tensors[f"memory/{kind}/{name}"] = value
@@ -138,7 +147,7 @@ class Checkpoint:
             path = cls.path_in(path)
             where = f"checkpoint {os.fspath(path)!r}"
         tensors, metadata = read_safetensors(path, "checkpoint")
-        check_format(metadata, where, CHECKPOINT_FORMAT, CHECKPOINT_VERSION)
+        version = check_format(metadata, where, CHECKPOINT_FORMAT, READS)
         try:
             state = json.loads(metadata["state"])
             architecture = json.loads(metadata["network"])
@@ -146,11 +155,14 @@ class Checkpoint:
             raise FileFormatError(f"{where}: its state cannot be read ({error})") from None
         if not isinstance(state, dict):
             raise FileFormatError(f"{where}: its state must be a JSON object")
-        network = Network.from_json(architecture, where)
-        if network.inputs is None:
+        network = Network.from_json(architecture, where, "1" if version == "2" else "3")
+        if not network.built:
             raise FileFormatError(f"{where}: its architecture names no inputs")
+        if version == "2":  # slots named by their layer's position, then: name them as today
+            names = renamed_from_format_1(network)
+            tensors = {_renamed(key, names): value for key, value in tensors.items()}
         try:
-            return _read(where, state, tensors, architecture, network, os.fspath(path))
+            return _read(where, state, tensors, network.to_json(), network, os.fspath(path))
         except (KeyError, ValueError, TypeError) as error:
             raise FileFormatError(f"{where}: {error}") from None
 
@@ -200,6 +212,7 @@ def _read(
     if not _whole(skipped):
         raise ValueError(f"its skipped steps must be a whole number, not {skipped!r}")
     parts = _parts(tensors, network, optimizer["memories"])
+    buffers, best_buffers = parts.pop("buffers"), parts.pop("best_buffers")
     return Checkpoint(
         epoch=epoch,
         engine=EngineIdentity.from_json(state["engine"]),
@@ -210,8 +223,10 @@ def _read(
             generator=generator,
             hooks=_objects(state.get("hooks", {}), "hooks"),
             skipped_steps=skipped,
+            buffers=buffers,
         ),
         best_slots=parts["best"],
+        best_buffers=best_buffers,
         history=history,
         best_epoch=best_epoch,
         network=architecture,
@@ -279,15 +294,48 @@ def _generator(value: object) -> dict[str, Any]:
 def _parts(
     tensors: Mapping[str, NDArray[Any]], network: Network, memories: list[str]
 ) -> dict[str, dict[str, NDArray[np.float32]]]:
-    """The tensors by part (slots, best, memory/<kind>), each holding every slot of the network
-    at its shape, float32 and finite; nothing else."""
-    groups = ["slots", "best", *(f"memory/{kind}" for kind in memories)]
+    """The tensors by part (slots and buffers, best and best_buffers, memory/<kind>), each
+    holding every slot (or buffer) of the network at its shape, float32 and finite; nothing
+    else."""
+    groups = ["slots", "best", "buffers", "best_buffers", *(f"memory/{kind}" for kind in memories)]
     parts: dict[str, dict[str, NDArray[np.float32]]] = {group: {} for group in groups}
     for key, value in tensors.items():
         group, _, name = key.rpartition("/")
         if group not in parts:
             raise ValueError(f"it holds a tensor {key!r} that no part of a checkpoint names")
         parts[group][name] = value
-    for group, values in parts.items():
-        network.check_slots(values, f"its {group}")
+    for group in groups:
+        if group in ("buffers", "best_buffers"):
+            continue
+        # Each kind of values with the network's buffers beside its slots, checked together.
+        kept = "best_buffers" if group == "best" else "buffers"
+        values = parts[group] if group.startswith("memory/") else {**parts[group], **parts[kept]}
+        if group.startswith("memory/"):
+            _check_memory(network, values, f"its {group}")
+        else:
+            check_tensors(network, values, f"its {group}")
     return parts
+
+
+def _check_memory(network: Network, values: Mapping[str, NDArray[Any]], where: str) -> None:
+    """An optimizer's memory: one tensor a slot, float32 at its shape and finite, nothing else."""
+    for name, spec in network.specs.items():
+        value = values.get(name)
+        if value is None:
+            raise ValueError(f"{where}: slot {name!r} is missing")
+        if tuple(value.shape) != spec.shape or value.dtype != np.float32:
+            raise ValueError(
+                f"{where}: slot {name!r} is {value.dtype} of shape {tuple(value.shape)}, the "
+                f"architecture needs float32 of shape {spec.shape}"
+            )
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"{where}: slot {name!r} holds NaN or infinite values")
+    extra = sorted(set(values) - set(network.specs))
+    if extra:
+        raise ValueError(f"{where}: slots the architecture does not hold: {extra}")
+
+
+def _renamed(key: str, names: Mapping[str, str]) -> str:
+    """A version-2 checkpoint's tensor key with its slot named as today."""
+    group, _, name = key.rpartition("/")
+    return f"{group}/{names.get(name, name)}" if group else key

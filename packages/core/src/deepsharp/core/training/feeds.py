@@ -10,7 +10,6 @@ its features shaped for the network and its targets as the loss takes them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,13 +17,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.data.pipeline import Pipeline, array_features
+from deepsharp.core.data.pipeline import Pipeline, array_features, feature_rows, take_features
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.data.sources import Part, is_frame, row_count, row_naming, rows_of, take
 from deepsharp.core.data.values import ColumnName, rows_named
-from deepsharp.core.errors import DataError, ShapeError, described
+from deepsharp.core.errors import DataError, described
 from deepsharp.core.nn.losses import Loss
-from deepsharp.core.nn.network import Network, channels_last_hint
+from deepsharp.core.nn.network import Features, Network
 from deepsharp.core.random import Generator, KeyedOrder, Streams
 from deepsharp.core.training.spill import Spill, block_rows, buffers, spill_folder
 
@@ -47,15 +46,16 @@ ShareOf = Callable[[int], tuple[int, int]]
 
 @dataclass
 class Batch:
-    """This process's rows of one batch: features, targets, and `share` — where they lie in the
-    whole batch: (start, stop, total), its rows the batch's start .. stop - 1 of total."""
+    """This process's rows of one batch: features (one array a network input), targets, and
+    `share` — where they lie in the whole batch: (start, stop, total), its rows the batch's
+    start .. stop - 1 of total."""
 
-    features: NDArray[np.float32]
+    features: Features
     targets: NDArray[Any]
     share: tuple[int, int, int]
 
     def __len__(self) -> int:
-        return int(self.features.shape[0])
+        return int(self.features[0].shape[0])
 
 
 class Feed:
@@ -68,18 +68,18 @@ class Feed:
 
 
 class ArrayFeed(Feed):
-    """Features and targets held in memory."""
+    """Features (one array a network input) and targets held in memory."""
 
-    def __init__(self, features: NDArray[np.float32], targets: NDArray[Any]) -> None:
+    def __init__(self, features: Features, targets: NDArray[Any]) -> None:
         self.features = features
         self.targets = targets
 
     def __len__(self) -> int:
-        return int(self.features.shape[0])
+        return int(self.features[0].shape[0])
 
     def take(self, rows: NDArray[np.int64]) -> ArrayFeed:
         """These rows of it, as a feed of their own."""
-        return ArrayFeed(self.features[rows], self.targets[rows])
+        return ArrayFeed(tuple(f[rows] for f in self.features), self.targets[rows])
 
     def batches(self, size: int, order: Generator | None, share: ShareOf) -> Iterator[Batch]:
         count = len(self)
@@ -91,7 +91,8 @@ class ArrayFeed(Feed):
                 picked: Any = slice(start + first, start + last)
             else:
                 picked = rows[start + first : start + last]
-            yield Batch(self.features[picked], self.targets[picked], (first, last, stop - start))
+            features = tuple(f[picked] for f in self.features)
+            yield Batch(features, self.targets[picked], (first, last, stop - start))
 
 
 @dataclass
@@ -187,10 +188,10 @@ class Arrays(Source):
                 "the rows, or arrays (x, y) with a pipeline of no columns (or None)"
             )
         x, y = _pair(self.x, self.y)
-        count = x.shape[0]
+        count = feature_rows(x)
         parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
-        with rows_named(row_naming(x, parts[0])):  # a row named by its place in x
-            pipeline.learn(x[parts[0]])
+        with rows_named(row_naming(self.x, parts[0])):  # a row named by its place in x
+            pipeline.learn(take_features(x, parts[0]))
         whole = ArrayFeed(_shaped(x, pipeline, network), loss.targets(y, network.outputs))
         loss.check_training_targets(whole.targets[parts[0]])
         apart = None
@@ -214,9 +215,8 @@ class SpillFeed(Feed):
     shuffled together, so an epoch takes every row once. In their own order otherwise. Of every
     batch, a process keeps (and its engine is given) only its share."""
 
-    def __init__(self, spill: Spill, inputs: tuple[int, ...], buffer_rows: int) -> None:
+    def __init__(self, spill: Spill, buffer_rows: int) -> None:
         self.spill = spill
-        self.inputs = inputs
         self.buffer_rows = buffer_rows
         self.block = block_rows(buffer_rows)
 
@@ -229,45 +229,38 @@ class SpillFeed(Feed):
             window = max(1, self.buffer_rows // size) * size
             for low in range(0, count, window):
                 high = min(low + window, count)
-                features, targets = self.spill.read(low, high)
-                yield from self._cut(features, targets, np.arange(high - low), size, share)
+                arrays = self.spill.read(low, high)
+                yield from self._cut(arrays, np.arange(high - low), size, share)
             return
         key = int(order.bits(1)[0])
         blocks, per_buffer = buffers(count, self.block, self.buffer_rows)
         visit = KeyedOrder(key, blocks)
-        features, targets = self.spill.read(0, 0)  # the rows a buffer leaves over: none yet
+        arrays = self.spill.read(0, 0)  # the rows a buffer leaves over: none yet
         for window, start in enumerate(range(0, blocks, per_buffer)):
             chosen = visit[np.arange(start, min(start + per_buffer, blocks), dtype=np.int64)]
             read = self.spill.blocks(chosen, self.block)
-            features, targets = (
-                np.concatenate([features, read[0]]),
-                np.concatenate([targets, read[1]]),
-            )
-            shuffled = Generator(key, stream=window + 1).permutation(len(features))
+            arrays = [np.concatenate([kept, new]) for kept, new in zip(arrays, read)]
+            shuffled = Generator(key, stream=window + 1).permutation(len(arrays[0]))
             cut = len(shuffled) if start + per_buffer >= blocks else len(shuffled) // size * size
-            yield from self._cut(features, targets, shuffled[:cut], size, share)
-            features, targets = features[shuffled[cut:]], targets[shuffled[cut:]]
+            yield from self._cut(arrays, shuffled[:cut], size, share)
+            arrays = [array[shuffled[cut:]] for array in arrays]
 
     def _cut(
-        self,
-        features: NDArray[np.float32],
-        targets: NDArray[Any],
-        rows: NDArray[np.int64],
-        size: int,
-        share: ShareOf,
+        self, arrays: list[NDArray[Any]], rows: NDArray[np.int64], size: int, share: ShareOf
     ) -> Iterator[Batch]:
-        """The batches of `size` of these rows of a buffer, each process's share taken."""
+        """The batches of `size` of these rows of a buffer (its arrays: each input's features,
+        then the targets), each process's share taken."""
         spans = []
         for start in range(0, len(rows), size):
             total = min(size, len(rows) - start)
             first, last = share(total)
             spans.append((start + first, start + last, (first, last, total)))
         mine = np.concatenate([rows[a:b] for a, b, _ in spans]) if spans else rows
-        features = features[mine].reshape(len(mine), *self.inputs)
-        targets = targets[mine]
+        taken = [array[mine] for array in arrays]
         at = 0
         for a, b, where in spans:
-            yield Batch(features[at : at + b - a], targets[at : at + b - a], where)
+            part = [array[at : at + b - a] for array in taken]
+            yield Batch(tuple(part[:-1]), part[-1], where)
             at += b - a
 
 
@@ -300,21 +293,20 @@ class Streamed(Source):
             )
         split = _Split(pipeline, streams.split, test is None)
         reads = self._learn(pipeline, split)
-        _shaped(np.zeros((0, pipeline.feature_count), np.float32), pipeline, network)
-        inputs = network.inputs
-        assert inputs is not None
+        if not network.built:
+            network.build(pipeline.row_shape)
 
-        def made(part: Part) -> tuple[NDArray[np.float32], NDArray[Any]]:
-            return pipeline.features(part), loss.targets(pipeline.targets(part), network.outputs)
+        def made(part: Part) -> tuple[Features, NDArray[Any]]:
+            features = _shaped(pipeline.features(part), pipeline, network)
+            return features, loss.targets(pipeline.targets(part), network.outputs)
 
-        shape = pipeline.row_shape
-        spills = self._spill(self.scan, reads, made, shape, split, 3 if test is None else 2, loss)
+        spills = self._spill(self.scan, reads, made, split, 3 if test is None else 2, loss)
         feeds: list[SpillFeed | ArrayFeed] = [
-            SpillFeed(spill, inputs, self.scan.buffer_rows) for spill in spills
+            SpillFeed(spill, self.scan.buffer_rows) for spill in spills
         ]
         if isinstance(test, Scan):
-            (spill,) = self._spill(test, reads, made, shape, None, 1, None)
-            feeds.append(SpillFeed(spill, inputs, test.buffer_rows))
+            (spill,) = self._spill(test, reads, made, None, 1, None)
+            feeds.append(SpillFeed(spill, test.buffer_rows))
         elif test is not None:
             feeds.append(_made(rows_of(test), pipeline, network, loss))
         if len(feeds[2]) == 0:
@@ -339,8 +331,7 @@ class Streamed(Source):
     def _spill(
         scan: Scan,
         reads: list[ColumnName],
-        made: Callable[[Part], tuple[NDArray[np.float32], NDArray[Any]]],
-        shape: tuple[int, ...],
+        made: Callable[[Part], tuple[Features, NDArray[Any]]],
         split: _Split | None,
         count: int,
         loss: Loss | None,
@@ -349,17 +340,17 @@ class Streamed(Source):
         spill of its part of the split (all to one without a split); the loss sees the distinct
         training targets (its warnings)."""
         folder = spill_folder(scan.spill_dir)
-        spills = [Spill(folder, shape) for _ in range(count)]
+        spills = [Spill(folder) for _ in range(count)]
         seen = _Distinct()
         for part in scan.parts(reads):
             features, targets = made(part)
             if split is None:
-                spills[0].write(features, targets)
+                spills[0].write([*features, targets])
                 continue
             where = split.of(part)
             for index, spill in enumerate(spills):
                 rows = np.flatnonzero(where == index)
-                spill.write(features[rows], targets[rows])
+                spill.write([*(f[rows] for f in features), targets[rows]])
             seen.add(targets[where == 0])
         if loss is not None and seen.values is not None:
             loss.check_training_targets(seen.values)
@@ -453,7 +444,9 @@ def feeds_for(
     return source.feeds(pipeline, network, loss, streams, test)
 
 
-def _pair(x: object, y: object) -> tuple[NDArray[np.float32], NDArray[Any]]:
+def _pair(x: object, y: object) -> tuple[Any, NDArray[Any]]:
+    """Arrays (x, y) checked: x an array of features (or a dict of one array an input), y one
+    target (or one row of targets) a row of x."""
     x_shape, y_shape = tuple(getattr(x, "shape", ())), tuple(getattr(y, "shape", ()))
     if len(x_shape) == 1 and len(y_shape) >= 2 and x_shape[0] == y_shape[0]:
         raise DataError(
@@ -462,37 +455,22 @@ def _pair(x: object, y: object) -> tuple[NDArray[np.float32], NDArray[Any]]:
         )
     features = array_features(x)
     targets = np.asarray(y)
-    if targets.ndim == 0 or targets.shape[0] != features.shape[0]:
+    count = feature_rows(features)
+    if targets.ndim == 0 or targets.shape[0] != count:
         raise DataError(
-            f"x holds {features.shape[0]} rows but y has shape {targets.shape}: give one target "
+            f"x holds {count} rows but y has shape {targets.shape}: give one target "
             "(or one row of targets) a row"
         )
     return features, targets
 
 
-def _shaped(
-    features: NDArray[np.float32], pipeline: Pipeline, network: Network
-) -> NDArray[np.float32]:
-    """Features as the network takes its rows: the network built for the pipeline's rows
-    where it has no inputs yet; flat pipeline columns reshaped to its images where it has."""
-    if network.inputs is None:
+def _shaped(features: Any, pipeline: Pipeline, network: Network) -> Features:
+    """Features as the network takes them (one array an input, checked): the network built for
+    the pipeline's rows where it has no inputs yet; flat pipeline columns reshaped to its
+    images where it has."""
+    if not network.built:
         network.build(pipeline.row_shape)
-    inputs = network.inputs
-    assert inputs is not None
-    if features.shape[1:] != inputs:
-        turned = channels_last_hint(features.shape[1:], inputs)
-        if turned:  # the same count of values, but a reshape would scramble every image
-            raise ShapeError(
-                f"the network takes rows of shape {inputs}; the features' rows have shape "
-                f"{features.shape[1:]}{turned}"
-            )
-        if math.prod(features.shape[1:]) != math.prod(inputs):
-            raise ShapeError(
-                f"the pipeline makes rows of shape {features.shape[1:]}; the network takes rows "
-                f"of shape {inputs}"
-            )
-        features = features.reshape(features.shape[0], *inputs)
-    return features
+    return network.arrange(features, reshape=True)
 
 
 def _made(rows: object, pipeline: Pipeline, network: Network, loss: Loss) -> ArrayFeed:

@@ -38,7 +38,7 @@ from deepsharp.core.autodiff.functions import mul
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Handle
 from deepsharp.core.errors import CheckpointMismatchError, FileFormatError
-from deepsharp.core.training.trainer import Share, StepHook
+from deepsharp.core.training.hooks import Share, StepHook
 
 if TYPE_CHECKING:
     from deepsharp.core.training.trainer import Trainer

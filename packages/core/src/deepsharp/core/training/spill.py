@@ -49,67 +49,60 @@ def _fill(handle: IO[bytes], into: NDArray[Any], offset: int) -> None:
 
 
 class Spill:
-    """Rows' features (float32) and targets written one after another, read back by number."""
+    """Rows' arrays (each input's features, then the targets) written one after another, each
+    kind to a file of its own, read back by row number. Each kind's dtype and row shape are those
+    of its first write."""
 
-    def __init__(self, folder: str | None, features: Sequence[int]) -> None:
+    def __init__(self, folder: str | None) -> None:
         self.folder = folder
-        self.shape = tuple(features)  # of one row's features
         self.rows = 0
-        self._features = _temporary(folder)
-        self._targets: IO[bytes] | None = None
-        weakref.finalize(self, self._features.close)
-        self.target_dtype: np.dtype[Any] = np.dtype(np.float32)
-        self.target_shape: tuple[int, ...] = ()
+        self._files: list[IO[bytes]] = []
+        self._kinds: list[tuple[np.dtype[Any], tuple[int, ...]]] = []
 
     def __len__(self) -> int:
         return self.rows
 
-    def write(self, features: NDArray[np.float32], targets: NDArray[Any]) -> None:
-        """Add these rows at the end."""
-        if self._targets is None:
-            self._targets = _temporary(self.folder)
-            weakref.finalize(self, self._targets.close)
-            self.target_dtype, self.target_shape = targets.dtype, tuple(targets.shape[1:])
-        if len(features) == 0:
+    def write(self, arrays: Sequence[NDArray[Any]]) -> None:
+        """Add these rows (one array a kind, each of the same rows) at the end."""
+        if not self._files:
+            for array in arrays:
+                handle = _temporary(self.folder)
+                weakref.finalize(self, handle.close)
+                self._files.append(handle)
+                self._kinds.append((array.dtype, tuple(array.shape[1:])))
+        if len(arrays[0]) == 0:
             return
-        self._features.write(np.ascontiguousarray(features, np.float32).tobytes())
-        self._targets.write(np.ascontiguousarray(targets, self.target_dtype).tobytes())
-        self.rows += len(features)
+        for handle, array, (dtype, _) in zip(self._files, arrays, self._kinds, strict=True):
+            handle.write(np.ascontiguousarray(array, dtype).tobytes())
+        self.rows += len(arrays[0])
 
-    def read(self, start: int, stop: int) -> tuple[NDArray[np.float32], NDArray[Any]]:
-        """Rows start .. stop - 1."""
+    def read(self, start: int, stop: int) -> list[NDArray[Any]]:
+        """Rows start .. stop - 1, one array a kind."""
         return self._ranges(np.array([start]), np.array([min(stop, self.rows)]))
 
-    def blocks(
-        self, numbers: NDArray[np.int64], block: int
-    ) -> tuple[NDArray[np.float32], NDArray[Any]]:
+    def blocks(self, numbers: NDArray[np.int64], block: int) -> list[NDArray[Any]]:
         """The rows of the blocks `numbers` (block b: rows b * block .. b * block + block - 1,
         those there are), one after another in that order: one read a block into place."""
         starts = numbers * block
         return self._ranges(starts, np.minimum(starts + block, self.rows))
 
-    def _ranges(
-        self, starts: NDArray[np.int64], stops: NDArray[np.int64]
-    ) -> tuple[NDArray[np.float32], NDArray[Any]]:
+    def _ranges(self, starts: NDArray[np.int64], stops: NDArray[np.int64]) -> list[NDArray[Any]]:
         count = int(np.maximum(stops - starts, 0).sum())
-        features = np.empty((count, *self.shape), np.float32)
-        targets = np.empty((count, *self.target_shape), self.target_dtype)
+        arrays = [np.empty((count, *shape), dtype) for dtype, shape in self._kinds]
         if count == 0:
-            return features, targets
-        assert self._targets is not None
-        width, target_width = features[0].nbytes, targets[0].nbytes
+            return arrays
         at = 0
         for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
             if stop > start:
-                _fill(self._features, features[at : at + stop - start], start * width)
-                _fill(self._targets, targets[at : at + stop - start], start * target_width)
+                for handle, array in zip(self._files, arrays):
+                    width = array[0].nbytes
+                    _fill(handle, array[at : at + stop - start], start * width)
                 at += stop - start
-        return features, targets
+        return arrays
 
     def close(self) -> None:
-        self._features.close()
-        if self._targets is not None:
-            self._targets.close()
+        for handle in self._files:
+            handle.close()
 
 
 def block_rows(buffer_rows: int) -> int:

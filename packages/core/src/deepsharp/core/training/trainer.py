@@ -1,23 +1,24 @@
 """The trainer: one training step as the loop takes it, and the state of a run on its engine.
 
-The trainer owns what a run keeps on its engine — the network's slots (bound there), the
-optimizer's memory — and the run's generator. The loop asks it for steps, evaluations, snapshots
-of the slots and what a checkpoint holds of it; the loop never touches an engine tensor.
+The trainer owns what a run keeps on its engine — the network's slots and buffers (bound there),
+the optimizer's memory — and the run's generator. The loop asks it for steps, evaluations,
+snapshots and what a checkpoint holds of it; the loop never touches an engine tensor.
 
-A step: the batch is checked on the host and put on the engine (2 transfers in); the forward
-pass and the way back give the loss and every slot's gradient; each `StepHook` then sees the
-gradients in turn — where a distributed run sums them over its processes, and where a loss
-scale unscales them and may skip the update —; `update` applies the optimizer; the loss comes
-back (1 transfer out). A hook that must know a number on the host to decide (whether a loss
-scale's gradients are finite) reads it with `Trainer.read`, in the same transfer as the loss.
+A step: the batch is checked on the host and put on the engine (a transfer in for each of the
+network's inputs and one for the targets); the forward pass and the way back give the loss and
+every slot's gradient (a training pass may also move the buffers: BatchNorm's running
+statistics); each `StepHook` then sees the gradients in turn — where a distributed run sums them
+over its processes, and where a loss scale unscales them and may skip the update —; `update`
+applies the optimizer; the loss comes back (1 transfer out). A hook that must know a number on
+the host to decide (whether a loss scale's gradients are finite) reads it with `Trainer.read`,
+in the same transfer as the loss. The whole step holds the bound values' lock, so a read of
+the network's slots from another thread sees one step's, whole.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,7 +26,6 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff.tensor import Recording, Tensor
 from deepsharp.core.engine import Engine, Handle, make_engine
 from deepsharp.core.errors import (
-    CheckpointMismatchError,
     ConfigurationError,
     DataError,
     FileFormatError,
@@ -33,92 +33,46 @@ from deepsharp.core.errors import (
     StateError,
     described,
 )
-from deepsharp.core.nn.layers import Pass
+from deepsharp.core.nn.binding import Bound
+from deepsharp.core.nn.layer import Pass
 from deepsharp.core.nn.losses import Loss
-from deepsharp.core.nn.network import Bound, Network
+from deepsharp.core.nn.network import Features, Network, in_order
 from deepsharp.core.nn.optimizers import Optimizer, OptimizerState
 from deepsharp.core.random import Streams
-
-if TYPE_CHECKING:
-    from deepsharp.core.training.scaling import LossScale, LossScaleSetting
+from deepsharp.core.training.hooks import Share, StepHook
+from deepsharp.core.training.scaling import (
+    LossScale,
+    LossScaleSetting,
+    check_loss_scale,
+    loss_scale_for,
+)
+from deepsharp.core.training.state import (
+    Snapshot,
+    TrainerState,
+    check_sides,
+    optimizer_record,
+)
 
 __all__ = [
     "Snapshot",
     "StepHook",
     "Trainer",
     "TrainerState",
+    "check_parts",
     "check_sides",
     "optimizer_record",
 ]
-
-Share = tuple[int, int, int]
-"""Where a process's rows lie in the whole batch: (start, stop, total) — its rows are the batch's
-rows start .. stop - 1 of total (a contiguous share; (0, n, n) in one process)."""
-
-
-class StepHook:
-    """Takes part in every training step, between the loss and the optimizer's update.
-
-    Hooks run in the order of `trainer.hooks`. A reduction over processes goes first
-    (`trainer.hooks.insert(0, ...)`), so that every process holds the same gradients before any
-    hook decides on them. `name` keys what a checkpoint keeps of it (`state`, `restore`).
-    """
-
-    name = ""
-
-    def objective(self, trainer: Trainer, value: Tensor, share: Share | None) -> Tensor:
-        """What the way back differentiates, given the loss (or an earlier hook's objective):
-        a loss scale multiplies it; a process weighs it by its share of the batch,
-        (stop - start) / total, so that the processes' gradients add up to the batch's."""
-        return value
-
-    def gradients(self, trainer: Trainer, grads: list[Handle]) -> list[Handle] | None:
-        """The gradients the optimizer applies (every slot's, in `trainer.slot_names` order),
-        or None to skip this step's update (counted in `trainer.skipped_steps`)."""
-        return grads
-
-    def state(self) -> dict[str, Any]:
-        """What a checkpoint keeps of this hook (JSON values)."""
-        return {}
-
-    def restore(self, state: Mapping[str, Any]) -> None:
-        """Take back what `state` gave (checked: FileFormatError where it cannot be)."""
-
-
-class Snapshot:
-    """A copy of the slots on the trainer's engine, taken at one moment (the best epoch's)."""
-
-    def __init__(self, engine: Engine, handles: list[Handle]) -> None:
-        self.engine = engine
-        self.handles = handles
-
-
-@dataclass
-class TrainerState:
-    """What a checkpoint holds of a trainer, on the host."""
-
-    slots: dict[str, NDArray[np.float32]]
-    memory: dict[str, dict[str, NDArray[np.float32]]]
-    optimizer: dict[str, Any]  # {"kind", "config", "steps"}
-    generator: dict[str, Any]  # the streams' seed and counters
-    hooks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    skipped_steps: int = 0
-
-
-def optimizer_record(optimizer: Optimizer) -> dict[str, Any]:
-    """An optimizer's kind and settings, as a checkpoint records them."""
-    return {"kind": type(optimizer).__name__, "config": optimizer.config()}
 
 
 class Trainer:
     """Trains `network` on `engine` (the light engine when none is named).
 
-    Slots the network does not have yet are drawn from `seed`. A step puts the batch's rows
-    and targets on the engine (2 transfers in) and brings back the loss (1 transfer out). Used
-    in a `with` block, the slots come back to the network at its end (as `close()` does).
-    `loss_scale` ("auto": dynamic under mixed_float16, none otherwise; "dynamic"; a number; a
-    `LossScale`; None) scales the loss for the way back (`deepsharp.core.training.scaling`);
-    `trainer.loss_scale` is the scale in use (None without).
+    Slots the network does not have yet are drawn from `seed`. A step puts the batch's features
+    and targets on the engine (a transfer in an input, and one for the targets) and brings back
+    the loss (1 transfer out). Used in a `with` block, the slots come back to the network at its
+    end (as `close()` does). `loss_scale` ("auto": dynamic under mixed_float16, none otherwise;
+    "dynamic"; a number; a `LossScale`; None) scales the loss for the way back
+    (`deepsharp.core.training.scaling`); `trainer.loss_scale` is the scale in use (None without).
     """
 
     def __init__(
@@ -132,8 +86,6 @@ class Trainer:
         hooks: Sequence[StepHook] = (),
         loss_scale: LossScaleSetting = "auto",
     ) -> None:
-        from deepsharp.core.training.scaling import loss_scale_for  # it builds on StepHook
-
         check_parts(network, loss, optimizer, "Trainer")
         loss.check_network(network)
         self.network = network
@@ -147,16 +99,20 @@ class Trainer:
         )
         if self.loss_scale is not None:
             self.hooks.append(self.loss_scale)
+        self.reducer: Callable[[Tensor], Tensor] | None = None
+        """Where a pass's statistics of the batch are summed over processes (a data-parallel
+        run sets it; None: this process's rows are the batch)."""
         self._value: Tensor | None = None  # the step's loss, while its hooks run
         self._value_read: float | None = None  # the loss, where a hook's read brought it back
         self.skipped_steps = 0
         self.rules_applied = 0
         self._bound: Bound | None = None
         self._slots: list[Tensor] = []
+        self._kept: list[Tensor] = []  # the slots', then the buffers' tensors
         self.state: OptimizerState | None = None
         self.closed = False
-        if network.inputs is not None:
-            self.start(network.inputs)
+        if network.built:
+            self.start()
 
     def __enter__(self) -> Trainer:
         return self
@@ -164,8 +120,9 @@ class Trainer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start(self, inputs: tuple[int, ...]) -> None:
-        """Build the network for rows of shape `inputs`, draw its slots if it has none, bind it."""
+    def start(self, inputs: tuple[int, ...] | None = None) -> None:
+        """Build the network (a chain for rows of shape `inputs`), draw its slots if it has none,
+        bind it."""
         self._check_open("start")
         if self._bound is not None:
             return
@@ -179,6 +136,7 @@ class Trainer:
             self.network.initialize(self.streams.slots)
         self._bound = self.network.bind(self.engine)
         self._slots = list(self._bound.tensors.values())
+        self._kept = [*self._slots, *self._bound.buffers.values()]
         self.state = self.optimizer.start(self.engine, [t.shape for t in self._slots])
 
     @property
@@ -190,6 +148,11 @@ class Trainer:
     @property
     def slot_names(self) -> list[str]:
         return list(self.bound.tensors)
+
+    @property
+    def kept_names(self) -> list[str]:
+        """The slots' names, then the buffers': what a snapshot holds, in its order."""
+        return [*self.bound.tensors, *self.bound.buffers]
 
     # --- steps ---------------------------------------------------------------------------------
 
@@ -210,51 +173,68 @@ class Trainer:
         # An overflow is looked for where it matters (a loss scale skips the step; the loop
         # stops a run whose loss is not finite, naming epoch and step): NumPy need not warn.
         # One context for the whole step: each costs a few microseconds.
-        with _quiet():
+        with quiet():
             return self._step(features, targets, share)
 
     def _step(self, features: Any, targets: Any, share: Share | None) -> Tensor:
         self._check_open("step")
-        empty_share = share is not None and share[2] > 0
         self._value_read = None
-        rows = _checked_rows(features, empty_share)
-        if self._bound is None:
-            self.start(tuple(rows.shape[1:]))
-        self.network.check_rows(rows)
+        arranged = self._arranged(features, empty=share is not None and share[2] > 0)
         engine = self.engine
         # Every step, rows or none, takes its own key: masks stay in step across processes.
         dropout = self.streams.dropout.next_key()
-        grads: list[Handle] | None
-        if rows.shape[0] == 0:
-            value = Tensor(engine.zeros(()), (), engine)
-            grads = [engine.zeros(t.shape) for t in self._slots]
-        else:
-            wanted = self.loss.targets(targets, self.network.outputs)
-            if len(wanted) != len(rows):
-                raise DataError(f"{len(rows)} rows of features but {len(wanted)} targets")
-            x = Tensor.put(engine, rows)
-            y = Tensor.put(engine, wanted)
-            context = Pass(engine, True, dropout, share)
-            with Recording(self._slots) as recording:
-                value = self.loss.value(self.network.forward(x, self.bound, context), y)
-                objective = value
+        with self.bound.lock:
+            grads: list[Handle] | None
+            if arranged[0].shape[0] == 0:
+                value = Tensor(engine.zeros(()), (), engine)
+                grads = [engine.zeros(t.shape) for t in self._slots]
+            else:
+                rows = arranged[0].shape[0]
+                wanted = self.loss.targets(targets, self.network.outputs)
+                if len(wanted) != rows:
+                    raise DataError(f"{rows} rows of features but {len(wanted)} targets")
+                xs = [Tensor.put(engine, a) for a in arranged]
+                y = Tensor.put(engine, wanted)
+                context = Pass(engine, True, dropout, share, self.reducer)
+                with Recording(self._slots) as recording:
+                    value = self.loss.value(self.network.forward(xs, self.bound, context), y)
+                    objective = value
+                    for hook in self.hooks:
+                        objective = hook.objective(self, objective, share)
+                    grads = recording.gradients(objective, self._slots)
+                    self.rules_applied += recording.rules_applied
+            self._value = value
+            try:
                 for hook in self.hooks:
-                    objective = hook.objective(self, objective, share)
-                grads = recording.gradients(objective, self._slots)
-                self.rules_applied += recording.rules_applied
-        self._value = value
-        try:
-            for hook in self.hooks:
-                assert grads is not None
-                grads = hook.gradients(self, grads)
-                if grads is None:
-                    self.skipped_steps += 1
-                    return value
-        finally:
-            self._value = None
-        assert grads is not None
-        self.update(grads)
+                    assert grads is not None
+                    grads = hook.gradients(self, grads)
+                    if grads is None:
+                        self.skipped_steps += 1
+                        return value
+            finally:
+                self._value = None
+            assert grads is not None
+            self.update(grads)
         return value
+
+    def _arranged(self, features: Any, empty: bool = False) -> Features:
+        """The batch's features as the network takes them (checked); the network built and bound
+        for their rows where it is not yet."""
+        network = self.network
+        if not network.built and len(network.input_specs) == 1:
+            rows = features[0] if in_order(features) else features
+            first = checked_rows(rows, "the batch", empty)
+            self.start(tuple(first.shape[1:]))
+        elif self._bound is None:
+            self.start()
+        if empty and _rows(features) == 0:
+            return tuple(
+                np.zeros(
+                    (0, *(spec.shape or ())), np.int64 if spec.dtype == "int64" else np.float32
+                )
+                for spec in network.input_specs
+            )
+        return network.arrange(features, "the batch")
 
     def read(self, handle: Handle) -> float:
         """A number a hook needs on the host to decide on this step (one value on the engine),
@@ -279,69 +259,88 @@ class Trainer:
     def evaluate(self, features: Any, targets: Any) -> tuple[float, NDArray[np.float32]]:
         """The loss and the predictions (the link applied) for a batch, without recording."""
         self._check_open("evaluate")
-        rows = _checked_rows(features)
-        if self._bound is None:
-            self.start(tuple(rows.shape[1:]))
-        self.network.check_rows(rows)
+        arranged = self._arranged(features)
         engine = self.engine
-        x = Tensor.put(engine, rows)
+        xs = [Tensor.put(engine, a) for a in arranged]
         y = Tensor.put(engine, self.loss.targets(targets, self.network.outputs))
-        with _quiet():  # a loss that is not finite is the caller's to judge (the loop does)
-            outputs = self.network.forward(x, self.bound, Pass(engine, False, None))
+        with quiet(), self.bound.lock:  # a loss that is not finite is the caller's to judge
+            outputs = self.network.forward(xs, self.bound, Pass(engine, False, None))
             value = self.loss.value(outputs, y)
-        flat = outputs.handle
-        if outputs.ndim != 2:
-            flat = engine.reshape(flat, (rows.shape[0], math.prod(outputs.shape[1:])))
-        return float(engine.get(value.handle)), engine.get(self.loss.link(engine, flat))
+            rows = arranged[0].shape[0]
+            predicted = self.loss.predictions(engine, outputs.handle, rows, self.network.outputs)
+            return float(engine.get(value.handle)), engine.get(predicted)
 
     # --- state ---------------------------------------------------------------------------------
 
     def snapshot(self, into: Snapshot | None = None) -> Snapshot:
-        """A copy of the slots as they are now, kept on the engine (in `into`'s memory when
-        given: a run keeps one snapshot of its best epoch and refreshes it)."""
+        """A copy of the slots and buffers as they are now, kept on the engine (in `into`'s
+        memory when given: a run keeps one snapshot of its best epoch and refreshes it)."""
         engine = self.engine
         if into is None:
-            return Snapshot(engine, [engine.copy(t.handle) for t in self._slots])
-        for keep, slot in zip(into.handles, self._slots, strict=True):
-            engine.assign(keep, slot.handle)
+            return Snapshot(engine, [engine.copy(t.handle) for t in self._kept])
+        for keep, tensor in zip(into.handles, self._kept, strict=True):
+            engine.assign(keep, tensor.handle)
         return into
 
     def restore(self, snapshot: Snapshot) -> None:
-        """Put the slots of a snapshot back."""
-        for slot, keep in zip(self._slots, snapshot.handles, strict=True):
-            self.engine.assign(slot.handle, keep)
+        """Put the slots and buffers of a snapshot back."""
+        with self.bound.lock:
+            for tensor, keep in zip(self._kept, snapshot.handles, strict=True):
+                self.engine.assign(tensor.handle, keep)
 
-    def put_slots(self, values: Mapping[str, NDArray[np.float32]]) -> None:
-        """Replace every slot's values on the engine (names and shapes checked first): how a
-        distributed run gives every process rank 0's slots."""
-        for name, tensor in self.bound.tensors.items():
-            value = values.get(name)
-            if value is None or tuple(np.shape(value)) != tensor.shape:
-                raise ShapeError(
-                    f"slot {name!r}: {'missing' if value is None else np.shape(value)}, the "
-                    f"network's is {tensor.shape}"
-                )
-        for name, tensor in self.bound.tensors.items():
-            self.engine.assign(tensor.handle, self.engine.put(np.asarray(values[name], np.float32)))
+    def put_slots(
+        self,
+        values: Mapping[str, NDArray[np.float32]],
+        buffers: Mapping[str, NDArray[np.float32]] | None = None,
+    ) -> None:
+        """Replace every slot's values (and every buffer's, where given) on the engine, names and
+        shapes checked first: how a distributed run gives every process rank 0's."""
+        kinds = [(self.bound.tensors, values, "slot")]
+        if buffers is not None:
+            kinds.append((self.bound.buffers, buffers, "buffer"))
+        for held, given, what in kinds:
+            for name, tensor in held.items():
+                value = given.get(name)
+                if value is None or tuple(np.shape(value)) != tensor.shape:
+                    raise ShapeError(
+                        f"{what} {name!r}: {'missing' if value is None else np.shape(value)}, the "
+                        f"network's is {tensor.shape}"
+                    )
+        with self.bound.lock:
+            for held, given, _ in kinds:
+                for name, tensor in held.items():
+                    put = self.engine.put(np.asarray(given[name], np.float32))
+                    self.engine.assign(tensor.handle, put)
 
-    def host(self, snapshot: Snapshot) -> dict[str, NDArray[np.float32]]:
-        """A snapshot's slots brought to the host (for a checkpoint)."""
-        return {name: self.engine.get(h) for name, h in zip(self.slot_names, snapshot.handles)}
+    def host(
+        self, snapshot: Snapshot
+    ) -> tuple[dict[str, NDArray[np.float32]], dict[str, NDArray[np.float32]]]:
+        """A snapshot's slots and buffers brought to the host (for a checkpoint)."""
+        got = {name: self.engine.get(h) for name, h in zip(self.kept_names, snapshot.handles)}
+        slots = set(self.slot_names)
+        return (
+            {n: v for n, v in got.items() if n in slots},
+            {n: v for n, v in got.items() if n not in slots},
+        )
 
-    def snapshot_of(self, slots: Mapping[str, NDArray[np.float32]]) -> Snapshot:
-        """A snapshot holding these slot values (a checkpoint's best epoch), checked."""
+    def snapshot_of(
+        self, slots: Mapping[str, NDArray[np.float32]], buffers: Mapping[str, NDArray[np.float32]]
+    ) -> Snapshot:
+        """A snapshot holding these slot and buffer values (a checkpoint's best epoch), checked."""
         snapshot = self.snapshot()
-        for name, keep in zip(self.slot_names, snapshot.handles):
-            self._put_into(keep, slots, name, "best slot")
+        every = {**slots, **buffers}
+        for name, keep in zip(self.kept_names, snapshot.handles):
+            self._put_into(keep, every, name, "best slot" if name in slots else "best buffer")
         return snapshot
 
     def export_state(self) -> TrainerState:
-        """What a checkpoint holds of the trainer: slots, optimizer memory and steps, the
-        generator's counters and the hooks' states."""
+        """What a checkpoint holds of the trainer: slots and buffers, optimizer memory and steps,
+        the generator's counters and the hooks' states."""
         assert self.state is not None
         names, engine = self.slot_names, self.engine
+        slots, buffers = self.network.values()
         return TrainerState(
-            slots=self.network.slots,
+            slots=slots,
             memory={
                 kind: {name: engine.get(h) for name, h in zip(names, handles)}
                 for kind, handles in self.state.memory.items()
@@ -350,12 +349,11 @@ class Trainer:
             generator=self.streams.state,
             hooks={hook.name: hook.state() for hook in self.hooks if hook.name},
             skipped_steps=self.skipped_steps,
+            buffers=buffers,
         )
 
     def check_state(self, state: TrainerState, where: str) -> None:
         """Refuse a state another run made (CheckpointMismatchError naming both sides)."""
-        from deepsharp.core.training.scaling import check_loss_scale
-
         check_sides(state, self.optimizer, self.streams.seed, where)
         check_loss_scale(state.hooks, self.loss_scale, where)
 
@@ -368,6 +366,8 @@ class Trainer:
             raise FileFormatError(f"{where}: its optimizer memory holds {sorted(state.memory)}")
         for name, tensor in self.bound.tensors.items():
             self._put_into(tensor.handle, state.slots, name, "slot")
+        for name, tensor in self.bound.buffers.items():
+            self._put_into(tensor.handle, state.buffers, name, "buffer")
         for kind, handles in self.state.memory.items():
             for name, handle in zip(self.slot_names, handles):
                 self._put_into(handle, state.memory[kind], name, f"{kind} memory of")
@@ -390,11 +390,13 @@ class Trainer:
         self.engine.assign(handle, self.engine.put(value))
 
     def close(self) -> None:
-        """Bring the slots back to the host network and let go of the engine's memory. A closed
-        trainer takes no more steps (StateError); closing it again does nothing."""
+        """Bring the slots and buffers back to the host network and let go of the engine's
+        memory. A closed trainer takes no more steps (StateError); closing it again does
+        nothing."""
         self.network.release()
         self._bound = None
         self._slots = []
+        self._kept = []
         self.state = None
         self.closed = True
 
@@ -425,59 +427,24 @@ def check_parts(network: Any, loss: Any, optimizer: Any, where: str) -> None:
         raise TypeError(f"{where}: the {what} must be a {kind.__name__}, not {described(value)}")
 
 
-def check_sides(state: TrainerState, optimizer: Optimizer, seed: int, where: str) -> None:
-    """Refuse a checkpoint's trainer state taken with another optimizer (kind or settings) or
-    another seed: such a run would not go on where it stopped (CheckpointMismatchError)."""
-    ours = optimizer_record(optimizer)
-    theirs = {key: state.optimizer.get(key) for key in ("kind", "config")}
-    if theirs != ours:
-        raise CheckpointMismatchError(
-            f"{where} was taken with the optimizer {_optimizer_text(theirs)}; this run's is "
-            f"{_optimizer_text(ours)}: resume with the optimizer it was taken with, or start "
-            "the run afresh"
-        )
-    if state.generator.get("seed") != seed:
-        raise CheckpointMismatchError(
-            f"{where} was taken by a run of seed {state.generator.get('seed')!r}; this run's "
-            f"seed is {seed!r}: resume with that seed, or start the run afresh"
-        )
-
-
-def _optimizer_text(record: Mapping[str, Any]) -> str:
-    config = record.get("config") or {}
-    args = ", ".join(f"{k}={v!r}" for k, v in config.items()) if isinstance(config, dict) else ""
-    return f"{record.get('kind')}({args})"
-
-
-def _quiet() -> Any:
+def quiet() -> Any:
     """NumPy's floating-point warnings off, where a value that is not finite is looked for."""
     return np.errstate(over="ignore", invalid="ignore", divide="ignore")
 
 
-def _checked_rows(features: Any, may_be_empty: bool = False) -> NDArray[np.float32]:
-    """The batch's features in float32: refused (DataError) when empty (unless it may be), or
-    where a value is NaN, infinite or beyond float32's range (it would poison every slot)."""
-    if isinstance(features, np.ndarray) and features.dtype == np.float32:
-        rows = features
-    else:
-        try:
-            with np.errstate(over="ignore"):  # a value beyond float32 becomes inf: refused below
-                rows = np.asarray(features, dtype=np.float32)
-        except (TypeError, ValueError) as error:
-            raise DataError(f"the features are not an array of numbers ({error})") from None
-    if rows.ndim < 2 or (rows.shape[0] == 0 and not may_be_empty):
+def checked_rows(features: Any, where: str, empty: bool = False) -> NDArray[Any]:
+    """One input's batch as an array, at least 2-D with a row (unless it may be empty)."""
+    array = np.asarray(features) if not isinstance(features, np.ndarray) else features
+    if array.ndim < 2 or (array.shape[0] == 0 and not empty):
         raise DataError(
-            f"a batch is (rows, ...) with at least one row; these features have shape {rows.shape}"
+            f"{where}: a batch is (rows, ...) with at least one row, not of shape {array.shape}"
         )
-    # One float32 pass (half the time of a float64 one: 0.8 against 1.7 ms on 4,096 x 1,024);
-    # only where it overflowed does a float64 one decide.
-    with np.errstate(over="ignore", invalid="ignore"):
-        quick = math.isfinite(rows.sum())
-    if not quick and not math.isfinite(rows.sum(dtype=np.float64)):
-        place = tuple(int(v) for v in np.argwhere(~np.isfinite(rows))[0])
-        raise DataError(
-            f"row {place[0] + 1} (counting from 1), feature {list(place[1:])} of the batch is "
-            f"{float(np.asarray(features)[place])!r}: every feature must be a finite float32 "
-            "number (fill or drop such rows first)"
-        )
-    return rows
+    return array
+
+
+def _rows(features: Any) -> int:
+    if isinstance(features, Mapping):
+        features = next(iter(features.values()))
+    elif in_order(features):
+        features = features[0]
+    return int(np.shape(features)[0]) if np.ndim(features) else 0

@@ -1,0 +1,276 @@
+"""What a layer is: a step of a network that declares its slots and buffers when it is built for
+the shape of its input rows, and maps a batch to a batch with ordinary arithmetic on tensors.
+
+A layer never knows an engine. Its *slots* are trained (weights, biases); its *buffers* are
+state that is not trained (BatchNorm's running mean and variance): no optimizer touches them, a
+training pass may update them, and files keep both. A layer is called on symbols to make a
+graph (`h = Dense(16)(x)`), or listed in a chain (`Network([Dense(16), Relu()])`); the same
+layer called twice shares its slots.
+
+A layer written as code subclasses `Layer`; every subclass is registered so that a network file
+can name it (deepsharp's own by their name, a user's by module and name: see
+`deepsharp.core.kinds`). A file never brings code of its own: only layers already imported can
+be loaded. docs/layers.md says how to write one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.engine import Engine
+from deepsharp.core.kinds import Kinds
+from deepsharp.core.nn.graph import Symbol, apply_layer, check_layer_name
+from deepsharp.core.nn.initializers import check_initializer, initial_values
+from deepsharp.core.random import Generator
+
+__all__ = [
+    "LAYERS",
+    "BufferSpec",
+    "Layer",
+    "Pass",
+    "Shape",
+    "SlotSpec",
+    "layer_from_json",
+    "whole",
+]
+
+Shape = tuple[int, ...]
+LAYERS: Kinds[Layer] = Kinds("layer kind")
+
+
+def whole(layer: str, what: str, value: object, least: int = 1) -> int:
+    """A whole number of at least `least` (not a bool, not 1.5), or a ValueError saying which
+    argument of which layer."""
+    kind = "positive whole number" if least == 1 else f"whole number of {least} or more"
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, (int, np.integer))
+        or value < least
+    ):
+        raise ValueError(f"{layer}: {what} must be a {kind}, not {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """A slot a layer asks for: its shape and how its first values are drawn (an initialiser's
+    name, `deepsharp.core.nn.initializers`), with the fans that initialiser reads."""
+
+    shape: Shape
+    init: str = "glorot_uniform"
+    fan_in: int = 0
+    fan_out: int = 0
+
+    def initial(self, generator: Generator) -> NDArray[np.float32]:
+        return initial_values(self.init, self.shape, generator, self.fan_in, self.fan_out)
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A buffer a layer asks for: state that is not trained, its shape and first values
+    ("zeros" or "ones")."""
+
+    shape: Shape
+    init: str = "zeros"
+
+    def initial(self) -> NDArray[np.float32]:
+        return np.full(self.shape, 1.0 if self.init == "ones" else 0.0, np.float32)
+
+
+class Pass:
+    """What one forward pass knows beyond its values: the engine, training or not, the
+    generator (a training step's dropout key), and where its rows lie in the whole batch
+    (`share`: (start, stop, total), when a batch is shared among processes; None: the rows are
+    all of it).
+
+    `batch_total(t)` is the total over the whole batch of a partial total this process took
+    over its own rows (BatchNorm's statistics): itself in one process; under data parallelism the
+    sum over every process's, in rank order (`reducer`), with a way back that sums the same way.
+    """
+
+    __slots__ = ("engine", "generator", "reducer", "share", "training")
+
+    def __init__(
+        self,
+        engine: Engine,
+        training: bool,
+        generator: Generator | None,
+        share: tuple[int, int, int] | None = None,
+        reducer: Any = None,
+    ) -> None:
+        self.engine = engine
+        self.training = training
+        self.generator = generator
+        self.share = share
+        self.reducer = reducer
+
+    @property
+    def batch_rows(self) -> int | None:
+        """The rows of the whole batch (every process's), where the pass knows it."""
+        return None if self.share is None else self.share[2]
+
+    def batch_total(self, partial: Tensor) -> Tensor:
+        if self.reducer is None:
+            return partial
+        total: Tensor = self.reducer(partial)
+        return total
+
+
+class Layer:
+    """A step of a network. Subclasses implement `build` (optional) and `forward`.
+
+    `build(shape)` receives the shape of one input row (a feature count as `(n,)`, an image as
+    `(C, H, W)`, a sequence as `(L, D)`; a list of shapes for a layer that takes several inputs),
+    declares slots with `self.slot(...)` and buffers with `self.buffer(...)`, and returns the
+    shape of one output row. `forward(x, slots, context)` maps a batch to a batch; `slots` holds
+    its slots and buffers by name, `context` is the `Pass`.
+    """
+
+    kind: ClassVar[str] = "Layer"
+    key: ClassVar[str] = "Layer"
+    several: ClassVar[bool] = False
+    """Whether it takes a list of inputs (Add, Concatenate) rather than one."""
+    takes: ClassVar[tuple[str, ...]] = ("float32",)
+    """The dtypes of the inputs it takes (an embedding takes int64 ids)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.kind = cls.__name__
+        cls.key = LAYERS.add(cls)
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name: str | None = None if name is None else check_layer_name(name, self.kind)
+        self.specs: dict[str, SlotSpec] = {}
+        self.buffer_specs: dict[str, BufferSpec] = {}
+        self.parts: dict[str, Layer] = {}
+        self.input_shape: Shape | list[Shape] | None = None
+        self.output_shape: Shape | None = None
+        self.label = self.kind
+
+    # --- what build declares -------------------------------------------------------------
+    def slot(
+        self,
+        name: str,
+        shape: Sequence[int],
+        init: str = "glorot_uniform",
+        fan_in: int = 0,
+        fan_out: int = 0,
+    ) -> None:
+        """Declare a slot (called from `build`): trained, drawn first by `init`."""
+        self._check_new(name)
+        init = check_initializer(init, f"{self.label}: slot {name!r}")
+        self.specs[name] = SlotSpec(tuple(int(s) for s in shape), init, fan_in, fan_out)
+
+    def buffer(self, name: str, shape: Sequence[int], init: str = "zeros") -> None:
+        """Declare a buffer (called from `build`): state that is not trained, starting at zeros
+        or ones. A training pass may change it (`ops.assign`); no optimizer does."""
+        self._check_new(name)
+        if init not in ("zeros", "ones"):
+            raise ValueError(
+                f"{self.label}: buffer {name!r} starts at 'zeros' or 'ones', not {init!r}"
+            )
+        self.buffer_specs[name] = BufferSpec(tuple(int(s) for s in shape), init)
+
+    def sublayer(self, name: str, layer: Layer, shape: Shape | list[Shape]) -> Shape:
+        """Build `layer` as a part of this one (called from `build`): its slots and buffers are
+        this layer's, named '<name>.<slot>'. `self.call(name, x, slots, context)` runs it."""
+        self._check_new(name)
+        layer.label = f"{self.label}'s {name}"
+        out = layer.built_for(shape)
+        self.parts[name] = layer
+        for slot, spec in layer.specs.items():
+            self.specs[f"{name}.{slot}"] = spec
+        for buffer, given in layer.buffer_specs.items():
+            self.buffer_specs[f"{name}.{buffer}"] = given
+        return out
+
+    def call(self, name: str, x: Any, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        """Run the part `name` (a `sublayer`) on x, with its own slots and buffers."""
+        prefix = f"{name}."
+        own = {key[len(prefix) :]: value for key, value in slots.items() if key.startswith(prefix)}
+        return self.parts[name].forward(x, own, context)
+
+    def _check_new(self, name: str) -> None:
+        if not isinstance(name, str) or not name or name in self.specs or name in self.buffer_specs:
+            raise ValueError(f"{self.label}: a slot or buffer named {name!r} twice, or no name")
+
+    # --- what a subclass writes ----------------------------------------------------------
+    def build(self, shape: Any) -> Any:
+        return shape
+
+    def forward(self, x: Any, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        raise NotImplementedError(f"{type(self).__name__} must implement forward")
+
+    def config(self) -> dict[str, Any]:
+        """The constructor's arguments but the name, as JSON values (what a network file
+        records)."""
+        return {}
+
+    def meets_input(self, shape: Shape) -> None:
+        """Called when a network is built, for a layer that reads one of its inputs directly,
+        with that input's row shape (a convolution warns of channels-last images)."""
+
+    def check_input(self, values: NDArray[Any], where: str) -> None:
+        """Called on the host with the values of an input this layer reads directly, before they
+        go to the engine: refuse (DataError naming `where`) values it cannot take (an embedding,
+        ids outside its vocabulary)."""
+
+    @property
+    def ends_in(self) -> str | None:
+        """What its outputs are, where a loss must know: "sigmoid" (probabilities of a
+        sigmoid), "softmax" (of a softmax), or None (anything else, such as logits)."""
+        return None
+
+    # --- building ----------------------------------------------------------------------------
+    def built_for(self, shape: Shape | list[Shape]) -> Shape:
+        """Build for rows of `shape` (declaring slots and buffers afresh); the output row shape."""
+        self.specs, self.buffer_specs, self.parts = {}, {}, {}
+        self.input_shape = shape
+        self.output_shape = tuple(self.build(list(shape) if self.several else shape))
+        return self.output_shape
+
+    def __call__(self, inputs: Symbol | Sequence[Symbol]) -> Symbol:
+        """This layer applied to symbols (`Input`s, or other layers' outputs): a symbol of its
+        output, for `Network(inputs=..., outputs=...)`."""
+        return apply_layer(self, inputs)
+
+    def described(self) -> str:
+        """Its kind and constructor's arguments, without its name: `Dense(units=16)`."""
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
+        return f"{self.kind}({args})"
+
+    def __repr__(self) -> str:
+        if self.name is None:
+            return self.described()
+        args = ", ".join([*(f"{k}={v!r}" for k, v in self.config().items()), f"name={self.name!r}"])
+        return f"{self.kind}({args})"
+
+
+def layer_from_json(data: Any) -> Layer:
+    """A layer from what a network file records ({"kind", "config", "name"}); only registered
+    layer kinds are made, from their constructor's arguments."""
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+        raise ValueError(f"a layer is recorded as {{'kind': ..., 'config': {{...}}}}, not {data!r}")
+    kind = data["kind"]
+    cls = LAYERS.get(kind)
+    if cls is None:
+        raise ValueError(LAYERS.unknown(kind))
+    config = data.get("config", {})
+    if not isinstance(config, dict) or "name" in config:
+        raise ValueError(
+            f"layer {kind!r}: its config must be a mapping without a name, not {config!r}"
+        )
+    try:
+        layer = cls(**config)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"layer {kind!r}: bad config {config!r} ({error})") from None
+    name = data.get("name")
+    if name is not None:
+        layer.name = check_layer_name(name, f"layer {kind!r}")
+    return layer

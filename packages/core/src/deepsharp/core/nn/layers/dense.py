@@ -1,0 +1,149 @@
+"""Layers of rows of features: Dense, Dropout, Flatten, Reshape."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from deepsharp.core.autodiff import functions as ops
+from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.errors import ShapeError
+from deepsharp.core.nn.initializers import check_initializer
+from deepsharp.core.nn.layer import Layer, Pass, Shape, whole
+from deepsharp.core.nn.layers.activations import activation, check_activation, ends_in
+
+__all__ = ["Dense", "Dropout", "Flatten", "Reshape"]
+
+
+class Dense(Layer):
+    """x @ weights + bias: `units` outputs from every input feature (weights (in, units)), then
+    the `activation` named, if any. Rows of features (N, F) -> (N, units); on sequences (N, L, D)
+    each position's D values -> (N, L, units)."""
+
+    def __init__(
+        self,
+        units: int,
+        activation: str | None = None,
+        init: str = "glorot_uniform",
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.units = whole("Dense", "units", units)
+        self.activation = check_activation(activation, "Dense")
+        self.init = check_initializer(init, "Dense")
+
+    def build(self, shape: Shape) -> Shape:
+        if len(shape) not in (1, 2):
+            raise ShapeError(
+                f"{self.label} takes rows of features (or sequences of them), not rows of shape "
+                f"{shape}: put Flatten() before it"
+            )
+        features = shape[-1]
+        self.slot("weights", (features, self.units), self.init, features, self.units)
+        self.slot("bias", (self.units,), "zeros")
+        return (*shape[:-1], self.units)
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        if x.ndim == 2:
+            out = ops.affine(x, slots["weights"], slots["bias"])  # x @ weights + bias
+        else:  # each position of a sequence: (N·L, D) through the product, back to (N, L, units)
+            flat = ops.reshape(x, (math.prod(x.shape[:-1]), x.shape[-1]))
+            made = ops.affine(flat, slots["weights"], slots["bias"])
+            out = ops.reshape(made, (*x.shape[:-1], self.units))
+        return activation(self.activation, out)
+
+    @property
+    def ends_in(self) -> str | None:
+        return ends_in(self.activation)
+
+    def config(self) -> dict[str, Any]:
+        made: dict[str, Any] = {"units": self.units}
+        if self.activation is not None:
+            made["activation"] = self.activation
+        if self.init != "glorot_uniform":
+            made["init"] = self.init
+        return made
+
+
+class Dropout(Layer):
+    """While training, zero each value with probability `rate` and scale the rest by 1/(1-rate).
+
+    Masks come from the run's generator and are put on the engine (one transfer in a step).
+    A value's draw is keyed by the step (each step takes a key of its own) and by its row's
+    place in the whole batch, so processes sharing a batch draw one process's masks.
+    """
+
+    def __init__(self, rate: float, name: str | None = None) -> None:
+        super().__init__(name)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
+            raise ValueError(f"Dropout's rate must be a number in [0, 1), not {rate!r}")
+        self.rate = float(rate)
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        if not context.training or self.rate == 0.0 or context.generator is None:
+            return x
+        rows = x.shape[0]
+        first, _, total = context.share or (0, rows, rows)
+        # Each value's draw is keyed by its row's place in the whole batch, not by who draws it.
+        drawn = context.generator.uniform_rows(rows, math.prod(x.shape[1:]), first, total)
+        keep = drawn >= self.rate
+        mask = (keep / (1.0 - self.rate)).astype(np.float32).reshape(x.shape)
+        return x * Tensor.put(context.engine, mask)
+
+    def config(self) -> dict[str, Any]:
+        return {"rate": self.rate}
+
+
+class Flatten(Layer):
+    """Each row's values in one line: (N, C, H, W) -> (N, C*H*W)."""
+
+    def build(self, shape: Shape) -> Shape:
+        return (math.prod(shape),)
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        return ops.reshape(x, (x.shape[0], math.prod(x.shape[1:])))
+
+
+class Reshape(Layer):
+    """Each row's values in another shape of as many values: `Reshape((4, 16))` makes rows of 64
+    values (N, 4, 16). One size may be -1: whatever the others leave."""
+
+    def __init__(self, shape: Sequence[int], name: str | None = None) -> None:
+        super().__init__(name)
+        if not isinstance(shape, (tuple, list)) or not shape:
+            raise ValueError(f"Reshape: shape is a sequence of sizes, not {shape!r}")
+        sizes = [
+            int(s) if isinstance(s, (int, np.integer)) and not isinstance(s, bool) else 0
+            for s in shape
+        ]
+        if sizes.count(-1) > 1 or any(s == 0 or s < -1 for s in sizes):
+            raise ValueError(
+                f"Reshape: shape is positive sizes, at most one of them -1, not {list(shape)!r}"
+            )
+        self.shape = tuple(sizes)
+
+    def build(self, shape: Shape) -> Shape:
+        count = math.prod(shape)
+        known = math.prod(s for s in self.shape if s != -1)
+        if -1 in self.shape:
+            if count % known:
+                raise ShapeError(
+                    f"{self.label}: rows of {count} values ({shape}) do not make {self.shape}"
+                )
+            return tuple(count // known if s == -1 else s for s in self.shape)
+        if known != count:
+            raise ShapeError(
+                f"{self.label}: rows of shape {shape} hold {count} values, {self.shape} holds "
+                f"{known}: a reshape keeps every value"
+            )
+        return self.shape
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        assert self.output_shape is not None
+        return ops.reshape(x, (x.shape[0], *self.output_shape))
+
+    def config(self) -> dict[str, Any]:
+        return {"shape": list(self.shape)}

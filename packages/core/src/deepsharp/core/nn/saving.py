@@ -1,0 +1,289 @@
+"""Network files: the architecture as JSON, the slots and buffers as tensors, one safetensors file.
+
+Format 3 (this deepsharp) records a network as its inputs (name, shape, dtype), its layers (kind,
+name, constructor's arguments) and its nodes in order (each a layer and the places it reads:
+the inputs first, then each node's output); its tensors are the slots and buffers by full name
+(`<layer>.<slot>`). Files of format 1 (a chain of layers, slots named by position,
+`0.dense.weights`) still load: their layers are named as a chain of today would name them, and
+their slots renamed so. A file is never trusted: every part is checked against the others,
+and a bad file raises FileFormatError saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.errors import FileFormatError, StateError
+from deepsharp.core.files import read_safetensors, write_safetensors
+from deepsharp.core.nn.graph import DTYPES, Graph, InputSpec, Node, check_layer_name, row_shape
+from deepsharp.core.nn.layer import BufferSpec, SlotSpec, layer_from_json
+from deepsharp.core.version import __version__
+
+if TYPE_CHECKING:
+    from deepsharp.core.nn.network import Network
+
+__all__ = [
+    "FORMAT_VERSION",
+    "NETWORK_FORMAT",
+    "check_format",
+    "file_tensors",
+    "load_network",
+    "network_from_file",
+    "network_from_json",
+    "network_metadata",
+    "network_to_json",
+    "save_network",
+    "take_tensors",
+]
+
+NETWORK_FORMAT = "deepsharp.network"
+FORMAT_VERSION = "3"
+READS = ("1", "3")
+"""The versions of network and trained-network files this deepsharp reads (there was no 2)."""
+
+_LOADERS = {
+    "deepsharp.trained": ": it is a trained network (network, loss and pipeline), saved by "
+    "TrainedNetwork.save; load it with TrainedNetwork.load(path) (its .network is the Network)",
+    "deepsharp.network": ": it is a network alone, saved by Network.save; load it with "
+    "Network.load(path) (a TrainedNetwork is what fit's run.trained saves)",
+    "deepsharp.checkpoint": ": it is a checkpoint of a run; load it with Checkpoint.load(path), "
+    "or go on with fit(..., resume_from=path)",
+}
+"""What to call instead, for a file of another deepsharp kind."""
+
+
+def check_format(
+    metadata: Mapping[str, str], where: str, kind: str, reads: tuple[str, ...] = READS
+) -> str:
+    """The file's format version, where it is a file of `kind` in a version this deepsharp reads;
+    a FileFormatError saying what it is and what to do otherwise."""
+    found = metadata.get("format")
+    if found != kind:
+        raise FileFormatError(
+            f"{where} is not a {kind} file (its format says {found!r})"
+            + _LOADERS.get(str(found), "")
+        )
+    held = metadata.get("format_version")
+    if held not in reads:
+        raise FileFormatError(
+            f"{where} has format version {held!r}; this deepsharp ({__version__}) reads versions "
+            f"{', '.join(reads)}: use the deepsharp that wrote it, or upgrade"
+        )
+    return str(held)
+
+
+# --- the architecture ---------------------------------------------------------------------
+
+
+def network_to_json(network: Network) -> dict[str, Any]:
+    """The architecture as format 3 records it."""
+    graph = network.graph
+    return {
+        "inputs": [
+            {
+                "name": spec.name,
+                "shape": None if spec.shape is None else list(spec.shape),
+                "dtype": spec.dtype,
+            }
+            for spec in graph.inputs
+        ],
+        "layers": [
+            {"kind": layer.key, "name": layer.name, "config": layer.config()}
+            for layer in graph.layers
+        ],
+        "nodes": [[node.layer, list(node.sources)] for node in graph.nodes],
+        "chain": network.chained,
+    }
+
+
+def network_from_json(
+    cls: type[Network], data: Any, where: str = "the file", version: str = FORMAT_VERSION
+) -> Network:
+    """A network from its recorded architecture (format 1 or 3), every part checked."""
+    try:
+        if version == "1":
+            return _chain_of_format_1(cls, data)
+        return _graph(cls, data)
+    except (KeyError, TypeError, ValueError, IndexError) as error:
+        if isinstance(error, FileFormatError):
+            raise
+        raise FileFormatError(f"{where}: its architecture cannot be read: {error}") from None
+
+
+def _chain_of_format_1(cls: type[Network], data: Any) -> Network:
+    layers = [layer_from_json(entry) for entry in _list(data["layers"], "layers")]
+    return cls(layers, inputs=data["inputs"])
+
+
+def _graph(cls: type[Network], data: Any) -> Network:
+    if not isinstance(data, dict):
+        raise ValueError(f"an architecture is an object, not {type(data).__name__}")
+    inputs = []
+    for entry in _list(data["inputs"], "inputs"):
+        dtype = entry["dtype"]
+        if dtype not in DTYPES:
+            raise ValueError(f"an input's dtype is one of {DTYPES}, not {dtype!r}")
+        shape = None if entry["shape"] is None else row_shape(entry["shape"], "an input")
+        inputs.append(InputSpec(check_layer_name(entry["name"], "an input"), shape, dtype))
+    layers = [layer_from_json(entry) for entry in _list(data["layers"], "layers")]
+    if not inputs or not layers:
+        raise ValueError("a network has at least one input and one layer")
+    nodes = []
+    for place, entry in enumerate(_list(data["nodes"], "nodes")):
+        layer, sources = entry
+        reach = len(inputs) + place  # a node reads the inputs and the nodes before it
+        if (
+            not _whole(layer, len(layers))
+            or not sources
+            or not all(_whole(s, reach) for s in sources)
+        ):
+            raise ValueError(
+                f"node {place} ({entry!r}) reads a layer or a place that is not before it"
+            )
+        nodes.append(Node(layer, tuple(sources)))
+    if not nodes:
+        raise ValueError("a network has at least one node")
+    used = {node.layer for node in nodes}
+    read = {source for node in nodes for source in node.sources}
+    if len(used) != len(layers) or not all(i in read for i in range(len(inputs))):
+        raise ValueError("every layer is used and every input read by a node")
+    chained = data.get("chain") is True
+    if chained and (
+        len(inputs) != 1 or [n.sources for n in nodes] != [(i,) for i in range(len(nodes))]
+    ):
+        raise ValueError("a chain is one input and each layer reading the one before")
+    if any(layer.name is None for layer in layers):
+        raise ValueError("every layer of a format-3 file is named")
+    network = cls.of_graph(Graph(inputs, layers, nodes), chained)
+    if all(spec.shape is not None for spec in inputs):
+        network.build()
+    return network
+
+
+def _list(value: object, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError(f"its {what} must be a list, not {type(value).__name__}")
+    return value
+
+
+def _whole(value: object, below: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < below
+
+
+def renamed_from_format_1(network: Network) -> dict[str, str]:
+    """Each slot's name in a format-1 file ('<position>.<kind in lower case>.<slot>') -> its
+    name now ('<layer>.<slot>')."""
+    return {
+        f"{index}.{layer.kind.lower()}.{slot}": f"{layer.name}.{slot}"
+        for index, layer in enumerate(network.layers)
+        for slot in layer.specs
+    }
+
+
+# --- the tensors --------------------------------------------------------------------------
+
+
+def file_tensors(network: Network) -> dict[str, NDArray[np.float32]]:
+    """The slots and buffers as a file records them: refused (StateError) where there are none
+    yet or where any is not finite (a file that would not load)."""
+    if not network.initialized:
+        raise StateError(
+            "the network has no slot values yet, so its file would not load: train it, "
+            "load it, or give it inputs and initialize it first"
+        )
+    slots, buffers = network.values()
+    for name, value in {**slots, **buffers}.items():
+        if not np.all(np.isfinite(value)):
+            raise StateError(
+                f"{'slot' if name in slots else 'buffer'} {name!r} holds NaN or infinite values: "
+                "a file of it would not load (a run that diverged puts back its best epoch's "
+                "slots; set finite ones)"
+            )
+    return {**slots, **buffers}
+
+
+def take_tensors(
+    network: Network, tensors: Mapping[str, NDArray[Any]], where: str, version: str = FORMAT_VERSION
+) -> None:
+    """Give `network` a file's slots and buffers, each checked: present, float32 at its shape,
+    finite, and nothing else in the file (FileFormatError naming `where`)."""
+    if version == "1":
+        names = renamed_from_format_1(network)
+        unknown = sorted(set(tensors) - set(names))
+        if unknown:
+            raise FileFormatError(f"{where}: slots the architecture does not hold: {unknown}")
+        tensors = {names[old]: value for old, value in tensors.items()}
+    check_tensors(network, tensors, where)
+    network._values = {name: tensors[name] for name in network.specs}
+    network._buffers = {name: tensors[name] for name in network.buffer_specs}
+
+
+def check_tensors(network: Network, tensors: Mapping[str, NDArray[Any]], where: str) -> None:
+    """Refuse (a FileFormatError naming `where`) tensors that are not every slot and buffer of
+    the architecture, each float32 at its shape and finite, and nothing else."""
+    wanted: dict[str, SlotSpec | BufferSpec] = {**network.specs, **network.buffer_specs}
+    for name, spec in wanted.items():
+        what = "slot" if name in network.specs else "buffer"
+        if name not in tensors:
+            raise FileFormatError(f"{where}: {what} {name!r} is missing")
+        value = tensors[name]
+        if tuple(value.shape) != spec.shape or value.dtype != np.float32:
+            raise FileFormatError(
+                f"{where}: {what} {name!r} is {value.dtype} of shape {tuple(value.shape)}, "
+                f"the architecture needs float32 of shape {spec.shape}"
+            )
+        if not np.all(np.isfinite(value)):
+            raise FileFormatError(f"{where}: {what} {name!r} holds NaN or infinite values")
+    extra = sorted(set(tensors) - set(wanted))
+    if extra:
+        raise FileFormatError(f"{where}: slots the architecture does not hold: {extra}")
+
+
+# --- files --------------------------------------------------------------------------------
+
+
+def network_metadata(network: Network) -> dict[str, str]:
+    return {
+        "format": NETWORK_FORMAT,
+        "format_version": FORMAT_VERSION,
+        "network": json.dumps(network_to_json(network)),
+        "deepsharp_version": __version__,
+    }
+
+
+def save_network(network: Network, path: str | os.PathLike[str]) -> None:
+    """The architecture, slots and buffers in one safetensors file (no engine, no code)."""
+    write_safetensors(path, file_tensors(network), network_metadata(network))
+
+
+def load_network(cls: type[Network], path: str | os.PathLike[str]) -> Network:
+    tensors, metadata = read_safetensors(path, "network file")
+    return network_from_file(
+        cls, tensors, metadata, f"network file {os.fspath(path)!r}", NETWORK_FORMAT
+    )
+
+
+def network_from_file(
+    cls: type[Network],
+    tensors: dict[str, NDArray[Any]],
+    metadata: dict[str, str],
+    where: str,
+    kind: str,
+) -> Network:
+    """The network a file of `kind` records, with its slots and buffers."""
+    version = check_format(metadata, where, kind)
+    try:
+        data = json.loads(metadata["network"])
+    except (KeyError, json.JSONDecodeError, RecursionError):
+        raise FileFormatError(f"{where}: its metadata lacks a readable 'network' entry") from None
+    network = network_from_json(cls, data, where, version)
+    if not network.built:
+        raise FileFormatError(f"{where}: its architecture names no inputs' shapes")
+    take_tensors(network, tensors, where, version)
+    return network

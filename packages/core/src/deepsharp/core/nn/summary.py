@@ -1,0 +1,57 @@
+"""`network.summary()`: each layer, its output shape and its slot count, as Keras prints it."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from deepsharp.core.nn.network import Network
+
+__all__ = ["summarized"]
+
+
+def summarized(network: Network) -> str:
+    """The table: one line an input and a layer call (a graph's also says what each reads),
+    then the counts of trained values and of buffers' values."""
+    graph = network.graph
+    rows: list[tuple[str, str, str, str]] = []
+    names = [spec.name for spec in graph.inputs]
+    for spec in graph.inputs:
+        shape = "?" if spec.shape is None else _shape(spec.shape)
+        rows.append(
+            (f"{spec.name} (Input)", shape + ("" if spec.dtype == "float32" else " int64"), "", "")
+        )
+    counted: set[int] = set()
+    for node in graph.nodes:
+        layer = network.layers[node.layer]
+        shape = (
+            "?" if layer.output_shape is None or not network.built else _shape(layer.output_shape)
+        )
+        count = ""
+        if node.layer not in counted:  # a shared layer's slots counted at its first call
+            counted.add(node.layer)
+            count = f"{sum(math.prod(s.shape) for s in layer.specs.values()):,}"
+        else:
+            count = "(shared)"
+        reads = ", ".join(names[source] for source in node.sources)
+        rows.append((f"{layer.name} ({layer.kind})", shape, count, reads))
+        names.append(layer.name or "")
+    heads = ("layer (kind)", "output shape", "slots", "reads")
+    shown = 3 if network.chained else 4
+    widths = [max(len(row[i]) for row in [heads, *rows]) for i in range(shown)]
+    lines = [
+        f"Network: {'a chain' if network.chained else 'a graph'} of {len(network.layers)} layers"
+    ]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(heads, widths)).rstrip())
+    lines.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    trained = sum(math.prod(spec.shape) for spec in network.specs.values())
+    kept = sum(math.prod(spec.shape) for spec in network.buffer_specs.values())
+    lines.append(f"slots (trained): {trained:,}; buffers (not trained): {kept:,}")
+    return "\n".join(lines)
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "(N, " + ", ".join(str(size) for size in shape) + ")"
