@@ -1,0 +1,214 @@
+"""Networks as graphs: symbols, residual connections, several inputs, shared layers, names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    SGD,
+    Adam,
+    Add,
+    BinaryCrossEntropy,
+    Concatenate,
+    ConfigurationError,
+    DataError,
+    Dense,
+    FitOptions,
+    Input,
+    MeanSquaredError,
+    Network,
+    Relu,
+    ShapeError,
+    Tanh,
+    Trainer,
+    TrainedNetwork,
+    fit,
+)
+
+
+def residual() -> Network:
+    x = Input(4)
+    h = Dense(8, activation="relu")(x)
+    h = Dense(4)(h)
+    y = Dense(1)(Relu()(Add()([x, h])))
+    return Network(inputs=x, outputs=y)
+
+
+def two_inputs() -> Network:
+    numbers, other = Input(3, name="numbers"), Input(2, name="other")
+    joined = Concatenate()([Dense(4, activation="tanh")(numbers), other])
+    return Network(inputs=[numbers, other], outputs=Dense(1)(joined))
+
+
+def _xy(seed: int, count: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((count, 4)).astype(np.float32)
+    return x, (x[:, :1] * 2 - x[:, 1:2] > 0).astype(np.float32)
+
+
+def test_a_residual_network_trains_and_its_gradient_reaches_both_branches() -> None:
+    network = residual()
+    x, y = _xy(0)
+    with Trainer(network, BinaryCrossEntropy(), Adam(0.05), seed=1) as trainer:
+        first = trainer.step(x, y)
+        for _ in range(60):
+            last = trainer.step(x, y)
+        after = network.slots
+    assert last < first / 2
+    assert set(after) == {
+        f"{n}.{s}" for n in ("dense", "dense_1", "dense_2") for s in ("weights", "bias")
+    }
+
+
+def test_layers_are_named_by_kind_in_the_order_met_and_slots_by_layer() -> None:
+    network = Network([Dense(4), Relu(), Dense(2, name="head"), Tanh(), Dense(1)], inputs=3)
+    assert [layer.name for layer in network.layers] == ["dense", "relu", "head", "tanh", "dense_1"]
+    assert list(network.specs) == [
+        "dense.weights",
+        "dense.bias",
+        "head.weights",
+        "head.bias",
+        "dense_1.weights",
+        "dense_1.bias",
+    ]
+
+
+def test_inserting_a_layer_renames_nothing_else() -> None:
+    before = Network([Dense(4), Dense(2, name="head")], inputs=3)
+    after = Network([Dense(4), Relu(), Tanh(), Dense(2, name="head")], inputs=3)
+    assert set(before.specs) == set(after.specs)
+
+
+def test_two_layers_of_one_given_name_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="two layers are named 'same'"):
+        Network([Dense(4, name="same"), Dense(1, name="same")], inputs=3)
+
+
+def test_a_name_with_a_dot_is_refused() -> None:
+    with pytest.raises(ValueError, match="no dots"):
+        Dense(4, name="a.b")
+
+
+def test_two_inputs_take_a_dict_by_name_or_a_list_in_order() -> None:
+    network = two_inputs()
+    rng = np.random.default_rng(2)
+    numbers = rng.standard_normal((40, 3)).astype(np.float32)
+    other = rng.standard_normal((40, 2)).astype(np.float32)
+    y = (numbers[:, :1] + other[:, 1:] > 0).astype(np.float32)
+    with Trainer(network, BinaryCrossEntropy(), Adam(0.05), seed=3) as trainer:
+        for _ in range(40):
+            trainer.step({"numbers": numbers, "other": other}, y)
+    by_name = network.predict({"other": other, "numbers": numbers}, BinaryCrossEntropy())
+    in_order = network.predict([numbers, other], BinaryCrossEntropy())
+    assert by_name.tobytes() == in_order.tobytes()
+    assert ((by_name > 0.5) == (y > 0.5)).mean() > 0.85
+
+
+def test_a_dict_missing_or_adding_an_input_is_refused_naming_both() -> None:
+    network = two_inputs()
+    with Trainer(network, MeanSquaredError(), SGD(0.1)) as trainer:
+        with pytest.raises(DataError, match=r"lacks 'other'.*holds 'extra'"):
+            trainer.step({"numbers": np.zeros((2, 3)), "extra": np.zeros((2, 2))}, np.zeros((2, 1)))
+        with pytest.raises(DataError, match="takes 2 inputs"):
+            trainer.step(np.zeros((2, 3)), np.zeros((2, 1)))
+        with pytest.raises(DataError, match="same rows"):
+            trainer.step({"numbers": np.zeros((2, 3)), "other": np.zeros((3, 2))}, np.zeros((2, 1)))
+
+
+def test_fit_takes_a_dict_of_arrays_and_the_trained_file_serves_dicts(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    numbers = rng.standard_normal((300, 3)).astype(np.float32)
+    other = rng.standard_normal((300, 2)).astype(np.float32)
+    y = (numbers[:, 0] - other[:, 1] > 0).astype(np.float32)
+    run = fit(
+        None,
+        ({"numbers": numbers, "other": other}, y),
+        two_inputs(),
+        BinaryCrossEntropy(),
+        Adam(0.02),
+        FitOptions(seed=5, epochs=30, progress=False),
+    )
+    assert run.report.measures["accuracy"] > 0.85
+    run.trained.save(tmp_path / "two.safetensors")
+    again = TrainedNetwork.load(tmp_path / "two.safetensors")
+    rows = {"numbers": numbers[:7], "other": other[:7]}
+    assert again.predict(rows).tobytes() == run.trained.predict(rows).tobytes()
+
+
+def test_a_shared_layer_holds_one_set_of_slots_and_both_calls_send_it_gradient() -> None:
+    a, b = Input(3, name="a"), Input(3, name="b")
+    shared = Dense(2)
+    out = Dense(1)(Concatenate()([shared(a), shared(b)]))
+    network = Network(inputs=[a, b], outputs=out)
+    assert [layer.name for layer in network.layers] == ["dense", "concatenate", "dense_1"]
+    assert sorted(network.specs) == [
+        "dense.bias",
+        "dense.weights",
+        "dense_1.bias",
+        "dense_1.weights",
+    ]
+    with Trainer(network, MeanSquaredError(), SGD(0.1), seed=0) as trainer:
+        before = network.slots["dense.weights"]
+        trainer.step({"a": np.ones((2, 3)), "b": np.zeros((2, 3))}, np.ones((2, 1)))
+        moved = network.slots["dense.weights"] - before
+    assert np.abs(moved).sum() > 0
+
+
+def test_an_output_that_does_not_depend_on_a_listed_input_is_refused() -> None:
+    a, b = Input(3, name="a"), Input(3, name="b")
+    with pytest.raises(ConfigurationError, match=r"input .*'b'.* is never used"):
+        Network(inputs=[a, b], outputs=Dense(1)(a))
+
+
+def test_an_output_that_depends_on_an_input_not_listed_is_refused() -> None:
+    a, b = Input(3, name="a"), Input(3, name="b")
+    with pytest.raises(ConfigurationError, match="inputs= does not list"):
+        Network(inputs=a, outputs=Add()([Dense(3)(a), b]))
+
+
+def test_a_layer_given_a_shape_it_cannot_take_is_refused_where_it_is_called() -> None:
+    a, b = Input(3), Input(4)
+    with pytest.raises(ShapeError, match=r"Add.*one shape"):
+        Add()([a, b])
+    shared = Dense(2)
+    shared(a)
+    with pytest.raises(ShapeError, match="shares its slots, so it takes one shape"):
+        shared(b)
+    with pytest.raises(ShapeError, match="takes a list of two or more inputs"):
+        Add()(a)
+
+
+def test_ids_go_to_an_embedding_not_to_a_dense_layer() -> None:
+    ids = Input(5, dtype="int64")
+    with pytest.raises(ShapeError, match="int64 ids go to an Embedding first"):
+        Dense(3)(ids)
+
+
+def test_a_graph_network_saves_and_loads_with_its_names(tmp_path: Path) -> None:
+    network = residual()
+    with Trainer(network, BinaryCrossEntropy(), Adam(0.05), seed=1) as trainer:
+        trainer.step(*_xy(6))
+    network.save(tmp_path / "residual.safetensors")
+    again = Network.load(tmp_path / "residual.safetensors")
+    assert again.to_json() == network.to_json()
+    x, _ = _xy(7)
+    assert (
+        again.predict(x, BinaryCrossEntropy()).tobytes()
+        == network.predict(x, BinaryCrossEntropy()).tobytes()
+    )
+
+
+def test_summary_lists_each_layer_its_shape_and_its_slots(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = two_inputs().summary()
+    assert capsys.readouterr().out.strip() == text
+    lines = text.splitlines()
+    assert lines[0] == "Network: a graph of 3 layers"
+    assert any(line.split()[:2] == ["numbers", "(Input)"] for line in lines)
+    dense = next(line for line in lines if line.startswith("dense (Dense)"))
+    assert "(N, 4)" in dense and " 16 " in dense and dense.endswith("numbers")
+    assert lines[-1] == "slots (trained): 23; buffers (not trained): 0"
