@@ -21,8 +21,8 @@ from deepsharp.core import (
     Network,
     Relu,
     ShapeError,
-    Trainer,
     TrainedNetwork,
+    Trainer,
     fit,
 )
 

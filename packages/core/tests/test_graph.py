@@ -23,8 +23,8 @@ from deepsharp.core import (
     Relu,
     ShapeError,
     Tanh,
-    Trainer,
     TrainedNetwork,
+    Trainer,
     fit,
 )
 

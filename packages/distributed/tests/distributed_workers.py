@@ -336,7 +336,7 @@ class Watched(DataParallel):
         def watched(features: Any, targets: Any, share: Any = None) -> float:
             if "rows" not in SEEN:
                 SEEN["slots"] = list(trainer.network.slots.values())
-                SEEN["rows"] = (np.array(features), np.array(targets))
+                SEEN["rows"] = (np.array(features[0]), np.array(targets))  # one input
                 return step(features, targets, share)
             if "transfers" in SEEN:
                 return step(features, targets, share)

@@ -98,7 +98,10 @@ class Place:
 
     def start(self, trainer: Trainer) -> None:
         job, engine = self.job, trainer.engine
-        job.start_identical(engine, {name: t.handle for name, t in trainer.bound.tensors.items()})
+        bound = trainer.bound
+        job.start_identical(
+            engine, {name: t.handle for name, t in {**bound.tensors, **bound.buffers}.items()}
+        )
         state = trainer.state
         assert state is not None
         memory = {
@@ -114,6 +117,12 @@ class Place:
             json.dumps(counters, sort_keys=True).encode(),
         )
         trainer.hooks.insert(0, self.hook)
+        # A pass's statistics of the whole batch (BatchNorm's) summed over every process's rows.
+        trainer.reducer = self._batch_total
+        trainer.processes = job.world_size
+
+    def _batch_total(self, engine: Engine, partial: Handle) -> Handle:
+        return self.job.reduce_gradients(engine, [partial])[0]
 
     def all_finite(self, loss: float) -> bool:
         # The whole batch's loss, the same bits on every process: all go on, or all stop.

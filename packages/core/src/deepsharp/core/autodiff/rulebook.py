@@ -448,6 +448,26 @@ class CrossEntropy(Rule):
         return gz, gt
 
 
+@register
+class BatchTotal(Rule):
+    """A total this process took over its own rows of a batch, summed over every process's
+    (`reduce`: in rank order, the same bits on every process) — a data-parallel pass's statistics
+    of the whole batch. Its way back sums the same way: each process's gradient of the total,
+    weighted by its share of the batch (`weight`, as the processes' gradients are before their
+    sum), added over the processes and unweighted again, so that once the step's sum weighs
+    this process's gradients by its share, the total's part is every process's."""
+
+    name = "batch_total"
+    keeps_output = keeps_inputs = False  # its way back reads nothing but its gradient
+
+    def forward(self, engine: Engine, x: Any, reduce: Any, weight: float) -> tuple[Handle, Any]:
+        return reduce(engine, x), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        reduce, weight = node.attrs["reduce"], node.attrs["weight"]
+        return (engine.div(reduce(engine, engine.mul(grad, weight)), weight),)
+
+
 # --- images ----------------------------------------------------------------------------------
 
 

@@ -15,13 +15,14 @@ be loaded. docs/layers.md says how to write one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine
 from deepsharp.core.kinds import Kinds
@@ -91,7 +92,8 @@ class Pass:
 
     `batch_total(t)` is the total over the whole batch of a partial total this process took
     over its own rows (BatchNorm's statistics): itself in one process; under data parallelism the
-    sum over every process's, in rank order (`reducer`), with a way back that sums the same way.
+    sum over every process's (`reducer`: engine, handle -> the handle summed in rank order), with
+    a way back that sums the same way.
     """
 
     __slots__ = ("engine", "generator", "reducer", "share", "training")
@@ -102,7 +104,7 @@ class Pass:
         training: bool,
         generator: Generator | None,
         share: tuple[int, int, int] | None = None,
-        reducer: Any = None,
+        reducer: Callable[[Engine, Any], Any] | None = None,
     ) -> None:
         self.engine = engine
         self.training = training
@@ -116,10 +118,12 @@ class Pass:
         return None if self.share is None else self.share[2]
 
     def batch_total(self, partial: Tensor) -> Tensor:
-        if self.reducer is None:
+        if self.reducer is None or self.share is None:
             return partial
-        total: Tensor = self.reducer(partial)
-        return total
+        start, stop, total = self.share
+        return ops.apply(
+            ops.RULES["batch_total"], (partial,), reduce=self.reducer, weight=(stop - start) / total
+        )
 
 
 class Layer:
@@ -136,6 +140,9 @@ class Layer:
     key: ClassVar[str] = "Layer"
     several: ClassVar[bool] = False
     """Whether it takes a list of inputs (Add, Concatenate) rather than one."""
+    whole_batch: ClassVar[bool] = False
+    """Whether a training pass reads statistics of the whole batch (BatchNorm): under data
+    parallelism every process then needs rows of every batch."""
     takes: ClassVar[tuple[str, ...]] = ("float32",)
     """The dtypes of the inputs it takes (an embedding takes int64 ids)."""
 

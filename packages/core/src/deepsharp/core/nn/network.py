@@ -179,6 +179,18 @@ class Network:
         """What the last layer's outputs are, where a loss must know ("sigmoid", "softmax")."""
         return self.layers[self.graph.nodes[-1].layer].ends_in
 
+    @property
+    def whole_batch(self) -> bool:
+        """Whether a training pass reads statistics of the whole batch (a BatchNorm, or a layer
+        built of one)."""
+        pending = list(self.layers)
+        while pending:
+            layer = pending.pop()
+            if layer.whole_batch:
+                return True
+            pending.extend(layer.parts.values())
+        return False
+
     # --- features ----------------------------------------------------------------------------
     def arrange(
         self, features: Any, where: str = "the features", reshape: bool = False

@@ -99,9 +99,10 @@ class Trainer:
         )
         if self.loss_scale is not None:
             self.hooks.append(self.loss_scale)
-        self.reducer: Callable[[Tensor], Tensor] | None = None
-        """Where a pass's statistics of the batch are summed over processes (a data-parallel
-        run sets it; None: this process's rows are the batch)."""
+        self.reducer: Callable[[Engine, Handle], Handle] | None = None
+        """How a pass's statistics of the batch are summed over processes, in rank order (a
+        data-parallel run sets it, and `processes`; None: this process's rows are the batch)."""
+        self.processes = 1
         self._value: Tensor | None = None  # the step's loss, while its hooks run
         self._value_read: float | None = None  # the loss, where a hook's read brought it back
         self.skipped_steps = 0
@@ -179,6 +180,13 @@ class Trainer:
     def _step(self, features: Any, targets: Any, share: Share | None) -> Tensor:
         self._check_open("step")
         self._value_read = None
+        if share is not None and share[2] < self.processes and self.network.whole_batch:
+            raise ConfigurationError(
+                f"a batch of {share[2]} rows over {self.processes} processes leaves some of them "
+                "no rows, and this network's BatchNorm sums its statistics over every process's "
+                "rows: give batches of at least as many rows as processes (batch_size, and rows "
+                "that leave a last batch as large, or drop a few rows)"
+            )
         arranged = self._arranged(features, empty=share is not None and share[2] > 0)
         engine = self.engine
         # Every step, rows or none, takes its own key: masks stay in step across processes.

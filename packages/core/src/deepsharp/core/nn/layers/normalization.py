@@ -29,6 +29,8 @@ class BatchNorm(Layer):
     batch·(1 - momentum); serving and evaluation use the running ones. Under data parallelism
     the batch is the whole global batch (every process's rows, summed in rank order)."""
 
+    whole_batch = True
+
     def __init__(
         self, momentum: float = 0.99, epsilon: float = 1e-3, name: str | None = None
     ) -> None:

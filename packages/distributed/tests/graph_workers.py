@@ -1,0 +1,92 @@
+"""What the graph tests' processes run under `launch`: a network of two inputs, a residual
+connection, a shared layer and a BatchNorm, trained through fit on arrays (a dict of them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core import (
+    Adam,
+    Add,
+    BatchNorm,
+    Concatenate,
+    CrossEntropy,
+    Dense,
+    FitOptions,
+    Input,
+    Network,
+    Relu,
+    Run,
+    fit,
+)
+from deepsharp.distributed import DataParallel
+
+SEED = 31
+
+
+def arrays() -> tuple[dict[str, NDArray[np.float32]], NDArray[np.int64]]:
+    """600 rows of two inputs (6 and 3 numbers) and a class of three."""
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((600, 6)).astype(np.float32) * 3 + 1
+    b = rng.standard_normal((600, 3)).astype(np.float32)
+    score = a[:, 0] - a[:, 1] + 2 * b[:, 2]
+    return {"a": a, "b": b}, np.digitize(score, [-1.5, 1.5]).astype(np.int64)
+
+
+def network() -> Network:
+    """Two inputs; a residual block with a BatchNorm on one; a layer shared by both."""
+    a, b = Input(6, name="a"), Input(3, name="b")
+    h = Relu()(BatchNorm()(Dense(8)(a)))
+    block = Add()([h, Dense(8)(h)])
+    shared = Dense(4, name="shared")
+    joined = Concatenate()([block, shared(a), shared(Dense(6)(b))])
+    return Network(inputs=[a, b], outputs=Dense(3)(joined))
+
+
+def run_graph(options: FitOptions, **extra: Any) -> Run:
+    x, y = arrays()
+    return fit(None, (x, y), network(), CrossEntropy(), Adam(0.01), options, **extra)
+
+
+def figures(run: Run, job: Any = None) -> dict[str, Any]:
+    """What a test compares of a run; under a job, every process's slots and buffers checked to
+    be the same bits as rank 0's first (ReplicasDifferError ends the job otherwise)."""
+    slots, buffers = run.trained.network.values()
+    if job is not None:
+        held = b"".join(v.tobytes() for v in [*slots.values(), *buffers.values()])
+        job.check_agree("slots and buffers after the run", held)
+    return {
+        "slots": slots,
+        "buffers": buffers,
+        "history": [(r.epoch, r.loss, r.validation_loss) for r in run.report.history],
+        "measures": run.report.measures,
+    }
+
+
+def graph_runs(spec: str, folder: str) -> dict[str, Any]:
+    """In one job: a run that writes a checkpoint every 3 epochs, the same run again, and a run
+    resumed from its checkpoint of epoch 3."""
+    base = {"seed": SEED, "engine": spec, "epochs": 6, "patience": 50, "progress": False}
+    first = run_graph(
+        FitOptions(
+            **base,
+            distributed=DataParallel(),
+            checkpoint_dir=folder,
+            checkpoint_every=3,
+            checkpoint_keep=5,
+        )
+    )
+    again = run_graph(FitOptions(**base, distributed=DataParallel()))
+    resumed = run_graph(
+        FitOptions(**base, distributed=DataParallel()),
+        resume_from=f"{folder}/checkpoint-000003.safetensors",
+    )
+    job = DataParallel().join()
+    return {
+        "first": figures(first, job),
+        "again": figures(again, job),
+        "resumed": figures(resumed, job),
+    }

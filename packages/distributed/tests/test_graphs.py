@@ -1,0 +1,57 @@
+"""A graph network (two inputs, a residual block, a shared layer, a BatchNorm) under DataParallel
+on 2 processes: every process holds the same slots and buffers, bit for bit (checked inside the
+job after each run); the run is the same run again and resumes bit for bit; its BatchNorm's
+statistics are the whole global batch's, so it lands where the one-process run does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import graph_workers as graphs
+import numpy as np
+import pytest
+
+from deepsharp.core import FitOptions
+from deepsharp.distributed import launch
+
+pytest.importorskip("torch")
+
+ENGINES = ["light", "torch:cpu"]
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    spec: str = request.param
+    folder = tmp_path_factory.mktemp(f"graph-{spec.replace(':', '-')}")
+    # Each run's slots and buffers are checked the same bits on both ranks inside the job.
+    zero = launch(graphs.graph_runs, 2, spec, str(folder), start_method="spawn")
+    alone = graphs.figures(
+        graphs.run_graph(
+            FitOptions(seed=graphs.SEED, engine=spec, epochs=6, patience=50, progress=False)
+        )
+    )
+    return {"zero": zero, "alone": alone}
+
+
+def _same(one: dict[str, Any], other: dict[str, Any]) -> None:
+    for kind in ("slots", "buffers"):
+        assert one[kind].keys() == other[kind].keys()
+        for name, value in one[kind].items():
+            assert value.tobytes() == other[kind][name].tobytes(), f"{kind[:-1]} {name!r} differs"
+    assert one["history"] == other["history"] and one["measures"] == other["measures"]
+
+
+def test_the_run_is_the_same_run_again_and_resumes_bit_for_bit(runs: dict[str, Any]) -> None:
+    zero = runs["zero"]
+    assert set(zero["first"]["buffers"]) == {"batchnorm.moving_mean", "batchnorm.moving_variance"}
+    _same(zero["first"], zero["again"])
+    _same(zero["first"], zero["resumed"])
+
+
+def test_the_statistics_are_the_global_batch_s_so_it_lands_where_one_process_does(
+    runs: dict[str, Any],
+) -> None:
+    parallel, alone = runs["zero"]["first"], runs["alone"]
+    for name, value in alone["buffers"].items():
+        np.testing.assert_allclose(parallel["buffers"][name], value, rtol=2e-3, atol=2e-4)
+    assert abs(parallel["measures"]["accuracy"] - alone["measures"]["accuracy"]) <= 0.03
