@@ -92,10 +92,13 @@ REPRODUCING = """\
 ## Reproducing
 
 ```
-nox -s benchmarks                       # seed workloads and whole jobs, goals asserted: results/steps.json
-nox -s scaling                          # how cost grows: results/scaling.json
+nox -s benchmarks -- --publish          # seed workloads and whole jobs, goals asserted: results/steps.json
+nox -s scaling -- --publish             # how cost grows: results/scaling.json
 python benchmarks/performance_doc.py    # this page from both files (each session runs it too)
 ```
+
+Without `--publish` the sessions write their results and this page into their temporary
+folder, so that a test run leaves the checkout as it was.
 
 Where a goal is not met the benchmark reports an expected failure naming the ratio and the goal;
 over its regression guard (`GUARDS` in `benchmarks/test_steps.py`) it fails.
