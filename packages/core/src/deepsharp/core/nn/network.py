@@ -346,6 +346,20 @@ class Network:
         inner = ", ".join(repr(layer) for layer in self.layers)
         return f"Network([{inner}], inputs={self.inputs})"
 
+    # --- copies ----------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy (copy.deepcopy, pickle, scikit-learn's clone) holds the layers and the slots'
+        host values — during a run, the run's current ones — never an engine or a run's lock."""
+        state = dict(self.__dict__)
+        state["_values"] = self.slots if self.initialized else None
+        state["_bound"] = None
+        del state["_binding"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._binding = threading.Lock()
+
 
 _LOADERS = {
     "deepsharp.trained": ": it is a trained network (network, loss and pipeline), saved by "
