@@ -105,9 +105,9 @@ def tests(session: nox.Session) -> None:
     reports into docs/contracts/ and docs/contracts.md's tables from them."""
     once = session.python == TORCH_PYTHON
     publish, posargs = _publishing(session)
-    # The optional companions (pandas rows, plots, other safetensors readers, Parquet files)
-    # on one version.
-    extras = ["pandas", "matplotlib", "safetensors", "pyarrow"] if once else []
+    # The optional companions (pandas rows, plots, other safetensors readers, Parquet files,
+    # scikit-learn and its estimator checks) on one version.
+    extras = ["pandas", "matplotlib", "safetensors", "pyarrow", "scikit-learn"] if once else []
     session.install(
         *CONSTRAINTS,
         "pytest",
@@ -223,6 +223,8 @@ def lint(session: nox.Session) -> None:
         "deepsharp.contracts",
         "-p",
         "deepsharp.distributed",
+        "-p",
+        "deepsharp.sklearn",
     )
 
 
