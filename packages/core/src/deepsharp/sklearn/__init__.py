@@ -8,9 +8,9 @@
     search.fit(x, y)
 """
 
-from deepsharp.sklearn.estimators import NetworkClassifier, NetworkRegressor, default_network
+from deepsharp.sklearn.estimators import NetworkClassifier, NetworkRegressor
 
-__all__ = ["NetworkClassifier", "NetworkRegressor", "default_network"]
+__all__ = ["NetworkClassifier", "NetworkRegressor"]
 
 
 def __dir__() -> list[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +35,6 @@ from deepsharp.core import (
     BinaryCrossEntropy,
     CrossEntropy,
     DataError,
-    Dense,
     Engine,
     FitOptions,
     Loss,
@@ -44,25 +42,20 @@ from deepsharp.core import (
     Network,
     Optimizer,
     Pipeline,
-    Relu,
     Report,
     TrainedNetwork,
     fit,
 )
 from deepsharp.core.errors import described
+from deepsharp.core.nn.default import built, default_network
 
-__all__ = ["NetworkClassifier", "NetworkRegressor", "default_network"]
+__all__ = ["NetworkClassifier", "NetworkRegressor"]
 
 NetworkBuilder = Callable[..., Network]
 """A function that makes a fresh network: called with `outputs=` (how many values a row must
 get) where it takes a parameter of that name, else with nothing."""
 
 _NESTED = "optimizer__"
-
-
-def default_network(outputs: int) -> Network:
-    """The network an estimator trains when given none: Dense(32), ReLU, Dense(outputs)."""
-    return Network([Dense(32), Relu(), Dense(outputs)])
 
 
 class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no types
@@ -160,7 +153,7 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
                 f"{type(self).__name__}: network must be a Network, a function that makes one, "
                 f"or None (the default network), not {described(given)}"
             )
-        made = given(outputs=outputs) if _takes_outputs(given) else given()
+        made = built(given, outputs)
         if not isinstance(made, Network):
             raise TypeError(
                 f"{type(self).__name__}: the network builder {given!r} gave "
@@ -317,11 +310,3 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         return tags
-
-
-def _takes_outputs(builder: Callable[..., Any]) -> bool:
-    try:
-        parameters = inspect.signature(builder).parameters
-    except (TypeError, ValueError):  # a builtin without a signature
-        return False
-    return "outputs" in parameters
