@@ -43,6 +43,7 @@ TESTBUFFER = "./packages/engine-testbuffer"
 CONTRACTS = "./contracts"
 DISTRIBUTED = "./packages/distributed"
 REPORTS = ROOT / "docs" / "contracts"
+DIST = ROOT / "dist"  # the wheels and sdists `nox -s wheels` builds (git-ignored)
 PUBLISH = "--publish"
 
 
@@ -243,10 +244,26 @@ def distributed(session: nox.Session) -> None:
 
 
 @nox.session(python=TORCH_PYTHON)
+def wheels(session: nox.Session) -> None:
+    """The five distributions' wheels and sdists built into dist/ (git-ignored), each wheel from
+    its sdist, checked by twine, of one version and pinned to each other (ci/wheels.py): then
+    `pip install --find-links dist deepsharp deepsharp-engine-torch` installs by name."""
+    session.install(*CONSTRAINTS, "build", "twine")
+    session.run("python", "ci/wheels.py", "--out", str(DIST))
+
+
+@nox.session(python=TORCH_PYTHON, requires=["wheels"])
 def smoke(session: nox.Session) -> None:
-    """Build every wheel with hatch; install them into fresh environments, without and with torch."""
-    session.install("hatch")
-    session.run("python", "ci/smoke.py", "--constraints", CONSTRAINTS[1], external=False)
+    """The wheels in dist/ installed by name into fresh environments, without and with torch."""
+    session.run(
+        "python",
+        "ci/smoke.py",
+        "--constraints",
+        CONSTRAINTS[1],
+        "--dist",
+        str(DIST),
+        external=False,
+    )
 
 
 @nox.session(python=TORCH_PYTHON)
