@@ -244,6 +244,22 @@ def distributed(session: nox.Session) -> None:
 
 
 @nox.session(python=TORCH_PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site: the guides of docs/ and the API reference (mkdocs, the material
+    theme, mkdocstrings), built into site/ (git-ignored) with --strict: a broken link or anchor,
+    a page left out of the nav, or a public name without a docstring (ci/docs_hooks.py) fails."""
+    session.install(
+        *CONSTRAINTS,
+        "mkdocs",
+        "mkdocs-material",
+        "mkdocstrings",
+        "mkdocstrings-python",
+        "griffelib",
+    )
+    session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session(python=TORCH_PYTHON)
 def wheels(session: nox.Session) -> None:
     """The five distributions' wheels and sdists built into dist/ (git-ignored), each wheel from
     its sdist, checked by twine, of one version and pinned to each other (ci/wheels.py): then

@@ -57,7 +57,7 @@ processes take is read from the system; a round in which they took over {busy:.0
 where at least half the rounds were quiet, and a workload with fewer quiet rounds is marked
 *busy*: its figures say more about the other processes than about the code. Step times are
 medians, shown for scale. Every step takes fresh copies of its rows. The code is in
-`benchmarks/` ([how it works](../benchmarks/README.md)).
+`benchmarks/` (how it works: `benchmarks/README.md` in the repository).
 """
 
 PRECISIONS = """\

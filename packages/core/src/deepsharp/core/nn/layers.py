@@ -166,16 +166,22 @@ class Dense(Layer):
 
 
 class Relu(Layer):
+    """max(x, 0), value by value."""
+
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
         return ops.relu(x)
 
 
 class Sigmoid(Layer):
+    """1 / (1 + e^-x), value by value: a logit made a probability."""
+
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
         return ops.sigmoid(x)
 
 
 class Tanh(Layer):
+    """The hyperbolic tangent, value by value."""
+
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
         return ops.tanh(x)
 
