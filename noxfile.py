@@ -255,6 +255,7 @@ def docs(session: nox.Session) -> None:
         "mkdocstrings",
         "mkdocstrings-python",
         "griffelib",
+        "ruff",  # mkdocstrings formats the signatures with it
     )
     session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
 
