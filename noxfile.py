@@ -361,6 +361,7 @@ def dev(session: nox.Session) -> None:
         "tqdm",
         "matplotlib",
         "pyarrow",
+        "scikit-learn",
         "-e",
         CORE,
         "-e",
