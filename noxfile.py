@@ -4,13 +4,21 @@ Python versions come from pyenv: PYENV_VERSION=3.11.7:3.10.13:3.12.1:3.13.0 make
 visible (.ci/run sets it). Where one is missing its sessions are skipped, saying so, except in
 CI (the CI variable set), where that is an error. Installs are pinned by ci/constraints.txt, so no session can pull an
 unpinned torch.
+
+A run leaves the checkout as it found it (the last session, `clean`, checks): the figures a
+session measures go to its temporary folder, and only `-- --publish` writes them into the
+published files (`nox -s benchmarks -- --publish`: benchmarks/results and docs/performance.md;
+`nox -s tests-3.11 torch -- --publish`: docs/contracts/*.json and docs/contracts.md's tables).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import shutil
 from pathlib import Path
+from types import ModuleType
 
 import nox
 
@@ -35,18 +43,41 @@ TESTBUFFER = "./packages/engine-testbuffer"
 CONTRACTS = "./contracts"
 DISTRIBUTED = "./packages/distributed"
 REPORTS = ROOT / "docs" / "contracts"
+DIST = ROOT / "dist"  # the wheels and sdists `nox -s wheels` builds (git-ignored)
+PUBLISH = "--publish"
 
 
-def _report(session: nox.Session, engine: str) -> str:
-    """Where a contract run writes its worst roundings (docs/contracts/ on 3.11, else tmp)."""
+def _ci_module(name: str) -> ModuleType:
+    """A helper script of ci/ as a module (ci/ is no package)."""
+    spec = importlib.util.spec_from_file_location(f"ci_{name}", ROOT / "ci" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TREE = _ci_module("tree")
+BEFORE = TREE.snapshot(ROOT)  # the checkout as nox found it; `clean` compares at the end
+
+
+def _publishing(session: nox.Session) -> tuple[bool, list[str]]:
+    """Whether the session was asked to write its figures into the published files
+    (`nox -s NAME -- --publish`), and the rest of its arguments (for pytest)."""
+    rest = [argument for argument in session.posargs if argument != PUBLISH]
+    return len(rest) < len(session.posargs), rest
+
+
+def _report(session: nox.Session, engine: str, publish: bool) -> str:
+    """Where a contract run writes its worst roundings: docs/contracts/ when publishing (on
+    3.11, the versions the docs quote), else the session's temporary folder."""
     name = f"{engine.replace(':', '-')}.json"
-    if session.python == TORCH_PYTHON:
+    if publish and session.python == TORCH_PYTHON:
         REPORTS.mkdir(parents=True, exist_ok=True)
         return str(REPORTS / name)
     return os.path.join(session.create_tmp(), name)
 
 
-def _contracts(session: nox.Session, engine: str) -> None:
+def _contracts(session: nox.Session, engine: str, publish: bool) -> None:
     session.run(
         "pytest",
         "--pyargs",
@@ -54,9 +85,15 @@ def _contracts(session: nox.Session, engine: str) -> None:
         "--engine",
         engine,
         "--contracts-report",
-        _report(session, engine),
+        _report(session, engine, publish),
         "-q",
     )
+
+
+def _contracts_table(session: nox.Session, publish: bool) -> None:
+    """docs/contracts.md's tables from the published reports, when publishing."""
+    if publish and session.python == TORCH_PYTHON:
+        session.run("python", "ci/contracts_table.py")
 
 
 @nox.session(python=PYTHONS)
@@ -65,11 +102,13 @@ def tests(session: nox.Session) -> None:
     on the light engine. On 3.11 also the contract suite's own tests (it catches planted faults)
     and the contracts at every other CPU precision: light:float32, the test engine, the mixed
     ones. The default matrix must stay within 20 minutes on CI's 2 cores, so what does not
-    change with the Python version runs on one."""
+    change with the Python version runs on one. `-- --publish` on 3.11 writes the contract
+    reports into docs/contracts/ and docs/contracts.md's tables from them."""
     once = session.python == TORCH_PYTHON
-    # The optional companions (pandas rows, plots, other safetensors readers, Parquet files)
-    # on one version.
-    extras = ["pandas", "matplotlib", "safetensors", "pyarrow"] if once else []
+    publish, posargs = _publishing(session)
+    # The optional companions (pandas rows, plots, other safetensors readers, Parquet files,
+    # scikit-learn and its estimator checks) on one version.
+    extras = ["pandas", "matplotlib", "safetensors", "pyarrow", "scikit-learn"] if once else []
     session.install(
         *CONSTRAINTS,
         "pytest",
@@ -88,14 +127,16 @@ def tests(session: nox.Session) -> None:
         "2",
         "packages/core/tests",
         "packages/engine-testbuffer/tests",
-        *session.posargs,
+        *posargs,
     )
     if once:
         # Not in parallel: its two long fixtures run the whole suite on a sound engine, once.
-        session.run(*pytest, "contracts/tests", *session.posargs)
+        session.run(*pytest, "contracts/tests", *posargs)
+        session.run(*pytest, "ci/test_tree.py", *posargs)  # the check `clean` makes
     more = ("light:float32", "testbuffer", "light:mixed_bfloat16", "light:mixed_float16")
     for engine in ("light", *(more if once else ())):
-        _contracts(session, engine)
+        _contracts(session, engine, publish)
+    _contracts_table(session, publish)
 
 
 @nox.session(python=TORCH_PYTHON)
@@ -126,23 +167,27 @@ def oldest(session: nox.Session) -> None:
 @nox.session(python=TORCH_PYTHON)
 def torch(session: nox.Session) -> None:
     """The torch engine's tests, the memory tests on it, and the contracts on torch:cpu (float32,
-    strict and mixed_bfloat16)."""
+    strict and mixed_bfloat16); `-- --publish` writes their reports into docs/contracts/."""
+    publish, posargs = _publishing(session)
     session.install(*CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TORCH, CONTRACTS)
     session.run(
         "pytest",
         "packages/engine-torch/tests",
         "packages/core/tests/test_memory.py",
         "-q",
-        *session.posargs,
+        *posargs,
     )
-    _contracts(session, "torch:cpu")
-    _contracts(session, "torch:cpu:strict")
-    _contracts(session, "torch:cpu:mixed_bfloat16")
+    _contracts(session, "torch:cpu", publish)
+    _contracts(session, "torch:cpu:strict", publish)
+    _contracts(session, "torch:cpu:mixed_bfloat16", publish)
+    _contracts_table(session, publish)
 
 
 @nox.session(python=TORCH_PYTHON)
 def cuda(session: nox.Session) -> None:
-    """The contracts and the torch engine's tests on torch:cuda:0, where a card is usable."""
+    """The contracts and the torch engine's tests on torch:cuda:0, where a card is usable
+    (`-- --publish` writes their reports into docs/contracts/)."""
+    publish, _ = _publishing(session)
     session.install(*CONSTRAINTS, "torch")
     probe = "import torch; print('cards=%d' % (torch.cuda.device_count() if torch.cuda.is_available() else 0))"
     said = session.run("python", "-c", probe, silent=True)
@@ -154,8 +199,9 @@ def cuda(session: nox.Session) -> None:
         )
     session.install(*CONSTRAINTS, "pytest", "hypothesis", CORE, TORCH, CONTRACTS)
     session.run("pytest", "packages/engine-torch/tests", "-q", env={"DEEPSHARP_TEST_CUDA": "1"})
-    _contracts(session, "torch:cuda:0")
-    _contracts(session, "torch:cuda:0:strict")
+    _contracts(session, "torch:cuda:0", publish)
+    _contracts(session, "torch:cuda:0:strict", publish)
+    _contracts_table(session, publish)
 
 
 @nox.session(python=TORCH_PYTHON)
@@ -178,6 +224,8 @@ def lint(session: nox.Session) -> None:
         "deepsharp.contracts",
         "-p",
         "deepsharp.distributed",
+        "-p",
+        "deepsharp.sklearn",
     )
 
 
@@ -196,32 +244,80 @@ def distributed(session: nox.Session) -> None:
 
 
 @nox.session(python=TORCH_PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site: the guides of docs/ and the API reference (mkdocs, the material
+    theme, mkdocstrings), built into site/ (git-ignored) with --strict: a broken link or anchor,
+    a page left out of the nav, or a public name without a docstring (ci/docs_hooks.py) fails."""
+    session.install(
+        *CONSTRAINTS,
+        "mkdocs",
+        "mkdocs-material",
+        "mkdocstrings",
+        "mkdocstrings-python",
+        "griffelib",
+        "ruff",  # mkdocstrings formats the signatures with it
+    )
+    session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session(python=TORCH_PYTHON)
+def wheels(session: nox.Session) -> None:
+    """The five distributions' wheels and sdists built into dist/ (git-ignored), each wheel from
+    its sdist, checked by twine, of one version and pinned to each other (ci/wheels.py): then
+    `pip install --find-links dist deepsharp deepsharp-engine-torch` installs by name."""
+    session.install(*CONSTRAINTS, "build", "twine")
+    session.run("python", "ci/wheels.py", "--out", str(DIST))
+
+
+@nox.session(python=TORCH_PYTHON, requires=["wheels"])
 def smoke(session: nox.Session) -> None:
-    """Build every wheel with hatch; install them into fresh environments, without and with torch."""
-    session.install("hatch")
-    session.run("python", "ci/smoke.py", "--constraints", CONSTRAINTS[1], external=False)
+    """The wheels in dist/ installed by name into fresh environments, without and with torch."""
+    session.run(
+        "python",
+        "ci/smoke.py",
+        "--constraints",
+        CONSTRAINTS[1],
+        "--dist",
+        str(DIST),
+        external=False,
+    )
 
 
 @nox.session(python=TORCH_PYTHON)
 def benchmarks(session: nox.Session) -> None:
     """Seed workloads on every engine beside plain PyTorch, serving, and mixed precision beside
-    PyTorch's autocast: the ratios asserted (benchmarks/results/steps.json), then
-    docs/performance.md written from the results."""
-    _benchmarks(session, "not scaling", "nox -s benchmarks")
+    PyTorch's autocast: the ratios asserted, and the page of figures written from the results
+    (into the session's temporary folder; `-- --publish`: benchmarks/results/steps.json and
+    docs/performance.md)."""
+    _benchmarks(session, "not scaling", "benchmarks")
 
 
 @nox.session(python=TORCH_PYTHON, default=False)
 def scaling(session: nox.Session) -> None:
-    """How cost grows with the work, per engine beside PyTorch (benchmarks/results/scaling.json),
-    then docs/performance.md written from the results."""
-    _benchmarks(session, "scaling", "nox -s scaling")
+    """How cost grows with the work, per engine beside PyTorch, and the page of figures written
+    from the results (`-- --publish`: benchmarks/results/scaling.json and docs/performance.md)."""
+    _benchmarks(session, "scaling", "scaling")
 
 
-def _benchmarks(session: nox.Session, marks: str, command: str) -> None:
+def _benchmarks(session: nox.Session, marks: str, name: str) -> None:
+    publish, posargs = _publishing(session)
     session.install(*CONSTRAINTS, "torch", "pytest", "threadpoolctl", CORE, TESTBUFFER, TORCH)
-    env = {"DEEPSHARP_BENCHMARK_COMMAND": command}
-    session.run("pytest", "benchmarks", "-q", "-rfEx", "-m", marks, *session.posargs, env=env)
-    session.run("python", "benchmarks/performance_doc.py")
+    published = ROOT / "benchmarks" / "results"
+    if publish:
+        results, page = published, ROOT / "docs" / "performance.md"
+    else:  # a copy of the published results, so that the page shows what publishing would
+        results = Path(session.create_tmp()) / "results"
+        shutil.rmtree(results, ignore_errors=True)
+        shutil.copytree(published, results)
+        page = results / "performance.md"
+    command = f"nox -s {name} -- {PUBLISH}"
+    env = {"DEEPSHARP_BENCHMARK_COMMAND": command, "DEEPSHARP_BENCHMARK_RESULTS": str(results)}
+    session.run("pytest", "benchmarks", "-q", "-rfEx", "-m", marks, *posargs, env=env)
+    session.run(
+        "python", "benchmarks/performance_doc.py", "--results", str(results), "--out", str(page)
+    )
+    if not publish:
+        session.log(f"figures in {results} (published by `{command}`)")
 
 
 @nox.session(python=TORCH_PYTHON)
@@ -265,6 +361,7 @@ def dev(session: nox.Session) -> None:
         "tqdm",
         "matplotlib",
         "pyarrow",
+        "scikit-learn",
         "-e",
         CORE,
         "-e",
@@ -278,3 +375,23 @@ def dev(session: nox.Session) -> None:
         external=True,
     )
     session.log("ready: source .venv/bin/activate")
+
+
+# Keep this session last: nox runs the default sessions in the order they are defined here.
+@nox.session(python=False)
+def clean(session: nox.Session) -> None:
+    """The run left the checkout as it found it: no tracked file rewritten, no new file that git
+    does not ignore (ci/tree.py; edits made before the run count only where the run changed
+    them again). Published figures have their own command: `-- --publish`."""
+    if BEFORE is None:
+        session.skip("not a git checkout (or git is missing): nothing to compare")
+    after = TREE.snapshot(ROOT)
+    changes = TREE.changed(BEFORE, after) if after is not None else ["(git status failed)"]
+    if changes:
+        session.error(
+            f"the run changed {len(changes)} file(s) of the checkout: {', '.join(changes)}. "
+            "A test run writes only into .nox/ and the temporary folders; figures are "
+            f"published on purpose (`nox -s benchmarks -- {PUBLISH}`, "
+            f"`nox -s tests-3.11 torch -- {PUBLISH}`)"
+        )
+    session.log("the checkout is as nox found it")

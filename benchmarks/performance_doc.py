@@ -57,7 +57,7 @@ processes take is read from the system; a round in which they took over {busy:.0
 where at least half the rounds were quiet, and a workload with fewer quiet rounds is marked
 *busy*: its figures say more about the other processes than about the code. Step times are
 medians, shown for scale. Every step takes fresh copies of its rows. The code is in
-`benchmarks/` ([how it works](../benchmarks/README.md)).
+`benchmarks/` (how it works: `benchmarks/README.md` in the repository).
 """
 
 PRECISIONS = """\
@@ -88,14 +88,34 @@ rows), which gives exactly the bits of one chunk at a time (`packages/core/tests
 test_serving_passes.py`); a float32 engine serves 32 rows a pass.
 """
 
+THREADS = """\
+## Threads on a shared machine
+
+The figures above are PyTorch's and torch:cpu's with libtorch's default threads (one a core)
+on a quiet machine. On a machine whose cores other processes keep busy, those threads wait on
+each other at every operation (OpenMP's barriers wait for a thread that lost its core), and a
+step of small operations pays that wait many times: on this 2-core machine at a load average
+of about 4, a Titanic step on torch:cpu took 3.0 to 4.4 ms with the default 2 threads and 0.28
+to 0.33 ms with one (9 to 16 times slower; 14 to 36 times was seen under other loads); the
+convolution steps, of fewer and larger operations, 1 to 3 times. Where the cores are shared (CI,
+a notebook server, several jobs on one machine) or the steps are small, give libtorch one
+thread: `OMP_NUM_THREADS=1` in the environment before the process starts, or
+`torch.set_num_threads(1)` in the application before its first step. deepsharp never sets
+libtorch's thread count itself: that is the application's to say, and a run's bits do not
+depend on it at the strict precision ([choosing a precision](install.md#choosing-a-precision)).
+"""
+
 REPRODUCING = """\
 ## Reproducing
 
 ```
-nox -s benchmarks                       # seed workloads and whole jobs, goals asserted: results/steps.json
-nox -s scaling                          # how cost grows: results/scaling.json
+nox -s benchmarks -- --publish          # seed workloads and whole jobs, goals asserted: results/steps.json
+nox -s scaling -- --publish             # how cost grows: results/scaling.json
 python benchmarks/performance_doc.py    # this page from both files (each session runs it too)
 ```
+
+Without `--publish` the sessions write their results and this page into their temporary
+folder, so that a test run leaves the checkout as it was.
 
 Where a goal is not met the benchmark reports an expected failure naming the ratio and the goal;
 over its regression guard (`GUARDS` in `benchmarks/test_steps.py`) it fails.
@@ -419,7 +439,7 @@ def page(steps: Mapping[str, Any] | None, scaling: Mapping[str, Any] | None) -> 
             "",
         ]
     lines += scaling_section(scaling.get("scaling") if scaling else None)
-    lines += [PRECISIONS, REPRODUCING]
+    lines += [PRECISIONS, THREADS, REPRODUCING]
     return "\n".join(lines).rstrip() + "\n"
 
 

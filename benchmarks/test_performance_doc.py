@@ -105,6 +105,12 @@ def test_the_page_holds_no_history() -> None:
         assert history not in text
 
 
+def test_the_page_says_what_torch_s_threads_cost_on_a_loaded_machine_and_what_to_set() -> None:
+    text = page(STEPS, None)
+    assert "## Threads on a shared machine" in text
+    assert "OMP_NUM_THREADS=1" in text and "torch.set_num_threads(1)" in text
+
+
 def test_where_torch_overtakes_light_is_said() -> None:
     sizes = _sizes({1: (0.3, 0.6), 32: (0.3, 0.5), 256: (0.5, 0.4), 4096: (0.6, 0.3)})
     said = " ".join(crossovers(sizes, ["1", "32", "256", "4096"], "rows"))

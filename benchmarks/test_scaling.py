@@ -1,8 +1,8 @@
 """How cost grows with the work: the Titanic-shaped step at 1, 32, 256 and 4,096 rows and the
 convolution step (8 filters) at 32, 64, 128 and 256 images, on each CPU engine and precision
 beside plain PyTorch, all in the same interleaved rounds per size. Nothing is asserted beyond
-the figures being there: `nox -s scaling` (outside the default matrix) writes them to
-results/scaling.json for docs/performance.md's tables.
+the figures being there: `nox -s scaling -- --publish` (outside the default matrix) writes
+them to results/scaling.json for docs/performance.md's tables.
 """
 
 from __future__ import annotations

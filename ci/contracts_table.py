@@ -2,8 +2,9 @@
 
     python ci/contracts_table.py [REPORT.json ...] [--doc docs/contracts.md]
 
-Each REPORT is what `pytest --pyargs deepsharp.contracts --contracts-report REPORT` wrote (nox
-writes them to docs/contracts/<engine>.json; those are read when none is named). The tables go
+Each REPORT is what `pytest --pyargs deepsharp.contracts --contracts-report REPORT` wrote
+(`nox -s tests-3.11 torch -- --publish` writes them to docs/contracts/<engine>.json and runs
+this; those are read when none is named). The tables go
 between the `<!-- contracts-table:start -->` and `<!-- contracts-table:end -->` markers: the
 worst of each family per engine and precision, the worst totals by their size, and the worst
 of each operation. An engine expected but not measured keeps a placeholder row that says how to

@@ -1,11 +1,11 @@
-"""The smoke check of built wheels: what a user installs, in environments with nothing else.
+"""The smoke check of built wheels: what a user installs, by name, in environments with nothing else.
 
-1. Build every wheel with hatch (core, torch engine, test engine, contracts) into a fresh folder.
-2. A fresh virtual environment with only the built `deepsharp` and `deepsharp-engine-torch`
-   wheels (and NumPy): making `TorchEngine.on_cpu()` must be refused naming the packages that
-   bring torch, and `deepsharp doctor` must say so.
-   With `deepsharp-distributed` too, its package must import, and starting a job must be refused
-   naming the packages that bring torch.
+1. The wheels `nox -s wheels` (ci/wheels.py) built into dist/ (`--dist` elsewhere).
+2. A fresh virtual environment and `pip install --find-links DIST deepsharp
+   deepsharp-engine-torch deepsharp-distributed`, as the README says (NumPy from the index):
+   the versions installed are the checkout's, from DIST. Making `TorchEngine.on_cpu()` must be
+   refused naming the packages that bring torch, and `deepsharp doctor` must say so;
+   `deepsharp.distributed` must import, and starting a job must be refused naming them too.
 3. Then the tested CPU torch (ci/constraints.txt): a Titanic step must fit on torch:cpu, and a
    job of 2 processes must give the sum of their shares' gradients.
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,13 +24,7 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = [
-    "packages/core",
-    "packages/engine-torch",
-    "packages/engine-testbuffer",
-    "contracts",
-    "packages/distributed",
-]
+BY_NAME = ["deepsharp", "deepsharp-engine-torch", "deepsharp-distributed"]
 
 REFUSED = """
 from deepsharp.core import EngineUnavailableError
@@ -87,6 +82,16 @@ assert run.report.engine.name == "torch", run.report.engine
 """
 
 
+VERSIONS = """
+import importlib.metadata as metadata, sys
+import deepsharp.core
+assert "site-packages" in deepsharp.core.__file__, deepsharp.core.__file__
+for name in sys.argv[2:]:
+    print(name, metadata.version(name))
+    assert metadata.version(name) == sys.argv[1], (name, metadata.version(name), sys.argv[1])
+"""
+
+
 def run(command: list[str], cwd: Path, expect: int | None = 0) -> str:
     print("$", " ".join(command), flush=True)
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
@@ -99,27 +104,22 @@ def run(command: list[str], cwd: Path, expect: int | None = 0) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--constraints", default=str(ROOT / "ci" / "constraints.txt"))
+    parser.add_argument("--dist", default=str(ROOT / "dist"), help="where the wheels are")
     arguments = parser.parse_args()
     constraints = ["-c", str(Path(arguments.constraints).resolve())]
+    dist = Path(arguments.dist).resolve()
+    if not sorted(dist.glob("deepsharp-*.whl")):
+        raise SystemExit(f"no deepsharp wheel in {dist}: build them first (nox -s wheels)")
+    written = (ROOT / "packages/core/src/deepsharp/core/version.py").read_text()
+    version = re.search(r'^__version__ = "([^"]+)"$', written, re.MULTILINE)
+    assert version is not None, written
     scratch = Path(tempfile.mkdtemp(prefix="deepsharp-smoke-"))
-    wheels = scratch / "wheels"
-    for package in PACKAGES:
-        run(["hatch", "build", "-t", "wheel", str(wheels)], cwd=ROOT / package)
-    built = sorted(wheels.glob("*.whl"))
-    print("built:", *[w.name for w in built], sep="\n  ")
-    assert len(built) == len(PACKAGES), built
-
-    def wheel(prefix: str) -> str:
-        return str(next(w for w in built if w.name.startswith(prefix + "-0")))
-
     environment = scratch / "env"
     venv.create(environment, with_pip=True)
     python = str(environment / "bin" / "python")
     pip = [python, "-m", "pip", "install", "--quiet", *constraints]
-    run(
-        [*pip, wheel("deepsharp"), wheel("deepsharp_engine_torch"), wheel("deepsharp_distributed")],
-        cwd=scratch,
-    )
+    run([*pip, "--find-links", str(dist), *BY_NAME], cwd=scratch)
+    run([python, "-c", VERSIONS, version.group(1), *BY_NAME], cwd=scratch)
     run([python, "-c", "import importlib.util as u; assert u.find_spec('torch') is None"], scratch)
     run([python, "-c", REFUSED], cwd=scratch)
     run([python, "-c", DISTRIBUTED_REFUSED], cwd=scratch)

@@ -14,6 +14,7 @@ PACKAGES = [
     "deepsharp.engines.light",
     "deepsharp.engines.torch",
     "deepsharp.engines.testbuffer",
+    "deepsharp.sklearn",
 ]
 
 
@@ -32,7 +33,7 @@ def test_no_future_import_leaks_into_a_top_level(name: str) -> None:
     assert all(hasattr(package, public) for public in package.__all__)
 
 
-@pytest.mark.parametrize("name", ["deepsharp.core", "deepsharp.distributed"])
+@pytest.mark.parametrize("name", ["deepsharp.core", "deepsharp.distributed", "deepsharp.sklearn"])
 def test_dir_of_a_top_level_is_its_public_api(name: str) -> None:
     package = _package(name)
     public = [n for n in dir(package) if not n.startswith("_")]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,7 +15,7 @@ from deepsharp.core import EngineUnavailableError, available_engines, make_engin
 from deepsharp.core.cli import main
 from deepsharp.core.engine import describe_engine
 from deepsharp.engines.torch import DESCRIPTION, TorchEngine, describe_torch, from_spec
-from deepsharp.engines.torch._probe import cuda_refusal
+from deepsharp.engines.torch._probe import CPU_BUILD, CUDA_BUILDS, cuda_refusal
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -25,10 +27,18 @@ def no_torch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _names_both_builds(message: str) -> None:
-    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in message
-    assert "pip install torch" in message
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in message
+    assert "pip install torch==2.13.0 (on Linux" in message
     assert "https://download.pytorch.org/whl/cu126" in message
     assert "CPU-only" in message and "CUDA" in message
+
+
+def test_every_install_command_advised_pins_the_tested_torch() -> None:
+    constraints = Path(__file__).resolve().parents[3] / "ci" / "constraints.txt"
+    tested = re.search(r"^torch==(\S+)$", constraints.read_text(), re.MULTILINE)
+    assert tested is not None
+    commands = re.findall(r"pip install \S+", f"{CPU_BUILD} {CUDA_BUILDS} {DESCRIPTION.install}")
+    assert commands and set(commands) == {f"pip install torch=={tested.group(1)}"}, commands
 
 
 def test_registered_as_an_entry_point() -> None:

@@ -1,4 +1,5 @@
-"""The command line: `deepsharp sample`, `deepsharp predict`, `deepsharp seal`, `deepsharp doctor`.
+"""The command line: `deepsharp sample`, `deepsharp train`, `deepsharp predict`, `deepsharp seal`,
+`deepsharp doctor`.
 
 Whatever goes wrong ends in one line on stderr and a non-zero exit, never a traceback: what
 can be checked before a long run (where files go, what --plot needs, the engine) is checked
@@ -67,6 +68,38 @@ def _parser() -> argparse.ArgumentParser:
         help="show a progress bar (default: on a terminal)",
     )
 
+    train = commands.add_parser(
+        "train",
+        help="train a network on the rows of a CSV file, its pipeline inferred, and save it",
+        description="Train a network to predict COLUMN of ROWS.csv from the other columns: the "
+        "pipeline is inferred from the columns (numbers, categories, flags; each choice said, "
+        "with why), the network is Dense(32), ReLU, Dense(outputs) unless --network names one, "
+        "the optimizer Adam(0.001); the report is printed and the trained network written to "
+        "FILE, for `deepsharp predict`.",
+    )
+    train.add_argument("rows", metavar="ROWS.csv", help="the training rows, a header line first")
+    train.add_argument("--target", required=True, metavar="COLUMN", help="the column to predict")
+    train.add_argument(
+        "--out", required=True, metavar="FILE", help="write the trained network to FILE"
+    )
+    train.add_argument(
+        "--network",
+        metavar="MODULE:FUNCTION",
+        help="a function that makes the network (given outputs= where it takes it); MODULE is "
+        "looked for in the current folder first",
+    )
+    train.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
+    train.add_argument(
+        "--epochs", type=_at_least_one, default=200, help="at most this many epochs (200)"
+    )
+    train.add_argument("--seed", type=int, default=42, help="the run's seed (default 42)")
+    train.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar (default: on a terminal)",
+    )
+
     predict = commands.add_parser(
         "predict",
         help="predict the rows of a CSV file with a saved trained network",
@@ -107,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if arguments.command == "sample":
             return _sample(arguments)
+        if arguments.command == "train":
+            return _train(arguments)
         if arguments.command == "predict":
             return _predict(arguments)
         if arguments.command == "seal":
@@ -197,6 +232,109 @@ def _sample(arguments: argparse.Namespace) -> int:
         run.report.plot(arguments.plot)
         print(f"drew the training curves into {arguments.plot}")
     return 0
+
+
+def _at_least_one(text: str) -> int:
+    """A whole number of 1 or more, for argparse (which says what was wrong, on one line)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number of 1 or more, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of 1 or more, not {text!r}")
+    return value
+
+
+def _train(arguments: argparse.Namespace) -> int:
+    from deepsharp.core.data.inference import infer_pipeline
+    from deepsharp.core.data.sources import read_csv
+    from deepsharp.core.nn.default import default_network
+    from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
+    from deepsharp.core.nn.optimizers import Adam
+    from deepsharp.core.training.loop import FitOptions, fit
+
+    _writable(arguments.out, "--out")
+    builder = _builder(arguments.network) if arguments.network else default_network
+    engine = _engine(arguments.engine)
+    rows = read_csv(arguments.rows)
+    if not rows:
+        raise CommandError(f"{arguments.rows} holds no rows under its header: nothing to train on")
+    inferred = infer_pipeline(rows, arguments.target)
+    loss: Loss = {"binary": BinaryCrossEntropy, "classes": CrossEntropy}.get(
+        inferred.target_kind, MeanSquaredError
+    )()
+    outputs = len(inferred.classes) if inferred.target_kind == "classes" else 1
+    print(f"{len(rows)} rows of {arguments.rows}; the pipeline the columns suggest:")
+    print(inferred)
+    network = _network_from(builder, outputs, arguments.network)
+    print(f"network: {network!r}; loss: {loss!r}; optimizer: Adam(0.001)", flush=True)
+    options = FitOptions(
+        seed=arguments.seed, engine=engine, epochs=arguments.epochs, progress=arguments.progress
+    )
+    run = fit(inferred.pipeline, rows, network, loss, Adam(0.001), options)
+    print(run.report)
+    try:
+        run.trained.save(arguments.out)
+    except OSError as error:
+        raise CommandError(
+            _system(error, "could not save the trained network to", arguments.out)
+            + _left(arguments.out)
+        ) from None
+    print(
+        f"saved the trained network to {arguments.out} "
+        f"(deepsharp predict {arguments.out} ROWS.csv predicts rows with its columns)"
+    )
+    return 0
+
+
+def _builder(spec: str) -> Any:
+    """The function `--network MODULE:FUNCTION` names (MODULE looked for in the current folder
+    first), refused on one line when it cannot be found."""
+    module_name, _, name = spec.partition(":")
+    if not module_name or not name.isidentifier():
+        raise CommandError(
+            f"--network takes MODULE:FUNCTION, a function that makes the network (e.g. "
+            f"mynetworks:small), not {spec!r}"
+        )
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = import_module(module_name)
+    except ImportError as error:
+        raise CommandError(
+            f"--network {spec!r}: module {module_name!r} cannot be imported ({error})"
+        ) from None
+    finally:
+        sys.path.remove(os.getcwd())
+    function = getattr(module, name, None)
+    if not callable(function):
+        own = [
+            key
+            for key, value in vars(module).items()
+            if callable(value) and getattr(value, "__module__", None) == module.__name__
+        ]
+        raise CommandError(
+            f"--network {spec!r}: module {module_name!r} has no function {name!r} (its "
+            f"functions: {', '.join(sorted(own)) or 'none'})"
+        )
+    return function
+
+
+def _network_from(builder: Any, outputs: int, spec: str | None) -> Any:
+    """The network the builder makes, given `outputs=` where it takes that parameter."""
+    from deepsharp.core.nn.default import built
+    from deepsharp.core.nn.network import Network
+
+    where = f"--network {spec!r}" if spec else "the default network"
+    try:
+        made = built(builder, outputs)
+    except (Exception, SystemExit) as error:  # a user's function must not end the command
+        raise CommandError(f"{where}: making the network raised {error!r}") from None
+    if not isinstance(made, Network):
+        raise CommandError(
+            f"{where} gave {type(made).__name__}, not a Network: the function must return "
+            f"deepsharp.core.Network([...]) (with {outputs} output{'s' if outputs > 1 else ''})"
+        )
+    return made
 
 
 def _predict(arguments: argparse.Namespace) -> int:

@@ -1,8 +1,4 @@
-"""deepsharp's version, as its distribution states it."""
+"""deepsharp's version: the one place it is written. Every distribution of the repository takes
+its version from here (hatch reads this file), and the others require `deepsharp~=` it."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("deepsharp")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.1.0"
+__version__ = "0.1.0"

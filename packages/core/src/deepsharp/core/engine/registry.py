@@ -112,8 +112,10 @@ def available_engines() -> list[str]:
 
 ENGINE_PACKAGES = (
     "the engines other than light come in their own packages, not published on a package "
-    "index: in a checkout of deepsharp, pip install ./packages/engine-torch (the torch engine) "
-    "or ./packages/engine-testbuffer (the test engine); docs/install.md lists them"
+    "index: in a checkout of deepsharp, nox -s wheels builds them into dist/, then pip install "
+    "--find-links dist deepsharp-engine-torch (the torch engine) or deepsharp-engine-testbuffer "
+    "(the test engine); or from the folders, pip install ./packages/engine-torch or "
+    "./packages/engine-testbuffer; docs/install.md lists them"
 )
 """Where engines come from, for messages (`deepsharp doctor`'s last line too)."""
 

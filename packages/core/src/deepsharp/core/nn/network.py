@@ -426,6 +426,22 @@ class Network:
         names = ", ".join(repr(spec.name) for spec in self.input_specs)
         return f"Network(graph of {len(self.layers)} layers, inputs {names})"
 
+    # --- copies ----------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy (copy.deepcopy, pickle, scikit-learn's clone) holds the layers and the slots'
+        and buffers' host values — during a run, the run's current ones — never an engine or a
+        run's lock."""
+        state = dict(self.__dict__)
+        if self.initialized:
+            state["_values"], state["_buffers"] = self.values()
+        state["_bound"] = None
+        del state["_binding"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._binding = threading.Lock()
+
 
 def in_order(features: object) -> bool:
     """Whether features are one array an input, in order: a list or tuple of arrays of rows

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from deepsharp.core.engine import Counters, EngineIdentity
 from deepsharp.core.errors import EngineUnavailableError
+from deepsharp.core.version import __version__ as _core_version
 from deepsharp.engines.testbuffer._memory import (
     BufferCounters,
     TestBuffer,
@@ -31,8 +32,8 @@ __all__ = ["PRECISION", "TestBufferEngine", "__version__", "from_spec"]
 
 try:
     __version__ = _distribution_version("deepsharp-engine-testbuffer")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.1.0"
+except PackageNotFoundError:  # a source tree not installed: the version is the core's (one source)
+    __version__ = _core_version
 
 F32 = np.float32
 I64 = np.int64

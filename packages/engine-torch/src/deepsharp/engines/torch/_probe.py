@@ -14,6 +14,7 @@ from deepsharp.core.errors import EngineUnavailableError
 __all__ = [
     "CPU_BUILD",
     "CUDA_BUILDS",
+    "TESTED_TORCH",
     "TorchReport",
     "cuda_refusal",
     "describe_torch",
@@ -21,15 +22,21 @@ __all__ = [
     "load_torch",
 ]
 
-CPU_BUILD = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+TESTED_TORCH = "2.13.0"
+"""The torch version deepsharp-engine-torch is tested with (ci/constraints.txt pins the same):
+every install command advised pins it, since an unpinned `pip install torch` on Linux pulls
+whatever CUDA build is newest, of several GB."""
+
+CPU_BUILD = f"pip install torch=={TESTED_TORCH} --index-url https://download.pytorch.org/whl/cpu"
 """The command that brings PyTorch's CPU-only build (small; no card needed)."""
 
 CUDA_BUILDS = (
-    "pip install torch (on Linux the default build from PyPI is a CUDA one), or a build for "
-    "your CUDA from PyTorch's own index, e.g. "
-    "pip install torch --index-url https://download.pytorch.org/whl/cu126 (cu118, cu128, ...)"
+    f"pip install torch=={TESTED_TORCH} (on Linux the build from PyPI is a CUDA one), or a "
+    "build for your CUDA from PyTorch's own index, e.g. "
+    f"pip install torch=={TESTED_TORCH} --index-url https://download.pytorch.org/whl/cu126 "
+    "(cu118, cu128, ...)"
 )
-"""The commands that bring a CUDA build of PyTorch (for NVIDIA cards)."""
+"""The commands that bring a CUDA build of PyTorch (for NVIDIA cards), pinned likewise."""
 
 NO_TORCH = (
     "the torch engine needs PyTorch (the `torch` package), which {why}. Install the build you "

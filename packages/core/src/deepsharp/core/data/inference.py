@@ -1,0 +1,307 @@
+"""The pipeline a table's columns suggest, each choice with its reason (`deepsharp train`).
+
+`infer_pipeline(rows, target)` looks at every column of rows held in memory (what `read_csv`
+gives, a list of mappings, a DataFrame) once: how many fields are missing, how many distinct
+values there are, whether every value is a number, whole, in what range and how skewed. That
+is a column's `Profile`. Each column kind is a `ColumnRule`: it looks at a profile and claims
+the column (a `Choice`: the declaration and why, in words) or passes. `RULES` are tried in order
+and the first that claims a column decides; the last claims every column it is handed (leaves
+it out). A new kind — text, say — is one more rule, put in the list before the rules it must
+come before.
+
+The target's kind is chosen the same way: two values are binary; whole numbers with few values
+or text are classes; other numbers are a number.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from deepsharp.core.data.pipeline import Pipeline
+from deepsharp.core.data.sources import column_names, columns
+from deepsharp.core.data.target import TargetKind
+from deepsharp.core.data.values import Column, ColumnName, label, parse_number, sorted_labels
+from deepsharp.core.errors import DataError
+
+__all__ = [
+    "RULES",
+    "Choice",
+    "ColumnRule",
+    "Inferred",
+    "Profile",
+    "infer_pipeline",
+    "profile",
+]
+
+FEW_WHOLE_NUMBERS = 5
+"""Whole numbers with at most this many distinct values are categories (a class, a grade)."""
+FEW_CATEGORIES = 50
+"""Text with at most this many distinct values is one-hot over all of them; with more (but at
+most one value for every two rows) over the most frequent this many."""
+SKEWED = 2.0
+"""Numbers of 0 or more, of many distinct values, whose skewness is over this take log1p."""
+MANY_VALUES = 20
+"""How many distinct values make numbers an amount (log1p when skewed) or a target a number."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one look at a column found: its rows, missing fields, distinct values (their
+    labels, sorted) and, where every present value is a number, the numbers (NaN where missing)."""
+
+    name: ColumnName
+    rows: int
+    missing: int
+    values: list[str]
+    numbers: npt.NDArray[np.float64] | None
+
+    @property
+    def present(self) -> int:
+        return self.rows - self.missing
+
+    @property
+    def distinct(self) -> int:
+        return len(self.values)
+
+    @property
+    def whole(self) -> bool:
+        """Every present value is a whole number."""
+        if self.numbers is None:
+            return False
+        present = self.numbers[~np.isnan(self.numbers)]
+        return bool(np.all(np.isfinite(present)) and np.all(present == np.round(present)))
+
+    def some(self, count: int = 3) -> str:
+        """A few of the distinct values, for a reason: `0, 1` or `C, Q, S, ...`."""
+        shown = ", ".join(self.values[:count])
+        return shown + (", ..." if self.distinct > count else "")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a column becomes: its kind ("number", "category", "flag", or "left out"), why, and
+    the declaration that adds it to a pipeline (None: left out)."""
+
+    column: ColumnName
+    kind: str
+    why: str
+    declare: Callable[[Pipeline], Pipeline] | None = field(default=None, repr=False)
+
+
+ColumnRule = Callable[[Profile], "Choice | None"]
+"""A column kind's rule: the choice for a column it claims, or None to let the next rule look."""
+
+
+def _empty(column: Profile) -> Choice | None:
+    if column.present == 0:
+        return Choice(column.name, "left out", "every field is empty")
+    return None
+
+
+def _constant(column: Profile) -> Choice | None:
+    if column.distinct == 1 and column.missing == 0:
+        return Choice(column.name, "left out", f"the same value on every row ({column.values[0]})")
+    return None
+
+
+def _row_number(column: Profile) -> Choice | None:
+    """Whole numbers, a different one on every row, in order or without gaps: a row's number."""
+    numbers = column.numbers
+    if numbers is None or column.missing or not column.whole or column.distinct != column.rows:
+        return None
+    rising = bool(np.all(np.diff(numbers) > 0))
+    gapless = float(numbers.max() - numbers.min()) + 1 == column.rows
+    if rising or gapless:
+        return Choice(
+            column.name,
+            "left out",
+            "a different whole number on every row, "
+            + ("rising row by row" if rising else "without gaps")
+            + ": a row's number, which says nothing of the target",
+        )
+    return None
+
+
+def _few_whole_numbers(column: Profile) -> Choice | None:
+    if column.whole and column.distinct <= FEW_WHOLE_NUMBERS:
+        return Choice(
+            column.name,
+            "category",
+            f"{column.distinct} whole numbers ({column.some(FEW_WHOLE_NUMBERS)}): read as "
+            "categories (a class, a grade), one-hot" + _missing_category(column),
+            lambda pipeline: pipeline.category(column.name),
+        )
+    return None
+
+
+def _numbers(column: Profile) -> Choice | None:
+    numbers = column.numbers
+    if numbers is None:
+        return None
+    present = numbers[~np.isnan(numbers)]
+    low, high = float(present.min()), float(present.max())
+    skew = _skewness(present)
+    log = low >= 0 and column.distinct > MANY_VALUES and skew > SKEWED
+    flagged = column.missing > 0
+    why = f"numbers from {low:g} to {high:g}"
+    if flagged:
+        why += f"; {column.missing} missing, filled with the median and flagged"
+    if log:
+        why += f"; skewed (skewness {skew:.1f}) and never negative: log1p taken"
+    return Choice(
+        column.name,
+        "number",
+        why + "; standardised",
+        lambda pipeline: pipeline.number(column.name, missing_flag=flagged, log=log),
+    )
+
+
+def _mostly_missing(column: Profile) -> Choice | None:
+    if column.missing * 2 > column.rows:
+        return Choice(
+            column.name,
+            "flag",
+            f"a value on {column.present} of {column.rows} rows only: a flag, 1 where there is one",
+            lambda pipeline: pipeline.flag(column.name),
+        )
+    return None
+
+
+def _categories(column: Profile) -> Choice | None:
+    if column.distinct <= FEW_CATEGORIES:
+        return Choice(
+            column.name,
+            "category",
+            f"{column.distinct} values ({column.some()}), one-hot" + _missing_category(column),
+            lambda pipeline: pipeline.category(column.name),
+        )
+    if column.distinct * 2 <= column.rows:
+        return Choice(
+            column.name,
+            "category",
+            f"{column.distinct} values: one-hot over the {FEW_CATEGORIES} most frequent (the "
+            "others all zeros)" + _missing_category(column),
+            lambda pipeline: pipeline.category(column.name, max_values=FEW_CATEGORIES),
+        )
+    return None
+
+
+def _identifier(column: Profile) -> Choice:
+    return Choice(
+        column.name,
+        "left out",
+        f"{column.distinct} distinct values over {column.rows} rows: nearly one a row (a name, "
+        "a ticket number), too many to one-hot",
+    )
+
+
+RULES: list[ColumnRule] = [
+    _empty,
+    _constant,
+    _row_number,
+    _few_whole_numbers,
+    _numbers,
+    _mostly_missing,
+    _categories,
+    _identifier,
+]
+"""The column kinds' rules, tried in this order; the first that claims a column decides."""
+
+
+@dataclass
+class Inferred:
+    """The pipeline, each feature column's choice, and the target's kind and why."""
+
+    pipeline: Pipeline
+    choices: list[Choice]
+    target: ColumnName
+    target_kind: TargetKind
+    target_why: str
+    classes: list[str]
+
+    def __str__(self) -> str:
+        width = max(len(str(choice.column)) for choice in self.choices) if self.choices else 0
+        width = max(width, len(str(self.target)))
+        lines = [f"  {self.target!s:<{width}}  target ({self.target_kind}): {self.target_why}"]
+        for choice in self.choices:
+            lines.append(f"  {choice.column!s:<{width}}  {choice.kind}: {choice.why}")
+        return "\n".join(lines)
+
+
+def profile(name: ColumnName, values: Column) -> Profile:
+    """One look at a column: its missing fields, distinct values and, where all are numbers,
+    the numbers."""
+    found = [label(value) for value in values]
+    missing = sum(text is None for text in found)
+    distinct = sorted_labels({text for text in found if text is not None})
+    parsed = [parse_number(value) for value in values]
+    numbers = None if any(number is None for number in parsed) else np.array(parsed, np.float64)
+    return Profile(name, len(found), missing, distinct, numbers)
+
+
+def infer_pipeline(
+    rows: object, target: ColumnName, rules: Sequence[ColumnRule] = RULES
+) -> Inferred:
+    """The pipeline the rows' columns suggest for predicting `target`: every other column
+    declared as the first rule that claims it says (or left out), and the target's kind."""
+    names = column_names(rows)
+    if target not in names:
+        raise DataError(
+            f"there is no column {target!r}; the columns are: {', '.join(map(repr, names))}"
+            + _close(target, names)
+        )
+    _, taken = columns(rows, names)
+    choices = [_choose(profile(name, taken[name]), rules) for name in names if name != target]
+    aim = profile(target, taken[target])
+    kind, why = _target_kind(aim)
+    pipeline = Pipeline()
+    for choice in choices:
+        if choice.declare is not None:
+            pipeline = choice.declare(pipeline)
+    if not any(choice.declare is not None for choice in choices):
+        raise DataError(
+            f"no column is left to predict {target!r} from: "
+            + "; ".join(f"{choice.column!r} {choice.why}" for choice in choices)
+        )
+    return Inferred(pipeline.target(target, kind=kind), choices, target, kind, why, aim.values)
+
+
+def _choose(column: Profile, rules: Sequence[ColumnRule]) -> Choice:
+    for rule in rules:
+        choice = rule(column)
+        if choice is not None:
+            return choice
+    return _identifier(column)
+
+
+def _target_kind(column: Profile) -> tuple[TargetKind, str]:
+    if column.distinct <= 2:
+        return "binary", f"two values ({column.some(2)}): the chance of the second"
+    if column.numbers is not None and not (column.whole and column.distinct <= MANY_VALUES):
+        present = column.numbers[~np.isnan(column.numbers)]
+        return "number", f"numbers from {present.min():g} to {present.max():g}, taken as they are"
+    return "classes", f"{column.distinct} values ({column.some()}): a chance for each"
+
+
+def _missing_category(column: Profile) -> str:
+    return f"; {column.missing} missing, a category of their own" if column.missing else ""
+
+
+def _skewness(values: npt.NDArray[np.float64]) -> float:
+    if not np.all(np.isfinite(values)):
+        return 0.0  # an infinite value: the run refuses it, naming its row
+    spread = float(values.std())
+    if spread == 0 or not math.isfinite(spread):
+        return 0.0
+    return float(np.mean(((values - values.mean()) / spread) ** 3))
+
+
+def _close(name: ColumnName, names: Sequence[ColumnName]) -> str:
+    near = difflib.get_close_matches(str(name), [str(n) for n in names], n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""

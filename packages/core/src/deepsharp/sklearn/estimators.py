@@ -1,0 +1,312 @@
+"""A deepsharp network as a scikit-learn estimator: `NetworkClassifier` and `NetworkRegressor`.
+
+Each `fit` is `deepsharp.core.fit(None, (x, y), ...)` on the arrays scikit-learn hands it: the
+rows are split into training and validation (a `validation` fraction, for early stopping), the
+network trains from the options' seed, and the best epoch's slots are kept. The estimator's
+parameters are never changed by `fit`: the network, loss and optimizer are copied (or the
+network built) afresh at each fit, so `clone`, `GridSearchCV` and `cross_val_score` see
+estimators that do not share a run. The optimizer's settings are nested parameters:
+`set_params(optimizer__learning_rate=0.01)`, `GridSearchCV(..., {"optimizer__learning_rate":
+[...]})`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+try:
+    from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+    from sklearn.utils.multiclass import check_classification_targets
+    from sklearn.utils.validation import check_is_fitted, validate_data
+except ImportError:  # pragma: no cover - the extra is missing
+    raise ImportError(
+        "deepsharp.sklearn needs scikit-learn (1.6 or later), which is not installed: "
+        "pip install 'deepsharp[sklearn]' (or scikit-learn)"
+    ) from None
+
+from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
+    CrossEntropy,
+    DataError,
+    Engine,
+    FitOptions,
+    Loss,
+    MeanSquaredError,
+    Network,
+    Optimizer,
+    Pipeline,
+    Report,
+    TrainedNetwork,
+    fit,
+)
+from deepsharp.core.errors import described
+from deepsharp.core.nn.default import built, default_network
+
+__all__ = ["NetworkClassifier", "NetworkRegressor"]
+
+NetworkBuilder = Callable[..., Network]
+"""A function that makes a fresh network: called with `outputs=` (how many values a row must
+get) where it takes a parameter of that name, else with nothing."""
+
+_NESTED = "optimizer__"
+
+
+class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no types
+    """What the classifier and the regressor share: their parameters, a run, predictions."""
+
+    def __init__(
+        self,
+        network: Network | NetworkBuilder | None = None,
+        loss: Loss | None = None,
+        optimizer: Optimizer | None = None,
+        options: FitOptions | None = None,
+        epochs: int | None = None,
+        engine: Engine | str | None = None,
+        validation: float = 0.15,
+    ) -> None:
+        self.network = network
+        self.loss = loss
+        self.optimizer = optimizer
+        self.options = options
+        self.epochs = epochs
+        self.engine = engine
+        self.validation = validation
+
+    # --- parameters -------------------------------------------------------------------------
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The estimator's parameters; with `deep`, the optimizer's settings too, each as
+        `optimizer__<setting>` (those `set_params` and `GridSearchCV` take)."""
+        params: dict[str, Any] = super().get_params(deep=False)
+        if deep and (self.optimizer is None or isinstance(self.optimizer, Optimizer)):
+            settings = self._optimizer().config()
+            params.update({f"{_NESTED}{name}": value for name, value in settings.items()})
+        return params
+
+    def set_params(self, **params: Any) -> Any:
+        """Set parameters, `optimizer__<setting>` among them: the optimizer is made again, of
+        its kind, with that setting changed (the default `Adam()` when none is given)."""
+        nested = {
+            key[len(_NESTED) :]: params.pop(key) for key in list(params) if key.startswith(_NESTED)
+        }
+        for key in params:
+            if "__" in key:
+                raise ValueError(
+                    f"invalid parameter {key!r} for {type(self).__name__}: the nested parameters "
+                    f"are the optimizer's ({_NESTED}learning_rate, ...); give a network builder "
+                    "its settings with functools.partial(builder, ...)"
+                )
+        super().set_params(**params)
+        if nested:
+            optimizer = self._optimizer()
+            settings = optimizer.config()
+            unknown = sorted(set(nested) - set(settings))
+            if unknown:
+                raise ValueError(
+                    f"invalid parameter {_NESTED}{unknown[0]} for {type(self).__name__}: its "
+                    f"optimizer {optimizer!r} takes {', '.join(sorted(settings))}"
+                )
+            self.optimizer = type(optimizer)(**{**settings, **nested})
+        return self
+
+    def _optimizer(self) -> Optimizer:
+        if self.optimizer is None:
+            return Adam()
+        if not isinstance(self.optimizer, Optimizer):
+            raise TypeError(
+                f"{type(self).__name__}: optimizer must be an Optimizer such as Adam(0.01), or "
+                f"None (Adam()), not {described(self.optimizer)}"
+            )
+        return self.optimizer
+
+    def _options(self) -> FitOptions:
+        """The run's options: `options` (seed 0, no progress bar, when None) with `epochs` and
+        `engine` in place of theirs where given."""
+        options = self.options if self.options is not None else FitOptions(seed=0, progress=False)
+        if not isinstance(options, FitOptions):
+            raise TypeError(
+                f"{type(self).__name__}: options must be FitOptions, not {described(options)}"
+            )
+        changes: dict[str, Any] = {}
+        if self.epochs is not None:
+            changes["epochs"] = self.epochs
+        if self.engine is not None:
+            changes["engine"] = self.engine
+        return dataclasses.replace(options, **changes) if changes else options
+
+    def _network(self, outputs: int) -> Network:
+        """A network for this fit: a copy of the one given, one the builder makes, or the
+        default one."""
+        given = self.network
+        if given is None:
+            return default_network(outputs)
+        if isinstance(given, Network):
+            return copy.deepcopy(given)
+        if not callable(given):
+            raise TypeError(
+                f"{type(self).__name__}: network must be a Network, a function that makes one, "
+                f"or None (the default network), not {described(given)}"
+            )
+        made = built(given, outputs)
+        if not isinstance(made, Network):
+            raise TypeError(
+                f"{type(self).__name__}: the network builder {given!r} gave "
+                f"{described(made)}, not a Network"
+            )
+        return made
+
+    # --- a run ----------------------------------------------------------------------------
+    def _run(self, x: NDArray[np.float32], targets: NDArray[Any], loss: Loss, outputs: int) -> Any:
+        """Train on (x, targets), holding `validation` of the rows back for early stopping; the
+        report's measures are taken on every row given."""
+        validation = self.validation
+        if isinstance(validation, bool) or not isinstance(validation, (int, float)):
+            raise TypeError(
+                f"{type(self).__name__}: validation is a fraction of the rows (0.15), not "
+                f"{validation!r}"
+            )
+        if not 0 < validation < 1:
+            raise ValueError(
+                f"{type(self).__name__}: validation is a fraction of the rows between 0 and 1 "
+                f"(they judge each epoch for early stopping), not {validation!r}"
+            )
+        split = Pipeline().split(train=1 - validation, validation=validation)
+        count = len(x)
+        try:
+            split.partition(count, np.arange(count), test=False)
+        except DataError:
+            raise ValueError(
+                f"{type(self).__name__}: too few rows to hold {validation:g} of them back for "
+                f"validation: got {count} sample{'' if count == 1 else 's'}; give more rows, or "
+                "a larger validation fraction"
+            ) from None
+        options = self._options()
+        run = fit(
+            split,
+            (x, targets),
+            self._network(outputs),
+            copy.deepcopy(loss),
+            copy.deepcopy(self._optimizer()),
+            options,
+            test_rows=(x, targets),
+        )
+        self.trained_: TrainedNetwork = run.trained
+        self.report_: Report = run.report
+        return self
+
+    def _outputs(self, X: Any) -> NDArray[np.float64]:
+        """What the trained network gives for the rows of X (the loss's link applied), served
+        on the run's engine."""
+        check_is_fitted(self)
+        x = validate_data(self, X, reset=False, dtype=np.float32)
+        predictions = self.trained_.predict(x, self._options().engine)
+        return predictions.astype(np.float64)
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False  # one seed, one run, bit for bit
+        return tags
+
+
+class NetworkClassifier(ClassifierMixin, _NetworkEstimator):  # type: ignore[misc]
+    """A network that predicts one class per row, for scikit-learn.
+
+    `network`: a `Network` (copied at each fit; its slots, if it has any, are where training
+    starts), a function that makes one (given `outputs=`, the number of classes, where it
+    takes that parameter), or None: `Dense(32), ReLU, Dense(classes)`. `loss`: `CrossEntropy()`
+    (the default) or, for two classes, `BinaryCrossEntropy()` with a network of one output.
+    `optimizer`: `Adam()` unless given; its settings are the nested parameters
+    `optimizer__<setting>`. `options`: the run's `FitOptions` (seed 0 and no progress bar when
+    None); `epochs` and `engine`, where given, take the place of theirs. `validation`: the
+    fraction of the rows held back to judge each epoch (early stopping).
+
+    After `fit`: `classes_` (the labels, sorted), `n_features_in_`, `trained_` (the
+    `TrainedNetwork`: save it to serve it without scikit-learn) and `report_` (the run's
+    report; its measures are taken on every row `fit` was given).
+    """
+
+    def fit(self, X: Any, y: Any) -> NetworkClassifier:
+        """Train on the rows of X (numbers, (N, features)) and their labels y (any labels)."""
+        x, labels = validate_data(self, X, y, dtype=np.float32)
+        check_classification_targets(labels)
+        classes, indices = np.unique(labels, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(
+                f"NetworkClassifier needs rows of at least 2 classes to learn from; y holds one "
+                f"class ({classes[0]!r})"
+            )
+        self.classes_ = classes
+        loss = CrossEntropy() if self.loss is None else self.loss
+        if isinstance(loss, BinaryCrossEntropy):
+            if len(classes) != 2:
+                raise ValueError(
+                    f"NetworkClassifier: BinaryCrossEntropy takes 2 classes, and y holds "
+                    f"{len(classes)}; leave loss as None (CrossEntropy()) for several classes"
+                )
+            return self._run(x, indices.astype(np.float32)[:, None], loss, 1)  # type: ignore[no-any-return]
+        if not isinstance(loss, CrossEntropy):
+            raise ValueError(
+                f"NetworkClassifier trains with CrossEntropy() or BinaryCrossEntropy(), not "
+                f"{described(loss)}; to predict numbers, use NetworkRegressor"
+            )
+        return self._run(x, indices.astype(np.int64), loss, len(classes))  # type: ignore[no-any-return]
+
+    def predict_proba(self, X: Any) -> NDArray[np.float64]:
+        """Each row's chance of each class, in the order of `classes_` (shape (N, classes))."""
+        chances = self._outputs(X)
+        if isinstance(self.trained_.loss, BinaryCrossEntropy):
+            return np.hstack([1.0 - chances, chances])
+        return chances
+
+    def predict(self, X: Any) -> NDArray[Any]:
+        """Each row's likeliest class (one of `classes_`)."""
+        chances = self.predict_proba(X)  # first: unfitted, it says so
+        return self.classes_[np.argmax(chances, axis=1)]  # type: ignore[no-any-return]
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True
+        return tags
+
+
+class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
+    """A network that predicts numbers, one or several per row, for scikit-learn.
+
+    The parameters are `NetworkClassifier`'s; the default loss is `MeanSquaredError()` and the
+    default network `Dense(32), ReLU, Dense(targets)`. The targets are taken as they are: scale
+    them when they are large (`TransformedTargetRegressor` with a `StandardScaler`).
+
+    After `fit`: `n_features_in_`, `n_outputs_`, `trained_` and `report_`.
+    """
+
+    def fit(self, X: Any, y: Any) -> NetworkRegressor:
+        """Train on the rows of X (numbers, (N, features)) and their targets y: (N,) numbers,
+        or (N, targets) for several a row."""
+        x, targets = validate_data(self, X, y, dtype=np.float32, y_numeric=True, multi_output=True)
+        loss = MeanSquaredError() if self.loss is None else self.loss
+        if isinstance(loss, (BinaryCrossEntropy, CrossEntropy)):
+            raise ValueError(
+                f"NetworkRegressor predicts numbers, and {described(loss)} is a loss for "
+                "classes: use NetworkClassifier, or leave loss as None (MeanSquaredError())"
+            )
+        columns = np.asarray(targets, dtype=np.float32).reshape(len(x), -1)
+        self.n_outputs_ = columns.shape[1]
+        self._one_target_ = np.ndim(targets) == 1
+        return self._run(x, columns, loss, self.n_outputs_)  # type: ignore[no-any-return]
+
+    def predict(self, X: Any) -> NDArray[np.float64]:
+        """Each row's predicted numbers: (N,) where fit was given one target a row, else
+        (N, targets)."""
+        predictions = self._outputs(X)
+        return predictions[:, 0] if self._one_target_ else predictions
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags

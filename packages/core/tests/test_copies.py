@@ -1,0 +1,57 @@
+"""Networks and trained networks copy and pickle (copy.deepcopy, pickle, scikit-learn's clone,
+joblib's workers): the architecture and the slots' values, never an engine or a run's lock."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import numpy as np
+
+from deepsharp.core import (
+    Adam,
+    CrossEntropy,
+    Dense,
+    Dropout,
+    FitOptions,
+    Network,
+    Relu,
+    Trainer,
+    fit,
+)
+
+
+def _rows() -> tuple[np.ndarray, np.ndarray]:
+    x = np.random.default_rng(0).standard_normal((60, 3)).astype(np.float32)
+    return x, (x[:, 0] > 0).astype(np.int64)
+
+
+def test_a_network_not_yet_built_copies_and_pickles_as_its_layers() -> None:
+    network = Network([Dense(4), Relu(), Dropout(0.1), Dense(2)])
+    for again in (copy.deepcopy(network), pickle.loads(pickle.dumps(network))):
+        assert repr(again) == repr(network) and again is not network
+        assert not again.initialized and again.slots == {}
+
+
+def test_a_trained_network_pickles_to_the_same_predictions_bit_for_bit() -> None:
+    x, y = _rows()
+    options = FitOptions(seed=0, epochs=3, progress=False)
+    trained = fit(
+        None, (x, y), Network([Dense(4), Relu(), Dense(2)]), CrossEntropy(), Adam(), options
+    )
+    again = pickle.loads(pickle.dumps(trained.trained))
+    assert again.predict(x).tobytes() == trained.trained.predict(x).tobytes()
+
+
+def test_a_copy_taken_during_a_run_holds_the_run_s_slots_and_no_engine() -> None:
+    x, y = _rows()
+    network = Network([Dense(4), Relu(), Dense(2)])
+    with Trainer(network, CrossEntropy(), Adam(0.1), seed=0) as trainer:
+        trainer.step(x, y)
+        now = network.slots
+        copied = copy.deepcopy(network)
+        trainer.step(x, y)  # the copy keeps the values it was taken with
+    assert copied.slots.keys() == now.keys()
+    assert all(np.array_equal(copied.slots[name], now[name]) for name in now)
+    with Trainer(copied, CrossEntropy(), Adam(0.1), seed=0) as trainer:  # free to train again
+        trainer.step(x, y)

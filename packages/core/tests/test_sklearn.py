@@ -1,0 +1,161 @@
+"""deepsharp.sklearn: networks as scikit-learn estimators, held to scikit-learn's own checks and
+used where scikit-learn users put estimators (Pipeline, GridSearchCV, cross_val_score)."""
+
+from __future__ import annotations
+
+import functools
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from sklearn.base import clone
+from sklearn.datasets import load_iris, make_regression
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from deepsharp.core import (
+    SGD,
+    Adam,
+    BinaryCrossEntropy,
+    Dense,
+    FitOptions,
+    MeanSquaredError,
+    Network,
+    Relu,
+    TrainedNetwork,
+)
+from deepsharp.sklearn import NetworkClassifier, NetworkRegressor
+
+
+@parametrize_with_checks([NetworkClassifier(), NetworkRegressor()])
+def test_the_estimators_pass_scikit_learn_s_checks(estimator: Any, check: Any) -> None:
+    check(estimator)
+
+
+def _iris() -> tuple[np.ndarray, np.ndarray]:
+    x, y = load_iris(return_X_y=True)
+    return x, np.array(["setosa", "versicolor", "virginica"])[y]
+
+
+def test_a_classifier_in_a_pipeline_scores_in_cross_validation() -> None:
+    x, y = _iris()
+    scores = cross_val_score(make_pipeline(StandardScaler(), NetworkClassifier()), x, y, cv=3)
+    assert scores.min() > 0.85, scores
+
+
+def test_a_grid_search_sets_the_optimizer_s_learning_rate() -> None:
+    x, y = _iris()
+    search = GridSearchCV(
+        make_pipeline(StandardScaler(), NetworkClassifier(epochs=30)),
+        {"networkclassifier__optimizer__learning_rate": [0.0001, 0.03]},
+        cv=3,
+    ).fit(x, y)
+    assert search.best_params_ == {"networkclassifier__optimizer__learning_rate": 0.03}
+    best = search.best_estimator_[-1]
+    assert isinstance(best.optimizer, Adam) and best.optimizer.learning_rate == 0.03
+
+
+def test_nested_optimizer_settings_keep_the_optimizer_s_kind_and_its_other_settings() -> None:
+    given = SGD(0.1, momentum=0.9)
+    model = NetworkClassifier(optimizer=given)
+    assert model.get_params()["optimizer__momentum"] == 0.9
+    model.set_params(optimizer__learning_rate=0.01)
+    assert isinstance(model.optimizer, SGD) and model.optimizer.config() == {
+        "learning_rate": 0.01,
+        "momentum": 0.9,
+    }
+    assert given.learning_rate == 0.1  # the instance handed in is not changed
+    assert NetworkRegressor().set_params(optimizer__beta1=0.8).optimizer.beta1 == 0.8
+
+
+def test_an_unknown_nested_setting_names_the_ones_there_are() -> None:
+    with pytest.raises(
+        ValueError, match=r"optimizer__lr .* takes beta1, beta2, epsilon, learning_rate"
+    ):
+        NetworkClassifier().set_params(optimizer__lr=0.1)
+    with pytest.raises(ValueError, match=r"functools\.partial"):
+        NetworkClassifier().set_params(network__units=8)
+
+
+def test_a_fitted_estimator_pickles_and_clones_to_the_same_predictions() -> None:
+    x, y = _iris()
+    model = NetworkClassifier(epochs=20).fit(x, y)
+    again = pickle.loads(pickle.dumps(model))
+    assert again.predict_proba(x).tobytes() == model.predict_proba(x).tobytes()
+    assert list(again.classes_) == ["setosa", "versicolor", "virginica"]
+    refit = clone(model).fit(x, y)
+    assert refit.predict_proba(x).tobytes() == model.predict_proba(x).tobytes()
+
+
+def test_a_network_given_is_copied_never_trained_itself() -> None:
+    x, y = _iris()
+    network = Network([Dense(8), Relu(), Dense(3)])
+    model = NetworkClassifier(network=network, epochs=5).fit(x, y)
+    assert model.network is network and not network.initialized
+    assert model.trained_.network is not network
+    assert clone(model).network is not network  # a copy, so two searches never share it
+
+
+def test_a_builder_is_given_the_number_of_outputs_and_its_own_settings_through_partial() -> None:
+    x, y = _iris()
+    seen = []
+
+    def build(outputs: int, units: int = 4) -> Network:
+        seen.append((outputs, units))
+        return Network([Dense(units), Relu(), Dense(outputs)])
+
+    NetworkClassifier(network=functools.partial(build, units=6), epochs=2).fit(x, y)
+    NetworkClassifier(network=lambda: Network([Dense(3)]), epochs=2).fit(x, y)
+    assert seen == [(3, 6)]
+
+
+def test_two_classes_with_binary_cross_entropy_give_both_columns_of_chances() -> None:
+    x, y = _iris()
+    two = y != "setosa"
+    model = NetworkClassifier(loss=BinaryCrossEntropy(), epochs=10).fit(x[two], y[two])
+    chances = model.predict_proba(x[two])
+    assert chances.shape == (two.sum(), 2) and np.allclose(chances.sum(axis=1), 1.0)
+    assert model.trained_.network.outputs == 1
+    assert set(model.predict(x[two])) <= {"versicolor", "virginica"}
+
+
+def test_a_regressor_predicts_one_target_or_several() -> None:
+    x, y = make_regression(n_samples=120, n_features=4, n_targets=2, random_state=0)
+    y = StandardScaler().fit_transform(y)
+    both = NetworkRegressor(epochs=20).fit(x, y)
+    assert both.predict(x).shape == (120, 2) and both.n_outputs_ == 2
+    one = NetworkRegressor(epochs=20).fit(x, y[:, 0])
+    assert one.predict(x).shape == (120,) and one.predict(x).dtype == np.float64
+    assert one.score(x, y[:, 0]) > 0.5
+
+
+def test_the_run_s_options_hold_and_epochs_and_engine_take_their_place() -> None:
+    x, y = _iris()
+    options = FitOptions(seed=3, epochs=40, patience=100, progress=False)
+    model = NetworkClassifier(options=options, epochs=4, engine="light:float32").fit(x, y)
+    assert model.report_.epochs_run == 4
+    assert model.report_.engine.precision == "float32"
+    assert isinstance(model.trained_, TrainedNetwork)
+    assert options.epochs == 40 and options.engine is None
+
+
+def test_losses_for_the_other_kind_of_estimator_are_refused_naming_it() -> None:
+    x, y = _iris()
+    with pytest.raises(ValueError, match="NetworkRegressor"):
+        NetworkClassifier(loss=MeanSquaredError()).fit(x, y)
+    with pytest.raises(ValueError, match="NetworkClassifier"):
+        NetworkRegressor(loss=BinaryCrossEntropy()).fit(x, y == "setosa")
+    with pytest.raises(ValueError, match="BinaryCrossEntropy takes 2 classes, and y holds 3"):
+        NetworkClassifier(loss=BinaryCrossEntropy()).fit(x, y)
+
+
+def test_too_few_rows_for_the_validation_rows_say_how_many_there_are() -> None:
+    x, y = _iris()
+    with pytest.raises(ValueError, match="got 5 samples"):
+        NetworkClassifier().fit(x[::30], y[::30])
