@@ -48,6 +48,12 @@ class RuleCase:
         return f"{self.rule}-{self.label}" if self.label else self.rule
 
 
+def _twice(engine: Engine, partial: Any) -> Any:
+    """A data-parallel sum over two processes that hold the same partial total (batch_total's
+    `reduce`, each process's share of the batch one half)."""
+    return engine.add(partial, partial)
+
+
 def _cases() -> list[RuleCase]:
     rng = np.random.default_rng(20261202)
 
@@ -82,6 +88,7 @@ def _cases() -> list[RuleCase]:
         RuleCase("sigmoid", [normal(3, 4)]),
         RuleCase("relu", [apart(3, 4)]),
         RuleCase("abs", [apart(3, 4)]),
+        RuleCase("batch_total", [normal(1, 4)], {"reduce": _twice, "weight": 0.5}, "two-processes"),
         RuleCase("matmul", [normal(3, 4), normal(4, 5)]),
         RuleCase("matmul", [normal(4, 3), normal(4, 5)], {"transpose_a": True}, "ta"),
         RuleCase("matmul", [normal(3, 4), normal(5, 4)], {"transpose_b": True}, "tb"),
