@@ -88,6 +88,18 @@ class Network:
         self.layers: list[Layer] = graph.layers
         self.input_specs: list[InputSpec] = graph.inputs
         _name(graph)
+        # Each node as the forward pass takes it: the layer's forward, its index, what it reads.
+        self._plan = [
+            (graph.layers[n.layer].forward, n.layer, n.sources, graph.layers[n.layer].several)
+            for n in graph.nodes
+        ]
+        self._checkers: list[tuple[Layer, int]] = [
+            (graph.layers[node.layer], source)
+            for node in graph.nodes
+            for source in node.sources
+            if source < len(graph.inputs)
+            and type(graph.layers[node.layer]).check_input is not Layer.check_input
+        ]
         self.specs: dict[str, SlotSpec] = {}
         self.buffer_specs: dict[str, BufferSpec] = {}
         self._short: list[dict[str, str]] = []
@@ -202,24 +214,22 @@ class Network:
         `reshape`: flat rows of as many values as an input's rows hold are reshaped to them (a
         pipeline's columns to images)."""
         specs = self.input_specs
-        given = self._given(features, where)
-        arrays = tuple(
-            _checked(spec, value, where, len(specs) > 1) for spec, value in zip(specs, given)
-        )
-        counts = {array.shape[0] for array in arrays}
-        if len(counts) > 1:
+        several = len(specs) > 1
+        if not several and isinstance(features, np.ndarray):
+            given: list[Any] = [features]  # the common case, without the looks below
+        else:
+            given = self._given(features, where)
+        arrays = tuple(_checked(spec, value, where, several) for spec, value in zip(specs, given))
+        if several and len({array.shape[0] for array in arrays}) > 1:
             held = ", ".join(f"{s.name!r} {a.shape[0]}" for s, a in zip(specs, arrays))
             raise DataError(f"{where}: every input holds the same rows, and these hold {held}")
         if reshape:
             arrays = tuple(_reshaped(spec, array) for spec, array in zip(specs, arrays))
         if self.built:
             self.check_rows(arrays, where)
-        for node in self.graph.nodes:  # layers that read an input directly check its values
-            for source in node.sources:
-                if source < len(specs):
-                    name = specs[source].name
-                    inputs = f"{where} (input {name!r})" if len(specs) > 1 else where
-                    self.layers[node.layer].check_input(arrays[source], inputs)
+        for layer, source in self._checkers:  # layers that read an input directly check it
+            name = specs[source].name
+            layer.check_input(arrays[source], f"{where} (input {name!r})" if several else where)
         return arrays
 
     def _given(self, features: Any, where: str) -> list[Any]:
@@ -364,14 +374,10 @@ class Network:
         """The network's output for a batch: its inputs' tensors (one, or one an input in
         order), every node in order."""
         values: list[Any] = [xs] if isinstance(xs, Tensor) else list(xs)
-        per_layer, layers = bound.per_layer, self.layers
-        for node in self.graph.nodes:
-            layer = layers[node.layer]
-            if layer.several:
-                x: Any = [values[i] for i in node.sources]
-            else:
-                x = values[node.sources[0]]
-            values.append(layer.forward(x, per_layer[node.layer], context))
+        per_layer = bound.per_layer
+        for forward, index, sources, several in self._plan:
+            x = [values[i] for i in sources] if several else values[sources[0]]
+            values.append(forward(x, per_layer[index], context))
         out: Tensor = values[-1]
         return out
 

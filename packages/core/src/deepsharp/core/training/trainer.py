@@ -229,6 +229,8 @@ class Trainer:
         """The batch's features as the network takes them (checked); the network built and bound
         for their rows where it is not yet."""
         network = self.network
+        if self._bound is not None and not empty:
+            return network.arrange(features, "the batch")
         if not network.built and len(network.input_specs) == 1:
             rows = features[0] if in_order(features) else features
             first = checked_rows(rows, "the batch", empty)
