@@ -282,7 +282,7 @@ def test_erf_reference_is_abramowitz_and_stegun_7_1_26_within_its_bound() -> Non
 @pytest.mark.parametrize("name", list(ENGINES))
 def test_erf_within_the_value_tolerance(name: str) -> None:
     engine = ENGINES[name]()
-    x = ERF_VALUES.astype(np.float32)
+    x = ERF_VALUES.astype(np.float32).reshape(-1, 5)  # a value's place in a table is no matter
     got = engine.get(fused.erf(engine, engine.put(x)))
     exact = _erf64(x)
     assert got.dtype == np.float32 and got.shape == x.shape

@@ -134,11 +134,12 @@ def erf(x: Any) -> Array:
     The middle interval, where most values of a network lie, is worked over the whole array
     (gathering a part by a mask costs more than the formula), the small one too where there
     are values there; the few beyond 4 are gathered."""
-    x = np.asarray(x, np.float64)
+    shape = np.shape(x)
+    x = np.asarray(x, np.float64).reshape(-1)
     y = np.abs(x)
     small = y <= 0.46875
     if small.all():
-        return x * _ratio(x * x, SMALL)
+        return (x * _ratio(x * x, SMALL)).reshape(shape)
     with np.errstate(under="ignore"):
         tail = _erfc_middle(np.minimum(y, 4.0))
     np.subtract(0.5, tail, out=tail)
@@ -154,4 +155,4 @@ def erf(x: Any) -> Array:
     if small.any():
         near = np.clip(x, -0.46875, 0.46875)  # the others' values are not used
         out = np.where(small, near * _ratio(near * near, SMALL), out)
-    return out
+    return out.reshape(shape)
