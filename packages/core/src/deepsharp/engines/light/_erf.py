@@ -139,12 +139,13 @@ def erf(x: Any) -> Array:
     y = np.abs(x)
     small = y <= 0.46875
     if small.all():
-        return (x * _ratio(x * x, SMALL)).reshape(shape)
+        near: Array = (x * _ratio(x * x, SMALL)).reshape(shape)
+        return near
     with np.errstate(under="ignore"):
         tail = _erfc_middle(np.minimum(y, 4.0))
     np.subtract(0.5, tail, out=tail)
     tail += 0.5
-    out = np.copysign(tail, x, out=tail)  # NaN stays: its tail is NaN
+    out: Array = np.copysign(tail, x, out=tail)  # NaN stays: its tail is NaN
     beyond = np.flatnonzero(y > 4.0)
     if beyond.size:
         far = y[beyond]
@@ -153,6 +154,7 @@ def erf(x: Any) -> Array:
         ones = np.where(far < 6.0, (0.5 - edge) + 0.5, 1.0)  # from 6 on erfc < 2.2e-17
         out[beyond] = np.copysign(ones, x[beyond])
     if small.any():
-        near = np.clip(x, -0.46875, 0.46875)  # the others' values are not used
-        out = np.where(small, near * _ratio(near * near, SMALL), out)
-    return out.reshape(shape)
+        clipped = np.clip(x, -0.46875, 0.46875)  # the others' values are not used
+        out = np.where(small, clipped * _ratio(clipped * clipped, SMALL), out)
+    result: Array = out.reshape(shape)
+    return result
