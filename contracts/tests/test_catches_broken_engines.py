@@ -157,6 +157,10 @@ HALF_GRADIENT = "broken_engines:half_gradient_rule"
 NUDGING = "test_rules::test_rule_agrees_with_nudging"
 MATMUL_CASES = {"matmul", "matmul-ta", "matmul-tb", "matmul-tab"}
 
+BEFORE = "engine_before:make"
+"""An engine of the primitives as they stood before the layer operations (engine_before.py)."""
+LAYERS = "test_layer_operations::"
+
 DRAWN = ["test_totals", "test_values", "test_moves"]
 """The modules whose inputs Hypothesis draws: run twice on light, their reports must agree."""
 
@@ -166,6 +170,7 @@ DRAWN = ["test_totals", "test_values", "test_moves"]
 # (so other node ids), to show the report reproduces.
 RUNS: dict[str, tuple[list[str], list[str], list[str], dict[str, str]]] = {
     "example": (["example_engine:make"], ["deepsharp.contracts"], [], {}),
+    "before": ([BEFORE], ["deepsharp.contracts"], [], {}),
     "light": (["light"], ["deepsharp.contracts"], [], {"PYTHONHASHSEED": "1"}),
     "light-again": (
         ["light"],
@@ -266,6 +271,33 @@ def test_an_engine_that_keeps_the_contract_passes_it(outcomes: dict[str, Outcome
     families = outcome.report["engines"]["example_engine:make"]["families"]
     assert families["moves"]["worst"] == 0 and families["inputs"]["worst"] == 0
     assert families["totals"]["of_bound"] <= 1 and families["values"]["worst"] <= 1
+
+
+def test_an_engine_written_before_the_layer_operations_passes_the_whole_contract(
+    outcomes: dict[str, Outcome],
+) -> None:
+    """The primitives alone, as an engine written from docs/writing-an-engine.md before
+    batch_matmul, add_rows, erf and the pair max-pooling had them: the core runs each as its
+    reference in those primitives, and every check holds, those of the new operations too."""
+    outcome = outcomes["before"]
+    failed = outcome.of(BEFORE, outcome.failed)
+    assert not failed, (
+        f"an engine written before the layer operations should pass every check; it failed "
+        f"{sorted(failed)}\n" + outcome.output[-4000:]
+    )
+    passed = {check.partition("[")[0] for check in outcome.of(BEFORE, outcome.passed)}
+    taken_as_the_core_takes_them = {
+        f"{LAYERS}test_batch_matmul_within_totals_bound",
+        f"{LAYERS}test_add_rows_within_totals_bound",
+        f"{LAYERS}test_adversarial_rows_within_totals_bound",
+        f"{LAYERS}test_erf_within_value_tolerance",
+        f"{LAYERS}test_maxpool2d_pair_moves_maxima_selects_the_first_and_sends_gradients_back",
+        f"{LAYERS}test_a_products_output_meets_the_layer_operations",
+    }
+    assert taken_as_the_core_takes_them <= passed, sorted(taken_as_the_core_takes_them - passed)
+    assert len(outcome.passed) > 150, "the whole suite ran"
+    operations = outcome.report["engines"][BEFORE]["operations"]
+    assert not any(name.startswith("fast ") for name in operations), "it offers no fast path"
 
 
 def test_the_light_engine_passes_the_whole_contract(outcomes: dict[str, Outcome]) -> None:
