@@ -16,7 +16,8 @@ suite's own float64 definition, written here:
   first maximum selected;
 - int64: `put` and `get` of int64 values across their range, and moves of int64 handles (the
   references reshape and slice indices and selections); `take_rows` with indices of any shape
-  ((N, L) ids -> (N, L, D)); `one_hot` of indices of any shape: bit for bit;
+  ((N, L) ids -> (N, L, D)); `one_hot` of indices of any shape; `greater` of indices and a
+  constant (a padding mask): bit for bit;
 - on a product's output (what a mixed engine may keep in its half format): `erf` reads it
   exactly, products of stacks of outputs hold the precision's bound, `add_rows` takes one as
   its values, max-pooling selects its values bit for bit.
@@ -342,7 +343,7 @@ def test_take_rows_with_indices_of_any_shape_moves_every_bit(
     x = draw(seed, table, low=-30, high=30, zeros=0.1, negative_zeros=True)
     rows = np.random.default_rng(seed).integers(0, table[0], ids).astype(np.int64)
     got = engine.get(engine.take_rows(engine.put(x), engine.put(rows)))
-    contract.moves("take_rows", got, x[rows])
+    contract.moves("take_rows of indices of any shape", got, x[rows])
 
 
 @pinned
@@ -352,7 +353,21 @@ def test_one_hot_of_indices_of_any_shape_moves_every_bit(
 ) -> None:
     indices = np.random.default_rng(seed).integers(0, classes, shape).astype(np.int64)
     got = engine.get(engine.one_hot(engine.put(indices), classes))
-    contract.moves("one_hot", got, np.eye(classes, dtype=np.float32)[indices])
+    contract.moves(
+        "one_hot of indices of any shape", got, np.eye(classes, dtype=np.float32)[indices]
+    )
+
+
+@pinned
+@given(shape=st.lists(sides, min_size=1, max_size=3).map(tuple), seed=seeds)
+def test_greater_of_int64_indices_and_a_constant_gives_float32_ones_and_zeros(
+    engine: Engine, contract: Contract, shape: tuple[int, ...], seed: int
+) -> None:
+    """Where ids are padding (id 0) and where they are not: attention's padding mask, made on
+    the engine from the ids themselves."""
+    ids = np.random.default_rng(seed).integers(0, 4, shape).astype(np.int64)
+    got = engine.get(engine.greater(engine.put(ids), 0.5))
+    contract.moves("greater of int64 indices", got, (ids > 0.5).astype(np.float32))
 
 
 # --- on a product's output -------------------------------------------------------------------
