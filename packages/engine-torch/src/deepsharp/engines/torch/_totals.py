@@ -118,8 +118,8 @@ class _Totals:
         """a (S, m, k) @ b (S, k, n), as they stand."""
         raise NotImplementedError
 
-    rows_kind: Any = None
-    """The dtype rows are added in (`add_rows`): float32, or float64 under strict."""
+    wide_rows = False
+    """Whether rows added into places (`add_rows`) are added in float64 (strict), not float32."""
 
     def batch_matmul(
         self, a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False
@@ -136,7 +136,7 @@ class _Totals:
         ids = indices.reshape(-1)
         row_shape = tuple(values.shape[indices.dim() :])
         flat = values.reshape(ids.numel(), math.prod(row_shape))
-        kind = self.rows_kind or F32
+        kind = torch.float64 if self.wide_rows else F32
         total = torch.zeros((rows, flat.shape[1]), dtype=kind, device=values.device)
         with self.guard:
             total.index_add_(0, ids, flat.to(kind))
@@ -214,10 +214,7 @@ class StrictTotals(_Totals):
     """Every total added in float64 and rounded once (precision strict)."""
 
     precision = STRICT
-
-    @property
-    def rows_kind(self) -> Any:
-        return torch.float64
+    wide_rows = True
 
     def _stacks(self, a: Tensor, b: Tensor) -> Tensor:
         (stacks, rows, inner), columns = a.shape, b.shape[2]
