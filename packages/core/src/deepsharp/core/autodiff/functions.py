@@ -193,6 +193,7 @@ def maxpool2d(x: Tensor, pool: int | tuple[int, int] = 2) -> Tensor:
 
 def take_rows(table: Tensor, ids: Tensor) -> Tensor:
     """The rows of `table` (V, ...) that int64 `ids` of any shape name: (*ids.shape, ...)."""
+    check_ids(ids, "take_rows")
     return apply(RULES["take_rows"], (table, ids))
 
 
