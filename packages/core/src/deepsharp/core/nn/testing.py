@@ -69,7 +69,8 @@ def check_layer(
     training one (BatchNorm's batch statistics, Dropout's masks drawn from a fixed key).
     `nudged`: how many values of each input and slot are nudged (a sample: nudging every value
     of a large slot takes long)."""
-    shapes = [tuple(s) for s in shape] if layer.several else [tuple(shape)]  # type: ignore[arg-type]
+    listed = bool(shape) and isinstance(shape[0], (tuple, list))
+    shapes = [tuple(s) for s in shape] if listed else [tuple(shape)]  # type: ignore[arg-type]
     rng = np.random.default_rng(seed)
     network = _network(layer, shapes, inputs)
     if inputs is None:
@@ -116,7 +117,7 @@ def _network(
         for x in (inputs or [None] * len(shapes))
     ]
     symbols = [Input(s, dtype=k, name=f"x{i}") for i, (s, k) in enumerate(zip(shapes, kinds))]
-    out = layer(symbols if layer.several else symbols[0])
+    out = layer(symbols if len(symbols) > 1 else symbols[0])
     return Network(inputs=symbols, outputs=out)
 
 
