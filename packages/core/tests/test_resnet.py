@@ -7,10 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from deepsharp.core import TrainedNetwork
 from deepsharp.core.cli import main
 from deepsharp.core.samples import digits, resnet
+
+pytestmark = pytest.mark.once  # the sample's runs: the same on every Python
 
 EPOCHS = 2
 
