@@ -23,6 +23,7 @@ from deepsharp.core.errors import ConfigurationError, DataError
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Network, in_order
 from deepsharp.core.nn.optimizers import Adam, Optimizer
+from deepsharp.core.training.scaling import LossScaleSetting
 from deepsharp.core.training.state import TrainerState
 from deepsharp.core.training.trainer import Trainer, check_parts
 
@@ -67,10 +68,12 @@ def compare_step(
     optimizer: Optimizer,
     state: TrainerState | None = None,
     seed: int = 0,
+    loss_scale: LossScaleSetting = "auto",
     where: str = "compare",
 ) -> Comparison:
     """`compare`'s step on engines already made, from a trainer's `state` where given (the
-    slots, the optimizer's memory and steps, the loss scale: a shadow check's, a checkpoint's)."""
+    slots, the optimizer's memory and steps, the loss scale's: a shadow check's, a
+    checkpoint's), with the loss scale a run of `engine` would take (`loss_scale`)."""
     precisions = (engine_precision(reference, where), engine_precision(engine, where))
     labels = (str(reference.identity), str(engine.identity))
     copied = copy.deepcopy(network)
@@ -78,7 +81,9 @@ def compare_step(
     witness = Witness(engine, reference, precisions, labels)
     notes = [] if copied.initialized else [f"the network had no slots yet: drawn from seed {seed}"]
     taker = cast(Engine, witness)  # an engine in all but its declared type
-    with Trainer(copied, loss, copy.deepcopy(optimizer), taker, seed=seed) as trainer:
+    with Trainer(
+        copied, loss, copy.deepcopy(optimizer), taker, seed=seed, loss_scale=loss_scale
+    ) as trainer:
         trainer.start()
         if state is not None:
             trainer.load_state(state, where)
