@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import compare_samples
 import numpy as np
 import pytest
 from compare_helpers import Drifting, NoPooling
@@ -395,3 +396,26 @@ def test_the_command_says_what_it_needs_in_one_line(
     assert main(["compare", ROWS, ROWS, "--engines", "light", "light:float32"]) == 1
     assert main(["compare", str(network), ROWS, "--engines", "light", "light"]) == 1
     assert "one engine named twice" in capsys.readouterr().err
+
+
+# --- the samples on the processor's engines ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def samples() -> dict[str, Any]:
+    return {name: compare_samples.trained(name) for name in compare_samples.SAMPLES}
+
+
+@pytest.mark.parametrize(
+    "other", ["light:float32", "light:mixed_bfloat16", "light:mixed_float16", "testbuffer"]
+)
+@pytest.mark.parametrize("sample", compare_samples.SAMPLES)
+def test_every_operation_of_every_sample_is_within_its_bound_on_the_processor_engines(
+    samples: dict[str, Any], sample: str, other: str
+) -> None:
+    trained, optimizer, rows = samples[sample]
+    for batch in compare_samples.batches(trained, rows, 3):
+        found = compare(
+            trained.network, trained.loss, batch, engines=("light", other), optimizer=optimizer
+        )
+        assert found.within, found
