@@ -93,7 +93,9 @@ class Difference:
     def shapes(self) -> str:
         """The input shapes and what the operation gave: `(32, 14) @ (14, 16) -> (32, 16)`."""
         shown, made = _shapes(self.inputs), _shapes(self.outputs)
-        return f"{shown} -> {made}" if made else shown
+        if not made:
+            return shown
+        return f"{shown} -> {made}" if shown else f"-> {made}"
 
 
 def _shapes(shapes: tuple[tuple[int, ...], ...]) -> str:
@@ -130,6 +132,12 @@ class Comparison:
     def first(self) -> Difference | None:
         """The first operation of the step whose difference is past its bound."""
         return next((row for row in self.rows if row.broken), None)
+
+    @property
+    def parted(self) -> Difference | None:
+        """The first operation whose outputs differ at all between the engines (within its bound
+        or not): where two engines that drift apart over a run first part."""
+        return next((row for row in self.rows if row.difference != 0.0 or row.broken), None)
 
     @property
     def worst(self) -> Difference | None:
@@ -215,9 +223,11 @@ class Comparison:
             worst = self.worst
             if worst is None or worst.ratio == 0.0:
                 return f"every operation within its bound: the engines agree bit for bit ({len(self.rows)} operations)"
+            parted = self.parted
+            apart = f"; the first apart, {parted.where}" if parted is not None else ""
             return (
                 f"every operation within its bound ({len(self.rows)} operations); the nearest, "
-                f"{worst.where}, at {_figure(worst.ratio)} of it"
+                f"{worst.where}, at {_figure(worst.ratio)} of it{apart}"
             )
         return (
             f"first past its bound: {first.where}, {first.shapes}: difference "

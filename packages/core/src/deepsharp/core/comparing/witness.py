@@ -182,7 +182,7 @@ class Witness:
         if phase == "update":
             layer = self._named_layer(outputs[output] if outputs else None, raw) or layer
         ratio = judged.ratio if not notes else float("inf")
-        detail = self._detail(name, outputs, output, len(outputs), notes)
+        detail = self._detail(name, outputs, output, len(outputs), notes, judged.difference)
         self.rows.append(
             Difference(
                 index=len(self.rows) + 1,
@@ -300,9 +300,17 @@ class Witness:
         return None
 
     def _detail(
-        self, name: str, outputs: Sequence[Any], output: int, count: int, notes: list[str]
+        self,
+        name: str,
+        outputs: Sequence[Any],
+        output: int,
+        count: int,
+        notes: list[str],
+        difference: float,
     ) -> str:
         said = list(notes)
+        if difference == 0.0:  # the same values everywhere: no output is the worst
+            return "; ".join(said)
         named = self.names.get(id(outputs[output])) if outputs else None
         if named is not None and name in IN_PLACE:
             said.insert(0, f"worst: {named}")
