@@ -25,8 +25,13 @@ from deepsharp.core import (
     ConfigurationError,
     CrossEntropy,
     Dense,
+    Embedding,
     Flatten,
+    Gelu,
+    Input,
     Layer,
+    MaxPool2D,
+    MeanSquaredError,
     Network,
     Relu,
     Tanh,
@@ -333,3 +338,152 @@ def test_a_bfloat16_accumulator_is_named_on_a_long_product() -> None:
         engines=("light", mixed_broken_engines.half_accumulation()),
     )
     assert _named(found, "matmul", "dense", "forward").ratio > 10
+
+
+# --- the layer operations ------------------------------------------------------------------------
+
+
+def _embedding_network(length: int, weights: Array) -> Network:
+    """ids (N, length) -> an embedding of one value -> Flatten -> Dense(1) of these weights."""
+    ids = Input((length,), dtype="int64", name="ids")
+    out = Dense(1)(Flatten()(Embedding(2, 1)(ids)))
+    return _with_slots(
+        Network(inputs=ids, outputs=out),
+        {
+            "embedding.table": np.zeros((2, 1), np.float32),
+            "dense.weights": weights.reshape(-1, 1),
+            "dense.bias": np.zeros(1, np.float32),
+        },
+    )
+
+
+def test_rows_added_in_float32_claiming_strict_are_named_in_an_embedding_s_way_back() -> None:
+    length = 1024
+    weights = np.full(length, SMALL, np.float32)
+    weights[0] = 1.0  # the one id's gradients: 1, then small terms just over half an ulp
+    found = compare(
+        _embedding_network(length, weights),
+        MeanSquaredError(),
+        (np.zeros((1, length), np.int64), np.full((1, 1), -0.5, np.float32)),
+        engines=("light", broken_engines.float32_add_rows()),
+    )
+    first = _named(found, "add_rows", "embedding", "way back")
+    assert first.rule == "take_rows" and first.ratio > 10
+
+
+def test_rows_added_in_another_order_each_call_are_named_by_their_bits() -> None:
+    rng = np.random.default_rng(0)
+    found = compare(
+        _embedding_network(64, rng.normal(size=64).astype(np.float32)),
+        MeanSquaredError(),
+        (rng.integers(0, 2, (8, 64)), rng.normal(size=(8, 1)).astype(np.float32)),
+        engines=("light", broken_engines.add_rows_in_turned_order()),
+    )
+    first = _named(found, "add_rows", "embedding", "way back")
+    assert first.difference <= first.bound  # within its bound: its bits are not its own twice
+    assert "gave other bits when run again" in first.detail
+
+
+class Products(Layer):
+    """Each row's sequence times its own transpose: a product of stacks (N, L, D) @ (N, D, L)."""
+
+    def build(self, shape: Shape) -> Shape:
+        return (shape[0], shape[0])
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        return ops.matmul(x, x, transpose_b=True)
+
+
+class Weighed(Layer):
+    """A sequence (N, L, K) times one weight column (K, 1), the same for every row: a product of
+    stacks."""
+
+    def build(self, shape: Shape) -> Shape:
+        self.slot("weights", (shape[1], 1), "ones")
+        return (shape[0], 1)
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        count, depth = x.shape[0], x.shape[2]
+        column = ops.reshape(slots["weights"], (1, depth, 1))
+        return ops.matmul(x, ops.broadcast_to(column, (count, depth, 1)))
+
+
+def test_stacks_paired_backwards_are_named_at_the_product_of_stacks() -> None:
+    sequences = np.random.default_rng(0).normal(size=(4, 3, 5)).astype(np.float32)
+    found = compare(
+        Network([Products(), Flatten(), Dense(1)], inputs=(3, 5)),
+        BinaryCrossEntropy(),
+        (sequences, _targets(4)),
+        engines=("light", broken_engines.stacks_paired_backwards()),
+    )
+    assert _named(found, "batch_matmul", "products", "forward").rule == "batch_matmul"
+
+
+def test_erf_as_gelu_s_tanh_approximation_is_named_in_the_gelu() -> None:
+    found = compare(
+        Network([Dense(16), Gelu(), Dense(1)]),
+        BinaryCrossEntropy(),
+        (_rows(32, 14, scale=2.0), _targets(32)),
+        engines=("light", broken_engines.tanh_erf()),
+    )
+    assert _named(found, "erf", "gelu", "forward").ratio > 1
+
+
+def test_a_pair_pool_selecting_the_last_maximum_is_named_on_ties() -> None:
+    counts = np.random.default_rng(0).integers(0, 3, (4, 1, 4, 6)).astype(np.float32)  # ties
+    found = compare(
+        Network([MaxPool2D((2, 3)), Flatten(), Dense(1)], inputs=(1, 4, 6)),
+        BinaryCrossEntropy(),
+        (counts, _targets(4)),
+        engines=("light", broken_engines.last_maximum_pair()),
+    )
+    first = _named(found, "maxpool2d_pair", "maxpool2d", "forward")
+    assert first.bound == 0.0 and "worst: output 2 of 2" in first.detail  # the selection
+
+
+def test_take_rows_that_flattens_its_ids_is_named_by_its_shape() -> None:
+    rng = np.random.default_rng(0)
+    found = compare(
+        _embedding_network(6, rng.normal(size=6).astype(np.float32)),
+        MeanSquaredError(),
+        (rng.integers(0, 2, (4, 6)), rng.normal(size=(4, 1)).astype(np.float32)),
+        engines=("light", broken_engines.flat_take_rows()),
+    )
+    first = _named(found, "take_rows", "embedding", "forward")
+    assert "gave (24, 1) where the reference gives (4, 6, 1)" in first.detail
+    assert any("the step stopped after it" in note for note in found.notes)
+
+
+class Present(Layer):
+    """1 where an int64 id (a hash, say) is above 0, else 0: the ids' values read on the engine."""
+
+    takes = ("int64",)
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        return ops.greater(x, 0.0)
+
+
+def test_integers_put_through_float64_are_named_where_the_batch_is_put() -> None:
+    hashes = Input((4,), dtype="int64", name="hashes")
+    network = Network(inputs=hashes, outputs=Dense(1)(Present()(hashes)))
+    big = np.array([[2**62 + 1, 3, 2**53 + 1, 7]] * 8, np.int64)  # beyond 2^53: float64 rounds
+    found = compare(
+        network,
+        BinaryCrossEntropy(),
+        (big, _targets(8)),
+        engines=("light", broken_engines.integers_through_float64()),
+    )
+    first = _first(found)
+    assert (first.operation, first.phase, first.family) == ("put", "batch", "transfers"), found
+
+
+def test_a_bfloat16_accumulator_of_stacks_is_named_on_a_long_product_of_stacks() -> None:
+    half_ulp = np.float32(2.0**-9)
+    sequences = np.stack([_adversarial(3, 512, half_ulp)] * 4)  # (4, 3, 512)
+    found = compare(
+        Network([Weighed(), Flatten(), Dense(1)], inputs=(3, 512)),
+        BinaryCrossEntropy(),
+        (sequences, _targets(4)),
+        engines=("light", mixed_broken_engines.half_stack_accumulation()),
+    )
+    assert _named(found, "batch_matmul", "weighed", "forward").ratio > 10

@@ -188,12 +188,17 @@ def _worst(
         return Judged(0.0, (0.0, 0.0), 0.0, (index, ()))
     same = _same(np.asarray(ref), np.asarray(out))
     with np.errstate(invalid="ignore", over="ignore"):
-        difference = np.where(same, 0.0, np.abs(out64 - ref64))
+        if np.asarray(ref).dtype.kind in "iu" and np.asarray(out).dtype.kind in "iu":
+            # exactly, in integers: float64 holds no integer past 2^53 apart from its neighbour
+            apart = np.abs(np.asarray(out, np.int64) - np.asarray(ref, np.int64))
+            difference = np.where(same, 0.0, apart.astype(np.float64))
+        else:
+            difference = np.where(same, 0.0, np.abs(out64 - ref64))
     difference = np.where(np.isnan(difference), np.inf, difference)
     looser = np.maximum(bound_a, bound_b)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(
-            difference == 0.0,
+            same,
             0.0,
             np.where(looser > 0, difference / np.where(looser > 0, looser, 1.0), np.inf),
         )

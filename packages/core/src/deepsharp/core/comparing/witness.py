@@ -17,13 +17,14 @@ the layer, the rule, and whether it is the forward pass or the way back.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from deepsharp.core.autodiff.tensor import open_recording
-from deepsharp.core.comparing.bounds import FAMILIES, IN_PLACE, judge
+from deepsharp.core.comparing.bounds import FAMILIES, IN_PLACE, Judged, judge
 from deepsharp.core.comparing.comparison import Difference
 from deepsharp.core.engine import Engine, Precision, fused
 from deepsharp.core.engine.protocol import Engine as EngineProtocol
@@ -176,8 +177,20 @@ class Witness:
         outputs = self._outputs(name, raw, result)
         got = [engine.get(handle) for handle in outputs]
         notes = self._changed(name, args, host) + self._transfers(name, made)
+        notes += self._repeated(name, own, raw, raw_kwargs, got)
         reference = self._again(name, host, kwargs)
-        judged = judge(name, host, kwargs, reference, got, self._precisions)
+        apart = [
+            f"gave {np.shape(mine)} where the reference gives {np.shape(theirs)}"
+            for mine, theirs in zip(got, reference)
+            if np.shape(mine) != np.shape(theirs)
+        ]
+        if apart or len(got) != len(reference):
+            notes += apart or [
+                f"gave {len(got)} outputs where the reference gives {len(reference)}"
+            ]
+            judged = Judged(math.inf, (0.0, 0.0), math.inf, (0, ()))
+        else:
+            judged = judge(name, host, kwargs, reference, got, self._precisions)
         output, _ = judged.place
         if phase == "update":
             layer = self._named_layer(outputs[output] if outputs else None, raw) or layer
@@ -230,6 +243,26 @@ class Witness:
                 if not _bits_equal(now, was):
                     return [f"changed its input (argument {place + 1})"]
         return []
+
+    def _repeated(
+        self,
+        name: str,
+        own: Callable[..., Any],
+        raw: Sequence[Any],
+        kwargs: dict[str, Any],
+        got: Sequence[Any],
+    ) -> list[str]:
+        """The operation run again on the same inputs must give the same bits (every precision
+        promises it run to run); an in-place one or a put is not run twice."""
+        if name in IN_PLACE or name == "put":
+            return []
+        again = [self._engine.get(handle) for handle in _flat(own(*raw, **kwargs))]
+        if len(again) == len(got) and all(map(_bits_equal, again, got)):
+            return []
+        return [
+            "gave other bits when run again on the same inputs (an engine gives the same bits "
+            "run to run)"
+        ]
 
     def _transfers(self, name: str, made: tuple[int, int]) -> list[str]:
         expected = (1, 0) if name == "put" else (0, 0)
