@@ -25,3 +25,60 @@ def batches(sample: TrainedNetwork, rows: list[dict[str, Any]], count: int) -> I
         part = rows[start : start + 32]
         features = sample.network.arrange(sample.pipeline.features(part), reshape=True)
         yield features, sample.pipeline.targets(part)
+
+
+def every_layer() -> dict[str, tuple[Any, Any]]:
+    """Two networks that hold every layer kind between them, each with a batch: a sequence one
+    (Embedding, LayerNorm, Dense, Gelu, Reshape, Conv1D, GlobalAvgPool) and an image one
+    (Conv2D, BatchNorm, Silu, AvgPool2D, MaxPool2D over a pair, Flatten, Dropout, LeakyRelu)."""
+    import numpy as np
+
+    from deepsharp.core import (
+        AvgPool2D,
+        BatchNorm,
+        Conv1D,
+        Conv2D,
+        Dense,
+        Dropout,
+        Embedding,
+        Flatten,
+        Gelu,
+        GlobalAvgPool,
+        Input,
+        LayerNorm,
+        LeakyRelu,
+        MaxPool2D,
+        Network,
+        Reshape,
+        Silu,
+    )
+
+    rng = np.random.default_rng(0)
+    ids = Input((12,), dtype="int64", name="ids")
+    words = Gelu()(Dense(16)(LayerNorm()(Embedding(50, 16)(ids))))
+    sequence = Dense(3)(GlobalAvgPool()(Conv1D(8, 3, padding="same")(Reshape((16, 12))(words))))
+    image = Network(
+        [
+            Conv2D(4, 3, padding="same"),
+            BatchNorm(),
+            Silu(),
+            AvgPool2D(),
+            MaxPool2D((2, 1)),
+            Flatten(),
+            Dropout(0.2),
+            Dense(8),
+            LeakyRelu(),
+            Dense(3),
+        ],
+        inputs=(1, 8, 8),
+    )
+    return {
+        "sequence": (
+            Network(inputs=ids, outputs=sequence),
+            (rng.integers(0, 50, (16, 12)), rng.integers(0, 3, 16)),
+        ),
+        "image": (
+            image,
+            (rng.normal(size=(16, 1, 8, 8)).astype(np.float32), rng.integers(0, 3, 16)),
+        ),
+    }

@@ -16,10 +16,12 @@ from core_helpers import fit_titanic, titanic_shaped
 
 from deepsharp.core import (
     Adam,
+    AdamW,
     Add,
     BinaryCrossEntropy,
     Comparison,
     ConfigurationError,
+    CrossEntropy,
     DataError,
     DeepSharpWarning,
     Dense,
@@ -417,5 +419,16 @@ def test_every_operation_of_every_sample_is_within_its_bound_on_the_processor_en
     for batch in compare_samples.batches(trained, rows, 3):
         found = compare(
             trained.network, trained.loss, batch, engines=("light", other), optimizer=optimizer
+        )
+        assert found.within, found
+
+
+@pytest.mark.parametrize(
+    "other", ["light:float32", "light:mixed_bfloat16", "light:mixed_float16", "testbuffer"]
+)
+def test_every_layer_kind_is_within_its_bounds_on_the_processor_engines(other: str) -> None:
+    for network, batch in compare_samples.every_layer().values():
+        found = compare(
+            network, CrossEntropy(), batch, engines=("light", other), optimizer=AdamW(0.01)
         )
         assert found.within, found

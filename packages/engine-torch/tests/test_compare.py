@@ -8,11 +8,36 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
 
-from deepsharp.core import Adam, Optimizer, TrainedNetwork, compare
+from deepsharp.core import (
+    Adam,
+    AdamW,
+    AvgPool2D,
+    BatchNorm,
+    Conv1D,
+    Conv2D,
+    CrossEntropy,
+    Dense,
+    Dropout,
+    Embedding,
+    Flatten,
+    Gelu,
+    GlobalAvgPool,
+    Input,
+    LayerNorm,
+    LeakyRelu,
+    MaxPool2D,
+    Network,
+    Optimizer,
+    Reshape,
+    Silu,
+    TrainedNetwork,
+    compare,
+)
 from deepsharp.core.samples import digits, titanic
 
 ENGINES = ["torch:cpu", "torch:cpu:strict", "torch:cpu:mixed_bfloat16"]
@@ -56,3 +81,45 @@ def test_every_operation_of_every_sample_is_within_its_bound_beside_light(
         )
         assert found.within, found
         assert found.engines[1].name == "torch"
+
+
+def _every_layer() -> dict[str, tuple[Any, Any]]:
+    """A sequence network and an image one, every layer kind between them, each with a batch."""
+    rng = np.random.default_rng(0)
+    ids = Input((12,), dtype="int64", name="ids")
+    words = Gelu()(Dense(16)(LayerNorm()(Embedding(50, 16)(ids))))
+    sequence = Dense(3)(GlobalAvgPool()(Conv1D(8, 3, padding="same")(Reshape((16, 12))(words))))
+    image = Network(
+        [
+            Conv2D(4, 3, padding="same"),
+            BatchNorm(),
+            Silu(),
+            AvgPool2D(),
+            MaxPool2D((2, 1)),
+            Flatten(),
+            Dropout(0.2),
+            Dense(8),
+            LeakyRelu(),
+            Dense(3),
+        ],
+        inputs=(1, 8, 8),
+    )
+    return {
+        "sequence": (
+            Network(inputs=ids, outputs=sequence),
+            (rng.integers(0, 50, (16, 12)), rng.integers(0, 3, 16)),
+        ),
+        "image": (
+            image,
+            (rng.normal(size=(16, 1, 8, 8)).astype(np.float32), rng.integers(0, 3, 16)),
+        ),
+    }
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_layer_kind_is_within_its_bounds_beside_light(engine: str) -> None:
+    for network, batch in _every_layer().values():
+        found = compare(
+            network, CrossEntropy(), batch, engines=("light", engine), optimizer=AdamW(0.01)
+        )
+        assert found.within, found
