@@ -5,7 +5,8 @@ against a shadow engine.
 - `witness`: the engine that takes the step and has each operation done again by the reference;
 - `bounds` and `terms`: each operation's bound at a precision, from its inputs on the host;
 - `comparison`: what a comparison found (`Comparison`, `Difference`), as text, table and plot;
-- `shadow`: `Shadow`, a run's sampled steps compared against a second engine.
+- `shadow`: `Shadow`, a run's sampled steps compared against a second engine;
+- `command`: `deepsharp compare FILE ROWS.csv --engines REFERENCE OTHER`.
 """
 
 from deepsharp.core.comparing.comparison import Comparison, Difference

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -322,8 +321,3 @@ def _shown(ratio: float, floor: float) -> float:
     if math.isnan(ratio) or math.isinf(ratio):
         return 1e6
     return max(ratio, floor)
-
-
-def joined(rows: Sequence[Difference]) -> str:
-    """Rows' places in words, for a message."""
-    return "; ".join(row.where for row in rows)
