@@ -26,12 +26,15 @@ from deepsharp.core import (
     LayerNorm,
     LeakyRelu,
     MaxPool2D,
+    MultiHeadAttention,
+    PositionalEmbedding,
     Relu,
     Reshape,
     Sigmoid,
     Silu,
     Softmax,
     Tanh,
+    TransformerBlock,
 )
 from deepsharp.core.nn.layer import LAYERS, Layer
 from deepsharp.core.nn.testing import check_layer
@@ -66,6 +69,24 @@ CASES: dict[str, Case] = {
     "reshape": (lambda: Reshape((3, -1)), (2, 6), {}),
     "flatten": (lambda: Flatten(), (2, 3), {}),
     "dropout": (lambda: Dropout(0.4), (8,), {}),
+    "multiheadattention": (lambda: MultiHeadAttention(2), (3, 4), {}),
+    "multiheadattention-causal-dropout": (
+        lambda: MultiHeadAttention(1, causal=True, dropout=0.3),
+        (4, 3),
+        {},
+    ),
+    "multiheadattention-mask-input": (
+        lambda: MultiHeadAttention(2),
+        [(3, 4), (3,)],
+        {
+            "inputs": [
+                np.random.default_rng(1).standard_normal((2, 3, 4)),
+                np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]),
+            ]
+        },
+    ),
+    "transformerblock": (lambda: TransformerBlock(2, 6, causal=True), (3, 4), {}),
+    "positionalembedding": (lambda: PositionalEmbedding(5, 3), (4, 3), {}),
     "embedding": (
         lambda: Embedding(7, 3),
         (4,),
