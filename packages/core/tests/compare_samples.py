@@ -1,22 +1,28 @@
-"""The samples as compare meets them: each trained a little (2 epochs, seed 42), its loss, its
-optimizer, and its first batches of 32 rows through its own pipeline, as the network takes them."""
+"""The samples as compare meets them: each trained a little (seed 42), its loss, its optimizer,
+and its first batches of 32 rows through its own pipeline, as the network takes them; and
+networks that hold every layer kind."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
-from deepsharp.core import Adam, Optimizer, TrainedNetwork
-from deepsharp.core.samples import digits, titanic
+from deepsharp.core import Adam, AdamW, Optimizer, TrainedNetwork
+from deepsharp.core.samples import digits, resnet, titanic
 
-SAMPLES = ("titanic", "digits")
+SAMPLES = ("titanic", "digits", "resnet")
 
 
 def trained(sample: str) -> tuple[TrainedNetwork, Optimizer, list[dict[str, Any]]]:
-    """The sample trained for 2 epochs, the optimizer it trains with, and rows to compare on."""
+    """The sample trained a little (2 epochs; the residual one 1), the optimizer it trains with,
+    and rows to compare on."""
     if sample == "titanic":
         return titanic.run(seed=42, epochs=2, progress=False).trained, Adam(0.001), titanic.rows()
-    return digits.run(seed=42, epochs=2, progress=False).trained, Adam(0.003), digits.rows("test")
+    if sample == "digits":
+        run = digits.run(seed=42, epochs=2, progress=False)
+        return run.trained, Adam(0.003), digits.rows("test")
+    run = resnet.run(seed=42, epochs=1, progress=False)
+    return run.trained, AdamW(0.002, weight_decay=0.01), digits.rows("test")
 
 
 def batches(sample: TrainedNetwork, rows: list[dict[str, Any]], count: int) -> Iterator[Any]:
@@ -28,9 +34,11 @@ def batches(sample: TrainedNetwork, rows: list[dict[str, Any]], count: int) -> I
 
 
 def every_layer() -> dict[str, tuple[Any, Any]]:
-    """Two networks that hold every layer kind between them, each with a batch: a sequence one
-    (Embedding, LayerNorm, Dense, Gelu, Reshape, Conv1D, GlobalAvgPool) and an image one
-    (Conv2D, BatchNorm, Silu, AvgPool2D, MaxPool2D over a pair, Flatten, Dropout, LeakyRelu)."""
+    """Three networks that hold every layer kind between them, each with a batch: a sequence one
+    (Embedding, LayerNorm, Dense, Gelu, Reshape, Conv1D, GlobalAvgPool), an image one (Conv2D,
+    BatchNorm, Silu, AvgPool2D, MaxPool2D over a pair, Flatten, Dropout, LeakyRelu) and an
+    attention one (PositionalEmbedding, a causal TransformerBlock with dropout, MultiHeadAttention
+    over padded ids)."""
     import numpy as np
 
     from deepsharp.core import (
@@ -48,9 +56,12 @@ def every_layer() -> dict[str, tuple[Any, Any]]:
         LayerNorm,
         LeakyRelu,
         MaxPool2D,
+        MultiHeadAttention,
         Network,
+        PositionalEmbedding,
         Reshape,
         Silu,
+        TransformerBlock,
     )
 
     rng = np.random.default_rng(0)
@@ -72,10 +83,19 @@ def every_layer() -> dict[str, tuple[Any, Any]]:
         ],
         inputs=(1, 8, 8),
     )
+    tokens = Input((12,), dtype="int64", name="tokens")
+    attended = PositionalEmbedding(12, 16)(Embedding(50, 16)(tokens))
+    attended = MultiHeadAttention(2)(TransformerBlock(4, 32, dropout=0.1, causal=True)(attended))
+    padded = rng.integers(0, 50, (8, 12))
+    padded[:, -3:] = 0  # padding: no attention
     return {
         "sequence": (
             Network(inputs=ids, outputs=sequence),
             (rng.integers(0, 50, (16, 12)), rng.integers(0, 3, 16)),
+        ),
+        "attention": (
+            Network(inputs=tokens, outputs=Dense(3)(GlobalAvgPool()(attended))),
+            (padded, rng.integers(0, 3, 8)),
         ),
         "image": (
             image,

@@ -31,14 +31,17 @@ from deepsharp.core import (
     LayerNorm,
     LeakyRelu,
     MaxPool2D,
+    MultiHeadAttention,
     Network,
     Optimizer,
+    PositionalEmbedding,
     Reshape,
     Silu,
     TrainedNetwork,
+    TransformerBlock,
     compare,
 )
-from deepsharp.core.samples import digits, titanic
+from deepsharp.core.samples import digits, resnet, titanic
 
 ENGINES = ["torch:cpu", "torch:cpu:strict", "torch:cpu:mixed_bfloat16"]
 if os.environ.get("DEEPSHARP_TEST_CUDA") == "1":
@@ -47,7 +50,8 @@ if os.environ.get("DEEPSHARP_TEST_CUDA") == "1":
 
 @pytest.fixture(scope="module")
 def samples() -> dict[str, tuple[TrainedNetwork, Optimizer, list[dict[str, Any]]]]:
-    """Each sample trained a little (2 epochs, seed 42), its optimizer and rows to compare on."""
+    """Each sample trained a little (2 epochs, the residual one 1; seed 42), its optimizer and
+    rows to compare on."""
     return {
         "titanic": (
             titanic.run(seed=42, epochs=2, progress=False).trained,
@@ -57,6 +61,11 @@ def samples() -> dict[str, tuple[TrainedNetwork, Optimizer, list[dict[str, Any]]
         "digits": (
             digits.run(seed=42, epochs=2, progress=False).trained,
             Adam(0.003),
+            digits.rows("test"),
+        ),
+        "resnet": (
+            resnet.run(seed=42, epochs=1, progress=False).trained,
+            AdamW(0.002, weight_decay=0.01),
             digits.rows("test"),
         ),
     }
@@ -70,12 +79,12 @@ def _batches(trained: TrainedNetwork, rows: list[dict[str, Any]], count: int) ->
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("sample", ["titanic", "digits"])
+@pytest.mark.parametrize("sample", ["titanic", "digits", "resnet"])
 def test_every_operation_of_every_sample_is_within_its_bound_beside_light(
     samples: dict[str, Any], sample: str, engine: str
 ) -> None:
     trained, optimizer, rows = samples[sample]
-    for batch in _batches(trained, rows, 3):
+    for batch in _batches(trained, rows, 1 if sample == "resnet" else 3):
         found = compare(
             trained.network, trained.loss, batch, engines=("light", engine), optimizer=optimizer
         )
@@ -84,7 +93,8 @@ def test_every_operation_of_every_sample_is_within_its_bound_beside_light(
 
 
 def _every_layer() -> dict[str, tuple[Any, Any]]:
-    """A sequence network and an image one, every layer kind between them, each with a batch."""
+    """A sequence network, an image one and an attention one (padded ids), every layer kind
+    between them, each with a batch."""
     rng = np.random.default_rng(0)
     ids = Input((12,), dtype="int64", name="ids")
     words = Gelu()(Dense(16)(LayerNorm()(Embedding(50, 16)(ids))))
@@ -104,10 +114,19 @@ def _every_layer() -> dict[str, tuple[Any, Any]]:
         ],
         inputs=(1, 8, 8),
     )
+    tokens = Input((12,), dtype="int64", name="tokens")
+    attended = PositionalEmbedding(12, 16)(Embedding(50, 16)(tokens))
+    attended = MultiHeadAttention(2)(TransformerBlock(4, 32, dropout=0.1, causal=True)(attended))
+    padded = rng.integers(0, 50, (8, 12))
+    padded[:, -3:] = 0  # padding: no attention
     return {
         "sequence": (
             Network(inputs=ids, outputs=sequence),
             (rng.integers(0, 50, (16, 12)), rng.integers(0, 3, 16)),
+        ),
+        "attention": (
+            Network(inputs=tokens, outputs=Dense(3)(GlobalAvgPool()(attended))),
+            (padded, rng.integers(0, 3, 8)),
         ),
         "image": (
             image,
