@@ -6,6 +6,8 @@ What engine authors and the run's extensions use lives in its module (`deepsharp
 """
 
 from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.comparing import Comparison, compare
+from deepsharp.core.comparing.shadow import Shadow
 from deepsharp.core.data.pipeline import Pipeline, read_csv
 from deepsharp.core.data.scan import scan_csv, scan_parquet
 from deepsharp.core.engine import Engine, EngineIdentity, available_engines, make_engine
@@ -73,6 +75,7 @@ __all__ = [
     "Callback",
     "Checkpoint",
     "CheckpointMismatchError",
+    "Comparison",
     "Concatenate",
     "ConfigurationError",
     "Conv1D",
@@ -114,6 +117,7 @@ __all__ = [
     "Run",
     "RunState",
     "SGD",
+    "Shadow",
     "ShapeError",
     "Sigmoid",
     "Silu",
@@ -128,6 +132,7 @@ __all__ = [
     "TrainingDivergedError",
     "TransformerBlock",
     "available_engines",
+    "compare",
     "fit",
     "make_engine",
     "read_csv",
