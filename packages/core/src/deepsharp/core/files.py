@@ -68,8 +68,6 @@ _TWO_PASSES = 64 << 20  # bodies above this are checked against their digest bef
 _CHUNK = 1 << 20
 _DIGEST = "digest"
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")
-_LONG_NUMBER = re.compile(f"[0-9]{{{_MAX_DIGITS + 1},}}")
-_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _KINDS = {
     stat.S_IFDIR: "a folder",
     stat.S_IFIFO: "a named pipe",
@@ -452,28 +450,54 @@ def _constant(text: str) -> Any:
 
 def _check_depth(text: str, where: str) -> None:
     """Refuse JSON nested deeper than MAX_DEPTH, or with whole numbers too long to be ours,
-    before anything parses it (the parser's memory and stack grow with both)."""
-    bare = _STRINGS.sub('""', text)
-    marks = np.frombuffer(bare.encode("utf-8", "replace"), np.uint8)
+    before anything parses it (the parser's memory and stack grow with both). One pass over
+    the text, whatever its strings hold."""
+    marks = np.frombuffer(text.encode("utf-8", "replace"), np.uint8)
+    outside = ~_in_strings(marks)
     steps = np.zeros(marks.shape, np.int8)
-    steps[(marks == ord("[")) | (marks == ord("{"))] = 1
-    steps[(marks == ord("]")) | (marks == ord("}"))] = -1
+    steps[outside & ((marks == _OPEN_LIST) | (marks == _OPEN_OBJECT))] = 1
+    steps[outside & ((marks == _CLOSE_LIST) | (marks == _CLOSE_OBJECT))] = -1
     depth = int(np.cumsum(steps, dtype=np.int64).max(initial=0))
     if depth > MAX_DEPTH:
         raise FileFormatError(
             f"{where} is nested {depth} deep; deepsharp reads at most {MAX_DEPTH}"
         )
-    digits = max((len(run) for run in _LONG_NUMBER.findall(bare)), default=0)
-    if digits:
+    digits = _longest_run(outside & (marks >= _ZERO) & (marks <= _NINE))
+    if digits > _MAX_DIGITS:
         raise FileFormatError(
             f"{where} holds a number of {digits} digits; deepsharp's have at most {_MAX_DIGITS}"
         )
 
 
+_QUOTE, _BACKSLASH, _ZERO, _NINE = (ord(c) for c in '"\\09')
+_OPEN_LIST, _CLOSE_LIST, _OPEN_OBJECT, _CLOSE_OBJECT = (ord(c) for c in "[]{}")
+
+
+def _in_strings(marks: NDArray[np.uint8]) -> NDArray[np.bool_]:
+    """Which bytes of JSON text lie in a string, its quotes included (a string left open runs
+    to the end). A quote closes or opens one unless an odd run of backslashes comes before it;
+    worked out for all quotes at once (a pattern that backtracks takes quadratic time here)."""
+    index = np.arange(marks.size)
+    # Where each run of backslashes began: the last byte up to here that is no backslash.
+    last_other = np.maximum.accumulate(np.where(marks != _BACKSLASH, index, -1))
+    quotes = np.flatnonzero(marks == _QUOTE)
+    before = np.maximum(quotes - 1, 0)
+    escaped = (quotes > 0) & ((before - last_other[before]) % 2 == 1)
+    turns = np.zeros(marks.size, np.int8)
+    turns[quotes[~escaped]] = 1
+    inside: NDArray[np.bool_] = (np.cumsum(turns, dtype=np.int64) % 2 == 1) | (turns == 1)
+    return inside
+
+
+def _longest_run(flags: NDArray[np.bool_]) -> int:
+    """The length of the longest run of True in `flags`."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], flags.view(np.int8), [0]))))
+    return int((edges[1::2] - edges[::2]).max(initial=0))
+
+
 def _check_json_text(value: str, where: str) -> None:
     """deepsharp's metadata entries (JSON, or plain text) are held to the header's bounds."""
-    if any(mark in value for mark in "[{") or _LONG_NUMBER.search(value):
-        _check_depth(value, where)
+    _check_depth(value, where)
 
 
 def _metadata(found: Any, where: str) -> dict[str, str]:
