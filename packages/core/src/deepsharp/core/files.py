@@ -31,9 +31,9 @@ import secrets
 import socket
 import stat
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,6 +42,8 @@ from deepsharp.core.errors import FileFormatError
 
 __all__ = [
     "MAX_HEADER",
+    "Declared",
+    "Expectation",
     "encode_safetensors",
     "read_safetensors",
     "seal_safetensors",
@@ -247,20 +249,42 @@ def seal_safetensors(path: str | os.PathLike[str], what: str = "file") -> None:
 # --- reading -------------------------------------------------------------------------------
 
 
+class Declared(NamedTuple):
+    """What a file's header says of one tensor, before a byte of its values is read."""
+
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+
+
+Expectation = Callable[[Mapping[str, str], Mapping[str, Declared]], None]
+"""A loader's check of a file's metadata and declared tensors (a FileFormatError if they are not
+what its architecture needs), run before any tensor's values are read."""
+
+
 def read_safetensors(
-    path: str | os.PathLike[str], what: str = "file", *, foreign: bool = False
+    path: str | os.PathLike[str],
+    what: str = "file",
+    *,
+    foreign: bool = False,
+    expect: Expectation | None = None,
 ) -> tuple[dict[str, NDArray[Any]], dict[str, str]]:
     """The tensors and metadata (without the digest) of a safetensors file, or a
     FileFormatError saying what is wrong (FileNotFoundError where there is no file).
 
     deepsharp's files carry a digest, checked here. A file without one is refused before its
     body is read, unless `foreign` asks to read other tools' files (a digest is then checked
-    where there is one)."""
-    return _read(path, what, require_digest=not foreign)
+    where there is one). `expect` checks the metadata and each tensor's declared dtype and
+    shape before any values are read or hashed, so a header that promises gigabytes its
+    architecture does not need costs nothing; where it refuses a file whose digest does not
+    match either, the file is said to be damaged."""
+    return _read(path, what, require_digest=not foreign, expect=expect)
 
 
 def _read(
-    path: str | os.PathLike[str], what: str, require_digest: bool
+    path: str | os.PathLike[str],
+    what: str,
+    require_digest: bool,
+    expect: Expectation | None = None,
 ) -> tuple[dict[str, NDArray[Any]], dict[str, str]]:
     where = f"{what} {os.fspath(path)!r}"
     with _open_regular(path, what, where) as stream:
@@ -281,6 +305,9 @@ def _read(
             if not re.fullmatch(r"sha256:[0-9a-f]{64}", recorded):
                 raise FileFormatError(f"{where}: its digest {recorded[:80]!r} is not sha256:<hex>")
         body = 8 + length
+        if expect is not None:
+            _expected(expect, metadata, entries, stream, (body, size), digest, recorded, where)
+        _check_memory(size - body, where)
         if digest is not None and size - body > _TWO_PASSES:  # a big file is checked before kept
             _check_digest(_hash_body(stream, body, size, digest.copy(), where), recorded, where)
             stream.seek(body)
@@ -288,6 +315,57 @@ def _read(
         if digest is not None:
             _check_digest(digest, recorded, where)
     return tensors, metadata
+
+
+def _expected(
+    expect: Expectation,
+    metadata: Mapping[str, str],
+    entries: list[tuple[str, _Entry]],
+    stream: BinaryIO,
+    body: tuple[int, int],
+    digest: Any,
+    recorded: str | None,
+    where: str,
+) -> None:
+    """The loader's expectation of the declared tensors; a refusal of a file whose digest does
+    not match is said as damage (checked where the body is small enough to hash at once)."""
+    try:
+        expect(metadata, {name: Declared(e.dtype, tuple(e.shape)) for name, e in entries})
+    except FileFormatError:
+        start, stop = body
+        if digest is not None and stop - start <= _TWO_PASSES:
+            _check_digest(_hash_body(stream, start, stop, digest.copy(), where), recorded, where)
+        raise
+    stream.seek(body[0])
+
+
+def _check_memory(count: int, where: str) -> None:
+    """Refuse, before reading it, a body larger than this process may ever hold."""
+    ceiling = _memory_ceiling()
+    if ceiling is not None and count > ceiling:
+        raise FileFormatError(
+            f"{where}: its tensors hold {count:,} bytes, more than this process can hold "
+            f"({ceiling:,} bytes of memory): deepsharp's networks are far smaller; if this one "
+            "is not, load it on a machine with more memory"
+        )
+
+
+def _memory_ceiling() -> int | None:
+    """The most memory this process can ever have: the machine's, or less where limited."""
+    found: list[int] = []
+    try:
+        found.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        pass
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            found.append(limit)
+    except (ImportError, AttributeError, ValueError, OSError):
+        pass
+    return min(found) if found else None
 
 
 def _refuse_undigested(path: str | os.PathLike[str], where: str, metadata: dict[str, str]) -> None:

@@ -167,8 +167,9 @@ class TrainedNetwork:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TrainedNetwork:
         """A trained network from its file; never runs code from it. FileFormatError if bad."""
-        tensors, metadata = read_safetensors(path, "trained-network file")
         where = f"trained-network file {os.fspath(path)!r}"
+        expect = Network.expectation(where, TRAINED_FORMAT)
+        tensors, metadata = read_safetensors(path, "trained-network file", expect=expect)
         network = Network.from_file(tensors, metadata, where, TRAINED_FORMAT)
         try:
             loss = loss_from_json(json.loads(metadata["loss"]))

@@ -23,7 +23,7 @@ from deepsharp.core.autodiff.functions import parts
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, make_engine
 from deepsharp.core.errors import DeepSharpWarning, FileFormatError, ShapeError, StateError
-from deepsharp.core.files import read_safetensors, write_safetensors
+from deepsharp.core.files import Declared, Expectation, read_safetensors, write_safetensors
 from deepsharp.core.nn.layers import Conv2D, Layer, Pass, SlotSpec, layer_from_json
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.random import Generator
@@ -305,13 +305,23 @@ class Network:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Network:
-        tensors, metadata = read_safetensors(path, "network file")
-        return cls.from_file(tensors, metadata, f"network file {os.fspath(path)!r}", NETWORK_FORMAT)
+        where = f"network file {os.fspath(path)!r}"
+        expect = cls.expectation(where, NETWORK_FORMAT)
+        tensors, metadata = read_safetensors(path, "network file", expect=expect)
+        return cls.from_file(tensors, metadata, where, NETWORK_FORMAT)
 
     @classmethod
     def from_file(
         cls, tensors: dict[str, NDArray[Any]], metadata: dict[str, str], where: str, kind: str
     ) -> Network:
+        network = cls.from_metadata(metadata, where, kind)
+        network.check_slots(tensors, where)
+        network._values = {name: tensors[name] for name in network.specs}
+        return network
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, str], where: str, kind: str) -> Network:
+        """The architecture a file of `kind` records (its format checked first), without slots."""
         check_format(metadata, where, kind)
         try:
             data = json.loads(metadata["network"])
@@ -319,26 +329,43 @@ class Network:
             raise FileFormatError(
                 f"{where}: its metadata lacks a readable 'network' entry"
             ) from None
-        network = cls.from_json(data, where)
-        network.check_slots(tensors, where)
-        network._values = {name: tensors[name] for name in network.specs}
-        return network
+        return cls.from_json(data, where)
+
+    @classmethod
+    def expectation(cls, where: str, kind: str) -> Expectation:
+        """What a file of `kind` must declare before its values are read: every slot of the
+        architecture it records, float32 at its shape, and nothing else."""
+
+        def expect(metadata: Mapping[str, str], declared: Mapping[str, Declared]) -> None:
+            cls.from_metadata(metadata, where, kind).check_declared(declared, where)
+
+        return expect
 
     def check_slots(self, tensors: Mapping[str, NDArray[Any]], where: str) -> None:
         """Refuse (a FileFormatError naming `where`) tensors that are not every slot of the
         architecture, each float32 at its shape and finite, and nothing else."""
+        self.check_declared(
+            {name: Declared(value.dtype, tuple(value.shape)) for name, value in tensors.items()},
+            where,
+        )
+        for name in self.specs:
+            if not np.all(np.isfinite(tensors[name])):
+                raise FileFormatError(f"{where}: slot {name!r} holds NaN or infinite values")
+
+    def check_declared(self, declared: Mapping[str, Declared], where: str) -> None:
+        """Refuse (a FileFormatError naming `where`) a file's tensors, as its header declares
+        them, that are not every slot of the architecture, each float32 at its shape, and
+        nothing else."""
         for name, spec in self.specs.items():
-            if name not in tensors:
+            if name not in declared:
                 raise FileFormatError(f"{where}: slot {name!r} is missing")
-            value = tensors[name]
-            if tuple(value.shape) != spec.shape or value.dtype != np.float32:
+            dtype, shape = declared[name]
+            if shape != spec.shape or dtype != np.float32:
                 raise FileFormatError(
-                    f"{where}: slot {name!r} is {value.dtype} of shape {tuple(value.shape)}, "
+                    f"{where}: slot {name!r} is {dtype} of shape {shape}, "
                     f"the architecture needs float32 of shape {spec.shape}"
                 )
-            if not np.all(np.isfinite(value)):
-                raise FileFormatError(f"{where}: slot {name!r} holds NaN or infinite values")
-        extra = sorted(set(tensors) - set(self.specs))
+        extra = sorted(set(declared) - set(self.specs))
         if extra:
             raise FileFormatError(f"{where}: slots the architecture does not hold: {extra}")
 

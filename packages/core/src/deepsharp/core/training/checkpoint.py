@@ -15,17 +15,17 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.engine import EngineIdentity
 from deepsharp.core.errors import FileFormatError
-from deepsharp.core.files import read_safetensors, write_safetensors
+from deepsharp.core.files import Declared, Expectation, read_safetensors, write_safetensors
 from deepsharp.core.nn.network import Network, check_format
 from deepsharp.core.nn.optimizers import Optimizer
 from deepsharp.core.random import Streams
@@ -137,18 +137,8 @@ class Checkpoint:
         if os.path.isdir(path):
             path = cls.path_in(path)
             where = f"checkpoint {os.fspath(path)!r}"
-        tensors, metadata = read_safetensors(path, "checkpoint")
-        check_format(metadata, where, CHECKPOINT_FORMAT, CHECKPOINT_VERSION)
-        try:
-            state = json.loads(metadata["state"])
-            architecture = json.loads(metadata["network"])
-        except (KeyError, ValueError, RecursionError) as error:
-            raise FileFormatError(f"{where}: its state cannot be read ({error})") from None
-        if not isinstance(state, dict):
-            raise FileFormatError(f"{where}: its state must be a JSON object")
-        network = Network.from_json(architecture, where)
-        if network.inputs is None:
-            raise FileFormatError(f"{where}: its architecture names no inputs")
+        tensors, metadata = read_safetensors(path, "checkpoint", expect=_expectation(where))
+        state, architecture, network = _contents(metadata, where)
         try:
             return _read(where, state, tensors, architecture, network, os.fspath(path))
         except (KeyError, ValueError, TypeError) as error:
@@ -175,6 +165,39 @@ class Checkpoint:
             return []
         found = [(int(m.group(1)), Path(folder) / n) for n in names if (m := _NAME.fullmatch(n))]
         return sorted(found)
+
+
+def _contents(
+    metadata: Mapping[str, str], where: str
+) -> tuple[dict[str, Any], dict[str, Any], Network]:
+    """A checkpoint's state, its architecture as recorded, and the network it makes."""
+    check_format(metadata, where, CHECKPOINT_FORMAT, CHECKPOINT_VERSION)
+    try:
+        state = json.loads(metadata["state"])
+        architecture = json.loads(metadata["network"])
+    except (KeyError, ValueError, RecursionError) as error:
+        raise FileFormatError(f"{where}: its state cannot be read ({error})") from None
+    if not isinstance(state, dict):
+        raise FileFormatError(f"{where}: its state must be a JSON object")
+    network = Network.from_json(architecture, where)
+    if network.inputs is None:
+        raise FileFormatError(f"{where}: its architecture names no inputs")
+    return state, architecture, network
+
+
+def _expectation(where: str) -> Expectation:
+    """What a checkpoint must declare before its values are read: every slot of its
+    architecture in each part (slots, best, the optimizer's memories), float32 at its shape."""
+
+    def expect(metadata: Mapping[str, str], declared: Mapping[str, Declared]) -> None:
+        state, _, network = _contents(metadata, where)
+        try:
+            memories = _optimizer(state["optimizer"])["memories"]
+            _parts(declared, network, memories, check=network.check_declared)
+        except (KeyError, ValueError, TypeError) as error:
+            raise FileFormatError(f"{where}: {error}") from None
+
+    return expect
 
 
 def _read(
@@ -276,18 +299,25 @@ def _generator(value: object) -> dict[str, Any]:
     return {"seed": record["seed"], **{name: record[name] for name in Streams.PURPOSES}}
 
 
+_Value = TypeVar("_Value")
+
+
 def _parts(
-    tensors: Mapping[str, NDArray[Any]], network: Network, memories: list[str]
-) -> dict[str, dict[str, NDArray[np.float32]]]:
-    """The tensors by part (slots, best, memory/<kind>), each holding every slot of the network
-    at its shape, float32 and finite; nothing else."""
+    tensors: Mapping[str, _Value],
+    network: Network,
+    memories: list[str],
+    check: Callable[[dict[str, _Value], str], None] | None = None,
+) -> dict[str, dict[str, _Value]]:
+    """The tensors (or what the header declares of them) by part (slots, best,
+    memory/<kind>), each holding every slot of the network at its shape, float32 and finite;
+    nothing else. `check` checks each part (the network's check of slots by default)."""
     groups = ["slots", "best", *(f"memory/{kind}" for kind in memories)]
-    parts: dict[str, dict[str, NDArray[np.float32]]] = {group: {} for group in groups}
+    parts: dict[str, dict[str, _Value]] = {group: {} for group in groups}
     for key, value in tensors.items():
         group, _, name = key.rpartition("/")
         if group not in parts:
             raise ValueError(f"it holds a tensor {key!r} that no part of a checkpoint names")
         parts[group][name] = value
     for group, values in parts.items():
-        network.check_slots(values, f"its {group}")
+        (check or network.check_slots)(values, f"its {group}")  # type: ignore[arg-type]
     return parts
