@@ -243,6 +243,7 @@ def fuzz(session: nox.Session) -> None:
     summary = os.path.join(session.create_tmp(), "fuzz.json")
     session.run("python", fuzzer, "--special")
     session.run("python", fuzzer, "--flips", "--every-bit")
+    session.run("python", fuzzer, "--numbers")
     session.run("python", fuzzer, "--files", files, "--seed", "1", "--json", summary)
 
 

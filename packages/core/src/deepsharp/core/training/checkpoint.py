@@ -12,7 +12,6 @@ contents lie is refused there, with a FileFormatError saying what is wrong.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -29,6 +28,7 @@ from deepsharp.core.files import Declared, Expectation, read_safetensors, write_
 from deepsharp.core.nn.network import Network, check_format
 from deepsharp.core.nn.optimizers import Optimizer
 from deepsharp.core.random import Streams
+from deepsharp.core.reals import brief, finite_real
 from deepsharp.core.training.trainer import TrainerState
 from deepsharp.core.version import __version__
 
@@ -56,18 +56,20 @@ class EpochRecord:
     def from_json(cls, data: Any) -> EpochRecord:
         if not (isinstance(data, list) and len(data) == 4):
             raise ValueError(
-                f"an epoch's record is [epoch, loss, validation, seconds], not {data!r}"
+                f"an epoch's record is [epoch, loss, validation, seconds], not {brief(data)}"
             )
         epoch, loss, validation, seconds = data
         if not _whole(epoch, 1):
-            raise ValueError(f"an epoch's number must be a whole number from 1, not {epoch!r}")
+            raise ValueError(f"an epoch's number must be a whole number from 1, not {brief(epoch)}")
         for what, value in (("loss", loss), ("validation loss", validation), ("seconds", seconds)):
             if not _finite(value):
                 raise ValueError(
-                    f"epoch {epoch}: its {what} must be a finite number, not {value!r}"
+                    f"epoch {brief(epoch)}: its {what} must be a finite number, not {brief(value)}"
                 )
         if seconds < 0:
-            raise ValueError(f"epoch {epoch}: its seconds must be 0 or more, not {seconds!r}")
+            raise ValueError(
+                f"epoch {brief(epoch)}: its seconds must be 0 or more, not {brief(seconds)}"
+            )
         return cls(epoch, float(loss), float(validation), float(seconds))
 
 
@@ -76,7 +78,7 @@ def _whole(value: object, low: int = 0, high: int = _LARGEST) -> bool:
 
 
 def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return finite_real(value) is not None
 
 
 @dataclass
@@ -210,7 +212,7 @@ def _read(
 ) -> Checkpoint:
     epoch = state["epoch"]
     if not _whole(epoch, 1):
-        raise ValueError(f"its epoch must be a whole number from 1, not {epoch!r}")
+        raise ValueError(f"its epoch must be a whole number from 1, not {brief(epoch)}")
     optimizer = _optimizer(state["optimizer"])
     generator = _generator(state["generator"])
     history = [EpochRecord.from_json(record) for record in _list(state["history"], "history")]
@@ -218,10 +220,10 @@ def _read(
         raise ValueError(f"its history must record epochs 1 to {epoch}, in order")
     best_epoch = state["best_epoch"]
     if not _whole(best_epoch, 1, epoch):
-        raise ValueError(f"its best epoch must lie in 1..{epoch}, not {best_epoch!r}")
+        raise ValueError(f"its best epoch must lie in 1..{epoch}, not {brief(best_epoch)}")
     skipped = state.get("skipped_steps", 0)
     if not _whole(skipped):
-        raise ValueError(f"its skipped steps must be a whole number, not {skipped!r}")
+        raise ValueError(f"its skipped steps must be a whole number, not {brief(skipped)}")
     parts = _parts(tensors, network, optimizer["memories"])
     return Checkpoint(
         epoch=epoch,
@@ -252,7 +254,7 @@ def _list(value: object, what: str) -> list[Any]:
 
 def _object(value: object, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ValueError(f"its {what} must be an object, not {value!r}")
+        raise ValueError(f"its {what} must be an object, not {brief(value)}")
     return value
 
 
@@ -279,22 +281,24 @@ def _optimizer(value: object) -> dict[str, Any]:
     kind, config, steps = record["kind"], record["config"], record["steps"]
     cls = _optimizer_kinds().get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise ValueError(f"its optimizer {kind!r} is not one deepsharp knows (imported)")
+        raise ValueError(f"its optimizer {brief(kind)} is not one deepsharp knows (imported)")
     _object(config, "optimizer's config")
     if not _whole(steps):
-        raise ValueError(f"its optimizer's step count must be a whole number, not {steps!r}")
+        raise ValueError(f"its optimizer's step count must be a whole number, not {brief(steps)}")
     return {"kind": kind, "config": config, "steps": steps, "memories": list(cls.memories)}
 
 
 def _generator(value: object) -> dict[str, Any]:
     record = _object(value, "generator")
     if not (isinstance(record.get("seed"), int) and not isinstance(record["seed"], bool)):
-        raise ValueError(f"its generator's seed must be a whole number, not {record.get('seed')!r}")
+        raise ValueError(
+            f"its generator's seed must be a whole number, not {brief(record.get('seed'))}"
+        )
     for name in Streams.PURPOSES:
         if not _whole(record.get(name)):
             raise ValueError(
                 f"its generator's {name!r} counter must be a whole number in 0..2**62, not "
-                f"{record.get(name)!r}"
+                f"{brief(record.get(name))}"
             )
     return {"seed": record["seed"], **{name: record[name] for name in Streams.PURPOSES}}
 
