@@ -73,6 +73,8 @@ HOSTILE_VALUES: list[Any] = [
     2**63,
     2**64,
     -(2**63),
+    10**400,  # no float holds it: float() raises OverflowError
+    -(10**400),
     1e308,
     -1e308,
     5e-324,
