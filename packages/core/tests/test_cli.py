@@ -281,3 +281,31 @@ def test_a_reader_that_has_gone_ends_the_predictions_quietly(model: Path) -> Non
     child.wait(timeout=300)
     assert child.returncode == 1
     assert child.stderr.read() == ""  # before: a BrokenPipeError traceback
+
+
+# --- rows from what is not a regular file ----------------------------------------------------
+
+
+def test_rows_piped_into_dev_stdin_are_predicted_as_from_their_file(model: Path) -> None:
+    from_file = _cli("predict", str(model), ROWS)
+    with open(ROWS, "rb") as rows:
+        cat = subprocess.Popen(["cat"], stdin=rows, stdout=subprocess.PIPE)  # stdin: a pipe
+        piped = subprocess.run(
+            [sys.executable, "-m", "deepsharp.core.cli", "predict", str(model), "/dev/stdin"],
+            stdin=cat.stdout,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        cat.wait(timeout=60)
+    assert from_file.returncode == piped.returncode == 0, piped.stderr
+    assert piped.stdout == from_file.stdout  # before: "the file is empty"
+    assert piped.stdout.count("\n") == 892
+
+
+def test_a_named_pipe_nothing_writes_into_is_one_line_at_once(model: Path, tmp_path: Path) -> None:
+    pipe = tmp_path / "rows.csv"
+    os.mkfifo(pipe)
+    done = _cli("predict", str(model), str(pipe))  # before: waited for a writer forever
+    _one_line(done, "rows.csv", "is a named pipe that nothing was written into")
+    assert done.stdout == ""
