@@ -45,6 +45,7 @@ __all__ = [
     "Declared",
     "Expectation",
     "encode_safetensors",
+    "read_metadata",
     "read_safetensors",
     "seal_safetensors",
     "write_atomically",
@@ -278,6 +279,22 @@ def read_safetensors(
     architecture does not need costs nothing; where it refuses a file whose digest does not
     match either, the file is said to be damaged."""
     return _read(path, what, require_digest=not foreign, expect=expect)
+
+
+def read_metadata(path: str | os.PathLike[str], what: str = "file") -> dict[str, str]:
+    """The metadata of a safetensors file from its header alone, checked as any header is but
+    not against its digest (which covers the body too): for looking, not for loading."""
+    where = f"{what} {os.fspath(path)!r}"
+    with _open_regular(path, what, where) as stream:
+        size = os.fstat(stream.fileno()).st_size
+        length = _header_length(stream, size, where)
+        header = _parse_header(_read_exactly(stream, length, where), where)
+    metadata = _metadata(header.pop("__metadata__", {}), where)
+    metadata.pop(_DIGEST, None)
+    if metadata.get("format", "").startswith("deepsharp."):
+        for key, value in metadata.items():
+            _check_json_text(value, f"{where}: its metadata entry {key!r}")
+    return metadata
 
 
 def _read(
