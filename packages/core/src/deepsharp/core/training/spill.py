@@ -16,6 +16,7 @@ together.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import tempfile
@@ -60,6 +61,9 @@ class Spill:
         weakref.finalize(self, self._features.close)
         self.target_dtype: np.dtype[Any] = np.dtype(np.float32)
         self.target_shape: tuple[int, ...] = ()
+        self.digest = hashlib.sha256()
+        """Of every byte written (features, then targets, a write at a time): what a process
+        of a data-parallel run compares with the others' before its first step."""
 
     def __len__(self) -> int:
         return self.rows
@@ -72,8 +76,12 @@ class Spill:
             self.target_dtype, self.target_shape = targets.dtype, tuple(targets.shape[1:])
         if len(features) == 0:
             return
-        self._features.write(np.ascontiguousarray(features, np.float32).tobytes())
-        self._targets.write(np.ascontiguousarray(targets, self.target_dtype).tobytes())
+        written = np.ascontiguousarray(features, np.float32).tobytes()
+        aimed = np.ascontiguousarray(targets, self.target_dtype).tobytes()
+        self._features.write(written)
+        self._targets.write(aimed)
+        self.digest.update(written)
+        self.digest.update(aimed)
         self.rows += len(features)
 
     def read(self, start: int, stop: int) -> tuple[NDArray[np.float32], NDArray[Any]]:
