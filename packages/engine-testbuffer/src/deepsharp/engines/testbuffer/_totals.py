@@ -85,7 +85,7 @@ def dot(a: Array, b: Array) -> Array:
     if a.ndim != 2 or b.ndim != 2 or b.shape[0] != a.shape[1]:
         raise ValueError(f"dot takes (M, K) and (K, N) operands, not {a.shape} and {b.shape}")
     result: Array = _finish(*pairs(a, b))
-    finite_rows: Array = np.isfinite(a).all(1)
+    finite_rows = np.asarray(np.isfinite(a).all(1))
     with np.errstate(invalid="ignore"):
         lost = ~np.isfinite(result) & finite_rows[:, None] & np.isfinite(b).all(0)
     if lost.any():  # a product or a partial total overflowed: the rows again, scaled down
