@@ -314,11 +314,19 @@ def _doctor_engine(description: EngineDescription) -> int:
         made = 1
         stated += f" (its identity says {engine.identity.precision})"
         print(f"  {spec:<12} usable: {engine.identity}")
-    precisions = [
-        f"{precision} ({description.spec_with(precision)}{', default' if i == 0 else ''})"
-        for i, precision in enumerate(description.precisions)
-    ]
+    precisions, refused = [], []
+    for i, precision in enumerate(description.precisions):
+        spec_at = description.spec_with(precision)
+        if made and i:  # where the engine is usable, only the precisions it makes here are listed
+            try:
+                make_engine(spec_at)
+            except DeepSharpError as error:
+                refused.append(f"{precision} ({spec_at}: {error})")
+                continue
+        precisions.append(f"{precision} ({spec_at}{', default' if i == 0 else ''})")
     print(f"  {'':<12} precisions: {', '.join(precisions) or stated}")
+    for line in refused:
+        print(f"  {'':<12} not here: {line}")
     lines: Sequence[str] = []
     if description.doctor is not None:
         try:
