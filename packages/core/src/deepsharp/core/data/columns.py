@@ -41,6 +41,7 @@ from deepsharp.core.data.values import (
     row_text,
     rows_named,
     shown,
+    shown_value,
     sorted_labels,
 )
 from deepsharp.core.errors import DataError, DeepSharpWarning, FileFormatError
@@ -593,7 +594,7 @@ class Category(ColumnKind):
                 i = int(np.argmax(unknown))
                 known = list(self.values or []) + (["(missing)"] if self.has_missing else [])
                 raise DataError(
-                    f"{row_text(i)}, column {self.name!r}: the value {values[i]!r} was not in the "
+                    f"{row_text(i)}, column {self.name!r}: the value {shown_value(values[i])} was not in the "
                     f"training rows; the known values are: {shown(known)} "
                     f"(declare .category({self.name!r}, unknown='zeros') to give unseen values "
                     f"all zeros)"

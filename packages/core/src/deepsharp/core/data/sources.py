@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.data.paths import Opened, lines, open_rows
-from deepsharp.core.data.values import Column, ColumnName, row_text
+from deepsharp.core.data.values import Column, ColumnName, row_text, shown_value
 from deepsharp.core.errors import DataError
 
 __all__ = [
@@ -188,7 +188,7 @@ def row_naming(
         place = index if places is None else int(places[index])
         text = f"row {place + 1}{suffix} (counting from 1"
         if labels is not None and labels[place] != place:
-            text += f"; DataFrame index {labels[place]!r}"
+            text += f"; DataFrame index {shown_value(labels[place])}"
         return text + ")"
 
     return naming
