@@ -541,3 +541,11 @@ def test_a_folder_is_not_written_over(tmp_path: Path) -> None:
     with pytest.raises(IsADirectoryError):
         write_atomically(tmp_path / "out", b"data")
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+@pytest.mark.parametrize("kind", ["network", "trained", "checkpoint"])
+def test_a_path_holding_a_nul_is_said_to_name_no_file(tmp_path: Path, kind: str) -> None:
+    from fuzz_files import LOADERS
+
+    with pytest.raises(FileNotFoundError, match="a path cannot hold a NUL character"):
+        LOADERS[kind](tmp_path / "a\0b.safetensors")  # before: ValueError: embedded null byte

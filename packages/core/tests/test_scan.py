@@ -351,3 +351,14 @@ def test_a_parquet_scan_refuses_what_is_not_a_regular_file_at_once(
     assert (
         f"is {'a character device' if path == '/dev/zero' else case}, not a file" in said["message"]
     )
+
+
+@pytest.mark.parametrize("reader", [read_csv, scan_csv])
+def test_a_path_with_a_nul_or_a_loop_of_links_is_said_to_be_so(tmp_path: Path, reader: Any) -> None:
+    with pytest.raises(FileNotFoundError, match="holds a NUL character, which no file name can"):
+        reader(tmp_path / "a\0b.csv")  # before: ValueError: embedded null byte
+    (tmp_path / "one.csv").symlink_to(tmp_path / "two.csv")
+    (tmp_path / "two.csv").symlink_to(tmp_path / "one.csv")
+    with pytest.raises(OSError, match="is a loop of symbolic links") as caught:
+        reader(tmp_path / "one.csv")  # before: "no such CSV file"
+    assert not isinstance(caught.value, FileNotFoundError)

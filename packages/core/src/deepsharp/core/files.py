@@ -88,8 +88,9 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) 
     flat) to a temporary file beside `path`,
     flush it to disk, then rename it into place: a crash, a kill or a full disk leaves either the
     old file or the new one, never half of one. The new file keeps the old one's mode, or takes
-    the umask's. A device or a pipe (`/dev/stdout`) is written straight into."""
-    target = Path(path)
+    the umask's. A device or a pipe (`/dev/stdout`) is written straight into; a symbolic link
+    is written through (the file it names is replaced; the link stays)."""
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     parts = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
     try:
         before: os.stat_result | None = os.stat(target)
@@ -112,7 +113,14 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) 
     temporary = folder / f".{target.name}.{_TAG}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
     # A new file's mode is 0o666 less the umask (the kernel applies it); a replaced one keeps its own.
     mode = 0o666 if before is None else 0o600
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY, mode)
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY, mode)
+    except OSError as error:  # said of the folder asked for, not of the temporary file's name
+        raise type(error)(
+            error.errno,
+            f"cannot write into {os.fspath(folder)!r}: {error.strerror}",
+            os.fspath(path),
+        ) from None
     try:
         if before is not None and os.chmod in os.supports_fd:
             os.chmod(descriptor, stat.S_IMODE(before.st_mode))
@@ -414,6 +422,10 @@ class _Regular:
 
 
 def _open_regular(path: str | os.PathLike[str], what: str, where: str) -> _Regular:
+    if "\0" in os.fspath(path):
+        raise FileNotFoundError(
+            f"no {what} at {os.fspath(path)!r}: a path cannot hold a NUL character"
+        )
     try:
         _refuse_irregular(os.stat(path), where)
         # O_NONBLOCK: should the path become a pipe between stat and open, open cannot hang.

@@ -83,9 +83,15 @@ class TrainedNetwork:
             else rows
         )
         made = own_engine(engine)
+        count = 0
         with self.network.served(self.loss, made) as served:
             for part in parts:
+                count += len(part)
                 yield self._predict_served(self.pipeline.features(part), made, served)
+        if count == 0 and isinstance(rows, Scan):  # as rows read whole are refused: no rows
+            raise DataError(
+                f"{rows.path}: no rows: the file holds its header and no row; give at least one row"
+            )
 
     def predict_features(
         self, features: NDArray[np.float32], engine: Engine | str | None = None
