@@ -564,7 +564,7 @@ def _check_depth(text: str, where: str) -> None:
     steps = np.zeros(marks.shape, np.int8)
     steps[outside & ((marks == _OPEN_LIST) | (marks == _OPEN_OBJECT))] = 1
     steps[outside & ((marks == _CLOSE_LIST) | (marks == _CLOSE_OBJECT))] = -1
-    depth = int(np.cumsum(steps, dtype=np.int64).max(initial=0))
+    depth = int(np.cumsum(steps, dtype=np.int32).max(initial=0))
     if depth > MAX_DEPTH:
         raise FileFormatError(
             f"{where} is nested {depth} deep; deepsharp reads at most {MAX_DEPTH}"
@@ -583,22 +583,28 @@ _OPEN_LIST, _CLOSE_LIST, _OPEN_OBJECT, _CLOSE_OBJECT = (ord(c) for c in "[]{}")
 def _in_strings(marks: NDArray[np.uint8]) -> NDArray[np.bool_]:
     """Which bytes of JSON text lie in a string, its quotes included (a string left open runs
     to the end). A quote closes or opens one unless an odd run of backslashes comes before it;
-    worked out for all quotes at once (a pattern that backtracks takes quadratic time here)."""
-    index = np.arange(marks.size)
+    worked out for all quotes at once (a pattern that backtracks takes quadratic time here), in
+    arrays of 4 bytes a byte of text at most (a header of 1 MiB: a few MiB)."""
+    index = np.arange(marks.size, dtype=np.int32)
     # Where each run of backslashes began: the last byte up to here that is no backslash.
-    last_other = np.maximum.accumulate(np.where(marks != _BACKSLASH, index, -1))
-    quotes = np.flatnonzero(marks == _QUOTE)
+    last_other = np.where(marks != _BACKSLASH, index, np.int32(-1))
+    del index
+    np.maximum.accumulate(last_other, out=last_other)
+    quotes = np.flatnonzero(marks == _QUOTE).astype(np.int32)
     before = np.maximum(quotes - 1, 0)
     escaped = (quotes > 0) & ((before - last_other[before]) % 2 == 1)
-    turns = np.zeros(marks.size, np.int8)
+    del last_other
+    turns = np.zeros(marks.size, np.uint8)
     turns[quotes[~escaped]] = 1
-    inside: NDArray[np.bool_] = (np.cumsum(turns, dtype=np.int64) % 2 == 1) | (turns == 1)
+    inside: NDArray[np.bool_] = np.bitwise_xor.accumulate(turns).astype(bool)
+    inside |= turns.astype(bool)
     return inside
 
 
 def _longest_run(flags: NDArray[np.bool_]) -> int:
     """The length of the longest run of True in `flags`."""
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], flags.view(np.int8), [0]))))
+    ends = np.zeros(1, np.int8)
+    edges = np.flatnonzero(np.diff(np.concatenate((ends, flags.view(np.int8), ends))))
     return int((edges[1::2] - edges[::2]).max(initial=0))
 
 

@@ -237,8 +237,9 @@ class CheckpointWriter(Callback):
         """Keep this run's `keep` latest up to the one just written; any of its own of a later
         epoch is of a line it abandoned (it resumed from before it) and goes too. Other runs'
         checkpoints are left."""
-        found = [(epoch, path) for epoch, path in Checkpoint.in_folder(self.folder)]
-        own = [(epoch, path) for epoch, path in found if self._own(path)]
+        own = [
+            (epoch, path) for epoch, path in Checkpoint.in_folder(self.folder) if self._own(path)
+        ]
         kept = [path for epoch, path in own if epoch <= written][-self.keep :]
         for _, path in own:
             if path not in kept:
