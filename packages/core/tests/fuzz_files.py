@@ -21,6 +21,7 @@ import math
 import os
 import random
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -614,7 +615,7 @@ def run_numbers(folder: Path) -> dict[str, Any]:
                     changed["__metadata__"][key] = json.dumps(value)
                     target.write_bytes(seal(changed, body))
                     record = {"file": name, "entry": key, "place": list(path), "number": shown}
-                    outcome = _load_and_use(original, target)
+                    outcome = bounded(_load_and_use, original, target)
                     if isinstance(outcome, dict):
                         failures.append({**record, **outcome})
                     else:
@@ -761,25 +762,11 @@ def _run(files: int, seed: int, folder: Path) -> dict[str, Any]:
         loader = kind if rng.random() < 0.8 else rng.choice(list(LOADERS))
         started = time.perf_counter()
         record = {"file": index, "kind": kind, "loader": loader, "mutation": what[:160]}
-        try:
-            loaded = LOADERS[loader](target)
-        except FileFormatError:
-            outcomes["refused (FileFormatError)"] += 1
-        except Exception as error:  # any other exception is what this hunts
-            failures.append({**record, **_failure(error)})
+        outcome = bounded(_load, loader, target, sealed, expected[kind], rows)
+        if isinstance(outcome, dict):
+            failures.append({**record, **outcome})
         else:
-            if not sealed and not _same(read_safetensors(target), expected[kind]):
-                failures.append({**record, "error": "loaded changed", "message": "", "where": "?"})
-            elif isinstance(loaded, TrainedNetwork):
-                outcome = _serve(loaded, rows)
-                if isinstance(outcome, dict):
-                    failures.append({**record, **outcome})
-                else:
-                    outcomes[outcome] += 1
-            else:
-                outcomes[
-                    "loaded" + (" (sealed again: a valid file)" if sealed else ", unchanged")
-                ] += 1
+            outcomes[outcome] += 1
         slowest = max(slowest, time.perf_counter() - started)
     outcomes["failed"] = len(failures)
     return {
@@ -793,6 +780,53 @@ def _run(files: int, seed: int, folder: Path) -> dict[str, Any]:
         "mutations": dict(sorted(mutations.items())),
         "failures": failures,
     }
+
+
+def _load(
+    loader: str,
+    target: Path,
+    sealed: bool,
+    expected: tuple[dict[str, Any], dict[str, str]],
+    rows: list[dict[str, str | None]],
+) -> str | dict[str, Any]:
+    """One mutated copy loaded (and a trained network served): the outcome, or the failure."""
+    try:
+        loaded = LOADERS[loader](target)
+    except FileFormatError:
+        return "refused (FileFormatError)"
+    except Exception as error:  # any other exception is what this hunts
+        return _failure(error)
+    if not sealed and not _same(read_safetensors(target), expected):
+        return {"error": "loaded changed", "message": "", "where": "?"}
+    if isinstance(loaded, TrainedNetwork):
+        return _serve(loaded, rows)
+    return "loaded" + (" (sealed again: a valid file)" if sealed else ", unchanged")
+
+
+CASE_SECONDS = 60.0
+"""The longest one case may take (a load, and what uses it) before it counts as a hang."""
+
+
+class Overtime(BaseException):
+    """A case that ran past CASE_SECONDS (a BaseException: no `except Exception` takes it)."""
+
+
+def bounded(case: Callable[..., str | dict[str, Any]], *arguments: Any) -> str | dict[str, Any]:
+    """`case(*arguments)`, or a failure named "hang" where it runs past CASE_SECONDS (a timer's
+    signal interrupts it between two of Python's steps; memory is bounded by `limit_memory`)."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Overtime
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
+    try:
+        return case(*arguments)
+    except Overtime:
+        return {"error": "hang", "message": f"over {CASE_SECONDS:g} s", "where": "?"}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 # --- every byte of a trained file, changed -------------------------------------------------
