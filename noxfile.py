@@ -332,14 +332,27 @@ def samples(session: nox.Session) -> None:
 @nox.session(python=TORCH_PYTHON, default=False)
 def fuzz(session: nox.Session) -> None:
     """The long fuzz run (docs/reliability.md): 100,000 mutated files through the three loaders
-    (`nox -s fuzz -- 1000000` for more), every bit of a trained file, the paths that are no file."""
-    session.install(*CONSTRAINTS, CORE)
+    (`nox -s fuzz -- 1000000` for more), every bit of a trained file, the paths that are no file,
+    every number of the metadata made hostile, and 20,000 damaged Parquet files scanned."""
+    session.install(*CONSTRAINTS, "pyarrow", CORE)
     fuzzer = "packages/core/tests/fuzz_files.py"
     files = session.posargs[0] if session.posargs else "100000"
     summary = os.path.join(session.create_tmp(), "fuzz.json")
     session.run("python", fuzzer, "--special")
     session.run("python", fuzzer, "--flips", "--every-bit")
+    session.run("python", fuzzer, "--numbers")
     session.run("python", fuzzer, "--files", files, "--seed", "1", "--json", summary)
+    parquet = os.path.join(session.create_tmp(), "parquet.json")
+    session.run(
+        "python",
+        "packages/core/tests/fuzz_parquet.py",
+        "--files",
+        "20000",
+        "--seed",
+        "1",
+        "--json",
+        parquet,
+    )
 
 
 @nox.session(python=TORCH_PYTHON, default=False)

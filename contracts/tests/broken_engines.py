@@ -416,6 +416,55 @@ class IntegersThroughFloat64(ExampleEngine):
         return super().put(array)
 
 
+class MeanOverflows(ExampleEngine):
+    """A mean that adds in float64 but rounds the total to float32 before it divides: two
+    roundings, within 3u·Σ|terms| wherever the total's sum fits float32, and inf where it does
+    not (the mean of [3e38, 3e38, 0, 0]), as the test engine's did."""
+
+    name = "mean-overflows"
+
+    def mean(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
+        count = int(np.prod([x.shape[axis] for axis in axes])) if axes else 1
+        with np.errstate(over="ignore"):
+            total = np.sum(x, axis=axes, dtype=np.float64, keepdims=keepdims).astype(np.float32)
+        return np.divide(total, np.float32(count), dtype=np.float32)
+
+
+class SharesItsMemory(ExampleEngine):
+    """A `get` that gives the engine's own array, not a copy: the right values, counted, and a
+    user's copy of the slots that moves with the next step."""
+
+    name = "shares-its-memory"
+
+    def get(self, handle: Array) -> Array:
+        self.counters.transfers_out += 1
+        return np.asarray(handle)  # the handle itself (a scalar wrapped)
+
+
+class IgnoresSmallMomentum(ExampleEngine):
+    """SGD's update as a fast path of its own that drops momentum below 0.5 (plain SGD there):
+    right at 0, 0.5, 0.9 and 0.99, the values a suite might try alone."""
+
+    name = "ignores-small-momentum"
+
+    def sgd_update(
+        self,
+        slots: Sequence[Array],
+        grads: Sequence[Array],
+        velocities: Sequence[Array],
+        *,
+        learning_rate: float,
+        momentum: float,
+    ) -> None:
+        super().sgd_update(
+            slots,
+            grads,
+            velocities,
+            learning_rate=learning_rate,
+            momentum=momentum if momentum >= 0.5 else 0.0,
+        )
+
+
 # --- engines that do not say what they are ------------------------------------------------------
 
 
@@ -470,6 +519,18 @@ def loses_the_tails() -> ExampleEngine:
 
 def decays_only_the_first_slot() -> ExampleEngine:
     return DecaysOnlyTheFirstSlot()
+
+
+def mean_overflows() -> ExampleEngine:
+    return MeanOverflows()
+
+
+def shares_its_memory() -> ExampleEngine:
+    return SharesItsMemory()
+
+
+def ignores_small_momentum() -> ExampleEngine:
+    return IgnoresSmallMomentum()
 
 
 def no_identity() -> ExampleEngine:

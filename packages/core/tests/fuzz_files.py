@@ -21,6 +21,7 @@ import math
 import os
 import random
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,8 @@ HOSTILE_VALUES: list[Any] = [
     2**63,
     2**64,
     -(2**63),
+    10**400,  # no float holds it: float() raises OverflowError
+    -(10**400),
     1e308,
     -1e308,
     5e-324,
@@ -431,6 +434,226 @@ def load_in_child(kind: str, path: str | Path, timeout: float = 60) -> dict[str,
     return said
 
 
+# --- every number of the metadata, made hostile -------------------------------------------
+
+# Numbers in JSON have no bound: 10**400 is a whole number no float holds (float() raises
+# OverflowError); the rest are edges of float32, float64 and the counters.
+HOSTILE_NUMBERS: dict[str, Any] = {
+    "10**400": 10**400,
+    "-10**400": -(10**400),
+    "10**308": 10**308,
+    "1e308": 1e308,
+    "-1e308": -1e308,
+    "3.5e38": 3.5e38,
+    "5e-324": 5e-324,
+    "2**63": 2**63,
+    "-1": -1,
+    "0": 0,
+    "-0.0": -0.0,
+    "0.5": 0.5,
+    "1.5": 1.5,
+    "true": True,
+    "null": None,
+    "'1'": "1",
+}
+
+
+class Original:
+    """A file deepsharp saved, its loader, and how it is used once loaded: a trained network
+    predicts `rows`; a checkpoint resumes its run (`resume(path)`) for one more epoch."""
+
+    def __init__(
+        self,
+        kind: str,
+        data: bytes,
+        rows: Any = None,
+        resume: Callable[[Path], object] | None = None,
+    ) -> None:
+        self.kind, self.data, self.rows, self.resume = kind, data, rows, resume
+
+
+def make_number_originals(folder: Path) -> dict[str, Original]:
+    """Files whose metadata holds every kind of number deepsharp records: the three kinds, a
+    pipeline of every column and target kind, a loss scale, SGD with momentum, AdamW, dropout,
+    a convolution; each with what uses it once loaded."""
+    from deepsharp.core import (
+        SGD,
+        AdamW,
+        Conv2D,
+        CrossEntropy,
+        Dropout,
+        Flatten,
+        MaxPool2D,
+        MeanSquaredError,
+        Pipeline,
+    )
+    from deepsharp.core.samples import titanic
+
+    made = make_originals(folder / "titanic")
+    generator = np.random.default_rng(0)
+    rows = [
+        {
+            "a": str(generator.normal()) if i % 7 else None,
+            "b": str(abs(generator.normal()) * 10),
+            "c": "xyz"[i % 3],
+            "f": "1" if i % 2 else None,
+            "image": generator.random(4).astype(np.float32),
+            "t": str(i % 3),
+            "y": str(generator.normal()),
+        }
+        for i in range(60)
+    ]
+
+    def classes() -> tuple[Any, ...]:
+        pipeline = (
+            Pipeline()
+            .number("a", fill=1.5, missing_flag=True)
+            .number("b", log=True, fill="mean")
+            .category("c", max_values=2)
+            .flag("f")
+            .image("image", (1, 2, 2), scale="max")
+            .target("t", "classes")
+        )
+        network = Network([Dense(5), Dropout(0.25), Relu(), Dense(3)])
+        return pipeline, rows, network, CrossEntropy(), SGD(0.05, momentum=0.9)
+
+    def numbers() -> tuple[Any, ...]:
+        pipeline = (
+            Pipeline().number("a", fill="mean").image("image", 4, scale=2.0).target("y", "number")
+        )
+        network = Network([Dense(3), Relu(), Dense(1)])
+        return pipeline, rows, network, MeanSquaredError(), AdamW(0.01)
+
+    def passengers() -> tuple[Any, ...]:
+        network = Network([Dense(6), Relu(), Dense(1)])
+        return titanic.pipeline(), titanic.rows()[:120], network, BinaryCrossEntropy(), Adam(0.01)
+
+    settings = {
+        "classes": (classes, {"seed": 5, "engine": "light:mixed_float16"}),
+        "numbers": (numbers, {"seed": 6, "loss_scale": 128.0}),
+        "titanic": (passengers, {"seed": 3}),
+    }
+
+    def resumer(name: str) -> Callable[[Path], object]:
+        parts, options = settings[name]
+
+        def resume(path: Path) -> object:
+            more = FitOptions(epochs=3, progress=False, **options)
+            return fit(*parts(), more, resume_from=path)
+
+        return resume
+
+    originals = {
+        kind: Original(kind, data, _rows(), resumer("titanic") if kind == "checkpoint" else None)
+        for kind, data in made.items()
+    }
+    for name in ("classes", "numbers"):
+        parts, options = settings[name]
+        sub = folder / name
+        run = fit(
+            *parts(),
+            FitOptions(epochs=2, progress=False, checkpoint_dir=sub, checkpoint_every=1, **options),
+        )
+        run.trained.save(sub / "trained.safetensors")
+        originals[f"trained ({name})"] = Original(
+            "trained", (sub / "trained.safetensors").read_bytes(), rows
+        )
+        originals[f"checkpoint ({name})"] = Original(
+            "checkpoint", Checkpoint.path_in(sub).read_bytes(), resume=resumer(name)
+        )
+    x = generator.random((40, 1, 4, 4)).astype(np.float32)
+    y = (generator.random((40, 1)) > 0.5).astype(np.float32)
+    network = Network([Conv2D(2, 3, padding="same"), MaxPool2D(2), Flatten(), Dense(1)])
+    run = fit(
+        None,
+        (x, y),
+        network,
+        BinaryCrossEntropy(),
+        Adam(0.01),
+        FitOptions(seed=7, epochs=2, progress=False),
+    )
+    run.trained.save(folder / "arrays.safetensors")
+    originals["trained (arrays)"] = Original(
+        "trained", (folder / "arrays.safetensors").read_bytes(), x
+    )
+    return originals
+
+
+def _numbers_in(value: Any) -> list[tuple[Any, ...]]:
+    """The places of every number (not a bool) in a JSON document."""
+    found = []
+    for path in _nodes(value):
+        node = value
+        for step in path:
+            node = node[step]
+        if isinstance(node, (int, float)) and not isinstance(node, bool):
+            found.append(path)
+    return found
+
+
+def run_numbers(folder: Path) -> dict[str, Any]:
+    """Each number in each JSON entry of each original's metadata, set to each hostile number
+    in turn (the file sealed again): refused with FileFormatError, or loaded and then used
+    (served, or resumed) with finite predictions or a DeepSharpError; any other exception
+    (an OverflowError, a NumPy warning) is a failure."""
+    originals = make_number_originals(folder)
+    target = folder / "numbers.safetensors"
+    outcomes: Counter[str] = Counter()
+    failures: list[dict[str, Any]] = []
+    places = 0
+    for name, original in originals.items():
+        header, body = split(original.data)
+        for key, text in header["__metadata__"].items():
+            if not text.startswith(("{", "[")):
+                continue
+            document = json.loads(text)
+            for path in _numbers_in(document):
+                places += 1
+                for shown, number in HOSTILE_NUMBERS.items():
+                    changed = copy.deepcopy(header)
+                    value = _replace(copy.deepcopy(document), path, number)
+                    changed["__metadata__"][key] = json.dumps(value)
+                    target.write_bytes(seal(changed, body))
+                    record = {"file": name, "entry": key, "place": list(path), "number": shown}
+                    outcome = bounded(_load_and_use, original, target)
+                    if isinstance(outcome, dict):
+                        failures.append({**record, **outcome})
+                    else:
+                        outcomes[outcome] += 1
+    outcomes["failed"] = len(failures)
+    return {
+        "files": len(originals),
+        "places": places,
+        "loads": sum(outcomes.values()),
+        "outcomes": dict(outcomes),
+        "failures": failures,
+    }
+
+
+def _load_and_use(original: Original, path: Path) -> str | dict[str, Any]:
+    phase = "load"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a NumPy warning is a failure here too
+            loaded = LOADERS[original.kind](path)
+            phase = "serve" if original.kind == "trained" else "resume"
+            if isinstance(loaded, TrainedNetwork):
+                predictions = loaded.predict(original.rows)
+                if not np.all(np.isfinite(predictions)):
+                    return {"phase": phase, "error": "predictions not finite", "where": "(served)"}
+                return "loaded and served finite predictions"
+            if original.resume is not None:
+                original.resume(path)
+                return "loaded and resumed"
+            return "loaded"
+    except FileFormatError:
+        return "refused (FileFormatError)" if phase == "load" else f"{phase}: FileFormatError"
+    except DeepSharpError as error:
+        return f"{phase}: {type(error).__name__}"
+    except Exception as error:  # any other exception is what this hunts
+        return _failure(error, phase)
+
+
 # --- the run -------------------------------------------------------------------------------
 
 
@@ -539,25 +762,11 @@ def _run(files: int, seed: int, folder: Path) -> dict[str, Any]:
         loader = kind if rng.random() < 0.8 else rng.choice(list(LOADERS))
         started = time.perf_counter()
         record = {"file": index, "kind": kind, "loader": loader, "mutation": what[:160]}
-        try:
-            loaded = LOADERS[loader](target)
-        except FileFormatError:
-            outcomes["refused (FileFormatError)"] += 1
-        except Exception as error:  # any other exception is what this hunts
-            failures.append({**record, **_failure(error)})
+        outcome = bounded(_load, loader, target, sealed, expected[kind], rows)
+        if isinstance(outcome, dict):
+            failures.append({**record, **outcome})
         else:
-            if not sealed and not _same(read_safetensors(target), expected[kind]):
-                failures.append({**record, "error": "loaded changed", "message": "", "where": "?"})
-            elif isinstance(loaded, TrainedNetwork):
-                outcome = _serve(loaded, rows)
-                if isinstance(outcome, dict):
-                    failures.append({**record, **outcome})
-                else:
-                    outcomes[outcome] += 1
-            else:
-                outcomes[
-                    "loaded" + (" (sealed again: a valid file)" if sealed else ", unchanged")
-                ] += 1
+            outcomes[outcome] += 1
         slowest = max(slowest, time.perf_counter() - started)
     outcomes["failed"] = len(failures)
     return {
@@ -571,6 +780,53 @@ def _run(files: int, seed: int, folder: Path) -> dict[str, Any]:
         "mutations": dict(sorted(mutations.items())),
         "failures": failures,
     }
+
+
+def _load(
+    loader: str,
+    target: Path,
+    sealed: bool,
+    expected: tuple[dict[str, Any], dict[str, str]],
+    rows: list[dict[str, str | None]],
+) -> str | dict[str, Any]:
+    """One mutated copy loaded (and a trained network served): the outcome, or the failure."""
+    try:
+        loaded = LOADERS[loader](target)
+    except FileFormatError:
+        return "refused (FileFormatError)"
+    except Exception as error:  # any other exception is what this hunts
+        return _failure(error)
+    if not sealed and not _same(read_safetensors(target), expected):
+        return {"error": "loaded changed", "message": "", "where": "?"}
+    if isinstance(loaded, TrainedNetwork):
+        return _serve(loaded, rows)
+    return "loaded" + (" (sealed again: a valid file)" if sealed else ", unchanged")
+
+
+CASE_SECONDS = 60.0
+"""The longest one case may take (a load, and what uses it) before it counts as a hang."""
+
+
+class Overtime(BaseException):
+    """A case that ran past CASE_SECONDS (a BaseException: no `except Exception` takes it)."""
+
+
+def bounded(case: Callable[..., str | dict[str, Any]], *arguments: Any) -> str | dict[str, Any]:
+    """`case(*arguments)`, or a failure named "hang" where it runs past CASE_SECONDS (a timer's
+    signal interrupts it between two of Python's steps; memory is bounded by `limit_memory`)."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Overtime
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
+    try:
+        return case(*arguments)
+    except Overtime:
+        return {"error": "hang", "message": f"over {CASE_SECONDS:g} s", "where": "?"}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 # --- every byte of a trained file, changed -------------------------------------------------
@@ -734,6 +990,11 @@ def main() -> int:
         "--every-bit", action="store_true", help="with --flips: each bit of each byte, and all 8"
     )
     parser.add_argument(
+        "--numbers",
+        action="store_true",
+        help="set every number of every metadata entry to each hostile number in turn",
+    )
+    parser.add_argument(
         "--memory-limit", type=int, default=2048, metavar="MIB", help="MemoryError past this growth"
     )
     arguments = parser.parse_args()
@@ -742,6 +1003,11 @@ def main() -> int:
     if arguments.flips:
         with tempfile.TemporaryDirectory() as folder:
             census = run_flips(Path(folder), every=arguments.every_bit)
+        print(json.dumps(census, indent=1))
+        return 1 if census["failures"] else 0
+    if arguments.numbers:
+        with tempfile.TemporaryDirectory() as folder:
+            census = run_numbers(Path(folder))
         print(json.dumps(census, indent=1))
         return 1 if census["failures"] else 0
     if arguments.special:

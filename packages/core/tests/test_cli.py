@@ -281,3 +281,94 @@ def test_a_reader_that_has_gone_ends_the_predictions_quietly(model: Path) -> Non
     child.wait(timeout=300)
     assert child.returncode == 1
     assert child.stderr.read() == ""  # before: a BrokenPipeError traceback
+
+
+# --- rows from what is not a regular file ----------------------------------------------------
+
+
+def test_rows_piped_into_dev_stdin_are_predicted_as_from_their_file(model: Path) -> None:
+    from_file = _cli("predict", str(model), ROWS)
+    with open(ROWS, "rb") as rows:
+        cat = subprocess.Popen(["cat"], stdin=rows, stdout=subprocess.PIPE)  # stdin: a pipe
+        piped = subprocess.run(
+            [sys.executable, "-m", "deepsharp.core.cli", "predict", str(model), "/dev/stdin"],
+            stdin=cat.stdout,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        cat.wait(timeout=60)
+    assert from_file.returncode == piped.returncode == 0, piped.stderr
+    assert piped.stdout == from_file.stdout  # before: "the file is empty"
+    assert piped.stdout.count("\n") == 892
+
+
+def test_a_named_pipe_nothing_writes_into_is_one_line_at_once(model: Path, tmp_path: Path) -> None:
+    pipe = tmp_path / "rows.csv"
+    os.mkfifo(pipe)
+    done = _cli("predict", str(model), str(pipe))  # before: waited for a writer forever
+    _one_line(done, "rows.csv", "is a named pipe that nothing was written into")
+    assert done.stdout == ""
+
+
+# --- the smaller refusals -----------------------------------------------------------------------
+
+
+def test_output_naming_an_input_is_refused_before_anything_is_written(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "rows.csv"
+    shutil.copy(ROWS, rows)
+    before = rows.read_bytes()
+    link = tmp_path / "link.csv"
+    link.symlink_to(rows)
+    for output, named in ((rows, "the rows"), (link, "the rows"), (model, "the trained network")):
+        assert main(["predict", str(model), str(rows), "--output", str(output)]) == 1
+        said = capsys.readouterr()
+        assert f"--output {str(output)!r} is {named} read" in said.err, said.err
+        assert said.out == ""
+    assert rows.read_bytes() == before  # before: replaced by its predictions
+    assert rows.exists() and link.is_symlink()
+
+
+def test_a_failing_prediction_prints_nothing_on_stdout(model: Path, tmp_path: Path) -> None:
+    rows = tmp_path / "rows.csv"
+    rows.write_text("PassengerId,Name\n1,Ann\n")
+    done = _cli("predict", str(model), str(rows))
+    _one_line(done, "no column")
+    assert done.stdout == ""  # before: the CSV header, then the error
+
+
+def test_a_header_only_csv_is_refused_as_read_csv_s_rows_are(model: Path, tmp_path: Path) -> None:
+    from deepsharp.core import DataError, read_csv, scan_csv
+    from deepsharp.core.serving import TrainedNetwork
+
+    rows = tmp_path / "header.csv"
+    rows.write_text(open(ROWS).readline())
+    trained = TrainedNetwork.load(model)
+    with pytest.raises(DataError, match="no rows"):
+        trained.predict(read_csv(rows))
+    with pytest.raises(DataError, match=r"header.csv: no rows: the file holds its header"):
+        trained.predict(scan_csv(rows))  # before: 0 predictions
+    done = _cli("predict", str(model), str(rows))
+    _one_line(done, "no rows")
+    assert done.stdout == ""
+
+
+def test_seal_writes_through_a_link_and_names_a_folder_it_cannot_write_into(
+    model: Path, shared_folder: Path
+) -> None:
+    real = shared_folder / "model.safetensors"
+    shutil.copy(model, real)
+    link = shared_folder / "link.safetensors"
+    link.symlink_to(real)
+    assert main(["seal", str(link)]) == 0
+    assert link.is_symlink() and os.readlink(link) == str(real)  # before: replaced by a file
+    locked = shared_folder / "locked"
+    locked.mkdir()
+    shutil.copy(model, locked / "model.safetensors")
+    locked.chmod(0o555)
+    prefix = _unprivileged(locked, locked / "model.safetensors")
+    done = _cli("seal", str(locked / "model.safetensors"), prefix=prefix)
+    error = _one_line(done, "model.safetensors", "cannot write into", "Permission denied")
+    assert ".tmp" not in error  # before: named its temporary file

@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from core_helpers import XOR_ROWS, XOR_TARGETS, xor_trainer
-from fuzz_files import load_in_child
+from fuzz_files import load_in_child, make_originals
 
-from deepsharp.core import BinaryCrossEntropy, FileFormatError, Network
+from deepsharp.core import BinaryCrossEntropy, Dense, FileFormatError, Network
 from deepsharp.core.files import (
+    _canonical_digest,
     encode_safetensors,
     read_safetensors,
     write_atomically,
@@ -211,21 +212,89 @@ def test_a_sparse_4_gib_file_is_refused_in_bounded_memory(
 
 
 def test_a_big_deepsharp_file_whose_digest_is_wrong_is_refused_in_bounded_memory(
-    tmp_path: Path, trained: Network
+    tmp_path: Path,
 ) -> None:
     size = 96 << 20  # over the 64 MiB from which a body is hashed before it is kept
+    big = Network([Dense(4)], inputs=size // 16)  # its weights: the 96 MiB the file declares
     text = json.dumps(
         {
-            "__metadata__": {**trained.metadata(), "digest": "sha256:" + "0" * 64},
-            "w": {"dtype": "F32", "shape": [size // 4], "data_offsets": [0, size]},
+            "__metadata__": {**big.metadata(), "digest": "sha256:" + "0" * 64},
+            "0.dense.weights": {
+                "dtype": "F32",
+                "shape": [size // 16, 4],
+                "data_offsets": [0, size],
+            },
+            "0.dense.bias": {"dtype": "F32", "shape": [4], "data_offsets": [size, size + 16]},
         }
     )
     start = struct.pack("<Q", len(text)) + text.encode()
-    path = _sparse(tmp_path / "big.safetensors", len(start) + size, start)
+    path = _sparse(tmp_path / "big.safetensors", len(start) + size + 16, start)
     said = load_in_child("network", path)  # with a 2-pass check, no 96 MiB array is made
     assert said["outcome"] == "FileFormatError", said
     assert "damaged" in said["message"]
     assert said["growth_mib"] < 32  # hashed before it is kept: no 96 MiB array was made
+
+
+@pytest.fixture(scope="module")
+def originals(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """A network file, a trained-network file and a checkpoint, as deepsharp saves them."""
+    return make_originals(tmp_path_factory.mktemp("originals"))
+
+
+def _claiming(path: Path, data: bytes, size: int) -> Path:
+    """`data`'s file with its last tensor claiming `size` bytes of zeros (sparse on disk), and
+    sealed: its digest is correct, as anyone can compute one."""
+    length = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8 : 8 + length])
+    name = max((n for n in header if n != "__metadata__"), key=lambda n: header[n]["data_offsets"])
+    start = header[name]["data_offsets"][0]
+    header[name] = {"dtype": "F32", "shape": [size // 4], "data_offsets": [start, start + size]}
+    body = data[8 + length :][:start]
+    digest = _canonical_digest(header)
+    digest.update(body)
+    zeros = bytes(1 << 24)
+    for _ in range(size // len(zeros)):
+        digest.update(zeros)
+    header["__metadata__"]["digest"] = f"sha256:{digest.hexdigest()}"
+    text = json.dumps(header, separators=(",", ":")).encode()
+    return _sparse(path, 8 + len(text) + start + size, struct.pack("<Q", len(text)) + text + body)
+
+
+@pytest.mark.parametrize("kind", ["network", "trained", "checkpoint"])
+def test_a_sealed_file_whose_tensor_claims_a_gib_is_refused_before_its_values_are_read(
+    tmp_path: Path, originals: dict[str, bytes], kind: str
+) -> None:
+    path = _claiming(tmp_path / "claims.safetensors", originals[kind], GIB)
+    said = load_in_child(kind, path)  # before: hashed, then 1 GiB made (or a MemoryError)
+    assert said["outcome"] == "FileFormatError", said
+    assert "the architecture needs float32 of shape" in said["message"]
+    assert said["growth_mib"] < 32
+
+
+def test_tensors_larger_than_the_process_can_hold_are_refused_unread(tmp_path: Path) -> None:
+    size = 2 * GIB  # the child may grow 1 GiB
+    text = json.dumps({"w": {"dtype": "F32", "shape": [size // 4], "data_offsets": [0, size]}})
+    path = _sparse(tmp_path / "big.safetensors", 8 + len(text) + size, _header(text))
+    done = subprocess.run(
+        [sys.executable, "-c", _READ_FOREIGN, str(path)], capture_output=True, text=True
+    )
+    assert "FileFormatError" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert "more than this process can hold" in done.stdout
+
+
+_READ_FOREIGN = """
+import resource, sys
+from deepsharp.core.files import read_safetensors
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, resource.RLIM_INFINITY))
+try:
+    read_safetensors(sys.argv[1], foreign=True)
+except BaseException as error:
+    print(type(error).__name__, error)
+"""
+
+
+def _header(text: str) -> bytes:
+    return struct.pack("<Q", len(text)) + text.encode()
 
 
 # --- the header: small, an object, shallow, its numbers short --------------------------------
@@ -299,6 +368,27 @@ def test_a_hostile_header_is_refused_with_file_format_error(
 ) -> None:
     with pytest.raises(FileFormatError, match=re.escape(said)):
         Network.load(_raw(tmp_path / "hostile.safetensors", header, bytes(4)))
+
+
+# Headers as long as deepsharp reads (1 MiB) whose JSON strings a backtracking scan walks once
+# from every quote: before, 32 KB of them took 3-4 s, 128 KB 67 s, 1 MiB over 300 s.
+_SCANNED = {
+    "escaped quotes, the string never closed": '{"a":"' + '\\"' * 500_000,
+    "quotes after backslashes": '{"a":"' + '"\\' * 500_000 + '"}',
+    "escaped quotes in a metadata entry": '{"__metadata__":{"format":"deepsharp.network",'
+    '"network":"[\\"' + '\\\\\\"' * 200_000 + '"}}',
+    "numbers of 1,000 digits": '{"a":[' + ",".join(["9" * 1000] * 1000) + "]}",
+}
+
+
+@pytest.mark.parametrize("case", list(_SCANNED))
+def test_a_1_mib_header_of_hostile_strings_is_scanned_in_one_pass(
+    tmp_path: Path, case: str
+) -> None:
+    path = _raw(tmp_path / "strings.safetensors", _SCANNED[case])
+    assert (1 << 19) < path.stat().st_size <= 8 + (1 << 20)
+    said = load_in_child("network", path, timeout=30)  # hang detection; it takes milliseconds
+    assert said["outcome"] == "FileFormatError", said
 
 
 def test_a_header_of_896_bytes_is_not_taken_for_a_pickle(tmp_path: Path, trained: Network) -> None:
@@ -451,3 +541,11 @@ def test_a_folder_is_not_written_over(tmp_path: Path) -> None:
     with pytest.raises(IsADirectoryError):
         write_atomically(tmp_path / "out", b"data")
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+@pytest.mark.parametrize("kind", ["network", "trained", "checkpoint"])
+def test_a_path_holding_a_nul_is_said_to_name_no_file(tmp_path: Path, kind: str) -> None:
+    from fuzz_files import LOADERS
+
+    with pytest.raises(FileNotFoundError, match="a path cannot hold a NUL character"):
+        LOADERS[kind](tmp_path / "a\0b.safetensors")  # before: ValueError: embedded null byte

@@ -36,6 +36,7 @@ from deepsharp.core import (
     Relu,
     Run,
     RunState,
+    StateError,
     Tensor,
     TrainedNetwork,
     TrainingDivergedError,
@@ -353,6 +354,76 @@ def test_a_resumed_run_writes_over_the_abandoned_line_of_checkpoints(tmp_path: P
     )
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint-000004.safetensors"]
     assert again.report.epochs_run == 4
+
+
+LIVE = """
+import sys, time
+from pathlib import Path
+from core_helpers import fit_titanic
+from deepsharp.core import FitOptions
+folder, started, go = (Path(a) for a in sys.argv[1:4])
+
+def wait(record):
+    if record.epoch == 2:
+        started.write_text("")
+        while not go.exists():
+            time.sleep(0.01)
+
+fit_titanic(FitOptions(seed=3, epochs=4, patience=100, progress=False, checkpoint_dir=folder,
+                       checkpoint_every=1, checkpoint_keep=4), on_epoch=wait)
+"""
+
+
+def test_a_checkpoint_folder_in_use_by_a_live_run_is_refused(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    folder, started, go = tmp_path / "run", tmp_path / "started", tmp_path / "go"
+    helpers = str(Path(__file__).parent)
+    live = subprocess.Popen(
+        [sys.executable, "-c", LIVE, str(folder), str(started), str(go)],
+        env={**os.environ, "PYTHONPATH": helpers},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while not started.exists():  # the live run is between its second and third epoch
+            assert live.poll() is None, live.stderr.read() if live.stderr else ""
+            time.sleep(0.01)
+        with pytest.raises(StateError, match=r"checkpoint_dir '.*run' is in use by another run"):
+            fit_titanic(quick(epochs=2, checkpoint_dir=folder, checkpoint_every=1))
+        assert sorted(p.name for p in folder.glob("checkpoint-*")) == [
+            "checkpoint-000001.safetensors",
+            "checkpoint-000002.safetensors",
+        ]  # before: the second run pruned them, and deleted the live one's temporary file
+    finally:
+        go.write_text("")
+        assert live.wait(timeout=300) == 0, live.stderr.read() if live.stderr else ""
+    assert Checkpoint.load(folder).epoch == 4
+    fit_titanic(quick(epochs=5, checkpoint_dir=folder, checkpoint_every=1), resume_from=folder)
+
+
+def test_a_run_prunes_only_its_own_checkpoints(tmp_path: Path) -> None:
+    first = quick(epochs=5, checkpoint_dir=tmp_path, checkpoint_every=1, checkpoint_keep=3)
+    fit_titanic(first)
+    with pytest.warns(DeepSharpWarning, match=r"holds checkpoints of another run \(epochs 3-5\)"):
+        fit_titanic(quick(epochs=2, checkpoint_dir=tmp_path, checkpoint_every=1))
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        "checkpoint-000002.safetensors",  # the second run's latest
+        "checkpoint-000003.safetensors",  # the first run's three: before, pruned by the second
+        "checkpoint-000004.safetensors",
+        "checkpoint-000005.safetensors",
+    ]
+    resumed = fit_titanic(
+        quick(epochs=6, checkpoint_dir=tmp_path, checkpoint_every=1, checkpoint_keep=1),
+        resume_from=Checkpoint.path_in(tmp_path, 5),
+    )
+    assert resumed.report.epochs_run == 6
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        "checkpoint-000002.safetensors",  # the other run's: left
+        "checkpoint-000006.safetensors",  # the resumed run's line: its latest alone
+    ]
 
 
 def test_a_checkpoint_dir_that_is_a_file_is_refused_before_the_first_epoch(tmp_path: Path) -> None:

@@ -73,3 +73,13 @@ def test_a_flipped_bit_in_any_byte_of_a_trained_file_is_refused_or_changes_nothi
     assert census["flips"] == census["file_bytes"]
     assert census["failures"] == []  # before: 164 of 3,852 flips loaded, with other predictions
     assert census["refused"] + census.get("loaded, identical", 0) == census["flips"]
+
+
+def test_every_number_of_the_metadata_made_hostile_is_refused_or_used_cleanly() -> None:
+    done = _fuzz("--numbers")
+    census = json.loads(done.stdout)
+    assert census["places"] >= 150  # every number of eight files' metadata (32 of them floats)
+    assert census["loads"] == census["places"] * 16
+    # before: 106 raw OverflowErrors (10**400 in a split fraction, a fill, an image scale, a
+    # checkpoint's history, a loss scale)
+    assert census["failures"] == [], census["failures"][:5]

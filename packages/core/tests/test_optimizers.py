@@ -116,6 +116,11 @@ def test_adamw_is_public_with_keras_defaults() -> None:
         ),
         (lambda: AdamW(weight_decay=math.inf), ValueError, "AdamW's weight_decay"),
         (lambda: AdamW(weight_decay=[0.1]), TypeError, "AdamW's weight_decay"),
+        (  # a whole number no float holds: before, a raw OverflowError
+            lambda: SGD(10**400),
+            ValueError,
+            "SGD's learning_rate must be a finite number > 0, not 1000000000",
+        ),
         (
             lambda: AdamW(1.0, weight_decay=1.0),
             ValueError,

@@ -578,3 +578,20 @@ def test_a_pipeline_of_no_columns_takes_arrays_as_they_are() -> None:
         pipe.features(bad)
     with pytest.raises(DataError, match=r"arrays of numbers; list cannot be read"):
         Pipeline().learn([{"x": 1}])
+
+
+def test_values_from_a_data_frame_are_named_as_python_writes_them() -> None:
+    """Before: "the value np.int64(9) was not in the training rows", "a third, np.int64(1)"."""
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"a": range(20), "c": [i % 4 for i in range(20)]})
+    frame["t"] = frame["a"] % 2
+    pipeline = Pipeline().number("a").category("c", unknown="error").target("t")
+    pipeline.learn(frame)
+    with pytest.raises(DataError, match=r"column 'c': the value 9 was not in the training rows"):
+        pipeline.features(pandas.DataFrame({"a": [1], "c": [9]}, index=[7]))
+    third = pandas.DataFrame({"a": range(6), "t": [0, 2, 1, 0, 2, 1]}, index=range(10, 16))
+    with pytest.raises(DataError) as refused:
+        Pipeline().number("a").target("t").learn(third)
+    said = str(refused.value)
+    assert "this row holds a third, 1, after '0' and '2'" in said, said
+    assert "DataFrame index 12" in said and "np." not in said

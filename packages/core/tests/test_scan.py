@@ -3,6 +3,7 @@ every error; scan_parquet reads Parquet's columns as a DataFrame's would be."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from deepsharp.core import DataError, Pipeline, read_csv, scan_csv, scan_parquet
+from deepsharp.core import DataError, FileFormatError, Pipeline, read_csv, scan_csv, scan_parquet
 from deepsharp.core.data.sources import Part
 from deepsharp.core.samples import passengers, titanic
 
@@ -191,12 +192,41 @@ def test_a_parquet_scan_gives_numbers_as_arrays_and_the_rest_as_python_values(
     assert parts[1].row_text(0) == f"{path}, row 3 (counting from 1)"
 
 
-def test_a_file_pyarrow_cannot_read_is_a_data_error_naming_it(tmp_path: Path) -> None:
+def test_a_file_pyarrow_cannot_read_is_a_file_format_error_naming_it(tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
     path = tmp_path / "broken.parquet"
     path.write_bytes(b"PAR1 not really")
-    with pytest.raises(DataError, match=r"broken.parquet: not a Parquet file pyarrow can read"):
+    with pytest.raises(
+        FileFormatError, match=r"broken.parquet: not a Parquet file pyarrow can read"
+    ):
         scan_parquet(path)
+
+
+def test_every_damaged_parquet_file_is_read_whole_or_refused_with_our_errors(
+    tmp_path: Path,
+) -> None:
+    """fuzz_parquet.py's CI-sized run: 1,000 damaged copies, each in bounded time and memory."""
+    import json
+    import subprocess
+
+    pytest.importorskip("pyarrow")
+    fuzzer = Path(__file__).with_name("fuzz_parquet.py")
+    summary = tmp_path / "parquet.json"
+    done = subprocess.run(
+        [
+            *(sys.executable, str(fuzzer), "--files", "1000", "--seed", "20261204"),
+            *("--seconds", "30", "--json", str(summary)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    census = json.loads(summary.read_text())
+    # before: 747 of 3,000 copies raised a raw OSError (thrift, snappy) or UnicodeDecodeError
+    assert census["failures"] == [], census["failures"][:5]
+    assert census["outcomes"]["refused (FileFormatError)"] > 500
+    assert census["peak_rss_growth_mib"] < 100
 
 
 def test_parquet_and_csv_of_the_same_rows_make_the_same_features(tmp_path: Path) -> None:
@@ -218,3 +248,117 @@ def test_parquet_and_csv_of_the_same_rows_make_the_same_features(tmp_path: Path)
         )
     assert made[0][0]["columns"] == made[1][0]["columns"]
     np.testing.assert_array_equal(made[0][1], made[1][1])
+
+
+# --- what is not a regular file: never a hang, never unbounded growth -------------------------
+
+READER = """
+import json, resource, sys
+from deepsharp.core import read_csv, scan_csv, scan_parquet
+reader, path = sys.argv[1], sys.argv[2]
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, resource.RLIM_INFINITY))
+def peak():
+    with open("/proc/self/status") as lines:
+        return next(int(l.split()[1]) / 1024 for l in lines if l.startswith("VmHWM:"))
+before = peak()
+try:
+    if reader == "read_csv":
+        said = len(read_csv(path))
+    else:
+        scan = {"scan_csv": scan_csv, "scan_parquet": scan_parquet}[reader](path)
+        said = [len(part) for part in scan.parts()]
+        said = [said, [len(part) for part in scan.parts()]]  # a second pass
+    outcome, message = "read", repr(said)
+except BaseException as error:
+    outcome, message = type(error).__name__, str(error)
+print(json.dumps({"outcome": outcome, "message": message, "growth_mib": peak() - before}))
+"""
+
+
+def _read_in_child(reader: str, path: str | Path, feed: bytes | None = None) -> dict[str, Any]:
+    """`reader` on `path` in a fresh process capped at 3 GB, with `feed` written into a pipe
+    at `path` by another process (None: nobody writes). Hang detection: 60 s."""
+    import json
+    import subprocess
+
+    writer = None
+    if feed is not None:
+        writer = subprocess.Popen(
+            [sys.executable, "-c", f"open({str(path)!r}, 'wb').write({feed!r})"]
+        )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", READER, reader, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        if writer is not None:
+            writer.kill()
+            writer.wait()
+    assert done.returncode == 0, done.stderr[-2000:]
+    said: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return said
+
+
+@pytest.mark.parametrize("reader", ["read_csv", "scan_csv"])
+def test_a_named_pipe_no_program_writes_into_is_said_to_be_so_at_once(
+    tmp_path: Path, reader: str
+) -> None:
+    pipe = tmp_path / "rows.csv"
+    os.mkfifo(pipe)
+    said = _read_in_child(reader, pipe)  # before: waited for a writer forever
+    assert said["outcome"] == "DataError", said
+    assert "is a named pipe that nothing was written into" in said["message"]
+
+
+def test_a_pipe_is_read_as_a_stream_and_a_scan_of_it_once(tmp_path: Path) -> None:
+    pipe = tmp_path / "rows.csv"
+    os.mkfifo(pipe)
+    said = _read_in_child("read_csv", pipe, b"a,b\n1,2\n3,4\n")
+    assert said == {**said, "outcome": "read", "message": "2"}
+    said = _read_in_child("scan_csv", pipe, b"a,b\n1,2\n3,4\n")  # before: UnsupportedOperation
+    assert said["outcome"] == "FileFormatError", said
+    assert "is a named pipe, read once already: its rows cannot be read again" in said["message"]
+
+
+@pytest.mark.parametrize("reader", ["read_csv", "scan_csv"])
+def test_a_line_longer_than_the_limit_is_a_data_error_in_bounded_memory(
+    tmp_path: Path, reader: str
+) -> None:
+    sparse = tmp_path / "sparse.csv"
+    with open(sparse, "wb") as file:
+        file.truncate(4 << 30)  # 4 GiB of nothing: a line that never ends
+    for path in ("/dev/zero", sparse):
+        said = _read_in_child(reader, path)  # before: grew to 2.7 GB, or read on and on
+        assert said["outcome"] == "DataError", said
+        assert said["message"].startswith(f"{path}, line 1: longer than 16,777,216 characters")
+        assert said["growth_mib"] < 200, said
+
+
+@pytest.mark.parametrize("case", ["a named pipe", "/dev/zero"])
+def test_a_parquet_scan_refuses_what_is_not_a_regular_file_at_once(
+    tmp_path: Path, case: str
+) -> None:
+    pytest.importorskip("pyarrow")
+    path: str | Path = "/dev/zero"
+    if case == "a named pipe":
+        path = tmp_path / "rows.parquet"
+        os.mkfifo(path)
+    said = _read_in_child("scan_parquet", path)  # before: a named pipe blocked, deaf to signals
+    assert said["outcome"] == "FileFormatError", said
+    assert (
+        f"is {'a character device' if path == '/dev/zero' else case}, not a file" in said["message"]
+    )
+
+
+@pytest.mark.parametrize("reader", [read_csv, scan_csv])
+def test_a_path_with_a_nul_or_a_loop_of_links_is_said_to_be_so(tmp_path: Path, reader: Any) -> None:
+    with pytest.raises(FileNotFoundError, match="holds a NUL character, which no file name can"):
+        reader(tmp_path / "a\0b.csv")  # before: ValueError: embedded null byte
+    (tmp_path / "one.csv").symlink_to(tmp_path / "two.csv")
+    (tmp_path / "two.csv").symlink_to(tmp_path / "one.csv")
+    with pytest.raises(OSError, match="is a loop of symbolic links") as caught:
+        reader(tmp_path / "one.csv")  # before: "no such CSV file"
+    assert not isinstance(caught.value, FileNotFoundError)

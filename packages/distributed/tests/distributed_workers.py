@@ -20,6 +20,7 @@ from deepsharp.core import (
     SGD,
     Adam,
     BinaryCrossEntropy,
+    Callback,
     CheckpointMismatchError,
     Dense,
     Dropout,
@@ -442,3 +443,30 @@ def dropout_fit(distributed: bool) -> list[Any]:
     every: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(every, network.slots)
     return every
+
+
+# --- ranks handed different data or seeds -----------------------------------------------------
+
+
+def titanic_handed(flipped_on: int | None, seed_on: int | None) -> dict[str, Any]:
+    """The Titanic sample data-parallel, where rank `flipped_on` holds its rows with every
+    target flipped (the same count of rows), or rank `seed_on` runs from another seed: what fit
+    raised, and whether the run began (its callbacks' start, just before the first step)."""
+    rank = DataParallel().join().rank
+    rows = titanic.rows()
+    if rank == flipped_on:
+        rows = [{**row, "Survived": "1" if row["Survived"] == "0" else "0"} for row in rows]
+    seed = SAMPLE_SEED + (1 if rank == seed_on else 0)
+    began: list[bool] = []
+
+    class Beginning(Callback):
+        def on_run_start(self, run: Any) -> None:
+            began.append(True)
+
+    options = FitOptions(seed=seed, epochs=2, distributed=DataParallel(), progress=False)
+    try:
+        fit(titanic.pipeline(), rows, titanic.network(), BinaryCrossEntropy(), Adam(0.001), options,
+            callbacks=[Beginning()])  # fmt: skip
+    except ReplicasDifferError as error:
+        return {"refused": str(error), "began": bool(began)}
+    return {"refused": "", "began": bool(began)}

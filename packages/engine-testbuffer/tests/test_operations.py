@@ -146,6 +146,22 @@ def test_single_precision_totals_carry_their_roundings() -> None:
     assert float(total) == 2.0**24 + 2
 
 
+def test_totals_that_overflow_on_their_way_but_lie_in_range_come_out_in_range() -> None:
+    """Before: the mean of [3e38, 3e38, 0, 0] was inf (3e38 + 3e38 overflows float32), where
+    light and torch:cpu:strict give 1.5e38; a product of factors of 2e19 was inf."""
+    engine = TestBufferEngine()
+    rows = np.array([[3e38, 3e38, 0, 0], [3e38, 3e38, -3e38, -3e38], [1, 2, 3, 4]], np.float32)
+    mean = engine.get(engine.mean(engine.put(rows), (1,)))
+    assert mean.tobytes() == np.array([1.5e38, 0.0, 2.5], np.float32).tobytes()
+    assert engine.get(engine.sum(engine.put(rows[:2]), (1,))).tolist() == [np.inf, 0.0]
+    a = np.array([[2e19, 2e19, -2e19]], np.float32)
+    b = np.array([[1e19], [1e19], [1e19]], np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    got = engine.get(engine.matmul(engine.put(a), engine.put(b)))
+    terms = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    assert np.all(np.abs(got - exact) <= 3 * 2.0**-24 * terms)
+
+
 def test_long_one_sign_totals_stay_within_three_roundings() -> None:
     """4,096 positive terms spread over ten decades: within 3u of the total (u = 2**-24)."""
     engine = TestBufferEngine()

@@ -33,6 +33,7 @@ from deepsharp.core import (
 )
 from deepsharp.core.engine import EngineIdentity, describe_engine, fused
 from deepsharp.core.errors import EngineUnavailableError
+from deepsharp.core.random import Generator
 from deepsharp.core.samples import digits, titanic
 from deepsharp.core.training.checkpoint import Checkpoint
 from deepsharp.engines.torch import TorchEngine
@@ -111,13 +112,42 @@ def test_a_float32_tensor_is_converted_once_while_it_is_unchanged(engine: TorchE
     assert len(totals._halves) == held - 2  # type: ignore[attr-defined]
 
 
-def test_a_small_product_is_a_float32_product_of_bfloat16_inputs(engine: TorchEngine) -> None:
+def test_a_small_product_is_a_float32_product_of_bfloat16_inputs_kept_in_bfloat16(
+    engine: TorchEngine,
+) -> None:
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((32, 14), np.float32), rng.standard_normal((14, 16), np.float32)
     handle = engine.matmul(engine.put(a), engine.put(b))
-    want = torch.mm(rounded(a).float(), rounded(b).float())
-    assert handle.dtype == torch.float32 and handle.equal(want)
-    assert not handle.equal(torch.mm(torch.from_numpy(a), torch.from_numpy(b)))
+    want = torch.mm(rounded(a).float(), rounded(b).float()).to(BF16)
+    assert handle.dtype == BF16 and handle.view(torch.int16).equal(want.view(torch.int16))
+    grads = rng.standard_normal((32, 16), np.float32)
+    gradient = engine.matmul(engine.put(a), engine.put(grads), True, False)
+    assert gradient.dtype == torch.float32  # a weight gradient: bfloat16 values, in float32
+    assert gradient.equal(gradient.to(BF16).float())
+
+
+def test_a_row_gets_the_same_arithmetic_alone_and_in_a_large_batch(engine: TorchEngine) -> None:
+    """A row alone takes the small products' path (libtorch's float32 kernels on bfloat16
+    inputs), among 1,024 rows the half kernels': both round the inputs and the output to
+    bfloat16 and add in float32, in other orders. Before, the small path kept its outputs in
+    float32: no output had the same bits (up to 0.03 apart on predictions near 12)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((1024, 512)).astype(np.float32)
+    b = rng.standard_normal((512, 64)).astype(np.float32)
+    assert 512 * 64 < SMALL <= 1024 * 512 * 64
+    among = engine.get(engine.matmul(engine.put(a), engine.put(b)))[:64]
+    alone = np.concatenate([engine.get(engine.matmul(engine.put(a[i : i + 1]), engine.put(b)))
+                            for i in range(64)])  # fmt: skip
+    assert np.mean(alone == among) > 0.999
+    # where the float32 totals' last bits differ, the bfloat16 outputs by one unit at most
+    assert np.all(np.abs(alone - among) <= 2.0**-7 * np.abs(among))
+    network = Network([Dense(256), Relu(), Dense(1)], inputs=512)
+    network.initialize(Generator(1))
+    x = (rng.standard_normal((2048, 512)) * 3).astype(np.float32)
+    loss = BinaryCrossEntropy()
+    many = network.predict(x, loss, engine)[:100]
+    few = np.concatenate([network.predict(x[i : i + 1], loss, engine) for i in range(100)])
+    assert np.mean(few == many) >= 0.99
 
 
 def test_convolutions_read_bfloat16_and_keep_it(engine: TorchEngine) -> None:

@@ -170,3 +170,26 @@ def test_doctor_lists_the_torch_engines_precisions(capsys: pytest.CaptureFixture
     assert "torch:cpu    usable: torch" in out and "(float32)" in out
     assert "precisions: float32 (torch:cpu, default), strict (torch:cpu:strict)" in out
     assert "precisions: strict (light, default), float32 (light:float32)" in out
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_every_spec_the_doctor_lists_as_a_precision_can_be_made(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before: it listed torch:cpu:mixed_float16, which make_engine refuses (float16 products
+    are for cards); now that one is listed apart, with why."""
+    import re
+
+    from deepsharp.core.engine import make_engine
+
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    listed = [line for line in out.splitlines() if line.strip().startswith("precisions:")]
+    specs = [
+        spec for line in listed for spec in re.findall(r"\(([a-z0-9_:]+)(?:, default)?\)", line)
+    ]
+    assert "torch:cpu:mixed_bfloat16" in specs and "light:mixed_float16" in specs
+    for spec in specs:
+        make_engine(spec)  # none refused
+    assert "torch:cpu:mixed_float16" not in specs
+    assert "not here: mixed_float16 (torch:cpu:mixed_float16: " in out

@@ -25,6 +25,7 @@ __all__ = [
     "CHECKS",
     "bias_references",
     "draw",
+    "momenta",
     "pinned",
     "out_size",
     "references",
@@ -79,6 +80,9 @@ seeds = st.integers(0, 2**32 - 1)
 sides = st.sampled_from([1, 1, 2, 3, 4, 5, 7])
 """Sizes of one axis: ones and odd sizes favoured."""
 signs = st.sampled_from(["mixed", "mixed", "positive", "negative"])
+momenta = st.one_of(st.sampled_from([0.0, 0.9, 0.99]), st.floats(0.0, 0.999))
+"""SGD's momentum: the usual settings, and any in [0, 0.999] (a fast path must not treat a
+range of them apart)."""
 
 
 def draw(

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from deepsharp.contracts.data import bias_references, draw, pinned, references, seeds
+from deepsharp.contracts.data import bias_references, draw, momenta, pinned, references, seeds
 from deepsharp.contracts.half import input_sizes
 from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.reference import Float64Engine
@@ -193,7 +193,7 @@ def check_update(
     shapes=slot_shapes,
     seed=seeds,
     learning_rate=st.floats(1e-5, 1.0),
-    momentum=st.sampled_from([0.0, 0.5, 0.9, 0.99]),
+    momentum=momenta,
 )
 def test_offered_sgd_update_matches_the_reference(
     engine: Engine,

@@ -36,6 +36,7 @@ from deepsharp.contracts.half import input_sizes
 from deepsharp.contracts.measure import Contract
 from deepsharp.core.autodiff.functions import same_padding
 from deepsharp.core.engine import Engine, fused
+from deepsharp.core.engine.precision import Precision
 
 inner_sizes = st.one_of(sides, st.integers(1, 40), st.sampled_from([255, 1000, 4096]))
 """The length of a total: small and odd, and up to 4,096."""
@@ -352,3 +353,121 @@ def test_large_totals_within_bound(engine: Engine, contract: Contract) -> None:
     for sign in ("positive", "mixed"):
         case = convolution(64, 2, 8, (20, 20), (3, 3), 1, "same")
         check_convolution(engine, contract, case, sign, seed=1)
+
+
+# --- totals near float32's range -------------------------------------------------------------
+
+NEAR = 2.0**126
+"""Where the near-range totals lie: the largest Σ|terms| at about 2^126 (8.5e37), half of
+float32's largest value, while the drawn ones reach 1e4 or so."""
+
+_VALID = ((0, 0), (0, 0))
+_CONVOLUTION = convolution(2, 3, 2, (6, 5), (3, 2), 1, ((1, 0), (0, 1)))
+NEAR_RANGE: dict[str, tuple[tuple[Any, ...], tuple[int, ...]]] = {
+    # an operation's arguments, and the places of the operands scaled (two for a product)
+    "matmul": ((draw(1, (3, 40), low=-2, high=2), draw(2, (40, 5), low=-2, high=2)), (0, 1)),
+    "sum": ((draw(3, (4, 64), low=-2, high=2), (1,)), (0,)),
+    "mean": (
+        (
+            np.array(
+                [[3e38, 3e38, 0, 0], [-3e38, 3e38, 3e38, 1e30], [1e20, 2e20, -4e20, 3e37]],
+                np.float32,
+            ),
+            (1,),
+        ),
+        (0,),
+    ),
+    "conv2d": (
+        (
+            draw(4, (2, 3, 6, 5), low=-2, high=2),
+            draw(5, (2, 3, 3, 2), low=-2, high=2),
+            1,
+            _CONVOLUTION["padding"],
+        ),
+        (0, 1),
+    ),
+    "conv2d_weight_grad": (
+        (
+            draw(6, (2, 3, 6, 5), low=-2, high=2),
+            draw(7, (2, 2, *_CONVOLUTION["out"]), low=-2, high=2),
+            (3, 2),
+            1,
+            _CONVOLUTION["padding"],
+        ),
+        (0, 1),
+    ),
+    "conv2d_fold": (
+        (
+            draw(8, (2, 2, *_CONVOLUTION["out"]), low=-2, high=2),
+            draw(9, (2, 3, 3, 2), low=-2, high=2),
+            (6, 5),
+            1,
+            _CONVOLUTION["padding"],
+        ),
+        (0, 1),
+    ),
+}
+"""Each total's inputs, before they are scaled near float32's range (mean's first row is
+[3e38, 3e38, 0, 0], whose mean is 1.5e38)."""
+
+
+LARGEST = {None: 3.4028235e38, "bfloat16": 3.3895314e38, "float16": 65504.0}
+"""The largest finite value of float32 and of each half format a mixed precision's products take
+their inputs in."""
+
+
+def near_range(
+    operation: str, args: tuple[Any, ...], operands: tuple[int, ...], precision: Precision
+) -> tuple[tuple[Any, ...], int]:
+    """The arguments with their operands scaled by powers of two (exactly) so that the largest
+    Σ|terms| lies just under NEAR: for a strict engine, whatever a total passes through on its
+    way (a mean is taken as given: its sums of |x| pass float32's range); for another, so that
+    no partial total of |terms| passes NEAR (a mean's sum of |x|, before it is divided). No
+    input passes half the largest value of the format a product takes it in (a mixed
+    precision's half format). The arguments, and the exponent the products were scaled by."""
+    strict = precision.name == "strict"
+    if operation == "mean" and strict:
+        return args, 0
+    _, terms, count = references(operation, *args)
+    widest = terms * count if operation == "mean" else terms
+    exponent = int(np.floor(np.log2(NEAR / float(np.max(widest)))))
+    largest = LARGEST[precision.half if len(operands) == 2 else None] / 2
+    scaled, done = list(args), 0
+    for index, place in enumerate(operands):
+        share = (exponent - done) // (len(operands) - index)
+        room = int(np.floor(np.log2(largest / float(np.max(np.abs(args[place]))))))
+        share = min(share, room)
+        scaled[place] = np.ldexp(np.asarray(args[place], np.float64), share).astype(np.float32)
+        done += share
+    return tuple(scaled), done
+
+
+@pytest.mark.parametrize("operation", list(NEAR_RANGE))
+def test_totals_near_float32_s_range_within_bound(
+    engine: Engine, contract: Contract, operation: str
+) -> None:
+    """Totals whose Σ|terms| come near float32's largest values are held to the same bound.
+    A strict engine adds wherever the total lies in range (the mean of [3e38, 3e38, 0, 0] is
+    1.5e38, though 3e38 + 3e38 overflows float32); a float32 or mixed one is held where no
+    partial total of |terms| leaves the range (its kernels add in float32), a mixed one's
+    products on inputs within its half format's range (float16's largest is 65,504)."""
+    args, operands = NEAR_RANGE[operation]
+    args, exponent = near_range(operation, args, operands, contract.precision)
+    handles = [engine.put(a) if isinstance(a, np.ndarray) else a for a in args]
+    got = engine.get(getattr(engine, operation)(*handles))
+    ref = references(operation, *args)
+    product = len(operands) == 2
+    inputs = input_sizes(operation, *args) if product else None
+    contract.totals(operation, got, *ref, product=product, inputs=inputs)
+    if operation == "conv2d":  # with a bias, scaled as the products are: one more term
+        x, w, stride, padding = args
+        bias = np.ldexp(draw(10, (w.shape[0],), low=-2, high=2).astype(np.float64), exponent)
+        bias = bias.astype(np.float32)
+        handle = fused.conv2d_bias(
+            engine, handles[0], handles[1], engine.put(bias), stride, padding
+        )
+        ref = bias_references(x, w, bias, stride, padding)
+        inputs = input_sizes("conv2d", x, w, stride, padding, bias)
+        contract.totals("conv2d with bias", engine.get(handle), *ref, product=True, inputs=inputs)
+    if operation == "matmul":  # and stored transposed, every way
+        check_every_transpose(engine, contract, *args)

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deepsharp.contracts.data import draw, pinned, seeds, sides
-from deepsharp.contracts.measure import Contract
+from deepsharp.contracts.measure import Contract, mismatching_bits
 from deepsharp.core.engine import Engine
 
 shapes = st.lists(sides, min_size=0, max_size=4).map(tuple)
@@ -59,3 +59,36 @@ def test_zeros_are_made_on_the_engine_without_a_transfer(
     assert engine.counters.transfers_in == before_in, "zeros() is made on the engine, not put"
     assert engine.shape(handle) == (3, 1, 2)
     contract.moves("zeros", engine.get(handle), np.zeros((3, 1, 2), np.float32))
+
+
+def test_get_gives_memory_the_caller_owns(engine: Engine, contract: Contract) -> None:
+    """What `get` gives is the caller's: an array it can write into without changing the
+    engine's tensor, and that nothing the engine does later (an update in place, as an
+    optimizer's) changes. A user's copy of the slots (`network.slots`) must not move with
+    the next step."""
+    values = draw(11, (3, 5), low=-3, high=3)
+    later = draw(12, (3, 5), low=-3, high=3)
+    handle = engine.put(values)
+    first = engine.get(handle)
+    seen = np.array(first, copy=True)
+    engine.assign(handle, engine.put(later))  # in place, as an optimizer's update
+    changed = mismatching_bits(first, seen)
+    contract.measurements.record(contract.spec, "transfers", "get (the caller's memory)", changed)
+    assert not changed, (
+        f"get on {contract.spec} gave memory the engine still uses: an update of the tensor in "
+        f"place changed {changed} bits of what get had given; get must give a copy the caller "
+        "owns (np.array(..., copy=True))"
+    )
+    second = engine.get(handle)
+    assert isinstance(second, np.ndarray) and second.flags.writeable, (
+        f"get on {contract.spec} gave memory the engine still uses: an array the caller cannot "
+        "write into; get must give a copy the caller owns"
+    )
+    second[...] = np.float32(7.0)  # the caller's to change
+    third = engine.get(handle)
+    changed = mismatching_bits(third, later)
+    contract.measurements.record(contract.spec, "transfers", "get (the caller's memory)", changed)
+    assert not changed, (
+        f"get on {contract.spec} gave memory the engine still uses: writing into what get had "
+        f"given changed {changed} bits of the engine's tensor"
+    )

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
-from deepsharp.contracts.data import draw, pinned, seeds
+from deepsharp.contracts.data import draw, momenta, pinned, seeds
 from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.reference import Float64Engine
 from deepsharp.core.autodiff.functions import parts
@@ -186,7 +186,7 @@ def test_adam_update_follows_its_formula(
     shapes=slot_shapes,
     seed=seeds,
     learning_rate=st.floats(1e-5, 1.0),
-    momentum=st.sampled_from([0.0, 0.5, 0.9, 0.99]),
+    momentum=momenta,
 )
 def test_sgd_update_follows_its_formula(
     engine: Engine,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import itertools
 import os
 import sys
 import tempfile
@@ -212,6 +213,21 @@ def _writable(path: str, option: str) -> None:
         ) from None
 
 
+def _not_an_input(output: str, *inputs: tuple[str, str]) -> None:
+    """Refuse an --output that is one of the files read (or a link to one): the predictions
+    would replace what they are made from."""
+    for path, what in inputs:
+        try:
+            same = os.path.samefile(output, path)
+        except (OSError, ValueError):  # one of them does not exist (yet): not the same file
+            continue
+        if same:
+            raise CommandError(
+                f"--output {output!r} is {what} read ({path!r}): the predictions would replace "
+                "it; name another file"
+            )
+
+
 def _can_plot() -> None:
     try:
         import_module("matplotlib")
@@ -358,6 +374,9 @@ def _predict(arguments: argparse.Namespace) -> int:
 
     if arguments.output:
         _writable(arguments.output, "--output")
+        _not_an_input(
+            arguments.output, (arguments.rows, "the rows"), (arguments.file, "the trained network")
+        )
     engine = _engine(arguments.engine)
     trained = TrainedNetwork.load(arguments.file)
     if trained.pipeline.takes_arrays:
@@ -391,6 +410,9 @@ class _PredictionLines:
         self.rows = 0
 
     def __iter__(self) -> Iterator[bytes]:
+        # The first part's predictions before the header: a run that fails at once (a column
+        # missing, no rows) prints nothing.
+        first = next(self.parts, None)
         pipeline, outputs = self.trained.pipeline, self.trained.outputs
         if outputs == 1:
             header = [f"{pipeline.target_name or 'prediction'}"]
@@ -401,7 +423,7 @@ class _PredictionLines:
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerow(header)
         yield text.getvalue().encode("utf-8")
-        for predictions in self.parts:
+        for predictions in itertools.chain([] if first is None else [first], self.parts):
             self.rows += len(predictions)
             # Each value as repr(float(value)), the shortest text that reads back the same.
             yield "".join(",".join(map(repr, row)) + "\n" for row in predictions.tolist()).encode()
@@ -430,7 +452,14 @@ def _to_stdout(parts: Iterable[bytes]) -> int:
 def _seal(arguments: argparse.Namespace) -> int:
     from deepsharp.core.files import seal_safetensors
 
-    seal_safetensors(arguments.file)
+    try:
+        seal_safetensors(arguments.file)
+    except OSError as error:
+        if isinstance(error, FileNotFoundError) and not error.filename:
+            raise  # no file to seal: said as the loaders say it
+        raise CommandError(
+            _system(error, "could not record the digest in", arguments.file) + _left(arguments.file)
+        ) from None
     print(f"recorded the digest of {arguments.file}")
     return 0
 
@@ -466,11 +495,19 @@ def _doctor_engine(description: EngineDescription) -> int:
         made = 1
         stated += f" (its identity says {engine.identity.precision})"
         print(f"  {spec:<12} usable: {engine.identity}")
-    precisions = [
-        f"{precision} ({description.spec_with(precision)}{', default' if i == 0 else ''})"
-        for i, precision in enumerate(description.precisions)
-    ]
+    precisions, refused = [], []
+    for i, precision in enumerate(description.precisions):
+        spec_at = description.spec_with(precision)
+        if made and i:  # where the engine is usable, only the precisions it makes here are listed
+            try:
+                make_engine(spec_at)
+            except DeepSharpError as error:
+                refused.append(f"{precision} ({spec_at}: {error})")
+                continue
+        precisions.append(f"{precision} ({spec_at}{', default' if i == 0 else ''})")
     print(f"  {'':<12} precisions: {', '.join(precisions) or stated}")
+    for line in refused:
+        print(f"  {'':<12} not here: {line}")
     lines: Sequence[str] = []
     if description.doctor is not None:
         try:

@@ -31,9 +31,9 @@ import secrets
 import socket
 import stat
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,7 +42,10 @@ from deepsharp.core.errors import FileFormatError
 
 __all__ = [
     "MAX_HEADER",
+    "Declared",
+    "Expectation",
     "encode_safetensors",
+    "read_metadata",
     "read_safetensors",
     "seal_safetensors",
     "write_atomically",
@@ -68,8 +71,6 @@ _TWO_PASSES = 64 << 20  # bodies above this are checked against their digest bef
 _CHUNK = 1 << 20
 _DIGEST = "digest"
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")
-_LONG_NUMBER = re.compile(f"[0-9]{{{_MAX_DIGITS + 1},}}")
-_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _KINDS = {
     stat.S_IFDIR: "a folder",
     stat.S_IFIFO: "a named pipe",
@@ -87,8 +88,9 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) 
     flat) to a temporary file beside `path`,
     flush it to disk, then rename it into place: a crash, a kill or a full disk leaves either the
     old file or the new one, never half of one. The new file keeps the old one's mode, or takes
-    the umask's. A device or a pipe (`/dev/stdout`) is written straight into."""
-    target = Path(path)
+    the umask's. A device or a pipe (`/dev/stdout`) is written straight into; a symbolic link
+    is written through (the file it names is replaced; the link stays)."""
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     parts = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
     try:
         before: os.stat_result | None = os.stat(target)
@@ -111,7 +113,14 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) 
     temporary = folder / f".{target.name}.{_TAG}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
     # A new file's mode is 0o666 less the umask (the kernel applies it); a replaced one keeps its own.
     mode = 0o666 if before is None else 0o600
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY, mode)
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY, mode)
+    except OSError as error:  # said of the folder asked for, not of the temporary file's name
+        raise type(error)(
+            error.errno,
+            f"cannot write into {os.fspath(folder)!r}: {error.strerror}",
+            os.fspath(path),
+        ) from None
     try:
         if before is not None and os.chmod in os.supports_fd:
             os.chmod(descriptor, stat.S_IMODE(before.st_mode))
@@ -249,20 +258,58 @@ def seal_safetensors(path: str | os.PathLike[str], what: str = "file") -> None:
 # --- reading -------------------------------------------------------------------------------
 
 
+class Declared(NamedTuple):
+    """What a file's header says of one tensor, before a byte of its values is read."""
+
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+
+
+Expectation = Callable[[Mapping[str, str], Mapping[str, Declared]], None]
+"""A loader's check of a file's metadata and declared tensors (a FileFormatError if they are not
+what its architecture needs), run before any tensor's values are read."""
+
+
 def read_safetensors(
-    path: str | os.PathLike[str], what: str = "file", *, foreign: bool = False
+    path: str | os.PathLike[str],
+    what: str = "file",
+    *,
+    foreign: bool = False,
+    expect: Expectation | None = None,
 ) -> tuple[dict[str, NDArray[Any]], dict[str, str]]:
     """The tensors and metadata (without the digest) of a safetensors file, or a
     FileFormatError saying what is wrong (FileNotFoundError where there is no file).
 
     deepsharp's files carry a digest, checked here. A file without one is refused before its
     body is read, unless `foreign` asks to read other tools' files (a digest is then checked
-    where there is one)."""
-    return _read(path, what, require_digest=not foreign)
+    where there is one). `expect` checks the metadata and each tensor's declared dtype and
+    shape before any values are read or hashed, so a header that promises gigabytes its
+    architecture does not need costs nothing; where it refuses a file whose digest does not
+    match either, the file is said to be damaged."""
+    return _read(path, what, require_digest=not foreign, expect=expect)
+
+
+def read_metadata(path: str | os.PathLike[str], what: str = "file") -> dict[str, str]:
+    """The metadata of a safetensors file from its header alone, checked as any header is but
+    not against its digest (which covers the body too): for looking, not for loading."""
+    where = f"{what} {os.fspath(path)!r}"
+    with _open_regular(path, what, where) as stream:
+        size = os.fstat(stream.fileno()).st_size
+        length = _header_length(stream, size, where)
+        header = _parse_header(_read_exactly(stream, length, where), where)
+    metadata = _metadata(header.pop("__metadata__", {}), where)
+    metadata.pop(_DIGEST, None)
+    if metadata.get("format", "").startswith("deepsharp."):
+        for key, value in metadata.items():
+            _check_json_text(value, f"{where}: its metadata entry {key!r}")
+    return metadata
 
 
 def _read(
-    path: str | os.PathLike[str], what: str, require_digest: bool
+    path: str | os.PathLike[str],
+    what: str,
+    require_digest: bool,
+    expect: Expectation | None = None,
 ) -> tuple[dict[str, NDArray[Any]], dict[str, str]]:
     where = f"{what} {os.fspath(path)!r}"
     with _open_regular(path, what, where) as stream:
@@ -283,6 +330,9 @@ def _read(
             if not re.fullmatch(r"sha256:[0-9a-f]{64}", recorded):
                 raise FileFormatError(f"{where}: its digest {recorded[:80]!r} is not sha256:<hex>")
         body = 8 + length
+        if expect is not None:
+            _expected(expect, metadata, entries, stream, (body, size), digest, recorded, where)
+        _check_memory(size - body, where)
         if digest is not None and size - body > _TWO_PASSES:  # a big file is checked before kept
             _check_digest(_hash_body(stream, body, size, digest.copy(), where), recorded, where)
             stream.seek(body)
@@ -290,6 +340,57 @@ def _read(
         if digest is not None:
             _check_digest(digest, recorded, where)
     return tensors, metadata
+
+
+def _expected(
+    expect: Expectation,
+    metadata: Mapping[str, str],
+    entries: list[tuple[str, _Entry]],
+    stream: BinaryIO,
+    body: tuple[int, int],
+    digest: Any,
+    recorded: str | None,
+    where: str,
+) -> None:
+    """The loader's expectation of the declared tensors; a refusal of a file whose digest does
+    not match is said as damage (checked where the body is small enough to hash at once)."""
+    try:
+        expect(metadata, {name: Declared(e.dtype, tuple(e.shape)) for name, e in entries})
+    except FileFormatError:
+        start, stop = body
+        if digest is not None and stop - start <= _TWO_PASSES:
+            _check_digest(_hash_body(stream, start, stop, digest.copy(), where), recorded, where)
+        raise
+    stream.seek(body[0])
+
+
+def _check_memory(count: int, where: str) -> None:
+    """Refuse, before reading it, a body larger than this process may ever hold."""
+    ceiling = _memory_ceiling()
+    if ceiling is not None and count > ceiling:
+        raise FileFormatError(
+            f"{where}: its tensors hold {count:,} bytes, more than this process can hold "
+            f"({ceiling:,} bytes of memory): deepsharp's networks are far smaller; if this one "
+            "is not, load it on a machine with more memory"
+        )
+
+
+def _memory_ceiling() -> int | None:
+    """The most memory this process can ever have: the machine's, or less where limited."""
+    found: list[int] = []
+    try:
+        found.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        pass
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            found.append(limit)
+    except (ImportError, AttributeError, ValueError, OSError):
+        pass
+    return min(found) if found else None
 
 
 def _refuse_undigested(path: str | os.PathLike[str], where: str, metadata: dict[str, str]) -> None:
@@ -321,6 +422,10 @@ class _Regular:
 
 
 def _open_regular(path: str | os.PathLike[str], what: str, where: str) -> _Regular:
+    if "\0" in os.fspath(path):
+        raise FileNotFoundError(
+            f"no {what} at {os.fspath(path)!r}: a path cannot hold a NUL character"
+        )
     try:
         _refuse_irregular(os.stat(path), where)
         # O_NONBLOCK: should the path become a pipe between stat and open, open cannot hang.
@@ -452,28 +557,60 @@ def _constant(text: str) -> Any:
 
 def _check_depth(text: str, where: str) -> None:
     """Refuse JSON nested deeper than MAX_DEPTH, or with whole numbers too long to be ours,
-    before anything parses it (the parser's memory and stack grow with both)."""
-    bare = _STRINGS.sub('""', text)
-    marks = np.frombuffer(bare.encode("utf-8", "replace"), np.uint8)
+    before anything parses it (the parser's memory and stack grow with both). One pass over
+    the text, whatever its strings hold."""
+    marks = np.frombuffer(text.encode("utf-8", "replace"), np.uint8)
+    outside = ~_in_strings(marks)
     steps = np.zeros(marks.shape, np.int8)
-    steps[(marks == ord("[")) | (marks == ord("{"))] = 1
-    steps[(marks == ord("]")) | (marks == ord("}"))] = -1
-    depth = int(np.cumsum(steps, dtype=np.int64).max(initial=0))
+    steps[outside & ((marks == _OPEN_LIST) | (marks == _OPEN_OBJECT))] = 1
+    steps[outside & ((marks == _CLOSE_LIST) | (marks == _CLOSE_OBJECT))] = -1
+    depth = int(np.cumsum(steps, dtype=np.int32).max(initial=0))
     if depth > MAX_DEPTH:
         raise FileFormatError(
             f"{where} is nested {depth} deep; deepsharp reads at most {MAX_DEPTH}"
         )
-    digits = max((len(run) for run in _LONG_NUMBER.findall(bare)), default=0)
-    if digits:
+    digits = _longest_run(outside & (marks >= _ZERO) & (marks <= _NINE))
+    if digits > _MAX_DIGITS:
         raise FileFormatError(
             f"{where} holds a number of {digits} digits; deepsharp's have at most {_MAX_DIGITS}"
         )
 
 
+_QUOTE, _BACKSLASH, _ZERO, _NINE = (ord(c) for c in '"\\09')
+_OPEN_LIST, _CLOSE_LIST, _OPEN_OBJECT, _CLOSE_OBJECT = (ord(c) for c in "[]{}")
+
+
+def _in_strings(marks: NDArray[np.uint8]) -> NDArray[np.bool_]:
+    """Which bytes of JSON text lie in a string, its quotes included (a string left open runs
+    to the end). A quote closes or opens one unless an odd run of backslashes comes before it;
+    worked out for all quotes at once (a pattern that backtracks takes quadratic time here), in
+    arrays of 4 bytes a byte of text at most (a header of 1 MiB: a few MiB)."""
+    index = np.arange(marks.size, dtype=np.int32)
+    # Where each run of backslashes began: the last byte up to here that is no backslash.
+    last_other = np.where(marks != _BACKSLASH, index, np.int32(-1))
+    del index
+    np.maximum.accumulate(last_other, out=last_other)
+    quotes = np.flatnonzero(marks == _QUOTE).astype(np.int32)
+    before = np.maximum(quotes - 1, 0)
+    escaped = (quotes > 0) & ((before - last_other[before]) % 2 == 1)
+    del last_other
+    turns = np.zeros(marks.size, np.uint8)
+    turns[quotes[~escaped]] = 1
+    inside: NDArray[np.bool_] = np.bitwise_xor.accumulate(turns).astype(bool)
+    inside |= turns.astype(bool)
+    return inside
+
+
+def _longest_run(flags: NDArray[np.bool_]) -> int:
+    """The length of the longest run of True in `flags`."""
+    ends = np.zeros(1, np.int8)
+    edges = np.flatnonzero(np.diff(np.concatenate((ends, flags.view(np.int8), ends))))
+    return int((edges[1::2] - edges[::2]).max(initial=0))
+
+
 def _check_json_text(value: str, where: str) -> None:
     """deepsharp's metadata entries (JSON, or plain text) are held to the header's bounds."""
-    if any(mark in value for mark in "[{") or _LONG_NUMBER.search(value):
-        _check_depth(value, where)
+    _check_depth(value, where)
 
 
 def _metadata(found: Any, where: str) -> dict[str, str]:

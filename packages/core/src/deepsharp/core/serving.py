@@ -29,7 +29,12 @@ from deepsharp.core.files import read_safetensors, write_safetensors
 from deepsharp.core.nn.losses import Loss, loss_from_json, loss_to_json
 from deepsharp.core.nn.network import Network
 from deepsharp.core.nn.predicting import CHUNK, Predictor
-from deepsharp.core.nn.saving import file_tensors, network_from_file, network_metadata
+from deepsharp.core.nn.saving import (
+    expectation,
+    file_tensors,
+    network_from_file,
+    network_metadata,
+)
 
 __all__ = ["CHUNK", "TrainedNetwork"]
 
@@ -79,8 +84,14 @@ class TrainedNetwork:
             else rows
         )
         predictor = Predictor(self.network, self.loss, engine)
+        count = 0
         for part in parts:
+            count += len(part)
             yield predictor.predict(self.pipeline.features(part))
+        if count == 0 and isinstance(rows, Scan):  # as rows read whole are refused: no rows
+            raise DataError(
+                f"{rows.path}: no rows: the file holds its header and no row; give at least one row"
+            )
 
     def predict_features(
         self, features: Any, engine: Engine | str | None = None
@@ -102,8 +113,9 @@ class TrainedNetwork:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TrainedNetwork:
         """A trained network from its file; never runs code from it. FileFormatError if bad."""
-        tensors, metadata = read_safetensors(path, "trained-network file")
         where = f"trained-network file {os.fspath(path)!r}"
+        expect = expectation(Network, where, TRAINED_FORMAT)
+        tensors, metadata = read_safetensors(path, "trained-network file", expect=expect)
         network = network_from_file(Network, tensors, metadata, where, TRAINED_FORMAT)
         try:
             loss = loss_from_json(json.loads(metadata["loss"]))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from deepsharp.core.training.distribution import Distribution, Sums
 
 if TYPE_CHECKING:
+    from deepsharp.core.training.feeds import Feeds
     from deepsharp.core.training.trainer import Trainer
     from deepsharp.distributed.job import Job
     from deepsharp.distributed.training import Place
@@ -132,6 +133,9 @@ class DataParallel(Distribution):
 
     def share(self, count: int) -> tuple[int, int]:
         return self._place().share(count)
+
+    def check_data(self, seed: int, feeds: Feeds) -> None:
+        self._place().check_data(seed, feeds)
 
     def start(self, trainer: Trainer) -> None:
         self._place().start(trainer)

@@ -244,6 +244,44 @@ class Job:
                 "checkpoint file)"
             )
 
+    def check_same_run(self, seed: int, data: Mapping[str, Any]) -> None:
+        """Raise `ReplicasDifferError` on every process unless every process runs from the
+        same seed and holds the same data as rank 0 (`data`: its row counts per part, and
+        digests of the recipe and of the rows' values), naming the ranks and how they differ."""
+        seeds = [text.rstrip(b"\0").decode() for text in self._gather_bytes(_text(str(seed)))]
+        if any(found != seeds[0] for found in seeds):
+            each = ", ".join(f"rank {rank}: {found}" for rank, found in enumerate(seeds))
+            raise ReplicasDifferError(
+                f"the processes were started with different seeds ({each}): every process "
+                "must run with the same FitOptions.seed (the split, the starting slots and "
+                "the order of every epoch come from it)"
+            )
+        rows = [int(count) for count in data["rows"]]
+        mine = np.array(rows, np.int64).tobytes() + bytes.fromhex(data["recipe"])
+        every = self._gather_bytes(mine + bytes.fromhex(data["values"]))
+        other = [rank for rank, seen in enumerate(every) if seen != every[0]]
+        if not other:
+            return
+        width = 8 * len(rows)
+        theirs = np.frombuffer(every[0][:width], np.int64).tolist()
+        said = []
+        for rank in other:
+            counts = np.frombuffer(every[rank][:width], np.int64).tolist()
+            if counts != theirs:
+                said.append(f"rank {rank}: {_rows(counts)}, rank 0: {_rows(theirs)}")
+            elif every[rank][width : width + 32] != every[0][width : width + 32]:
+                said.append(f"rank {rank}: its training rows teach the pipeline another recipe")
+            else:
+                said.append(
+                    f"rank {rank}: the same count of rows ({sum(counts)}), with other values"
+                )
+        ranks = f"{'ranks' if len(other) > 1 else 'rank'} {', '.join(map(str, other))}"
+        raise ReplicasDifferError(
+            f"{ranks} {'hold' if len(other) > 1 else 'holds'} other data than rank 0 "
+            f"({'; '.join(said)}): every process must be handed the same rows (the same file "
+            "or arrays, the same pipeline), and takes its share of every batch from them"
+        )
+
     def barrier(self) -> None:
         """Wait until every process gets here (within the job's timeout)."""
         _, dist = require_torch()
@@ -314,6 +352,17 @@ class Job:
         every = mine.new_empty((self.world_size * mine.numel(),))
         all_gather(every, mine.contiguous().view(-1))
         return every.view(self.world_size, *mine.shape)
+
+
+def _text(text: str, width: int = 64) -> bytes:
+    """`text` as `width` bytes (cut, or padded with NULs): one length on every process."""
+    return text.encode()[:width].ljust(width, b"\0")
+
+
+def _rows(counts: list[int]) -> str:
+    """A process's row counts, in words."""
+    training, validation, test = (*counts, 0, 0, 0)[:3]
+    return f"{sum(counts)} rows ({training} training, {validation} validation, {test} test)"
 
 
 def _layout(names: list[str], shapes: list[tuple[int, ...]]) -> bytes:

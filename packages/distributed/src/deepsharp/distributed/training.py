@@ -5,6 +5,9 @@ fit calls a `Distribution` at seven points (deepsharp.core.training.distribution
 Here each is one collective of the job, or none:
 
 - `check` (when resuming): the checkpoint's world size against the job's, refused naming both.
+- `check_data`: every process's seed, then its data (row counts, the learned recipe, a digest
+  of the rows' features and targets), against rank 0's: one collective each, and a run whose
+  processes differ ends on every one before its first step, naming them.
 - `start`: rank 0's slots to every process (a broadcast, then checked bit for bit); the
   optimizer's memory and the run's counters checked the same on every process; then a
   `GradientSum` put first among the trainer's step hooks.
@@ -28,12 +31,13 @@ import numpy as np
 
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, Handle
-from deepsharp.core.training.distribution import Sums
+from deepsharp.core.training.distribution import Sums, data_fingerprint
 from deepsharp.core.training.trainer import StepHook, Trainer
 from deepsharp.distributed.bridge import host_bytes
 from deepsharp.distributed.shares import check_world_size
 
 if TYPE_CHECKING:
+    from deepsharp.core.training.feeds import Feeds
     from deepsharp.distributed.job import Job
 
 __all__ = ["GradientSum", "Place"]
@@ -95,6 +99,9 @@ class Place:
     def share(self, count: int) -> tuple[int, int]:
         share = self.job.share(count)
         return share.start, share.stop
+
+    def check_data(self, seed: int, feeds: Feeds) -> None:
+        self.job.check_same_run(seed, data_fingerprint(feeds))
 
     def start(self, trainer: Trainer) -> None:
         job, engine = self.job, trainer.engine

@@ -41,10 +41,12 @@ from deepsharp.core.data.values import (
     row_text,
     rows_named,
     shown,
+    shown_value,
     sorted_labels,
 )
 from deepsharp.core.errors import DataError, DeepSharpWarning, FileFormatError
 from deepsharp.core.kinds import Kinds
+from deepsharp.core.reals import brief, finite_real
 
 __all__ = [
     "COLUMN_KINDS",
@@ -113,10 +115,11 @@ class Recipe:
 
     def number(self, key: str, low: float = -FLOAT32_MAX, high: float = FLOAT32_MAX) -> float:
         """A finite number within [low, high] (float32's range unless said otherwise)."""
-        value = float(self.get(key, int, float))
-        if not (math.isfinite(value) and low <= value <= high):
+        found = self.get(key, int, float)
+        value = finite_real(found)
+        if value is None or not low <= value <= high:
             raise self.fail(
-                key, f"expected a finite number in [{low:.8g}, {high:.8g}], found {value!r}"
+                key, f"expected a finite number in [{low:.8g}, {high:.8g}], found {brief(found)}"
             )
         return value
 
@@ -300,13 +303,16 @@ def _check_fill(name: ColumnName, fill: object, log: bool) -> FillSpec:
         return "median" if fill == "median" else "mean"
     if isinstance(fill, bool) or not isinstance(fill, (int, float)):
         raise TypeError(f"column {name!r}: fill must be 'median', 'mean' or a number, not {fill!r}")
-    if not (math.isfinite(fill) and abs(fill) <= FLOAT32_MAX):
-        raise ValueError(f"column {name!r}: fill must be a finite float32 number, not {fill!r}")
-    if log and fill < 0:
+    value = finite_real(fill)
+    if value is None or abs(value) > FLOAT32_MAX:
+        raise ValueError(
+            f"column {name!r}: fill must be a finite float32 number, not {brief(fill)}"
+        )
+    if log and value < 0:
         raise ValueError(
             f"column {name!r}: fill={fill!r} is negative, but log=True needs values of 0 or more"
         )
-    return float(fill)
+    return value
 
 
 def _number_settings(column: Number | Numbers) -> dict[str, Any]:
@@ -588,7 +594,7 @@ class Category(ColumnKind):
                 i = int(np.argmax(unknown))
                 known = list(self.values or []) + (["(missing)"] if self.has_missing else [])
                 raise DataError(
-                    f"{row_text(i)}, column {self.name!r}: the value {values[i]!r} was not in the "
+                    f"{row_text(i)}, column {self.name!r}: the value {shown_value(values[i])} was not in the "
                     f"training rows; the known values are: {shown(known)} "
                     f"(declare .category({self.name!r}, unknown='zeros') to give unseen values "
                     f"all zeros)"

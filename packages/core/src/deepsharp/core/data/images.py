@@ -22,6 +22,7 @@ from deepsharp.core.data.values import (
     row_text,
 )
 from deepsharp.core.errors import DataError
+from deepsharp.core.reals import brief, finite_real
 
 __all__ = ["Image", "ImageLearner", "ImageScale", "check_image_scale", "check_image_shape"]
 
@@ -73,9 +74,11 @@ def check_image_scale(name: ColumnName, scale: object) -> ImageScale:
         raise TypeError(
             f"column {name!r}: scale must be None, a positive number or 'max', not {scale!r}"
         )
-    value = float(scale)
-    if not (math.isfinite(value) and FLOAT32_TINY <= value <= FLOAT32_MAX):
-        raise ValueError(f"column {name!r}: scale must be a positive finite number, not {scale!r}")
+    value = finite_real(scale)
+    if value is None or not FLOAT32_TINY <= value <= FLOAT32_MAX:
+        raise ValueError(
+            f"column {name!r}: scale must be a positive finite number, not {brief(scale)}"
+        )
     return value
 
 

@@ -8,11 +8,15 @@ its data, `TrainedNetwork.predict` and `predict_parts` take one to predict.
 
 A CSV file is read by read_csv's rules: a header row naming distinct columns; an empty field
 is missing (None); blank lines are skipped; a row with more or fewer fields than the header, or
-text that is not CSV or not UTF-8, is a DataError naming the file and the line.
+text that is not CSV or not UTF-8, or a line longer than `MAX_LINE`, is a DataError naming the
+file and the line. A pipe (`/dev/stdin`, `<(...)`, a named pipe) is scanned in one pass, as it
+comes: enough to predict its rows; a second pass is a FileFormatError saying so.
 
 A Parquet file needs pyarrow (`pip install 'deepsharp[parquet]'`), imported only when a Parquet
 file is scanned. Its columns of numbers come as NumPy arrays (a missing value as NaN), other
-columns as Python values (None where missing), as a DataFrame's would.
+columns as Python values (None where missing), as a DataFrame's would. Only a regular file is
+read (Parquet is read by seeking); a file pyarrow cannot read, or that is damaged anywhere, is a
+FileFormatError naming it.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ import importlib
 import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
-from deepsharp.core.data.sources import Part, read_csv_header
+from deepsharp.core.data.paths import check_path, lines, open_rows, refuse_irregular
+from deepsharp.core.data.sources import Part, empty_message, read_csv_header
 from deepsharp.core.data.values import Column, ColumnName
-from deepsharp.core.errors import DataError
+from deepsharp.core.errors import DataError, FileFormatError
 
 __all__ = ["BUFFER_ROWS", "READ_ROWS", "CsvScan", "ParquetScan", "Scan", "scan_csv", "scan_parquet"]
 
@@ -64,12 +69,7 @@ class Scan:
         self.read_rows = _whole("read_rows", read_rows)
         self.buffer_rows = _whole("buffer_rows", buffer_rows)
         self.spill_dir = None if spill_dir is None else os.fspath(spill_dir)
-        if os.path.isdir(self.path):
-            raise IsADirectoryError(
-                f"{self.path!r} is a directory, not a {self.kind} file: name a file in it"
-            )
-        if not os.path.exists(self.path):
-            raise FileNotFoundError(f"no such {self.kind} file: {self.path!r}")
+        check_path(self.path, self.kind)
         self.names: list[ColumnName] = self._header()
 
     def _header(self) -> list[ColumnName]:
@@ -100,17 +100,30 @@ class Scan:
 
 
 class CsvScan(Scan):
-    """A CSV file read in parts, by read_csv's rules."""
+    """A CSV file read in parts, by read_csv's rules. A pipe (`/dev/stdin`, a named pipe) is
+    read as it comes, in one pass: enough to predict its rows, not to train on them."""
 
     kind = "CSV"
 
     def _header(self) -> list[ColumnName]:
-        with self._open() as handle:
-            reader = csv.reader(iter(handle.readline, ""))
-            return list(self._guarded(lambda: read_csv_header(self.path, reader), reader))
+        opened = open_rows(self.path, self.kind)
+        self.regular, self.what = opened.regular, opened.kind
+        reader = csv.reader(lines(opened.handle, self.path))
+        empty = empty_message(self.path, opened)
+        try:
+            names = self._guarded(lambda: read_csv_header(self.path, reader, empty), reader)
+        except BaseException:
+            opened.handle.close()
+            raise
+        if opened.regular:
+            opened.handle.close()
+            self._stream: tuple[IO[str], Any] | None = None
+        else:
+            self._stream = (opened.handle, reader)  # the one pass a stream gives goes on from here
+        return list(names)
 
     def _open(self) -> IO[str]:
-        return open(self.path, newline="", encoding="utf-8-sig")
+        return open_rows(self.path, self.kind).handle
 
     def _guarded(self, read: Callable[[], Any], reader: Any) -> Any:
         """`read()`, its CSV and decoding errors said as read_csv says them."""
@@ -121,26 +134,56 @@ class CsvScan(Scan):
         except UnicodeDecodeError as exc:
             raise DataError(f"{self.path}: not UTF-8 text: {exc}") from None
 
+    def _pass(self) -> tuple[IO[str], Any]:
+        """The file opened for a pass and its reader past the header (a stream: its one pass)."""
+        if not self.regular:
+            if self._stream is None:
+                raise FileFormatError(
+                    f"{self.path!r} is {self.what}, read once already: its rows cannot be read "
+                    "again (a run reads its rows on every pass): save them to a file first"
+                )
+            stream, self._stream = self._stream, None
+            return stream
+        handle = self._open()
+        reader = csv.reader(lines(handle, self.path))
+        try:
+            self._guarded(lambda: read_csv_header(self.path, reader), reader)
+        except BaseException:
+            handle.close()
+            raise
+        return handle, reader
+
     def parts(self, names: Sequence[ColumnName] | None = None) -> Iterator[Part]:
         wanted = self._wanted(names)
         places = [self.names.index(name) for name in wanted]
         width = len(self.names)
         first = 0
-        with self._open() as handle:
-            reader = csv.reader(iter(handle.readline, ""))
-            self._guarded(lambda: read_csv_header(self.path, reader), reader)
+        handle, reader = self._pass()
+        with handle:
             while True:
                 # Where the part starts (a position to seek to, and its first line): enough to
-                # name any of its rows again, without keeping a line number a row.
-                offset, line = handle.tell(), reader.line_num + 1
-                chunk = self._guarded(
-                    lambda: list(itertools.islice(reader, self.read_rows)), reader
-                )
+                # name any of its rows again, without keeping a line number a row. A stream
+                # cannot be read again: it keeps the line each of its records ends on.
+                offset, line = handle.tell() if self.regular else -1, reader.line_num + 1
+                if self.regular:
+                    chunk = self._guarded(
+                        lambda: list(itertools.islice(reader, self.read_rows)), reader
+                    )
+                    ends = None
+                else:
+                    read = self._guarded(
+                        lambda: [
+                            (r, reader.line_num) for r in itertools.islice(reader, self.read_rows)
+                        ],
+                        reader,
+                    )
+                    chunk = [record for record, _ in read]
+                    ends = [end for record, end in read if record]
                 if not chunk:
                     return
                 records = [record for record in chunk if record]  # blank lines are skipped
                 plain = len(records) == len(chunk) == reader.line_num - line + 1
-                naming = self._naming(first, offset, line, plain)
+                naming = self._naming(first, offset, line, plain, ends)
                 if len(set(map(len, records))) > 1 or (records and len(records[0]) != width):
                     bad = next(i for i, r in enumerate(records) if len(r) != width)
                     raise DataError(
@@ -156,12 +199,20 @@ class CsvScan(Scan):
                 yield Part(columns, len(records), first, naming)
                 first += len(records)
 
-    def _naming(self, first: int, offset: int, line: int, plain: bool) -> Callable[[int], str]:
-        """How a row of the part that starts at row `first` (at `offset`, line `line`) is named."""
+    def _naming(
+        self, first: int, offset: int, line: int, plain: bool, ends: list[int] | None = None
+    ) -> Callable[[int], str]:
+        """How a row of the part that starts at row `first` (at `offset`, line `line`) is named;
+        `ends`: the line each of its records ends on, where it was kept (a stream's)."""
 
         def name(place: int) -> str:
             index = place - first
-            found = line + index if plain else self._line(offset, line, index)
+            if plain:
+                found = line + index
+            elif ends is not None:
+                found = ends[index]
+            else:
+                found = self._line(offset, line, index)
             return f"{self.path}, line {found}"
 
         return name
@@ -171,7 +222,7 @@ class CsvScan(Scan):
         (only for a part with blank lines or records over several lines, and only for a message)."""
         with self._open() as handle:
             handle.seek(offset)
-            reader = csv.reader(iter(handle.readline, ""))
+            reader = csv.reader(lines(handle, self.path))
             seen = -1
             for record in reader:
                 seen += 1 if record else 0
@@ -187,35 +238,69 @@ class ParquetScan(Scan):
 
     def _header(self) -> list[ColumnName]:
         self._arrow, self._parquet = _pyarrow()
-        file = self._file()
-        self.rows = int(file.metadata.num_rows)
-        return list(file.schema_arrow.names)
+        with self._open() as stream:
+            file = self._file(stream)
+            try:
+                self.rows = _whole_count(file.metadata.num_rows)
+                names = list(file.schema_arrow.names)
+            except _unreadable(self._arrow) as error:
+                raise self._corrupt(error) from None
+        if not all(isinstance(name, str) for name in names):
+            raise FileFormatError(f"{self.path}: its schema names columns by other than text")
+        return names
 
-    def _file(self) -> Any:
+    def _open(self) -> BinaryIO:
+        """The file, opened without blocking (a pipe or a device is refused: Parquet is read by
+        seeking in it)."""
+        name, info = check_path(self.path, self.kind)
+        why = "a Parquet file is read by seeking in it: save it to a file first"
+        refuse_irregular(name, info, why)
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+        descriptor = os.open(name, flags)
         try:
-            return self._parquet.ParquetFile(self.path, buffer_size=1 << 20, pre_buffer=False)
-        except (self._arrow.ArrowException, OSError) as error:
-            raise DataError(f"{self.path}: not a Parquet file pyarrow can read ({error})") from None
+            refuse_irregular(name, os.fstat(descriptor), why)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        return os.fdopen(descriptor, "rb")
+
+    def _file(self, stream: BinaryIO) -> Any:
+        try:
+            return self._parquet.ParquetFile(stream, buffer_size=1 << 20, pre_buffer=False)
+        except _unreadable(self._arrow) as error:
+            raise FileFormatError(
+                f"{self.path}: not a Parquet file pyarrow can read ({error})"
+            ) from None
+
+    def _corrupt(self, error: BaseException, first: int | None = None) -> FileFormatError:
+        where = "" if first is None else f": rows from {first + 1} on cannot be read"
+        return FileFormatError(
+            f"{self.path}{where}: the Parquet file is damaged ({type(error).__name__}: "
+            f"{str(error)[:300]})"
+        )
 
     def parts(self, names: Sequence[ColumnName] | None = None) -> Iterator[Part]:
         wanted = self._wanted(names)
         first = 0
-        # One thread: as fast here (Python's conversion dominates), and 10-15 MiB less memory.
-        batches = self._file().iter_batches(
-            batch_size=self.read_rows, columns=wanted, use_threads=False
-        )
-        while True:
+        with self._open() as stream:
+            file = self._file(stream)
             try:
-                batch = next(batches, None)
-            except self._arrow.ArrowException as error:
-                raise DataError(
-                    f"{self.path}: rows from {first + 1} on cannot be read ({error})"
-                ) from None
-            if batch is None:
-                return
-            columns = {name: self._column(batch.column(i)) for i, name in enumerate(wanted)}
-            yield Part(columns, batch.num_rows, first, self._row_text)
-            first += batch.num_rows
+                # One thread: as fast here (Python's conversion dominates), and 10-15 MiB less.
+                batches = file.iter_batches(
+                    batch_size=self.read_rows, columns=wanted, use_threads=False
+                )
+            except _unreadable(self._arrow) as error:
+                raise self._corrupt(error, first) from None
+            while True:
+                try:
+                    batch = next(batches, None)
+                    if batch is None:
+                        return
+                    columns = {name: self._column(batch.column(i)) for i, name in enumerate(wanted)}
+                except _unreadable(self._arrow) as error:
+                    raise self._corrupt(error, first) from None
+                yield Part(columns, batch.num_rows, first, self._row_text)
+                first += batch.num_rows
 
     def _column(self, array: Any) -> Column:
         """Numbers as a NumPy array (NaN where missing); anything else as Python values."""
@@ -230,6 +315,18 @@ class ParquetScan(Scan):
             return values
         listed: list[object] = array.to_pylist()
         return listed
+
+
+def _unreadable(arrow: Any) -> tuple[type[BaseException], ...]:
+    """What pyarrow raises on a damaged file: its own errors, and Python's (its IO errors are
+    plain OSErrors; text that is not UTF-8 a UnicodeDecodeError; lengths that lie, others)."""
+    return (arrow.ArrowException, OSError, ValueError, LookupError, TypeError, ArithmeticError)
+
+
+def _whole_count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"its row count is {value!r}")
+    return value
 
 
 def _pyarrow() -> tuple[Any, Any]:

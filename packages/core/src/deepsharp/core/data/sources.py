@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.data.values import Column, ColumnName, row_text
+from deepsharp.core.data.paths import Opened, lines, open_rows
+from deepsharp.core.data.values import Column, ColumnName, row_text, shown_value
 from deepsharp.core.errors import DataError
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "columns",
     "is_frame",
     "read_csv",
+    "empty_message",
     "read_csv_header",
     "row_count",
     "row_naming",
@@ -40,18 +42,16 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
     """Read a CSV file with a header row into a list of dicts from column name to the field's text.
 
     An empty field is ``None``. Blank lines are skipped. A row with more or fewer fields than the
-    header is a :class:`DataError` naming the file and the line.
+    header is a :class:`DataError` naming the file and the line. A pipe (``/dev/stdin``, a named
+    pipe) is read as it comes; a line longer than ``MAX_LINE`` characters is a DataError.
     """
+    opened = open_rows(path, "CSV")
     name = os.fspath(path)
-    if os.path.isdir(name):
-        raise IsADirectoryError(f"{name!r} is a directory, not a CSV file: name a file in it")
-    if not os.path.exists(name):
-        raise FileNotFoundError(f"no such CSV file: {name!r}")
-    with open(name, newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
+    with opened.handle as handle:
+        reader = csv.reader(lines(handle, name))
         out: list[dict[str, str | None]] = []
         try:
-            header = read_csv_header(name, reader)
+            header = read_csv_header(name, reader, empty_message(name, opened))
             for record in reader:
                 if not record:
                     continue
@@ -70,12 +70,23 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
     return out
 
 
-def read_csv_header(name: str, reader: Iterator[list[str]]) -> list[str]:
-    """The header of a CSV file: its first row that is not blank, naming distinct columns."""
+def read_csv_header(name: str, reader: Iterator[list[str]], empty: str | None = None) -> list[str]:
+    """The header of a CSV file: its first row that is not blank, naming distinct columns
+    (a DataError saying `empty`, or that the file is empty, where there is none)."""
     for record in reader:
         if record:
             return _header(name, getattr(reader, "line_num", 0), record)
-    raise DataError(f"{name}: the file is empty; expected a header row naming the columns")
+    raise DataError(empty or f"{name}: the file is empty; expected a header row naming the columns")
+
+
+def empty_message(name: str, opened: Opened) -> str | None:
+    """What to say of a stream that gave nothing (None for a file: it is empty)."""
+    if opened.regular:
+        return None
+    return (
+        f"{name} is {opened.kind} that nothing was written into; expected a header row naming "
+        "the columns (is the program that writes into it running?)"
+    )
 
 
 class Part:
@@ -177,7 +188,7 @@ def row_naming(
         place = index if places is None else int(places[index])
         text = f"row {place + 1}{suffix} (counting from 1"
         if labels is not None and labels[place] != place:
-            text += f"; DataFrame index {labels[place]!r}"
+            text += f"; DataFrame index {shown_value(labels[place])}"
         return text + ")"
 
     return naming

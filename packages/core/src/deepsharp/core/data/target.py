@@ -17,6 +17,7 @@ from deepsharp.core.data.values import (
     numbers,
     row_text,
     shown,
+    shown_value,
     sorted_labels,
 )
 from deepsharp.core.errors import DataError
@@ -76,7 +77,7 @@ class Target:
                     f"needs one"
                 )
             raise DataError(
-                f"{row_text(i)}, column {self.name!r}: the target value {value!r} was not in "
+                f"{row_text(i)}, column {self.name!r}: the target value {shown_value(value)} was not in "
                 f"the training rows; the known values are: {shown(self.classes or [])}"
             )
         if self.kind == "binary":
@@ -145,7 +146,7 @@ class TargetLearner:
                 first, second = self.known
                 raise DataError(
                     f"{row_text(i)}, column {target.name!r}: a binary target holds two values, "
-                    f"but this row holds a third, {values[i]!r}, after {first!r} and {second!r} "
+                    f"but this row holds a third, {shown_value(values[i])}, after {first!r} and {second!r} "
                     f"(declare .target({target.name!r}, kind='classes') for more than two)"
                 )
             self.known.append(found_label)

@@ -45,6 +45,7 @@ __all__ = [
     "naming_rows",
     "rows_named",
     "shown",
+    "shown_value",
     "sorted_labels",
 ]
 
@@ -85,8 +86,13 @@ def rows_named(naming: Callable[[int], str] | None) -> Iterator[None]:
         _NAMING.reset(token)
 
 
+def shown_value(value: object) -> str:
+    """A value as a message shows it: as Python writes it (9, not np.int64(9))."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
 def shown(values: Sequence[object]) -> str:
-    head = ", ".join(repr(v) for v in values[:_SHOWN_VALUES])
+    head = ", ".join(shown_value(v) for v in values[:_SHOWN_VALUES])
     if len(values) > _SHOWN_VALUES:
         head += f", and {len(values) - _SHOWN_VALUES} more"
     return head

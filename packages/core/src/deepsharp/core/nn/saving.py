@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.errors import FileFormatError, StateError
-from deepsharp.core.files import read_safetensors, write_safetensors
+from deepsharp.core.files import Declared, read_safetensors, write_safetensors
 from deepsharp.core.nn.graph import DTYPES, Graph, InputSpec, Node, check_layer_name, row_shape
 from deepsharp.core.nn.layer import BufferSpec, SlotSpec, layer_from_json
 from deepsharp.core.version import __version__
@@ -31,7 +31,10 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMAT_VERSION",
     "NETWORK_FORMAT",
+    "architecture",
+    "check_declared",
     "check_format",
+    "expectation",
     "file_tensors",
     "load_network",
     "network_from_file",
@@ -230,20 +233,33 @@ def take_tensors(
 def check_tensors(network: Network, tensors: Mapping[str, NDArray[Any]], where: str) -> None:
     """Refuse (a FileFormatError naming `where`) tensors that are not every slot and buffer of
     the architecture, each float32 at its shape and finite, and nothing else."""
+    check_declared(
+        network,
+        {name: Declared(value.dtype, tuple(value.shape)) for name, value in tensors.items()},
+        where,
+    )
+    for name in (*network.specs, *network.buffer_specs):
+        if not np.all(np.isfinite(tensors[name])):
+            what = "slot" if name in network.specs else "buffer"
+            raise FileFormatError(f"{where}: {what} {name!r} holds NaN or infinite values")
+
+
+def check_declared(network: Network, declared: Mapping[str, Declared], where: str) -> None:
+    """Refuse (a FileFormatError naming `where`) a file's tensors, as its header declares them
+    (before a byte of their values is read), that are not every slot and buffer of the
+    architecture, each float32 at its shape, and nothing else."""
     wanted: dict[str, SlotSpec | BufferSpec] = {**network.specs, **network.buffer_specs}
     for name, spec in wanted.items():
         what = "slot" if name in network.specs else "buffer"
-        if name not in tensors:
+        if name not in declared:
             raise FileFormatError(f"{where}: {what} {name!r} is missing")
-        value = tensors[name]
-        if tuple(value.shape) != spec.shape or value.dtype != np.float32:
+        dtype, shape = declared[name]
+        if tuple(shape) != spec.shape or dtype != np.float32:
             raise FileFormatError(
-                f"{where}: {what} {name!r} is {value.dtype} of shape {tuple(value.shape)}, "
+                f"{where}: {what} {name!r} is {dtype} of shape {tuple(shape)}, "
                 f"the architecture needs float32 of shape {spec.shape}"
             )
-        if not np.all(np.isfinite(value)):
-            raise FileFormatError(f"{where}: {what} {name!r} holds NaN or infinite values")
-    extra = sorted(set(tensors) - set(wanted))
+    extra = sorted(set(declared) - set(wanted))
     if extra:
         raise FileFormatError(f"{where}: slots the architecture does not hold: {extra}")
 
@@ -266,10 +282,41 @@ def save_network(network: Network, path: str | os.PathLike[str]) -> None:
 
 
 def load_network(cls: type[Network], path: str | os.PathLike[str]) -> Network:
-    tensors, metadata = read_safetensors(path, "network file")
-    return network_from_file(
-        cls, tensors, metadata, f"network file {os.fspath(path)!r}", NETWORK_FORMAT
-    )
+    where = f"network file {os.fspath(path)!r}"
+    expect = expectation(cls, where, NETWORK_FORMAT)
+    tensors, metadata = read_safetensors(path, "network file", expect=expect)
+    return network_from_file(cls, tensors, metadata, where, NETWORK_FORMAT)
+
+
+def expectation(cls: type[Network], where: str, kind: str) -> Expectation:
+    """What a file of `kind` must declare before its values are read: every slot and buffer of
+    the architecture it records, float32 at its shape, and nothing else (a file's header that
+    promises gigabytes its architecture does not need costs nothing to refuse)."""
+
+    def expect(metadata: Mapping[str, str], declared: Mapping[str, Declared]) -> None:
+        network, version = architecture(cls, metadata, where, kind)
+        if version == "1":
+            names = renamed_from_format_1(network)
+            declared = {names.get(name, name): kept for name, kept in declared.items()}
+        check_declared(network, declared, where)
+
+    return expect
+
+
+def architecture(
+    cls: type[Network], metadata: Mapping[str, str], where: str, kind: str
+) -> tuple[Network, str]:
+    """The network a file of `kind` records (its format checked first), without its values, and
+    the file's format version."""
+    version = check_format(metadata, where, kind)
+    try:
+        data = json.loads(metadata["network"])
+    except (KeyError, json.JSONDecodeError, RecursionError):
+        raise FileFormatError(f"{where}: its metadata lacks a readable 'network' entry") from None
+    network = network_from_json(cls, data, where, version)
+    if not network.built:
+        raise FileFormatError(f"{where}: its architecture names no inputs' shapes")
+    return network, version
 
 
 def network_from_file(
@@ -280,13 +327,6 @@ def network_from_file(
     kind: str,
 ) -> Network:
     """The network a file of `kind` records, with its slots and buffers."""
-    version = check_format(metadata, where, kind)
-    try:
-        data = json.loads(metadata["network"])
-    except (KeyError, json.JSONDecodeError, RecursionError):
-        raise FileFormatError(f"{where}: its metadata lacks a readable 'network' entry") from None
-    network = network_from_json(cls, data, where, version)
-    if not network.built:
-        raise FileFormatError(f"{where}: its architecture names no inputs' shapes")
+    network, version = architecture(cls, metadata, where, kind)
     take_tensors(network, tensors, where, version)
     return network

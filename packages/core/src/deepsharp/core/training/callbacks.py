@@ -8,16 +8,21 @@ state in every checkpoint (`state`, `restore`), so a resumed run goes on where i
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
+import secrets
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deepsharp.core.errors import FileFormatError
+from deepsharp.core.errors import DeepSharpWarning, FileFormatError, StateError
+from deepsharp.core.files import read_metadata
+from deepsharp.core.reals import brief
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.distribution import Distribution
 from deepsharp.core.training.state import Snapshot
@@ -25,6 +30,11 @@ from deepsharp.core.training.trainer import Trainer
 
 if TYPE_CHECKING:
     from deepsharp.core.training.loop import FitOptions
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: checkpoint folders are not locked there
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["Callback", "CheckpointWriter", "EarlyStopping", "EachEpoch", "ProgressBar", "RunState"]
 
@@ -173,7 +183,11 @@ class EarlyStopping(Callback):
 
 class CheckpointWriter(Callback):
     """Writes a checkpoint every `every` epochs into `folder`, each named by its epoch, and keeps
-    the latest `keep` of them. Only the process that writes (`run.writes`) does."""
+    the latest `keep` of them. Only the process that writes (`run.writes`) does.
+
+    The folder is the run's alone while it runs (a lock: a second live run is refused), and a
+    run prunes only its own checkpoints: each records the run it belongs to (`run`, kept by a
+    run resumed from it), so another run's checkpoints in the folder are left as they are."""
 
     name = "checkpoints"
 
@@ -181,29 +195,105 @@ class CheckpointWriter(Callback):
         self.folder = Path(folder)
         self.every = every
         self.keep = keep
+        self.run = ""
+        """Which run the checkpoints belong to: drawn at its start, kept when it is resumed."""
+        self.lock: FolderLock | None = None
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        run = state.get("run", "")
+        if not ((isinstance(run, str) and _RUN.fullmatch(run)) or run == ""):
+            raise FileFormatError(f"checkpoint: the run it belongs to is {brief(run)}")
+        self.run = run
+
+    def state(self) -> dict[str, Any]:
+        return {"run": self.run}
 
     def on_run_start(self, run: RunState) -> None:
-        if run.writes:
-            prepare_folder(self.folder)
+        if not run.writes:
+            return
+        self.lock = prepare_folder(self.folder)
+        resumed = bool(self.run)
+        self.run = self.run or secrets.token_hex(8)
+        others = [epoch for epoch, path in Checkpoint.in_folder(self.folder) if not self._own(path)]
+        if others and not resumed:
+            shown = f"{others[0]}" if len(others) == 1 else f"{others[0]}-{others[-1]}"
+            warnings.warn(
+                f"checkpoint_dir {os.fspath(self.folder)!r} holds checkpoints of another run "
+                f"(epochs {shown}): this run leaves them, but writes over any of an epoch it "
+                "reaches; to go on with that run, resume from it (resume_from=the folder), "
+                "else name another folder",
+                DeepSharpWarning,
+                stacklevel=2,
+            )
 
     def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
         if run.writes and record.epoch % self.every == 0:
             run.checkpoint().save(Checkpoint.path_in(self.folder, record.epoch))
             self._prune(record.epoch)
 
+    def close(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
     def _prune(self, written: int) -> None:
-        """Keep the `keep` latest up to the one just written; any of a later epoch is of a run
-        that was abandoned (this one resumed from before it) and goes too."""
-        found = Checkpoint.in_folder(self.folder)
-        kept = [path for epoch, path in found if epoch <= written][-self.keep :]
-        for _, path in found:
+        """Keep this run's `keep` latest up to the one just written; any of its own of a later
+        epoch is of a line it abandoned (it resumed from before it) and goes too. Other runs'
+        checkpoints are left."""
+        own = [
+            (epoch, path) for epoch, path in Checkpoint.in_folder(self.folder) if self._own(path)
+        ]
+        kept = [path for epoch, path in own if epoch <= written][-self.keep :]
+        for _, path in own:
             if path not in kept:
                 path.unlink(missing_ok=True)
 
+    def _own(self, path: Path) -> bool:
+        """Whether the checkpoint at `path` belongs to this run (read from its header alone)."""
+        try:
+            metadata = read_metadata(path, "checkpoint")
+            state = json.loads(metadata.get("state", "{}"))
+            return bool(state["callbacks"][self.name]["run"] == self.run)
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            return False
 
-def prepare_folder(folder: Path) -> None:
-    """Make the checkpoint folder (or find it), check it takes files, and remove what killed
-    writes of our checkpoints left there: before the first epoch, not after many."""
+
+_RUN = re.compile(r"[0-9a-f]{16}")
+
+
+class FolderLock:
+    """A checkpoint folder held by one live run: an exclusive lock on the folder itself, which
+    the system lets go when the run ends, however it ends (where the file system has locks)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.descriptor: int | None = None
+        if fcntl is None:
+            return
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            raise StateError(
+                f"checkpoint_dir {os.fspath(folder)!r} is in use by another run (a live process "
+                "writes its checkpoints there): give each run a folder of its own, or wait for "
+                "that run to end"
+            ) from None
+        except OSError:  # a file system without locks (some network ones): no lock to hold
+            os.close(descriptor)
+            return
+        self.descriptor = descriptor
+
+    def release(self) -> None:
+        if self.descriptor is not None:
+            os.close(self.descriptor)  # closing the descriptor lets the lock go
+            self.descriptor = None
+
+
+def prepare_folder(folder: Path) -> FolderLock:
+    """Make the checkpoint folder (or find it), check it takes files, hold it for this run, and
+    remove what killed writes of our checkpoints left there: before the first epoch, not after
+    many. A folder another live run holds is refused (StateError)."""
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(
             f"checkpoint_dir {os.fspath(folder)!r} is a file, not a folder: name a folder "
@@ -212,9 +302,11 @@ def prepare_folder(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=folder):  # a folder we cannot write into fails here
         pass
+    lock = FolderLock(folder)  # from here no other live run writes here: its leftovers are dead
     for name in os.listdir(folder):
         if _STALE.fullmatch(name):
             (folder / name).unlink(missing_ok=True)
+    return lock
 
 
 class ProgressBar(Callback):

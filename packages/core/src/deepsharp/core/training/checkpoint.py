@@ -12,24 +12,29 @@ contents lie is refused there, with a FileFormatError saying what is wrong.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.engine import EngineIdentity
 from deepsharp.core.errors import FileFormatError
-from deepsharp.core.files import read_safetensors, write_safetensors
+from deepsharp.core.files import Declared, Expectation, read_safetensors, write_safetensors
 from deepsharp.core.nn.network import Network
 from deepsharp.core.nn.optimizers import Optimizer
-from deepsharp.core.nn.saving import check_format, check_tensors, renamed_from_format_1
+from deepsharp.core.nn.saving import (
+    check_declared,
+    check_format,
+    check_tensors,
+    renamed_from_format_1,
+)
 from deepsharp.core.random import Streams
+from deepsharp.core.reals import brief, finite_real
 from deepsharp.core.training.state import TrainerState
 from deepsharp.core.version import __version__
 
@@ -60,18 +65,20 @@ class EpochRecord:
     def from_json(cls, data: Any) -> EpochRecord:
         if not (isinstance(data, list) and len(data) == 4):
             raise ValueError(
-                f"an epoch's record is [epoch, loss, validation, seconds], not {data!r}"
+                f"an epoch's record is [epoch, loss, validation, seconds], not {brief(data)}"
             )
         epoch, loss, validation, seconds = data
         if not _whole(epoch, 1):
-            raise ValueError(f"an epoch's number must be a whole number from 1, not {epoch!r}")
+            raise ValueError(f"an epoch's number must be a whole number from 1, not {brief(epoch)}")
         for what, value in (("loss", loss), ("validation loss", validation), ("seconds", seconds)):
             if not _finite(value):
                 raise ValueError(
-                    f"epoch {epoch}: its {what} must be a finite number, not {value!r}"
+                    f"epoch {brief(epoch)}: its {what} must be a finite number, not {brief(value)}"
                 )
         if seconds < 0:
-            raise ValueError(f"epoch {epoch}: its seconds must be 0 or more, not {seconds!r}")
+            raise ValueError(
+                f"epoch {brief(epoch)}: its seconds must be 0 or more, not {brief(seconds)}"
+            )
         return cls(epoch, float(loss), float(validation), float(seconds))
 
 
@@ -80,7 +87,7 @@ def _whole(value: object, low: int = 0, high: int = _LARGEST) -> bool:
 
 
 def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return finite_real(value) is not None
 
 
 @dataclass
@@ -146,18 +153,8 @@ class Checkpoint:
         if os.path.isdir(path):
             path = cls.path_in(path)
             where = f"checkpoint {os.fspath(path)!r}"
-        tensors, metadata = read_safetensors(path, "checkpoint")
-        version = check_format(metadata, where, CHECKPOINT_FORMAT, READS)
-        try:
-            state = json.loads(metadata["state"])
-            architecture = json.loads(metadata["network"])
-        except (KeyError, ValueError, RecursionError) as error:
-            raise FileFormatError(f"{where}: its state cannot be read ({error})") from None
-        if not isinstance(state, dict):
-            raise FileFormatError(f"{where}: its state must be a JSON object")
-        network = Network.from_json(architecture, where, "1" if version == "2" else "3")
-        if not network.built:
-            raise FileFormatError(f"{where}: its architecture names no inputs")
+        tensors, metadata = read_safetensors(path, "checkpoint", expect=_expectation(where))
+        state, network, version = _contents(metadata, where)
         if version == "2":  # slots named by their layer's position, then: name them as today
             names = renamed_from_format_1(network)
             tensors = {_renamed(key, names): value for key, value in tensors.items()}
@@ -189,6 +186,76 @@ class Checkpoint:
         return sorted(found)
 
 
+def _contents(
+    metadata: Mapping[str, str], where: str
+) -> tuple[dict[str, Any], dict[str, Any], Network]:
+    """A checkpoint's state, its architecture as recorded, and the network it makes."""
+    check_format(metadata, where, CHECKPOINT_FORMAT, CHECKPOINT_VERSION)
+    try:
+        state = json.loads(metadata["state"])
+        architecture = json.loads(metadata["network"])
+    except (KeyError, ValueError, RecursionError) as error:
+        raise FileFormatError(f"{where}: its state cannot be read ({error})") from None
+    if not isinstance(state, dict):
+        raise FileFormatError(f"{where}: its state must be a JSON object")
+    network = Network.from_json(architecture, where)
+    if network.inputs is None:
+        raise FileFormatError(f"{where}: its architecture names no inputs")
+    return state, architecture, network
+
+
+def _expectation(where: str) -> Expectation:
+    """What a checkpoint must declare before its values are read: every slot of its
+    architecture in each part (slots, best, the optimizer's memories), float32 at its shape."""
+
+    def expect(metadata: Mapping[str, str], declared: Mapping[str, Declared]) -> None:
+        state, _, network = _contents(metadata, where)
+        try:
+            memories = _optimizer(state["optimizer"])["memories"]
+            _parts(declared, network, memories, check=network.check_declared)
+        except (KeyError, ValueError, TypeError) as error:
+            raise FileFormatError(f"{where}: {error}") from None
+
+    return expect
+
+
+def _contents(metadata: Mapping[str, str], where: str) -> tuple[dict[str, Any], Network, str]:
+    """A checkpoint's state, the network its architecture makes, and its format version."""
+    version = check_format(metadata, where, CHECKPOINT_FORMAT, READS)
+    try:
+        state = json.loads(metadata["state"])
+        architecture = json.loads(metadata["network"])
+    except (KeyError, ValueError, RecursionError) as error:
+        raise FileFormatError(f"{where}: its state cannot be read ({error})") from None
+    if not isinstance(state, dict):
+        raise FileFormatError(f"{where}: its state must be a JSON object")
+    network = Network.from_json(architecture, where, "1" if version == "2" else "3")
+    if not network.built:
+        raise FileFormatError(f"{where}: its architecture names no inputs")
+    return state, network, version
+
+
+def _expectation(where: str) -> Expectation:
+    """What a checkpoint must declare before its values are read: every slot (and buffer) of
+    its architecture in each part (slots, best, the optimizer's memories), float32 at its
+    shape."""
+
+    def expect(metadata: Mapping[str, str], declared: Mapping[str, Declared]) -> None:
+        state, network, version = _contents(metadata, where)
+        if version == "2":
+            names = renamed_from_format_1(network)
+            declared = {_renamed(key, names): value for key, value in declared.items()}
+        try:
+            memories = _optimizer(state["optimizer"])["memories"]
+            _parts(declared, network, memories, declared=True)
+        except (KeyError, ValueError, TypeError) as error:
+            if isinstance(error, FileFormatError):
+                raise
+            raise FileFormatError(f"{where}: {error}") from None
+
+    return expect
+
+
 def _read(
     where: str,
     state: dict[str, Any],
@@ -199,7 +266,7 @@ def _read(
 ) -> Checkpoint:
     epoch = state["epoch"]
     if not _whole(epoch, 1):
-        raise ValueError(f"its epoch must be a whole number from 1, not {epoch!r}")
+        raise ValueError(f"its epoch must be a whole number from 1, not {brief(epoch)}")
     optimizer = _optimizer(state["optimizer"])
     generator = _generator(state["generator"])
     history = [EpochRecord.from_json(record) for record in _list(state["history"], "history")]
@@ -207,10 +274,10 @@ def _read(
         raise ValueError(f"its history must record epochs 1 to {epoch}, in order")
     best_epoch = state["best_epoch"]
     if not _whole(best_epoch, 1, epoch):
-        raise ValueError(f"its best epoch must lie in 1..{epoch}, not {best_epoch!r}")
+        raise ValueError(f"its best epoch must lie in 1..{epoch}, not {brief(best_epoch)}")
     skipped = state.get("skipped_steps", 0)
     if not _whole(skipped):
-        raise ValueError(f"its skipped steps must be a whole number, not {skipped!r}")
+        raise ValueError(f"its skipped steps must be a whole number, not {brief(skipped)}")
     parts = _parts(tensors, network, optimizer["memories"])
     buffers, best_buffers = parts.pop("buffers"), parts.pop("best_buffers")
     return Checkpoint(
@@ -244,7 +311,7 @@ def _list(value: object, what: str) -> list[Any]:
 
 def _object(value: object, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ValueError(f"its {what} must be an object, not {value!r}")
+        raise ValueError(f"its {what} must be an object, not {brief(value)}")
     return value
 
 
@@ -271,34 +338,39 @@ def _optimizer(value: object) -> dict[str, Any]:
     kind, config, steps = record["kind"], record["config"], record["steps"]
     cls = _optimizer_kinds().get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise ValueError(f"its optimizer {kind!r} is not one deepsharp knows (imported)")
+        raise ValueError(f"its optimizer {brief(kind)} is not one deepsharp knows (imported)")
     _object(config, "optimizer's config")
     if not _whole(steps):
-        raise ValueError(f"its optimizer's step count must be a whole number, not {steps!r}")
+        raise ValueError(f"its optimizer's step count must be a whole number, not {brief(steps)}")
     return {"kind": kind, "config": config, "steps": steps, "memories": list(cls.memories)}
 
 
 def _generator(value: object) -> dict[str, Any]:
     record = _object(value, "generator")
     if not (isinstance(record.get("seed"), int) and not isinstance(record["seed"], bool)):
-        raise ValueError(f"its generator's seed must be a whole number, not {record.get('seed')!r}")
+        raise ValueError(
+            f"its generator's seed must be a whole number, not {brief(record.get('seed'))}"
+        )
     for name in Streams.PURPOSES:
         if not _whole(record.get(name)):
             raise ValueError(
                 f"its generator's {name!r} counter must be a whole number in 0..2**62, not "
-                f"{record.get(name)!r}"
+                f"{brief(record.get(name))}"
             )
     return {"seed": record["seed"], **{name: record[name] for name in Streams.PURPOSES}}
 
 
+_Value = TypeVar("_Value")
+
+
 def _parts(
-    tensors: Mapping[str, NDArray[Any]], network: Network, memories: list[str]
-) -> dict[str, dict[str, NDArray[np.float32]]]:
-    """The tensors by part (slots and buffers, best and best_buffers, memory/<kind>), each
-    holding every slot (or buffer) of the network at its shape, float32 and finite; nothing
-    else."""
+    tensors: Mapping[str, _Value], network: Network, memories: list[str], declared: bool = False
+) -> dict[str, dict[str, _Value]]:
+    """The tensors (or, `declared`, what the header declares of them) by part (slots and
+    buffers, best and best_buffers, memory/<kind>), each holding every slot (or buffer) of the
+    network at its shape, float32 (and finite, for values); nothing else."""
     groups = ["slots", "best", "buffers", "best_buffers", *(f"memory/{kind}" for kind in memories)]
-    parts: dict[str, dict[str, NDArray[np.float32]]] = {group: {} for group in groups}
+    parts: dict[str, dict[str, _Value]] = {group: {} for group in groups}
     for key, value in tensors.items():
         group, _, name = key.rpartition("/")
         if group not in parts:
@@ -307,18 +379,19 @@ def _parts(
     for group in groups:
         if group in ("buffers", "best_buffers"):
             continue
-        # Each kind of values with the network's buffers beside its slots, checked together.
-        kept = "best_buffers" if group == "best" else "buffers"
-        values = parts[group] if group.startswith("memory/") else {**parts[group], **parts[kept]}
         if group.startswith("memory/"):
-            _check_memory(network, values, f"its {group}")
-        else:
-            check_tensors(network, values, f"its {group}")
+            _check_memory(network, parts[group], f"its {group}")
+            continue
+        # The slots with the network's buffers beside them, checked together.
+        kept = "best_buffers" if group == "best" else "buffers"
+        values: Any = {**parts[group], **parts[kept]}
+        (check_declared if declared else check_tensors)(network, values, f"its {group}")
     return parts
 
 
-def _check_memory(network: Network, values: Mapping[str, NDArray[Any]], where: str) -> None:
-    """An optimizer's memory: one tensor a slot, float32 at its shape and finite, nothing else."""
+def _check_memory(network: Network, values: Mapping[str, Any], where: str) -> None:
+    """An optimizer's memory: one tensor a slot, float32 at its shape and finite (for values;
+    a header's declarations are checked for dtype and shape), nothing else."""
     for name, spec in network.specs.items():
         value = values.get(name)
         if value is None:
@@ -328,7 +401,7 @@ def _check_memory(network: Network, values: Mapping[str, NDArray[Any]], where: s
                 f"{where}: slot {name!r} is {value.dtype} of shape {tuple(value.shape)}, the "
                 f"architecture needs float32 of shape {spec.shape}"
             )
-        if not np.all(np.isfinite(value)):
+        if isinstance(value, np.ndarray) and not np.all(np.isfinite(value)):
             raise ValueError(f"{where}: slot {name!r} holds NaN or infinite values")
     extra = sorted(set(values) - set(network.specs))
     if extra:

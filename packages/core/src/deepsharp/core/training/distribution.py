@@ -5,33 +5,66 @@ A run in one process uses `OneProcess`, which changes nothing. A data-parallel r
 `Distribution`; the loop calls it at these points, and only these:
 
 1. `check(checkpoint.distribution, where)` before anything is read or restored, when resuming;
-2. `start(trainer)` once the trainer holds its slots (drawn, or restored from a checkpoint) and
+2. `check_data(seed, feeds)` before anything else a process does with the others: every
+   process must run from the same seed and hold the same data (`data_fingerprint`), or the
+   run ends on every process before its first step, naming the processes that differ;
+3. `start(trainer)` once the trainer holds its slots (drawn, or restored from a checkpoint) and
    before the first step: make the slots identical (broadcast from rank 0, checked), and put a
    `StepHook` first in `trainer.hooks` that weighs the loss by the process's share of the batch
    (`objective`) and reduces the gradients over processes (`gradients`);
-3. `share(count)` for every batch (training, validation, test) of `count` rows: the rows this
+4. `share(count)` for every batch (training, validation, test) of `count` rows: the rows this
    process takes, [start, stop) — contiguous, so a row's place in the batch is known;
-4. `all_finite(loss)` after every step: whether the step's loss is finite on every process, so
+5. `all_finite(loss)` after every step: whether the step's loss is finite on every process, so
    that all stop together when a run diverges;
-5. `combine(sums)` after each pass over a part (an epoch's training rows, the validation rows,
+6. `combine(sums)` after each pass over a part (an epoch's training rows, the validation rows,
    the test rows): the sums over every process;
-6. `writes`: whether this process writes checkpoints and draws the progress bar (rank 0);
-7. `state()` into every checkpoint (the world size, ...), `finish()` after the run.
+7. `writes`: whether this process writes checkpoints and draws the progress bar (rank 0);
+8. `state()` into every checkpoint (the world size, ...), `finish()` after the run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from deepsharp.core.errors import CheckpointMismatchError
 
 if TYPE_CHECKING:
+    from deepsharp.core.training.feeds import Feeds
     from deepsharp.core.training.trainer import Trainer
 
-__all__ = ["Distribution", "OneProcess", "Sums"]
+__all__ = ["Distribution", "OneProcess", "Sums", "data_fingerprint"]
+
+
+def data_fingerprint(feeds: Feeds) -> dict[str, Any]:
+    """What must be the same on every process of a run, to tell data apart without sending it:
+    the rows of each part (training, validation, test), the recipe the pipeline learned, and a
+    SHA-256 digest of every row's features and targets (held in memory, or as they were
+    spilled)."""
+    values = hashlib.sha256()
+    rows = []
+    for feed in (feeds.train, feeds.validation, feeds.test):
+        rows.append(len(feed))  # type: ignore[arg-type]
+        spill = getattr(feed, "spill", None)
+        if spill is not None:
+            values.update(spill.digest.digest())
+            continue
+        for array in (getattr(feed, "features", None), getattr(feed, "targets", None)):
+            if array is not None:
+                values.update(repr((array.dtype.str, array.shape)).encode())
+                values.update(np.ascontiguousarray(array).data.cast("B"))
+    recipe = json.dumps(feeds.pipeline.to_json(), sort_keys=True, default=repr)
+    return {
+        "rows": rows,
+        "recipe": hashlib.sha256(recipe.encode()).hexdigest(),
+        "values": values.hexdigest(),
+    }
 
 
 @dataclass
@@ -78,6 +111,10 @@ class Distribution:
     def share(self, count: int) -> tuple[int, int]:
         """The rows [start, stop) of a batch of `count` rows that this process takes."""
         return 0, count
+
+    def check_data(self, seed: int, feeds: Feeds) -> None:
+        """Before anything else: refuse a run whose processes were given different seeds or
+        different data (`data_fingerprint(feeds)`), on every process, naming them."""
 
     def start(self, trainer: Trainer) -> None:
         """Before the first step, with the trainer's slots in place."""

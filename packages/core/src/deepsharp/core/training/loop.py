@@ -247,6 +247,7 @@ def fit(
             run = RunState(trainer, options, distribution, parts)
             if checkpoint is not None:
                 run.resume(checkpoint)
+            distribution.check_data(options.seed, feeds)
             distribution.start(trainer)
             if checkpoint is None:  # the slots it starts from may be another process's now
                 trainer.snapshot(run.best)

@@ -38,6 +38,7 @@ from deepsharp.core.autodiff.functions import mul
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Handle
 from deepsharp.core.errors import CheckpointMismatchError, FileFormatError
+from deepsharp.core.reals import finite_real
 from deepsharp.core.training.hooks import Share, StepHook
 
 if TYPE_CHECKING:
@@ -171,12 +172,8 @@ def _float32(value: Any) -> float:
 
 
 def _positive_number(value: object) -> bool:
-    return bool(
-        isinstance(value, (int, float, np.floating, np.integer))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
+    number = finite_real(value)
+    return number is not None and number > 0
 
 
 def check_setting(setting: object, where: str) -> None:

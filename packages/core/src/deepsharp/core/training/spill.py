@@ -16,6 +16,7 @@ together.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import tempfile
@@ -58,6 +59,9 @@ class Spill:
         self.rows = 0
         self._files: list[IO[bytes]] = []
         self._kinds: list[tuple[np.dtype[Any], tuple[int, ...]]] = []
+        self.digest = hashlib.sha256()
+        """Of every byte written (each kind's, a write at a time): what a process of a
+        data-parallel run compares with the others' before its first step."""
 
     def __len__(self) -> int:
         return self.rows
@@ -73,7 +77,9 @@ class Spill:
         if len(arrays[0]) == 0:
             return
         for handle, array, (dtype, _) in zip(self._files, arrays, self._kinds, strict=True):
-            handle.write(np.ascontiguousarray(array, dtype).tobytes())
+            written = np.ascontiguousarray(array, dtype).tobytes()
+            handle.write(written)
+            self.digest.update(written)
         self.rows += len(arrays[0])
 
     def read(self, start: int, stop: int) -> list[NDArray[Any]]:

@@ -46,9 +46,13 @@ rounding more where n is a float32, else a remainder's correction), so it is wit
 2.001u·T/n of S/n, and T/n is the mean's own Σ|terms|.
 
 The argument asks that no product fall below float32's smallest normal number (2**-126, where a
-rounding may lose more than u relatively) and that no total overflow. A total with an infinity or
-a NaN among its terms comes out as float addition makes it: where s is not finite, c (which then
-holds the NaN of an infinity's TwoSum) is left out.
+rounding may lose more than u relatively) and that no total overflow. A total of finite terms
+that overflows on its way (3e38 + 3e38 in a mean of [3e38, 3e38, 0, 0]; a product of two
+factors of 2e19) is added again with its terms scaled down by a power of two (`_shift`), and its
+result scaled back: exact but for terms that fall below the smallest normal value, whose loss is
+far below u·T for a total this large; so a total or mean that lies in float32's range comes out
+in it. A total with an infinity or a NaN among its terms comes out as float addition makes it:
+where s is not finite, c (which then holds the NaN of an infinity's TwoSum) is left out.
 
 Cost: about nine float32 operations a term (a product, eight for TwoSum and carries), worked in
 blocks of at most BLOCK terms laid out so that every NumPy operation runs over whole contiguous
@@ -80,7 +84,17 @@ def dot(a: Array, b: Array) -> Array:
     """a (M, K) @ b (K, N) in float32 arithmetic, each place within 3u·Σ|terms|."""
     if a.ndim != 2 or b.ndim != 2 or b.shape[0] != a.shape[1]:
         raise ValueError(f"dot takes (M, K) and (K, N) operands, not {a.shape} and {b.shape}")
-    return _finish(*pairs(a, b))
+    result: Array = _finish(*pairs(a, b))
+    finite_rows = np.asarray(np.isfinite(a).all(1))
+    with np.errstate(invalid="ignore"):
+        lost = ~np.isfinite(result) & finite_rows[:, None] & np.isfinite(b).all(0)
+    if lost.any():  # a product or a partial total overflowed: the rows again, scaled down
+        rows = np.flatnonzero(lost.any(1))
+        shift = _shift(a.shape[1]) // 2 + 1
+        again = _finish(*pairs(np.ldexp(a[rows], -shift), np.ldexp(b, -shift)))
+        with np.errstate(over="ignore"):
+            result[rows] = np.where(lost[rows], np.ldexp(again, 2 * shift), result[rows])
+    return result
 
 
 def totals(rows: Array, mean: bool = False) -> Array:
@@ -92,7 +106,23 @@ def totals(rows: Array, mean: bool = False) -> Array:
         result = np.full(rows.shape[0], np.nan, F32)
     else:
         result = _quotient(total, carry, rows.shape[1])[0]
+    with np.errstate(invalid="ignore"):
+        lost = ~np.isfinite(result) & np.isfinite(rows).all(1)
+    if lost.any():  # a partial total overflowed (3e38 + 3e38): those rows again, scaled down
+        shift = _shift(rows.shape[1])
+        again = totals(np.ldexp(rows[lost], -shift), mean)
+        with np.errstate(over="ignore"):
+            result[lost] = np.ldexp(again, shift)
     return result
+
+
+def _shift(count: int) -> int:
+    """A power of two to scale a total's terms down by so that no partial total of `count`
+    terms of float32 values can overflow: every partial total is then under a quarter of
+    float32's largest value. Scaling by a power of two is exact (bar terms that fall below the
+    smallest normal value, whose loss is far below u·Σ|terms| of a total this large), and so
+    is scaling the result back, unless it lies beyond float32's range."""
+    return int(np.ceil(np.log2(max(count, 1)))) + 2
 
 
 def pairs(a: Array | None, b: Array) -> tuple[Array, Array]:

@@ -381,9 +381,12 @@ HALF_BLOCK = 1 << 19
 
 SMALL = 1 << 18
 """Multiply-adds below which a product or convolution on the processor runs in libtorch's float32
-kernels on inputs rounded to the half format (the same arithmetic: half inputs, float32
-totals): oneDNN's half kernels cost about 18 us a call to set up, against 3 us for a float32
-product of 32 x 14 x 16 (measured)."""
+kernels on inputs rounded to the half format, its output rounded to it too (the same
+arithmetic: half inputs, float32 totals, an output in the half format): oneDNN's half kernels
+cost about 18 us a call to set up, against 3 us for a float32 product of 32 x 14 x 16
+(measured). The two add their terms in other orders, so an output may differ by the last bits
+of its float32 total, and so by one unit of the half format where that total lies next to a
+rounding boundary of the half format (docs/mixed-precision.md)."""
 
 
 class MixedTotals(_Totals):
@@ -391,8 +394,8 @@ class MixedTotals(_Totals):
     format (precisions mixed_bfloat16, mixed_float16); sums and means float32 totals.
 
     On the processor a small product or convolution (under `SMALL` multiply-adds) runs in the
-    float32 kernels on its inputs rounded to the half format, and gives float32: the same
-    arithmetic, without the half kernels' cost of setting up."""
+    float32 kernels on its inputs rounded to the half format, and gives its output in the half
+    format: the same arithmetic, without the half kernels' cost of setting up."""
 
     def __init__(self, cuda: bool, guard: Any, precision: Precision) -> None:
         super().__init__(cuda, guard)
@@ -429,7 +432,9 @@ class MixedTotals(_Totals):
     ) -> Tensor:
         rows = a.shape[1] if transpose_a else a.shape[0]
         if self._small(rows * a.shape[0 if transpose_a else 1] * b.shape[0 if transpose_b else 1]):
-            return self.float32.matmul(self._rounded(a), self._rounded(b), transpose_a, transpose_b)
+            out = self.float32.matmul(self._rounded(a), self._rounded(b), transpose_a, transpose_b)
+            # rounded as the half kernels round theirs (a weight gradient's laid out in float32)
+            return out.to(self.half).to(F32) if transpose_a else out.to(self.half)
         a, b = self._half(a), self._half(b)
         with self.guard:
             if transpose_a and not self.cuda:
@@ -485,9 +490,11 @@ class MixedTotals(_Totals):
         self, x: Tensor, w: Tensor, bias: Tensor | None, stride: int, padding: Paddings
     ) -> Tensor:
         if self._small(self._work(x, w, stride)):
-            return self.float32.conv2d_bias(
+            bias = None if bias is None else self._rounded(bias)
+            out = self.float32.conv2d_bias(
                 self._rounded(x), self._rounded(w), bias, stride, padding
             )
+            return out.to(self.half)
         images, pads = padded(self._half(x), padding)
         # The bias in the half format too (one more term of each total, within the bound), so
         # the kernel adds it as it writes its outputs.
@@ -501,7 +508,8 @@ class MixedTotals(_Totals):
         filters = gy.shape[1]
         if self._small(self._work(x, x.new_empty((filters, 1, *kernel)), stride)):
             grads = self._rounded(gy)
-            return self.float32.conv2d_weight_grad(self._rounded(x), grads, kernel, stride, padding)
+            out = self.float32.conv2d_weight_grad(self._rounded(x), grads, kernel, stride, padding)
+            return out.to(self.half)
         images, pads = padded(self._half(x), padding)
         w = images.new_empty((filters, x.shape[1], *kernel))  # its shape is all that is read
         args = (self._half(gy), images, w, None, (stride, stride), pads, (1, 1), False, (0, 0), 1)
@@ -520,9 +528,10 @@ class MixedTotals(_Totals):
         count, channels = gy.shape[0], w.shape[1]
         shape = (count, channels, *image)
         if self._small(self._work(gy.new_empty(1).expand(shape), w, stride)):
-            return self.float32.conv2d_fold(
+            out = self.float32.conv2d_fold(
                 self._rounded(gy), self._rounded(w), image, stride, padding
             )
+            return out.to(self.half)
         (top, bottom), (left, right) = padding
         even = top == bottom and left == right
         height = image[0] if even else image[0] + top + bottom

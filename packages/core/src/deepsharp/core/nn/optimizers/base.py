@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepsharp.core.engine import Engine, Handle, fused
+from deepsharp.core.reals import brief, finite_real
 
 __all__ = ["Optimizer", "OptimizerState", "setting"]
 
@@ -76,12 +77,12 @@ def setting(
         raise TypeError(
             f"{optimizer}'s {name} must be {must}, not {value!r} ({type(value).__name__})"
         )
-    number = float(value)
+    number = finite_real(value)
     if (
-        not math.isfinite(number)
+        number is None
         or (above is not None and not number > above)
         or (at_least is not None and not number >= at_least)
         or (below is not None and not number < below)
     ):
-        raise ValueError(f"{optimizer}'s {name} must be {must}, not {value!r}")
+        raise ValueError(f"{optimizer}'s {name} must be {must}, not {brief(value)}")
     return number

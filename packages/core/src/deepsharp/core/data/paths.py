@@ -1,0 +1,122 @@
+"""Where rows are read from: a path checked before it is opened, and opened so that no read
+blocks for ever or grows without bound.
+
+A regular file is read as a file (a scan reads it again on each pass). A pipe (`/dev/stdin`,
+`<(...)`, a named pipe) or a character device is read as a stream, once: opening it never
+waits for a writer, and a named pipe that nothing was written into reads as nothing at once.
+Every line is read with a limit (`MAX_LINE` characters), so a file without line ends
+(`/dev/zero`, gigabytes of nothing) is a DataError on its first line, not a process that grows
+until the machine stops it. Folders, sockets and block devices are refused by name.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from typing import IO
+
+from deepsharp.core.errors import DataError, FileFormatError
+
+__all__ = ["MAX_LINE", "Opened", "check_path", "lines", "open_rows", "refuse_irregular"]
+
+MAX_LINE = 16 << 20
+"""The longest line a CSV reader takes, in characters: room for 4 million numbers a row (a
+field is at most 131,072 characters, Python's csv limit)."""
+
+_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+_STREAMS = (stat.S_IFIFO, stat.S_IFCHR)  # read once, as they come
+
+
+def kind_of(info: os.stat_result) -> str:
+    """What a path is, in words ("a named pipe"); "a file" for a regular file."""
+    if stat.S_ISREG(info.st_mode):
+        return "a file"
+    return _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+
+
+def check_path(path: str | os.PathLike[str], kind: str) -> tuple[str, os.stat_result]:
+    """The path's name and what it is (following links), or the error that says why there is
+    nothing to read there: FileNotFoundError (no such file, or a name no file can have),
+    IsADirectoryError, or an OSError naming a loop of links."""
+    name = os.fspath(path)
+    if "\0" in name:
+        raise FileNotFoundError(
+            f"no such {kind} file: {name!r} holds a NUL character, which no file name can"
+        )
+    try:
+        info = os.stat(name)
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(f"no such {kind} file: {name!r}") from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise OSError(
+                errno.ELOOP,
+                f"{name!r} is a loop of symbolic links (each names another, none a file)",
+                name,
+            ) from None
+        raise
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(f"{name!r} is a directory, not a {kind} file: name a file in it")
+    return name, info
+
+
+def refuse_irregular(name: str, info: os.stat_result, why: str) -> None:
+    """A FileFormatError for what is not a regular file, saying `why` one is needed."""
+    if not stat.S_ISREG(info.st_mode):
+        raise FileFormatError(f"{name!r} is {kind_of(info)}, not a file: {why}")
+
+
+class Opened:
+    """A text file opened for reading rows: `handle`, whether it is a regular file (`regular`;
+    else a stream, read once), and what it is in words (`kind`)."""
+
+    def __init__(self, handle: IO[str], info: os.stat_result) -> None:
+        self.handle = handle
+        self.regular = stat.S_ISREG(info.st_mode)
+        self.kind = kind_of(info)
+
+
+def open_rows(path: str | os.PathLike[str], kind: str) -> Opened:
+    """The file at `path` opened for reading text (UTF-8, a byte-order mark skipped), without
+    waiting on a pipe that has no writer. A socket or a block device is refused."""
+    name, info = check_path(path, kind)
+    if not (stat.S_ISREG(info.st_mode) or stat.S_IFMT(info.st_mode) in _STREAMS):
+        refuse_irregular(name, info, f"deepsharp reads {kind} rows from a file or a pipe")
+    # O_NONBLOCK: opening a named pipe waits for a writer otherwise; reads then wait as usual.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    descriptor = os.open(name, flags)
+    try:
+        info = os.fstat(descriptor)  # what was opened, should the path have changed since
+        if not (stat.S_ISREG(info.st_mode) or stat.S_IFMT(info.st_mode) in _STREAMS):
+            refuse_irregular(name, info, f"deepsharp reads {kind} rows from a file or a pipe")
+        os.set_blocking(descriptor, True)
+        handle = open(descriptor, newline="", encoding="utf-8-sig", closefd=True)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return Opened(handle, info)
+
+
+def lines(handle: IO[str], name: str) -> Iterator[str]:
+    """The handle's lines, each at most MAX_LINE characters with its line end (a DataError
+    naming the first line past that)."""
+    number = 1
+    while True:
+        line = handle.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE:
+            raise DataError(
+                f"{name}, line {number}: longer than {MAX_LINE:,} characters, the most a CSV "
+                "line may hold here; is it a CSV file (it may lack line ends)?"
+            )
+        number += 1
+        yield line
