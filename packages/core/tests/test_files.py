@@ -219,12 +219,12 @@ def test_a_big_deepsharp_file_whose_digest_is_wrong_is_refused_in_bounded_memory
     text = json.dumps(
         {
             "__metadata__": {**big.metadata(), "digest": "sha256:" + "0" * 64},
-            "0.dense.weights": {
+            "dense.weights": {
                 "dtype": "F32",
                 "shape": [size // 16, 4],
                 "data_offsets": [0, size],
             },
-            "0.dense.bias": {"dtype": "F32", "shape": [4], "data_offsets": [size, size + 16]},
+            "dense.bias": {"dtype": "F32", "shape": [4], "data_offsets": [size, size + 16]},
         }
     )
     start = struct.pack("<Q", len(text)) + text.encode()

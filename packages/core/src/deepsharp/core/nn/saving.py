@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.errors import FileFormatError, StateError
-from deepsharp.core.files import Declared, read_safetensors, write_safetensors
+from deepsharp.core.files import Declared, Expectation, read_safetensors, write_safetensors
 from deepsharp.core.nn.graph import DTYPES, Graph, InputSpec, Node, check_layer_name, row_shape
 from deepsharp.core.nn.layer import BufferSpec, SlotSpec, layer_from_json
 from deepsharp.core.version import __version__
