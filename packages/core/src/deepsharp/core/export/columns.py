@@ -158,6 +158,9 @@ def write_columns(
                 "trained.pipeline.features(rows)"
             )
         g.scope = f"column {column.name}"
-        made.append(export(g, inputs, column))
+        try:
+            made.append(export(g, inputs, column))
+        except ExportError as error:
+            raise ExportError(f"column {column.name!r} ({column.kind}): {error}") from None
     g.scope = "features"
     return (made[0] if len(made) == 1 else g.one("Concat", *made, axis=1)), inputs.taken
