@@ -190,13 +190,17 @@ class Graphs:
         return made if "Gelu" in LATER else [*made, Gelu]
 
     def sequence(self, x: Symbol) -> Symbol:
-        length, width = x.shape
+        width = x.shape[1]
         steps: list[Callable[[], Symbol]] = [
             lambda: self.use(Dense(self.size(2, 6), activation=self.pick([None, "relu"])), x),
             lambda: self._normalized(x),
             lambda: self.use(self.pick(self._activations())(), x),
             lambda: self.use(
-                Conv1D(self.size(1, 4), self.size(1, min(3, width)), padding=self.pick(["valid", "same"])),
+                Conv1D(
+                    self.size(1, 4),
+                    self.size(1, min(3, width)),
+                    padding=self.pick(["valid", "same"]),
+                ),
                 x,
             ),
             lambda: self.use(Concatenate(axis=-1), [x, self.use(Dense(2), x)]),
@@ -230,12 +234,8 @@ class Graphs:
             lambda: self.use(GlobalAvgPool(), x),
             lambda: self.use(Flatten(), x),
             lambda: self.use(Reshape((channels, height * width)), x),
-            lambda: self.use(
-                Add(), [x, self.use(Conv2D(channels, 3, padding="same"), x)]
-            ),
-            lambda: self.use(
-                Concatenate(axis=1), [x, self.use(Conv2D(2, 3, padding="same"), x)]
-            ),
+            lambda: self.use(Add(), [x, self.use(Conv2D(channels, 3, padding="same"), x)]),
+            lambda: self.use(Concatenate(axis=1), [x, self.use(Conv2D(2, 3, padding="same"), x)]),
         ]
         return self.pick(steps)()
 

@@ -82,7 +82,10 @@ def digits_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-SAMPLES = {"titanic": (titanic.rows, "titanic_file"), "digits": (lambda: digits.rows("test"), "digits_file")}
+SAMPLES = {
+    "titanic": (titanic.rows, "titanic_file"),
+    "digits": (lambda: digits.rows("test"), "digits_file"),
+}
 
 
 @pytest.mark.parametrize("sample", sorted(SAMPLES))
@@ -334,7 +337,14 @@ class Shouted(ColumnKind):
 
 
 def _trained(pipeline: Pipeline, rows: list[dict[str, Any]], tmp_path: Path) -> TrainedNetwork:
-    run = fit(pipeline, rows, Network([Dense(2), Dense(1)]), BinaryCrossEntropy(), Adam(0.01), FitOptions(epochs=1, seed=0, checkpoint_dir=tmp_path))
+    run = fit(
+        pipeline,
+        rows,
+        Network([Dense(2), Dense(1)]),
+        BinaryCrossEntropy(),
+        Adam(0.01),
+        FitOptions(epochs=1, seed=0, checkpoint_dir=tmp_path),
+    )
     return run.trained
 
 
@@ -356,14 +366,20 @@ def test_a_category_that_refuses_unknown_values_is_exported_with_a_warning(tmp_p
         trained.export_onnx(tmp_path / "x.onnx")
     served = session(tmp_path / "x.onnx")
     unknown = served.run(None, {"a": np.array([["7"]], object)})[0]
-    zeros = trained.network.predict(np.zeros((1, trained.pipeline.feature_count), np.float32), trained.loss)
+    zeros = trained.network.predict(
+        np.zeros((1, trained.pipeline.feature_count), np.float32), trained.loss
+    )
     np.testing.assert_allclose(unknown, zeros, atol=1e-6)
 
 
 def test_an_opset_below_what_an_operator_needs_is_refused_naming_both(tmp_path: Path) -> None:
-    with pytest.raises(ExportError, match=r"layer 'dense' .*Gemm is written in its opset-13 form.*opset 12"):
+    with pytest.raises(
+        ExportError, match=r"layer 'dense' .*Gemm is written in its opset-13 form.*opset 12"
+    ):
         _small().export_onnx(tmp_path / "x.onnx", opset=12)
-    with pytest.raises(ExportError, match="beyond .* the highest the installed onnx package knows"):
+    with pytest.raises(
+        ExportError, match=r"beyond \d+, the highest the installed onnx package knows"
+    ):
         _small().export_onnx(tmp_path / "x.onnx", opset=99)
     with pytest.raises(ExportError, match="opset is a whole number"):
         _small().export_onnx(tmp_path / "x.onnx", opset=True)

@@ -275,14 +275,18 @@ class Propagated:
         after = self.add(inside, b)
         count = w.shape[1] * w.shape[2] * w.shape[3] + 1
         extra = self._totals(count) - self._totals(count - 1)
-        size = self.exact.conv2d(np.abs(x.value) + x.bound, np.abs(w.value) + w.bound, stride, padding)
+        size = self.exact.conv2d(
+            np.abs(x.value) + x.bound, np.abs(w.value) + w.bound, stride, padding
+        )
         one_more = inside.bound + extra * size + b.bound + self._totals(count) * np.abs(b.value)
         return Bounded(after.value, np.maximum(after.bound, one_more))
 
     # --- moves -----------------------------------------------------------------------------
     def _moved(self, x: Bounded, name: str, *args: Any, **kwargs: Any) -> Bounded:
         f = self.exact
-        return Bounded(getattr(f, name)(x.value, *args, **kwargs), getattr(f, name)(x.bound, *args, **kwargs))
+        return Bounded(
+            getattr(f, name)(x.value, *args, **kwargs), getattr(f, name)(x.bound, *args, **kwargs)
+        )
 
     def copy(self, x: Bounded) -> Bounded:
         return Bounded(x.value.copy(), x.bound.copy())

@@ -50,22 +50,28 @@ def _reduce(g: OnnxGraph, op: str, x: str, axes: tuple[int, ...], keepdims: bool
 
 
 def matmul(
-    g: OnnxGraph, xs: list[str], shapes: Shapes, transpose_a: bool = False, transpose_b: bool = False
+    g: OnnxGraph,
+    xs: list[str],
+    shapes: Shapes,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
 ) -> list[str]:
     return [g.one("Gemm", xs[0], xs[1], transA=int(transpose_a), transB=int(transpose_b))]
 
 
-def sum_(g: OnnxGraph, xs: list[str], shapes: Shapes, axes: Any, keepdims: bool = False) -> list[str]:
+def sum_(
+    g: OnnxGraph, xs: list[str], shapes: Shapes, axes: Any, keepdims: bool = False
+) -> list[str]:
     return [_reduce(g, "ReduceSum", xs[0], tuple(axes), keepdims)]
 
 
-def mean(g: OnnxGraph, xs: list[str], shapes: Shapes, axes: Any, keepdims: bool = False) -> list[str]:
+def mean(
+    g: OnnxGraph, xs: list[str], shapes: Shapes, axes: Any, keepdims: bool = False
+) -> list[str]:
     return [_reduce(g, "ReduceMean", xs[0], tuple(axes), keepdims)]
 
 
-def conv2d(
-    g: OnnxGraph, xs: list[str], shapes: Shapes, stride: int, padding: Any
-) -> list[str]:
+def conv2d(g: OnnxGraph, xs: list[str], shapes: Shapes, stride: int, padding: Any) -> list[str]:
     return [g.one("Conv", *xs, strides=[stride, stride], pads=_pads(padding))]
 
 
@@ -192,7 +198,9 @@ def broadcast_to(g: OnnxGraph, xs: list[str], shapes: Shapes, shape: Any) -> lis
     return [g.one("Expand", xs[0], g.ints(shape))]
 
 
-def max_(g: OnnxGraph, xs: list[str], shapes: Shapes, axes: Any, keepdims: bool = False) -> list[str]:
+def max_(
+    g: OnnxGraph, xs: list[str], shapes: Shapes, axes: Any, keepdims: bool = False
+) -> list[str]:
     return [_reduce(g, "ReduceMax", xs[0], tuple(axes), keepdims)]
 
 
@@ -251,9 +259,7 @@ def _spread_back(
     return g.one("Pad", flat, g.ints([0, 0, 0, 0, 0, 0, height - oh * ph, width - ow * pw]))
 
 
-def maxpool2d_back(
-    g: OnnxGraph, xs: list[str], shapes: Shapes, image: Any, pool: int
-) -> list[str]:
+def maxpool2d_back(g: OnnxGraph, xs: list[str], shapes: Shapes, image: Any, pool: int) -> list[str]:
     gy, selection = xs
     out = (shapes[0][2], shapes[0][3])
     return [_spread_back(g, gy, selection, out, tuple(image), (pool, pool))]

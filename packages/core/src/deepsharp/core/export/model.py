@@ -88,12 +88,11 @@ def write_network(writer: WritingEngine, network: Network, inputs: list[Traced])
         {short: f"{layer.name}.{short}" for short in (*layer.specs, *layer.buffer_specs)}
         for layer in network.layers
     ]
-    bound = Bound(writer, tensors, kept, shorts)  # type: ignore[arg-type]
-    context = Pass(writer, False, None)  # type: ignore[arg-type]
+    bound = Bound(writer, tensors, kept, shorts)
+    context = Pass(writer, False, None)
     dtypes = [spec.dtype for spec in network.input_specs]
     values: list[Any] = [
-        Tensor(x, x.shape, writer, None, dtype)  # type: ignore[arg-type]
-        for x, dtype in zip(inputs, dtypes)
+        Tensor(x, x.shape, writer, None, dtype) for x, dtype in zip(inputs, dtypes)
     ]
     for node in network.graph.nodes:
         layer = network.layers[node.layer]
@@ -113,7 +112,7 @@ def write_network(writer: WritingEngine, network: Network, inputs: list[Traced])
 
 def _constant(writer: WritingEngine, name: str, value: Any) -> Tensor:
     made = writer.constant(value, name)
-    return Tensor(made, made.shape, writer)  # type: ignore[arg-type]
+    return Tensor(made, made.shape, writer)
 
 
 def _finish(
@@ -126,7 +125,7 @@ def _finish(
     try:
         rows: Any = writer.reshape(out.handle, (out.shape[0], width))
         if loss is not None:
-            rows = loss.predictions(writer, out.handle, out.shape[0], width)  # type: ignore[arg-type]
+            rows = loss.predictions(writer, out.handle, out.shape[0], width)
     except ExportError as error:
         raise ExportError(f"the loss's link cannot be exported to ONNX: {error}") from None
     name = "predictions" if loss is not None else "outputs"
@@ -164,7 +163,9 @@ def network_model(
     return _model(writer.graph, metadata)
 
 
-def trained_model(trained: TrainedNetwork, opset: int = DEFAULT_OPSET, source: str | None = None) -> Any:
+def trained_model(
+    trained: TrainedNetwork, opset: int = DEFAULT_OPSET, source: str | None = None
+) -> Any:
     """The onnx.ModelProto of a trained network: raw columns in (its pipeline written as ONNX),
     `predictions` out; `source` the digest to record (that of the trained file saving it would
     write, when not given)."""
@@ -208,7 +209,8 @@ def _pipeline_inputs(
         )
     features, taken = write_columns(writer.graph, pipeline.columns)
     described = [
-        {"name": name, "type": kind, "shape": ["N", width]} for name, (kind, _, width) in taken.items()
+        {"name": name, "type": kind, "shape": ["N", width]}
+        for name, (kind, _, width) in taken.items()
     ]
     first = writer.graph.inputs[0][0]
     shadow = writer.shadow.put(np.zeros((BATCH, pipeline.feature_count), np.float32))

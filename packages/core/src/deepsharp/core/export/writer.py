@@ -283,7 +283,7 @@ class WritingEngine:
 
     def transpose(self, x: Traced, axes: tuple[int, ...]) -> Traced:
         made = self._one("transpose", x, axes=tuple(axes))
-        made.batched = x.batched and tuple(axes)[0] == 0
+        made.batched = x.batched and next(iter(axes)) == 0
         return made
 
     def slice(self, x: Traced, axis: int, start: int, stop: int) -> Traced:

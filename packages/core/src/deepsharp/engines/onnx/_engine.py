@@ -162,9 +162,7 @@ class OnnxEngine:
     def conv2d(self, x: Array, w: Array, stride: int, padding: Paddings) -> Array:
         return self._one("conv2d", x, w, stride=stride, padding=_paddings(padding))
 
-    def conv2d_bias(
-        self, x: Array, w: Array, bias: Array, stride: int, padding: Paddings
-    ) -> Array:
+    def conv2d_bias(self, x: Array, w: Array, bias: Array, stride: int, padding: Paddings) -> Array:
         return self._one("conv2d_bias", x, w, bias, stride=stride, padding=_paddings(padding))
 
     def conv2d_weight_grad(
