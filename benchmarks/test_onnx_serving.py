@@ -60,7 +60,7 @@ def test_serving_an_exported_network_in_onnxruntime_beside_deepsharp_s_engines(n
     batch = interleaved(sides, ROUNDS)
     alone = interleaved(one, ROUNDS)
     rows = len(features)
-    figures: dict[str, Any] = {"rows": rows, "rounds": ROUNDS, "sides": {}, **batch.load()}
+    figures: dict[str, Any] = {"rows": rows, "rounds": batch.count, "sides": {}, **batch.load()}
     for side in sides:
         figures["sides"][side] = {
             "rows_per_second": round(rows / batch.median(side)),

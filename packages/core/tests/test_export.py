@@ -34,6 +34,7 @@ from export_helpers import (
 from deepsharp.core import (
     Adam,
     BinaryCrossEntropy,
+    Concatenate,
     Conv2D,
     CrossEntropy,
     DeepSharpWarning,
@@ -157,6 +158,27 @@ def test_the_exported_pipeline_makes_deepsharp_s_features(titanic_file: Path) ->
     np.testing.assert_array_equal(got[:, others], want[:, others])
     apart = np.abs(got[:, logged].view(np.int32).astype(np.int64) - want[:, logged].view(np.int32))
     assert apart.max() <= 1
+
+
+def test_a_network_trained_on_arrays_of_several_inputs_serves_them_by_name(
+    tmp_path: Path,
+) -> None:
+    a, b = Input(3, name="a"), Input((2, 4), name="b")
+    joined = Concatenate()([Dense(4)(a), Flatten()(b)])
+    network = Network(inputs=[a, b], outputs=Dense(1)(joined))
+    rng = np.random.default_rng(0)
+    xa = rng.normal(size=(60, 3)).astype(np.float32)
+    xb = rng.normal(size=(60, 2, 4)).astype(np.float32)
+    y = (xa[:, :1] > 0).astype(np.float32)
+    options = FitOptions(epochs=2, seed=0)
+    trained = fit(
+        None, ({"a": xa, "b": xb}, y), network, BinaryCrossEntropy(), Adam(0.01), options
+    ).trained
+    trained.export_onnx(tmp_path / "arrays.onnx")
+    served = session(tmp_path / "arrays.onnx")
+    assert [(e.name, e.shape) for e in served.get_inputs()] == [("a", ["N", 3]), ("b", ["N", 2, 4])]
+    got = served.run(None, {"a": xa, "b": xb})[0]
+    assert within_bound(got, trained.network, trained.loss, [xa, xb]) < 1.0
 
 
 # --- random graphs of every layer kind ----------------------------------------------------------
