@@ -125,7 +125,8 @@ class Propagated:
 
     def mul(self, a: Any, b: Any) -> Bounded:
         (va, ea), (vb, eb) = _parts(a), _parts(b)
-        return self._value(va * vb, np.abs(va) * eb + np.abs(vb) * ea + ea * eb)
+        with np.errstate(invalid="ignore"):  # an infinite bound times 0: NaN, bounding nothing
+            return self._value(va * vb, np.abs(va) * eb + np.abs(vb) * ea + ea * eb)
 
     def div(self, a: Any, b: Any) -> Bounded:
         (va, ea), (vb, eb) = _parts(a), _parts(b)
@@ -162,7 +163,7 @@ class Propagated:
     def exp(self, x: Bounded) -> Bounded:
         with np.errstate(all="ignore"):
             value = np.exp(x.value)
-            return self._value(value, value * np.expm1(x.bound))
+            return self._value(value, np.exp(x.value + x.bound) - value)  # 0 where both underflow
 
     def log(self, x: Bounded) -> Bounded:
         with np.errstate(all="ignore"):
@@ -331,13 +332,14 @@ class Propagated:
         value = self.exact.one_hot(indices.value, classes)
         return Bounded(value, np.zeros_like(value))
 
-    def maxpool2d(self, x: Bounded, pool: int) -> tuple[Bounded, Array]:
+    def maxpool2d(self, x: Bounded, pool: int) -> tuple[Bounded, Bounded]:
         """The maxima, each as far as the largest bound of its window (the largest of values
-        each within e of the exact ones is within the largest e of the exact largest)."""
+        each within e of the exact ones is within the largest e of the exact largest); the
+        selection exact."""
         f = self.exact
         value, selection = f.maxpool2d(x.value, pool)
         spread, _ = f.maxpool2d(x.bound, pool)
-        return Bounded(value, spread), selection
+        return Bounded(value, spread), Bounded(selection, np.zeros(selection.shape))
 
     def assign(self, target: Bounded, source: Bounded) -> None:
         target.value[...] = source.value

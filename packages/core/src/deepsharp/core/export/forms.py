@@ -22,7 +22,7 @@ import numpy as np
 
 from deepsharp.core.export.graph import OnnxGraph
 
-__all__ = ["FORMS", "MOVES", "Form", "Shapes"]
+__all__ = ["FORMS", "MIXED", "MOVES", "Form", "Shapes", "float_inputs"]
 
 Shapes = list[tuple[int, ...]]
 Form = Callable[..., list[str]]
@@ -275,6 +275,54 @@ def conv2d_bias(
     return [g.one("Conv", *xs, strides=[stride, stride], pads=_pads(padding))]
 
 
+def batch_matmul(
+    g: OnnxGraph,
+    xs: list[str],
+    shapes: Shapes,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+) -> list[str]:
+    """A product of stacks: ONNX's MatMul over the leading axes, each factor's last two axes
+    transposed first where asked."""
+    a, b = xs
+    if transpose_a:
+        a = g.one("Transpose", a, perm=_last_two(len(shapes[0])))
+    if transpose_b:
+        b = g.one("Transpose", b, perm=_last_two(len(shapes[1])))
+    return [g.one("MatMul", a, b)]
+
+
+def _last_two(rank: int) -> list[int]:
+    return [*range(rank - 2), rank - 1, rank - 2]
+
+
+def add_rows(g: OnnxGraph, xs: list[str], shapes: Shapes, rows: int) -> list[str]:
+    """Each value added into the row its index names (ScatterND's reduction "add", in the
+    indices' order) of rows of zeros."""
+    values, indices = xs
+    kept = shapes[0][len(shapes[1]) :]
+    zeros = g.one("Expand", g.scalar(0.0), g.ints([rows, *kept]))
+    places = g.one("Unsqueeze", indices, g.ints([-1]))
+    return [g.one("ScatterND", zeros, places, values, reduction="add")]
+
+
+def maxpool2d_pair(g: OnnxGraph, xs: list[str], shapes: Shapes, pool: Any) -> list[str]:
+    """Windows of pool[0] x pool[1]: ONNX's MaxPool, its indices made places within each window."""
+    ph, pw = (int(p) for p in pool)
+    maxima, indices = g.node("MaxPool", [xs[0]], 2, kernel_shape=[ph, pw], strides=[ph, pw])
+    image = (shapes[0][2], shapes[0][3])
+    return [maxima, _window_place(g, indices, image, (ph, pw))]
+
+
+def maxpool2d_pair_back(
+    g: OnnxGraph, xs: list[str], shapes: Shapes, image: Any, pool: Any
+) -> list[str]:
+    gy, selection = xs
+    out = (shapes[0][2], shapes[0][3])
+    ph, pw = (int(p) for p in pool)
+    return [_spread_back(g, gy, selection, out, tuple(image), (ph, pw))]
+
+
 FORMS: dict[str, Form] = {
     "matmul": matmul,
     "sum": sum_,
@@ -313,8 +361,28 @@ FORMS: dict[str, Form] = {
     "maxpool2d": maxpool2d,
     "maxpool2d_back": maxpool2d_back,
     "conv2d_bias": conv2d_bias,
+    "batch_matmul": batch_matmul,
+    "add_rows": add_rows,
+    "erf": _unary("Erf"),
+    "maxpool2d_pair": maxpool2d_pair,
+    "maxpool2d_pair_back": maxpool2d_pair_back,
 }
 """Each engine operation (a primitive, or a fast path an ONNX writer offers) -> its form."""
+
+MIXED = frozenset({"add", "sub", "mul", "div", "maximum", "greater", "where"})
+"""The operations that take float32 and int64 values together (a mask made of ids: greater(ids,
+0.5)): ONNX's operators take one type, so their int64 inputs are cast to float32 first (exactly,
+below 2**24)."""
+
+
+def float_inputs(g: OnnxGraph, op: str, xs: list[str], dtypes: list[Any]) -> list[str]:
+    """The inputs of `op` as its form takes them: int64 ones cast to float32 where `op` mixes."""
+    if op not in MIXED or all(np.dtype(d) != np.int64 for d in dtypes):
+        return xs
+    return [
+        g.one("Cast", x, to=_FLOAT) if np.dtype(d) == np.int64 else x for x, d in zip(xs, dtypes)
+    ]
+
 
 MOVES = frozenset(
     {

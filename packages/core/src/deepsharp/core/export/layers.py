@@ -62,8 +62,11 @@ LAYER_EXPORTS: dict[str, LayerExport | str] = {
     # normalisation
     "BatchNorm": forward,  # the running statistics (buffers) as constants
     "LayerNorm": forward,
-    # ids
-    "Embedding": forward,  # Gather of the table's rows
+    # ids and sequences
+    "Embedding": forward,  # Gather of the table's rows; its padding mask where id 0 is
+    "PositionalEmbedding": forward,  # the table's first L rows added
+    "MultiHeadAttention": forward,  # Gemm, MatMul over the heads, the masks as -1e9, softmax
+    "TransformerBlock": forward,  # its parts' forms, in order
 }
 """Each layer kind (its key) -> its export, or why it cannot be exported."""
 

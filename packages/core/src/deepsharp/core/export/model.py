@@ -37,7 +37,7 @@ from deepsharp.core.export.layers import export_of
 from deepsharp.core.export.writer import BATCH, Traced, WritingEngine
 from deepsharp.core.files import encode_safetensors, write_atomically
 from deepsharp.core.nn.binding import Bound
-from deepsharp.core.nn.layer import Pass
+from deepsharp.core.nn.layer import Pass, carry_mask
 from deepsharp.core.nn.losses import loss_to_json
 from deepsharp.core.nn.saving import file_tensors, network_metadata
 from deepsharp.core.version import __version__
@@ -99,13 +99,13 @@ def write_network(writer: WritingEngine, network: Network, inputs: list[Traced])
         export = export_of(layer)
         if isinstance(export, str):
             raise ExportError(f"{layer.label} cannot be exported to ONNX: {export}")
-        x = [values[i] for i in node.sources] if layer.several else values[node.sources[0]]
+        x = [values[i] for i in node.sources] if len(node.sources) > 1 else values[node.sources[0]]
         graph.scope = str(layer.name)
         try:
             made = export(layer, x, bound.per_layer[node.layer], context)
         except ExportError as error:
             raise ExportError(f"{layer.label} cannot be exported to ONNX: {error}") from None
-        values.append(made)
+        values.append(carry_mask(made, x))
     out: Tensor = values[-1]
     return out
 

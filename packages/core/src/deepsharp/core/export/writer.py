@@ -21,7 +21,7 @@ import numpy as np
 from deepsharp.core.engine import Counters, EngineIdentity
 from deepsharp.core.engine import fused as fused_paths
 from deepsharp.core.errors import ExportError
-from deepsharp.core.export.forms import FORMS
+from deepsharp.core.export.forms import FORMS, float_inputs
 from deepsharp.core.export.graph import OnnxGraph
 from deepsharp.engines.light import LightEngine
 
@@ -110,7 +110,9 @@ class WritingEngine:
                 names.append(self.graph.scalar(float(value)))
                 shapes.append(())
                 shadows.append(value)
-        outputs = FORMS[op](self.graph, names, shapes, **attrs)
+        dtypes = [v.dtype if isinstance(v, Traced) else np.dtype(np.float32) for v in operands]
+        taken = float_inputs(self.graph, op, names, dtypes)
+        outputs = FORMS[op](self.graph, taken, shapes, **attrs)
         with np.errstate(all="ignore"):
             made = _shadow(self.shadow, op, shadows, attrs if shadowed is None else shadowed)
         return [Traced(name, value, batched) for name, value in zip(outputs, made)]
@@ -329,11 +331,34 @@ class WritingEngine:
     ) -> Traced:
         return self._one("maxpool2d_back", gy, selection, image=tuple(image), pool=pool)
 
+    # --- fast paths: the layer operations ------------------------------------------------
+    def batch_matmul(
+        self, a: Traced, b: Traced, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Traced:
+        return self._one("batch_matmul", a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+
+    def add_rows(self, values: Traced, indices: Traced, rows: int) -> Traced:
+        made = self._one("add_rows", values, indices, rows=int(rows))
+        made.batched = False
+        return made
+
+    def erf(self, x: Traced) -> Traced:
+        return self._one("erf", x)
+
+    def maxpool2d_pair(self, x: Traced, pool: tuple[int, int]) -> tuple[Traced, Traced]:
+        maxima, selection = self._write("maxpool2d_pair", [x], pool=tuple(pool))
+        return maxima, selection
+
+    def maxpool2d_pair_back(
+        self, gy: Traced, selection: Traced, image: tuple[int, int], pool: tuple[int, int]
+    ) -> Traced:
+        return self._one("maxpool2d_pair_back", gy, selection, image=tuple(image), pool=tuple(pool))
+
 
 def _shadow(engine: LightEngine, op: str, operands: list[Any], attrs: dict[str, Any]) -> list[Any]:
     """The operation on the light engine (for the shapes and dtypes of its outputs)."""
-    if op == "conv2d_bias":
-        made: Any = fused_paths.conv2d_bias_reference(engine, *operands, **attrs)
+    if op in fused_paths.FAST_PATHS:  # the light engine's own, or the reference
+        made: Any = getattr(fused_paths, op)(engine, *operands, **attrs)
     elif op == "concatenate":
         made = engine.concatenate(operands, **attrs)
     else:

@@ -19,7 +19,7 @@ import numpy as np
 
 from deepsharp.core.engine import Counters, EngineIdentity
 from deepsharp.core.errors import EngineUnavailableError
-from deepsharp.core.export.forms import FORMS, MOVES, Form
+from deepsharp.core.export.forms import FORMS, MOVES, Form, float_inputs
 from deepsharp.core.export.graph import DEFAULT_OPSET, OnnxGraph
 
 __all__ = ["INSTALL", "OnnxEngine"]
@@ -118,7 +118,8 @@ class OnnxEngine:
             names.append(graph.input(f"x{place}", dtype, list(shape)))
             shapes.append(tuple(shape))
             dtypes.append(dtype)
-        outputs = self.forms[op](graph, names, shapes, **attrs)
+        taken = float_inputs(graph, op, names, dtypes)
+        outputs = self.forms[op](graph, taken, shapes, **attrs)
         for place, output in enumerate(outputs):
             graph.output(output, _output_dtype(op, place, dtypes), None)
         model = graph.model(doc=f"deepsharp's form of {op}")
@@ -287,6 +288,27 @@ class OnnxEngine:
     ) -> Array:
         return self._one("maxpool2d_back", gy, selection, image=tuple(image), pool=pool)
 
+    # --- fast paths: the layer operations ------------------------------------------------
+    def batch_matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        return self._one("batch_matmul", a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+
+    def add_rows(self, values: Array, indices: Array, rows: int) -> Array:
+        return self._one("add_rows", values, indices, rows=int(rows))
+
+    def erf(self, x: Array) -> Array:
+        return self._one("erf", x)
+
+    def maxpool2d_pair(self, x: Array, pool: tuple[int, int]) -> tuple[Array, Array]:
+        maxima, selection = self._run("maxpool2d_pair", [x], pool=tuple(pool))
+        return maxima, selection
+
+    def maxpool2d_pair_back(
+        self, gy: Array, selection: Array, image: tuple[int, int], pool: tuple[int, int]
+    ) -> Array:
+        return self._one("maxpool2d_pair_back", gy, selection, image=tuple(image), pool=tuple(pool))
+
 
 def _onnx() -> Any:
     try:
@@ -312,6 +334,6 @@ def _output_dtype(op: str, place: int, inputs: list[np.dtype[Any]]) -> np.dtype[
     is int64, every other output float32."""
     if op in MOVES:
         return inputs[0]
-    if op == "maxpool2d" and place == 1:
+    if op in ("maxpool2d", "maxpool2d_pair") and place == 1:
         return np.dtype(np.int64)
     return np.dtype(np.float32)
