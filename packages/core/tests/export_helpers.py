@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.contracts.propagated import bounded_predictions
+from deepsharp.contracts.propagated import Propagated, bounded_predictions
 from deepsharp.core import (
     Add,
     AvgPool2D,
@@ -45,8 +45,10 @@ from deepsharp.core import (
     Tanh,
     TransformerBlock,
 )
+from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.nn.graph import Symbol
-from deepsharp.core.nn.layer import Layer
+from deepsharp.core.nn.layer import Layer, Pass, carry_mask
+from deepsharp.engines.light import LightEngine
 
 FEATURE_ROUNDING = 2.0**-23
 """How far an exported pipeline's features may be from deepsharp's, relative to each: it rounds
@@ -125,6 +127,74 @@ def within_bound(
         f"the exact {exact[over][0]!r}, beyond the bound {bound[over][0]:.3g}"
     )
     return float((np.abs(got - exact) / bound).max()) if got.size else 0.0
+
+
+def layered(network: Network, loss: Loss, path: Path, trained: Any = None) -> Any:
+    """The network (or trained network) exported with every layer's output an output too, and
+    its onnxruntime session."""
+    import onnx
+
+    from deepsharp.core.export.model import network_model, trained_model
+
+    if trained is not None:
+        model = trained_model(trained, layers=True)
+    else:
+        model = network_model(network, loss=loss, layers=True)
+    onnx.save(model, str(path))
+    return session(path)
+
+
+def layers_within_bound(network: Network, outputs: dict[str, NDArray[Any]]) -> tuple[float, int]:
+    """Hold each layer of an exported file, as onnxruntime ran it (`outputs`: a layered file's,
+    by name), to the float32 family's bound propagated through that layer alone from the inputs
+    onnxruntime gave it: errors do not compound from layer to layer, so every layer is held,
+    however deep the network. Where the contract bounds nothing (a mask's 10**9), the layer is
+    held to light's output from the same inputs within the value tolerance. The largest share
+    of its bound a layer used, and how many layers were held to light's instead."""
+    engine, light = Propagated("float32"), LightEngine()
+    bounds, lights = network.put(engine), network.put(light)  # type: ignore[arg-type]
+    count = len(network.input_specs)
+    values = [outputs[f"input {k}"] for k in range(count)]
+    masks = {k: outputs.get(f"input {k} mask") for k in range(count)}
+    worst, loose = 0.0, 0
+    for place, node in enumerate(network.graph.nodes):
+        layer = network.layers[node.layer]
+        made = []
+        for on, kept in ((engine, bounds), (light, lights)):
+            xs = []
+            for source in node.sources:
+                array = values[source]
+                kind = "int64" if array.dtype.kind in "iu" else "float32"
+                x = Tensor(on.put(array), array.shape, on, None, kind)  # type: ignore[arg-type]
+                if masks.get(source) is not None:
+                    mask = masks[source]
+                    x.mask = Tensor(on.put(mask), mask.shape, on)  # type: ignore[arg-type]
+                xs.append(x)
+            x_in: Any = xs if len(xs) > 1 else xs[0]
+            context = Pass(on, False, None)  # type: ignore[arg-type]
+            made.append(carry_mask(layer.forward(x_in, kept.per_layer[node.layer], context), x_in))
+        got = outputs[f"layer {place}"]
+        values.append(got)
+        masks[count + place] = outputs.get(f"layer {place} mask")
+        exact, bound = made[0].handle.value, made[0].handle.bound
+        assert got.shape == exact.shape, (layer.label, got.shape, exact.shape)
+        finite = np.isfinite(bound)
+        if not finite.all():
+            loose += 1
+            ours = light.get(made[1].handle)
+            apart = np.abs(got[~finite] - ours[~finite])
+            assert (apart <= 1e-5 + 1.3e-6 * np.abs(ours[~finite])).all(), (
+                f"{layer.label}: where the contract bounds nothing, onnxruntime is "
+                f"{apart.max():.3g} from light"
+            )
+        over = (np.abs(got - exact) > bound) & finite
+        assert not over.any(), (
+            f"{layer.label}: onnxruntime's {got[over][0]!r} is {np.abs(got - exact)[over][0]:.3g} "
+            f"from the exact {exact[over][0]!r}, beyond the bound {bound[over][0]:.3g}"
+        )
+        if finite.any():
+            worst = max(worst, float((np.abs(got - exact)[finite] / bound[finite]).max()))
+    return worst, loose
 
 
 def described_inputs(path: str | Path) -> list[dict[str, Any]]:

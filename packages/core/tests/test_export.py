@@ -25,6 +25,8 @@ from export_helpers import (
     FEATURE_ROUNDING,
     Graphs,
     feeds,
+    layered,
+    layers_within_bound,
     metadata,
     session,
     within_bound,
@@ -66,7 +68,7 @@ from deepsharp.core.export.graph import OnnxGraph
 from deepsharp.core.export.layers import LAYER_EXPORTS
 from deepsharp.core.export.writer import OFFERED
 from deepsharp.core.nn.layer import LAYERS
-from deepsharp.core.samples import digits, titanic
+from deepsharp.core.samples import digits, resnet, titanic
 from deepsharp.engines.onnx import OnnxEngine
 
 # --- every sample ------------------------------------------------------------------------------
@@ -86,9 +88,17 @@ def digits_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def resnet_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("resnet") / "resnet.safetensors"
+    resnet.run(epochs=1).trained.save(path)
+    return path
+
+
 SAMPLES = {
     "titanic": (titanic.rows, "titanic_file"),
     "digits": (lambda: digits.rows("test"), "digits_file"),
+    "resnet": (lambda: digits.rows("test")[:96], "resnet_file"),  # its bound is slow to work out
 }
 
 
@@ -96,6 +106,10 @@ SAMPLES = {
 def test_every_sample_s_trained_file_serves_raw_rows_in_onnxruntime_within_the_bound(
     sample: str, request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The file `deepsharp export` writes, from raw rows: its predictions within the bound
+    propagated through the network (where the contract bounds them: not through the resnet's
+    ten layers, whose bound grows past any use), and each of its layers within the bound
+    propagated through that layer from the inputs onnxruntime gave it."""
     rows_of, fixture = SAMPLES[sample]
     trained_file: Path = request.getfixturevalue(fixture)
     out = tmp_path / f"{sample}.onnx"
@@ -103,15 +117,28 @@ def test_every_sample_s_trained_file_serves_raw_rows_in_onnxruntime_within_the_b
     assert f"wrote {out}" in capsys.readouterr().out
     trained = TrainedNetwork.load(trained_file)
     rows = rows_of()
-    got = session(out).run(None, feeds(session(out), rows))[0]
+    served = session(out)
+    got = served.run(None, feeds(served, rows))[0]
     features = trained.pipeline.features(rows)
     shape = trained.network.input_specs[0].shape
     assert shape is not None
+    unbounded: list[float] = []
     used = within_bound(
-        got, trained.network, trained.loss, [features.reshape(len(rows), *shape)], FEATURE_ROUNDING
+        got,
+        trained.network,
+        trained.loss,
+        [features.reshape(len(rows), *shape)],
+        FEATURE_ROUNDING,
+        unbounded,
     )
-    assert used < 1.0
+    assert used < 1.0 and unbounded == [1.0 if sample == "resnet" else 0.0]
     assert np.abs(got - trained.predict(rows)).max() < 1e-5
+    layers = layered(trained.network, trained.loss, tmp_path / "layers.onnx", trained)
+    names = [entry.name for entry in layers.get_outputs()]
+    outputs = dict(zip(names, layers.run(None, feeds(layers, rows))))
+    np.testing.assert_array_equal(outputs["predictions"], got)
+    worst, loose = layers_within_bound(trained.network, outputs)
+    assert worst < 1.0 and loose == 0
 
 
 def test_the_file_records_deepsharp_s_version_and_the_digest_of_the_file_it_came_from(
@@ -203,8 +230,12 @@ def test_random_graphs_of_every_layer_kind_serve_within_the_bound(tmp_path: Path
         names = [entry.name for entry in served.get_inputs()]
         assert names == network.input_names
         got = served.run(None, dict(zip(names, inputs)))[0]
+        layers = layered(network, loss, tmp_path / f"layers-{seed}.onnx")
+        every = [entry.name for entry in layers.get_outputs()]
+        outputs = dict(zip(every, layers.run(None, dict(zip(names, inputs)))))
         try:
             worst = max(worst, within_bound(got, network, loss, inputs, unbounded=unbounded))
+            worst = max(worst, layers_within_bound(network, outputs)[0])
         except AssertionError as error:
             raise AssertionError(f"seed {seed}: {network!r}: {error}") from None
     missing = EVERY_KIND - seen
@@ -294,6 +325,11 @@ def test_a_planted_exporter_fault_is_caught(
     got = session(tmp_path / "broken.onnx").run(None, {"input": inputs[0]})[0]
     with pytest.raises(AssertionError, match="beyond the bound"):
         within_bound(got, network, loss, inputs)
+    layers = layered(network, loss, tmp_path / "layers.onnx")
+    names = [entry.name for entry in layers.get_outputs()]
+    outputs = dict(zip(names, layers.run(None, {"input": inputs[0]})))
+    with pytest.raises(AssertionError, match="beyond the bound"):
+        layers_within_bound(network, outputs)
 
 
 # --- what every kind states ------------------------------------------------------------------------

@@ -78,8 +78,13 @@ def check_opset(opset: object) -> int:
 # --- writing ----------------------------------------------------------------------------------
 
 
-def write_network(writer: WritingEngine, network: Network, inputs: list[Traced]) -> Tensor:
-    """The network's output for `inputs` (one an input, in order), every node written."""
+def write_network(
+    writer: WritingEngine, network: Network, inputs: list[Traced], layers: bool = False
+) -> Tensor:
+    """The network's output for `inputs` (one an input, in order), every node written; with
+    `layers`, every node's output (and padding mask) an output of the graph too, `layer K`
+    (`layer K mask`), K its place in the network's order, and the inputs as `input K`: the
+    tests hold each layer of a file to its bound from its own inputs."""
     graph = writer.graph
     slots, buffers = network.values()
     tensors = {name: _constant(writer, name, value) for name, value in slots.items()}
@@ -94,7 +99,10 @@ def write_network(writer: WritingEngine, network: Network, inputs: list[Traced])
     values: list[Any] = [
         Tensor(x, x.shape, writer, None, dtype) for x, dtype in zip(inputs, dtypes)
     ]
-    for node in network.graph.nodes:
+    if layers:
+        for place, value in enumerate(values):
+            _shown(graph, value, f"input {place}")
+    for place, node in enumerate(network.graph.nodes):
         layer = network.layers[node.layer]
         export = export_of(layer)
         if isinstance(export, str):
@@ -106,8 +114,20 @@ def write_network(writer: WritingEngine, network: Network, inputs: list[Traced])
         except ExportError as error:
             raise ExportError(f"{layer.label} cannot be exported to ONNX: {error}") from None
         values.append(carry_mask(made, x))
+        if layers:
+            _shown(graph, values[-1], f"layer {place}")
     out: Tensor = values[-1]
     return out
+
+
+def _shown(graph: OnnxGraph, value: Tensor, name: str) -> None:
+    """A value (and its padding mask) as outputs of the graph, under `name`."""
+    for made, called in ((value, name), (value.mask, f"{name} mask")):
+        if made is not None:
+            graph.nodes.append(Written("Identity", [made.handle.name], [called]))
+            traced = made.handle
+            shape = list(traced.shape)
+            graph.output(called, traced.dtype, ["N", *shape[1:]] if traced.batched else shape)
 
 
 def _constant(writer: WritingEngine, name: str, value: Any) -> Tensor:
@@ -140,10 +160,12 @@ def network_model(
     opset: int = DEFAULT_OPSET,
     loss: Loss | None = None,
     source: str | None = None,
+    layers: bool = False,
 ) -> Any:
     """The onnx.ModelProto of a network alone: its inputs by name (float32, or int64 ids), its
     output `outputs`, or `predictions` with a loss's link; `source` the digest to record (that
-    of the network file saving it would write, when not given)."""
+    of the network file saving it would write, when not given); `layers`: every layer's output
+    an output too (`write_network`)."""
     opset = check_opset(opset)
     tensors = file_tensors(network)  # refuses a network without values, or with non-finite ones
     if source is None:
@@ -157,18 +179,21 @@ def network_model(
         inputs.append(writer.input(spec.name, dtype, spec.shape))
         described.append({"name": spec.name, "type": spec.dtype, "shape": ["N", *spec.shape]})
     with np.errstate(all="ignore"):
-        out = write_network(writer, network, inputs)
+        out = write_network(writer, network, inputs, layers)
         name, width = _finish(writer, out, loss, network)
     metadata = _metadata("network", source, loss, None, described, name, width)
     return _model(writer.graph, metadata)
 
 
 def trained_model(
-    trained: TrainedNetwork, opset: int = DEFAULT_OPSET, source: str | None = None
+    trained: TrainedNetwork,
+    opset: int = DEFAULT_OPSET,
+    source: str | None = None,
+    layers: bool = False,
 ) -> Any:
     """The onnx.ModelProto of a trained network: raw columns in (its pipeline written as ONNX),
     `predictions` out; `source` the digest to record (that of the trained file saving it would
-    write, when not given)."""
+    write, when not given); `layers`: every layer's output an output too."""
     opset = check_opset(opset)
     network, pipeline = trained.network, trained.pipeline
     tensors, saved = trained.contents()
@@ -177,7 +202,7 @@ def trained_model(
     writer = WritingEngine(OnnxGraph(opset))
     with np.errstate(all="ignore"):
         inputs, described = _pipeline_inputs(writer, trained)
-        out = write_network(writer, network, inputs)
+        out = write_network(writer, network, inputs, layers)
         name, width = _finish(writer, out, trained.loss, network)
     metadata = _metadata(
         "trained network", source, trained.loss, pipeline.classes, described, name, width
