@@ -126,7 +126,13 @@ def within_bound(
         f"onnxruntime's prediction {got[over][0]!r} is {np.abs(got - exact)[over][0]:.3g} from "
         f"the exact {exact[over][0]!r}, beyond the bound {bound[over][0]:.3g}"
     )
-    return float((np.abs(got - exact) / bound).max()) if got.size else 0.0
+    return _share(np.abs(got - exact), bound)
+
+
+def _share(apart: NDArray[Any], bound: NDArray[Any]) -> float:
+    """The largest share of its bound a value used (a bound of 0 is met only by 0 apart)."""
+    held = bound > 0
+    return float((apart[held] / bound[held]).max()) if held.any() else 0.0
 
 
 def layered(network: Network, loss: Loss, path: Path, trained: Any = None) -> Any:
@@ -192,8 +198,7 @@ def layers_within_bound(network: Network, outputs: dict[str, NDArray[Any]]) -> t
             f"{layer.label}: onnxruntime's {got[over][0]!r} is {np.abs(got - exact)[over][0]:.3g} "
             f"from the exact {exact[over][0]!r}, beyond the bound {bound[over][0]:.3g}"
         )
-        if finite.any():
-            worst = max(worst, float((np.abs(got - exact)[finite] / bound[finite]).max()))
+        worst = max(worst, _share(np.abs(got - exact)[finite], bound[finite]))
     return worst, loose
 
 
