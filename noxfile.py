@@ -45,6 +45,7 @@ DISTRIBUTED = "./packages/distributed"
 REPORTS = ROOT / "docs" / "contracts"
 DIST = ROOT / "dist"  # the wheels and sdists `nox -s wheels` builds (git-ignored)
 PUBLISH = "--publish"
+ONNX = ("onnx", "onnxruntime")  # the extra deepsharp[onnx]: export, and the onnx engine
 
 
 def _ci_module(name: str) -> ModuleType:
@@ -107,8 +108,10 @@ def tests(session: nox.Session) -> None:
     once = session.python == TORCH_PYTHON
     publish, posargs = _publishing(session)
     # The optional companions (pandas rows, plots, other safetensors readers, Parquet files,
-    # scikit-learn and its estimator checks) on one version.
-    extras = ["pandas", "matplotlib", "safetensors", "pyarrow", "scikit-learn"] if once else []
+    # scikit-learn and its estimator checks, ONNX export and onnxruntime) on one version.
+    extras = (
+        ["pandas", "matplotlib", "safetensors", "pyarrow", "scikit-learn", *ONNX] if once else []
+    )
     session.install(
         *CONSTRAINTS,
         "pytest",
@@ -133,7 +136,8 @@ def tests(session: nox.Session) -> None:
         # Not in parallel: its two long fixtures run the whole suite on a sound engine, once.
         session.run(*pytest, "contracts/tests", *posargs)
         session.run(*pytest, "ci/test_tree.py", *posargs)  # the check `clean` makes
-    more = ("light:float32", "testbuffer", "light:mixed_bfloat16", "light:mixed_float16")
+    # onnx: every ONNX form the exporter writes, run by onnxruntime (docs/export.md).
+    more = ("light:float32", "testbuffer", "light:mixed_bfloat16", "light:mixed_float16", "onnx")
     for engine in ("light", *(more if once else ())):
         _contracts(session, engine, publish)
     _contracts_table(session, publish)
@@ -216,6 +220,8 @@ def lint(session: nox.Session) -> None:
         "deepsharp.core",
         "-p",
         "deepsharp.engines.light",
+        "-p",
+        "deepsharp.engines.onnx",
         "-p",
         "deepsharp.engines.testbuffer",
         "-p",
@@ -301,7 +307,9 @@ def scaling(session: nox.Session) -> None:
 
 def _benchmarks(session: nox.Session, marks: str, name: str) -> None:
     publish, posargs = _publishing(session)
-    session.install(*CONSTRAINTS, "torch", "pytest", "threadpoolctl", CORE, TESTBUFFER, TORCH)
+    session.install(
+        *CONSTRAINTS, "torch", "pytest", "threadpoolctl", *ONNX, CORE, TESTBUFFER, TORCH
+    )
     published = ROOT / "benchmarks" / "results"
     if publish:
         results, page = published, ROOT / "docs" / "performance.md"
@@ -375,6 +383,7 @@ def dev(session: nox.Session) -> None:
         "matplotlib",
         "pyarrow",
         "scikit-learn",
+        *ONNX,
         "-e",
         CORE,
         "-e",

@@ -329,6 +329,47 @@ def jobs_section(jobs: Mapping[str, Any]) -> list[str]:
     return [*lines, "", SERVING]
 
 
+ONNX_SIDES = ("light", "torch:cpu", "onnxruntime")
+ONNX_TITLES = {
+    "titanic": "Titanic (14 features, Dense 16, ReLU, Dense 1, sigmoid)",
+    "digits": "digits (1×8×8 images, Conv 16 3×3, ReLU, max-pool, Dense 10, softmax)",
+}
+
+
+def onnx_section(onnx: Mapping[str, Any] | None) -> list[str]:
+    """Serving an exported file in onnxruntime beside light and torch:cpu."""
+    lines = ["## Serving an exported file (onnxruntime)", ""]
+    if not onnx:
+        return [*lines, "Not measured: `nox -s benchmarks` (with onnxruntime) gives it.", ""]
+    lines += [
+        "Each sample's network serves a batch of feature rows and one row alone: deepsharp through "
+        "`Predictor` (the slots put once, 32 rows a pass, as `TrainedNetwork.predict`), "
+        "onnxruntime the file `export_onnx` wrote (one session, its default options and "
+        "threads). A cell is rows a second over the batch (its time over light's), then one "
+        "row alone; the predictions are held to the contract in the export tests "
+        "([export](export.md)).",
+        "",
+        "| network | rounds | " + " | ".join(ONNX_SIDES) + " |",
+        "|---|---|" + "---|" * len(ONNX_SIDES),
+    ]
+    for name, figures in sorted(onnx.items()):
+        cells = []
+        for side in ONNX_SIDES:
+            found = figures["sides"].get(side)
+            cells.append(
+                "—"
+                if found is None
+                else f"{found['rows_per_second']:,} rows/s ({times(found['to_light'])}); one row "
+                f"{duration(found['one_row_us'])}"
+            )
+        title = ONNX_TITLES.get(name, name)
+        lines.append(
+            f"| {title}, {figures['rows']:,} rows{busy_note(figures)} | "
+            f"{figures['quiet_rounds']} of {figures['rounds']} | " + " | ".join(cells) + " |"
+        )
+    return [*lines, ""]
+
+
 def scaling_section(scaling: Mapping[str, Any] | None) -> list[str]:
     lines = ["## How cost grows", ""]
     if not scaling:
@@ -429,6 +470,7 @@ def page(steps: Mapping[str, Any] | None, scaling: Mapping[str, Any] | None) -> 
         lines += ["## Training steps", "", "Not measured: `nox -s benchmarks` gives them.", ""]
     if steps and steps.get("jobs"):
         lines += jobs_section(steps["jobs"])
+    lines += onnx_section(steps.get("onnx") if steps else None)
     if steps and steps.get("mixed"):
         lines += mixed_section(steps["mixed"])
     else:

@@ -33,6 +33,7 @@ EXPECTED = [
     "torch:cuda:0",
     "torch:cuda:0:strict",
     "torch:cuda:0:mixed_float16",
+    "onnx",
 ]
 """The engines the tables should hold, in order (others measured follow them)."""
 FAMILIES = [

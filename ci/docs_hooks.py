@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {
     "deepsharp.core": "packages/core/src",
     "deepsharp.engines.light": "packages/core/src",
+    "deepsharp.engines.onnx": "packages/core/src",
     "deepsharp.sklearn": "packages/core/src",
     "deepsharp.engines.torch": "packages/engine-torch/src",
     "deepsharp.engines.testbuffer": "packages/engine-testbuffer/src",

@@ -12,6 +12,7 @@ PACKAGES = [
     "deepsharp.core",
     "deepsharp.distributed",
     "deepsharp.engines.light",
+    "deepsharp.engines.onnx",
     "deepsharp.engines.torch",
     "deepsharp.engines.testbuffer",
     "deepsharp.sklearn",

@@ -1,5 +1,5 @@
 """The command line: `deepsharp sample`, `deepsharp train`, `deepsharp predict`, `deepsharp compare`,
-`deepsharp seal`, `deepsharp doctor`.
+`deepsharp export`, `deepsharp seal`, `deepsharp doctor`.
 
 Whatever goes wrong ends in one line on stderr and a non-zero exit, never a traceback: what
 can be checked before a long run (where files go, what --plot needs, the engine) is checked
@@ -128,6 +128,20 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     add_compare(commands, ENGINE_HELP)
+    export = commands.add_parser(
+        "export",
+        help="write a saved trained network as an ONNX file that serves raw rows",
+        description="Write the trained network in FILE as one ONNX file: its pipeline, network "
+        "and link, so onnxruntime serves the raw columns and gives what predict gives "
+        "(docs/export.md). Needs deepsharp[onnx].",
+    )
+    export.add_argument(
+        "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
+    )
+    export.add_argument("out", metavar="OUT.onnx", help="the ONNX file to write")
+    export.add_argument(
+        "--opset", type=_at_least_one, default=17, help="the ONNX opset to write (default 17)"
+    )
 
     seal = commands.add_parser(
         "seal",
@@ -158,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _predict(arguments)
         if arguments.command == "compare":
             return run_compare(arguments)
+        if arguments.command == "export":
+            return _export(arguments)
         if arguments.command == "seal":
             return _seal(arguments)
         return _doctor()
@@ -446,6 +462,24 @@ def _to_stdout(parts: Iterable[bytes]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    return 0
+
+
+def _export(arguments: argparse.Namespace) -> int:
+    from deepsharp.core.export.model import export_trained, sha256_of
+    from deepsharp.core.serving import TrainedNetwork
+
+    _writable(arguments.out, "OUT.onnx")
+    trained = TrainedNetwork.load(arguments.file)
+    with open(arguments.file, "rb") as stream:
+        source = sha256_of(stream.read())
+    try:
+        export_trained(trained, arguments.out, arguments.opset, source)
+    except OSError as error:
+        raise CommandError(
+            _system(error, "could not write the ONNX file", arguments.out) + _left(arguments.out)
+        ) from None
+    print(f"wrote {arguments.out} (opset {arguments.opset}; from {arguments.file}, {source})")
     return 0
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "DeepSharpWarning",
     "EngineMismatchError",
     "EngineUnavailableError",
+    "ExportError",
     "FileFormatError",
     "ShapeError",
     "StateError",
@@ -40,6 +41,11 @@ class FileFormatError(DeepSharpError, ValueError):
 
 class EngineUnavailableError(DeepSharpError, RuntimeError):
     """An engine that cannot be made here: says why and which packages bring what is missing."""
+
+
+class ExportError(DeepSharpError, ValueError):
+    """A network, layer, column or setting that cannot be written as an ONNX file: names which
+    (layer, column, operator, opset) and why, and what to do."""
 
 
 class EngineMismatchError(DeepSharpError, RuntimeError):

@@ -25,6 +25,8 @@ from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.engine import Engine
 from deepsharp.core.errors import DataError, FileFormatError
+from deepsharp.core.export.graph import DEFAULT_OPSET
+from deepsharp.core.export.model import export_trained
 from deepsharp.core.files import read_safetensors, write_safetensors
 from deepsharp.core.nn.losses import Loss, loss_from_json, loss_to_json
 from deepsharp.core.nn.network import Network
@@ -103,12 +105,23 @@ class TrainedNetwork:
     def save(self, path: str | os.PathLike[str]) -> None:
         """One safetensors file: the slots; in its metadata the format version, the
         architecture, the loss, the pipeline's recipe and statistics — and no engine."""
+        write_safetensors(path, *self.contents())
+
+    def contents(self) -> tuple[dict[str, NDArray[np.float32]], dict[str, str]]:
+        """What its file holds: the slots and buffers, and the metadata (`save` writes them)."""
         tensors = file_tensors(self.network)
         metadata = network_metadata(self.network)
         metadata["format"] = TRAINED_FORMAT
         metadata["loss"] = json.dumps(loss_to_json(self.loss))
         metadata["pipeline"] = json.dumps(self.pipeline.to_json())
-        write_safetensors(path, tensors, metadata)
+        return tensors, metadata
+
+    def export_onnx(self, path: str | os.PathLike[str], opset: int = DEFAULT_OPSET) -> None:
+        """One ONNX file that onnxruntime serves raw rows with: the pipeline (numbers' fill and
+        scaling, categories' one-hot, flags, images' scale), the network and the loss's link,
+        giving what `predict` gives (docs/export.md). Needs `deepsharp[onnx]`; ExportError
+        naming what cannot be written; written atomically."""
+        export_trained(self, path, opset)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TrainedNetwork:

@@ -404,6 +404,12 @@ class Pipeline:
         return None if self._shapes is None else dict(self._shapes)
 
     @property
+    def columns(self) -> list[ColumnKind]:
+        """The learned columns, in the order their features stand (empty for arrays)."""
+        self._require_learned("columns")
+        return list(self._columns)
+
+    @property
     def takes_arrays(self) -> bool:
         """Whether it takes arrays of numbers as they are (no columns declared)."""
         return not self._declared

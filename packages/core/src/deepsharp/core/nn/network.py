@@ -23,6 +23,8 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff.tensor import Recording, Tensor, open_recording
 from deepsharp.core.engine import Engine
 from deepsharp.core.errors import ConfigurationError, DataError, ShapeError, StateError
+from deepsharp.core.export.graph import DEFAULT_OPSET
+from deepsharp.core.export.model import export_network
 from deepsharp.core.nn import predicting, saving
 from deepsharp.core.nn.binding import Bound, put_values
 from deepsharp.core.nn.graph import Graph, InputSpec, Symbol, chain, check_shared, row_shape, trace
@@ -434,6 +436,14 @@ class Network:
     def load(cls, path: str | os.PathLike[str]) -> Network:
         """A network from its file (Network.save's); never runs code from it."""
         return saving.load_network(cls, path)
+
+    def export_onnx(
+        self, path: str | os.PathLike[str], loss: Loss | None = None, opset: int = DEFAULT_OPSET
+    ) -> None:
+        """One ONNX file of the network alone: its inputs by name, its output `outputs` (or,
+        given a loss, `predictions` with its link), as `predict` computes them
+        (docs/export.md). Needs `deepsharp[onnx]`; written atomically."""
+        export_network(self, path, opset, loss)
 
     @classmethod
     def of_graph(cls, graph: Graph, chained: bool) -> Network:
