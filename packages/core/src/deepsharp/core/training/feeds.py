@@ -293,8 +293,7 @@ class Streamed(Source):
             )
         split = _Split(pipeline, streams.split, test is None)
         reads = self._learn(pipeline, split)
-        if not network.built:
-            network.build(pipeline.row_shape)
+        build_for(network, pipeline)
 
         def made(part: Part) -> tuple[Features, NDArray[Any]]:
             features = _shaped(pipeline.features(part), pipeline, network)
@@ -464,12 +463,25 @@ def _pair(x: object, y: object) -> tuple[Any, NDArray[Any]]:
     return features, targets
 
 
+def build_for(network: Network, pipeline: Pipeline) -> None:
+    """The network built for the learned pipeline's rows where it has no inputs yet; refused
+    (DataError naming both) where the pipeline feeds several inputs and the network takes one."""
+    several = pipeline.input_shapes
+    if several is not None and len(network.input_specs) == 1:
+        raise DataError(
+            f"the pipeline feeds {len(several)} inputs ({', '.join(map(repr, several))}), and "
+            "the network takes one: make a network of those inputs, Network(inputs=[Input(...,"
+            " name=...), ...], outputs=...), or leave input= out of the pipeline's columns"
+        )
+    if not network.built:
+        network.build(pipeline.row_shape)
+
+
 def _shaped(features: Any, pipeline: Pipeline, network: Network) -> Features:
     """Features as the network takes them (one array an input, checked): the network built for
     the pipeline's rows where it has no inputs yet; flat pipeline columns reshaped to its
     images where it has."""
-    if not network.built:
-        network.build(pipeline.row_shape)
+    build_for(network, pipeline)
     return network.arrange(features, reshape=True)
 
 
