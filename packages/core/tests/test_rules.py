@@ -17,7 +17,10 @@ from deepsharp.engines.light import LightEngine
 
 
 def test_every_rule_has_a_nudging_case() -> None:
-    assert set(ops.RULES) == {case.rule for case in CASES}
+    own = {
+        name for name, rule in ops.RULES.items() if type(rule).__module__.startswith("deepsharp.")
+    }
+    assert own == {case.rule for case in CASES}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)

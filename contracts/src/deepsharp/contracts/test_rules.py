@@ -99,7 +99,10 @@ def test_rule_on_the_engine_matches_the_reference(
 
 
 def test_every_rule_has_a_case(contract: Contract) -> None:
-    missing = sorted(set(ops.RULES) - {case.rule for case in CASES})
+    own = {
+        name for name, rule in ops.RULES.items() if type(rule).__module__.startswith("deepsharp.")
+    }
+    missing = sorted(own - {case.rule for case in CASES})
     assert not missing, (
         f"rules without a nudging case (add them to deepsharp.contracts.nudging.CASES): {missing}"
     )

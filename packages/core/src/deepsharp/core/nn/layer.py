@@ -149,7 +149,8 @@ class Layer:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.kind = cls.__name__
-        cls.key = LAYERS.add(cls)
+        if not cls.__name__.startswith("_"):  # a private base is no kind a file names
+            cls.key = LAYERS.add(cls)
 
     def __init__(self, name: str | None = None) -> None:
         self.name: str | None = None if name is None else check_layer_name(name, self.kind)
