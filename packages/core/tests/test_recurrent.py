@@ -1,4 +1,5 @@
-"""Recurrent layers: LSTM and GRU over sequences (N, L, D), their way back checked by nudging."""
+"""Recurrent layers: LSTM and GRU over sequences (N, L, D). Their way back is nudged in the layer
+harness (test_layer_harness); PyTorch twins are in the torch engine's tests."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from deepsharp.contracts.reference import Float64Engine
 from deepsharp.core import (
     GRU,
     LSTM,
@@ -16,87 +16,14 @@ from deepsharp.core import (
     BinaryCrossEntropy,
     Dense,
     Input,
-    Layer,
     MeanSquaredError,
     Network,
     ShapeError,
-    Tensor,
     Trainer,
 )
-from deepsharp.core.autodiff import functions as ops
-from deepsharp.core.autodiff.tensor import Recording
-from deepsharp.core.engine import Engine
-from deepsharp.core.nn.layer import Pass
 from deepsharp.core.random import Generator
 
-Arrays = dict[str, np.ndarray]
 KINDS = [LSTM, GRU]
-
-
-def _values(layer: Layer, rows: np.ndarray, seed: int) -> Arrays:
-    """Slot values for `layer` built for these rows, drawn as a run draws them."""
-    layer.built_for(rows.shape[1:])
-    generator = Generator(seed)
-    return {name: spec.initial(generator).astype(np.float64) for name, spec in layer.specs.items()}
-
-
-def _loss(layer: Layer, engine: Engine, values: Arrays, rows: np.ndarray, aim: np.ndarray) -> Any:
-    """sum(layer(rows) * aim) on `engine`, recorded towards the slots and the rows."""
-    slots = {name: Tensor.put(engine, value) for name, value in values.items()}
-    given = Tensor.put(engine, rows)
-    wanted = [*slots.values(), given]
-    with Recording(wanted) as recording:
-        out = layer.forward(given, slots, Pass(engine, True, None))
-        total = ops.sum(out * Tensor.put(engine, aim))
-        grads = recording.gradients(total, wanted)
-    return float(engine.get(total.handle)), [np.asarray(engine.get(g)) for g in grads]
-
-
-def _worst_nudge_error(layer: Layer, values: Arrays, rows: np.ndarray) -> float:
-    """The largest |way back - nudged| / (1e-7 + 1e-5 |nudged|) over every slot value and row
-    value, on the float64 reference (central differences, step 1e-6): at most 1 for a right
-    way back."""
-    engine = Float64Engine()
-    aim = np.random.default_rng(7).standard_normal((rows.shape[0], *(layer.output_shape or ())))
-    _, by_rule = _loss(layer, engine, values, rows, aim)
-    inputs = [*values.values(), rows]
-    worst = 0.0
-    for index, (value, got) in enumerate(zip(inputs, by_rule, strict=True)):
-        for place in np.ndindex(value.shape):
-            moved = []
-            for step in (1e-6, -1e-6):
-                nudged = [v.copy() for v in inputs]
-                nudged[index][place] += step
-                named = dict(zip(values, nudged[:-1], strict=True))
-                moved.append(_loss(layer, engine, named, nudged[-1], aim)[0])
-            nudge = (moved[0] - moved[1]) / 2e-6
-            worst = max(worst, abs(float(got[place]) - nudge) / (1e-7 + 1e-5 * abs(nudge)))
-    return worst
-
-
-@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.kind)
-@pytest.mark.parametrize("sequences", [False, True], ids=["last", "sequences"])
-def test_the_way_back_through_every_slot_and_position_agrees_with_nudging(
-    kind: type[LSTM] | type[GRU], sequences: bool
-) -> None:
-    rows = np.random.default_rng(3).standard_normal((2, 3, 2))
-    layer = kind(2, return_sequences=sequences)
-    values = _values(layer, rows, 4)
-    assert _worst_nudge_error(layer, values, rows) <= 1.0
-
-
-def test_a_planted_wrong_gate_is_caught_by_the_nudging() -> None:
-    """The check can fail: an LSTM whose output is squared, its way back told it is multiplied
-    by a constant (half the gradient it should send)."""
-
-    class Squared(LSTM):
-        def forward(self, x: Tensor, slots: Any, context: Pass) -> Tensor:
-            out = super().forward(x, slots, context)
-            return out * ops.detached(out)
-
-    rows = np.random.default_rng(3).standard_normal((2, 3, 2))
-    layer = Squared(2)
-    assert _worst_nudge_error(layer, _values(layer, rows, 4), rows) > 1.0
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.kind)

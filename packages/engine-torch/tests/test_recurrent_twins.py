@@ -1,6 +1,7 @@
 """LSTM and GRU take their weights from torch.nn.LSTM and torch.nn.GRU (batch_first, one layer)
 and give their outputs and gradients, on every CPU engine, within the engine precision's
-tolerance of the PyTorch twin run in float64."""
+tolerance of the PyTorch twin run in float64; and they keep the layer harness's promises on the
+torch engine at every precision."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from deepsharp.core import GRU, LSTM, Layer, Tensor, make_engine  # noqa: E402
 from deepsharp.core.autodiff import functions as ops  # noqa: E402
 from deepsharp.core.autodiff.tensor import Recording  # noqa: E402
 from deepsharp.core.nn.layer import Pass  # noqa: E402
+from deepsharp.core.nn.testing import check_layer  # noqa: E402
 
 SLOTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 ENGINES = ("light", "light:float32", "torch:cpu", "torch:cpu:strict")
@@ -85,3 +87,11 @@ def test_a_planted_swap_of_two_gates_is_caught() -> None:
         swapped[name] = np.concatenate([i, g, f, o])
     got, _ = _ours(LSTM(7), "light", swapped, rows, aim)
     assert _off(got, want) > 100 * TOLERANCE
+
+
+@pytest.mark.parametrize("sequences", [False, True], ids=["last", "sequences"])
+@pytest.mark.parametrize("kind", [LSTM, GRU], ids=lambda kind: kind.kind)
+def test_the_layer_harness_holds_on_the_torch_engine(kind: type[Layer], sequences: bool) -> None:
+    engines = ["torch:cpu", "torch:cpu:strict", "torch:cpu:mixed_bfloat16"]
+    found = check_layer(kind(3, return_sequences=sequences), (4, 2), engines=engines)  # type: ignore[call-arg]
+    assert found.nudge_ratio <= 1.0 and set(found.engine_ratios) == set(engines)
