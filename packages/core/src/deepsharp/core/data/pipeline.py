@@ -1,8 +1,8 @@
 """The data pipeline: the recipe for the data. It knows no learner.
 
 A :class:`Pipeline` is declared column by column (``.number``, ``.numbers`` for every other
-column, ``.category``, ``.flag``, ``.image``, ``.column`` for a kind of your own, and one
-``.target``), learns its statistics from the training rows only (:meth:`Pipeline.learn`) and then
+column, ``.category``, ``.flag``, ``.image``, ``.text``, ``.column`` for a kind of your own, and
+one ``.target``), learns its statistics from the training rows only (:meth:`Pipeline.learn`) and then
 turns any rows into a float32 feature matrix (:meth:`Pipeline.features`) and targets
 (:meth:`Pipeline.targets`). Rows are a sequence of mappings (what :func:`read_csv` returns, or
 dicts written by hand) or a pandas ``DataFrame``.
@@ -60,6 +60,7 @@ from deepsharp.core.data.sources import (
     row_naming,
 )
 from deepsharp.core.data.target import Target, TargetKind, TargetLearner
+from deepsharp.core.data.text import Padding, Text, TokenKind
 from deepsharp.core.data.values import (
     FLOAT32_MAX,
     ColumnName,
@@ -154,6 +155,24 @@ class Pipeline:
         (the input named `input`, where the pipeline feeds several).
         """
         return self.column(Image(name, shape, scale, input))
+
+    def text(
+        self,
+        name: ColumnName,
+        tokens: TokenKind = "words",
+        length: int = 64,
+        vocabulary: int = 20000,
+        padding: Padding = "end",
+        input: str | None = None,
+    ) -> Pipeline:
+        """A column of texts as int64 ids (`length` of them a row) for an `Embedding`: cut into
+        words (lower case) or characters, over the `vocabulary - 2` tokens the training rows
+        hold most often, ids 2 onwards (most frequent first); 0 is padding, 1 a token the
+        vocabulary lacks. A longer text keeps its first `length` tokens; a shorter one is padded
+        after its ids (`padding="end"`) or before them (`"start"`). An empty or missing text is
+        all padding. Ids feed an input of their own: a pipeline with other columns too names
+        the input each feeds (`input=`)."""
+        return self.column(Text(name, tokens, length, vocabulary, padding, input))
 
     def column(self, column: ColumnKind) -> Pipeline:
         """A column of any kind (a `ColumnKind`, deepsharp's or your own)."""
