@@ -14,7 +14,9 @@ from deepsharp.core import (
     LSTM,
     Adam,
     BinaryCrossEntropy,
+    DataError,
     Dense,
+    Embedding,
     Input,
     MeanSquaredError,
     Network,
@@ -121,3 +123,14 @@ def test_a_recurrent_layer_learns_to_carry_its_first_position_to_the_end(
     tests, answers = _remembering(7)
     chances = network.predict(tests, BinaryCrossEntropy())
     assert ((chances > 0.5) == (answers > 0.5)).mean() > 0.95
+
+
+def test_a_chain_that_starts_with_an_embedding_takes_int64_ids() -> None:
+    """Before: a chain's input was float32 whatever its first layer, so ids became floats (and
+    the Embedding refused them)."""
+    network = Network([Embedding(10, 4), LSTM(3), Dense(1)], inputs=6)
+    assert network.input_specs[0].dtype == "int64"
+    ids = np.arange(12).reshape(2, 6) % 10
+    assert network.arrange(ids)[0].dtype == np.int64
+    with pytest.raises(DataError, match="takes int64 ids, and is given float64 values"):
+        network.arrange(ids.astype(np.float64))
