@@ -132,6 +132,19 @@ class Rows(Source):
             )
         self.rows = rows_of(rows)
 
+    def parts(
+        self, pipeline: Pipeline, streams: Streams, test: bool = True
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+        """The indices of the training, validation and test rows (none with `test=False`: the
+        test rows are given apart), as a run whose streams these are cuts them."""
+        count = row_count(self.rows)
+        if count == 0:
+            raise DataError(
+                "no rows: fit needs rows to learn from (a list of mappings, a DataFrame, or "
+                "read_csv's rows)"
+            )
+        return pipeline.partition(count, streams.split.permutation(count), test=test)
+
     def feeds(
         self,
         pipeline: Pipeline | None,
@@ -145,13 +158,7 @@ class Rows(Source):
                 "rows of named columns need a pipeline that declares them (for a DataFrame of "
                 "numbers: Pipeline().numbers().target(name)); fit(None, (x, y), ...) takes arrays"
             )
-        count = row_count(self.rows)
-        if count == 0:
-            raise DataError(
-                "no rows: fit needs rows to learn from (a list of mappings, a DataFrame, or "
-                "read_csv's rows)"
-            )
-        parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
+        parts = self.parts(pipeline, streams, test is None)
         # Messages name a row by its place in the rows handed in, not in the shuffled split.
         with rows_named(row_naming(self.rows, parts[0])):
             pipeline.learn(take(self.rows, parts[0]))
