@@ -434,6 +434,11 @@ class Pipeline:
         return self._learned
 
     @property
+    def declared(self) -> list[ColumnKind]:
+        """The columns as declared, in order (numbers() one column, as declared)."""
+        return list(self._declared)
+
+    @property
     def input_shapes(self) -> dict[str, tuple[int, ...]] | None:
         """A pipeline that feeds several inputs (a dict of arrays, or columns naming several
         inputs): each input's row shape by name; None for a pipeline of one input."""
