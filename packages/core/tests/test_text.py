@@ -163,3 +163,46 @@ def test_text_and_numbers_feed_inputs_of_their_own() -> None:
     assert features["words"].dtype == np.int64 and features["numbers"].dtype == np.float32
     with pytest.raises(ValueError, match="makes float32 values and column 'message' int64"):
         Pipeline().text("message").number("length")
+
+
+def _spam_csv(path: Path, count: int) -> Path:
+    import csv
+
+    from deepsharp.core.samples import spam
+
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["label", "message"])
+        writer.writerows([row["label"], row["message"]] for row in spam.rows()[:count])
+    return path
+
+
+def test_a_scanned_file_of_messages_trains_and_serves_them_in_parts(tmp_path: Path) -> None:
+    from deepsharp.core import (
+        LSTM,
+        Adam,
+        BinaryCrossEntropy,
+        Dense,
+        Embedding,
+        FitOptions,
+        Network,
+        TrainedNetwork,
+        fit,
+    )
+
+    path = _spam_csv(tmp_path / "sms.csv", 1200)
+    recipe = Pipeline().text("message", length=24, vocabulary=2000, padding="start")
+    recipe.target("label")
+    run = fit(
+        recipe,
+        scan_csv(path, read_rows=256, buffer_rows=512),
+        Network([Embedding(2000, 16), LSTM(16), Dense(1)]),
+        BinaryCrossEntropy(),
+        Adam(0.01),
+        FitOptions(seed=1, epochs=4, progress=False),
+    )
+    assert run.report.measures["accuracy"] > 0.9
+    run.trained.save(tmp_path / "sms.safetensors")
+    served = TrainedNetwork.load(tmp_path / "sms.safetensors")
+    parts = np.concatenate(list(served.predict_parts(scan_csv(path, read_rows=100))))
+    assert parts.tobytes() == run.trained.predict(read_csv(path)).tobytes()
