@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-pytest.importorskip("torch")
+from deepsharp.core.samples import spam
 
-from deepsharp.core.samples import spam  # noqa: E402
+pytest.importorskip("torch")
 
 
 def test_spam_reaches_98_percent_on_torch_cpu_with_the_confusion_counts() -> None:
