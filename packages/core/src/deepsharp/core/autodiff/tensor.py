@@ -100,7 +100,9 @@ class Tensor:
         return apply(RULES["neg"], (self,))
 
     def __matmul__(self, other: Tensor) -> Tensor:
-        return apply(RULES["matmul"], (self, other))
+        # Matrices take the plain product; stacks (attention's) take the product of stacks.
+        name = "matmul" if self.ndim == 2 and other.ndim == 2 else "batch_matmul"
+        return apply(RULES[name], (self, other))
 
 
 class Node:
