@@ -227,7 +227,7 @@ def test_train_on_messages_trains_a_text_network_and_predict_reads_them(
 ) -> None:
     path = _messages(tmp_path / "sms.csv")
     out = str(tmp_path / "sms.safetensors")
-    command = ["train", path, "--target", "label", "--out", out, "--epochs", "3", "--no-progress"]
+    command = ["train", path, "--target", "label", "--out", out, "--epochs", "10", "--no-progress"]
     assert main(command) == 0
     said = capsys.readouterr().out
     assert "text message  text: " in said
