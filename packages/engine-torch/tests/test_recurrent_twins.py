@@ -1,7 +1,7 @@
 """LSTM and GRU take their weights from torch.nn.LSTM and torch.nn.GRU (batch_first, one layer)
 and give their outputs and gradients, on every CPU engine, within the engine precision's
 tolerance of the PyTorch twin run in float64; and they keep the layer harness's promises on the
-torch engine at every precision."""
+torch engine at every precision (on a card too, where one is usable)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from deepsharp.core.nn.layer import Pass  # noqa: E402
 from deepsharp.core.nn.testing import check_layer  # noqa: E402
 
 SLOTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-ENGINES = ("light", "light:float32", "torch:cpu", "torch:cpu:strict")
+ENGINES = ("light", "light:float32", "torch:cpu", "torch:cpu:strict") + (
+    ("torch:cuda:0", "torch:cuda:0:strict") if torch.cuda.is_available() else ()
+)
 TOLERANCE = 1e-5
 """Relative to the twin's float64 values (the largest of them, or 1): strict and float32 alike."""
 
@@ -93,5 +95,7 @@ def test_a_planted_swap_of_two_gates_is_caught() -> None:
 @pytest.mark.parametrize("kind", [LSTM, GRU], ids=lambda kind: kind.kind)
 def test_the_layer_harness_holds_on_the_torch_engine(kind: type[Layer], sequences: bool) -> None:
     engines = ["torch:cpu", "torch:cpu:strict", "torch:cpu:mixed_bfloat16"]
+    if torch.cuda.is_available():
+        engines += ["torch:cuda:0", "torch:cuda:0:mixed_float16", "torch:cuda:0:mixed_bfloat16"]
     found = check_layer(kind(3, return_sequences=sequences), (4, 2), engines=engines)  # type: ignore[call-arg]
     assert found.nudge_ratio <= 1.0 and set(found.engine_ratios) == set(engines)
