@@ -308,7 +308,9 @@ def _text_network(pipeline: Any, rows: Any, seed: int, outputs: int) -> Any:
     training, _, _ = Rows(rows).parts(pipeline, Streams(seed))
     with rows_named(row_naming(rows, training)):
         shapes = pipeline.learn(take(rows, training)).input_shapes or {}
-    texts = {c.input: (c.length, c.vocabulary) for c in pipeline.declared if isinstance(c, Text)}
+    texts = {
+        str(c.input): (c.length, c.vocabulary) for c in pipeline.declared if isinstance(c, Text)
+    }
     features = next(((name, shape[0]) for name, shape in shapes.items() if name not in texts), None)
     return text_network(outputs, texts, features)
 
