@@ -281,9 +281,3 @@ def test_a_reader_that_has_gone_ends_the_predictions_quietly(model: Path) -> Non
     child.wait(timeout=300)
     assert child.returncode == 1
     assert child.stderr.read() == ""  # before: a BrokenPipeError traceback
-
-
-def test_a_sample_s_epochs_can_be_cut_short(capsys: pytest.CaptureFixture[str]) -> None:
-    """Before: `deepsharp sample` took no --epochs (a short run for CI)."""
-    assert main(["sample", "titanic", "--epochs", "2", "--no-progress"]) == 0
-    assert ": 2 epochs in" in capsys.readouterr().out

@@ -236,3 +236,10 @@ def test_float_values_are_refused_where_ids_belong() -> None:
             DataError, match=r"row 2 .*id 5, outside layer 'embedding'.*vocabulary of 5"
         ):
             trainer.step(np.array([[1, 2], [5, 0]]), np.zeros((2, 1)))
+
+
+def test_a_sequence_longer_than_the_positional_table_is_refused() -> None:
+    from deepsharp.core import PositionalEmbedding
+
+    with pytest.raises(ShapeError, match=r"sequences of 9 positions, longer than its table of 8"):
+        PositionalEmbedding(8, 4)(Input((9, 4)))

@@ -28,12 +28,15 @@ from deepsharp.core import (
     LayerNorm,
     LeakyRelu,
     MaxPool2D,
+    MultiHeadAttention,
+    PositionalEmbedding,
     Relu,
     Reshape,
     Sigmoid,
     Silu,
     Softmax,
     Tanh,
+    TransformerBlock,
 )
 from deepsharp.core.nn.layer import LAYERS, Layer
 from deepsharp.core.nn.testing import check_layer
@@ -72,6 +75,24 @@ CASES: dict[str, Case] = {
     "lstm-sequences": (lambda: LSTM(2, return_sequences=True, init="glorot_normal"), (3, 3), {}),
     "gru": (lambda: GRU(3), (4, 2), {}),
     "gru-sequences": (lambda: GRU(2, return_sequences=True), (3, 3), {}),
+    "multiheadattention": (lambda: MultiHeadAttention(2), (3, 4), {}),
+    "multiheadattention-causal-dropout": (
+        lambda: MultiHeadAttention(1, causal=True, dropout=0.3),
+        (4, 3),
+        {},
+    ),
+    "multiheadattention-mask-input": (
+        lambda: MultiHeadAttention(2),
+        [(3, 4), (3,)],
+        {
+            "inputs": [
+                np.random.default_rng(1).standard_normal((2, 3, 4)),
+                np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]),
+            ]
+        },
+    ),
+    "transformerblock": (lambda: TransformerBlock(2, 6, causal=True), (3, 4), {}),
+    "positionalembedding": (lambda: PositionalEmbedding(5, 3), (4, 3), {}),
     "embedding": (
         lambda: Embedding(7, 3),
         (4,),

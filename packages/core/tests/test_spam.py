@@ -24,6 +24,8 @@ from deepsharp.core import Run, TrainedNetwork
 from deepsharp.core.cli import main
 from deepsharp.core.samples import data_path, spam
 
+pytestmark = pytest.mark.once  # the sample's runs: the same on every Python
+
 
 def test_the_shipped_file_is_the_published_one() -> None:
     digest = hashlib.sha256(data_path("SMSSpamCollection").read_bytes()).hexdigest()

@@ -222,6 +222,7 @@ def test_names_of_a_few_words_are_no_text() -> None:
     assert inferred.inputs == {}
 
 
+@pytest.mark.once  # a run: the same on every Python
 def test_train_on_messages_trains_a_text_network_and_predict_reads_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -81,6 +81,7 @@ def _cases() -> list[RuleCase]:
         RuleCase("mul", [normal(2, 3, 4), normal(3, 1)]),
         RuleCase("div", [normal(3, 4), positive(4)]),
         RuleCase("maximum", [apart(3, 4), apart(3, 4) + 0.1]),
+        RuleCase("greater", [apart(3, 4), apart(3, 4) + 0.05]),
         RuleCase("neg", [normal(3, 4)]),
         RuleCase("exp", [normal(3, 4)]),
         RuleCase("log", [positive(3, 4)]),

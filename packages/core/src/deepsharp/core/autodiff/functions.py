@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 
-from deepsharp.core.autodiff.rulebook import _handle, same_padding
+from deepsharp.core.autodiff.rulebook import same_padding
 from deepsharp.core.autodiff.tensor import RULES, Rule, Tensor, Value, apply
 from deepsharp.core.engine.fused import parts
 from deepsharp.core.errors import ShapeError
@@ -239,9 +239,8 @@ def broadcast_to(x: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 def greater(a: Value, b: Value) -> Tensor:
-    engine = a.engine if isinstance(a, Tensor) else b.engine  # type: ignore[union-attr]
-    handle = engine.greater(_handle(a), _handle(b))
-    return Tensor(handle, engine.shape(handle), engine)
+    """1.0 where a > b, else 0.0 (float32): a step, whose gradient is 0."""
+    return apply(RULES["greater"], (a, b))
 
 
 def one_hot(indices: Tensor, classes: int) -> Tensor:

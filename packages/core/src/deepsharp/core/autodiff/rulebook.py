@@ -142,6 +142,26 @@ class Maximum(Rule):
         )
 
 
+@register
+class Greater(Rule):
+    """1.0 where a > b, else 0.0: a step, whose gradient is 0 wherever it has one. Recorded like
+    any rule, so that a replayed pass computes it again from its inputs (a padding mask made
+    from a batch's ids)."""
+
+    name = "greater"
+    keeps_output = keeps_inputs = False  # shapes are all its way back reads
+
+    def forward(self, engine: Engine, a: Any, b: Any) -> tuple[Handle, Any]:
+        return engine.greater(a, b), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        a, b = node.inputs
+        return (
+            engine.zeros(_shape(a)) if node.needs[0] else None,
+            engine.zeros(_shape(b)) if node.needs[1] else None,
+        )
+
+
 class _Unary(Rule):
     def forward(self, engine: Engine, x: Any) -> tuple[Handle, Any]:
         return getattr(engine, self.name)(x), None

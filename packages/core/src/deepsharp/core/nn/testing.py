@@ -69,7 +69,9 @@ def check_layer(
     training one (BatchNorm's batch statistics, Dropout's masks drawn from a fixed key).
     `nudged`: how many values of each input and slot are nudged (a sample: nudging every value
     of a large slot takes long)."""
-    shapes = [tuple(s) for s in shape] if layer.several else [tuple(shape)]  # type: ignore[arg-type]
+    listed = bool(shape) and isinstance(shape[0], (tuple, list))
+    given_shapes: list[Any] = list(shape) if listed else [shape]
+    shapes = [tuple(int(size) for size in s) for s in given_shapes]
     rng = np.random.default_rng(seed)
     network = _network(layer, shapes, inputs)
     if inputs is None:
@@ -112,11 +114,11 @@ def _network(
     layer: Layer, shapes: list[tuple[int, ...]], inputs: Sequence[Array] | None
 ) -> Network:
     kinds = [
-        "int64" if inputs is not None and np.asarray(x).dtype.kind in "iu" else "float32"
-        for x in (inputs or [None] * len(shapes))
+        "int64" if inputs is not None and np.asarray(inputs[i]).dtype.kind in "iu" else "float32"
+        for i in range(len(shapes))
     ]
     symbols = [Input(s, dtype=k, name=f"x{i}") for i, (s, k) in enumerate(zip(shapes, kinds))]
-    out = layer(symbols if layer.several else symbols[0])
+    out = layer(symbols if len(symbols) > 1 else symbols[0])
     return Network(inputs=symbols, outputs=out)
 
 
