@@ -27,6 +27,7 @@ from deepsharp.contracts.measure import UNIT, Contract, value_tolerance
 from deepsharp.contracts.reference import Float64Engine
 from deepsharp.core import Adam, BinaryCrossEntropy, Dense, Network, Relu, Trainer
 from deepsharp.core.engine import Engine
+from deepsharp.core.nn.predicting import Predictor
 from deepsharp.core.random import Generator
 
 SEED = 1912
@@ -174,14 +175,14 @@ def test_a_row_alone_gets_the_bits_it_gets_in_a_chunk(engine: Engine, contract: 
     network = Network([Dense(16), Relu(), Dense(1)], inputs=FEATURES)
     network.initialize(Generator(SEED))
     rows, _ = titanic_batch()
-    with network.served(BinaryCrossEntropy(), engine) as served:
-        together = served.predict(rows)
-        for index in (0, 1, 13, ROWS - 1):
-            alone = np.zeros_like(rows)
-            alone[0] = rows[index]  # padded with zeros to a chunk of 32, as serving pads
-            contract.moves(
-                "served alone or in a chunk", served.predict(alone)[0], together[index], "steps"
-            )
+    served = Predictor(network, BinaryCrossEntropy(), engine)
+    together = served.predict(rows)
+    for index in (0, 1, 13, ROWS - 1):
+        alone = np.zeros_like(rows)
+        alone[0] = rows[index]  # padded with zeros to a chunk of 32, as serving pads
+        contract.moves(
+            "served alone or in a chunk", served.predict(alone)[0], together[index], "steps"
+        )
 
 
 def test_a_titanic_step_makes_two_transfers_in_and_one_out(

@@ -6,6 +6,8 @@ What engine authors and the run's extensions use lives in its module (`deepsharp
 """
 
 from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.comparing import Comparison, compare
+from deepsharp.core.comparing.shadow import Shadow
 from deepsharp.core.data.pipeline import Pipeline, read_csv
 from deepsharp.core.data.scan import scan_csv, scan_parquet
 from deepsharp.core.engine import Engine, EngineIdentity, available_engines, make_engine
@@ -75,6 +77,7 @@ __all__ = [
     "Callback",
     "Checkpoint",
     "CheckpointMismatchError",
+    "Comparison",
     "Concatenate",
     "ConfigurationError",
     "Conv1D",
@@ -118,6 +121,7 @@ __all__ = [
     "Run",
     "RunState",
     "SGD",
+    "Shadow",
     "ShapeError",
     "Sigmoid",
     "Silu",
@@ -132,6 +136,7 @@ __all__ = [
     "TrainingDivergedError",
     "TransformerBlock",
     "available_engines",
+    "compare",
     "fit",
     "make_engine",
     "read_csv",

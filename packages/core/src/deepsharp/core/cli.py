@@ -1,5 +1,5 @@
-"""The command line: `deepsharp sample`, `deepsharp train`, `deepsharp predict`, `deepsharp seal`,
-`deepsharp doctor`.
+"""The command line: `deepsharp sample`, `deepsharp train`, `deepsharp predict`, `deepsharp compare`,
+`deepsharp seal`, `deepsharp doctor`.
 
 Whatever goes wrong ends in one line on stderr and a non-zero exit, never a traceback: what
 can be checked before a long run (where files go, what --plot needs, the engine) is checked
@@ -20,6 +20,8 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+from deepsharp.core.comparing.command import add_command as add_compare
+from deepsharp.core.comparing.command import run_command as run_compare
 from deepsharp.core.engine import (
     Engine,
     EngineDescription,
@@ -125,6 +127,8 @@ def _parser() -> argparse.ArgumentParser:
         "--output", metavar="FILE", help="write the predictions to FILE (default: stdout)"
     )
 
+    add_compare(commands, ENGINE_HELP)
+
     seal = commands.add_parser(
         "seal",
         help="record the digest in a file an older deepsharp saved without one",
@@ -152,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _train(arguments)
         if arguments.command == "predict":
             return _predict(arguments)
+        if arguments.command == "compare":
+            return run_compare(arguments)
         if arguments.command == "seal":
             return _seal(arguments)
         return _doctor()

@@ -18,7 +18,18 @@ from typing import Any
 
 from deepsharp.core.engine import Engine, Handle
 
-__all__ = ["RULES", "Grads", "Node", "Recording", "Rule", "Tensor", "Value", "apply", "register"]
+__all__ = [
+    "RULES",
+    "Grads",
+    "Node",
+    "Recording",
+    "Rule",
+    "Tensor",
+    "Value",
+    "apply",
+    "open_recording",
+    "register",
+]
 
 
 class _Recordings(threading.local):
@@ -110,9 +121,10 @@ class Tensor:
 
 
 class Node:
-    """One recorded operation: enough to send its gradient back, or to run it again elsewhere."""
+    """One recorded operation: enough to send its gradient back, or to run it again elsewhere;
+    `layer` names the layer whose forward made it (None: the loss, or code outside a network)."""
 
-    __slots__ = ("attrs", "generation", "inputs", "needs", "rule", "saved", "shape")
+    __slots__ = ("attrs", "generation", "inputs", "layer", "needs", "rule", "saved", "shape")
 
     def __init__(
         self,
@@ -123,6 +135,7 @@ class Node:
         needs: tuple[bool, ...],
         shape: tuple[int, ...],
         generation: int,
+        layer: str | None = None,
     ) -> None:
         self.rule = rule
         self.inputs = inputs
@@ -131,6 +144,7 @@ class Node:
         self.needs = needs
         self.shape = shape
         self.generation = generation
+        self.layer = layer
 
     def forget(self) -> None:
         """Let go of its inputs and what it saved: its way back has run, or will not."""
@@ -139,7 +153,13 @@ class Node:
 
 
 class Recording:
-    """A pass that needs gradients towards `wanted` (and nothing else)."""
+    """A pass that needs gradients towards `wanted` (and nothing else).
+
+    While it is open it also says where the pass is, for whoever watches the engine's calls
+    (`deepsharp.core.comparing`): `layer`, the layer whose forward runs (set by the network;
+    each node keeps it), `rule`, the rule whose forward runs, and `running`, the node whose way
+    back runs (None during the forward pass).
+    """
 
     _generations = itertools.count(1)  # next() on a count is one step: safe across threads
 
@@ -148,6 +168,9 @@ class Recording:
         self.wanted = {id(tensor): index for index, tensor in enumerate(wanted)}
         self.tape: list[Node] = []
         self.rules_applied = 0
+        self.layer: str | None = None
+        self.rule: Rule | None = None
+        self.running: Node | None = None
 
     def __enter__(self) -> Recording:
         if _recordings.active is not None:
@@ -175,12 +198,14 @@ class Recording:
         engine = loss.engine
         grads: dict[int, Handle] = {}
         if loss.node is not None and loss.node.generation == self.generation:
+            self.running = loss.node
             grads[id(loss.node)] = engine.add(engine.zeros(loss.shape), 1.0)
         for node in reversed(self.tape):
             grad = grads.pop(id(node), None)
             inputs = node.inputs
             if grad is not None:
                 self.rules_applied += 1
+                self.running = node
                 sent = node.rule.backward(engine, node, grad)
             # Its way back is done: let go of what it kept now, not at the end, so that a large
             # value (a convolution's) is freed before the layers below it allocate theirs.
@@ -194,6 +219,7 @@ class Recording:
                 key = id(value.node) if value.node is not None else id(value)
                 earlier = grads.get(key)
                 grads[key] = part if earlier is None else engine.add(earlier, part)
+        self.running = None
         result = [grads.get(id(tensor)) for tensor in wanted]
         self.drop()
         return [
@@ -263,9 +289,11 @@ def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
     if engine is None:
         raise TypeError(f"{rule.name}: at least one input must be a Tensor")
     rule.check(inputs, attrs)
+    recording = _recordings.active
+    if recording is not None:
+        recording.rule = rule  # where the engine's calls come from, for a witness of them
     handle, saved = rule.forward(engine, *args, **attrs)
     shape = engine.shape(handle)
-    recording = _recordings.active
     if recording is None:
         return Tensor(handle, shape, engine)
     needs = tuple([recording.involves(value) for value in inputs])
@@ -274,9 +302,16 @@ def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
     if not rule.keeps_inputs:
         inputs = tuple([_origin(value, recording.generation) for value in inputs])
     kept = handle if rule.keeps_output else None
-    node = Node(rule, inputs, attrs, (kept, saved), needs, shape, recording.generation)
+    node = Node(
+        rule, inputs, attrs, (kept, saved), needs, shape, recording.generation, recording.layer
+    )
     recording.tape.append(node)
     return Tensor(handle, shape, engine, node)
+
+
+def open_recording() -> Recording | None:
+    """The recording open in this thread (None outside a recorded pass)."""
+    return _recordings.active
 
 
 def _origin(value: Value, generation: int) -> Value:

@@ -19,6 +19,11 @@ of terms one total adds and Σ|terms| the sum of their sizes:
   smallest normal value μ_h (float16's 2**-14) its fixed spacing adds an absolute part
   (`totals_floor`). Sums and means stay float32 totals; slots, the optimizer's memory, losses,
   softmax, exp and log stay float32. docs/contracts.md derives both.
+
+Value-by-value operations are held to PyTorch's float32 tolerance at every precision,
+|got - ref| <= 1e-5 + 1.3e-6·|ref| (`value_tolerance`), and their tails (e^x, sigmoid and
+softplus far below 0, log1p near 0) to its relative part alone, 1.3e-6·|ref|; moves (reshape,
+slice, max-pooling's selection, ...) and transfers are exact.
 """
 
 from __future__ import annotations
@@ -34,13 +39,30 @@ __all__ = [
     "MIXED_FLOAT16",
     "PRECISIONS",
     "STRICT",
+    "TAIL_RTOL",
     "UNIT",
+    "VALUE_ATOL",
+    "VALUE_RTOL",
     "Precision",
     "precision_named",
+    "value_tolerance",
 ]
 
 UNIT = 2.0**-24
 """u: float32's unit roundoff."""
+
+VALUE_ATOL = 1e-5
+VALUE_RTOL = 1.3e-6
+"""The value family's tolerance, PyTorch's for float32: |got - ref| <= 1e-5 + 1.3e-6·|ref|."""
+
+TAIL_RTOL = VALUE_RTOL
+"""The tails' tolerance, relative alone: |got - ref| <= 1.3e-6·|ref| (there the absolute 1e-5
+would pass anything, 0 included)."""
+
+
+def value_tolerance(ref: Any) -> Any:
+    """How far a value-by-value operation's result may lie from `ref`, element by element."""
+    return VALUE_ATOL + VALUE_RTOL * np.abs(np.asarray(ref, np.float64))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.autodiff import functions as ops
-from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.autodiff.tensor import Tensor, open_recording
 from deepsharp.core.engine import Engine
 from deepsharp.core.kinds import Kinds
 from deepsharp.core.nn.graph import Symbol, apply_layer, check_layer_name
@@ -219,7 +219,15 @@ class Layer:
         """Run the part `name` (a `sublayer`) on x, with its own slots and buffers."""
         prefix = f"{name}."
         own = {key[len(prefix) :]: value for key, value in slots.items() if key.startswith(prefix)}
-        return carry_mask(self.parts[name].forward(x, own, context), x)
+        recording = open_recording()
+        if recording is None:
+            return carry_mask(self.parts[name].forward(x, own, context), x)
+        outer = recording.layer  # a recorded pass names the part's nodes '<layer>.<part>'
+        recording.layer = f"{outer}.{name}" if outer else name
+        try:
+            return carry_mask(self.parts[name].forward(x, own, context), x)
+        finally:
+            recording.layer = outer
 
     def _check_new(self, name: str) -> None:
         if not isinstance(name, str) or not name or name in self.specs or name in self.buffer_specs:

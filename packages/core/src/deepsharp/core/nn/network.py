@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.autodiff.tensor import Recording, Tensor, open_recording
 from deepsharp.core.engine import Engine
 from deepsharp.core.errors import ConfigurationError, DataError, ShapeError, StateError
 from deepsharp.core.nn import predicting, saving
@@ -375,9 +375,26 @@ class Network:
         order), every node in order."""
         values: list[Any] = [xs] if isinstance(xs, Tensor) else list(xs)
         per_layer = bound.per_layer
+        recording = open_recording()
+        if recording is not None:  # a recorded pass names each layer's nodes
+            return self._named_forward(values, per_layer, context, recording)
         for forward, index, sources, several in self._plan:
             x = [values[i] for i in sources] if several else values[sources[0]]
             values.append(carry_mask(forward(x, per_layer[index], context), x))
+        out: Tensor = values[-1]
+        return out
+
+    def _named_forward(
+        self, values: list[Any], per_layer: Any, context: Pass, recording: Recording
+    ) -> Tensor:
+        layers = self.layers
+        try:
+            for forward, index, sources, several in self._plan:
+                recording.layer = layers[index].name
+                x = [values[i] for i in sources] if several else values[sources[0]]
+                values.append(carry_mask(forward(x, per_layer[index], context), x))
+        finally:
+            recording.layer = None
         out: Tensor = values[-1]
         return out
 

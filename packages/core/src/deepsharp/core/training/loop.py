@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from deepsharp.core.comparing.shadow import Shadow, ShadowCheck, ShadowChecks, shadow_lines
 from deepsharp.core.engine import Engine, EngineIdentity, make_engine
 from deepsharp.core.engine.registry import check_spec
 from deepsharp.core.errors import (
@@ -84,6 +85,7 @@ class FitOptions:
     progress: bool | None = None
     distributed: Distribution | None = None
     loss_scale: LossScaleSetting = "auto"
+    shadow: Shadow | None = None
 
     def __post_init__(self) -> None:
         self.seed = _whole("seed", self.seed, -(2**63))
@@ -109,6 +111,11 @@ class FitOptions:
                 f"{self.distributed!r}"
             )
         check_setting(self.loss_scale, "FitOptions")
+        if self.shadow is not None and not isinstance(self.shadow, Shadow):
+            raise TypeError(
+                f"FitOptions: shadow is a Shadow (such as Shadow(every=100, engine='light')), "
+                f"not {self.shadow!r}"
+            )
 
 
 @dataclass
@@ -124,6 +131,8 @@ class Report:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     skipped_steps: int = 0
+    shadow: list[ShadowCheck] = field(default_factory=list)
+    """The shadow checks (`FitOptions(shadow=...)`), in order: each one's worst ratio."""
 
     def __str__(self) -> str:
         lines = [
@@ -147,6 +156,7 @@ class Report:
             lines.append(f"  {name:<10} {value:.4f}")
         if self.skipped_steps:
             lines.append(f"{self.skipped_steps} steps skipped (gradients not finite)")
+        lines.extend(shadow_lines(self.shadow))
         lines.extend(self.notes)
         return "\n".join(lines)
 
@@ -223,6 +233,7 @@ def fit(
     checkpoint = _checkpoint(resume_from, engine, optimizer, options, distribution)
     parts = _callbacks(options, [*callbacks, *([on_epoch] if on_epoch is not None else [])])
     streams = Streams(options.seed)
+    shadow = ShadowChecks(options.shadow, engine) if options.shadow is not None else None
     feeds = feeds_for(pipeline, data, network, loss, streams, test_rows)
     if checkpoint is not None and checkpoint.network != network.to_json():
         raise CheckpointMismatchError(
@@ -242,7 +253,7 @@ def fit(
             for part in parts:
                 part.on_run_start(run)
             while run.epoch < options.epochs and not run.stop:
-                record = _epoch(run, feeds.train, feeds.validation)
+                record = _epoch(run, feeds.train, feeds.validation, shadow)
                 run.end_epoch(record)
                 for part in parts:
                     part.on_epoch_end(run, record)
@@ -264,6 +275,7 @@ def fit(
         test_rows=test.rows,
         seconds=time.perf_counter() - began,
         skipped_steps=trainer.skipped_steps,
+        shadow=[] if shadow is None else shadow.checks,
     )
     distribution.finish()
     return Run(TrainedNetwork(network, loss, feeds.pipeline), report)
@@ -312,13 +324,17 @@ def _checkpoint(
     return checkpoint
 
 
-def _epoch(run: RunState, train: Feed, validation: Feed) -> EpochRecord:
+def _epoch(
+    run: RunState, train: Feed, validation: Feed, shadow: ShadowChecks | None = None
+) -> EpochRecord:
     """One pass over the training rows in a fresh order, then the validation loss."""
     started = time.perf_counter()
     trainer, distribution, epoch = run.trainer, run.distribution, run.epoch + 1
     sums = Sums()
     batches = train.batches(run.options.batch_size, trainer.streams.order, distribution.share)
     for step, batch in enumerate(batches, start=1):
+        if shadow is not None:
+            shadow.before_step(trainer, batch.features, batch.targets, epoch, step)
         value = trainer.step(batch.features, batch.targets, batch.share)
         if not distribution.all_finite(value):
             _diverged(run, f"the loss turned {value} at epoch {epoch}, step {step}")

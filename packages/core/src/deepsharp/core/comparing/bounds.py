@@ -1,0 +1,215 @@
+"""How far apart two engines may be on one operation: its family's bound, at each precision.
+
+The bounds are the contract's (`deepsharp.core.engine.precision`), each operation by its family:
+
+- totals (products, sums, means, convolutions and their gradients, a product of stacks, rows
+  added into places): the precision's bound, `totals_factor(n)·u·Σ|terms|` (and, for a mixed
+  precision's products, `totals_floor`), Σ|terms| and n worked out on the host in float64 from
+  the operation's inputs (`deepsharp.core.comparing.terms`);
+- value by value (arithmetic, functions, the optimizers' updates): 1e-5 + 1.3e-6·|ref|, and
+  1.3e-6·|ref| alone in the tails the contract holds to relative accuracy (e^x, sigmoid and
+  softplus over [-80, ...], log1p near 0); at a mixed precision an `add` of a smaller operand
+  onto a larger one (a bias onto a product's output, which such an engine may keep in its half
+  format) also u_h·|ref| + u_h(1 + u_h)·|bias|;
+- moves and transfers (reshape, slices, selections, copies, puts): exact, bit for bit.
+
+Each engine's precision gives a bound; two engines are held to the looser of the two, element
+by element (the reference engine's own rounding is far inside it: a strict engine rounds a
+total once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.comparing.terms import TOTALS, terms_of
+from deepsharp.core.engine.precision import (
+    TAIL_RTOL,
+    UNIT,
+    Precision,
+    value_tolerance,
+)
+
+__all__ = ["FAMILIES", "IN_PLACE", "Judged", "family_of", "judge"]
+
+Array = NDArray[Any]
+
+VALUES = (
+    "add sub mul div maximum greater where neg abs exp log log1p softplus sqrt tanh sigmoid "
+    "relu relu_back erf sgd_update adam_update decay_update"
+).split()
+MOVES = (
+    "zeros copy assign reshape transpose slice take_rows concatenate split pad broadcast_to max "
+    "one_hot maxpool2d maxpool2d_back maxpool2d_pair maxpool2d_pair_back parts"
+).split()
+
+FAMILIES: dict[str, str] = {
+    **dict.fromkeys(TOTALS, "totals"),
+    **dict.fromkeys(VALUES, "values"),
+    **dict.fromkeys(MOVES, "moves"),
+    "put": "transfers",
+}
+"""Every operation compare knows: its name -> its family."""
+
+IN_PLACE: dict[str, tuple[int, ...]] = {
+    "assign": (0,),
+    "sgd_update": (0, 2),
+    "adam_update": (0, 2, 3),
+    "decay_update": (0,),
+}
+"""The operations that change arguments in place, and which: what they give is those arguments
+as they leave them."""
+
+TAILS: dict[str, tuple[float, float]] = {
+    "sigmoid": (-80.0, 16.0),
+    "exp": (-80.0, 80.0),
+    "softplus": (-80.0, 80.0),
+}
+"""Where the contract holds a function to relative accuracy alone: its inputs' range (log1p:
+|x| from 1e-30 to 1e-3)."""
+
+
+def family_of(operation: str) -> str | None:
+    """The family of `operation`; None for an operation compare has no bound for."""
+    return FAMILIES.get(operation)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One operation's outputs, one engine's against the other's: at the element where the
+    difference is worst against its bound, the `difference`, the bound at each precision
+    (`bounds`, in the engines' order), the `ratio` to the looser of them; `place` is that
+    element (which output, and where in it). A ratio of 0: the same values (bit for bit for
+    moves); infinite: apart where no difference is allowed (a move, a NaN against a number)."""
+
+    difference: float
+    bounds: tuple[float, float]
+    ratio: float
+    place: tuple[int, tuple[int, ...]]
+
+
+def judge(
+    operation: str,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    reference: Sequence[Array],
+    got: Sequence[Array],
+    precisions: tuple[Precision, Precision],
+) -> Judged:
+    """`got` (the outputs of one engine) against `reference` (the other's, from the same
+    inputs `args`, brought to the host) for `operation`, each element against its family's bound
+    at both precisions."""
+    family = FAMILIES[operation]
+    worst: Judged | None = None
+    if family == "totals":
+        terms = terms_of(operation, args, kwargs)
+    for index, (ref, out) in enumerate(zip(reference, got, strict=True)):
+        ref64, out64 = np.asarray(ref, np.float64), np.asarray(out, np.float64)
+        if ref64.shape != out64.shape:
+            raise ValueError(
+                f"{operation}: the engines give outputs of shapes {ref64.shape} and {out64.shape}"
+            )
+        if family == "totals":
+            bounds = tuple(_totals(terms[index], precision) for precision in precisions)
+        elif family == "values":
+            bounds = tuple(
+                _values(operation, args, ref64, precision, ref64.shape) for precision in precisions
+            )
+        else:
+            bounds = (np.zeros(ref64.shape), np.zeros(ref64.shape))
+        found = _worst(ref, out, ref64, out64, bounds[0], bounds[1], family, index)
+        if worst is None or not found.ratio <= worst.ratio:
+            worst = found
+    return worst if worst is not None else Judged(0.0, (0.0, 0.0), 0.0, (0, ()))
+
+
+def _totals(terms: Any, precision: Precision) -> Array:
+    factor = precision.totals_factor(terms.counts, terms.product)
+    allowed = np.asarray(factor * UNIT * terms.sizes, np.float64)
+    if precision.mixed and terms.product:
+        allowed = allowed + precision.totals_floor(terms.counts, terms.inputs)
+    return allowed
+
+
+def _values(
+    operation: str, args: Sequence[Any], ref: Array, precision: Precision, shape: tuple[int, ...]
+) -> Array:
+    allowed = np.broadcast_to(value_tolerance(ref), shape).astype(np.float64)
+    x = args[0] if args and isinstance(args[0], np.ndarray) else None
+    if x is not None and x.shape == shape and (operation in TAILS or operation == "log1p"):
+        wide = np.asarray(x, np.float64)
+        if operation == "log1p":
+            tail = (np.abs(wide) >= 1e-30) & (np.abs(wide) <= 1e-3)
+        else:
+            low, high = TAILS[operation]
+            tail = (wide >= low) & (wide <= high)
+        allowed = np.where(tail, np.minimum(allowed, TAIL_RTOL * np.abs(ref)), allowed)
+    if precision.mixed and operation == "add" and len(args) == 2:
+        bias = _bias(args[0], args[1])
+        if bias is not None:
+            half = precision.half_unit
+            spread = np.broadcast_to(np.abs(np.asarray(bias, np.float64)), shape)
+            allowed = allowed + half * np.abs(ref) + half * (1.0 + half) * spread
+    return allowed
+
+
+def _bias(a: Any, b: Any) -> Any:
+    """The smaller of two arrays added where it is broadcast onto the larger (a bias), if so."""
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.size == b.size:
+        return None
+    return a if a.size < b.size else b
+
+
+def _same(ref: Array, out: Array) -> Array:
+    """Where two outputs hold the same value, bit for bit (a NaN meeting a NaN counts as the
+    same; 0.0 and -0.0 do not)."""
+    if ref.dtype.kind != "f" or out.dtype.kind != "f":
+        return np.asarray(ref == out)
+    equal = (ref == out) & (np.signbit(ref) == np.signbit(out))
+    return np.asarray(equal | (np.isnan(ref) & np.isnan(out)))
+
+
+def _worst(
+    ref: Array,
+    out: Array,
+    ref64: Array,
+    out64: Array,
+    bound_a: Array,
+    bound_b: Array,
+    family: str,
+    index: int,
+) -> Judged:
+    if ref64.size == 0:
+        return Judged(0.0, (0.0, 0.0), 0.0, (index, ()))
+    same = _same(np.asarray(ref), np.asarray(out))
+    with np.errstate(invalid="ignore", over="ignore"):
+        if np.asarray(ref).dtype.kind in "iu" and np.asarray(out).dtype.kind in "iu":
+            # exactly, in integers: float64 holds no integer past 2^53 apart from its neighbour
+            apart = np.abs(np.asarray(out, np.int64) - np.asarray(ref, np.int64))
+            difference = np.where(same, 0.0, apart.astype(np.float64))
+        else:
+            difference = np.where(same, 0.0, np.abs(out64 - ref64))
+    difference = np.where(np.isnan(difference), np.inf, difference)
+    looser = np.maximum(bound_a, bound_b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(
+            same,
+            0.0,
+            np.where(looser > 0, difference / np.where(looser > 0, looser, 1.0), np.inf),
+        )
+    flat = int(np.argmax(ratio))
+    place = tuple(int(i) for i in np.unravel_index(flat, ratio.shape))
+    return Judged(
+        float(difference[place]),
+        (
+            float(np.broadcast_to(bound_a, ratio.shape)[place]),
+            float(np.broadcast_to(bound_b, ratio.shape)[place]),
+        ),
+        float(ratio[place]),
+        (index, place),
+    )

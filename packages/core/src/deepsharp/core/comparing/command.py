@@ -1,0 +1,267 @@
+"""`deepsharp compare FILE ROWS.csv --engines light torch:cpu`: a saved network's training step
+on two engines, operation by operation, on the first rows of a CSV file.
+
+FILE is a trained file (its pipeline reads the rows, its loss takes the step, with a fresh
+Adam(0.001)), a checkpoint (its slots, optimizer, memory and loss scale; the rows read by the
+pipeline of `--pipeline TRAINED` or, with `--target COLUMN`, as numbers) or a network file (its
+slots and a fresh Adam(0.001); the rows likewise). The table goes to standard output; the
+command exits 1 where an operation is past its bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+from deepsharp.core.comparing.step import _engines, compare_step
+from deepsharp.core.data.pipeline import Pipeline
+from deepsharp.core.data.scan import scan_csv
+from deepsharp.core.errors import ConfigurationError, DataError, FileFormatError
+from deepsharp.core.files import read_safetensors
+from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
+from deepsharp.core.nn.network import Network
+from deepsharp.core.nn.optimizers import Adam, Optimizer
+from deepsharp.core.training.scaling import SETTINGS, LossScale, LossScaleSetting
+from deepsharp.core.training.state import TrainerState
+
+__all__ = ["add_command", "run_command"]
+
+HELP = (
+    "Take one training step of the network in FILE on two engines, every operation done by both "
+    "on the same inputs and judged by its bound (the contract's, at each engine's precision; the "
+    "looser where they differ); print a table of them and name the first past its bound (exit "
+    "1 then). FILE is a trained file (its pipeline reads the rows), a checkpoint or a network "
+    "file (the rows read by --pipeline's, or as numbers with --target)."
+)
+
+
+def add_command(commands: Any, engine_help: str) -> None:
+    """The `compare` subcommand, on the command line's subparsers."""
+    command = commands.add_parser(
+        "compare",
+        help="one training step on two engines, operation by operation, against the contract",
+        description=HELP,
+    )
+    command.add_argument(
+        "file", metavar="FILE", help="a trained file, a checkpoint or a network file"
+    )
+    command.add_argument(
+        "rows", metavar="ROWS.csv", help="rows with the columns the pipeline reads"
+    )
+    command.add_argument(
+        "--engines",
+        nargs=2,
+        default=["light", "torch:cpu"],
+        metavar=("REFERENCE", "OTHER"),
+        help=f"the reference, then the engine that takes the step (default light torch:cpu); "
+        f"each {engine_help}",
+    )
+    command.add_argument(
+        "--rows",
+        type=_positive,
+        default=32,
+        dest="count",
+        metavar="N",
+        help="the batch: the file's first N rows (default 32)",
+    )
+    command.add_argument(
+        "--pipeline",
+        metavar="TRAINED",
+        help="for a checkpoint or network file: the trained file whose pipeline reads the rows "
+        "and whose loss takes the step",
+    )
+    command.add_argument(
+        "--target",
+        metavar="COLUMN",
+        help="for a checkpoint or network file without --pipeline: the target column; every "
+        "other column is a number, in order",
+    )
+    command.add_argument("--seed", type=int, default=0, help="draws the step's dropout masks (0)")
+    command.add_argument(
+        "--plot", metavar="IMAGE", help="draw the ratios along the step into IMAGE"
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def run_command(arguments: argparse.Namespace) -> int:
+    """Run `deepsharp compare` (0: every operation within its bound; 1: one past it)."""
+    reference, engine = _engines(arguments.engines)
+    kind = _kind(arguments.file)
+    state: TrainerState | None = None
+    loss_scale: LossScaleSetting = "auto"
+    optimizer: Optimizer = Adam(0.001)
+    said = []
+    if kind == "trained":
+        from deepsharp.core.serving import TrainedNetwork
+
+        trained = TrainedNetwork.load(arguments.file)
+        network, loss = trained.network, trained.loss
+        features, targets = _batch(arguments, network, trained.pipeline)
+        said.append(f"{arguments.file}: a trained file; a fresh {optimizer!r} takes the update")
+    else:
+        if kind == "checkpoint":
+            from deepsharp.core.training.checkpoint import Checkpoint
+
+            checkpoint = Checkpoint.load(arguments.file)
+            network = Network.from_json(checkpoint.network, arguments.file)
+            network.set_slots(checkpoint.trainer.slots)
+            if checkpoint.trainer.buffers:
+                network.set_buffers(checkpoint.trainer.buffers)
+            state = checkpoint.trainer
+            optimizer = _optimizer(state.optimizer)
+            loss_scale = _loss_scale(state)
+            said.append(
+                f"{arguments.file}: a checkpoint of epoch {checkpoint.epoch}; its {optimizer!r} "
+                f"takes the update from its memory (step {state.optimizer['steps'] + 1})"
+            )
+        else:
+            network = Network.load(arguments.file)
+            said.append(f"{arguments.file}: a network file; a fresh {optimizer!r} takes the update")
+        loss, features, targets, more = _reading(arguments, network)
+        said.extend(more)
+    seed = state.generator["seed"] if state is not None else arguments.seed
+    comparison = compare_step(
+        network,
+        loss,
+        features,
+        targets,
+        reference,
+        engine,
+        optimizer,
+        state=state,
+        seed=seed,
+        loss_scale=loss_scale,
+        where="compare",
+    )
+    comparison.notes[:0] = [*said, f"the batch: the first {len(targets)} rows of {arguments.rows}"]
+    try:
+        print(comparison, flush=True)
+    except BrokenPipeError:  # the reader stopped early (`deepsharp compare ... | head`): quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if arguments.plot:
+        comparison.plot(arguments.plot)
+        print(f"drew the ratios into {arguments.plot}", file=sys.stderr)
+    return 0 if comparison.within else 1
+
+
+def _kind(path: str) -> str:
+    """What FILE is, by its format: "trained", "checkpoint" or "network" (a folder: its latest
+    checkpoint)."""
+    if os.path.isdir(path):
+        return "checkpoint"
+    _, metadata = read_safetensors(path, "file")
+    found = metadata.get("format")
+    kinds = {
+        "deepsharp.trained": "trained",
+        "deepsharp.checkpoint": "checkpoint",
+        "deepsharp.network": "network",
+    }
+    if found not in kinds:
+        raise FileFormatError(
+            f"{path}: a file of format {found!r}; compare takes a trained file, a checkpoint or "
+            "a network file of deepsharp"
+        )
+    return kinds[found]
+
+
+def _optimizer(record: dict[str, Any]) -> Optimizer:
+    """The optimizer a checkpoint records, made afresh from its settings."""
+    kinds: dict[str, type[Optimizer]] = {}
+    pending: list[type[Optimizer]] = [Optimizer]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            kinds.setdefault(sub.__name__, sub)
+            pending.append(sub)
+    return kinds[record["kind"]](**record["config"])
+
+
+def _loss_scale(state: TrainerState) -> LossScaleSetting:
+    kept = state.hooks.get(LossScale.name)
+    if kept is None:
+        return None
+    return LossScale(**{key: kept[key] for key in SETTINGS})
+
+
+def _reading(arguments: argparse.Namespace, network: Network) -> tuple[Loss, Any, Any, list[str]]:
+    """The loss and the batch for a checkpoint or network file: read by --pipeline's trained
+    file, or (--target) the other columns as numbers, with a loss for the network's outputs."""
+    if arguments.pipeline:
+        from deepsharp.core.serving import TrainedNetwork
+
+        trained = TrainedNetwork.load(arguments.pipeline)
+        if trained.network.to_json() != network.to_json():
+            raise ConfigurationError(
+                f"--pipeline {arguments.pipeline} is a trained file of another network "
+                f"({trained.network!r}); {arguments.file} holds {network!r}: give the trained "
+                "file of the same run"
+            )
+        features, targets = _batch(arguments, network, trained.pipeline)
+        return trained.loss, features, targets, []
+    if not arguments.target:
+        raise ConfigurationError(
+            f"{arguments.file} holds no pipeline or loss: give --pipeline TRAINED (a trained file "
+            "of the same network, whose pipeline reads the rows) or --target COLUMN (the other "
+            "columns read as numbers)"
+        )
+    features, values = _numbers(arguments, network)
+    loss: Loss
+    ends = network.ends_in
+    if network.outputs > 1:
+        loss, targets = CrossEntropy(from_logits=ends != "softmax"), values.astype(np.int64)
+    elif np.isin(values, (0.0, 1.0)).all():
+        loss, targets = BinaryCrossEntropy(from_logits=ends != "sigmoid"), values.reshape(-1, 1)
+    else:
+        loss, targets = MeanSquaredError(), values.reshape(-1, 1)
+    return loss, features, targets, [f"the loss: {loss!r}, for the network's outputs"]
+
+
+def _batch(arguments: argparse.Namespace, network: Network, pipeline: Pipeline) -> tuple[Any, Any]:
+    """The first rows of ROWS.csv through the pipeline, as the network takes them, and their
+    targets."""
+    if pipeline.takes_arrays:
+        raise DataError(
+            f"{arguments.file} was trained on arrays, not on rows of named columns: it holds no "
+            f"recipe for {arguments.rows}'s columns. Compare in Python: "
+            "deepsharp.core.compare(network, loss, (x, y), engines=(...))"
+        )
+    scan = scan_csv(arguments.rows, read_rows=arguments.count)
+    part = next(iter(scan.parts(pipeline.reads(scan.names))))
+    features = network.arrange(pipeline.features(part), arguments.rows, reshape=True)
+    return features, pipeline.targets(part)
+
+
+def _numbers(arguments: argparse.Namespace, network: Network) -> tuple[Any, Any]:
+    """The first rows of ROWS.csv as numbers: the target column's, and every other's in order."""
+    scan = scan_csv(arguments.rows, read_rows=arguments.count)
+    target = arguments.target
+    if target not in scan.names:
+        raise DataError(
+            f"{arguments.rows} has no column {target!r} (its columns: "
+            f"{', '.join(map(str, scan.names))})"
+        )
+    columns = next(iter(scan.parts())).columns
+    try:
+        x = np.array(
+            [[float(v) for v in columns[name]] for name in scan.names if name != target],  # type: ignore[arg-type]
+            np.float32,
+        ).T
+        y = np.array([float(v) for v in columns[target]], np.float32)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as error:
+        raise DataError(
+            f"{arguments.rows}: with --target every other column must hold numbers ({error}); "
+            "give --pipeline TRAINED for a file of other columns"
+        ) from None
+    return network.arrange(x, arguments.rows, reshape=True), y

@@ -1,0 +1,45 @@
+"""Engines for compare's tests: each the light engine with one thing wrong (a spec
+`compare_helpers:drifting` names one for the command line; conftest puts this folder on the path)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from deepsharp.core.engine import EngineIdentity
+from deepsharp.engines.light import LightEngine
+
+Array = Any
+
+
+class Drifting(LightEngine):
+    """The light engine whose products come out 1e-3 too large: far past any bound."""
+
+    name = "drifting"
+
+    def matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        return super().matmul(a, b, transpose_a, transpose_b) * np.float32(1.001)
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, precision="strict")
+
+
+class NoPooling(LightEngine):
+    """An engine that does not do max-pooling."""
+
+    name = "no-pooling"
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, precision="strict")
+
+    def maxpool2d(self, x: Array, pool: int) -> Any:
+        raise NotImplementedError("max-pooling is not written yet")
+
+
+def drifting() -> Drifting:
+    return Drifting()

@@ -1,0 +1,438 @@
+"""compare: one training step on two engines, operation by operation, each within its bound or
+named; what it refuses, and the forms it reads as (text, table, plot)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import compare_samples
+import numpy as np
+import pytest
+from compare_helpers import Drifting, NoPooling
+from core_helpers import fit_titanic, titanic_shaped
+
+from deepsharp.core import (
+    Adam,
+    AdamW,
+    Add,
+    BinaryCrossEntropy,
+    Comparison,
+    ConfigurationError,
+    CrossEntropy,
+    DataError,
+    DeepSharpWarning,
+    Dense,
+    EngineUnavailableError,
+    FitOptions,
+    Flatten,
+    Input,
+    Layer,
+    MaxPool2D,
+    Network,
+    Relu,
+    Shadow,
+    ShapeError,
+    Tensor,
+    compare,
+    fit,
+)
+from deepsharp.core.autodiff import functions as ops
+from deepsharp.core.autodiff.tensor import Recording
+from deepsharp.core.cli import main
+from deepsharp.core.nn.layer import Pass, Shape
+from deepsharp.core.samples import data_path
+from deepsharp.engines.light import LightEngine
+
+Array = Any
+
+
+def _batch() -> tuple[np.ndarray, np.ndarray]:
+    return titanic_shaped(0)
+
+
+def _network() -> Network:
+    return Network([Dense(16), Relu(), Dense(1)])
+
+
+# --- the step, operation by operation ------------------------------------------------------------
+
+
+def test_every_operation_of_a_step_on_light_float32_is_within_its_bound() -> None:
+    found = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", "light:float32"))
+    assert found.within and found.first is None
+    assert 0.0 < found.ratio <= 1.0
+    phases = [row.phase for row in found.rows]
+    assert phases == sorted(phases, key=["batch", "forward", "way back", "update"].index)
+    assert {row.layer for row in found.rows if row.phase == "forward"} >= {"dense", "relu", "loss"}
+    assert [row.operation for row in found.rows if row.phase == "update"] == ["adam_update"]
+    assert "every operation within its bound" in found.verdict()
+
+
+def test_the_step_is_taken_on_a_copy_and_leaves_the_network_as_it_was() -> None:
+    network = Network([Dense(16), Relu(), Dense(1)], inputs=14)
+    before = network.slots  # not drawn yet: none
+    compare(network, BinaryCrossEntropy(), _batch(), engines=("light", "light:float32"))
+    assert before == {} and network.slots == {} and network.bound is None
+    network.set_slots(
+        {name: np.ones(spec.shape, np.float32) for name, spec in network.specs.items()}
+    )
+    kept = network.slots
+    compare(network, BinaryCrossEntropy(), _batch(), engines=("light", "light:float32"))
+    assert all(np.array_equal(kept[name], value) for name, value in network.slots.items())
+
+
+def test_the_first_operation_past_its_bound_is_named_with_its_layer_and_figures() -> None:
+    found = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", Drifting()))
+    first = found.first
+    assert first is not None
+    assert (first.operation, first.layer, first.phase, first.rule) == (
+        "matmul",
+        "dense",
+        "forward",
+        "affine",
+    )
+    assert first.inputs == ((32, 14), (14, 16)) and first.outputs == ((32, 16),)
+    assert first.ratio > 100 and math.isclose(first.ratio, first.difference / first.bound)
+    said = found.verdict()
+    assert "first past its bound: matmul in layer 'dense' (forward, affine)" in said
+    assert "(32, 14), (14, 16) -> (32, 16)" in said
+
+
+def test_each_operation_is_fed_the_same_inputs_so_differences_do_not_compound() -> None:
+    found = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", Drifting()))
+    products = [row for row in found.rows if row.operation == "matmul"]
+    others = [
+        row for row in found.rows if row.family == "values" and row.operation != "adam_update"
+    ]
+    assert all(row.broken for row in products)
+    # after a product 1e-3 astray, every value-by-value operation still agrees: it was given
+    # the very inputs the drifting engine gave itself
+    assert all(row.ratio < 0.1 for row in others), found
+
+
+def test_a_graph_s_operations_are_named_by_their_layers_and_a_part_by_its_place() -> None:
+    x = Input(14, name="x")
+    hidden = Dense(14, name="hidden")(x)
+    out = Dense(1, name="out")(Add(name="residual")([x, hidden]))
+    found = compare(
+        Network(inputs=x, outputs=out),
+        BinaryCrossEntropy(),
+        _batch(),
+        engines=("light", "light:float32"),
+    )
+    layers = {row.layer for row in found.rows if row.phase in ("forward", "way back")}
+    assert layers == {"hidden", "residual", "out", "loss"}
+
+    class Block(Layer):
+        """Two dense layers as parts of one."""
+
+        def build(self, shape: Shape) -> Shape:
+            inner = self.sublayer("inner", Dense(8), shape)
+            return self.sublayer("outer", Dense(1), inner)
+
+        def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+            return self.call(
+                "outer", ops.relu(self.call("inner", x, slots, context)), slots, context
+            )
+
+    found = compare(
+        Network([Block(name="block")]),
+        BinaryCrossEntropy(),
+        _batch(),
+        engines=("light", "light:float32"),
+    )
+    named = {row.layer for row in found.rows if row.phase == "forward"}
+    assert named == {"block.inner", "block", "block.outer", "loss"}
+
+
+def test_a_recorded_node_knows_the_layer_that_made_it() -> None:
+    engine = LightEngine()
+    network = Network([Dense(3, name="first"), Relu(), Dense(1, name="last")], inputs=2)
+    network.set_slots(
+        {name: np.ones(spec.shape, np.float32) for name, spec in network.specs.items()}
+    )
+    bound = network.bind(engine)
+    try:
+        slots = list(bound.tensors.values())
+        x = Tensor.put(engine, np.ones((4, 2), np.float32))
+        with Recording(slots) as recording:
+            out = network.forward([x], bound, Pass(engine, True, None))
+            ops.mean(out, (0, 1))
+            layers = [node.layer for node in recording.tape]
+            assert recording.layer is None  # set for each layer, and back after the pass
+    finally:
+        network.release()
+    assert layers == ["first", "relu", "last", None]
+
+
+# --- precisions ----------------------------------------------------------------------------------
+
+
+def test_engines_of_different_precisions_state_each_bound_and_hold_the_looser() -> None:
+    found = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", "light:float32"))
+    text = str(found)
+    assert "(strict): totals within 3u·Σ|terms|" in text
+    assert "(float32): totals within (n + 1)u·Σ|terms|" in text
+    assert "the precisions differ: each operation is held to the looser bound, float32's" in text
+    assert "bound (strict)" in text and "bound (float32)" in text
+    totals = [row for row in found.rows if row.family == "totals" and row.difference > 0]
+    assert totals and all(row.bounds[1] > row.bounds[0] for row in totals)
+    assert all(row.bound == max(row.bounds) for row in found.rows)
+
+
+def test_a_mixed_precision_step_is_within_its_own_bound_and_not_the_strict_one() -> None:
+    found = compare(
+        _network(), BinaryCrossEntropy(), _batch(), engines=("light", "light:mixed_bfloat16")
+    )
+    assert found.within, found
+    products = [row for row in found.rows if row.operation == "matmul"]
+    assert any(row.difference > row.bounds[0] for row in products)  # past strict's, within mixed's
+
+
+# --- refusals ------------------------------------------------------------------------------------
+
+
+def test_an_engine_that_cannot_run_an_operation_of_the_step_is_named() -> None:
+    network = Network([MaxPool2D(), Flatten(), Dense(1)], inputs=(1, 4, 4))
+    images = np.random.default_rng(0).normal(size=(4, 1, 4, 4)).astype(np.float32)
+    batch = (images, np.array([[0], [1], [1], [0]], np.float32))
+    with pytest.raises(ConfigurationError, match=r"could not run maxpool2d for layer 'maxpool2d'"):
+        compare(network, BinaryCrossEntropy(), batch, engines=("light", NoPooling()))
+    with pytest.raises(ConfigurationError, match=r"reference engine .* could not run maxpool2d"):
+        compare(network, BinaryCrossEntropy(), batch, engines=(NoPooling(), "light"))
+
+
+def test_a_batch_the_network_cannot_take_is_refused_before_the_step() -> None:
+    rows, targets = _batch()
+    network = Network([Dense(16), Relu(), Dense(1)], inputs=14)
+    with pytest.raises(ShapeError, match="compare's batch"):
+        compare(
+            network,
+            BinaryCrossEntropy(),
+            (rows[:, :5], targets),
+            engines=("light", "light:float32"),
+        )
+    with pytest.raises(DataError, match="a pair \\(features, targets\\)"):
+        compare(network, BinaryCrossEntropy(), rows, engines=("light", "light:float32"))  # type: ignore[arg-type]
+    with pytest.raises(DataError, match="32 rows of features but 31 targets"):
+        compare(
+            network, BinaryCrossEntropy(), (rows, targets[:31]), engines=("light", "light:float32")
+        )
+    with pytest.raises(DataError, match="targets 0 and 1"):
+        compare(
+            network, BinaryCrossEntropy(), (rows, targets * 3), engines=("light", "light:float32")
+        )
+
+
+@pytest.mark.parametrize(
+    "engines",
+    [("light", "light"), ("light:float32", LightEngine("float32"))],
+    ids=["one spec twice", "a spec and the same engine made"],
+)
+def test_one_engine_named_twice_is_refused(engines: tuple[Any, Any]) -> None:
+    with pytest.raises(ConfigurationError, match="one engine named twice has nothing to compare"):
+        compare(_network(), BinaryCrossEntropy(), _batch(), engines=engines)
+    same = LightEngine()
+    with pytest.raises(ConfigurationError, match="one engine named twice"):
+        compare(_network(), BinaryCrossEntropy(), _batch(), engines=(same, same))
+
+
+def test_engines_are_a_pair_the_reference_first() -> None:
+    with pytest.raises(ConfigurationError, match="engines is a pair"):
+        compare(_network(), BinaryCrossEntropy(), _batch(), engines="light")  # type: ignore[arg-type]
+
+
+# --- forms ---------------------------------------------------------------------------------------
+
+
+def test_the_text_is_a_table_of_every_operation_and_a_verdict() -> None:
+    found = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", Drifting()))
+    lines = str(found).splitlines()
+    header = next(line for line in lines if line.startswith("#"))
+    assert header.split()[:4] == ["#", "phase", "layer", "operation"]
+    assert lines[-1] == found.verdict()
+    assert sum(1 for line in lines if line[:1].isdigit()) == len(found.rows)
+
+
+def test_to_frame_holds_a_row_an_operation_with_both_bounds() -> None:
+    pytest.importorskip("pandas")
+    found = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", "light:float32"))
+    frame = found.to_frame()
+    assert len(frame) == len(found.rows)
+    assert {
+        "phase",
+        "layer",
+        "operation",
+        "difference",
+        "bound_strict",
+        "bound_float32",
+        "ratio",
+    } <= set(frame.columns)
+    assert frame["ratio"].max() == found.ratio
+
+
+def test_plot_draws_the_ratios_along_the_step(tmp_path: Any) -> None:
+    pytest.importorskip("matplotlib")
+    found = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", Drifting()))
+    assert isinstance(found, Comparison)
+    found.plot(tmp_path / "ratios.png")
+    assert (tmp_path / "ratios.png").stat().st_size > 1000
+
+
+# --- shadow checks -------------------------------------------------------------------------------
+
+
+@pytest.mark.once
+def test_a_shadowed_run_is_the_same_run_bit_for_bit_with_its_checks_reported() -> None:
+    plain = fit_titanic(FitOptions(seed=3, epochs=2, progress=False))
+    shadowed = fit_titanic(
+        FitOptions(seed=3, epochs=2, progress=False, shadow=Shadow(every=7, engine="light:float32"))
+    )
+    assert [r.loss for r in plain.report.history] == [r.loss for r in shadowed.report.history]
+    slots = plain.trained.network.slots
+    assert all(
+        np.array_equal(slots[name], value) for name, value in shadowed.trained.network.slots.items()
+    )
+    checks = shadowed.report.shadow
+    assert [check.step for check in checks] == [1, 8, 15, 22, 29, 36]  # 20 steps an epoch
+    assert [check.epoch for check in checks] == [1, 1, 1, 2, 2, 2]
+    assert all(0.0 < check.ratio <= 1.0 and check.first is None for check in checks)
+    assert plain.report.shadow == []
+    assert "shadow checks: 6, worst ratio to the bound" in str(shadowed.report)
+
+
+def test_a_shadow_check_past_its_bound_warns_naming_the_operation() -> None:
+    rows, targets = titanic_shaped(1)
+    with pytest.warns(DeepSharpWarning, match=r"step 1 .*matmul in layer 'dense' \(forward"):
+        run = fit(
+            None,
+            (np.concatenate([rows] * 4), np.concatenate([targets] * 4)),
+            _network(),
+            BinaryCrossEntropy(),
+            Adam(0.001),
+            FitOptions(
+                seed=0, epochs=1, progress=False, engine=Drifting(), shadow=Shadow(every=50)
+            ),
+        )
+    (check,) = run.report.shadow
+    assert check.step == 1 and check.ratio > 100
+    assert check.first == "matmul in layer 'dense' (forward, affine)"
+    assert "past its bound at epoch 1, step 1: matmul in layer 'dense'" in str(run.report)
+
+
+def test_a_shadow_is_refused_where_it_cannot_check() -> None:
+    with pytest.raises(ValueError, match="every must be 1 or more steps"):
+        Shadow(every=0)
+    with pytest.raises(TypeError, match="every is a whole number"):
+        Shadow(every=1.5)  # type: ignore[arg-type]
+    with pytest.raises(EngineUnavailableError, match="Shadow: engine 'nosuch'"):
+        Shadow(engine="nosuch")
+    with pytest.raises(TypeError, match="shadow is a Shadow"):
+        FitOptions(seed=0, shadow="light")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="the shadow engine is the run's own"):
+        fit_titanic(FitOptions(seed=0, epochs=1, progress=False, shadow=Shadow(engine="light")))
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+ROWS = str(data_path("titanic.csv"))
+
+
+@pytest.mark.once
+def test_the_command_compares_a_trained_file_on_its_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = tmp_path / "titanic.safetensors"
+    assert main(["sample", "titanic", "--save", str(saved), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(saved), ROWS, "--engines", "light", "light:float32"]) == 0
+    said = capsys.readouterr().out
+    assert "a trained file; a fresh Adam(learning_rate=0.001" in said
+    assert "the batch: the first 32 rows of" in said
+    assert said.rstrip().splitlines()[-1].startswith("every operation within its bound")
+    assert (
+        main(["compare", str(saved), ROWS, "--engines", "light", "compare_helpers:drifting"]) == 1
+    )
+    said = capsys.readouterr().out
+    assert "first past its bound: matmul in layer 'dense' (forward, affine)" in said
+
+
+@pytest.mark.once
+def test_the_command_compares_a_checkpoint_and_a_network_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "checkpoints"
+    run = fit_titanic(FitOptions(seed=3, epochs=2, progress=False, checkpoint_dir=folder))
+    trained, network = tmp_path / "trained.safetensors", tmp_path / "network.safetensors"
+    run.trained.save(trained)
+    run.trained.network.save(network)
+    engines = ["--engines", "light", "light:float32"]
+    assert main(["compare", str(folder), ROWS, "--pipeline", str(trained), *engines]) == 0
+    said = capsys.readouterr().out
+    assert "a checkpoint of epoch 2; its Adam(learning_rate=0.001" in said
+    assert "from its memory (step 41)" in said
+    assert main(["compare", str(network), ROWS, "--pipeline", str(trained), *engines]) == 0
+    numbers = tmp_path / "numbers.csv"
+    rng = np.random.default_rng(0)
+    lines = [",".join(f"f{i}" for i in range(15)) + ",y"]
+    lines += [",".join(f"{v:.4f}" for v in rng.normal(size=15)) + f",{i % 2}" for i in range(40)]
+    numbers.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert (
+        main(["compare", str(network), str(numbers), "--target", "y", "--rows", "8", *engines]) == 0
+    )
+    said = capsys.readouterr().out
+    assert "the loss: BinaryCrossEntropy(), for the network's outputs" in said
+    assert "the first 8 rows" in said
+
+
+def test_the_command_says_what_it_needs_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    network = tmp_path / "network.safetensors"
+    fit_titanic(FitOptions(seed=0, epochs=1, progress=False)).trained.network.save(network)
+    capsys.readouterr()
+    assert main(["compare", str(network), ROWS, "--engines", "light", "light:float32"]) == 1
+    said = capsys.readouterr().err
+    assert "holds no pipeline or loss: give --pipeline TRAINED" in said and said.count("\n") == 1
+    assert main(["compare", ROWS, ROWS, "--engines", "light", "light:float32"]) == 1
+    assert main(["compare", str(network), ROWS, "--engines", "light", "light"]) == 1
+    assert "one engine named twice" in capsys.readouterr().err
+
+
+# --- the samples on the processor's engines ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def samples() -> dict[str, Any]:
+    return {name: compare_samples.trained(name) for name in compare_samples.SAMPLES}
+
+
+@pytest.mark.once
+@pytest.mark.parametrize(
+    "other", ["light:float32", "light:mixed_bfloat16", "light:mixed_float16", "testbuffer"]
+)
+@pytest.mark.parametrize("sample", compare_samples.SAMPLES)
+def test_every_operation_of_every_sample_is_within_its_bound_on_the_processor_engines(
+    samples: dict[str, Any], sample: str, other: str
+) -> None:
+    trained, optimizer, rows = samples[sample]
+    for batch in compare_samples.batches(trained, rows, 1 if sample == "resnet" else 3):
+        found = compare(
+            trained.network, trained.loss, batch, engines=("light", other), optimizer=optimizer
+        )
+        assert found.within, found
+
+
+@pytest.mark.parametrize(
+    "other", ["light:float32", "light:mixed_bfloat16", "light:mixed_float16", "testbuffer"]
+)
+def test_every_layer_kind_is_within_its_bounds_on_the_processor_engines(other: str) -> None:
+    for network, batch in compare_samples.every_layer().values():
+        found = compare(
+            network, CrossEntropy(), batch, engines=("light", other), optimizer=AdamW(0.01)
+        )
+        assert found.within, found

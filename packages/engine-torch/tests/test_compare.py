@@ -1,0 +1,144 @@
+"""compare on the torch engine: every operation of a step of every sample within its bound
+beside the light engine, at every precision torch offers on the processor (and on a card, where
+the CUDA session runs: DEEPSHARP_TEST_CUDA=1)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from deepsharp.core import (
+    Adam,
+    AdamW,
+    AvgPool2D,
+    BatchNorm,
+    Conv1D,
+    Conv2D,
+    CrossEntropy,
+    Dense,
+    Dropout,
+    Embedding,
+    Flatten,
+    Gelu,
+    GlobalAvgPool,
+    Input,
+    LayerNorm,
+    LeakyRelu,
+    MaxPool2D,
+    MultiHeadAttention,
+    Network,
+    Optimizer,
+    PositionalEmbedding,
+    Reshape,
+    Silu,
+    TrainedNetwork,
+    TransformerBlock,
+    compare,
+)
+from deepsharp.core.samples import digits, resnet, titanic
+
+ENGINES = ["torch:cpu", "torch:cpu:strict", "torch:cpu:mixed_bfloat16"]
+if os.environ.get("DEEPSHARP_TEST_CUDA") == "1":
+    ENGINES += ["torch:cuda:0", "torch:cuda:0:strict"]
+
+
+@pytest.fixture(scope="module")
+def samples() -> dict[str, tuple[TrainedNetwork, Optimizer, list[dict[str, Any]]]]:
+    """Each sample trained a little (2 epochs, the residual one 1; seed 42), its optimizer and
+    rows to compare on."""
+    return {
+        "titanic": (
+            titanic.run(seed=42, epochs=2, progress=False).trained,
+            Adam(0.001),
+            titanic.rows(),
+        ),
+        "digits": (
+            digits.run(seed=42, epochs=2, progress=False).trained,
+            Adam(0.003),
+            digits.rows("test"),
+        ),
+        "resnet": (
+            resnet.run(seed=42, epochs=1, progress=False).trained,
+            AdamW(0.002, weight_decay=0.01),
+            digits.rows("test"),
+        ),
+    }
+
+
+def _batches(trained: TrainedNetwork, rows: list[dict[str, Any]], count: int) -> Iterator[Any]:
+    for start in range(0, 32 * count, 32):
+        part = rows[start : start + 32]
+        features = trained.network.arrange(trained.pipeline.features(part), reshape=True)
+        yield features, trained.pipeline.targets(part)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("sample", ["titanic", "digits", "resnet"])
+def test_every_operation_of_every_sample_is_within_its_bound_beside_light(
+    samples: dict[str, Any], sample: str, engine: str
+) -> None:
+    trained, optimizer, rows = samples[sample]
+    for batch in _batches(trained, rows, 1 if sample == "resnet" else 3):
+        found = compare(
+            trained.network, trained.loss, batch, engines=("light", engine), optimizer=optimizer
+        )
+        assert found.within, found
+        assert found.engines[1].name == "torch"
+
+
+def _every_layer() -> dict[str, tuple[Any, Any]]:
+    """A sequence network, an image one and an attention one (padded ids), every layer kind
+    between them, each with a batch."""
+    rng = np.random.default_rng(0)
+    ids = Input((12,), dtype="int64", name="ids")
+    words = Gelu()(Dense(16)(LayerNorm()(Embedding(50, 16)(ids))))
+    sequence = Dense(3)(GlobalAvgPool()(Conv1D(8, 3, padding="same")(Reshape((16, 12))(words))))
+    image = Network(
+        [
+            Conv2D(4, 3, padding="same"),
+            BatchNorm(),
+            Silu(),
+            AvgPool2D(),
+            MaxPool2D((2, 1)),
+            Flatten(),
+            Dropout(0.2),
+            Dense(8),
+            LeakyRelu(),
+            Dense(3),
+        ],
+        inputs=(1, 8, 8),
+    )
+    tokens = Input((12,), dtype="int64", name="tokens")
+    attended = PositionalEmbedding(12, 16)(Embedding(50, 16)(tokens))
+    attended = MultiHeadAttention(2)(TransformerBlock(4, 32, dropout=0.1, causal=True)(attended))
+    padded = rng.integers(0, 50, (8, 12))
+    padded[:, -3:] = 0  # padding: no attention
+    return {
+        "sequence": (
+            Network(inputs=ids, outputs=sequence),
+            (rng.integers(0, 50, (16, 12)), rng.integers(0, 3, 16)),
+        ),
+        "attention": (
+            Network(inputs=tokens, outputs=Dense(3)(GlobalAvgPool()(attended))),
+            (padded, rng.integers(0, 3, 8)),
+        ),
+        "image": (
+            image,
+            (rng.normal(size=(16, 1, 8, 8)).astype(np.float32), rng.integers(0, 3, 16)),
+        ),
+    }
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_layer_kind_is_within_its_bounds_beside_light(engine: str) -> None:
+    for network, batch in _every_layer().values():
+        found = compare(
+            network, CrossEntropy(), batch, engines=("light", engine), optimizer=AdamW(0.01)
+        )
+        assert found.within, found
