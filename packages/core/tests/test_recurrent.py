@@ -134,3 +134,17 @@ def test_a_chain_that_starts_with_an_embedding_takes_int64_ids() -> None:
     assert network.arrange(ids)[0].dtype == np.int64
     with pytest.raises(DataError, match="takes int64 ids, and is given float64 values"):
         network.arrange(ids.astype(np.float64))
+
+
+@pytest.mark.parametrize("other", ["light:float32", "light:mixed_bfloat16", "testbuffer"])
+def test_compare_holds_every_operation_of_a_recurrent_step_within_its_bound(other: str) -> None:
+    from deepsharp.core import GRU, BinaryCrossEntropy, compare
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 50, (16, 10)).astype(np.int64)
+    aims = (rng.random((16, 1)) > 0.5).astype(np.float32)
+    network = Network(
+        [Embedding(50, 8), LSTM(6, return_sequences=True), GRU(5), Dense(1)], inputs=10
+    )
+    found = compare(network, BinaryCrossEntropy(), (ids, aims), engines=("light", other))
+    assert found.within and len(found.rows) > 500, str(found)
