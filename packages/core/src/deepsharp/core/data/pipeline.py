@@ -2,8 +2,8 @@
 
 A :class:`Pipeline` is declared column by column (``.number``, ``.numbers`` for every other
 column, ``.category``, ``.flag``, ``.image``, ``.text``, ``.column`` for a kind of your own, and
-one ``.target``), learns its statistics from the training rows only (:meth:`Pipeline.learn`) and then
-turns any rows into a float32 feature matrix (:meth:`Pipeline.features`) and targets
+one ``.target``), learns its statistics from the training rows only (:meth:`Pipeline.learn`)
+and then turns any rows into a float32 feature matrix (:meth:`Pipeline.features`) and targets
 (:meth:`Pipeline.targets`). Rows are a sequence of mappings (what :func:`read_csv` returns, or
 dicts written by hand) or a pandas ``DataFrame``.
 
