@@ -23,7 +23,17 @@ from deepsharp.core.data.summaries import TokenCounts
 from deepsharp.core.data.values import Column, ColumnName, row_text
 from deepsharp.core.errors import DataError
 
-__all__ = ["PADDING", "TEXT_TOKENS", "UNKNOWN", "Text", "TextLearner", "TokenKind"]
+__all__ = [
+    "PADDING",
+    "TEXT_TOKENS",
+    "UNKNOWN",
+    "Padding",
+    "Text",
+    "TextLearner",
+    "TokenKind",
+    "characters",
+    "words",
+]
 
 TokenKind = Literal["words", "characters"]
 Padding = Literal["end", "start"]
