@@ -334,6 +334,7 @@ def samples(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, CORE)
     session.run("deepsharp", "sample", "titanic")
     session.run("deepsharp", "sample", "digits")
+    session.run("deepsharp", "sample", "spam", "--epochs", "1")  # a short run: 5-10 s
     session.run("deepsharp", "doctor")
 
 

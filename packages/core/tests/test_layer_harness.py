@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from deepsharp.core import (
+    GRU,
+    LSTM,
     Add,
     AvgPool2D,
     BatchNorm,
@@ -69,6 +71,10 @@ CASES: dict[str, Case] = {
     "reshape": (lambda: Reshape((3, -1)), (2, 6), {}),
     "flatten": (lambda: Flatten(), (2, 3), {}),
     "dropout": (lambda: Dropout(0.4), (8,), {}),
+    "lstm": (lambda: LSTM(3), (4, 2), {}),
+    "lstm-sequences": (lambda: LSTM(2, return_sequences=True, init="glorot_normal"), (3, 3), {}),
+    "gru": (lambda: GRU(3), (4, 2), {}),
+    "gru-sequences": (lambda: GRU(2, return_sequences=True), (3, 3), {}),
     "multiheadattention": (lambda: MultiHeadAttention(2), (3, 4), {}),
     "multiheadattention-causal-dropout": (
         lambda: MultiHeadAttention(1, causal=True, dropout=0.3),

@@ -184,3 +184,55 @@ def test_a_rule_for_a_new_column_kind_goes_before_the_others() -> None:
     assert (choice.kind, choice.why) == ("words", "names of people")
     assert isinstance(inferred.pipeline, Pipeline)
     assert "Name" in [column["name"] for column in inferred.pipeline.to_json()["columns"]]
+
+
+def _messages(path: Path, count: int = 600) -> str:
+    """A CSV of SMS messages with the hour each came (a number) and whether it is spam."""
+    from deepsharp.core.samples import spam
+
+    rows = spam.rows()[:count]
+    return _write(
+        path,
+        ["hour", "text message", "label"],
+        [[i % 24, row["message"], row["label"]] for i, row in enumerate(rows)],
+    )
+
+
+def test_a_column_of_messages_is_text_feeding_an_input_of_its_own(tmp_path: Path) -> None:
+    inferred = infer_pipeline(read_csv(_messages(tmp_path / "sms.csv")), "label")
+    choice = next(c for c in inferred.choices if c.column == "text message")
+    assert choice.kind == "text"
+    assert re.fullmatch(
+        r"\d+ texts of \d+\.\d words on average: word ids, the first \d+ words of each \(19 "
+        r"texts in 20 hold no more\), over its [\d,]+ most frequent words",
+        choice.why,
+    ), choice.why
+    assert inferred.inputs == {"text_message": ["text message"], "features": ["hour"]}
+    columns = inferred.pipeline.to_json()["columns"]
+    assert [(c["kind"], c.get("input")) for c in columns] == [
+        ("number", "features"),
+        ("text", "text_message"),
+    ]
+    assert "the network's inputs: 'text_message' (text message); 'features' (hour)" in str(inferred)
+
+
+def test_names_of_a_few_words_are_no_text() -> None:
+    inferred = infer_pipeline(titanic.rows(), "Survived")
+    assert next(c for c in inferred.choices if c.column == "Name").kind == "left out"
+    assert inferred.inputs == {}
+
+
+@pytest.mark.once  # a run: the same on every Python
+def test_train_on_messages_trains_a_text_network_and_predict_reads_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _messages(tmp_path / "sms.csv")
+    out = str(tmp_path / "sms.safetensors")
+    command = ["train", path, "--target", "label", "--out", out, "--epochs", "10", "--no-progress"]
+    assert main(command) == 0
+    said = capsys.readouterr().out
+    assert "text message  text: " in said
+    assert "network: Network(graph of 6 layers, inputs 'text_message', 'features')" in said
+    assert _accuracy(said) > 0.9
+    assert main(["predict", out, path]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 601

@@ -27,6 +27,8 @@ from deepsharp.core.errors import (
 )
 from deepsharp.core.nn.graph import Input, Symbol
 from deepsharp.core.nn.layers import (
+    GRU,
+    LSTM,
     Add,
     AvgPool2D,
     BatchNorm,
@@ -97,11 +99,13 @@ __all__ = [
     "FileFormatError",
     "FitOptions",
     "Flatten",
+    "GRU",
     "Gelu",
     "Generator",
     "GlobalAvgPool",
     "Input",
     "Layer",
+    "LSTM",
     "LayerNorm",
     "LeakyRelu",
     "Loss",

@@ -36,7 +36,7 @@ from deepsharp.core.version import __version__
 
 __all__ = ["main"]
 
-SAMPLES = ("titanic", "digits", "resnet")
+SAMPLES = ("titanic", "digits", "resnet", "spam")
 ENGINE_HELP = "light (default), testbuffer, torch:cpu, torch:cuda:N, or module:factory"
 
 
@@ -82,8 +82,9 @@ def _parser() -> argparse.ArgumentParser:
         "train",
         help="train a network on the rows of a CSV file, its pipeline inferred, and save it",
         description="Train a network to predict COLUMN of ROWS.csv from the other columns: the "
-        "pipeline is inferred from the columns (numbers, categories, flags; each choice said, "
-        "with why), the network is Dense(32), ReLU, Dense(outputs) unless --network names one, "
+        "pipeline is inferred from the columns (numbers, categories, flags, text; each choice "
+        "said, with why), the network is Dense(32), ReLU, Dense(outputs) (with text: each text "
+        "through Embedding(32) and LSTM(32) beside the rest) unless --network names one, "
         "the optimizer Adam(0.001); the report is printed and the trained network written to "
         "FILE, for `deepsharp predict`.",
     )
@@ -312,7 +313,10 @@ def _train(arguments: argparse.Namespace) -> int:
     outputs = len(inferred.classes) if inferred.target_kind == "classes" else 1
     print(f"{len(rows)} rows of {arguments.rows}; the pipeline the columns suggest:")
     print(inferred)
-    network = _network_from(builder, outputs, arguments.network)
+    if inferred.inputs and not arguments.network:
+        network = _text_network(inferred.pipeline, rows, arguments.seed, outputs)
+    else:
+        network = _network_from(builder, outputs, arguments.network)
     print(f"network: {network!r}; loss: {loss!r}; optimizer: Adam(0.001)", flush=True)
     options = FitOptions(
         seed=arguments.seed, engine=engine, epochs=arguments.epochs, progress=arguments.progress
@@ -331,6 +335,26 @@ def _train(arguments: argparse.Namespace) -> int:
         f"(deepsharp predict {arguments.out} ROWS.csv predicts rows with its columns)"
     )
     return 0
+
+
+def _text_network(pipeline: Any, rows: Any, seed: int, outputs: int) -> Any:
+    """The default network for rows with text, its inputs as wide as the pipeline makes them
+    from the rows a run of this seed learns from."""
+    from deepsharp.core.data.sources import row_naming, take
+    from deepsharp.core.data.text import Text
+    from deepsharp.core.data.values import rows_named
+    from deepsharp.core.nn.default import text_network
+    from deepsharp.core.random import Streams
+    from deepsharp.core.training.feeds import Rows
+
+    training, _, _ = Rows(rows).parts(pipeline, Streams(seed))
+    with rows_named(row_naming(rows, training)):
+        shapes = pipeline.learn(take(rows, training)).input_shapes or {}
+    texts = {
+        str(c.input): (c.length, c.vocabulary) for c in pipeline.declared if isinstance(c, Text)
+    }
+    features = next(((name, shape[0]) for name, shape in shapes.items() if name not in texts), None)
+    return text_network(outputs, texts, features)
 
 
 def _builder(spec: str) -> Any:

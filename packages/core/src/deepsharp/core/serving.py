@@ -140,13 +140,34 @@ class TrainedNetwork:
         pipeline = Pipeline.from_json(pipeline_data)
         if not pipeline.is_learned:
             raise FileFormatError(f"{where}: its pipeline has learned no statistics")
-        specs = network.input_specs
-        if len(specs) == 1 and math.prod(specs[0].shape or ()) != pipeline.feature_count:
-            raise FileFormatError(
-                f"{where}: its pipeline makes {pipeline.feature_count} features, its network "
-                f"takes rows of shape {specs[0].shape}"
-            )
+        _check_inputs(where, pipeline, network)
         return cls(network, loss, pipeline)
 
     def __repr__(self) -> str:
         return f"TrainedNetwork({self.network!r}, {self.loss!r})"
+
+
+def _check_inputs(where: str, pipeline: Pipeline, network: Network) -> None:
+    """A FileFormatError where the file's pipeline does not make what its network takes: as many
+    values a row for its one input, or (several) the network's inputs by name, each's values."""
+    specs = network.input_specs
+    several = pipeline.input_shapes
+    takes = {spec.name: math.prod(spec.shape or ()) for spec in specs}
+    if several is None:
+        if len(specs) > 1:
+            raise FileFormatError(
+                f"{where}: its pipeline feeds one input ({pipeline.feature_count} values a row), "
+                f"its network takes {', '.join(map(repr, takes))}"
+            )
+        if math.prod(specs[0].shape or ()) != pipeline.feature_count:
+            raise FileFormatError(
+                f"{where}: its pipeline makes {pipeline.feature_count} features, its network "
+                f"takes rows of shape {specs[0].shape}"
+            )
+        return
+    makes = {name: math.prod(shape) for name, shape in several.items()}
+    if takes != makes:
+        raise FileFormatError(
+            f"{where}: its pipeline feeds the inputs {list(makes)} ({makes} values a row), its "
+            f"network takes {', '.join(map(repr, takes))} ({takes} values a row)"
+        )

@@ -3,7 +3,9 @@ its features (vectorised with NumPy), and reads itself back from a saved recipe;
 
 A kind is one class: subclass `ColumnKind`, set `kind`, implement `width`, `names`, `learn` (or
 `learner`) and `write`, and say what it records (`settings`, `statistics`) and how it reads that
-back (`from_settings`, `read_statistics`). `Pipeline.column(...)` takes any kind; a saved recipe
+back (`from_settings`, `read_statistics`). Every column may name the network input it feeds
+(`input=`; a pipeline of several inputs gives one array an input); a kind's `dtype` says what
+its features are (float32, or int64 ids). `Pipeline.column(...)` takes any kind; a saved recipe
 names it by its key (deepsharp's own by their kind, a user's by module and name), and reading a
 recipe makes only kinds already imported.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import bisect
 import contextvars
 import math
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
@@ -57,6 +60,7 @@ __all__ = [
     "Number",
     "Numbers",
     "Recipe",
+    "check_input",
     "check_name",
     "read_column",
 ]
@@ -76,6 +80,20 @@ def check_name(name: object) -> ColumnName:
     if isinstance(name, (int, np.integer)) and not isinstance(name, (bool, np.bool_)):
         return int(name)
     raise ValueError(f"a column name is non-empty text or a whole number, not {name!r}")
+
+
+_INPUT_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def check_input(name: object, column: object) -> str | None:
+    """The network input a column feeds: None (the one input), or an input's name — letters,
+    digits, '_' and '-', as a network names its inputs."""
+    if name is None or (isinstance(name, str) and _INPUT_NAME.fullmatch(name)):
+        return name
+    raise ValueError(
+        f"column {column!r}: input names the network input it feeds, and a name is letters, "
+        f"digits, '_' and '-' (no dots, spaces or slashes), not {name!r}"
+    )
 
 
 class Recipe:
@@ -199,10 +217,15 @@ class Gathering(Learner):
 
 
 class ColumnKind:
-    """A kind of column: its declaration, what it learns, and the features it writes."""
+    """A kind of column: its declaration, what it learns, and the features it writes.
+
+    `input`: the network input its features feed (None: the network's one input)."""
 
     kind: ClassVar[str] = ""
     key: ClassVar[str] = ""
+    dtype: ClassVar[str] = "float32"
+    """What its features are: "float32" numbers, or "int64" ids (a text column's tokens)."""
+    input: str | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -210,8 +233,9 @@ class ColumnKind:
             cls.kind = cls.__name__.lower()
         cls.key = COLUMN_KINDS.add(cls, cls.kind)
 
-    def __init__(self, name: object) -> None:
+    def __init__(self, name: object, input: str | None = None) -> None:
         self.name: ColumnName = check_name(name)
+        self.input = check_input(input, self.name)
 
     def width(self) -> int:
         """How many features it writes for each row."""
@@ -234,8 +258,8 @@ class ColumnKind:
             return Learner()
         return Gathering(self)
 
-    def write(self, values: Column, out: npt.NDArray[np.float32], at: int) -> None:
-        """Write its features into out[:, at : at + width()]."""
+    def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
+        """Write its features into out[:, at : at + width()] (float32, or int64 for ids)."""
         raise NotImplementedError
 
     def forget(self) -> None:
@@ -259,6 +283,8 @@ class ColumnKind:
 
     def entry(self, learned: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.key, "name": self.name, **self.settings()}
+        if self.input is not None:
+            out["input"] = self.input
         if learned:
             out["learned"] = self.statistics()
         return out
@@ -280,6 +306,11 @@ def read_column(data: object, where: str, learned: bool) -> ColumnKind:
         raise
     except (ValueError, TypeError) as error:
         raise recipe.fail("", str(error)) from None
+    if recipe.has("input"):
+        try:
+            column.input = check_input(recipe.get("input", str, type(None)), column.name)
+        except ValueError as error:
+            raise recipe.fail("input", str(error)) from None
     if learned:
         column.read_statistics(recipe.part("learned"))
     return column
@@ -349,8 +380,9 @@ class Number(ColumnKind):
         missing_flag: bool = False,
         log: bool = False,
         scale: bool = True,
+        input: str | None = None,
     ) -> None:
-        super().__init__(name)
+        super().__init__(name, input)
         _check_flags(self.name, missing_flag=missing_flag, log=log, scale=scale)
         self.fill = _check_fill(self.name, fill, log)
         self.missing_flag, self.log, self.scale = missing_flag, log, scale
@@ -413,7 +445,7 @@ class Number(ColumnKind):
         # A column (nearly) constant in float32 is left unscaled rather than blown up.
         self.std = std if std >= FLOAT32_TINY else 1.0
 
-    def write(self, values: Column, out: npt.NDArray[np.float32], at: int) -> None:
+    def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
         assert self.fill_value is not None and self.mean is not None and self.std is not None
         transformed, missing = self._transformed(values)
         transformed[missing] = self.fill_value
@@ -487,14 +519,16 @@ class Numbers(ColumnKind):
         missing_flag: bool = False,
         log: bool = False,
         scale: bool = True,
+        input: str | None = None,
     ) -> None:
         self.name = "*"
+        self.input = check_input(input, "*")
         _check_flags("*", missing_flag=missing_flag, log=log, scale=scale)
         self.fill = _check_fill("*", fill, log)
         self.missing_flag, self.log, self.scale = missing_flag, log, scale
 
     def expand(self, names: Sequence[ColumnName]) -> list[Number]:
-        return [Number(n, **_number_settings(self)) for n in names]
+        return [Number(n, **_number_settings(self), input=self.input) for n in names]
 
     def settings(self) -> dict[str, Any]:
         return _number_settings(self)
@@ -520,9 +554,13 @@ class Category(ColumnKind):
     kind = "category"
 
     def __init__(
-        self, name: object, unknown: UnknownRule = "zeros", max_values: int | None = None
+        self,
+        name: object,
+        unknown: UnknownRule = "zeros",
+        max_values: int | None = None,
+        input: str | None = None,
     ) -> None:
-        super().__init__(name)
+        super().__init__(name, input)
         if unknown not in ("zeros", "error"):
             raise ValueError(
                 f"column {self.name!r}: unknown must be 'zeros' or 'error', not {unknown!r}"
@@ -586,7 +624,7 @@ class Category(ColumnKind):
         if has_missing:
             self.lookup[None] = len(values)
 
-    def write(self, values: Column, out: npt.NDArray[np.float32], at: int) -> None:
+    def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
         index = labels(values, self.name, self.lookup)
         unknown = index < 0
         if unknown.any():
@@ -652,7 +690,7 @@ class Flag(ColumnKind):
     def names(self) -> list[str]:
         return [f"{self.name}:flag"]
 
-    def write(self, values: Column, out: npt.NDArray[np.float32], at: int) -> None:
+    def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
         if isinstance(values, np.ndarray):
             out[:, at] = ~np.isnan(values) if values.dtype.kind == "f" else 1.0
             return

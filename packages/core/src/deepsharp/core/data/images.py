@@ -96,8 +96,14 @@ class Image(ColumnKind):
 
     kind = "image"
 
-    def __init__(self, name: object, shape: int | Sequence[int], scale: ImageScale = None) -> None:
-        super().__init__(name)
+    def __init__(
+        self,
+        name: object,
+        shape: int | Sequence[int],
+        scale: ImageScale = None,
+        input: str | None = None,
+    ) -> None:
+        super().__init__(name, input)
         self.shape = check_image_shape(self.name, shape)
         self.scale = check_image_scale(self.name, scale)
         self.divisor: float | None = None
@@ -190,7 +196,7 @@ class Image(ColumnKind):
         else:
             self.divisor = 1.0 if self.scale is None else float(self.scale)
 
-    def write(self, values: Column, out: npt.NDArray[np.float32], at: int) -> None:
+    def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
         assert self.divisor is not None
         checked = self._values(values)
         if self.divisor != 1.0:

@@ -6,8 +6,11 @@ values there are, whether every value is a number, whole, in what range and how 
 is a column's `Profile`. Each column kind is a `ColumnRule`: it looks at a profile and claims
 the column (a `Choice`: the declaration and why, in words) or passes. `RULES` are tried in order
 and the first that claims a column decides; the last claims every column it is handed (leaves
-it out). A new kind — text, say — is one more rule, put in the list before the rules it must
-come before.
+it out). A new kind is one more rule, put in the list before the rules it must come before.
+
+Text of several words a value becomes a text column (word ids for an embedding). Such ids feed
+an input of their own: where there is text, each text column feeds the network input named
+after it and the other columns feed one input, "features" (`Inferred.inputs`).
 
 The target's kind is chosen the same way: two values are binary; whole numbers with few values
 or text are classes; other numbers are a number.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +30,7 @@ import numpy.typing as npt
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.sources import column_names, columns
 from deepsharp.core.data.target import TargetKind
+from deepsharp.core.data.text import words
 from deepsharp.core.data.values import Column, ColumnName, label, parse_number, sorted_labels
 from deepsharp.core.errors import DataError
 
@@ -48,18 +53,31 @@ SKEWED = 2.0
 """Numbers of 0 or more, of many distinct values, whose skewness is over this take log1p."""
 MANY_VALUES = 20
 """How many distinct values make numbers an amount (log1p when skewed) or a target a number."""
+MANY_WORDS = 5.0
+"""Text of more than FEW_CATEGORIES distinct values holding this many words a value on average
+is text (word ids); fewer (names, codes) is left to the other rules."""
+TEXT_VOCABULARY = 20000
+"""The most ids a text column's vocabulary takes (padding and unknown among them)."""
+TEXT_LENGTH = 256
+"""The most words a text column keeps of a value."""
+FEATURES = "features"
+"""The input the columns that are not text feed, where there is text."""
 
 
 @dataclass(frozen=True)
 class Profile:
     """What one look at a column found: its rows, missing fields, distinct values (their
-    labels, sorted) and, where every present value is a number, the numbers (NaN where missing)."""
+    labels, sorted) and, where every present value is a number, the numbers (NaN where missing);
+    where they are not, how many words each present value holds and how many distinct words
+    they hold in all."""
 
     name: ColumnName
     rows: int
     missing: int
     values: list[str]
     numbers: npt.NDArray[np.float64] | None
+    words: npt.NDArray[np.int64] | None = None
+    vocabulary: int = 0
 
     @property
     def present(self) -> int:
@@ -173,6 +191,27 @@ def _mostly_missing(column: Profile) -> Choice | None:
     return None
 
 
+def _text(column: Profile) -> Choice | None:
+    counts = column.words
+    if counts is None or not counts.size or column.distinct <= FEW_CATEGORIES:
+        return None
+    mean = float(counts.mean())
+    if mean < MANY_WORDS:
+        return None
+    length = min(TEXT_LENGTH, max(8, 8 * math.ceil(float(np.percentile(counts, 95)) / 8)))
+    vocabulary = min(TEXT_VOCABULARY, column.vocabulary + 2)
+    return Choice(
+        column.name,
+        "text",
+        f"{column.distinct} texts of {mean:.1f} words on average: word ids, the first {length} "
+        f"words of each (19 texts in 20 hold no more), over its {vocabulary - 2:,} most "
+        "frequent words",
+        lambda pipeline: pipeline.text(
+            column.name, length=length, vocabulary=vocabulary, padding="start"
+        ),
+    )
+
+
 def _categories(column: Profile) -> Choice | None:
     if column.distinct <= FEW_CATEGORIES:
         return Choice(
@@ -208,6 +247,7 @@ RULES: list[ColumnRule] = [
     _few_whole_numbers,
     _numbers,
     _mostly_missing,
+    _text,
     _categories,
     _identifier,
 ]
@@ -216,7 +256,8 @@ RULES: list[ColumnRule] = [
 
 @dataclass
 class Inferred:
-    """The pipeline, each feature column's choice, and the target's kind and why."""
+    """The pipeline, each feature column's choice, the target's kind and why, and (where there
+    is text) the network inputs the columns feed, each with its columns."""
 
     pipeline: Pipeline
     choices: list[Choice]
@@ -224,6 +265,7 @@ class Inferred:
     target_kind: TargetKind
     target_why: str
     classes: list[str]
+    inputs: dict[str, list[ColumnName]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         width = max(len(str(choice.column)) for choice in self.choices) if self.choices else 0
@@ -231,6 +273,12 @@ class Inferred:
         lines = [f"  {self.target!s:<{width}}  target ({self.target_kind}): {self.target_why}"]
         for choice in self.choices:
             lines.append(f"  {choice.column!s:<{width}}  {choice.kind}: {choice.why}")
+        if self.inputs:
+            fed = "; ".join(
+                f"{name!r} ({', '.join(map(str, columns))})"
+                for name, columns in self.inputs.items()
+            )
+            lines.append(f"  the network's inputs: {fed}")
         return "\n".join(lines)
 
 
@@ -242,7 +290,12 @@ def profile(name: ColumnName, values: Column) -> Profile:
     distinct = sorted_labels({text for text in found if text is not None})
     parsed = [parse_number(value) for value in values]
     numbers = None if any(number is None for number in parsed) else np.array(parsed, np.float64)
-    return Profile(name, len(found), missing, distinct, numbers)
+    if numbers is not None:
+        return Profile(name, len(found), missing, distinct, numbers)
+    said = [words(text) for text in found if text is not None]
+    counts = np.array([len(w) for w in said], np.int64)
+    vocabulary = len({word for w in said for word in w})
+    return Profile(name, len(found), missing, distinct, None, counts, vocabulary)
 
 
 def infer_pipeline(
@@ -260,16 +313,45 @@ def infer_pipeline(
     choices = [_choose(profile(name, taken[name]), rules) for name in names if name != target]
     aim = profile(target, taken[target])
     kind, why = _target_kind(aim)
+    inputs = _inputs(choices)
     pipeline = Pipeline()
     for choice in choices:
-        if choice.declare is not None:
+        if choice.declare is None:
+            continue
+        if not inputs:
             pipeline = choice.declare(pipeline)
+            continue
+        for column in choice.declare(Pipeline()).declared:  # each made to feed its input
+            column.input = next(n for n, named in inputs.items() if choice.column in named)
+            pipeline.column(column)
     if not any(choice.declare is not None for choice in choices):
         raise DataError(
             f"no column is left to predict {target!r} from: "
             + "; ".join(f"{choice.column!r} {choice.why}" for choice in choices)
         )
-    return Inferred(pipeline.target(target, kind=kind), choices, target, kind, why, aim.values)
+    pipeline.target(target, kind=kind)
+    return Inferred(pipeline, choices, target, kind, why, aim.values, inputs)
+
+
+def _inputs(choices: Sequence[Choice]) -> dict[str, list[ColumnName]]:
+    """Where there is text, the network inputs and the columns each feeds: each text column its
+    own (named after it: letters, digits, '_' and '-'), the others together, "features"; none
+    where there is no text (the one input)."""
+    texts = [c.column for c in choices if c.kind == "text" and c.declare is not None]
+    if not texts:
+        return {}
+    inputs: dict[str, list[ColumnName]] = {}
+    for column in texts:
+        base = re.sub(r"[^A-Za-z0-9_-]+", "_", str(column)).strip("_") or "text"
+        name, count = base, 0
+        while name in inputs or name == FEATURES:
+            count += 1
+            name = f"{base}_{count}"
+        inputs[name] = [column]
+    others = [c.column for c in choices if c.kind != "text" and c.declare is not None]
+    if others:
+        inputs[FEATURES] = others
+    return inputs
 
 
 def _choose(column: Profile, rules: Sequence[ColumnRule]) -> Choice:

@@ -1,9 +1,9 @@
 """The data pipeline: the recipe for the data. It knows no learner.
 
 A :class:`Pipeline` is declared column by column (``.number``, ``.numbers`` for every other
-column, ``.category``, ``.flag``, ``.image``, ``.column`` for a kind of your own, and one
-``.target``), learns its statistics from the training rows only (:meth:`Pipeline.learn`) and then
-turns any rows into a float32 feature matrix (:meth:`Pipeline.features`) and targets
+column, ``.category``, ``.flag``, ``.image``, ``.text``, ``.column`` for a kind of your own, and
+one ``.target``), learns its statistics from the training rows only (:meth:`Pipeline.learn`)
+and then turns any rows into a float32 feature matrix (:meth:`Pipeline.features`) and targets
 (:meth:`Pipeline.targets`). Rows are a sequence of mappings (what :func:`read_csv` returns, or
 dicts written by hand) or a pandas ``DataFrame``.
 
@@ -11,6 +11,11 @@ Rows too many for memory (a file read by `scan_csv` or `scan_parquet`) are learn
 `Pipeline.learning(names)` takes the training rows one `Part` at a time, each column kind
 keeping bounded statistics (counts, sums, categories, a median's table), and `features` and
 `targets` take a part as they take any rows; errors name its rows by file and line.
+
+Each column may name the network input it feeds (`input="tokens"`): a pipeline whose columns
+name several inputs gives a dict of one array an input (each its columns' features side by
+side, float32 numbers or int64 ids), for a network of several inputs; where no column names one
+(or all name the same), one array.
 
 A pipeline that declares no columns takes arrays of numbers as they are: it learns the shape of
 one row, and its features are the array itself, in float32 (integers stay int64: ids for an
@@ -55,6 +60,7 @@ from deepsharp.core.data.sources import (
     row_naming,
 )
 from deepsharp.core.data.target import Target, TargetKind, TargetLearner
+from deepsharp.core.data.text import Padding, Text, TokenKind
 from deepsharp.core.data.values import (
     FLOAT32_MAX,
     ColumnName,
@@ -67,8 +73,10 @@ from deepsharp.core.errors import DataError, FileFormatError
 __all__ = ["Learning", "Pipeline", "array_features", "feature_rows", "read_csv", "take_features"]
 
 _FORMAT = "deepsharp.pipeline"
-_VERSION = 3
-_READS = (1, 2, 3)  # 1 is 2 without arrays, numbers() or max_values; 2 is 3 without dicts of arrays
+_VERSION = 4
+_READS = (1, 2, 3, 4)
+# 1 is 2 without arrays, numbers() or max_values; 2 is 3 without dicts of arrays; 3 is 4 without
+# the inputs columns feed and text columns.
 
 
 class Pipeline:
@@ -93,9 +101,11 @@ class Pipeline:
         missing_flag: bool = False,
         log: bool = False,
         scale: bool = True,
+        input: str | None = None,
     ) -> Pipeline:
-        """A column of numbers; a missing one is filled (median, mean or a given value)."""
-        return self.column(Number(name, fill, missing_flag, log, scale))
+        """A column of numbers; a missing one is filled (median, mean or a given value).
+        `input`: the network input it feeds, where the pipeline feeds several."""
+        return self.column(Number(name, fill, missing_flag, log, scale, input))
 
     def numbers(
         self,
@@ -103,27 +113,36 @@ class Pipeline:
         missing_flag: bool = False,
         log: bool = False,
         scale: bool = True,
+        input: str | None = None,
     ) -> Pipeline:
         """Every column of the training rows that no other declaration names (nor the target),
-        each a number column with these settings; the columns are found when the pipeline learns
-        (a DataFrame's in its order, or the first row's keys)."""
+        each a number column with these settings (feeding `input`); the columns are found when
+        the pipeline learns (a DataFrame's in its order, or the first row's keys)."""
         if any(isinstance(c, Numbers) for c in self._declared):
             raise ValueError("numbers() is declared already: it takes every other column once")
-        return self.column(Numbers(fill, missing_flag, log, scale))
+        return self.column(Numbers(fill, missing_flag, log, scale, input))
 
     def category(
-        self, name: ColumnName, unknown: UnknownRule = "zeros", max_values: int | None = None
+        self,
+        name: ColumnName,
+        unknown: UnknownRule = "zeros",
+        max_values: int | None = None,
+        input: str | None = None,
     ) -> Pipeline:
         """A column of categories, one-hot over the values the training rows hold (the
-        `max_values` most frequent of them, when given)."""
-        return self.column(Category(name, unknown, max_values))
+        `max_values` most frequent of them, when given); feeding `input`, if named."""
+        return self.column(Category(name, unknown, max_values, input))
 
-    def flag(self, name: ColumnName) -> Pipeline:
-        """1.0 where the field holds anything, else 0.0."""
-        return self.column(Flag(name))
+    def flag(self, name: ColumnName, input: str | None = None) -> Pipeline:
+        """1.0 where the field holds anything, else 0.0; feeding `input`, if named."""
+        return self.column(Flag(name, input))
 
     def image(
-        self, name: ColumnName, shape: int | Sequence[int], scale: ImageScale = None
+        self,
+        name: ColumnName,
+        shape: int | Sequence[int],
+        scale: ImageScale = None,
+        input: str | None = None,
     ) -> Pipeline:
         """A column whose field holds a whole image of ``shape`` (e.g. ``(1, 8, 8)``: channels,
         height, width), flattened into ``prod(shape)`` features ``name[0]``, ``name[1]``, ...
@@ -132,9 +151,28 @@ class Pipeline:
         in C order), or a text of numbers separated by spaces or commas. ``scale`` divides every
         value by a fixed positive number (16.0 for the digits' counts 0..16); ``"max"`` learns the
         largest absolute value of the training rows and divides by it; None leaves values as they
-        are. A run hands the flat features to a network whose ``inputs`` are ``shape`` as images.
+        are. A run hands the flat features to a network whose ``inputs`` are ``shape`` as images
+        (the input named `input`, where the pipeline feeds several).
         """
-        return self.column(Image(name, shape, scale))
+        return self.column(Image(name, shape, scale, input))
+
+    def text(
+        self,
+        name: ColumnName,
+        tokens: TokenKind = "words",
+        length: int = 64,
+        vocabulary: int = 20000,
+        padding: Padding = "end",
+        input: str | None = None,
+    ) -> Pipeline:
+        """A column of texts as int64 ids (`length` of them a row) for an `Embedding`: cut into
+        words (lower case) or characters, over the `vocabulary - 2` tokens the training rows
+        hold most often, ids 2 onwards (most frequent first); 0 is padding, 1 a token the
+        vocabulary lacks. A longer text keeps its first `length` tokens; a shorter one is padded
+        after its ids (`padding="end"`) or before them (`"start"`). An empty or missing text is
+        all padding. Ids feed an input of their own: a pipeline with other columns too names
+        the input each feeds (`input=`)."""
+        return self.column(Text(name, tokens, length, vocabulary, padding, input))
 
     def column(self, column: ColumnKind) -> Pipeline:
         """A column of any kind (a `ColumnKind`, deepsharp's or your own)."""
@@ -151,6 +189,20 @@ class Pipeline:
         for other in self._declared:
             if other.name == column.name and other.kind == column.kind:
                 raise ValueError(f"column {column.name!r} is already declared as a {column.kind}")
+            if (other.input is None) != (column.input is None):
+                raise ValueError(
+                    f"column {column.name!r} {_feeds(column)}, while column {other.name!r} "
+                    f"{_feeds(other)}: a pipeline feeds one input (no column names one), or "
+                    "every column names the input it feeds (input=...)"
+                )
+            if other.input == column.input and other.dtype != column.dtype:
+                where = "the one input" if column.input is None else f"input {column.input!r}"
+                raise ValueError(
+                    f"column {column.name!r} makes {column.dtype} values and column "
+                    f"{other.name!r} {other.dtype} ones, both for {where}; an input takes one "
+                    "kind of values: give them inputs of their own (input=...), for a network "
+                    "of several inputs"
+                )
 
     def target(self, name: ColumnName, kind: TargetKind = "binary") -> Pipeline:
         """The one column the network is trained to predict."""
@@ -289,9 +341,10 @@ class Pipeline:
         return self
 
     def features(self, rows: object) -> Any:
-        """The rows as a float32 matrix of shape (rows, feature_count), C-contiguous; for a
-        pipeline of arrays, the array as it is (N, *shape), in float32 (integers in int64), or
-        the dict of such arrays it learned."""
+        """The rows as a float32 matrix of shape (rows, feature_count), C-contiguous (int64 ids
+        for text columns); a dict of such matrices, one an input, where the columns feed several
+        inputs; for a pipeline of arrays, the array as it is (N, *shape), in float32 (integers in
+        int64), or the dict of such arrays it learned."""
         self._require_learned("features()")
         if self._shapes is not None:
             values = array_features(rows)
@@ -317,29 +370,11 @@ class Pipeline:
             count, taken = columns(rows, [c.name for c in self._columns])
             return self._features_of(count, taken)
 
-    def _features_of(self, count: int, taken: dict[ColumnName, Any]) -> npt.NDArray[np.float32]:
-        out = np.zeros((count, self.feature_count), dtype=np.float32)
-        at = 0
-        with np.errstate(over="ignore", invalid="ignore"):
-            for column in self._columns:
-                column.write(taken[column.name], out, at)
-                at += column.width()
-        if not np.isfinite(out).all():
-            self._refuse_overflow(out)
-        return out
-
-    def _refuse_overflow(self, out: npt.NDArray[np.float32]) -> None:
-        i, k = (int(v) for v in np.argwhere(~np.isfinite(out))[0])
-        at = 0
-        for column in self._columns:
-            if k < at + column.width():
-                break
-            at += column.width()
-        raise DataError(
-            f"{row_text(i)}, column {column.name!r}: its feature {column.names()[k - at]!r} is "
-            f"{float(out[i, k])!r} once {column.kind} made it, beyond float32's range (largest "
-            f"{FLOAT32_MAX:.8g}): the value lies too far from the training rows' values"
-        )
+    def _features_of(self, count: int, taken: dict[ColumnName, Any]) -> Any:
+        made = {
+            name: _matrix(group, count, taken) for name, group in _groups(self._columns).items()
+        }
+        return next(iter(made.values())) if len(made) == 1 else made
 
     def targets(self, rows: object) -> npt.NDArray[Any]:
         """binary: float32 (N, 1) of 0/1; number: float32 (N, 1); classes: int64 (N,) indices."""
@@ -399,9 +434,20 @@ class Pipeline:
         return self._learned
 
     @property
+    def declared(self) -> list[ColumnKind]:
+        """The columns as declared, in order (numbers() one column, as declared)."""
+        return list(self._declared)
+
+    @property
     def input_shapes(self) -> dict[str, tuple[int, ...]] | None:
-        """A pipeline of a dict of arrays: each array's row shape by name (None otherwise)."""
-        return None if self._shapes is None else dict(self._shapes)
+        """A pipeline that feeds several inputs (a dict of arrays, or columns naming several
+        inputs): each input's row shape by name; None for a pipeline of one input."""
+        if self._shapes is not None:
+            return dict(self._shapes)
+        groups = _groups(self._columns if self._learned else [])
+        if len(groups) < 2:
+            return None
+        return {str(name): (sum(c.width() for c in group),) for name, group in groups.items()}
 
     @property
     def columns(self) -> list[ColumnKind]:
@@ -418,10 +464,11 @@ class Pipeline:
     def row_shape(self) -> tuple[int, ...]:
         """The shape of one row's features: (feature_count,), or an array's learned row shape."""
         self._require_learned("row_shape")
-        if self._shapes is not None:
+        several = self.input_shapes
+        if several is not None:
             raise DataError(
-                "the pipeline takes a dict of arrays, one an input: its rows' shapes are "
-                f"{self._shapes} (a network of several inputs knows its own)"
+                "the pipeline feeds several inputs, one array an input: its rows' shapes are "
+                f"{several} (a network of several inputs knows its own)"
             )
         return self._shape if self._shape is not None else (self.feature_count,)
 
@@ -558,6 +605,48 @@ class Learning:
         pipeline._columns = self.columns
         pipeline._learned = True
         return pipeline
+
+
+def _feeds(column: ColumnKind) -> str:
+    return "names no input" if column.input is None else f"feeds {column.input!r}"
+
+
+def _groups(columns: Sequence[ColumnKind]) -> dict[str | None, list[ColumnKind]]:
+    """The columns of each input, the inputs in the order the columns first name them."""
+    groups: dict[str | None, list[ColumnKind]] = {}
+    for column in columns:
+        groups.setdefault(column.input, []).append(column)
+    return groups
+
+
+def _matrix(
+    group: Sequence[ColumnKind], count: int, taken: dict[ColumnName, Any]
+) -> npt.NDArray[Any]:
+    """One input's features: its columns' side by side (float32, or int64 ids)."""
+    dtype = np.int64 if group[0].dtype == "int64" else np.float32
+    out = np.zeros((count, sum(column.width() for column in group)), dtype=dtype)
+    at = 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for column in group:
+            column.write(taken[column.name], out, at)
+            at += column.width()
+    if dtype is np.float32 and not np.isfinite(out).all():
+        _refuse_overflow(out, group)
+    return out
+
+
+def _refuse_overflow(out: npt.NDArray[np.float32], group: Sequence[ColumnKind]) -> None:
+    i, k = (int(v) for v in np.argwhere(~np.isfinite(out))[0])
+    at = 0
+    for column in group:
+        if k < at + column.width():
+            break
+        at += column.width()
+    raise DataError(
+        f"{row_text(i)}, column {column.name!r}: its feature {column.names()[k - at]!r} is "
+        f"{float(out[i, k])!r} once {column.kind} made it, beyond float32's range (largest "
+        f"{FLOAT32_MAX:.8g}): the value lies too far from the training rows' values"
+    )
 
 
 def _named(rows: object) -> AbstractContextManager[None]:

@@ -12,11 +12,18 @@ memory bounded whatever the number of rows, and gives the statistic when the las
   most one count per bucket: about 176,000 over float32's whole range, far fewer in practice.
 - `LabelCounts`: how many rows hold each label, up to `MAX_LABELS` distinct labels (past that a
   DataError: such a column is an identifier, not a category).
+- `TokenCounts`: how many times each token of a text column comes, in a table of at most
+  `limit` tokens: exact while the distinct tokens fit it; past that, pruned as Misra and Gries
+  prune (each time the table overflows, every count drops by the (limit + 1)-th largest and
+  those at 0 go), so a token kept is counted short by at most (tokens seen) / (limit + 1), and
+  any token that comes more often than that is kept.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Iterable
 from typing import TypeVar
 
 import numpy as np
@@ -25,7 +32,16 @@ import numpy.typing as npt
 from deepsharp.core.data.values import FLOAT32_TINY, Column, ColumnName, label_counts
 from deepsharp.core.errors import DataError
 
-__all__ = ["ALPHA", "EXACT_DISTINCT", "MAX_LABELS", "LabelCounts", "Median", "Moments", "Sketch"]
+__all__ = [
+    "ALPHA",
+    "EXACT_DISTINCT",
+    "MAX_LABELS",
+    "LabelCounts",
+    "Median",
+    "Moments",
+    "Sketch",
+    "TokenCounts",
+]
 
 EXACT_DISTINCT = 1 << 17  # 131,072 distinct values: 2 MiB of table
 ALPHA = 0.001
@@ -202,3 +218,31 @@ class LabelCounts:
                 f"first {self.rows:,} training rows: an identifier, not a category (a one-hot "
                 "that wide repays nothing); drop the column, or make it a number"
             )
+
+
+class TokenCounts:
+    """How many times each token comes, over every part, in a table of at most `limit` tokens
+    (see the module's docstring: exact while they fit, Misra-Gries counts past that)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.counts: dict[str, int] = {}
+        self.seen = 0
+        self.exact = True
+
+    def add(self, tokens: Iterable[str]) -> None:
+        """Count one part's tokens in."""
+        counts = self.counts
+        for token, count in Counter(tokens).items():
+            counts[token] = counts.get(token, 0) + count
+            self.seen += count
+        if len(counts) > self.limit:
+            held = np.fromiter(counts.values(), np.int64, len(counts))
+            cut = int(np.partition(held, len(held) - self.limit - 1)[len(held) - self.limit - 1])
+            self.counts = {token: count - cut for token, count in counts.items() if count > cut}
+            self.exact = False
+
+    def most_frequent(self, count: int) -> list[str]:
+        """The `count` tokens counted most often, most first; ties in the tokens' text order."""
+        ranked = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
+        return [token for token, _ in ranked[:count]]

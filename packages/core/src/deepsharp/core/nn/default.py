@@ -1,21 +1,44 @@
-"""The network deepsharp trains when given none, and networks made by a function of the user's
-(`deepsharp train --network MODULE:FUNCTION`, the scikit-learn estimators' builders)."""
+"""The networks deepsharp trains when given none (rows of features; rows with text), and
+networks made by a function of the user's (`deepsharp train --network MODULE:FUNCTION`, the
+scikit-learn estimators' builders)."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from deepsharp.core.nn.layers import Dense, Relu
+from deepsharp.core.nn.graph import Input, Symbol
+from deepsharp.core.nn.layers import LSTM, Concatenate, Dense, Embedding, Relu
 from deepsharp.core.nn.network import Network
 
-__all__ = ["built", "default_network"]
+__all__ = ["built", "default_network", "text_network"]
 
 
 def default_network(outputs: int) -> Network:
     """Dense(32), ReLU, Dense(outputs): one hidden layer, its inputs inferred from the features."""
     return Network([Dense(32), Relu(), Dense(outputs)])
+
+
+def text_network(
+    outputs: int, texts: Mapping[str, tuple[int, int]], features: tuple[str, int] | None = None
+) -> Network:
+    """A network for rows with text: each text input's ids (`texts`: its name -> (length,
+    vocabulary)) through Embedding(vocabulary, 32) and LSTM(32), the other features (`features`:
+    the input's name and width, if any) through Dense(32, relu); side by side, then
+    Dense(32, relu) and Dense(outputs)."""
+    inputs: list[Symbol] = []
+    parts: list[Symbol] = []
+    for name, (length, vocabulary) in texts.items():
+        ids = Input(length, dtype="int64", name=name)
+        inputs.append(ids)
+        parts.append(LSTM(32)(Embedding(vocabulary, 32)(ids)))
+    if features is not None:
+        values = Input(features[1], name=features[0])
+        inputs.append(values)
+        parts.append(Dense(32, activation="relu")(values))
+    joined = parts[0] if len(parts) == 1 else Concatenate()(parts)
+    return Network(inputs=inputs, outputs=Dense(outputs)(Dense(32, activation="relu")(joined)))
 
 
 def built(builder: Callable[..., Any], outputs: int) -> Any:

@@ -214,7 +214,8 @@ class Graph:
 
 
 def chain(layers: Sequence[Layer], shape: Shape | None) -> Graph:
-    """The graph of layers in a line, each reading the one before; one input."""
+    """The graph of layers in a line, each reading the one before; one input, of the values its
+    first layer takes."""
     seen: set[int] = set()
     for layer in layers:
         if id(layer) in seen:
@@ -224,7 +225,9 @@ def chain(layers: Sequence[Layer], shape: Shape | None) -> Graph:
             )
         seen.add(id(layer))
     nodes = [Node(index, (index,)) for index in range(len(layers))]
-    return Graph([InputSpec("input", shape)], list(layers), nodes)
+    # Its one input takes what its first layer takes: int64 ids where that is an Embedding.
+    dtype = layers[0].takes[0] if layers else "float32"
+    return Graph([InputSpec("input", shape, dtype)], list(layers), nodes)
 
 
 def trace(inputs: Sequence[Symbol], output: Symbol) -> Graph:

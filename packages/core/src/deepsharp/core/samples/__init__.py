@@ -1,4 +1,5 @@
-"""Samples that ship with deepsharp, data included (nothing is downloaded): `titanic`, `digits`."""
+"""Samples that ship with deepsharp, data included (nothing is downloaded): `titanic`, `digits`,
+`spam`."""
 
 from importlib.resources import files
 from pathlib import Path

@@ -132,6 +132,19 @@ class Rows(Source):
             )
         self.rows = rows_of(rows)
 
+    def parts(
+        self, pipeline: Pipeline, streams: Streams, test: bool = True
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+        """The indices of the training, validation and test rows (none with `test=False`: the
+        test rows are given apart), as a run whose streams these are cuts them."""
+        count = row_count(self.rows)
+        if count == 0:
+            raise DataError(
+                "no rows: fit needs rows to learn from (a list of mappings, a DataFrame, or "
+                "read_csv's rows)"
+            )
+        return pipeline.partition(count, streams.split.permutation(count), test=test)
+
     def feeds(
         self,
         pipeline: Pipeline | None,
@@ -145,13 +158,7 @@ class Rows(Source):
                 "rows of named columns need a pipeline that declares them (for a DataFrame of "
                 "numbers: Pipeline().numbers().target(name)); fit(None, (x, y), ...) takes arrays"
             )
-        count = row_count(self.rows)
-        if count == 0:
-            raise DataError(
-                "no rows: fit needs rows to learn from (a list of mappings, a DataFrame, or "
-                "read_csv's rows)"
-            )
-        parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
+        parts = self.parts(pipeline, streams, test is None)
         # Messages name a row by its place in the rows handed in, not in the shuffled split.
         with rows_named(row_naming(self.rows, parts[0])):
             pipeline.learn(take(self.rows, parts[0]))
@@ -293,8 +300,7 @@ class Streamed(Source):
             )
         split = _Split(pipeline, streams.split, test is None)
         reads = self._learn(pipeline, split)
-        if not network.built:
-            network.build(pipeline.row_shape)
+        build_for(network, pipeline)
 
         def made(part: Part) -> tuple[Features, NDArray[Any]]:
             features = _shaped(pipeline.features(part), pipeline, network)
@@ -464,12 +470,25 @@ def _pair(x: object, y: object) -> tuple[Any, NDArray[Any]]:
     return features, targets
 
 
+def build_for(network: Network, pipeline: Pipeline) -> None:
+    """The network built for the learned pipeline's rows where it has no inputs yet; refused
+    (DataError naming both) where the pipeline feeds several inputs and the network takes one."""
+    several = pipeline.input_shapes
+    if several is not None and len(network.input_specs) == 1:
+        raise DataError(
+            f"the pipeline feeds {len(several)} inputs ({', '.join(map(repr, several))}), and "
+            "the network takes one: make a network of those inputs, Network(inputs=[Input(...,"
+            " name=...), ...], outputs=...), or leave input= out of the pipeline's columns"
+        )
+    if not network.built:
+        network.build(pipeline.row_shape)
+
+
 def _shaped(features: Any, pipeline: Pipeline, network: Network) -> Features:
     """Features as the network takes them (one array an input, checked): the network built for
     the pipeline's rows where it has no inputs yet; flat pipeline columns reshaped to its
     images where it has."""
-    if not network.built:
-        network.build(pipeline.row_shape)
+    build_for(network, pipeline)
     return network.arrange(features, reshape=True)
 
 

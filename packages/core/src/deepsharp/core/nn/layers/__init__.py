@@ -2,7 +2,7 @@
 
 `deepsharp.core.nn.layer` says what a layer is (`Layer`, its slots and buffers, the `Pass`);
 here are deepsharp's own: activations, dense rows, images and signals, merges, normalisation,
-embeddings. docs/layers.md gives each one's shapes and an example.
+embeddings, recurrent layers. docs/layers.md gives each one's shapes and an example.
 """
 
 from deepsharp.core.nn.layer import LAYERS, BufferSpec, Layer, Pass, SlotSpec, layer_from_json
@@ -25,6 +25,7 @@ from deepsharp.core.nn.layers.dense import Dense, Dropout, Flatten, Reshape
 from deepsharp.core.nn.layers.embedding import Embedding
 from deepsharp.core.nn.layers.merge import Add, Concatenate
 from deepsharp.core.nn.layers.normalization import BatchNorm, LayerNorm
+from deepsharp.core.nn.layers.recurrent import GRU, LSTM
 
 __all__ = [
     "LAYERS",
@@ -38,10 +39,12 @@ __all__ = [
     "Dense",
     "Dropout",
     "Embedding",
+    "GRU",
     "Flatten",
     "Gelu",
     "GlobalAvgPool",
     "Layer",
+    "LSTM",
     "LayerNorm",
     "LeakyRelu",
     "MaxPool2D",

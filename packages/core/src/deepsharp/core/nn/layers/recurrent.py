@@ -1,0 +1,167 @@
+"""Recurrent layers: LSTM and GRU over sequences (N, L, D), with PyTorch's gate equations and slot
+layouts, so that weights can be exchanged with `torch.nn.LSTM` and `torch.nn.GRU` (one layer,
+one direction, `batch_first=True`).
+
+Both are written in the operations every engine has (products, slices, sigmoid, tanh, sums and
+products value by value), so their way back is the rulebook's: the inputs' share of every gate
+at every position is one product, taken before the first step; each step then adds the state's
+share (one product) and mixes the gates. The state starts at zeros.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from deepsharp.core.autodiff import functions as ops
+from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.errors import ShapeError
+from deepsharp.core.nn.initializers import check_initializer
+from deepsharp.core.nn.layer import Layer, Pass, Shape, whole
+
+__all__ = ["GRU", "LSTM"]
+
+
+class _Recurrent(Layer):
+    """What LSTM and GRU share: the slots, their shapes and first values, and the inputs' share
+    of the gates at every position."""
+
+    gates: ClassVar[int] = 1
+    """How many gates share the slots' rows."""
+
+    def __init__(
+        self,
+        units: int,
+        return_sequences: bool = False,
+        init: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.units = whole(self.kind, "units", units)
+        if not isinstance(return_sequences, bool):
+            raise ValueError(
+                f"{self.kind}: return_sequences is True or False, not {return_sequences!r}"
+            )
+        self.return_sequences = return_sequences
+        self.init = None if init is None else check_initializer(init, self.kind)
+
+    def build(self, shape: Shape) -> Shape:
+        if len(shape) != 2:
+            raise ShapeError(
+                f"{self.label} takes sequences (N, L, D): rows of shape (L, D), not rows of "
+                f"shape {shape}; an Embedding makes them from ids (N, L), Reshape((L, D)) from "
+                "flat rows"
+            )
+        length, features = shape
+        units, wide = self.units, self.gates * self.units
+        if self.init is None:
+            # PyTorch's first values: every slot uniform in ±1/sqrt(units), which is he_uniform
+            # (±sqrt(6 / fan_in)) with a fan_in of 6·units.
+            for slot, size in (("weight_ih", features), ("weight_hh", units)):
+                self.slot(slot, (wide, size), "he_uniform", 6 * units)
+            for slot in ("bias_ih", "bias_hh"):
+                self.slot(slot, (wide,), "he_uniform", 6 * units)
+        else:
+            self.slot("weight_ih", (wide, features), self.init, features, wide)
+            self.slot("weight_hh", (wide, units), self.init, units, wide)
+            for slot in ("bias_ih", "bias_hh"):
+                self.slot(slot, (wide,), "zeros")
+        return (length, units) if self.return_sequences else (units,)
+
+    def _inputs_share(self, x: Tensor, weights: Tensor, bias: Tensor) -> list[Tensor]:
+        """x @ weights.T + bias at every position, one product for them all: (N, gates·units)
+        for each of the L positions, in order."""
+        rows, length, features = x.shape
+        by_step = ops.reshape(ops.transpose(x, (1, 0, 2)), (length * rows, features))
+        share = ops.matmul(by_step, weights, transpose_b=True) + bias
+        return [ops.slice(share, 0, t * rows, (t + 1) * rows) for t in range(length)]
+
+    def _outputs(self, states: list[Tensor]) -> Tensor:
+        """The last state (N, units), or every state (N, L, units) with `return_sequences`."""
+        if not self.return_sequences:
+            return states[-1]
+        rows = states[0].shape[0]
+        every = states[0] if len(states) == 1 else ops.concatenate(states, 0)
+        stacked = ops.reshape(every, (len(states), rows, self.units))
+        return ops.transpose(stacked, (1, 0, 2))
+
+    def config(self) -> dict[str, Any]:
+        made: dict[str, Any] = {"units": self.units}
+        if self.return_sequences:
+            made["return_sequences"] = True
+        if self.init is not None:
+            made["init"] = self.init
+        return made
+
+
+class LSTM(_Recurrent):
+    """A long short-term memory over sequences (N, L, D) -> the last state (N, units), or every
+    state (N, L, units) with `return_sequences=True`.
+
+    PyTorch's equations, at each position t from zero states h and c:
+    i = sigmoid(W_ii x + b_ii + W_hi h + b_hi), f = sigmoid(W_if x + b_if + W_hf h + b_hf),
+    g = tanh(W_ig x + b_ig + W_hg h + b_hg), o = sigmoid(W_io x + b_io + W_ho h + b_ho),
+    c = f·c + i·g, h = o·tanh(c). Its slots are PyTorch's: `weight_ih` (4·units, D),
+    `weight_hh` (4·units, units), `bias_ih` and `bias_hh` (4·units,), the gates' rows in the
+    order i, f, g, o. First values as PyTorch draws them (uniform in ±1/√units), or weights by
+    the initialiser `init` names and biases at zero.
+    """
+
+    gates = 4
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        units = self.units
+        weights = slots["weight_hh"]
+        shares = self._inputs_share(x, slots["weight_ih"], slots["bias_ih"] + slots["bias_hh"])
+        states: list[Tensor] = []
+        cell: Tensor | None = None
+        for share in shares:
+            # From the zero state the state's share of the gates is nothing.
+            gates = (
+                share if not states else share + ops.matmul(states[-1], weights, transpose_b=True)
+            )
+            opened = ops.sigmoid(gates)  # i, f and o (g's quarter goes through tanh instead)
+            entering = ops.slice(opened, 1, 0, units) * ops.tanh(
+                ops.slice(gates, 1, 2 * units, 3 * units)
+            )
+            if cell is None:
+                cell = entering
+            else:
+                cell = ops.slice(opened, 1, units, 2 * units) * cell + entering
+            states.append(ops.slice(opened, 1, 3 * units, 4 * units) * ops.tanh(cell))
+        return self._outputs(states)
+
+
+class GRU(_Recurrent):
+    """A gated recurrent unit over sequences (N, L, D) -> the last state (N, units), or every
+    state (N, L, units) with `return_sequences=True`.
+
+    PyTorch's equations, at each position t from a zero state h:
+    r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z = sigmoid(W_iz x + b_iz + W_hz h + b_hz),
+    n = tanh(W_in x + b_in + r·(W_hn h + b_hn)), h = (1 - z)·n + z·h. Its slots are PyTorch's:
+    `weight_ih` (3·units, D), `weight_hh` (3·units, units), `bias_ih` and `bias_hh`
+    (3·units,), the gates' rows in the order r, z, n. First values as PyTorch draws them
+    (uniform in ±1/√units), or weights by the initialiser `init` names and biases at zero.
+    """
+
+    gates = 3
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        units = self.units
+        weights, bias = slots["weight_hh"], slots["bias_hh"]
+        shares = self._inputs_share(x, slots["weight_ih"], slots["bias_ih"])
+        states: list[Tensor] = []
+        for share in shares:
+            # The state's share of the gates; from the zero state, its bias alone.
+            own = bias if not states else ops.matmul(states[-1], weights, transpose_b=True) + bias
+            mixed = ops.sigmoid(
+                ops.slice(share, 1, 0, 2 * units) + ops.slice(own, -1, 0, 2 * units)
+            )
+            reset, update = ops.slice(mixed, 1, 0, units), ops.slice(mixed, 1, units, 2 * units)
+            new = ops.tanh(
+                ops.slice(share, 1, 2 * units, 3 * units)
+                + reset * ops.slice(own, -1, 2 * units, 3 * units)
+            )
+            # (1 - z)·n + z·h, written n + z·(h - n): one product fewer.
+            states.append((1.0 - update) * new if not states else new + update * (states[-1] - new))
+        return self._outputs(states)

@@ -1,0 +1,150 @@
+"""Recurrent layers: LSTM and GRU over sequences (N, L, D). Their way back is nudged in the layer
+harness (test_layer_harness); PyTorch twins are in the torch engine's tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    GRU,
+    LSTM,
+    Adam,
+    BinaryCrossEntropy,
+    DataError,
+    Dense,
+    Embedding,
+    Input,
+    MeanSquaredError,
+    Network,
+    ShapeError,
+    Trainer,
+)
+from deepsharp.core.random import Generator
+
+KINDS = [LSTM, GRU]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.kind)
+def test_slots_have_pytorch_s_shapes_and_the_output_its_shape(kind: type[LSTM]) -> None:
+    gates = 4 if kind is LSTM else 3
+    last = Network([kind(5)], inputs=(7, 3))
+    every = Network([kind(5, return_sequences=True, name="seq")], inputs=(7, 3))
+    name = kind.kind.lower()
+    assert {n: s.shape for n, s in last.specs.items()} == {
+        f"{name}.weight_ih": (gates * 5, 3),
+        f"{name}.weight_hh": (gates * 5, 5),
+        f"{name}.bias_ih": (gates * 5,),
+        f"{name}.bias_hh": (gates * 5,),
+    }
+    assert last.output_shape == (5,) and every.output_shape == (7, 5)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.kind)
+def test_first_values_are_pytorch_s_unless_an_initialiser_is_named(kind: type[LSTM]) -> None:
+    network = Network([kind(16)], inputs=(4, 3))
+    network.initialize(Generator(0))
+    for value in network.slots.values():
+        assert np.abs(value).max() <= 0.25 and np.abs(value).max() > 0.2  # ±1/sqrt(16)
+    named = Network([kind(16, init="glorot_uniform")], inputs=(4, 3))
+    named.initialize(Generator(0))
+    slots = named.slots
+    name = kind.kind.lower()
+    assert not slots[f"{name}.bias_ih"].any() and not slots[f"{name}.bias_hh"].any()
+    assert np.abs(slots[f"{name}.weight_ih"]).max() > 0.25
+
+
+@pytest.mark.parametrize(
+    ("shape", "said"),
+    [(5, r"rows of shape \(5,\)"), ((2, 3, 4), r"rows of shape \(2, 3, 4\)")],
+)
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.kind)
+def test_a_sequence_of_the_wrong_rank_is_refused_naming_the_layer(
+    kind: type[LSTM], shape: Any, said: str
+) -> None:
+    with pytest.raises(ShapeError, match=rf"layer '{kind.kind.lower()}' .*takes sequences "):
+        Network([kind(4)], inputs=shape)
+    with pytest.raises(ShapeError, match=said):
+        kind(4)(Input(shape))
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda: LSTM(0), "LSTM: units must be a positive whole number, not 0"),
+        (lambda: GRU(2.5), "GRU: units must be a positive whole number, not 2.5"),
+        (lambda: LSTM(4, return_sequences=1), "return_sequences is True or False, not 1"),
+        (lambda: GRU(4, init="glorot"), None),
+        (lambda: LSTM(4, init="orthogonal"), "LSTM: no initialiser 'orthogonal'"),
+    ],
+)
+def test_arguments_are_checked_where_the_layer_is_made(make: Any, said: str | None) -> None:
+    if said is None:
+        make()  # an alias of glorot_uniform
+        return
+    with pytest.raises(ValueError, match=said):
+        make()
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.kind)
+def test_a_saved_recurrent_network_loads_and_predicts_the_same_bits(
+    kind: type[LSTM], tmp_path: Path
+) -> None:
+    network = Network([kind(6, return_sequences=True), kind(3), Dense(1)], inputs=(5, 2))
+    network.initialize(Generator(1))
+    network.save(tmp_path / "n.safetensors")
+    again = Network.load(tmp_path / "n.safetensors")
+    assert repr(again) == repr(network)
+    rows = np.random.default_rng(2).standard_normal((40, 5, 2)).astype(np.float32)
+    loss = MeanSquaredError()
+    assert again.predict(rows, loss).tobytes() == network.predict(rows, loss).tobytes()
+
+
+def _remembering(seed: int, count: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Sequences whose answer is the sign of their first value, under noise that follows it:
+    a layer must carry it through every later position."""
+    rng = np.random.default_rng(seed)
+    rows = rng.standard_normal((count, 8, 2)).astype(np.float32)
+    return rows, (rows[:, 0, :1] > 0).astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.kind)
+def test_a_recurrent_layer_learns_to_carry_its_first_position_to_the_end(
+    kind: type[LSTM],
+) -> None:
+    rows, aims = _remembering(5)
+    network = Network([kind(8), Dense(1)], inputs=(8, 2))
+    with Trainer(network, BinaryCrossEntropy(), Adam(0.01), seed=6) as trainer:
+        for _ in range(150):
+            trainer.step(rows, aims)
+    tests, answers = _remembering(7)
+    chances = network.predict(tests, BinaryCrossEntropy())
+    assert ((chances > 0.5) == (answers > 0.5)).mean() > 0.95
+
+
+def test_a_chain_that_starts_with_an_embedding_takes_int64_ids() -> None:
+    """Before: a chain's input was float32 whatever its first layer, so ids became floats (and
+    the Embedding refused them)."""
+    network = Network([Embedding(10, 4), LSTM(3), Dense(1)], inputs=6)
+    assert network.input_specs[0].dtype == "int64"
+    ids = np.arange(12).reshape(2, 6) % 10
+    assert network.arrange(ids)[0].dtype == np.int64
+    with pytest.raises(DataError, match="takes int64 ids, and is given float64 values"):
+        network.arrange(ids.astype(np.float64))
+
+
+@pytest.mark.parametrize("other", ["light:float32", "light:mixed_bfloat16", "testbuffer"])
+def test_compare_holds_every_operation_of_a_recurrent_step_within_its_bound(other: str) -> None:
+    from deepsharp.core import GRU, BinaryCrossEntropy, compare
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 50, (16, 10)).astype(np.int64)
+    aims = (rng.random((16, 1)) > 0.5).astype(np.float32)
+    network = Network(
+        [Embedding(50, 8), LSTM(6, return_sequences=True), GRU(5), Dense(1)], inputs=10
+    )
+    found = compare(network, BinaryCrossEntropy(), (ids, aims), engines=("light", other))
+    assert found.within and len(found.rows) > 500, str(found)

@@ -1,0 +1,208 @@
+"""Text columns: a column of strings as int64 ids of a fixed length, over a vocabulary learned
+from the training rows (most frequent first; 0 padding, 1 unknown), also in parts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deepsharp.core import DataError, FileFormatError, Pipeline, read_csv, scan_csv
+from deepsharp.core.data.summaries import TokenCounts
+from deepsharp.core.data.text import Text
+
+MESSAGES = [
+    {"message": "Win a FREE prize now! Call now.", "label": "spam"},
+    {"message": "are we still on for lunch?", "label": "ham"},
+    {"message": "Call me when you are free", "label": "ham"},
+    {"message": "", "label": "ham"},
+    {"message": None, "label": "ham"},
+]
+
+
+def learned(**settings: Any) -> Pipeline:
+    return Pipeline().text("message", **settings).target("label").learn(MESSAGES)
+
+
+def test_words_are_ids_most_frequent_first_padded_with_0_at_the_end() -> None:
+    pipe = learned(length=8, vocabulary=100)
+    column = pipe._columns[0]
+    assert isinstance(column, Text)
+    # Counts: call 2, free 2, now 2, are 2; then the words seen once, each tie by its text.
+    assert column.tokens[:4] == ["are", "call", "free", "now"]
+    ids = pipe.features(MESSAGES)
+    assert ids.dtype == np.int64 and ids.shape == (5, 8)
+    lookup = {token: 2 + i for i, token in enumerate(column.tokens)}
+    assert ids[0].tolist() == [lookup[w] for w in "win a free prize now call now".split()] + [0]
+    assert ids[3].tolist() == [0] * 8 and ids[4].tolist() == [0] * 8  # empty and missing
+
+
+def test_a_word_outside_the_vocabulary_is_1_and_a_long_text_keeps_its_first_words() -> None:
+    pipe = learned(length=3, vocabulary=6)  # padding, unknown and the 4 most frequent words
+    assert pipe._columns[0].tokens == ["are", "call", "free", "now"]  # type: ignore[attr-defined]
+    ids = pipe.features([{"message": "now is the time to call", "label": "ham"}])
+    assert ids.tolist() == [[5, 1, 1]]
+
+
+def test_padding_at_the_start_puts_the_ids_last() -> None:
+    pipe = learned(length=6, padding="start")
+    ids = pipe.features([{"message": "call now", "label": "ham"}])
+    assert ids.tolist() == [[0, 0, 0, 0, 3, 5]]
+
+
+def test_characters_are_tokens_of_their_own_case_kept() -> None:
+    rows = [{"message": "abca", "label": "x"}, {"message": "aB", "label": "y"}]
+    pipe = Pipeline().text("message", tokens="characters", length=5).target("label").learn(rows)
+    assert pipe._columns[0].tokens == ["a", "B", "b", "c"]  # type: ignore[attr-defined]
+    assert pipe.features([{"message": "cab?", "label": "x"}]).tolist() == [[5, 2, 4, 1, 0]]
+
+
+def test_a_value_that_is_not_text_is_refused_naming_row_and_column() -> None:
+    rows = [{"message": "hello", "label": "x"}, {"message": 3.5, "label": "y"}]
+    with pytest.raises(DataError, match=r"row 2 \(counting from 1\), column 'message': .*3\.5"):
+        Pipeline().text("message").target("label").learn(rows)
+    pipe = learned()
+    with pytest.raises(DataError, match=r"row 1 .*column 'message': expected text.*\['a'\]"):
+        pipe.features([{"message": ["a"], "label": "x"}])
+
+
+def test_a_dataframe_column_of_numbers_is_refused_as_text() -> None:
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"message": [1.0, 2.0], "label": ["x", "y"]})
+    with pytest.raises(DataError, match=r"row 1 .*column 'message': expected text, found 1\.0"):
+        Pipeline().text("message").target("label").learn(frame)
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"tokens": "letters"}, "tokens is 'words' or 'characters', not 'letters'"),
+        ({"length": 0}, "length must be a whole number of 1 to 1,048,576, not 0"),
+        ({"vocabulary": 2}, "vocabulary must be a whole number of 3 to 16,777,216, not 2"),
+        ({"length": 2.0}, "length must be a whole number of 1 to 1,048,576, not 2.0"),
+        ({"padding": "left"}, "padding is 'end' or 'start', not 'left'"),
+    ],
+)
+def test_settings_are_checked_where_the_column_is_declared(
+    settings: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(ValueError, match=said):
+        Pipeline().text("message", **settings)
+
+
+def test_the_vocabulary_is_recorded_in_the_recipe_and_read_back() -> None:
+    pipe = learned(length=7, vocabulary=9, padding="start")
+    recorded = json.loads(json.dumps(pipe.to_json()))
+    entry = recorded["columns"][0]
+    assert entry["tokens"] == "words" and entry["length"] == 7 and entry["vocabulary"] == 9
+    assert entry["learned"]["vocabulary"] == pipe._columns[0].tokens  # type: ignore[attr-defined]
+    again = Pipeline.from_json(recorded)
+    assert again.features(MESSAGES).tobytes() == pipe.features(MESSAGES).tobytes()
+    entry["learned"]["vocabulary"] = [f"w{i}" for i in range(8)]
+    with pytest.raises(FileFormatError, match=r"columns\[0\].learned.vocabulary: 8 tokens"):
+        Pipeline.from_json(recorded)
+
+
+def test_a_text_column_learned_in_parts_learns_what_it_learns_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "messages.csv"
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(40)]
+    lines = ["message,label"]
+    for i in range(300):
+        picked = rng.choice(words, size=int(rng.integers(0, 9)), p=_zipf(len(words)))
+        lines.append(f"{' '.join(picked)},{i % 2}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    whole = Pipeline().text("message", length=5, vocabulary=30).target("label")
+    whole.learn(read_csv(path))
+    parts = Pipeline().text("message", length=5, vocabulary=30).target("label")
+    learning = parts.learning(["message", "label"])
+    for part in scan_csv(path, read_rows=7).parts(learning.reads):
+        learning.add(part)
+    learning.finish()
+    assert parts.to_json() == whole.to_json()
+
+
+def _zipf(count: int) -> np.ndarray:
+    weights = 1.0 / np.arange(1, count + 1)
+    return np.asarray(weights / weights.sum())
+
+
+def test_token_counts_are_exact_within_their_table_and_bounded_past_it() -> None:
+    rng = np.random.default_rng(1)
+    draws = rng.zipf(1.3, 200_000) % 50_000
+    exact = TokenCounts(limit=100_000)
+    small = TokenCounts(limit=1_000)
+    largest = 0
+    for start in range(0, len(draws), 5_000):
+        part = [f"t{v}" for v in draws[start : start + 5_000]]
+        exact.add(part)
+        small.add(part)
+        largest = max(largest, len(small.counts))
+    truth = dict(zip(*np.unique([f"t{v}" for v in draws], return_counts=True), strict=True))
+    assert exact.exact and exact.counts == {k: int(v) for k, v in truth.items()}
+    assert not small.exact and largest <= 1_000
+    ranked = sorted(truth, key=lambda t: (-truth[t], t))
+    assert small.most_frequent(20) == ranked[:20]
+    # Each count kept lies below the true one by at most the rows over the table's size.
+    assert all(0 <= truth[t] - c <= len(draws) / 1_001 for t, c in small.counts.items())
+
+
+def test_text_and_numbers_feed_inputs_of_their_own() -> None:
+    rows = [{"message": "call now", "length": str(i), "label": str(i % 2)} for i in range(3)]
+    pipe = (
+        Pipeline()
+        .text("message", length=4, input="words")
+        .number("length", input="numbers")
+        .target("label")
+        .learn(rows)
+    )
+    features = pipe.features(rows)
+    assert features["words"].dtype == np.int64 and features["numbers"].dtype == np.float32
+    with pytest.raises(ValueError, match="makes float32 values and column 'message' int64"):
+        Pipeline().text("message").number("length")
+
+
+def _spam_csv(path: Path, count: int) -> Path:
+    import csv
+
+    from deepsharp.core.samples import spam
+
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["label", "message"])
+        writer.writerows([row["label"], row["message"]] for row in spam.rows()[:count])
+    return path
+
+
+def test_a_scanned_file_of_messages_trains_and_serves_them_in_parts(tmp_path: Path) -> None:
+    from deepsharp.core import (
+        LSTM,
+        Adam,
+        BinaryCrossEntropy,
+        Dense,
+        Embedding,
+        FitOptions,
+        Network,
+        TrainedNetwork,
+        fit,
+    )
+
+    path = _spam_csv(tmp_path / "sms.csv", 1200)
+    recipe = Pipeline().text("message", length=24, vocabulary=2000, padding="start")
+    recipe.target("label")
+    run = fit(
+        recipe,
+        scan_csv(path, read_rows=256, buffer_rows=512),
+        Network([Embedding(2000, 16), LSTM(16), Dense(1)]),
+        BinaryCrossEntropy(),
+        Adam(0.01),
+        FitOptions(seed=1, epochs=4, progress=False),
+    )
+    assert run.report.measures["accuracy"] > 0.9
+    run.trained.save(tmp_path / "sms.safetensors")
+    served = TrainedNetwork.load(tmp_path / "sms.safetensors")
+    parts = np.concatenate(list(served.predict_parts(scan_csv(path, read_rows=100))))
+    assert parts.tobytes() == run.trained.predict(read_csv(path)).tobytes()
