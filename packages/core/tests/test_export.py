@@ -63,7 +63,7 @@ from deepsharp.core import (
 from deepsharp.core.cli import main
 from deepsharp.core.data.columns import COLUMN_KINDS, ColumnKind
 from deepsharp.core.export import forms
-from deepsharp.core.export.columns import COLUMN_EXPORTS, write_columns
+from deepsharp.core.export.columns import COLUMN_EXPORTS, Inputs, write_columns
 from deepsharp.core.export.graph import OnnxGraph
 from deepsharp.core.export.layers import LAYER_EXPORTS
 from deepsharp.core.export.writer import OFFERED
@@ -176,7 +176,7 @@ def test_the_exported_pipeline_makes_deepsharp_s_features(titanic_file: Path) ->
 
     pipeline = TrainedNetwork.load(titanic_file).pipeline
     graph = OnnxGraph()
-    made, _ = write_columns(graph, pipeline.columns)
+    made = write_columns(graph, pipeline.columns, Inputs(graph))
     graph.output(made, np.float32, ["N", pipeline.feature_count])
     model = graph.model()
     served = onnxruntime.InferenceSession(model.SerializeToString())
@@ -515,3 +515,71 @@ def test_without_onnx_installed_export_says_what_to_install(
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(ExportError, match=r"pip install 'deepsharp\[onnx\]'"):
         _small().export_onnx(tmp_path / "x.onnx")
+
+
+def _messages(count: int) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(12)
+    words = ["free", "win", "cash", "hello", "lunch", "meet", "call", "now", "prize", "home"]
+    rows = []
+    for _ in range(count):
+        picked = [words[i] for i in rng.integers(0, len(words), rng.integers(2, 9))]
+        spam = sum(word in ("free", "win", "cash", "prize") for word in picked) >= 2
+        rows.append({"message": " ".join(picked), "size": float(len(picked)), "label": str(int(spam))})
+    return rows
+
+
+def test_a_text_column_s_ids_and_several_inputs_are_served_by_onnxruntime(tmp_path: Path) -> None:
+    """A pipeline feeding two inputs (a text column's ids, a number column): the file takes the
+    text's ids (int64, as the pipeline makes them: ONNX cannot cut text as the column does) and
+    the number raw, and serves what deepsharp serves."""
+    from deepsharp.core import (
+        Adam,
+        BinaryCrossEntropy,
+        Concatenate,
+        Dense,
+        Embedding,
+        FitOptions,
+        Flatten,
+        Input,
+        Network,
+        Pipeline,
+        fit,
+    )
+
+    pipeline = (
+        Pipeline()
+        .text("message", length=8, vocabulary=20, input="words")
+        .number("size", input="numbers")
+        .target("label", kind="binary")
+    )
+    ids, numbers = Input(8, dtype="int64", name="words"), Input(1, name="numbers")
+    joined = Concatenate()([Flatten()(Embedding(20, 3)(ids)), numbers])
+    network = Network(inputs=[ids, numbers], outputs=Dense(1)(joined))
+    rows = _messages(300)
+    run = fit(pipeline, rows, network, BinaryCrossEntropy(), Adam(0.05), FitOptions(seed=2, epochs=3))
+    out = tmp_path / "messages.onnx"
+    run.trained.export_onnx(out)
+    served = session(out)
+    assert {entry.name: entry.type for entry in served.get_inputs()} == {
+        "message": "tensor(int64)",
+        "size": "tensor(double)",
+    }
+    given = {
+        "message": run.trained.pipeline.features(rows)["words"],
+        "size": np.array([[row["size"]] for row in rows], np.float64),
+    }
+    got = served.run(None, given)[0]
+    assert np.abs(got - run.trained.predict(rows)).max() < 1e-5
+
+
+def test_the_spam_sample_s_file_serves_its_ids_in_onnxruntime(tmp_path: Path) -> None:
+    from deepsharp.core.samples import spam
+
+    trained = spam.run(epochs=1).trained
+    out = tmp_path / "spam.onnx"
+    trained.export_onnx(out)
+    served = session(out)
+    rows = spam.rows()[:64]
+    (entry,) = served.get_inputs()
+    got = served.run(None, {entry.name: trained.pipeline.features(rows)})[0]
+    assert np.abs(got - trained.predict(rows)).max() < 1e-5

@@ -449,6 +449,11 @@ class Pipeline:
             return None
         return {str(name): (sum(c.width() for c in group),) for name, group in groups.items()}
 
+    def column_groups(self) -> dict[str | None, list[ColumnKind]]:
+        """The learned columns of each input it feeds (None: the one input), in order."""
+        self._require_learned("column_groups")
+        return _groups(self._columns)
+
     @property
     def columns(self) -> list[ColumnKind]:
         """The learned columns, in the order their features stand (empty for arrays)."""

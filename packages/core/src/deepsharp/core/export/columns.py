@@ -8,7 +8,11 @@ as the pipeline does, with the statistics it learned as constants:
 - a category column as text (N, 1), '' where missing: one-hot over the learned values, all
   zeros for a value the training rows did not hold (ai.onnx.ml's LabelEncoder, then Equal);
 - a flag column as text (N, 1): 1.0 where the field holds anything, 0.0 for '';
-- an image column as float64 (N, width): divided by its divisor in float64, then float32.
+- an image column as float64 (N, width): divided by its divisor in float64, then float32;
+- a text column as its ids, int64 (N, length), as the pipeline makes them
+  (`trained.pipeline.features(rows)`): ONNX's standard operators have no tokenizer that cuts
+  text as the column does (runs of word characters, lower case), so its ids are the file's
+  input and the tokens stay deepsharp's to cut.
 
 Text is given as the pipeline reads it: stripped, a whole number as its digits ('3' for 3 or
 3.0). What ONNX cannot do is said where it matters: it cannot refuse a row, so a category
@@ -27,6 +31,7 @@ import numpy as np
 
 from deepsharp.core.data.columns import Category, ColumnKind, Flag, Number
 from deepsharp.core.data.images import Image
+from deepsharp.core.data.text import Text
 from deepsharp.core.errors import DeepSharpWarning, ExportError
 from deepsharp.core.export.graph import OnnxGraph
 
@@ -48,7 +53,7 @@ class Inputs:
         name = str(column.name)
         found = self.taken.get(name)
         if found is None:
-            dtype: Any = np.float64 if kind == "float64" else "string"
+            dtype: Any = {"float64": np.float64, "ids": np.int64}.get(kind, "string")
             self.graph.input(name, dtype, ["N", width])
             self.taken[name] = (kind, column.kind, width)
         elif found[0] != kind or found[2] != width:
@@ -132,21 +137,25 @@ def image(g: OnnxGraph, inputs: Inputs, column: Image) -> str:
     return g.one("Cast", x, to=_FLOAT)
 
 
+def text(g: OnnxGraph, inputs: Inputs, column: Text) -> str:
+    """The column's ids as given, int64 (N, length): the file's input is what the pipeline's
+    tokens make."""
+    return inputs.take(column, "ids", column.width())
+
+
 COLUMN_EXPORTS: dict[str, ColumnExport] = {
     Number.key: number,
     Category.key: category,
     Flag.key: flag,
     Image.key: image,
+    Text.key: text,
 }
 """Each column kind (its key) -> how its features are written from its raw input."""
 
 
-def write_columns(
-    g: OnnxGraph, columns: list[ColumnKind]
-) -> tuple[str, dict[str, tuple[str, str, int]]]:
-    """Every column's features side by side (N, features), float32, from raw inputs; and the
-    inputs taken (name -> type, kind, width)."""
-    inputs = Inputs(g)
+def write_columns(g: OnnxGraph, columns: list[ColumnKind], inputs: Inputs) -> str:
+    """Every column's features side by side (N, features) — float32, or int64 for ids — from
+    raw inputs (taken into `inputs`)."""
     made = []
     for column in columns:
         export = COLUMN_EXPORTS.get(column.key)
@@ -163,4 +172,4 @@ def write_columns(
         except ExportError as error:
             raise ExportError(f"column {column.name!r} ({column.kind}): {error}") from None
     g.scope = "features"
-    return (made[0] if len(made) == 1 else g.one("Concat", *made, axis=1)), inputs.taken
+    return made[0] if len(made) == 1 else g.one("Concat", *made, axis=1)

@@ -67,6 +67,8 @@ LAYER_EXPORTS: dict[str, LayerExport | str] = {
     "PositionalEmbedding": forward,  # the table's first L rows added
     "MultiHeadAttention": forward,  # Gemm, MatMul over the heads, the masks as -1e9, softmax
     "TransformerBlock": forward,  # its parts' forms, in order
+    "LSTM": forward,  # unrolled: each step's Gemms, Sigmoids, Tanhs and products, in order
+    "GRU": forward,  # likewise
 }
 """Each layer kind (its key) -> its export, or why it cannot be exported."""
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.errors import ExportError
-from deepsharp.core.export.columns import write_columns
+from deepsharp.core.export.columns import Inputs, write_columns
 from deepsharp.core.export.graph import (
     DEFAULT_OPSET,
     OnnxGraph,
@@ -227,21 +227,31 @@ def _pipeline_inputs(
             described.append({"name": spec.name, "type": spec.dtype, "shape": ["N", *row]})
             made.append(_shaped(writer, x, spec.shape))
         return made, described
-    if len(specs) != 1:
+    groups = pipeline.column_groups()
+    if len(groups) != len(specs) or (len(specs) > 1 and set(groups) != {s.name for s in specs}):
         raise ExportError(
-            f"the network takes {len(specs)} inputs and its pipeline makes one matrix of "
-            "features: export the network alone (trained.network.export_onnx(path))"
+            f"the network takes {len(specs)} inputs ({', '.join(s.name for s in specs)}) and "
+            f"its pipeline feeds {', '.join(repr(n) for n in groups)}: export the network alone "
+            "(trained.network.export_onnx(path))"
         )
-    features, taken = write_columns(writer.graph, pipeline.columns)
+    inputs = Inputs(writer.graph)
+    made = []
+    for spec in specs:
+        group = groups[spec.name] if len(specs) > 1 else next(iter(groups.values()))
+        features = write_columns(writer.graph, group, inputs)
+        ids = group[0].dtype == "int64"
+        width = sum(column.width() for column in group)
+        shadow = writer.shadow.put(np.zeros((BATCH, width), np.int64 if ids else np.float32))
+        if writer.batch_source is None:
+            first = writer.graph.inputs[0][0]
+            writer.batch_source = Traced(first, writer.shadow.put(np.zeros((BATCH, 1))), True)
+        assert spec.shape is not None
+        made.append(_shaped(writer, Traced(features, shadow, True), spec.shape))
     described = [
         {"name": name, "type": kind, "shape": ["N", width]}
-        for name, (kind, _, width) in taken.items()
+        for name, (kind, _, width) in inputs.taken.items()
     ]
-    first = writer.graph.inputs[0][0]
-    shadow = writer.shadow.put(np.zeros((BATCH, pipeline.feature_count), np.float32))
-    writer.batch_source = Traced(first, shadow, True)
-    assert specs[0].shape is not None
-    return [_shaped(writer, Traced(features, shadow, True), specs[0].shape)], described
+    return made, described
 
 
 def _shaped(writer: WritingEngine, x: Traced, shape: tuple[int, ...]) -> Traced:

@@ -72,18 +72,22 @@ class _Recurrent(Layer):
         """x @ weights.T + bias at every position, one product for them all: (N, gates·units)
         for each of the L positions, in order."""
         rows, length, features = x.shape
-        by_step = ops.reshape(ops.transpose(x, (1, 0, 2)), (length * rows, features))
-        share = ops.matmul(by_step, weights, transpose_b=True) + bias
-        return [ops.slice(share, 0, t * rows, (t + 1) * rows) for t in range(length)]
+        wide = self.gates * self.units
+        # The rows stay first throughout (N·L, then N, L, wide): an exported graph serves any
+        # count of rows only where the batch's axis does not move.
+        flat = ops.reshape(x, (rows * length, features))
+        share = ops.reshape(
+            ops.matmul(flat, weights, transpose_b=True) + bias, (rows, length, wide)
+        )
+        return [ops.reshape(ops.slice(share, 1, t, t + 1), (rows, wide)) for t in range(length)]
 
     def _outputs(self, states: list[Tensor]) -> Tensor:
         """The last state (N, units), or every state (N, L, units) with `return_sequences`."""
         if not self.return_sequences:
             return states[-1]
         rows = states[0].shape[0]
-        every = states[0] if len(states) == 1 else ops.concatenate(states, 0)
-        stacked = ops.reshape(every, (len(states), rows, self.units))
-        return ops.transpose(stacked, (1, 0, 2))
+        steps = [ops.reshape(state, (rows, 1, self.units)) for state in states]
+        return steps[0] if len(steps) == 1 else ops.concatenate(steps, 1)
 
     def config(self) -> dict[str, Any]:
         made: dict[str, Any] = {"units": self.units}
