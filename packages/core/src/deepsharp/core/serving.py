@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from deepsharp.core import generating
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.engine import Engine
@@ -94,6 +95,21 @@ class TrainedNetwork:
             raise DataError(
                 f"{rows.path}: no rows: the file holds its header and no row; give at least one row"
             )
+
+    def generate(
+        self,
+        prompt: str,
+        length: int,
+        temperature: float = 1.0,
+        seed: int = 0,
+        engine: Engine | str | None = None,
+    ) -> str:
+        """For a next-token model (one text column in, each position's next-token logits out,
+        CrossEntropy — the Shakespeare sample): `prompt` and `length` tokens drawn after it,
+        each from softmax(logits / temperature) (lower: likelier text), from deepsharp's
+        generator keyed by `seed`. Refused, naming why, for a network that is no such model
+        (`deepsharp.core.generating`)."""
+        return generating.generate(self, prompt, length, temperature, seed, engine)
 
     def predict_features(
         self, features: Any, engine: Engine | str | None = None

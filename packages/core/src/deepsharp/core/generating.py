@@ -1,0 +1,132 @@
+"""Generation: a next-token model's text, drawn token after token (`TrainedNetwork.generate`).
+
+A next-token model is a trained network whose pipeline is one text column (its vocabulary cuts
+a prompt into ids and turns ids back into tokens), whose network takes one input of those ids,
+(L,) int64, and gives at every position the logits of the token that follows, (L, vocabulary),
+under `CrossEntropy` — the Shakespeare sample is one. Each new token is drawn from
+softmax(logits / temperature) at the last position the context fills (the last L tokens, from
+its start: a causal network reads no place after it), from deepsharp's own generator (`seed`),
+so the same call gives the same text on the same engine. Padding and unknown ids are never
+drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.data.text import UNKNOWN, Text
+from deepsharp.core.engine import Engine
+from deepsharp.core.errors import ConfigurationError
+from deepsharp.core.nn.layer import Pass
+from deepsharp.core.nn.losses import CrossEntropy
+from deepsharp.core.nn.predicting import serving_engine
+from deepsharp.core.random import Generator
+
+if TYPE_CHECKING:
+    from deepsharp.core.serving import TrainedNetwork
+
+__all__ = ["generate", "next_token_column"]
+
+
+def next_token_column(trained: TrainedNetwork) -> Text:
+    """The text column whose tokens a next-token model draws; a ConfigurationError naming what
+    makes `trained` none (its pipeline, its network's input or output, its loss)."""
+    pipeline, network = trained.pipeline, trained.network
+    columns = [] if pipeline.takes_arrays else pipeline.columns
+    if len(columns) != 1 or not isinstance(columns[0], Text):
+        kinds = ", ".join(f"{c.kind} {c.name!r}" for c in columns) or "arrays"
+        raise ConfigurationError(
+            f"generate draws tokens of a next-token model, whose pipeline is one text column; "
+            f"this one's is {kinds}: a network trained on other rows predicts them, it does not "
+            "write text"
+        )
+    column = columns[0]
+    specs = network.input_specs
+    if len(specs) != 1 or specs[0].dtype != "int64" or specs[0].shape != (column.length,):
+        raise ConfigurationError(
+            f"generate needs a network of one input of the text column {column.name!r}'s ids, "
+            f"({column.length},) int64; this network's inputs are "
+            f"{[(s.name, s.shape, s.dtype) for s in specs]}"
+        )
+    if network.output_shape != (column.length, column.vocabulary):
+        raise ConfigurationError(
+            f"generate needs a network that gives, at each of the {column.length} positions, "
+            f"the logits of the next token over the column's {column.vocabulary} ids: "
+            f"(N, {column.length}, {column.vocabulary}); this one gives rows of "
+            f"{network.output_shape} ({network.layers[network.graph.nodes[-1].layer].label})"
+        )
+    if not isinstance(trained.loss, CrossEntropy):
+        raise ConfigurationError(
+            f"generate draws from the next token's softmax: the network's loss is "
+            f"{trained.loss!r}, not CrossEntropy"
+        )
+    return column
+
+
+def generate(
+    trained: TrainedNetwork,
+    prompt: str,
+    length: int,
+    temperature: float = 1.0,
+    seed: int = 0,
+    engine: Engine | str | None = None,
+) -> str:
+    """`prompt` and `length` tokens drawn after it (see the module's docstring)."""
+    column = next_token_column(trained)
+    if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+        raise ValueError(f"generate: length is a whole number of tokens to draw, not {length!r}")
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not 0.0 < temperature < math.inf
+    ):
+        raise ValueError(f"generate: temperature is a number above 0, not {temperature!r}")
+    if not isinstance(prompt, str):
+        raise TypeError(f"generate: the prompt is text, not {type(prompt).__name__}")
+    ids = [column.lookup.get(token, UNKNOWN) for token in column.split(prompt)]
+    if not ids:
+        raise ValueError(
+            f"generate: the prompt holds no token of the column {column.name!r} "
+            f"({column.tokens_of}): give it some text to go on from"
+        )
+    tokens = column.tokens or []
+    made = serving_engine(engine)
+    network, context_length = trained.network, column.length
+    bound = network.put(made)
+    context = Pass(made, False, None)
+    draws = Generator(seed)
+    drawn: list[str] = []
+    with np.errstate(all="ignore"):
+        for _ in range(length):
+            window = ids[-context_length:]
+            row = np.zeros((1, context_length), np.int64)
+            row[0, : len(window)] = window
+            out = network.forward([Tensor.put(made, row)], bound, context)
+            logits = _logits(trained, made.get(out.handle)[0, len(window) - 1])
+            chosen = _draw(logits / temperature, draws)
+            ids.append(chosen)
+            drawn.append(tokens[chosen - 2])
+    joiner = "" if column.tokens_of == "characters" else " "
+    return prompt + (joiner if drawn and joiner and not prompt.endswith(" ") else "") + joiner.join(drawn)
+
+
+def _logits(trained: TrainedNetwork, outputs: NDArray[Any]) -> NDArray[np.float64]:
+    values = np.asarray(outputs, np.float64)
+    if isinstance(trained.loss, CrossEntropy) and not trained.loss.from_logits:
+        return np.log(np.maximum(values, 1e-300))  # probabilities given: their logs
+    return values
+
+
+def _draw(logits: NDArray[np.float64], draws: Generator) -> int:
+    """An id drawn from softmax(logits), never padding (0) or unknown (1)."""
+    logits = logits.copy()
+    logits[:2] = -np.inf
+    weights = np.exp(logits - logits.max())
+    cumulative = np.cumsum(weights)
+    place = draws.uniform(1)[0] * cumulative[-1]
+    return int(min(np.searchsorted(cumulative, place, side="right"), len(cumulative) - 1))
