@@ -39,6 +39,7 @@ from deepsharp.core.random import Generator
 from deepsharp.core.samples import titanic
 from deepsharp.core.training.trainer import StepHook
 from deepsharp.distributed import DataParallel, ReplicasDifferError
+from deepsharp.distributed.training import Place
 
 START = "forkserver"
 """How the tests start most jobs (conftest preloads the fork server)."""
@@ -322,8 +323,15 @@ SEEN: dict[str, Any] = {}
 
 @dataclasses.dataclass(frozen=True)
 class Watched(DataParallel):
-    """DataParallel that also records the first step: its slots, this process's rows, the
+    """DataParallel whose run also records the first step: its slots, this process's rows, the
     summed gradients the optimizer applies; and the transfers the second step made."""
+
+    def for_run(self) -> Place:
+        return WatchedPlace(self.join())
+
+
+class WatchedPlace(Place):
+    """A run's place in the job that records what `Watched` says."""
 
     def start(self, trainer: Trainer) -> None:
         super().start(trainer)

@@ -14,17 +14,19 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from deepsharp.core.engine import Engine, Handle
 from deepsharp.distributed._torch import require_torch, resolve_backend
 from deepsharp.distributed.bridge import host_bytes, shared_tensor
-from deepsharp.distributed.config import DataParallel
 from deepsharp.distributed.errors import DistributedError, ReplicasDifferError
 from deepsharp.distributed.reduction import all_gather, fast_sum, ordered_sum, shard_width
 from deepsharp.distributed.shares import Share, check_world_size, share_of
+
+if TYPE_CHECKING:  # the settings make jobs; a job reads its settings and imports nothing above
+    from deepsharp.distributed.config import DataParallel
 
 __all__ = ["Job", "join"]
 

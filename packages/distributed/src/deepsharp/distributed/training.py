@@ -1,7 +1,8 @@
 """DataParallel in the training loop: what `fit` asks of a run spread over processes, answered
 by this process's `Job`.
 
-fit calls a `Distribution` at seven points (deepsharp.core.training.distribution says which).
+`DataParallel.for_run` makes a `Place` when a run starts: the run's `Distribution`, which
+fit calls at seven points (deepsharp.core.training.distribution says which).
 Here each is one collective of the job, or none:
 
 - `check` (when resuming): the checkpoint's world size against the job's, refused naming both.
@@ -22,19 +23,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, Handle
-from deepsharp.core.training.distribution import Sums
+from deepsharp.core.training.distribution import Distribution, Sums
 from deepsharp.core.training.trainer import StepHook, Trainer
 from deepsharp.distributed.bridge import host_bytes
+from deepsharp.distributed.job import Job
 from deepsharp.distributed.shares import check_world_size
-
-if TYPE_CHECKING:
-    from deepsharp.distributed.job import Job
 
 __all__ = ["GradientSum", "Place"]
 
@@ -85,12 +84,22 @@ class GradientSum(StepHook):
         return float(np.frombuffer(host_bytes(self.engine, self.batch_loss), np.float32)[0])
 
 
-class Place:
-    """This process's part in one data-parallel run of `fit` (see the module's docstring)."""
+class Place(Distribution):
+    """This process's part in one data-parallel run of `fit` (see the module's docstring): the
+    run's `Distribution`, made by `DataParallel.for_run` when the run starts, holding the job
+    until `finish`."""
 
     def __init__(self, job: Job) -> None:
         self.job = job
         self.hook = GradientSum(job)
+
+    @property
+    def rank(self) -> int:
+        return self.job.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.job.world_size
 
     def share(self, count: int) -> tuple[int, int]:
         share = self.job.share(count)
@@ -138,3 +147,7 @@ class Place:
     def check(self, state: Mapping[str, Any], where: str) -> None:
         recorded = state.get("world_size")
         check_world_size(None if recorded is None else int(recorded), self.job.world_size, where)
+
+    def finish(self) -> None:
+        """Leave the job (its group ends here where this process started it: under torchrun)."""
+        self.job.close()

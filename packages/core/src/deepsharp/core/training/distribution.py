@@ -1,8 +1,11 @@
 """How a run is spread over processes: the one place the loop asks about them.
 
-A run in one process uses `OneProcess`, which changes nothing. A data-parallel run
-(`FitOptions(distributed=...)`, e.g. deepsharp-distributed's `DataParallel`) subclasses
-`Distribution`; the loop calls it at these points, and only these:
+A run in one process uses `OneProcess`, which changes nothing. A data-parallel run is given
+settings (`FitOptions(distributed=...)`: a `Spread`, e.g. deepsharp-distributed's
+`DataParallel`), which make the run's `Distribution` when it starts (`Spread.for_run`): the
+settings stay settings, and the live part of the run — its place in a job of processes — is an
+object of its own, made for the run and let go at its end. The loop calls the distribution at
+these points, and only these:
 
 1. `check(checkpoint.distribution, where)` before anything is read or restored, when resuming;
 2. `start(trainer)` once the trainer holds its slots (drawn, or restored from a checkpoint) and
@@ -31,7 +34,7 @@ from deepsharp.core.errors import CheckpointMismatchError
 if TYPE_CHECKING:
     from deepsharp.core.training.trainer import Trainer
 
-__all__ = ["Distribution", "OneProcess", "Sums"]
+__all__ = ["Distribution", "OneProcess", "Spread", "Sums"]
 
 
 @dataclass
@@ -57,8 +60,21 @@ class Sums:
         return self.right / self.rows if self.rows else math.nan
 
 
-class Distribution:
-    """How a run is spread over processes (see the module's docstring for when each is called)."""
+class Spread:
+    """How a run is to be spread over processes, as `FitOptions(distributed=...)` takes it:
+    settings, which make the run's `Distribution` when the run starts."""
+
+    def for_run(self) -> Distribution:
+        """The distribution of one run (joining its processes where it must)."""
+        raise NotImplementedError
+
+
+class Distribution(Spread):
+    """How a run is spread over processes (see the module's docstring for when each is called).
+    A distribution handed to `FitOptions` is its own run's."""
+
+    def for_run(self) -> Distribution:
+        return self
 
     @property
     def rank(self) -> int:

@@ -41,7 +41,7 @@ from deepsharp.core.training.callbacks import (
     RunState,
 )
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
-from deepsharp.core.training.distribution import Distribution, OneProcess, Sums
+from deepsharp.core.training.distribution import Distribution, OneProcess, Spread, Sums
 from deepsharp.core.training.feeds import Feed, feeds_for
 from deepsharp.core.training.scaling import (
     LossScaleSetting,
@@ -82,7 +82,7 @@ class FitOptions:
     checkpoint_every: int = 0
     checkpoint_keep: int = 1
     progress: bool | None = None
-    distributed: Distribution | None = None
+    distributed: Spread | None = None
     loss_scale: LossScaleSetting = "auto"
 
     def __post_init__(self) -> None:
@@ -103,9 +103,10 @@ class FitOptions:
             raise ValueError("FitOptions: checkpoint_every needs a checkpoint_dir to write into")
         if self.checkpoint_dir is not None and not self.checkpoint_every:
             self.checkpoint_every = 1  # a folder given is a folder to write into: every epoch
-        if self.distributed is not None and not isinstance(self.distributed, Distribution):
+        if self.distributed is not None and not isinstance(self.distributed, Spread):
             raise TypeError(
-                f"FitOptions: distributed is a Distribution (such as DataParallel()), not "
+                f"FitOptions: distributed says how the run is spread over processes (such as "
+                f"DataParallel()), not "
                 f"{self.distributed!r}"
             )
         check_setting(self.loss_scale, "FitOptions")
@@ -219,7 +220,7 @@ def fit(
     if not isinstance(options, FitOptions):
         raise TypeError(f"fit: options must be FitOptions, not {described(options)}")
     engine = make_engine(options.engine)
-    distribution = options.distributed or OneProcess()
+    distribution = (options.distributed or OneProcess()).for_run()
     checkpoint = _checkpoint(resume_from, engine, optimizer, options, distribution)
     parts = _callbacks(options, [*callbacks, *([on_epoch] if on_epoch is not None else [])])
     streams = Streams(options.seed)
