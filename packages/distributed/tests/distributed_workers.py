@@ -37,7 +37,7 @@ from deepsharp.core.engine import Engine
 from deepsharp.core.nn.layers import Pass
 from deepsharp.core.random import Generator
 from deepsharp.core.samples import titanic
-from deepsharp.core.training.trainer import StepHook
+from deepsharp.core.training.hooks import StepHook
 from deepsharp.distributed import DataParallel, ReplicasDifferError
 from deepsharp.distributed.training import Place
 

@@ -47,12 +47,20 @@ from deepsharp.core.nn.layers import (
     Softmax,
     Tanh,
 )
-from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
+from deepsharp.core.nn.losses import (
+    BinaryCrossEntropy,
+    CrossEntropy,
+    Huber,
+    Loss,
+    MeanAbsoluteError,
+    MeanSquaredError,
+)
 from deepsharp.core.nn.network import Network
 from deepsharp.core.nn.optimizers import SGD, Adam, AdamW, Optimizer
+from deepsharp.core.nn.optimizers.schedules import CosineDecay, Schedule, StepDecay
 from deepsharp.core.random import Generator
 from deepsharp.core.serving import TrainedNetwork
-from deepsharp.core.training.callbacks import Callback, RunState
+from deepsharp.core.training.callbacks import Callback, ReduceOnPlateau, RunState
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.hooks import StepHook
 from deepsharp.core.training.loop import FitOptions, Report, Run, fit
@@ -74,6 +82,7 @@ __all__ = [
     "ConfigurationError",
     "Conv1D",
     "Conv2D",
+    "CosineDecay",
     "CrossEntropy",
     "DataError",
     "DeepSharpError",
@@ -92,6 +101,7 @@ __all__ = [
     "Gelu",
     "Generator",
     "GlobalAvgPool",
+    "Huber",
     "Input",
     "Layer",
     "LayerNorm",
@@ -99,21 +109,25 @@ __all__ = [
     "Loss",
     "LossScale",
     "MaxPool2D",
+    "MeanAbsoluteError",
     "MeanSquaredError",
     "Network",
     "Optimizer",
     "Pipeline",
+    "ReduceOnPlateau",
     "Relu",
     "Report",
     "Reshape",
     "Run",
     "RunState",
     "SGD",
+    "Schedule",
     "ShapeError",
     "Sigmoid",
     "Silu",
     "Softmax",
     "StateError",
+    "StepDecay",
     "StepHook",
     "Symbol",
     "Tanh",

@@ -14,7 +14,8 @@ Here each is one collective of the job, or none:
   share/B, and beside them the share's loss (weighted alike), added over the processes: one
   collective a step. The summed gradients are the whole batch's; the summed loss is the whole
   batch's mean loss, which `all_finite` reads (no collective), so every process stops together.
-- `combine`: an epoch's (or a validation or test pass's) sums, added in rank order.
+- `combine`: an epoch's (or a validation or test pass's) sums, added in rank order; `gather`:
+  every process's predictions and targets (for the run's metrics), joined in rank order.
 - `state` into every checkpoint (the world size, the reduction); `finish` leaves the job.
 """
 
@@ -22,15 +23,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.training.distribution import Distribution, Sums
-from deepsharp.core.training.trainer import StepHook, Trainer
+from deepsharp.core.training.hooks import StepHook
+from deepsharp.core.training.trainer import Trainer
 from deepsharp.distributed.bridge import host_bytes
 from deepsharp.distributed.job import Job
 from deepsharp.distributed.shares import check_world_size
@@ -42,10 +45,11 @@ class GradientSum(StepHook):
     """The step hook of a data-parallel run: first among the trainer's hooks, so that every
     process holds the same gradients before any later hook (a loss scale) decides on them.
 
-    `objective` keeps the share's loss and weight (share/B; the objective itself is left as it
-    is, so a share's way back is one process's on those rows); `gradients` hands back the sum
-    over every process of the gradients times their weight. A process left no rows of a batch
-    takes no forward pass: its zeros take part, with weight 0.
+    `objective` keeps the share's weight (share/B; the objective itself is left as it is, so a
+    share's way back is one process's on those rows); `gradients` hands back the sum over every
+    process of the gradients — and of the step's loss (`trainer.step_loss`) — times their
+    weight. A process left no rows of a batch takes no forward pass: its zeros take part, with
+    weight 0.
     """
 
     def __init__(self, job: Job) -> None:
@@ -53,13 +57,11 @@ class GradientSum(StepHook):
         self.engine: Engine | None = None
         self.batch_loss: Handle | None = None
         """The whole batch's mean loss (every share's loss times its weight, summed)."""
-        self._loss: Handle | None = None
         self._weight = 0.0
 
     def objective(
         self, trainer: Trainer, value: Tensor, share: tuple[int, int, int] | None
     ) -> Tensor:
-        self._loss = value.handle
         if share is None:  # each process's rows a batch of its own: the mean of their gradients
             self._weight = 1.0 / self.job.world_size
         else:
@@ -69,12 +71,12 @@ class GradientSum(StepHook):
 
     def gradients(self, trainer: Trainer, grads: list[Handle]) -> list[Handle] | None:
         engine = self.engine = trainer.engine
-        loss = self._loss if self._loss is not None else engine.zeros(())
+        loss = trainer.step_loss.handle
         summed = self.job.reduce_gradients(
             engine, [*grads, engine.reshape(loss, (1,))], self._weight
         )
         self.batch_loss = summed[-1]
-        self._loss, self._weight = None, 0.0
+        self._weight = 0.0
         return summed[:-1]
 
     def batch_loss_value(self) -> float:
@@ -140,6 +142,9 @@ class Place(Distribution):
     def combine(self, sums: Sums) -> Sums:
         total = self.job.totals({"loss": sums.loss, "right": sums.right, "rows": sums.rows})
         return Sums(total["loss"], round(total["right"]), round(total["rows"]))
+
+    def gather(self, arrays: Sequence[NDArray[Any]]) -> list[NDArray[Any]]:
+        return [self.job.gather_rows(array) for array in arrays]
 
     def state(self) -> dict[str, Any]:
         return {"world_size": self.job.world_size, "reduction": self.job.config.reduction}

@@ -46,23 +46,37 @@ _LARGEST = 2**62  # counters and epochs beyond this are a file's lie, not a run'
 
 @dataclass(frozen=True)
 class EpochRecord:
-    """One epoch of a run: its mean training loss, its validation loss, and how long it took."""
+    """One epoch of a run: its mean training loss, its validation loss, how long it took, and
+    the run's metrics on the validation rows (`FitOptions(metrics=...)`; NaN where a metric has
+    no value, such as AUC on rows of one class)."""
 
     epoch: int
     loss: float
     validation_loss: float
     seconds: float
+    metrics: Mapping[str, float] = field(default_factory=dict)
 
-    def to_json(self) -> list[float]:
-        return [self.epoch, self.loss, self.validation_loss, self.seconds]
+    def to_json(self) -> list[Any]:
+        kept: list[Any] = [self.epoch, self.loss, self.validation_loss, self.seconds]
+        if self.metrics:  # NaN has no JSON: null stands for it
+            kept.append({k: v if math.isfinite(v) else None for k, v in self.metrics.items()})
+        return kept
 
     @classmethod
     def from_json(cls, data: Any) -> EpochRecord:
-        if not (isinstance(data, list) and len(data) == 4):
+        if not (isinstance(data, list) and len(data) in (4, 5)):
             raise ValueError(
-                f"an epoch's record is [epoch, loss, validation, seconds], not {data!r}"
+                f"an epoch's record is [epoch, loss, validation, seconds] (and its metrics), "
+                f"not {data!r}"
             )
-        epoch, loss, validation, seconds = data
+        epoch, loss, validation, seconds = data[:4]
+        metrics = data[4] if len(data) == 5 else {}
+        if not isinstance(metrics, dict) or not all(
+            isinstance(k, str) and (v is None or _finite(v)) for k, v in metrics.items()
+        ):
+            raise ValueError(
+                f"epoch {epoch}: its metrics must map names to numbers, not {metrics!r}"
+            )
         if not _whole(epoch, 1):
             raise ValueError(f"an epoch's number must be a whole number from 1, not {epoch!r}")
         for what, value in (("loss", loss), ("validation loss", validation), ("seconds", seconds)):
@@ -72,7 +86,8 @@ class EpochRecord:
                 )
         if seconds < 0:
             raise ValueError(f"epoch {epoch}: its seconds must be 0 or more, not {seconds!r}")
-        return cls(epoch, float(loss), float(validation), float(seconds))
+        figures = {k: math.nan if v is None else float(v) for k, v in metrics.items()}
+        return cls(epoch, float(loss), float(validation), float(seconds), figures)
 
 
 def _whole(value: object, low: int = 0, high: int = _LARGEST) -> bool:
@@ -219,7 +234,7 @@ def _read(
         trainer=TrainerState(
             slots=parts["slots"],
             memory={kind: parts[f"memory/{kind}"] for kind in optimizer["memories"]},
-            optimizer={k: optimizer[k] for k in ("kind", "config", "steps")},
+            optimizer={k: optimizer[k] for k in ("kind", "config", "steps", "rate_scale")},
             generator=generator,
             hooks=_objects(state.get("hooks", {}), "hooks"),
             skipped_steps=skipped,
@@ -275,7 +290,18 @@ def _optimizer(value: object) -> dict[str, Any]:
     _object(config, "optimizer's config")
     if not _whole(steps):
         raise ValueError(f"its optimizer's step count must be a whole number, not {steps!r}")
-    return {"kind": kind, "config": config, "steps": steps, "memories": list(cls.memories)}
+    scale = record.get("rate_scale", 1.0)
+    if not _finite(scale) or scale <= 0:
+        raise ValueError(
+            f"its optimizer's rate scale must be a finite number above 0, not {scale!r}"
+        )
+    return {
+        "kind": kind,
+        "config": config,
+        "steps": steps,
+        "rate_scale": float(scale),
+        "memories": list(cls.memories),
+    }
 
 
 def _generator(value: object) -> dict[str, Any]:

@@ -17,7 +17,8 @@ these points, and only these:
 4. `all_finite(loss)` after every step: whether the step's loss is finite on every process, so
    that all stop together when a run diverges;
 5. `combine(sums)` after each pass over a part (an epoch's training rows, the validation rows,
-   the test rows): the sums over every process;
+   the test rows): the sums over every process; where the run takes metrics, `gather(arrays)`
+   too: every process's predictions and targets, in rank order;
 6. `writes`: whether this process writes checkpoints and draws the progress bar (rank 0);
 7. `state()` into every checkpoint (the world size, ...), `finish()` after the run.
 """
@@ -25,9 +26,11 @@ these points, and only these:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from numpy.typing import NDArray
 
 from deepsharp.core.errors import CheckpointMismatchError
 
@@ -105,6 +108,11 @@ class Distribution(Spread):
     def combine(self, sums: Sums) -> Sums:
         """The sums of every process."""
         return sums
+
+    def gather(self, arrays: Sequence[NDArray[Any]]) -> list[NDArray[Any]]:
+        """Each array's rows from every process, joined in rank order (each process passes
+        arrays of the same kinds and widths, of any number of rows)."""
+        return list(arrays)
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint records of the run's processes."""
