@@ -241,8 +241,13 @@ def _where(checkpoint: Checkpoint) -> str:
 
 
 def _callbacks(options: FitOptions, given: Sequence[Callback | EpochFunction]) -> list[Callback]:
-    """Early stopping, checkpoints, progress, then the user's own, in that order."""
+    """Early stopping, the user's callbacks that keep a state in checkpoints (a `name`:
+    ReduceOnPlateau), checkpoints, progress, then the user's others. A checkpoint is written
+    once every callback whose state it holds has had the epoch (it holds their decisions of
+    that epoch: a rate ReduceOnPlateau lowered), and before the others, which find it written."""
+    made = [c if isinstance(c, Callback) else EachEpoch(c) for c in given]
     parts: list[Callback] = [EarlyStopping(options.patience, options.restore_best)]
+    parts.extend(c for c in made if c.name)
     if options.checkpoint_every:
         assert options.checkpoint_dir is not None
         parts.append(
@@ -251,7 +256,7 @@ def _callbacks(options: FitOptions, given: Sequence[Callback | EpochFunction]) -
             )
         )
     parts.append(ProgressBar(options.progress))
-    parts.extend(c if isinstance(c, Callback) else EachEpoch(c) for c in given)
+    parts.extend(c for c in made if not c.name)
     return parts
 
 
