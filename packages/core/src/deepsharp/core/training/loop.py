@@ -349,9 +349,9 @@ def _evaluate(run: RunState, feed: Feed) -> tuple[Sums, dict[str, float]]:
         value, predicted = trainer.evaluate(batch.features, batch.targets)
         right = int(loss.correct(predicted, batch.targets).sum()) if loss.measures_accuracy else 0
         sums.add(value, len(batch), right)
-        if metrics:
+        if metrics:  # a feed's targets are as the loss takes them
             predictions.append(predicted)
-            targets.append(loss.targets(batch.targets, trainer.network.outputs))
+            targets.append(batch.targets)
     figures: dict[str, float] = {}
     if metrics:
         assert loss.task is not None  # check_metrics_fit refused a loss of no task
