@@ -341,16 +341,16 @@ class WatchedPlace(Place):
         SEEN["hook"] = hook
         step = trainer.step
 
-        def watched(features: Any, targets: Any, share: Any = None) -> float:
+        def watched(features: Any, targets: Any, share: Any = None, weights: Any = None) -> float:
             if "rows" not in SEEN:
                 SEEN["slots"] = list(trainer.network.slots.values())
                 SEEN["rows"] = (np.array(features[0]), np.array(targets))  # one input
-                return step(features, targets, share)
+                return step(features, targets, share, weights)
             if "transfers" in SEEN:
-                return step(features, targets, share)
+                return step(features, targets, share, weights)
             counters = trainer.engine.counters  # the second step's (FirstStep reads the first's)
             before = (counters.transfers_in, counters.transfers_out)
-            value = step(features, targets, share)
+            value = step(features, targets, share, weights)
             SEEN["transfers"] = (
                 counters.transfers_in - before[0],
                 counters.transfers_out - before[1],
