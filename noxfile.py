@@ -122,7 +122,7 @@ def tests(session: nox.Session) -> None:
     )
     pytest = ("pytest", "-q", "-m", "not slow")
     session.run(
-        *pytest,
+        *(pytest if once else ("pytest", "-q", "-m", "not slow and not once")),
         "-n",
         "2",
         "packages/core/tests",

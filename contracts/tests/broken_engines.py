@@ -334,6 +334,100 @@ class DecaysOnlyTheFirstSlot(ExampleEngine):
             slots[0] *= np.float32(factor)
 
 
+# --- faults of the layer operations ------------------------------------------------------------
+
+
+class Float32AddRows(ExampleEngine):
+    """Rows added in float32, value after value (np.add.at), in an engine that says `strict`."""
+
+    name = "float32-add-rows"
+
+    def add_rows(self, values: Array, indices: Array, rows: int) -> Array:
+        out = np.zeros((rows, *values.shape[indices.ndim :]), np.float32)
+        np.add.at(out, indices, values)
+        return out
+
+
+class AddRowsInTurnedOrder(_ClaimsFloat32):
+    """Rows added in float32, each call the other way round from the last (as atomic adds land
+    in whatever order threads reach them): within the float32 bound, other bits each run."""
+
+    name = "add-rows-in-turned-order"
+    calls = 0
+
+    def add_rows(self, values: Array, indices: Array, rows: int) -> Array:
+        self.calls += 1
+        row_shape = values.shape[indices.ndim :]
+        ids, flat = indices.reshape(-1), values.reshape(indices.size, -1)
+        if self.calls % 2 == 0:
+            ids, flat = ids[::-1], flat[::-1]
+        out = np.zeros((rows, flat.shape[1]), np.float32)
+        np.add.at(out, ids, flat)
+        return out.reshape(rows, *row_shape)
+
+
+class StacksPairedBackwards(ExampleEngine):
+    """A product of stacks that pairs a's first stack with b's last, and so on."""
+
+    name = "stacks-paired-backwards"
+
+    def batch_matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        if a.ndim > 2:
+            lead = b.shape[:-2]
+            b = b.reshape(-1, *b.shape[-2:])[::-1].reshape(*lead, *b.shape[-2:])
+        return super().batch_matmul(a, b, transpose_a, transpose_b)
+
+
+class TanhErf(ExampleEngine):
+    """erf as GELU's tanh approximation has it, tanh(√(2/π)·(z + 0.044715·z³)), z = √2·x:
+    within 3e-4 of erf, far outside the value tolerance."""
+
+    name = "tanh-erf"
+
+    def erf(self, x: Array) -> Array:
+        z = np.float32(np.sqrt(2.0)) * x
+        return np.tanh(np.float32(np.sqrt(2.0 / np.pi)) * (z + np.float32(0.044715) * z**3))
+
+
+class LastMaximumPair(ExampleEngine):
+    """Max-pooling over a pair that selects each window's last maximum, not its first."""
+
+    name = "last-maximum-pair"
+
+    def maxpool2d_pair(self, x: Array, pool: tuple[int, int]) -> tuple[Array, Array]:
+        maxima, _ = super().maxpool2d_pair(x, pool)
+        (count, channels, height, width), (down, across) = x.shape, pool
+        out_h, out_w = height // down, width // across
+        grid = x[:, :, : out_h * down, : out_w * across]
+        grid = grid.reshape(count, channels, out_h, down, out_w, across).transpose(0, 1, 2, 4, 3, 5)
+        windows = grid.reshape(count, channels, out_h, out_w, down * across)
+        return maxima, down * across - 1 - windows[..., ::-1].argmax(-1)
+
+
+class FlatTakeRows(ExampleEngine):
+    """take_rows that flattens its indices: ids (N, L) give rows (N·L, D), not (N, L, D)."""
+
+    name = "flat-take-rows"
+
+    def take_rows(self, x: Array, rows: Array) -> Array:
+        return np.take(x, rows.reshape(-1), axis=0)
+
+
+class IntegersThroughFloat64(ExampleEngine):
+    """Integers put through float64: exact to 2^53, not beyond (ids are, a hash's are not)."""
+
+    name = "integers-through-float64"
+
+    def put(self, array: Array) -> Array:
+        source = np.asarray(array)
+        if source.dtype.kind in "iub":
+            self.counters.transfers_in += 1
+            return source.astype(np.float64).astype(np.int64)
+        return super().put(array)
+
+
 # --- engines that do not say what they are ------------------------------------------------------
 
 
@@ -400,3 +494,31 @@ def no_identity() -> ExampleEngine:
 
 def unknown_precision() -> ExampleEngine:
     return UnknownPrecision()
+
+
+def float32_add_rows() -> ExampleEngine:
+    return Float32AddRows()
+
+
+def add_rows_in_turned_order() -> ExampleEngine:
+    return AddRowsInTurnedOrder()
+
+
+def stacks_paired_backwards() -> ExampleEngine:
+    return StacksPairedBackwards()
+
+
+def tanh_erf() -> ExampleEngine:
+    return TanhErf()
+
+
+def last_maximum_pair() -> ExampleEngine:
+    return LastMaximumPair()
+
+
+def flat_take_rows() -> ExampleEngine:
+    return FlatTakeRows()
+
+
+def integers_through_float64() -> ExampleEngine:
+    return IntegersThroughFloat64()

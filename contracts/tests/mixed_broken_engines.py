@@ -87,6 +87,11 @@ class HalfOutputs(_MixedBFloat16):
     def conv2d_fold(self, gy: Array, w: Array, image: Any, stride: int, padding: Any) -> Array:
         return half(super().conv2d_fold(gy, w, image, stride, padding))
 
+    def batch_matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        return half(super().batch_matmul(a, b, transpose_a, transpose_b))
+
     def add(self, a: Any, b: Any) -> Array:
         if is_half(a) and isinstance(b, np.ndarray) and not is_half(b) and b.size < a.size:
             # a bias onto a product's output: taken and kept in the half format
@@ -113,6 +118,7 @@ def _in_half(operation: str) -> Any:
 
 
 for _operation in (
+    "erf",
     "exp",
     "log",
     "log1p",
@@ -186,6 +192,27 @@ class HalfAccumulation(_MixedBFloat16):
         for k in range(a.shape[1]):
             total = to_bfloat16(total + np.outer(a[:, k], b[k]))
         return total
+
+
+class HalfStackAccumulation(_MixedBFloat16):
+    """Products of stacks whose running totals are kept in bfloat16, as `HalfAccumulation`'s
+    products are: n·u_h astray, not 3u_h."""
+
+    name = "half-stack-accumulation"
+
+    def batch_matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        a = to_bfloat16(np.swapaxes(a, -1, -2) if transpose_a else a)
+        b = to_bfloat16(np.swapaxes(b, -1, -2) if transpose_b else b)
+        total = np.zeros((*a.shape[:-1], b.shape[-1]), np.float32)
+        for k in range(a.shape[-1]):
+            total = to_bfloat16(total + a[..., :, k, None] * b[..., None, k, :])
+        return total
+
+
+def half_stack_accumulation() -> HalfStackAccumulation:
+    return HalfStackAccumulation()
 
 
 def half_outputs() -> HalfOutputs:

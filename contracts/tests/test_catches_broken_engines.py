@@ -41,6 +41,11 @@ POINTWISE_STRIDES = {
 }
 TAIL = f"{VALUES}test_tail_within_relative_tolerance"
 FAST = "test_fast_paths::"
+LAYERS = "test_layer_operations::"
+ADVERSARIAL_ROWS = {
+    f"{LAYERS}test_adversarial_rows_within_totals_bound[{n}]" for n in (16, 256, 4096, 16384)
+}
+OUTPUTS = f"{LAYERS}test_a_products_output_meets_the_layer_operations"
 
 EVERY = frozenset({"every check"})
 """An engine that must fail every check it runs: one that does not say what it is."""
@@ -64,7 +69,11 @@ BROKEN: dict[str, set[str] | frozenset[str]] = {
         f"{TOTALS}test_large_totals_within_bound",
         *ADVERSARIAL_SUMS,
     },
-    "broken_engines:flips_a_bit": {f"{MOVES}test_reshape_moves_every_bit"},
+    "broken_engines:flips_a_bit": {
+        f"{MOVES}test_reshape_moves_every_bit",
+        f"{LAYERS}test_moves_of_int64_handles_move_every_bit",
+        OUTPUTS,  # the stacks and images made of a product's output by reshaping it
+    },
     "broken_engines:round_trips": {
         "test_training::test_a_titanic_step_makes_two_transfers_in_and_one_out"
     },
@@ -114,6 +123,35 @@ BROKEN: dict[str, set[str] | frozenset[str]] = {
             for order in ("laid-out", "other", "some")
         ),
     },
+    "broken_engines:float32_add_rows": {
+        f"{LAYERS}test_add_rows_within_totals_bound",
+        *ADVERSARIAL_ROWS,
+        OUTPUTS,
+    },
+    "broken_engines:add_rows_in_turned_order": {
+        f"{LAYERS}test_add_rows_gives_the_same_bits_every_time"
+    },
+    "broken_engines:stacks_paired_backwards": {
+        f"{LAYERS}test_batch_matmul_within_totals_bound",
+        f"{LAYERS}test_offered_batch_matmul_matches_the_reference",
+        OUTPUTS,
+    },
+    "broken_engines:tanh_erf": {
+        f"{LAYERS}test_erf_within_value_tolerance",
+        f"{LAYERS}test_offered_erf_matches_the_reference",
+        OUTPUTS,
+    },
+    "broken_engines:last_maximum_pair": {
+        f"{LAYERS}test_maxpool2d_pair_moves_maxima_selects_the_first_and_sends_gradients_back",
+        f"{LAYERS}test_offered_maxpool2d_pair_matches_the_reference_bit_for_bit",
+    },
+    "broken_engines:flat_take_rows": {
+        f"{LAYERS}test_take_rows_with_indices_of_any_shape_moves_every_bit"
+    },
+    "broken_engines:integers_through_float64": {
+        f"{LAYERS}test_put_and_get_of_int64_move_every_bit",
+        f"{LAYERS}test_moves_of_int64_handles_move_every_bit",
+    },
     "broken_engines:no_identity": EVERY,
     "broken_engines:unknown_precision": EVERY,
 }
@@ -128,7 +166,7 @@ REASONS: dict[str, str] = {
     "broken_engines:float32_large_products": _totals("matmul", "strict"),
     "broken_engines:drops_last_term": _totals("sum", "strict"),
     "broken_engines:float32_drops_last_term": _totals("sum", "float32"),
-    "broken_engines:flips_a_bit": "reshape on {spec}: 1 bits differ (a move must be exact)",
+    "broken_engines:flips_a_bit": "on {spec}: 1 bits differ (a move must be exact)",
     "broken_engines:round_trips": "a step puts the rows and targets (2 in) and gets the loss",
     "broken_engines:float32_claims_strict": "on {spec} (strict) breaks the totals contract",
     "broken_engines:tf32_products": _totals("matmul", "float32"),
@@ -141,6 +179,13 @@ REASONS: dict[str, str] = {
     "the values contract",
     "broken_engines:decays_only_the_first_slot": "decay_update on {spec} (strict) breaks the "
     "values contract",
+    "broken_engines:float32_add_rows": "on {spec} (strict) breaks the totals contract",
+    "broken_engines:add_rows_in_turned_order": "add_rows run again on {spec}",
+    "broken_engines:stacks_paired_backwards": "on {spec} (strict) breaks the totals contract",
+    "broken_engines:tanh_erf": "on {spec} (strict) breaks the values contract",
+    "broken_engines:last_maximum_pair": "bits differ (a move must be exact)",
+    "broken_engines:flat_take_rows": "take_rows of indices of any shape: shape",
+    "broken_engines:integers_through_float64": "of int64 on {spec}",
 }
 """What every check that catches a broken engine must say (`{spec}`: the engine's spec): the
 fault it was built with, not some other failure on the way."""
@@ -162,6 +207,9 @@ HALF_GRADIENT = "broken_engines:half_gradient_rule"
 NUDGING = "test_rules::test_rule_agrees_with_nudging"
 MATMUL_CASES = {"matmul", "matmul-ta", "matmul-tb", "matmul-tab"}
 
+BEFORE = "engine_before:make"
+"""An engine of the primitives as they stood before the layer operations (engine_before.py)."""
+
 DRAWN = ["test_totals", "test_values", "test_moves"]
 """The modules whose inputs Hypothesis draws: run twice on light, their reports must agree."""
 
@@ -171,6 +219,7 @@ DRAWN = ["test_totals", "test_values", "test_moves"]
 # (so other node ids), to show the report reproduces.
 RUNS: dict[str, tuple[list[str], list[str], list[str], dict[str, str]]] = {
     "example": (["example_engine:make"], ["deepsharp.contracts"], [], {}),
+    "before": ([BEFORE], ["deepsharp.contracts"], [], {}),
     "light": (["light"], ["deepsharp.contracts"], [], {"PYTHONHASHSEED": "1"}),
     "light-again": (
         ["light"],
@@ -271,6 +320,33 @@ def test_an_engine_that_keeps_the_contract_passes_it(outcomes: dict[str, Outcome
     families = outcome.report["engines"]["example_engine:make"]["families"]
     assert families["moves"]["worst"] == 0 and families["inputs"]["worst"] == 0
     assert families["totals"]["of_bound"] <= 1 and families["values"]["worst"] <= 1
+
+
+def test_an_engine_written_before_the_layer_operations_passes_the_whole_contract(
+    outcomes: dict[str, Outcome],
+) -> None:
+    """The primitives alone, as an engine written from docs/writing-an-engine.md before
+    batch_matmul, add_rows, erf and the pair max-pooling had them: the core runs each as its
+    reference in those primitives, and every check holds, those of the new operations too."""
+    outcome = outcomes["before"]
+    failed = outcome.of(BEFORE, outcome.failed)
+    assert not failed, (
+        f"an engine written before the layer operations should pass every check; it failed "
+        f"{sorted(failed)}\n" + outcome.output[-4000:]
+    )
+    passed = {check.partition("[")[0] for check in outcome.of(BEFORE, outcome.passed)}
+    taken_as_the_core_takes_them = {
+        f"{LAYERS}test_batch_matmul_within_totals_bound",
+        f"{LAYERS}test_add_rows_within_totals_bound",
+        f"{LAYERS}test_adversarial_rows_within_totals_bound",
+        f"{LAYERS}test_erf_within_value_tolerance",
+        f"{LAYERS}test_maxpool2d_pair_moves_maxima_selects_the_first_and_sends_gradients_back",
+        f"{LAYERS}test_a_products_output_meets_the_layer_operations",
+    }
+    assert taken_as_the_core_takes_them <= passed, sorted(taken_as_the_core_takes_them - passed)
+    assert len(outcome.passed) > 150, "the whole suite ran"
+    operations = outcome.report["engines"][BEFORE]["operations"]
+    assert not any(name.startswith("fast ") for name in operations), "it offers no fast path"
 
 
 def test_the_light_engine_passes_the_whole_contract(outcomes: dict[str, Outcome]) -> None:

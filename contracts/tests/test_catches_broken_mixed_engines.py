@@ -20,9 +20,9 @@ import deepsharp.contracts
 
 HERE = Path(__file__).parent
 SUITE = Path(deepsharp.contracts.__file__).parent
-MODULES = ["test_totals", "test_mixed", "test_values"]
+MODULES = ["test_totals", "test_mixed", "test_values", "test_layer_operations"]
 
-TOTALS, MIXED = "test_totals::", "test_mixed::"
+TOTALS, MIXED, LAYERS = "test_totals::", "test_mixed::", "test_layer_operations::"
 RANGE = {
     *(
         f"{MIXED}test_products_across_float32s_range_within_totals_bound[{seed}]"
@@ -33,14 +33,18 @@ RANGE = {
         for sign in ("mixed", "positive")
     ),
 }
-READ_IN_HALF = {
-    f"{MIXED}test_a_products_output_is_read_exactly_by_value_operations[{operation}]"
-    for operation in ("exp", "log", "log1p", "softplus", "sqrt", "tanh", "sigmoid")
-} | {
-    f"{MIXED}test_a_products_output_meets_float32_operands_as_float32[{other}-{operation}]"
-    for other in ("tensor", "row", "float", "output")
-    for operation in ("sub", "mul", "div")
-}
+READ_IN_HALF = (
+    {
+        f"{MIXED}test_a_products_output_is_read_exactly_by_value_operations[{operation}]"
+        for operation in ("exp", "log", "log1p", "softplus", "sqrt", "tanh", "sigmoid")
+    }
+    | {
+        f"{MIXED}test_a_products_output_meets_float32_operands_as_float32[{other}-{operation}]"
+        for other in ("tensor", "row", "float", "output")
+        for operation in ("sub", "mul", "div")
+    }
+    | {f"{LAYERS}test_a_products_output_meets_the_layer_operations"}
+)  # erf of a product's output
 
 MEANT: dict[str, set[str]] = {
     # float16's range, not bfloat16's: 1e10 is infinite, 1e-10 loses its bits
@@ -61,6 +65,10 @@ MEANT: dict[str, set[str]] = {
     "mixed_broken_engines:half_accumulation": {
         f"{TOTALS}test_matmul_within_totals_bound",
         f"{TOTALS}test_large_totals_within_bound",
+    },
+    "mixed_broken_engines:half_stack_accumulation": {
+        f"{LAYERS}test_batch_matmul_within_totals_bound",
+        f"{LAYERS}test_a_products_output_meets_the_layer_operations",
     },
     # exact on float32 inputs: only a product's output gives it away
     "mixed_broken_engines:half_values": READ_IN_HALF,

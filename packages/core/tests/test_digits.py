@@ -23,6 +23,8 @@ from deepsharp.core import Run, TrainedNetwork
 from deepsharp.core.cli import main
 from deepsharp.core.samples import data_path, digits
 
+pytestmark = pytest.mark.once  # the sample's runs: the same on every Python
+
 TRAIN_COUNTS = [376, 389, 380, 389, 387, 376, 377, 387, 380, 382]
 TEST_COUNTS = [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
 

@@ -5,6 +5,7 @@ reference gives. An engine of primitives alone trains as the light engine does."
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
 import numpy as np
@@ -13,12 +14,17 @@ from engine_helpers import PrimitivesOnly, offers, trains_alike
 
 from deepsharp.core import SGD, Adam, AdamW, Engine
 from deepsharp.core.engine import fused
-from deepsharp.engines.light import LightEngine
+from deepsharp.engines.light import LightEngine, ReferenceEngine
 
 U = 2.0**-24
 PADDINGS = [((1, 1), (1, 1)), ((0, 1), (1, 0))]
 
 FAST_PATH_NAMES = {
+    "batch_matmul",
+    "add_rows",
+    "erf",
+    "maxpool2d_pair",
+    "maxpool2d_pair_back",
     "conv2d_bias",
     "conv2d_weight_bias_grad",
     "relu_back",
@@ -163,3 +169,174 @@ def test_parts_are_consecutive_parts_of_the_flat_tensor() -> None:
 @pytest.mark.parametrize("optimizer", [SGD(0.05, momentum=0.9), Adam(0.01), AdamW(0.01, 0.1)])
 def test_an_engine_of_primitives_alone_trains_as_the_light_engine(optimizer: Any) -> None:
     trains_alike(LightEngine(), PrimitivesOnly(LightEngine()), optimizer)
+
+
+# --- the operations networks as graphs need ---------------------------------------------------
+
+ENGINES = {
+    "light": LightEngine,
+    "light:float32": lambda: LightEngine("float32"),
+    "primitives only": lambda: PrimitivesOnly(LightEngine()),
+}
+"""Each new fast path runs its own (light's) and its reference (an engine of primitives alone)."""
+
+
+def _factor(engine: Any, terms: Any) -> Any:
+    precision = getattr(engine, "precision", "strict")
+    return 3.0 if precision == "strict" else np.maximum(np.asarray(terms, np.float64) + 1.0, 3.0)
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+@pytest.mark.parametrize(
+    ("lead", "transpose_a", "transpose_b"),
+    [
+        ((), False, False),
+        ((3,), False, True),
+        ((2, 3), True, False),
+        ((2, 1, 2), True, True),
+        ((0, 2), False, False),
+    ],
+)
+def test_batch_matmul_multiplies_each_stack_within_the_totals_bound(
+    name: str, lead: tuple[int, ...], transpose_a: bool, transpose_b: bool
+) -> None:
+    engine, rng = ENGINES[name](), _rng(5)
+    a = rng.standard_normal((*lead, 4, 7)).astype(np.float32)
+    b = rng.standard_normal((*lead, 7, 5)).astype(np.float32)
+    stored_a = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if transpose_a else a
+    stored_b = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if transpose_b else b
+    got = engine.get(
+        fused.batch_matmul(
+            engine, engine.put(stored_a), engine.put(stored_b), transpose_a, transpose_b
+        )
+    )
+    exact = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    magnitude = np.matmul(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
+    assert got.dtype == np.float32 and got.shape == (*lead, 4, 5)
+    assert (np.abs(got - exact) <= _factor(engine, 7) * U * magnitude).all()
+
+
+def _rows_added(values: Any, ids: Any, rows: int) -> tuple[Any, Any, Any]:
+    """out[ids[i]] += values[i] in float64, its Σ|terms| and how many values each row gets."""
+    flat_ids = ids.reshape(-1)
+    flat = values.reshape(flat_ids.size, math.prod(values.shape[ids.ndim :])).astype(np.float64)
+    exact, magnitude = np.zeros((rows, flat.shape[1])), np.zeros((rows, flat.shape[1]))
+    np.add.at(exact, flat_ids, flat)
+    np.add.at(magnitude, flat_ids, np.abs(flat))
+    count = np.bincount(flat_ids, minlength=rows)[:, None] * np.ones_like(exact)
+    shape = (rows, *values.shape[ids.ndim :])
+    return exact.reshape(shape), magnitude.reshape(shape), count.reshape(shape)
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+@pytest.mark.parametrize(
+    ("ids_shape", "row_shape", "rows"),
+    [((9,), (4,), 6), ((3, 5), (2,), 4), ((4,), (), 10), ((2, 3), (2, 3), 3), ((0,), (4,), 5)],
+)
+def test_add_rows_adds_each_value_into_the_row_its_index_names(
+    name: str, ids_shape: tuple[int, ...], row_shape: tuple[int, ...], rows: int
+) -> None:
+    engine, rng = ENGINES[name](), _rng(6)
+    ids = rng.integers(0, rows, ids_shape).astype(np.int64)  # repeats, and rows named by none
+    values = rng.standard_normal((*ids_shape, *row_shape)).astype(np.float32)
+    got = engine.get(fused.add_rows(engine, engine.put(values), engine.put(ids), rows))
+    exact, magnitude, count = _rows_added(values, ids, rows)
+    assert got.dtype == np.float32 and got.shape == (rows, *row_shape)
+    assert (np.abs(got - exact) <= _factor(engine, count) * U * magnitude).all()
+
+
+@pytest.mark.parametrize("name", ["light", "primitives only"])
+def test_add_rows_on_strict_rounds_each_total_once(name: str) -> None:
+    """1 and then 4,095 terms of just over half an ulp of 1 into one row: added in float32 in
+    order they stray 4,095 units; a strict total is within one rounding of the exact one."""
+    engine = ENGINES[name]()
+    values = np.full((4096, 2), np.float32(2.0**-24 * (1.0 + 2.0**-10)), np.float32)
+    values[0] = 1.0
+    ids = np.zeros(4096, np.int64)
+    got = engine.get(fused.add_rows(engine, engine.put(values), engine.put(ids), 3))
+    exact, magnitude, _ = _rows_added(values, ids, 3)
+    assert (np.abs(got - exact) <= U * magnitude).all() and (got[1:] == 0).all()
+
+
+def test_add_rows_gives_the_same_bits_every_time() -> None:
+    engine, rng = LightEngine("float32"), _rng(7)
+    ids = rng.integers(0, 50, (64, 32)).astype(np.int64)
+    values = rng.standard_normal((64, 32, 16)).astype(np.float32)
+    first, again = (fused.add_rows(engine, values, ids, 50) for _ in range(2))
+    assert first.tobytes() == again.tobytes()
+
+
+def _erf64(x: Any) -> Any:
+    return np.vectorize(math.erf, otypes=[np.float64])(np.asarray(x, np.float64))
+
+
+ERF_VALUES = np.concatenate(
+    [np.linspace(-6.0, 6.0, 4001), [0.0, -0.0, 1e-30, -1e-30, 1e-8, 0.46875, 4.0, 30.0, -30.0]]
+)
+
+
+def test_erf_reference_is_abramowitz_and_stegun_7_1_26_within_its_bound() -> None:
+    """In float64 the reference strays at most 1.5e-7 (the formula's own bound)."""
+    got = fused.FAST_PATHS["erf"](ReferenceEngine(), ERF_VALUES.copy())
+    assert np.abs(got - _erf64(ERF_VALUES)).max() <= 1.5e-7
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_erf_within_the_value_tolerance(name: str) -> None:
+    engine = ENGINES[name]()
+    x = ERF_VALUES.astype(np.float32).reshape(-1, 5)  # a value's place in a table is no matter
+    got = engine.get(fused.erf(engine, engine.put(x)))
+    exact = _erf64(x)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    assert (np.abs(got - exact) <= 1e-5 + 1.3e-6 * np.abs(exact)).all()
+
+
+def test_light_erf_is_the_float64_value_rounded_once() -> None:
+    """Cody's rational approximations in float64, rounded once to float32: within half an ulp
+    (and a hair: float64's own error)."""
+    x = np.concatenate([ERF_VALUES, _rng(8).standard_normal(10_000) * 3]).astype(np.float32)
+    got = LightEngine().erf(x)
+    exact = _erf64(x)
+    assert (np.abs(got - exact) <= 0.5001 * np.spacing(np.abs(exact).astype(np.float32))).all()
+    wide = ReferenceEngine().erf(x.astype(np.float64))  # in float64: within 1e-15
+    assert np.abs(wide - exact).max() <= 1e-15
+
+
+def _first_maxima(x: Any, pool: tuple[int, int]) -> tuple[Any, Any]:
+    """Each (ph, pw) window's maximum and the place of its first maximum, counted row by row."""
+    n, c, h, w = x.shape
+    ph, pw = pool
+    oh, ow = h // ph, w // pw
+    windows = x[:, :, : oh * ph, : ow * pw].reshape(n, c, oh, ph, ow, pw)
+    windows = windows.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, oh, ow, ph * pw)
+    selection = windows.argmax(axis=-1).astype(np.int64)
+    return np.take_along_axis(windows, selection[..., None], -1)[..., 0], selection
+
+
+POOLS = [(2, 3), (3, 2), (1, 4), (4, 1), (2, 2), (3, 3), (1, 1)]
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+@pytest.mark.parametrize("pool", POOLS)
+def test_maxpool2d_pair_selects_each_windows_first_maximum_and_sends_it_the_gradient(
+    name: str, pool: tuple[int, int]
+) -> None:
+    engine, rng = ENGINES[name](), _rng(9)
+    x = np.round(rng.standard_normal((2, 3, 7, 8)) * 2).astype(np.float32)  # many ties
+    maxima, selection = fused.maxpool2d_pair(engine, engine.put(x), pool)
+    want_maxima, want_selection = _first_maxima(x, pool)
+    assert engine.get(maxima).tobytes() == want_maxima.tobytes()
+    got_selection = engine.get(selection)
+    assert got_selection.dtype == np.int64 and np.array_equal(got_selection, want_selection)
+    gy = rng.standard_normal(want_maxima.shape).astype(np.float32)
+    back = engine.get(fused.maxpool2d_pair_back(engine, engine.put(gy), selection, (7, 8), pool))
+    n, c, oh, ow = gy.shape
+    spread = np.zeros((n, c, oh, ow, pool[0] * pool[1]), np.float32)
+    np.put_along_axis(spread, want_selection[..., None], gy[..., None], -1)
+    expected = np.zeros(x.shape, np.float32)
+    expected[:, :, : oh * pool[0], : ow * pool[1]] = (
+        spread.reshape(n, c, oh, ow, *pool)
+        .transpose(0, 1, 2, 4, 3, 5)
+        .reshape(n, c, oh * pool[0], ow * pool[1])
+    )
+    assert back.tobytes() == expected.tobytes()

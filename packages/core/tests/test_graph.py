@@ -17,6 +17,7 @@ from deepsharp.core import (
     DataError,
     Dense,
     FitOptions,
+    Flatten,
     Input,
     MeanSquaredError,
     Network,
@@ -212,3 +213,33 @@ def test_summary_lists_each_layer_its_shape_and_its_slots(
     dense = next(line for line in lines if line.startswith("dense (Dense)"))
     assert "(N, 4)" in dense and " 16 " in dense and dense.endswith("numbers")
     assert lines[-1] == "slots (trained): 23; buffers (not trained): 0"
+
+
+def test_float_values_are_refused_where_ids_belong() -> None:
+    from deepsharp.core import Embedding, Tensor
+    from deepsharp.core.autodiff import functions as ops
+    from deepsharp.core.engine import make_engine
+
+    engine = make_engine("light")
+    values = Tensor.put(engine, np.array([[0.0, 1.0]], np.float32))
+    table = Tensor.put(engine, np.ones((3, 2), np.float32))
+    with pytest.raises(ShapeError, match="one_hot takes int64 indices"):
+        ops.one_hot(values, 3)
+    with pytest.raises(ShapeError, match="take_rows takes int64 indices"):
+        ops.take_rows(table, values)
+    ids = Input(2, dtype="int64", name="tokens")
+    network = Network(inputs=ids, outputs=Dense(1)(Flatten()(Embedding(5, 3)(ids))))
+    with Trainer(network, MeanSquaredError(), SGD(0.1)) as trainer:
+        with pytest.raises(DataError, match=r"input takes int64 ids.*float"):
+            trainer.step(np.array([[1.0, 2.0]]), np.zeros((1, 1)))
+        with pytest.raises(
+            DataError, match=r"row 2 .*id 5, outside layer 'embedding'.*vocabulary of 5"
+        ):
+            trainer.step(np.array([[1, 2], [5, 0]]), np.zeros((2, 1)))
+
+
+def test_a_sequence_longer_than_the_positional_table_is_refused() -> None:
+    from deepsharp.core import PositionalEmbedding
+
+    with pytest.raises(ShapeError, match=r"sequences of 9 positions, longer than its table of 8"):
+        PositionalEmbedding(8, 4)(Input((9, 4)))

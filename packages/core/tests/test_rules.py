@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import weakref
 from typing import Any
 
@@ -13,11 +14,15 @@ from deepsharp.contracts.reference import Float64Engine
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Node, Recording, Tensor
 from deepsharp.core.engine import Engine
+from deepsharp.core.errors import ShapeError
 from deepsharp.engines.light import LightEngine
 
 
 def test_every_rule_has_a_nudging_case() -> None:
-    assert set(ops.RULES) == {case.rule for case in CASES}
+    own = {
+        name for name, rule in ops.RULES.items() if type(rule).__module__.startswith("deepsharp.")
+    }
+    assert own == {case.rule for case in CASES}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
@@ -96,7 +101,8 @@ def test_a_node_keeps_only_what_its_way_back_reads() -> None:
     "rule",
     [
         *(ops.neg, ops.exp, ops.log, ops.log1p, ops.sqrt, ops.tanh, ops.sigmoid, ops.relu),
-        *(ops.abs, ops.log_softmax, ops.maxpool2d),
+        *(ops.abs, ops.log_softmax, ops.maxpool2d, ops.erf),
+        lambda x: ops.maxpool2d(x, (2, 1)),
     ],
     ids=lambda rule: rule.__name__,
 )
@@ -115,3 +121,84 @@ def test_a_rule_goes_back_the_same_from_a_made_input_as_from_a_leaf(rule: Any) -
         return np.asarray(engine.get(grad))
 
     assert gradient(made=True).tobytes() == gradient(made=False).tobytes()
+
+
+# --- the operations networks as graphs are built from ----------------------------------------
+
+
+def _gradients(engine: Engine, function: Any, *values: np.ndarray) -> tuple[np.ndarray, ...]:
+    tensors = [Tensor.put(engine, value) for value in values]
+    with Recording(tensors) as recording:
+        out = function(*tensors)
+        grads = recording.gradients(ops.sum(ops.mul(out, out)), tensors)
+    return (engine.get(out.handle), *(engine.get(grad) for grad in grads))
+
+
+def test_at_multiplies_stacks_and_sends_each_its_gradient() -> None:
+    """q @ k.T over (N, heads, L, d), as attention takes it, through `@` and `ops.matmul`."""
+    rng = np.random.default_rng(3)
+    q, k = (rng.standard_normal((2, 3, 5, 4)).astype(np.float32) for _ in range(2))
+    engine = LightEngine()
+    out, gq, gk = _gradients(engine, lambda a, b: ops.matmul(a, b, transpose_b=True), q, k)
+    q64, k64 = q.astype(np.float64), k.astype(np.float64)
+    scores = q64 @ np.swapaxes(k64, -1, -2)
+    np.testing.assert_allclose(out, scores, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gq, 2 * scores @ k64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gk, 2 * np.swapaxes(scores, -1, -2) @ q64, rtol=1e-4, atol=1e-4)
+    same, *_ = _gradients(engine, lambda a, b: a @ ops.transpose(b, (0, 1, 3, 2)), q, k)
+    assert same.tobytes() == out.tobytes()
+
+
+def test_at_multiplies_a_sequence_by_a_shared_matrix_as_its_rows() -> None:
+    """(N, L, D) @ (D, U): a dense layer over a sequence, the same bits as its rows (N·L, D)."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    w = rng.standard_normal((4, 6)).astype(np.float32)
+    engine = LightEngine()
+    out, gx, gw = _gradients(engine, lambda a, b: a @ b, x, w)
+    rows, grows, gwrows = _gradients(engine, lambda a, b: a @ b, x.reshape(15, 4), w)
+    assert out.tobytes() == rows.reshape(3, 5, 6).tobytes()
+    assert gx.tobytes() == grows.reshape(3, 5, 4).tobytes() and gw.tobytes() == gwrows.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "transpose_a"),
+    [((2, 3, 4), (3, 4, 5), False), ((2, 3, 4), (2, 5, 4), False), ((2, 4, 3), (4, 5), True)],
+)
+def test_stacks_that_do_not_multiply_are_refused_naming_both_shapes(
+    a: tuple[int, ...], b: tuple[int, ...], transpose_a: bool
+) -> None:
+    engine = LightEngine()
+    left, right = (Tensor.put(engine, np.zeros(shape, np.float32)) for shape in (a, b))
+    with pytest.raises(ShapeError, match=re.escape(f"shapes {a} and {b} do not multiply")):
+        ops.matmul(left, right, transpose_a=transpose_a)
+
+
+def test_take_rows_sends_the_table_each_rows_gradients_added_and_the_ids_none() -> None:
+    """An embedding: ids (N, L) pick rows of a table (V, D); repeated ids add up on the way back."""
+    engine = LightEngine()
+    table = np.random.default_rng(5).standard_normal((6, 3)).astype(np.float32)
+    ids = np.array([[1, 4, 1], [0, 1, 5]], np.int64)
+    table_tensor, id_tensor = Tensor.put(engine, table), Tensor.put(engine, ids)
+    with Recording([table_tensor]) as recording:
+        picked = ops.take_rows(table_tensor, id_tensor)
+        assert picked.shape == (2, 3, 3)
+        weights = Tensor.put(engine, np.arange(18, dtype=np.float32).reshape(2, 3, 3))
+        (grad,) = recording.gradients(ops.sum(ops.mul(picked, weights)), [table_tensor])
+    expected = np.zeros((6, 3))
+    np.add.at(expected, ids.reshape(-1), np.arange(18).reshape(6, 3))
+    assert np.array_equal(engine.get(grad), expected.astype(np.float32))
+    assert np.array_equal(engine.get(picked.handle), table[ids])
+
+
+def test_maxpool2d_takes_a_pair_and_a_square_pair_is_the_square_rule() -> None:
+    engine = LightEngine()
+    x = Tensor.put(
+        engine, np.random.default_rng(6).standard_normal((1, 2, 6, 6)).astype(np.float32)
+    )
+    with Recording([x]):
+        assert ops.maxpool2d(x, (2, 3)).node.rule.name == "maxpool2d_pair"  # type: ignore[union-attr]
+        square = ops.maxpool2d(x, (3, 3))
+        assert square.node.rule.name == "maxpool2d" and square.node.attrs == {"pool": 3}  # type: ignore[union-attr]
+    with pytest.raises(ShapeError, match=r"windows of \(7, 2\)"):
+        ops.maxpool2d(x, (7, 2))

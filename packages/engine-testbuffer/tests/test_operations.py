@@ -443,3 +443,101 @@ def test_operands_must_be_handles_or_numbers() -> None:
     engine = TestBufferEngine()
     with pytest.raises(TypeError):
         engine.add(engine.zeros((2,)), np.zeros(2, np.float32))
+
+
+# --- the layer operations, its own -------------------------------------------------------------
+U = 2.0**-24
+
+
+def test_it_offers_the_layer_operations_as_fast_paths_of_its_own() -> None:
+    engine = TestBufferEngine()
+    for name in ("batch_matmul", "add_rows", "erf", "maxpool2d_pair", "maxpool2d_pair_back"):
+        assert callable(getattr(engine, name, None)), name
+
+
+@pytest.mark.parametrize(
+    "a,b,ta,tb", [((2, 3, 4), (2, 4, 5), False, False), ((2, 2, 4, 3), (2, 2, 5, 4), True, True)]
+)
+def test_batch_matmul_within_three_roundings(a: Any, b: Any, ta: bool, tb: bool) -> None:
+    left, right = rand(*a), rand(*b)
+    engine = TestBufferEngine()
+    got = engine.get(engine.batch_matmul(engine.put(left), engine.put(right), ta, tb))
+    l64 = np.swapaxes(left, -1, -2) if ta else left
+    r64 = np.swapaxes(right, -1, -2) if tb else right
+    exact = np.matmul(l64.astype(np.float64), r64.astype(np.float64))
+    magnitude = np.matmul(np.abs(l64).astype(np.float64), np.abs(r64).astype(np.float64))
+    assert got.dtype == np.float32 and got.shape == exact.shape
+    assert (np.abs(got - exact) <= 3 * U * magnitude).all()
+
+
+def _added(values: Any, ids: Any, rows: int) -> tuple[Any, Any]:
+    flat = values.reshape(ids.size, -1).astype(np.float64)
+    exact, magnitude = np.zeros((rows, flat.shape[1])), np.zeros((rows, flat.shape[1]))
+    np.add.at(exact, ids.reshape(-1), flat)
+    np.add.at(magnitude, ids.reshape(-1), np.abs(flat))
+    shape = (rows, *values.shape[ids.ndim :])
+    return exact.reshape(shape), magnitude.reshape(shape)
+
+
+@pytest.mark.parametrize("ids_shape,row_shape", [((40,), (3,)), ((6, 7), (2, 2)), ((5,), ())])
+def test_add_rows_within_three_roundings_and_the_same_bits_every_time(
+    ids_shape: Any, row_shape: Any
+) -> None:
+    engine = TestBufferEngine()
+    ids = RNG.integers(0, 9, ids_shape).astype(np.int64)
+    values = rand(*ids_shape, *row_shape)
+    got = engine.get(engine.add_rows(engine.put(values), engine.put(ids), 11))
+    exact, magnitude = _added(values, ids, 11)
+    assert got.dtype == np.float32 and got.shape == (11, *row_shape)
+    assert (np.abs(got - exact) <= 3 * U * magnitude).all()
+    again = engine.get(engine.add_rows(engine.put(values), engine.put(ids), 11))
+    assert again.tobytes() == got.tobytes()
+
+
+def test_add_rows_keeps_a_long_one_sign_total_within_one_rounding() -> None:
+    engine = TestBufferEngine()
+    values = np.full((5000, 2), np.float32(2.0**-24 * (1.0 + 2.0**-10)), np.float32)
+    values[0] = 1.0
+    ids = np.zeros(5000, np.int64)
+    got = engine.get(engine.add_rows(engine.put(values), engine.put(ids), 2))
+    exact, magnitude = _added(values, ids, 2)
+    assert (np.abs(got - exact) <= 1.001 * U * magnitude).all()
+
+
+def test_a_rows_total_gets_the_same_bits_whatever_the_other_rows_get() -> None:
+    """Each row's total is added by a tree that depends on how many values it gets alone."""
+    engine = TestBufferEngine()
+    values = rand(30, 4)
+    ids = np.array([0] * 10 + [1] * 20, np.int64)
+    together = engine.get(engine.add_rows(engine.put(values), engine.put(ids), 2))
+    alone = engine.get(engine.add_rows(engine.put(values[:10]), engine.put(ids[:10]), 2))
+    assert together[0].tobytes() == alone[0].tobytes()
+
+
+def test_erf_within_the_value_tolerance() -> None:
+    import math
+
+    engine = TestBufferEngine()
+    x = np.concatenate([np.linspace(-7, 7, 200_001), [0.0, -0.0, 1e-30, np.inf, -np.inf]])
+    x = x.astype(np.float32).reshape(-1, 2)
+    got = engine.get(engine.erf(engine.put(x)))
+    exact = np.vectorize(math.erf)(x.astype(np.float64))
+    assert got.dtype == np.float32
+    assert (np.abs(got - exact) <= 1e-5 + 1.3e-6 * np.abs(exact)).all()
+    assert (np.abs(got - exact) <= 5e-7).all()  # NR's 1.2e-7, and float32's roundings (3.7e-7)
+
+
+@pytest.mark.parametrize("pool", [(2, 3), (3, 1), (2, 2)])
+def test_maxpool2d_pair_and_back_move_what_light_moves(engines: Any, pool: Any) -> None:
+    x = np.round(rand(2, 3, 7, 8) * 2)  # ties: the first maximum is the one selected
+    (maxima, selection), (light_maxima, light_selection) = both(engines, "maxpool2d_pair", x, pool)
+    same(maxima, light_maxima)
+    same(selection, light_selection)
+    gy = rand(*maxima.shape)
+    same(*both(engines, "maxpool2d_pair_back", gy, selection, (7, 8), pool))
+
+
+def test_take_rows_and_one_hot_take_indices_of_any_shape(engines: Any) -> None:
+    ids = RNG.integers(0, 5, (3, 4)).astype(np.int64)
+    same(*both(engines, "take_rows", rand(5, 2), ids))
+    same(*both(engines, "one_hot", ids, 5))

@@ -38,7 +38,7 @@ def test_each_tail_is_accurate_relative_to_its_value(
         assert worst_relative_error(op, got, x) <= 4.0, (op, low, high, copies)
 
 
-@pytest.mark.parametrize("op", ["sigmoid", "softplus", "exp", "log1p", "tanh"])
+@pytest.mark.parametrize("op", ["sigmoid", "softplus", "exp", "log1p", "tanh", "erf"])
 def test_a_value_gets_the_same_bits_in_any_company(engine: TorchEngine, op: str) -> None:
     x = np.random.default_rng(5).standard_normal(100_003).astype(np.float32) * 8
     if op == "log1p":

@@ -120,6 +120,7 @@ def _large_values(engine: TorchEngine) -> list[Any]:
         engine.div(flat, engine.add(engine.abs(flat), 1.0)),
         engine.relu(flat),
         engine.max(flat, (0,)),
+        engine.erf(engine.mul(flat, 3.0)),
     ]
 
 
@@ -146,6 +147,9 @@ def _large_ops(engine: TorchEngine) -> list[Any]:
     same = ((1, 1), (1, 1))
     y = engine.conv2d(x, w, 1, same)
     values, selection = engine.maxpool2d(y, 2)
+    pair, chosen = engine.maxpool2d_pair(y, (2, 3))
+    ids = engine.put(rng.integers(0, 300, 100_000).astype(np.int64))
+    stacks = engine.reshape(x, (16, 240, 30))
     return [
         engine.matmul(a, b),
         engine.matmul(a, a, transpose_b=True),
@@ -167,6 +171,13 @@ def _large_ops(engine: TorchEngine) -> list[Any]:
         values,
         selection,
         engine.maxpool2d_back(values, selection, (30, 30), 2),
+        engine.batch_matmul(stacks, stacks, False, True),
+        engine.batch_matmul(stacks, stacks, True, False),
+        engine.add_rows(engine.slice(flat, 0, 0, 100_000), ids, 300),
+        engine.add_rows(engine.reshape(engine.slice(flat, 0, 0, 800_000), (100_000, 8)), ids, 300),
+        pair,
+        chosen,
+        engine.maxpool2d_pair_back(pair, chosen, (30, 30), (2, 3)),
     ]
 
 

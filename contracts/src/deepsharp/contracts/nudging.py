@@ -25,6 +25,7 @@ from deepsharp.core.engine import Engine
 __all__ = [
     "CASES",
     "RuleCase",
+    "nudged",
     "nudged_gradients",
     "projection_for",
     "rule_gradients",
@@ -36,7 +37,8 @@ Array = NDArray[Any]
 
 @dataclass
 class RuleCase:
-    """Inputs (arrays are nudged; floats are constants) and attributes for one rule."""
+    """Inputs (float arrays are nudged; floats are constants, and so are integer arrays:
+    indices, put on the engine as int64) and attributes for one rule."""
 
     rule: str
     inputs: list[Any]
@@ -79,6 +81,7 @@ def _cases() -> list[RuleCase]:
         RuleCase("mul", [normal(2, 3, 4), normal(3, 1)]),
         RuleCase("div", [normal(3, 4), positive(4)]),
         RuleCase("maximum", [apart(3, 4), apart(3, 4) + 0.1]),
+        RuleCase("greater", [apart(3, 4), apart(3, 4) + 0.05]),
         RuleCase("neg", [normal(3, 4)]),
         RuleCase("exp", [normal(3, 4)]),
         RuleCase("log", [positive(3, 4)]),
@@ -173,10 +176,45 @@ def _cases() -> list[RuleCase]:
         ),
         RuleCase("broadcast_to", [normal(4)], {"shape": (2, 4)}, "new-axis"),
     ]
+
+    # the operations networks as graphs are built from
+    ids = np.array([3, 0, 3, 1], np.int64)  # repeated, and a row no id names
+    cases += [
+        RuleCase("batch_matmul", [normal(2, 3, 4), normal(2, 4, 5)], label="stacks"),
+        RuleCase("batch_matmul", [normal(2, 4, 3), normal(2, 4, 5)], {"transpose_a": True}, "ta"),
+        RuleCase(
+            "batch_matmul",
+            [normal(2, 2, 3, 4), normal(2, 2, 5, 4)],
+            {"transpose_b": True},
+            "heads-tb",
+        ),
+        RuleCase(
+            "batch_matmul",
+            [normal(3, 4, 2), normal(3, 5, 4)],
+            {"transpose_a": True, "transpose_b": True},
+            "tab",
+        ),
+        RuleCase("batch_matmul", [normal(2, 3, 4), normal(4, 5)], label="shared"),
+        RuleCase(
+            "batch_matmul", [normal(2, 3, 4), normal(5, 4)], {"transpose_b": True}, "shared-tb"
+        ),
+        RuleCase("take_rows", [normal(5, 3), ids]),
+        RuleCase(
+            "take_rows", [normal(4, 2, 2), np.array([[1, 1, 0], [3, 1, 2]], np.int64)], label="ids"
+        ),
+        RuleCase("erf", [normal(3, 5) * 1.5]),
+        RuleCase("maxpool2d_pair", [apart(2, 2, 5, 7)], {"pool": (2, 3)}),
+        RuleCase("maxpool2d_pair", [apart(1, 2, 7, 4)], {"pool": (3, 1)}, "tall"),
+    ]
     return cases
 
 
 CASES: list[RuleCase] = _cases()
+
+
+def nudged(value: Any) -> bool:
+    """Whether a case's input is nudged (a float array) rather than a constant."""
+    return isinstance(value, np.ndarray) and value.dtype.kind == "f"
 
 
 def _evaluate(engine: Engine, case: RuleCase, values: Sequence[Any]) -> Tensor:
@@ -185,17 +223,17 @@ def _evaluate(engine: Engine, case: RuleCase, values: Sequence[Any]) -> Tensor:
 
 
 def rule_gradients(engine: Engine, case: RuleCase, projection: Array) -> list[Array | None]:
-    """What the rule sends back towards each array input for the grad `projection`, on `engine`."""
+    """What the rule sends back towards each nudged input for the grad `projection`, on `engine`."""
     inputs = tuple(Tensor.put(engine, v) if isinstance(v, np.ndarray) else v for v in case.inputs)
-    wanted = [v for v in inputs if isinstance(v, Tensor)]
+    wanted = [v for v, given in zip(inputs, case.inputs) if nudged(given)]
     with Recording(wanted):
         out = ops.apply(ops.RULES[case.rule], inputs, **case.attrs)
         assert out.node is not None, f"{case.id}: nothing was recorded"
         sent = out.node.rule.backward(engine, out.node, engine.put(projection))
         result = [
             None if part is None else np.asarray(engine.get(part), dtype=np.float64)
-            for part, value in zip(sent, inputs)
-            if isinstance(value, Tensor)
+            for part, given in zip(sent, case.inputs)
+            if nudged(given)
         ]
     return result
 
@@ -203,7 +241,7 @@ def rule_gradients(engine: Engine, case: RuleCase, projection: Array) -> list[Ar
 def nudged_gradients(
     engine: Engine, case: RuleCase, projection: Array, step: float = 1e-6
 ) -> list[Array]:
-    """Central differences of sum(out * projection) towards each array input, on `engine`."""
+    """Central differences of sum(out * projection) towards each nudged input, on `engine`."""
 
     def loss(values: Sequence[Any]) -> float:
         out = np.asarray(engine.get(_evaluate(engine, case, values).handle), dtype=np.float64)
@@ -211,15 +249,15 @@ def nudged_gradients(
 
     gradients = []
     for index, value in enumerate(case.inputs):
-        if not isinstance(value, np.ndarray):
+        if not nudged(value):
             continue
         gradient = np.zeros_like(value, dtype=np.float64)
         for place in np.ndindex(value.shape):
-            nudged = [v.copy() if isinstance(v, np.ndarray) else v for v in case.inputs]
-            nudged[index][place] += step
-            up = loss(nudged)
-            nudged[index][place] -= 2 * step
-            down = loss(nudged)
+            moved = [v.copy() if isinstance(v, np.ndarray) else v for v in case.inputs]
+            moved[index][place] += step
+            up = loss(moved)
+            moved[index][place] -= 2 * step
+            down = loss(moved)
             gradient[place] = (up - down) / (2 * step)
         gradients.append(gradient)
     return gradients

@@ -33,7 +33,7 @@ from deepsharp.core.version import __version__
 
 __all__ = ["main"]
 
-SAMPLES = ("titanic", "digits")
+SAMPLES = ("titanic", "digits", "resnet")
 ENGINE_HELP = "light (default), testbuffer, torch:cpu, torch:cuda:N, or module:factory"
 
 
@@ -58,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
     sample.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
     sample.add_argument("--seed", type=int, default=42, help="the run's seed (default 42)")
     sample.add_argument("--save", metavar="FILE", help="save the trained network to FILE")
+    sample.add_argument(
+        "--epochs",
+        type=_at_least_one,
+        default=None,
+        metavar="N",
+        help="at most N epochs (a shorter run than the sample's; default: the sample's)",
+    )
     sample.add_argument(
         "--plot", metavar="FILE", help="draw the training curves into FILE (matplotlib)"
     )
@@ -217,7 +224,8 @@ def _sample(arguments: argparse.Namespace) -> int:
         _writable(arguments.plot, "--plot")
     module: Any = import_module(f"deepsharp.core.samples.{arguments.name}")
     engine = _engine(arguments.engine)
-    run = module.run(engine=engine, seed=arguments.seed, progress=arguments.progress)
+    extra = {} if arguments.epochs is None else {"epochs": arguments.epochs}
+    run = module.run(engine=engine, seed=arguments.seed, progress=arguments.progress, **extra)
     print(run.report)
     if arguments.save:
         try:

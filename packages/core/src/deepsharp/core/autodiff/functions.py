@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 
-from deepsharp.core.autodiff.rulebook import _handle, same_padding
+from deepsharp.core.autodiff.rulebook import same_padding
 from deepsharp.core.autodiff.tensor import RULES, Rule, Tensor, Value, apply
 from deepsharp.core.engine.fused import parts
 from deepsharp.core.errors import ShapeError
@@ -31,6 +31,7 @@ __all__ = [
     "cross_entropy",
     "detached",
     "div",
+    "erf",
     "exp",
     "greater",
     "log",
@@ -54,6 +55,7 @@ __all__ = [
     "sqrt",
     "sub",
     "sum",
+    "take_rows",
     "tanh",
     "transpose",
 ]
@@ -117,8 +119,17 @@ def abs(x: Tensor) -> Tensor:
     return apply(RULES["abs"], (x,))
 
 
+def erf(x: Tensor) -> Tensor:
+    """The error function, value by value (GELU's exact form: x·(1 + erf(x/√2))/2)."""
+    return apply(RULES["erf"], (x,))
+
+
 def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
-    return apply(RULES["matmul"], (a, b), transpose_a=transpose_a, transpose_b=transpose_b)
+    """op(a) @ op(b), op transposing the last two axes when asked: matrices (m, k) @ (k, n);
+    stacks (..., m, k) @ (..., k, n) with the same leading axes (attention's (N, heads, L, d));
+    or stacks times one matrix (k, n) shared by all (a dense layer over a sequence)."""
+    rule = RULES["matmul" if a.ndim == 2 and b.ndim == 2 else "batch_matmul"]
+    return apply(rule, (a, b), transpose_a=transpose_a, transpose_b=transpose_b)
 
 
 def affine(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
@@ -172,8 +183,18 @@ def conv2d(
     return apply(RULES["conv2d"], inputs, stride=stride, padding=padding)
 
 
-def maxpool2d(x: Tensor, pool: int = 2) -> Tensor:
-    return apply(RULES["maxpool2d"], (x,), pool=pool)
+def maxpool2d(x: Tensor, pool: int | tuple[int, int] = 2) -> Tensor:
+    """The maximum of each window of images x (N, C, H, W): pool x pool, or (height, width)."""
+    height, width = (pool, pool) if isinstance(pool, int) else (int(pool[0]), int(pool[1]))
+    if height == width:
+        return apply(RULES["maxpool2d"], (x,), pool=height)
+    return apply(RULES["maxpool2d_pair"], (x,), pool=(height, width))
+
+
+def take_rows(table: Tensor, ids: Tensor) -> Tensor:
+    """The rows of `table` (V, ...) that int64 `ids` of any shape name: (*ids.shape, ...)."""
+    check_ids(ids, "take_rows")
+    return apply(RULES["take_rows"], (table, ids))
 
 
 def reshape(x: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -218,9 +239,8 @@ def broadcast_to(x: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 def greater(a: Value, b: Value) -> Tensor:
-    engine = a.engine if isinstance(a, Tensor) else b.engine  # type: ignore[union-attr]
-    handle = engine.greater(_handle(a), _handle(b))
-    return Tensor(handle, engine.shape(handle), engine)
+    """1.0 where a > b, else 0.0 (float32): a step, whose gradient is 0."""
+    return apply(RULES["greater"], (a, b))
 
 
 def one_hot(indices: Tensor, classes: int) -> Tensor:

@@ -142,6 +142,26 @@ class Maximum(Rule):
         )
 
 
+@register
+class Greater(Rule):
+    """1.0 where a > b, else 0.0: a step, whose gradient is 0 wherever it has one. Recorded like
+    any rule, so that a replayed pass computes it again from its inputs (a padding mask made
+    from a batch's ids)."""
+
+    name = "greater"
+    keeps_output = keeps_inputs = False  # shapes are all its way back reads
+
+    def forward(self, engine: Engine, a: Any, b: Any) -> tuple[Handle, Any]:
+        return engine.greater(a, b), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        a, b = node.inputs
+        return (
+            engine.zeros(_shape(a)) if node.needs[0] else None,
+            engine.zeros(_shape(b)) if node.needs[1] else None,
+        )
+
+
 class _Unary(Rule):
     def forward(self, engine: Engine, x: Any) -> tuple[Handle, Any]:
         return getattr(engine, self.name)(x), None
@@ -238,6 +258,23 @@ class Abs(_Unary):
         return engine.sub(engine.greater(x, 0.0), engine.greater(0.0, x))
 
 
+TWO_OVER_ROOT_PI = 2.0 / math.sqrt(math.pi)
+
+
+@register
+class Erf(_Unary):
+    """The error function (GELU's exact form): a fast path, its reference in primitives."""
+
+    name = "erf"
+    keeps_output = False  # its way back reads its input only
+
+    def forward(self, engine: Engine, x: Any) -> tuple[Handle, Any]:
+        return fused.erf(engine, x), None
+
+    def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
+        return engine.mul(engine.exp(engine.neg(engine.mul(x, x))), TWO_OVER_ROOT_PI)
+
+
 # --- totals ----------------------------------------------------------------------------------
 
 
@@ -306,6 +343,76 @@ class Affine(Rule):
             engine.matmul(x.handle, grad, True, False) if node.needs[1] else None,
             engine.sum(grad, (0,)) if node.needs[2] else None,
         )
+
+
+@register
+class BatchMatmul(Rule):
+    """A product of stacks (attention's): a (..., m, k) @ b (..., k, n) with the same leading
+    axes, each stack transposed where asked (a fast path); or stacks a (..., m, k) times one
+    matrix b (k, n) shared by all (a dense layer over a sequence): a's stacks as the rows of one
+    product, the same bits as row by row."""
+
+    name = "batch_matmul"
+    keeps_output = False
+
+    def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
+        a, b = _shape(inputs[0]), _shape(inputs[1])
+        ta, tb = attrs.get("transpose_a", False), attrs.get("transpose_b", False)
+        shared = len(b) == 2 and len(a) > 2
+        if (
+            len(a) < 2
+            or len(b) < 2
+            or (not shared and a[:-2] != b[:-2])
+            or (shared and ta)
+            or (a[-2] if ta else a[-1]) != (b[-1] if tb else b[-2])
+        ):
+            raise ShapeError(
+                f"matmul: shapes {a} and {b} do not multiply: stacks (..., m, k) @ (..., k, n) "
+                "take the same leading axes, or one matrix (k, n) shared by every stack "
+                "(without transpose_a)"
+            )
+
+    def forward(
+        self, engine: Engine, a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False
+    ) -> tuple[Handle, Any]:
+        a_shape, b_shape = engine.shape(a), engine.shape(b)
+        if len(b_shape) == 2 and len(a_shape) > 2:  # one matrix for every stack
+            rows = engine.reshape(a, (-1, a_shape[-1]))
+            out = engine.matmul(rows, b, False, transpose_b)
+            return engine.reshape(out, (*a_shape[:-1], engine.shape(out)[1])), None
+        return fused.batch_matmul(engine, a, b, transpose_a, transpose_b), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        a, b = node.inputs
+        assert isinstance(a, Tensor) and isinstance(b, Tensor)
+        ta, tb = node.attrs.get("transpose_a", False), node.attrs.get("transpose_b", False)
+        ga = gb = None
+        if b.ndim == 2:  # shared: the stacks' rows are one product's
+            rows = engine.reshape(grad, (-1, node.shape[-1]))
+            if node.needs[0]:
+                ga = engine.reshape(engine.matmul(rows, b.handle, False, not tb), a.shape)
+            if node.needs[1]:
+                flat = engine.reshape(a.handle, (-1, a.shape[-1]))
+                gb = (
+                    engine.matmul(rows, flat, True, False)
+                    if tb
+                    else engine.matmul(flat, rows, True, False)
+                )
+            return ga, gb
+        product = fused.batch_matmul
+        if node.needs[0]:
+            ga = (
+                product(engine, b.handle, grad, tb, True)
+                if ta
+                else product(engine, grad, b.handle, False, not tb)
+            )
+        if node.needs[1]:
+            gb = (
+                product(engine, grad, a.handle, True, ta)
+                if tb
+                else product(engine, a.handle, grad, not ta, False)
+            )
+        return ga, gb
 
 
 def _restore(
@@ -535,6 +642,35 @@ class MaxPool2D(Rule):
         return (engine.maxpool2d_back(grad, node.saved[1], image, node.attrs["pool"]),)
 
 
+@register
+class MaxPool2DPair(Rule):
+    """Max-pooling over windows of two sizes, (height, width) (a fast path)."""
+
+    name = "maxpool2d_pair"
+    keeps_output = keeps_inputs = False  # the selection and the input's shape suffice
+
+    def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
+        shape, pool = _shape(inputs[0]), tuple(attrs["pool"])
+        if (
+            len(shape) != 4
+            or len(pool) != 2
+            or not all(0 < p <= n for p, n in zip(pool, shape[2:]))
+        ):
+            raise ShapeError(
+                f"maxpool2d: images of shape {shape} cannot be pooled over windows of {pool}: "
+                "images are (N, C, H, W), each at least as large as the window"
+            )
+
+    def forward(self, engine: Engine, x: Any, pool: tuple[int, int]) -> tuple[Handle, Any]:
+        return fused.maxpool2d_pair(engine, x, pool)
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        image, pool = (x.shape[2], x.shape[3]), node.attrs["pool"]
+        return (fused.maxpool2d_pair_back(engine, grad, node.saved[1], image, pool),)
+
+
 # --- moves -----------------------------------------------------------------------------------
 
 
@@ -631,3 +767,29 @@ class BroadcastTo(Rule):
         x = node.inputs[0]
         assert isinstance(x, Tensor)
         return (_unbroadcast(engine, grad, node.shape, x.shape),)
+
+
+@register
+class TakeRows(Rule):
+    """Rows of a table picked by int64 indices of any shape (an embedding): table (V, ...) and
+    ids (N, ...) -> (N, ..., *table.shape[1:]). Its way back adds each row's gradients into the
+    row it came from (`add_rows`, a fast path); the indices get none."""
+
+    name = "take_rows"
+    keeps_output = False  # its way back reads the indices and the table's shape
+
+    def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
+        if len(_shape(inputs[0])) < 1 or not isinstance(inputs[1], Tensor):
+            raise ShapeError(
+                f"take_rows: a table of shape {_shape(inputs[0])} and indices {inputs[1]!r}: "
+                "a table of at least one axis and an int64 tensor of indices"
+            )
+
+    def forward(self, engine: Engine, table: Any, ids: Any) -> tuple[Handle, Any]:
+        return engine.take_rows(table, ids), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        table, ids = node.inputs
+        assert isinstance(table, Tensor) and isinstance(ids, Tensor)
+        sent = fused.add_rows(engine, grad, ids.handle, table.shape[0]) if node.needs[0] else None
+        return sent, None

@@ -32,9 +32,10 @@ _recordings = _Recordings()
 
 class Tensor:
     """Values on an engine: a handle, a shape, its dtype ("float32", or "int64" for ids and
-    indices, which no rule differentiates), and (during a recorded pass) its node."""
+    indices, which no rule differentiates), (during a recorded pass) its node, and (for a
+    sequence after an Embedding) its padding mask."""
 
-    __slots__ = ("__weakref__", "dtype", "engine", "handle", "node", "shape")
+    __slots__ = ("__weakref__", "dtype", "engine", "handle", "mask", "node", "shape")
 
     def __init__(
         self,
@@ -49,6 +50,9 @@ class Tensor:
         self.engine = engine
         self.node = node
         self.dtype = dtype
+        self.mask: Tensor | None = None
+        """A sequence's padding mask, where a layer made one: (N, L), 1 at a token, 0 at
+        padding (an Embedding's id 0); layers that keep the positions carry it on."""
 
     @classmethod
     def put(cls, engine: Engine, array: Any) -> Tensor:
@@ -100,7 +104,9 @@ class Tensor:
         return apply(RULES["neg"], (self,))
 
     def __matmul__(self, other: Tensor) -> Tensor:
-        return apply(RULES["matmul"], (self, other))
+        # Matrices take the plain product; stacks (attention's) take the product of stacks.
+        name = "matmul" if self.ndim == 2 and other.ndim == 2 else "batch_matmul"
+        return apply(RULES[name], (self, other))
 
 
 class Node:

@@ -21,8 +21,37 @@ add any of these for speed, and the contract suite holds each one it offers to i
   lays out slots and an optimizer's memory (an engine that offers it may then do an update over
   all of a flat tensor's parts in one pass).
 
-The totals among them (the first two) are held to the engine's precision: a bias is one more
-term of each total. The others are value-by-value operations, held to the value tolerance.
+What networks as graphs need (attention, embeddings, GELU, pooling over a pair), each written in
+the primitives an engine had before them, so an engine written before them keeps working:
+
+- `batch_matmul(a, b, transpose_a, transpose_b)`: a product of stacks, a (..., m, k) @ b
+  (..., k, n) -> (..., m, n), the same leading axes on both (attention's (N, heads, L, d)), each
+  transposing its last two axes when asked. Reference: one 2-D `matmul` a stack.
+- `add_rows(values, indices, rows)`: the way back of `take_rows` (an embedding's): a float32
+  (rows, *values.shape[indices.ndim:]) of zeros with values[i...] added into row indices[i...],
+  indices an int64 handle of any shape. Reference: the one-hot of the flattened indices,
+  transposed, times the values flattened to rows (`one_hot`, `matmul`): exact products of 0 and
+  1, so each row's total adds the values sent to it. An engine's own must not build the
+  one-hot (a vocabulary of 20,000 by a batch's 2,048 ids is 160 MB) and must add in an order of
+  its own choosing every time (the same bits run to run).
+- `erf(x)`: the error function, value by value (GELU's exact form). Reference: Abramowitz and
+  Stegun 7.1.26, erf(x) = 1 - (a1·t + a2·t² + a3·t³ + a4·t⁴ + a5·t⁵)·exp(-x²), t = 1/(1 + p·x)
+  for x >= 0 (odd in x), within 1.5e-7 of erf in exact arithmetic; in float32 within 5.4e-7
+  (light's primitives, measured over [-7, 7]), inside the value tolerance 1e-5 + 1.3e-6·|ref|.
+- `maxpool2d_pair(x, pool)`, `maxpool2d_pair_back(gy, selection, image, pool)`: max-pooling over
+  windows of `pool` = (height, width), stride the window, trailing rows and columns dropped; the
+  selection (int64) is each window's place of its first maximum counted row by row (0 ..
+  height·width - 1), as `maxpool2d`'s is for a square. Reference: each window's values laid out
+  in reading order and followed by copies of its first value up to s·s places (s the least
+  side whose square holds the window), the windows side by side as s x s squares of one image,
+  the square `maxpool2d` / `maxpool2d_back` on those, and moves back. A copy never becomes the
+  first maximum: the value it copies comes first. A square window is `maxpool2d` itself.
+
+Families: the convolutions, `batch_matmul` and `add_rows` are totals, held to the engine's
+precision (a bias is one more term of each total; `add_rows` is a product with the one-hot, so
+a mixed precision may take its values in its half format); `erf`, ReLU's way back and the
+updates are value by value, held to the value tolerance; `parts` and the max-pooling pair are
+moves, held bit for bit.
 """
 
 from __future__ import annotations
@@ -37,12 +66,22 @@ __all__ = [
     "FAST_PATHS",
     "adam_update",
     "adam_update_reference",
+    "add_rows",
+    "add_rows_reference",
+    "batch_matmul",
+    "batch_matmul_reference",
     "conv2d_bias",
     "conv2d_bias_reference",
     "conv2d_weight_bias_grad",
     "conv2d_weight_bias_grad_reference",
     "decay_update",
     "decay_update_reference",
+    "erf",
+    "erf_reference",
+    "maxpool2d_pair",
+    "maxpool2d_pair_back",
+    "maxpool2d_pair_back_reference",
+    "maxpool2d_pair_reference",
     "parts",
     "parts_reference",
     "relu_back",
@@ -133,6 +172,118 @@ def parts_reference(
     return handles
 
 
+def batch_matmul_reference(
+    engine: Engine, a: Handle, b: Handle, transpose_a: bool = False, transpose_b: bool = False
+) -> Handle:
+    a_shape, b_shape = engine.shape(a), engine.shape(b)
+    lead = a_shape[:-2]
+    if not lead:
+        return engine.matmul(a, b, transpose_a, transpose_b)
+    stacks = math.prod(lead)
+    rows = a_shape[-1] if transpose_a else a_shape[-2]
+    columns = b_shape[-2] if transpose_b else b_shape[-1]
+    if stacks == 0:
+        return engine.zeros((*lead, rows, columns))
+    flat_a = engine.reshape(a, (stacks, *a_shape[-2:]))
+    flat_b = engine.reshape(b, (stacks, *b_shape[-2:]))
+    products = []
+    for i in range(stacks):
+        one_a = engine.reshape(engine.slice(flat_a, 0, i, i + 1), a_shape[-2:])
+        one_b = engine.reshape(engine.slice(flat_b, 0, i, i + 1), b_shape[-2:])
+        product = engine.matmul(one_a, one_b, transpose_a, transpose_b)
+        products.append(engine.reshape(product, (1, rows, columns)))
+    return engine.reshape(engine.concatenate(products, 0), (*lead, rows, columns))
+
+
+def add_rows_reference(engine: Engine, values: Handle, indices: Handle, rows: int) -> Handle:
+    index_shape = engine.shape(indices)
+    row_shape = engine.shape(values)[len(index_shape) :]
+    count, width = math.prod(index_shape), math.prod(row_shape)
+    places = engine.one_hot(engine.reshape(indices, (count,)), rows)  # (count, rows)
+    flat = engine.reshape(values, (count, width))
+    return engine.reshape(engine.matmul(places, flat, True, False), (rows, *row_shape))
+
+
+ERF_P = 0.3275911
+ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+"""Abramowitz and Stegun 7.1.26's p and a1 .. a5."""
+
+
+def erf_reference(engine: Engine, x: Handle) -> Handle:
+    t = engine.div(1.0, engine.add(engine.mul(engine.abs(x), ERF_P), 1.0))
+    poly = engine.mul(t, ERF_A[-1])
+    for a in reversed(ERF_A[:-1]):  # Horner: (((a5·t + a4)·t + a3)·t + a2)·t + a1, times t
+        poly = engine.mul(engine.add(poly, a), t)
+    size = engine.sub(1.0, engine.mul(poly, engine.exp(engine.neg(engine.mul(x, x)))))
+    sign = engine.sub(engine.greater(x, 0.0), engine.greater(0.0, x))  # 0 at 0: erf(0) = 0
+    return engine.mul(sign, size)
+
+
+def _square_side(pool: tuple[int, int]) -> int:
+    """The least side s whose s x s square holds a window of pool[0] x pool[1] places."""
+    side = math.isqrt(pool[0] * pool[1])
+    return side if side * side == pool[0] * pool[1] else side + 1
+
+
+def maxpool2d_pair_reference(
+    engine: Engine, x: Handle, pool: tuple[int, int]
+) -> tuple[Handle, Handle]:
+    height, width = pool
+    if height == width:
+        return engine.maxpool2d(x, height)
+    count, channels, rows, columns = engine.shape(x)
+    out_h, out_w = rows // height, columns // width
+    windows, side = out_h * out_w, _square_side(pool)
+    x = engine.slice(engine.slice(x, 2, 0, out_h * height), 3, 0, out_w * width)
+    grid = engine.reshape(x, (count, channels, out_h, height, out_w, width))
+    grid = engine.transpose(grid, (0, 1, 2, 4, 3, 5))
+    places = engine.reshape(grid, (count, channels, windows, height * width))
+    if side * side > height * width:  # copies of each window's first value fill its square
+        first = engine.slice(places, 3, 0, 1)
+        copies = (count, channels, windows, side * side - height * width)
+        places = engine.concatenate([places, engine.broadcast_to(first, copies)], 3)
+    squares = engine.reshape(places, (count, channels, windows, side, side))
+    image = engine.transpose(squares, (0, 1, 3, 2, 4))  # the squares side by side
+    maxima, selection = engine.maxpool2d(
+        engine.reshape(image, (count, channels, side, windows * side)), side
+    )
+    shape = (count, channels, out_h, out_w)
+    return engine.reshape(maxima, shape), engine.reshape(selection, shape)
+
+
+def maxpool2d_pair_back_reference(
+    engine: Engine,
+    gy: Handle,
+    selection: Handle,
+    image: tuple[int, int],
+    pool: tuple[int, int],
+) -> Handle:
+    height, width = pool
+    if height == width:
+        return engine.maxpool2d_back(gy, selection, image, height)
+    count, channels, out_h, out_w = engine.shape(gy)
+    windows, side = out_h * out_w, _square_side(pool)
+    flat = (count, channels, 1, windows)
+    sent = engine.maxpool2d_back(
+        engine.reshape(gy, flat),
+        engine.reshape(selection, flat),
+        (side, windows * side),
+        side,
+    )  # (N, C, side, windows·side): the squares side by side, as the forward laid them
+    squares = engine.transpose(
+        engine.reshape(sent, (count, channels, side, windows, side)), (0, 1, 3, 2, 4)
+    )
+    places = engine.reshape(squares, (count, channels, windows, side * side))
+    places = engine.slice(places, 3, 0, height * width)  # the copies got nothing
+    grid = engine.reshape(places, (count, channels, out_h, out_w, height, width))
+    grid = engine.transpose(grid, (0, 1, 2, 4, 3, 5))
+    grid = engine.reshape(grid, (count, channels, out_h * height, out_w * width))
+    rest = (image[0] - out_h * height, image[1] - out_w * width)
+    if rest == (0, 0):
+        return grid
+    return engine.pad(grid, [(0, 0), (0, 0), (0, rest[0]), (0, rest[1])])
+
+
 FAST_PATHS: dict[str, Callable[..., Any]] = {
     "conv2d_bias": conv2d_bias_reference,
     "conv2d_weight_bias_grad": conv2d_weight_bias_grad_reference,
@@ -141,6 +292,11 @@ FAST_PATHS: dict[str, Callable[..., Any]] = {
     "adam_update": adam_update_reference,
     "decay_update": decay_update_reference,
     "parts": parts_reference,
+    "batch_matmul": batch_matmul_reference,
+    "add_rows": add_rows_reference,
+    "erf": erf_reference,
+    "maxpool2d_pair": maxpool2d_pair_reference,
+    "maxpool2d_pair_back": maxpool2d_pair_back_reference,
 }
 """Every fast path an engine may offer: its name -> its reference (taking the engine first)."""
 
@@ -231,6 +387,50 @@ def parts(engine: Engine, flat: Handle, shapes: Sequence[tuple[int, ...]]) -> li
         made: list[Handle] = own(flat, shapes)
         return made
     return parts_reference(engine, flat, shapes)
+
+
+def batch_matmul(
+    engine: Engine, a: Handle, b: Handle, transpose_a: bool = False, transpose_b: bool = False
+) -> Handle:
+    own = getattr(engine, "batch_matmul", None)
+    if own is not None:
+        return own(a, b, transpose_a, transpose_b)
+    return batch_matmul_reference(engine, a, b, transpose_a, transpose_b)
+
+
+def add_rows(engine: Engine, values: Handle, indices: Handle, rows: int) -> Handle:
+    own = getattr(engine, "add_rows", None)
+    if own is not None:
+        return own(values, indices, rows)
+    return add_rows_reference(engine, values, indices, rows)
+
+
+def erf(engine: Engine, x: Handle) -> Handle:
+    own = getattr(engine, "erf", None)
+    if own is not None:
+        return own(x)
+    return erf_reference(engine, x)
+
+
+def maxpool2d_pair(engine: Engine, x: Handle, pool: tuple[int, int]) -> tuple[Handle, Handle]:
+    own = getattr(engine, "maxpool2d_pair", None)
+    if own is not None:
+        pair: tuple[Handle, Handle] = own(x, pool)
+        return pair
+    return maxpool2d_pair_reference(engine, x, pool)
+
+
+def maxpool2d_pair_back(
+    engine: Engine,
+    gy: Handle,
+    selection: Handle,
+    image: tuple[int, int],
+    pool: tuple[int, int],
+) -> Handle:
+    own = getattr(engine, "maxpool2d_pair_back", None)
+    if own is not None:
+        return own(gy, selection, image, pool)
+    return maxpool2d_pair_back_reference(engine, gy, selection, image, pool)
 
 
 # --- gradient clipping: the optimizers' clip_norm and global_clip_norm, as Keras's -------------

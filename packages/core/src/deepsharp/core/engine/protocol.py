@@ -3,9 +3,10 @@
 An engine owns float32 tensors (and int64 index tensors) in its own memory and performs
 operations on opaque handles. The core knows shapes; the engine knows where values live.
 `Engine` lists the PRIMITIVES, what every engine must perform; the fused operations (a
-convolution with its bias, ReLU's way back, the optimizer updates, one flat tensor's parts)
-are fast paths with references written in these primitives (`deepsharp.core.engine.fused`),
-which an engine may offer faster versions of. Every operation is held to a contract by
+convolution with its bias, ReLU's way back, the optimizer updates, one flat tensor's parts, and
+what networks as graphs added: products of stacks, rows added into places, erf, max-pooling over
+a pair) are fast paths with references written in these primitives
+(`deepsharp.core.engine.fused`), which an engine may offer faster versions of. Every operation is held to a contract by
 `deepsharp-contracts` (docs/contracts.md), by family:
 
 - transfers (`put`, `get`): exact, each one counted;
@@ -116,7 +117,8 @@ class Engine(Protocol):
 
     # --- transfers -------------------------------------------------------------------------
     def put(self, array: NDArray[Any]) -> Handle:
-        """Host to engine: float arrays become float32, integer arrays int64. Counted."""
+        """Host to engine: float arrays become float32, integer (and boolean) arrays int64,
+        every bit of int64's range kept. Counted."""
         ...
 
     def get(self, handle: Handle) -> NDArray[Any]:
@@ -213,7 +215,8 @@ class Engine(Protocol):
     def transpose(self, x: Handle, axes: tuple[int, ...]) -> Handle: ...
     def slice(self, x: Handle, axis: int, start: int, stop: int) -> Handle: ...
     def take_rows(self, x: Handle, rows: Handle) -> Handle:
-        """x[rows] along the first axis; rows is an int64 handle."""
+        """x[rows] along the first axis; rows is an int64 handle of any shape: (N, L) ids of a
+        table (V, D) give (N, L, D)."""
         ...
 
     def concatenate(self, xs: Sequence[Handle], axis: int) -> Handle: ...
@@ -225,7 +228,8 @@ class Engine(Protocol):
     def broadcast_to(self, x: Handle, shape: tuple[int, ...]) -> Handle: ...
     def max(self, x: Handle, axes: tuple[int, ...], keepdims: bool = False) -> Handle: ...
     def one_hot(self, indices: Handle, classes: int) -> Handle:
-        """float32 (N, classes) from int64 indices (N,)."""
+        """float32 (*indices.shape, classes) from int64 indices of any shape: 1.0 at each
+        index's class."""
         ...
 
     def maxpool2d(self, x: Handle, pool: int) -> tuple[Handle, Handle]:

@@ -1,8 +1,8 @@
 """How an engine adds its totals: one strategy per precision, chosen when the engine is made.
 
 The totals are the operations whose arithmetic a precision decides (`TOTALS_OPERATIONS`, and
-the two fused ones that add totals: a convolution with its bias, the filters' and biases'
-gradients together). An engine that offers several precisions writes one `Totals` strategy for
+the fused ones that add totals: a convolution with its bias, the filters' and biases' gradients
+together, a product of stacks, rows added into places). An engine that offers several precisions writes one `Totals` strategy for
 each and holds the one its precision names; every other operation is the same whichever it
 holds. The light engine, for instance, has `StrictTotals` (float64, rounded once) and
 `Float32Totals` (NumPy's own kernels): a mixed precision is one more strategy (its products'
@@ -57,6 +57,12 @@ class Totals(Protocol):
     def conv2d_fold(
         self, gy: Any, w: Any, image: tuple[int, int], stride: int, padding: Any
     ) -> Any: ...
+
+    def batch_matmul(
+        self, a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Any: ...
+
+    def add_rows(self, values: Any, indices: Any, rows: int) -> Any: ...
 
 
 def choose_totals(

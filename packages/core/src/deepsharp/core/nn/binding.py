@@ -74,7 +74,7 @@ def _flat(
     if not shapes:
         return {}
     names, sizes = list(shapes), list(shapes.values())
-    flat = engine.put(np.concatenate([np.asarray(values[n], np.float32).ravel() for n in names]))
+    flat = engine.put(np.concatenate([np.asarray(values[n]).ravel() for n in names]))
     return {
         name: Tensor(handle, shape, engine)
         for name, handle, shape in zip(names, parts(engine, flat, sizes), sizes)

@@ -128,23 +128,29 @@ def apply_layer(layer: Layer, given: Symbol | Sequence[Symbol]) -> Symbol:
     """`layer(given)`: checked (one symbol, or a list for a layer that takes several; dtypes the
     layer takes; a shared layer's shapes), the layer built where it is not yet, and the symbol of
     its output."""
-    if layer.several:
-        if isinstance(given, Symbol) or not isinstance(given, (list, tuple)) or len(given) < 2:
+    if isinstance(given, (list, tuple)):
+        least = 2 if layer.several else 1
+        if not least <= len(given) <= layer.most_inputs:
+            takes = (
+                f"a list of {least} to {layer.most_inputs} inputs"
+                if layer.most_inputs < 2**31
+                else f"a list of {least} or more inputs"
+            )
             raise ShapeError(
-                f"{layer.label} takes a list of two or more inputs ({layer.kind}()([a, b])), "
-                f"not {given!r}"
+                f"{layer.label} takes {takes if layer.most_inputs > 1 else 'one input'}, not a "
+                f"list of {len(given)}"
+                + (
+                    ""
+                    if layer.most_inputs > 1
+                    else "; a list goes to a layer that merges, such as Add() or Concatenate()"
+                )
             )
         inputs = tuple(given)
     else:
-        if not isinstance(given, Symbol):
+        if layer.several:
             raise ShapeError(
-                f"{layer.label} takes one input (a symbol: an Input, or a layer's output), not "
-                f"{given!r}"
-                + (
-                    "; a list goes to a layer that merges, such as Add() or Concatenate()"
-                    if isinstance(given, (list, tuple))
-                    else ""
-                )
+                f"{layer.label} takes a list of two or more inputs ({layer.kind}()([a, b])), "
+                f"not {given!r}"
             )
         inputs = (given,)
     for symbol in inputs:
@@ -159,7 +165,8 @@ def apply_layer(layer: Layer, given: Symbol | Sequence[Symbol]) -> Symbol:
                 if symbol.dtype == "int64"
                 else f"{layer.label} takes {' or '.join(layer.takes)} values, not {symbol!r}"
             )
-    shapes: Shape | list[Shape] = [s.shape for s in inputs] if layer.several else inputs[0].shape
+    listed = isinstance(given, (list, tuple))
+    shapes: Shape | list[Shape] = [s.shape for s in inputs] if listed else inputs[0].shape
     if layer.output_shape is None:
         out = layer.built_for(shapes)
     else:

@@ -32,6 +32,7 @@ from deepsharp.core.random import Generator
 
 __all__ = [
     "LAYERS",
+    "carry_mask",
     "BufferSpec",
     "Layer",
     "Pass",
@@ -72,15 +73,17 @@ class SlotSpec:
         return initial_values(self.init, self.shape, generator, self.fan_in, self.fan_out)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BufferSpec:
     """A buffer a layer asks for: state that is not trained, its shape and first values
-    ("zeros" or "ones")."""
+    ("zeros", "ones", or the values themselves: a causal mask's triangle)."""
 
     shape: Shape
-    init: str = "zeros"
+    init: str | NDArray[np.float32] = "zeros"
 
     def initial(self) -> NDArray[np.float32]:
+        if not isinstance(self.init, str):
+            return np.array(self.init, np.float32)
         return np.full(self.shape, 1.0 if self.init == "ones" else 0.0, np.float32)
 
 
@@ -139,7 +142,10 @@ class Layer:
     kind: ClassVar[str] = "Layer"
     key: ClassVar[str] = "Layer"
     several: ClassVar[bool] = False
-    """Whether it takes a list of inputs (Add, Concatenate) rather than one."""
+    """Whether it takes a list of two or more inputs (Add, Concatenate) rather than one."""
+    most_inputs: ClassVar[int] = 1
+    """How many inputs it takes at most (a layer called on a list gets a list; on one input,
+    that input): one; MultiHeadAttention two (a sequence and its mask); Add any number."""
     whole_batch: ClassVar[bool] = False
     """Whether a training pass reads statistics of the whole batch (BatchNorm): under data
     parallelism every process then needs rows of every batch."""
@@ -149,7 +155,8 @@ class Layer:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.kind = cls.__name__
-        cls.key = LAYERS.add(cls)
+        if not cls.__name__.startswith("_"):  # a private base is no kind a file names
+            cls.key = LAYERS.add(cls)
 
     def __init__(self, name: str | None = None) -> None:
         self.name: str | None = None if name is None else check_layer_name(name, self.kind)
@@ -174,15 +181,26 @@ class Layer:
         init = check_initializer(init, f"{self.label}: slot {name!r}")
         self.specs[name] = SlotSpec(tuple(int(s) for s in shape), init, fan_in, fan_out)
 
-    def buffer(self, name: str, shape: Sequence[int], init: str = "zeros") -> None:
-        """Declare a buffer (called from `build`): state that is not trained, starting at zeros
-        or ones. A training pass may change it (`ops.assign`); no optimizer does."""
+    def buffer(self, name: str, shape: Sequence[int], init: str | NDArray[Any] = "zeros") -> None:
+        """Declare a buffer (called from `build`): state that is not trained, starting at zeros,
+        ones, or the values given (an array of `shape`). A training pass may change it
+        (`ops.assign`); no optimizer does."""
         self._check_new(name)
-        if init not in ("zeros", "ones"):
+        made = tuple(int(s) for s in shape)
+        if isinstance(init, str):
+            if init not in ("zeros", "ones"):
+                raise ValueError(
+                    f"{self.label}: buffer {name!r} starts at 'zeros', 'ones' or values given, "
+                    f"not {init!r}"
+                )
+            self.buffer_specs[name] = BufferSpec(made, init)
+            return
+        values = np.array(init, np.float32)
+        if values.shape != made:
             raise ValueError(
-                f"{self.label}: buffer {name!r} starts at 'zeros' or 'ones', not {init!r}"
+                f"{self.label}: buffer {name!r} of shape {made} given values of {values.shape}"
             )
-        self.buffer_specs[name] = BufferSpec(tuple(int(s) for s in shape), init)
+        self.buffer_specs[name] = BufferSpec(made, values)
 
     def sublayer(self, name: str, layer: Layer, shape: Shape | list[Shape]) -> Shape:
         """Build `layer` as a part of this one (called from `build`): its slots and buffers are
@@ -201,7 +219,7 @@ class Layer:
         """Run the part `name` (a `sublayer`) on x, with its own slots and buffers."""
         prefix = f"{name}."
         own = {key[len(prefix) :]: value for key, value in slots.items() if key.startswith(prefix)}
-        return self.parts[name].forward(x, own, context)
+        return carry_mask(self.parts[name].forward(x, own, context), x)
 
     def _check_new(self, name: str) -> None:
         if not isinstance(name, str) or not name or name in self.specs or name in self.buffer_specs:
@@ -239,7 +257,7 @@ class Layer:
         """Build for rows of `shape` (declaring slots and buffers afresh); the output row shape."""
         self.specs, self.buffer_specs, self.parts = {}, {}, {}
         self.input_shape = shape
-        self.output_shape = tuple(self.build(list(shape) if self.several else shape))
+        self.output_shape = tuple(self.build(list(shape) if isinstance(shape, list) else shape))
         return self.output_shape
 
     def __call__(self, inputs: Symbol | Sequence[Symbol]) -> Symbol:
@@ -257,6 +275,16 @@ class Layer:
             return self.described()
         args = ", ".join([*(f"{k}={v!r}" for k, v in self.config().items()), f"name={self.name!r}"])
         return f"{self.kind}({args})"
+
+
+def carry_mask(out: Tensor, given: Any) -> Tensor:
+    """A layer's output carries on the padding mask of its (first) input, where it keeps the
+    batch's positions (the same leading two sizes) and made no mask of its own."""
+    first = given[0] if isinstance(given, (list, tuple)) else given
+    mask = getattr(first, "mask", None)
+    if mask is not None and out.mask is None and out.shape[:2] == first.shape[:2]:
+        out.mask = mask
+    return out
 
 
 def layer_from_json(data: Any) -> Layer:

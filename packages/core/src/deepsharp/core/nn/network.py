@@ -26,7 +26,7 @@ from deepsharp.core.errors import ConfigurationError, DataError, ShapeError, Sta
 from deepsharp.core.nn import predicting, saving
 from deepsharp.core.nn.binding import Bound, put_values
 from deepsharp.core.nn.graph import Graph, InputSpec, Symbol, chain, check_shared, row_shape, trace
-from deepsharp.core.nn.layer import BufferSpec, Layer, Pass, Shape, SlotSpec
+from deepsharp.core.nn.layer import BufferSpec, Layer, Pass, Shape, SlotSpec, carry_mask
 from deepsharp.core.nn.summary import summarized
 from deepsharp.core.random import Generator
 
@@ -90,7 +90,7 @@ class Network:
         _name(graph)
         # Each node as the forward pass takes it: the layer's forward, its index, what it reads.
         self._plan = [
-            (graph.layers[n.layer].forward, n.layer, n.sources, graph.layers[n.layer].several)
+            (graph.layers[n.layer].forward, n.layer, n.sources, len(n.sources) > 1)
             for n in graph.nodes
         ]
         self._checkers: list[tuple[Layer, int]] = [
@@ -151,7 +151,7 @@ class Network:
         for node in self.graph.nodes:
             layer = self.layers[node.layer]
             read = [shapes_of[i] for i in node.sources]
-            taken: Any = read if layer.several else read[0]
+            taken: Any = read if len(read) > 1 else read[0]
             if node.layer in done:
                 shapes_of.append(check_shared(layer, taken))
                 continue
@@ -377,7 +377,7 @@ class Network:
         per_layer = bound.per_layer
         for forward, index, sources, several in self._plan:
             x = [values[i] for i in sources] if several else values[sources[0]]
-            values.append(forward(x, per_layer[index], context))
+            values.append(carry_mask(forward(x, per_layer[index], context), x))
         out: Tensor = values[-1]
         return out
 

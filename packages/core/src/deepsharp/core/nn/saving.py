@@ -146,6 +146,9 @@ def _graph(cls: type[Network], data: Any) -> Network:
             raise ValueError(
                 f"node {place} ({entry!r}) reads a layer or a place that is not before it"
             )
+        taker = layers[layer]
+        if not (2 if taker.several else 1) <= len(sources) <= taker.most_inputs:
+            raise ValueError(f"node {place} gives {taker.kind} {len(sources)} inputs")
         nodes.append(Node(layer, tuple(sources)))
     if not nodes:
         raise ValueError("a network has at least one node")

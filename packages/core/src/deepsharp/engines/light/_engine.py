@@ -1,8 +1,9 @@
 """The light engine's operations: handles are the NumPy arrays themselves, so an operation
 costs what NumPy costs and nothing more.
 
-Its totals (products, sums, means, convolutions) are added by the strategy its precision
-names (`_totals`); every other operation is the same at any precision. Value-by-value
+Its totals (products, sums, means, convolutions, products of stacks, rows added into places)
+are added by the strategy its precision names (`_totals`); every other operation is the same at
+any precision. Value-by-value
 functions give each element the same bits whatever its company (NumPy's vector loops and their
 tails agree), and are accurate relative to their values in their tails: a sigmoid of -80 is
 1.8e-35, not 0.
@@ -20,6 +21,7 @@ import numpy as np
 
 from deepsharp.core.engine import Counters, EngineIdentity, Precision, Totals, choose_totals
 from deepsharp.core.engine.memory import keep_freed_memory
+from deepsharp.engines.light._erf import erf as _erf64
 from deepsharp.engines.light._totals import OFFERED
 
 __all__ = ["LightEngine", "ReferenceEngine"]
@@ -118,6 +120,17 @@ class LightEngine:
     ) -> Array:
         return self.totals.conv2d_fold(gy, w, image, stride, padding)
 
+    def batch_matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        """Fast path: every stack's product in one call (NumPy's matmul over the stacks)."""
+        return self.totals.batch_matmul(a, b, transpose_a, transpose_b)
+
+    def add_rows(self, values: Array, indices: Array, rows: int) -> Array:
+        """Fast path: each row's values gathered in the order they come (a stable sort of the
+        indices) and added up, without the one-hot: the same bits every time."""
+        return self.totals.add_rows(values, indices, rows)
+
     # --- value by value --------------------------------------------------------------------
     def add(self, a: Any, b: Any) -> Array:
         return np.add(a, b)
@@ -176,6 +189,10 @@ class LightEngine:
 
     def relu(self, x: Array) -> Array:
         return np.maximum(x, self.dtype(0.0))
+
+    def erf(self, x: Array) -> Array:
+        """Fast path: Cody's rational approximations in float64 (`_erf`), rounded once."""
+        return _erf64(x).astype(self.dtype)
 
     # --- fast paths (deepsharp.core.engine.fused) -----------------------------------------
     def relu_back(self, x: Array, grad: Array) -> Array:
@@ -336,31 +353,43 @@ class LightEngine:
         return np.eye(classes, dtype=self.dtype)[indices]
 
     def maxpool2d(self, x: Array, pool: int) -> tuple[Array, Array]:
-        windows = _windows(x, pool)
-        selection = windows.argmax(axis=-1)
-        return np.take_along_axis(windows, selection[..., None], -1)[..., 0], selection
+        return self.maxpool2d_pair(x, (pool, pool))
 
     def maxpool2d_back(
         self, gy: Array, selection: Array, image: tuple[int, int], pool: int
     ) -> Array:
-        count, channels, out_h, out_w = gy.shape
-        spread = np.zeros((count, channels, out_h, out_w, pool * pool), self.dtype)
+        return self.maxpool2d_pair_back(gy, selection, image, (pool, pool))
+
+    def maxpool2d_pair(self, x: Array, pool: tuple[int, int]) -> tuple[Array, Array]:
+        """Fast path: windows of pool[0] x pool[1], as the square ones are pooled."""
+        windows = _windows(x, pool)
+        selection = windows.argmax(axis=-1)
+        return np.take_along_axis(windows, selection[..., None], -1)[..., 0], selection
+
+    def maxpool2d_pair_back(
+        self, gy: Array, selection: Array, image: tuple[int, int], pool: tuple[int, int]
+    ) -> Array:
+        """Fast path: each window's gradient to the place its selection names."""
+        (count, channels, out_h, out_w), (down, across) = gy.shape, pool
+        spread = np.zeros((count, channels, out_h, out_w, down * across), self.dtype)
         np.put_along_axis(spread, selection[..., None], gy[..., None], -1)
-        grid = spread.reshape(count, channels, out_h, out_w, pool, pool)
-        grid = grid.transpose(0, 1, 2, 4, 3, 5).reshape(count, channels, out_h * pool, out_w * pool)
+        grid = spread.reshape(count, channels, out_h, out_w, down, across)
+        grid = grid.transpose(0, 1, 2, 4, 3, 5)
+        grid = grid.reshape(count, channels, out_h * down, out_w * across)
         height, width = image
         if (height, width) == grid.shape[2:]:
             return grid
-        return np.pad(grid, [(0, 0), (0, 0), (0, height - out_h * pool), (0, width - out_w * pool)])
+        rest = [(0, height - out_h * down), (0, width - out_w * across)]
+        return np.pad(grid, [(0, 0), (0, 0), *rest])
 
 
-def _windows(x: Array, pool: int) -> Array:
-    """(N, C, H//pool, W//pool, pool*pool): each pooling window's places in reading order."""
-    count, channels, height, width = x.shape
-    out_h, out_w = height // pool, width // pool
-    cropped = x[:, :, : out_h * pool, : out_w * pool]
-    grid = cropped.reshape(count, channels, out_h, pool, out_w, pool).transpose(0, 1, 2, 4, 3, 5)
-    return grid.reshape(count, channels, out_h, out_w, pool * pool)
+def _windows(x: Array, pool: tuple[int, int]) -> Array:
+    """(N, C, H//ph, W//pw, ph*pw): each (ph, pw) pooling window's places in reading order."""
+    (count, channels, height, width), (down, across) = x.shape, pool
+    out_h, out_w = height // down, width // across
+    cropped = x[:, :, : out_h * down, : out_w * across]
+    grid = cropped.reshape(count, channels, out_h, down, out_w, across)
+    return grid.transpose(0, 1, 2, 4, 3, 5).reshape(count, channels, out_h, out_w, down * across)
 
 
 class ReferenceEngine(LightEngine):

@@ -13,11 +13,15 @@
   means are float32 totals. The semantics of the mixed precisions, exactly, without a card.
 
 Convolutions work image by image in NCHW order: windows as columns (N, C*kh*kw, P), one batched
-product with the filters, no transposed copies of the large tensors.
+product with the filters, no transposed copies of the large tensors. A product of stacks is
+NumPy's matmul over them (a few stacks at a time where the totals are widened); rows added into
+places (`add_rows`) are each row's values gathered by a stable sort of the indices and added by
+`np.add.reduceat`, in the order they come: no one-hot, and the same bits every time.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -50,13 +54,19 @@ the processor's caches instead of crossing memory whole; each element is still o
 total rounded once."""
 
 
-class _Convolutions:
-    """The convolutions, their totals added in `wide` and kept in `dtype`."""
+class _Totals:
+    """What every strategy shares: the convolutions and the rows added into places, their
+    totals added in `wide` and kept in `dtype`."""
 
     wide: type[np.floating[Any]] = np.float64
 
     def __init__(self, dtype: type[np.floating[Any]] = np.float32) -> None:
         self.dtype = dtype
+
+    def matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        raise NotImplementedError
 
     def conv2d(self, x: Array, w: Array, stride: int, padding: Paddings) -> Array:
         return self._conv2d(x, w, None, stride, padding)
@@ -144,11 +154,52 @@ class _Convolutions:
             folded[:, :, top : top + image[0], left : left + image[1]], dtype=self.dtype
         )
 
+    def add_rows(self, values: Array, indices: Array, rows: int) -> Array:
+        ids = indices.reshape(-1)
+        row_shape = values.shape[indices.ndim :]
+        flat = values.reshape(ids.size, math.prod(row_shape))
+        out = np.zeros((rows, flat.shape[1]), self.dtype)
+        if ids.size:
+            order = np.argsort(ids, kind="stable")  # each row's values in the order they come
+            named = ids[order]
+            starts = np.flatnonzero(np.concatenate([[True], named[1:] != named[:-1]]))
+            totals = np.add.reduceat(flat[order], starts, axis=0, dtype=self.wide)
+            out[named[starts]] = totals  # each total rounded once, where `wide` is wider
+        return out.reshape(rows, *row_shape)
 
-class StrictTotals(_Convolutions):
+    def batch_matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        if a.ndim == 2:
+            return self.matmul(a, b, transpose_a, transpose_b)
+        a = np.swapaxes(a, -1, -2) if transpose_a else a
+        b = np.swapaxes(b, -1, -2) if transpose_b else b
+        return self._stacks(a, b)
+
+    def _stacks(self, a: Array, b: Array) -> Array:
+        """a (..., m, k) @ b (..., k, n), as they stand."""
+        return np.matmul(a, b)
+
+
+class StrictTotals(_Totals):
     """Every total in float64, rounded once (precision strict)."""
 
     precision = STRICT
+
+    def _stacks(self, a: Array, b: Array) -> Array:
+        lead, (rows, inner), columns = a.shape[:-2], a.shape[-2:], b.shape[-1]
+        stacks = math.prod(lead)
+        a, b = a.reshape(stacks, rows, inner), b.reshape(stacks, inner, columns)
+        out = np.empty((stacks, rows, columns), self.dtype)
+        each = (rows + columns) * inner + rows * columns
+        if each > BLOCK:  # a large stack: the product's own blocks
+            for i in range(stacks):
+                out[i] = self.matmul(a[i], b[i])
+        else:  # a few stacks at a time, widened together
+            step = max(1, BLOCK // max(1, each))
+            for i in range(0, stacks, step):
+                out[i : i + step] = np.matmul(a[i : i + step], b[i : i + step], dtype=np.float64)
+        return out.reshape(*lead, rows, columns)
 
     def matmul(
         self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
@@ -186,7 +237,7 @@ class StrictTotals(_Convolutions):
         return np.asarray(total / count).astype(self.dtype)
 
 
-class Float32Totals(_Convolutions):
+class Float32Totals(_Totals):
     """Totals in NumPy's own float32 kernels (precision float32)."""
 
     precision = FLOAT32
@@ -255,6 +306,12 @@ class MixedTotals(Float32Totals):
     ) -> Array:
         with np.errstate(over="ignore", invalid="ignore"):
             return super().conv2d_fold(self.half(gy), self.half(w), image, stride, padding)
+
+    def _stacks(self, a: Array, b: Array) -> Array:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return super()._stacks(self.half(a), self.half(b))
+
+    # add_rows: Float32Totals's, on the values as they are (a total, not a product's inputs)
 
 
 OFFERED: dict[str, Callable[..., Totals]] = {

@@ -17,11 +17,18 @@
   weight gradient on the processor comes out in float32, laid out for the optimizer). Sums and
   means of any input are float32 totals, float32 out; so is the biases' gradient.
 
+Every strategy multiplies stacks with one `bmm` (strict: float64, a few stacks at a time on the
+processor; mixed: bfloat16 kept, as a product's output) and adds rows into places with
+`index_add_` into zeros (float64 under strict, rounded once; float32 otherwise, half values
+widened): libtorch adds them index by index in the order they come, so the same bits every
+time and at any thread count, and on a card the guard's deterministic algorithms make it so.
+
 torch is bound (`bind`) when the first engine is made, never when this module is imported.
 """
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -102,6 +109,39 @@ class _Totals:
         weights, biases = self._weight_grad(x, gy, kernel, stride, padding, True)
         return weights, biases
 
+    def matmul(
+        self, a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Tensor:
+        raise NotImplementedError
+
+    def _stacks(self, a: Tensor, b: Tensor) -> Tensor:
+        """a (S, m, k) @ b (S, k, n), as they stand."""
+        raise NotImplementedError
+
+    wide_rows = False
+    """Whether rows added into places (`add_rows`) are added in float64 (strict), not float32."""
+
+    def batch_matmul(
+        self, a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Tensor:
+        if a.dim() == 2:
+            return self.matmul(a, b, transpose_a, transpose_b)
+        a = a.transpose(-1, -2) if transpose_a else a
+        b = b.transpose(-1, -2) if transpose_b else b
+        lead, (rows, inner), columns = tuple(a.shape[:-2]), tuple(a.shape[-2:]), b.shape[-1]
+        out = self._stacks(a.reshape(-1, rows, inner), b.reshape(-1, inner, columns))
+        return out.reshape(*lead, rows, columns)
+
+    def add_rows(self, values: Tensor, indices: Tensor, rows: int) -> Tensor:
+        ids = indices.reshape(-1)
+        row_shape = tuple(values.shape[indices.dim() :])
+        flat = values.reshape(ids.numel(), math.prod(row_shape))
+        kind = torch.float64 if self.wide_rows else F32
+        total = torch.zeros((rows, flat.shape[1]), dtype=kind, device=values.device)
+        with self.guard:
+            total.index_add_(0, ids, flat.to(kind))
+        return total.to(F32).reshape(rows, *row_shape)
+
 
 class Float32Totals(_Totals):
     """libtorch's own float32 kernels (precision float32): what PyTorch itself runs."""
@@ -116,6 +156,10 @@ class Float32Totals(_Totals):
         # over it then read it strided, 6x slower; 4 % of the small steps, measured).
         with self.guard:
             return torch.mm(a.t() if transpose_a else a, b.t() if transpose_b else b)
+
+    def _stacks(self, a: Tensor, b: Tensor) -> Tensor:
+        with self.guard:
+            return torch.bmm(a, b)
 
     def sum(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
         return torch.sum(x, axes, keepdims) if axes else x
@@ -170,6 +214,19 @@ class StrictTotals(_Totals):
     """Every total added in float64 and rounded once (precision strict)."""
 
     precision = STRICT
+    wide_rows = True
+
+    def _stacks(self, a: Tensor, b: Tensor) -> Tensor:
+        (stacks, rows, inner), columns = a.shape, b.shape[2]
+        each = (rows + columns) * inner + rows * columns
+        if each > BLOCK and not self.cuda:  # a large stack: the product's own blocks
+            return torch.stack([self.matmul(a[i], b[i]) for i in range(stacks)])
+        step = stacks if self.cuda else max(1, BLOCK // max(1, each))
+        out = torch.empty((stacks, rows, columns), dtype=F32, device=a.device)
+        with self.guard:
+            for i in range(0, stacks, step):
+                out[i : i + step] = torch.bmm(_wide(a[i : i + step]), _wide(b[i : i + step]))
+        return out
 
     def matmul(
         self, a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False
@@ -384,6 +441,13 @@ class MixedTotals(_Totals):
                 turned = torch.mm(b if transpose_b else b.t(), a)
                 return turned.t().to(F32, memory_format=torch.contiguous_format)
             return torch.mm(a.t() if transpose_a else a, b.t() if transpose_b else b)
+
+    def _stacks(self, a: Tensor, b: Tensor) -> Tensor:
+        (stacks, rows, inner), columns = a.shape, b.shape[2]
+        if self._small(stacks * rows * inner * columns):
+            return self.float32._stacks(self._rounded(a), self._rounded(b))
+        with self.guard:
+            return torch.bmm(self._half(a), self._half(b))
 
     def sum(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
         if not axes:

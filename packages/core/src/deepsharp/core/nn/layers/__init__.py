@@ -15,6 +15,11 @@ from deepsharp.core.nn.layers.activations import (
     Softmax,
     Tanh,
 )
+from deepsharp.core.nn.layers.attention import (
+    MultiHeadAttention,
+    PositionalEmbedding,
+    TransformerBlock,
+)
 from deepsharp.core.nn.layers.convolution import AvgPool2D, Conv1D, Conv2D, GlobalAvgPool, MaxPool2D
 from deepsharp.core.nn.layers.dense import Dense, Dropout, Flatten, Reshape
 from deepsharp.core.nn.layers.embedding import Embedding
@@ -40,7 +45,9 @@ __all__ = [
     "LayerNorm",
     "LeakyRelu",
     "MaxPool2D",
+    "MultiHeadAttention",
     "Pass",
+    "PositionalEmbedding",
     "Relu",
     "Reshape",
     "Sigmoid",
@@ -48,5 +55,6 @@ __all__ = [
     "SlotSpec",
     "Softmax",
     "Tanh",
+    "TransformerBlock",
     "layer_from_json",
 ]

@@ -15,7 +15,7 @@ from deepsharp.core.nn.initializers import check_initializer
 from deepsharp.core.nn.layer import Layer, Pass, Shape, whole
 from deepsharp.core.nn.layers.activations import activation, check_activation, ends_in
 
-__all__ = ["Dense", "Dropout", "Flatten", "Reshape"]
+__all__ = ["Dense", "Dropout", "Flatten", "Reshape", "dropout"]
 
 
 class Dense(Layer):
@@ -83,18 +83,25 @@ class Dropout(Layer):
         self.rate = float(rate)
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
-        if not context.training or self.rate == 0.0 or context.generator is None:
-            return x
-        rows = x.shape[0]
-        first, _, total = context.share or (0, rows, rows)
-        # Each value's draw is keyed by its row's place in the whole batch, not by who draws it.
-        drawn = context.generator.uniform_rows(rows, math.prod(x.shape[1:]), first, total)
-        keep = drawn >= self.rate
-        mask = (keep / (1.0 - self.rate)).astype(np.float32).reshape(x.shape)
-        return x * Tensor.put(context.engine, mask)
+        return dropout(x, self.rate, context)
 
     def config(self) -> dict[str, Any]:
         return {"rate": self.rate}
+
+
+def dropout(x: Tensor, rate: float, context: Pass) -> Tensor:
+    """x with each value zeroed with probability `rate` and the rest scaled by 1/(1 - rate),
+    while training (x itself otherwise): the mask drawn from the step's key, keyed by each
+    row's place in the whole batch, and put on the engine (one transfer)."""
+    if not context.training or rate == 0.0 or context.generator is None:
+        return x
+    rows = x.shape[0]
+    first, _, total = context.share or (0, rows, rows)
+    # Each value's draw is keyed by its row's place in the whole batch, not by who draws it.
+    drawn = context.generator.uniform_rows(rows, math.prod(x.shape[1:]), first, total)
+    keep = drawn >= rate
+    mask = (keep / (1.0 - rate)).astype(np.float32).reshape(x.shape)
+    return x * Tensor.put(context.engine, mask)
 
 
 class Flatten(Layer):

@@ -20,8 +20,9 @@ __all__ = ["Embedding"]
 class Embedding(Layer):
     """int64 ids (N, ...) in 0 .. vocabulary - 1 -> their rows of the table (N, ..., dim); the
     table (slot `table`, (vocabulary, dim), drawn by `init`: a normal of deviation 0.05) is
-    trained, each row by the positions that read it. Id 0 is a token like any other here (a
-    text column keeps 0 for padding, 1 for unknown words)."""
+    trained, each row by the positions that read it. Id 0 is a token like any other here, but
+    on sequences (ids (N, L)) it marks padding (as a text column pads with it, 1 being an unknown
+    word): the output carries a mask that attention downstream reads, so padding takes none."""
 
     takes = ("int64",)
 
@@ -52,7 +53,10 @@ class Embedding(Layer):
         )
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
-        return ops.take_rows(slots["table"], x)
+        out = ops.take_rows(slots["table"], x)
+        if x.ndim == 2:  # a sequence: its padding (id 0) takes no attention downstream
+            out.mask = ops.greater(x, 0.5)
+        return out
 
     def config(self) -> dict[str, Any]:
         made: dict[str, Any] = {"vocabulary": self.vocabulary, "dim": self.dim}

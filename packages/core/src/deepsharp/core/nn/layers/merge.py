@@ -18,6 +18,7 @@ class Add(Layer):
     `Add()([x, block(x)])`)."""
 
     several = True
+    most_inputs = 2**31
 
     def build(self, shapes: list[Shape]) -> Shape:
         if any(shape != shapes[0] for shape in shapes):
@@ -39,6 +40,7 @@ class Concatenate(Layer):
     -1, the default, is the last; every other size must agree)."""
 
     several = True
+    most_inputs = 2**31
 
     def __init__(self, axis: int = -1, name: str | None = None) -> None:
         super().__init__(name)

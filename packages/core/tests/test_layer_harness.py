@@ -1,0 +1,126 @@
+"""Every layer kind through the layer harness (`deepsharp.core.nn.testing.check_layer`): its
+shapes, its way back nudged on float64, every CPU engine of the core's tests against float64
+within its precision, and a file round trip. The torch engine's run is in its own tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    Add,
+    AvgPool2D,
+    BatchNorm,
+    Concatenate,
+    Conv1D,
+    Conv2D,
+    Dense,
+    Dropout,
+    Embedding,
+    Flatten,
+    Gelu,
+    GlobalAvgPool,
+    LayerNorm,
+    LeakyRelu,
+    MaxPool2D,
+    MultiHeadAttention,
+    PositionalEmbedding,
+    Relu,
+    Reshape,
+    Sigmoid,
+    Silu,
+    Softmax,
+    Tanh,
+    TransformerBlock,
+)
+from deepsharp.core.nn.layer import LAYERS, Layer
+from deepsharp.core.nn.testing import check_layer
+
+ENGINES = ["light", "light:float32", "testbuffer", "light:mixed_bfloat16"]
+
+Case = tuple[Callable[[], Layer], Any, dict[str, Any]]
+CASES: dict[str, Case] = {
+    "dense": (lambda: Dense(4), (3,), {}),
+    "dense-relu-he": (lambda: Dense(4, activation="relu", init="he_normal"), (3,), {}),
+    "dense-sequence": (lambda: Dense(3, activation="gelu"), (5, 4), {}),
+    "conv2d-same": (lambda: Conv2D(3, 3, padding="same", activation="silu"), (2, 5, 5), {}),
+    "conv2d-stride": (lambda: Conv2D(2, (2, 3), stride=2), (1, 6, 7), {}),
+    "conv1d": (lambda: Conv1D(3, 3, padding="same"), (2, 7), {}),
+    "maxpool2d": (lambda: MaxPool2D(2), (2, 5, 4), {}),
+    "maxpool2d-pair": (lambda: MaxPool2D((2, 3)), (1, 4, 7), {}),
+    "avgpool2d": (lambda: AvgPool2D((2, 2)), (2, 5, 4), {}),
+    "globalavgpool": (lambda: GlobalAvgPool(), (3, 4, 2), {}),
+    "batchnorm-rows": (lambda: BatchNorm(), (4,), {"rows": 5}),
+    "batchnorm-images": (lambda: BatchNorm(momentum=0.9), (2, 3, 3), {}),
+    "batchnorm-serving": (lambda: BatchNorm(), (4,), {"training": False}),
+    "layernorm": (lambda: LayerNorm(), (3, 6), {}),
+    "relu": (lambda: Relu(), (5,), {}),
+    "sigmoid": (lambda: Sigmoid(), (5,), {}),
+    "tanh": (lambda: Tanh(), (5,), {}),
+    "softmax": (lambda: Softmax(), (2, 5), {}),
+    "gelu": (lambda: Gelu(), (6,), {}),
+    "silu": (lambda: Silu(), (6,), {}),
+    "leakyrelu": (lambda: LeakyRelu(0.1), (6,), {}),
+    "add": (lambda: Add(), [(4,), (4,), (4,)], {}),
+    "concatenate": (lambda: Concatenate(axis=1), [(2, 3), (1, 3)], {}),
+    "reshape": (lambda: Reshape((3, -1)), (2, 6), {}),
+    "flatten": (lambda: Flatten(), (2, 3), {}),
+    "dropout": (lambda: Dropout(0.4), (8,), {}),
+    "multiheadattention": (lambda: MultiHeadAttention(2), (3, 4), {}),
+    "multiheadattention-causal-dropout": (
+        lambda: MultiHeadAttention(1, causal=True, dropout=0.3),
+        (4, 3),
+        {},
+    ),
+    "multiheadattention-mask-input": (
+        lambda: MultiHeadAttention(2),
+        [(3, 4), (3,)],
+        {
+            "inputs": [
+                np.random.default_rng(1).standard_normal((2, 3, 4)),
+                np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]),
+            ]
+        },
+    ),
+    "transformerblock": (lambda: TransformerBlock(2, 6, causal=True), (3, 4), {}),
+    "positionalembedding": (lambda: PositionalEmbedding(5, 3), (4, 3), {}),
+    "embedding": (
+        lambda: Embedding(7, 3),
+        (4,),
+        {"inputs": [np.array([[0, 6, 2, 2], [5, 1, 0, 3]], np.int64)]},
+    ),
+}
+
+
+def test_every_layer_kind_of_deepsharp_has_a_case() -> None:
+    made = {type(factory()).__name__ for factory, _, _ in CASES.values()}
+    own = {key for key in LAYERS if "." not in key}  # deepsharp's own, not a test's
+    assert own - {"Layer"} <= made, f"layer kinds without a harness case: {sorted(own - made)}"
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_layer_keeps_every_promise_a_layer_makes(name: str) -> None:
+    factory, shape, options = CASES[name]
+    found = check_layer(factory(), shape, engines=ENGINES, **options)
+    assert found.nudge_ratio <= 1.0
+    assert set(found.engine_ratios) == set(ENGINES)
+
+
+class HalfBack(Dense):
+    """A layer whose way back is wrong: its bias's gradient halved."""
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        from deepsharp.core.autodiff import functions as ops
+
+        half = ops.detached(slots["bias"]) * 0.5
+        return ops.affine(x, slots["weights"], slots["bias"] * 0.5 + half)
+
+
+def test_the_harness_catches_a_wrong_way_back() -> None:
+    with pytest.raises(
+        AssertionError, match=r"towards halfback\.bias at \(\d,\) is 0\..*its way back is wrong"
+    ):
+        check_layer(HalfBack(3), (2,))
