@@ -311,6 +311,18 @@ class LosesTheTails(ExampleEngine):
         return np.log(np.float32(1.0) + x)
 
 
+class ClipsWithoutTheRoot(ExampleEngine):
+    """Global gradient clipping as a fast path of its own that takes the squares' total for the
+    norm, forgetting its root: gradients of a norm above 1 clipped too far, below 1 too little."""
+
+    name = "clips-without-the-root"
+
+    def global_clip_norm(self, grads: Sequence[Array], *, clip_norm: float) -> list[Array]:
+        total = sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads)
+        factor = np.float32(clip_norm / max(total, clip_norm))
+        return [g * factor for g in grads]
+
+
 class DecaysOnlyTheFirstSlot(ExampleEngine):
     """AdamW's decay as a fast path of its own that decays the first slot it is handed and
     leaves the others as they were."""
@@ -515,6 +527,10 @@ def overwrites_its_input() -> ExampleEngine:
 
 def loses_the_tails() -> ExampleEngine:
     return LosesTheTails()
+
+
+def clips_without_the_root() -> ExampleEngine:
+    return ClipsWithoutTheRoot()
 
 
 def decays_only_the_first_slot() -> ExampleEngine:

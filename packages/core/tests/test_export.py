@@ -524,7 +524,9 @@ def _messages(count: int) -> list[dict[str, Any]]:
     for _ in range(count):
         picked = [words[i] for i in rng.integers(0, len(words), rng.integers(2, 9))]
         spam = sum(word in ("free", "win", "cash", "prize") for word in picked) >= 2
-        rows.append({"message": " ".join(picked), "size": float(len(picked)), "label": str(int(spam))})
+        rows.append(
+            {"message": " ".join(picked), "size": float(len(picked)), "label": str(int(spam))}
+        )
     return rows
 
 
@@ -556,7 +558,9 @@ def test_a_text_column_s_ids_and_several_inputs_are_served_by_onnxruntime(tmp_pa
     joined = Concatenate()([Flatten()(Embedding(20, 3)(ids)), numbers])
     network = Network(inputs=[ids, numbers], outputs=Dense(1)(joined))
     rows = _messages(300)
-    run = fit(pipeline, rows, network, BinaryCrossEntropy(), Adam(0.05), FitOptions(seed=2, epochs=3))
+    run = fit(
+        pipeline, rows, network, BinaryCrossEntropy(), Adam(0.05), FitOptions(seed=2, epochs=3)
+    )
     out = tmp_path / "messages.onnx"
     run.trained.export_onnx(out)
     served = session(out)

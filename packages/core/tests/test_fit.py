@@ -47,7 +47,8 @@ from deepsharp.core.nn.layers import Pass
 from deepsharp.core.random import Streams
 from deepsharp.core.samples import digits, titanic
 from deepsharp.core.training.distribution import Distribution, Sums
-from deepsharp.core.training.trainer import StepHook, Trainer
+from deepsharp.core.training.hooks import StepHook
+from deepsharp.core.training.trainer import Trainer
 from deepsharp.engines.light import LightEngine
 
 

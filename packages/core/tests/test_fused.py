@@ -34,6 +34,8 @@ FAST_PATH_NAMES = {
     "parts",
 }
 
+FAST_PATH_NAMES |= {"clip_norm", "global_clip_norm"}  # gradient clipping (test_clipping.py too)
+
 
 def test_every_fast_path_has_a_reference_and_light_offers_each_with_its_signature() -> None:
     assert set(fused.FAST_PATHS) == FAST_PATH_NAMES

@@ -33,7 +33,7 @@ from deepsharp.core.engine import Handle
 from deepsharp.core.samples import titanic
 from deepsharp.core.training.checkpoint import Checkpoint
 from deepsharp.core.training.distribution import OneProcess
-from deepsharp.core.training.trainer import StepHook
+from deepsharp.core.training.hooks import StepHook
 
 # --- what a run takes ----------------------------------------------------------------------------
 

@@ -36,7 +36,8 @@ from deepsharp.core.random import Generator, KeyedOrder, Streams
 from deepsharp.core.samples import passengers, titanic
 from deepsharp.core.training.distribution import Distribution
 from deepsharp.core.training.feeds import Feeds, SpillFeed, Streamed
-from deepsharp.core.training.trainer import StepHook, Trainer
+from deepsharp.core.training.hooks import StepHook
+from deepsharp.core.training.trainer import Trainer
 
 LINUX = sys.platform.startswith("linux")
 

@@ -34,7 +34,7 @@ from deepsharp.core import (
 from deepsharp.core.autodiff.tensor import Node
 from deepsharp.core.nn.layers import Pass
 from deepsharp.core.random import Generator
-from deepsharp.core.training.trainer import StepHook
+from deepsharp.core.training.hooks import StepHook
 from deepsharp.engines.light import LightEngine
 
 

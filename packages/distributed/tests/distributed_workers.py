@@ -38,8 +38,9 @@ from deepsharp.core.engine import Engine
 from deepsharp.core.nn.layers import Pass
 from deepsharp.core.random import Generator
 from deepsharp.core.samples import titanic
-from deepsharp.core.training.trainer import StepHook
+from deepsharp.core.training.hooks import StepHook
 from deepsharp.distributed import DataParallel, ReplicasDifferError
+from deepsharp.distributed.training import Place
 
 START = "forkserver"
 """How the tests start most jobs (conftest preloads the fork server)."""
@@ -323,8 +324,15 @@ SEEN: dict[str, Any] = {}
 
 @dataclasses.dataclass(frozen=True)
 class Watched(DataParallel):
-    """DataParallel that also records the first step: its slots, this process's rows, the
+    """DataParallel whose run also records the first step: its slots, this process's rows, the
     summed gradients the optimizer applies; and the transfers the second step made."""
+
+    def for_run(self) -> Place:
+        return WatchedPlace(self.join())
+
+
+class WatchedPlace(Place):
+    """A run's place in the job that records what `Watched` says."""
 
     def start(self, trainer: Trainer) -> None:
         super().start(trainer)
@@ -334,16 +342,16 @@ class Watched(DataParallel):
         SEEN["hook"] = hook
         step = trainer.step
 
-        def watched(features: Any, targets: Any, share: Any = None) -> float:
+        def watched(features: Any, targets: Any, share: Any = None, weights: Any = None) -> float:
             if "rows" not in SEEN:
                 SEEN["slots"] = list(trainer.network.slots.values())
                 SEEN["rows"] = (np.array(features[0]), np.array(targets))  # one input
-                return step(features, targets, share)
+                return step(features, targets, share, weights)
             if "transfers" in SEEN:
-                return step(features, targets, share)
+                return step(features, targets, share, weights)
             counters = trainer.engine.counters  # the second step's (FirstStep reads the first's)
             before = (counters.transfers_in, counters.transfers_out)
-            value = step(features, targets, share)
+            value = step(features, targets, share, weights)
             SEEN["transfers"] = (
                 counters.transfers_in - before[0],
                 counters.transfers_out - before[1],

@@ -1,5 +1,6 @@
-"""DataParallel is a small frozen configuration, checked when it is made; joining or launching
-outside what works is refused with a message that says what to do."""
+"""DataParallel is a small frozen configuration, checked when it is made, that holds no job (a
+run's place in the job is an object of its own); joining or launching outside what works is
+refused with a message that says what to do."""
 
 from __future__ import annotations
 
@@ -69,17 +70,32 @@ def test_nccl_is_refused_where_torch_has_no_card() -> None:
         launch(workers.environment, 2, backend="nccl")
 
 
-def test_it_is_the_training_loop_s_distribution_and_crosses_to_new_processes_without_a_job() -> (
-    None
-):
+def test_it_is_settings_the_loop_takes_and_crosses_to_new_processes_as_they_are() -> None:
     from deepsharp.core import FitOptions
-    from deepsharp.core.training.distribution import Distribution
+    from deepsharp.core.training.distribution import Distribution, Spread
 
     config = DataParallel(reduction="fast")
-    assert isinstance(config, Distribution)
+    assert isinstance(config, Spread) and not isinstance(config, Distribution)
     assert FitOptions(seed=1, distributed=config).distributed is config
-    copy = pickle.loads(pickle.dumps(config))
-    assert copy == config and copy._joined is not config._joined
+    assert vars(config) == {"backend": "auto", "reduction": "fast", "timeout": 300.0}
+    assert pickle.loads(pickle.dumps(config)) == config
+
+
+def test_rank_and_world_size_come_from_the_job_s_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in (("RANK", "1"), ("WORLD_SIZE", "3"), ("LOCAL_RANK", "0")):
+        monkeypatch.setenv(name, value)
+    config = DataParallel()
+    assert (config.rank, config.world_size, config.local_rank, config.writes) == (1, 3, 0, False)
+
+
+def test_rank_outside_any_job_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(DistributedError, match="start the script with torchrun"):
+        assert DataParallel().writes is not None
 
 
 def test_fit_outside_any_job_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch) -> None:

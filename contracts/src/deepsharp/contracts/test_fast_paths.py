@@ -26,6 +26,7 @@ from deepsharp.contracts.half import input_sizes
 from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.reference import Float64Engine
 from deepsharp.contracts.test_totals import FIXED_CONVOLUTIONS, convolutions
+from deepsharp.contracts.test_training_tools import CHECKED as TRAINING_TOOLS_CHECKED
 from deepsharp.contracts.test_values import slot_shapes, small_shapes
 from deepsharp.core.engine import Engine, fused
 
@@ -45,6 +46,7 @@ CHECKED = {
     "maxpool2d_pair_back",
 }
 """The fast paths this suite knows how to hold."""
+CHECKED |= TRAINING_TOOLS_CHECKED  # the gradient clippings, held in test_training_tools
 
 
 def own(engine: Engine, name: str) -> Callable[..., Any]:

@@ -55,12 +55,20 @@ from deepsharp.core.nn.layers import (
     Tanh,
     TransformerBlock,
 )
-from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
+from deepsharp.core.nn.losses import (
+    BinaryCrossEntropy,
+    CrossEntropy,
+    Huber,
+    Loss,
+    MeanAbsoluteError,
+    MeanSquaredError,
+)
 from deepsharp.core.nn.network import Network
 from deepsharp.core.nn.optimizers import SGD, Adam, AdamW, Optimizer
+from deepsharp.core.nn.optimizers.schedules import CosineDecay, Schedule, StepDecay
 from deepsharp.core.random import Generator
 from deepsharp.core.serving import TrainedNetwork
-from deepsharp.core.training.callbacks import Callback, RunState
+from deepsharp.core.training.callbacks import Callback, ReduceOnPlateau, RunState
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.hooks import StepHook
 from deepsharp.core.training.loop import FitOptions, Report, Run, fit
@@ -83,6 +91,7 @@ __all__ = [
     "ConfigurationError",
     "Conv1D",
     "Conv2D",
+    "CosineDecay",
     "CrossEntropy",
     "DataError",
     "DeepSharpError",
@@ -103,6 +112,7 @@ __all__ = [
     "Gelu",
     "Generator",
     "GlobalAvgPool",
+    "Huber",
     "Input",
     "Layer",
     "LSTM",
@@ -111,12 +121,14 @@ __all__ = [
     "Loss",
     "LossScale",
     "MaxPool2D",
+    "MeanAbsoluteError",
     "MeanSquaredError",
     "MultiHeadAttention",
     "Network",
     "Optimizer",
     "Pipeline",
     "PositionalEmbedding",
+    "ReduceOnPlateau",
     "Relu",
     "Report",
     "Reshape",
@@ -124,11 +136,13 @@ __all__ = [
     "RunState",
     "SGD",
     "Shadow",
+    "Schedule",
     "ShapeError",
     "Sigmoid",
     "Silu",
     "Softmax",
     "StateError",
+    "StepDecay",
     "StepHook",
     "Symbol",
     "Tanh",

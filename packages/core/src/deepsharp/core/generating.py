@@ -112,7 +112,11 @@ def generate(
             ids.append(chosen)
             drawn.append(tokens[chosen - 2])
     joiner = "" if column.tokens_of == "characters" else " "
-    return prompt + (joiner if drawn and joiner and not prompt.endswith(" ") else "") + joiner.join(drawn)
+    return (
+        prompt
+        + (joiner if drawn and joiner and not prompt.endswith(" ") else "")
+        + joiner.join(drawn)
+    )
 
 
 def _logits(trained: TrainedNetwork, outputs: NDArray[Any]) -> NDArray[np.float64]:

@@ -1,24 +1,25 @@
 """`DataParallel`: how a run trains on several processes, given as `FitOptions(distributed=...)`.
 
-It is the training loop's `Distribution` for such a run: `fit` asks it for this process's
-share of each batch, the start, each step's sum; it joins the job at the first question
-(`deepsharp.distributed.training` answers them) and leaves it when the run is done.
+Settings, and only settings: frozen, and carried unchanged into new processes. When a run
+starts, `fit` asks them for the run's `Distribution` (`for_run`): this process's place in the
+job (`deepsharp.distributed.training.Place`, holding the `Job`), which answers the loop's
+questions — this process's share of each batch, the start, each step's sum — and leaves the
+job when the run is done. The settings hold no job: `rank`, `world_size` and `local_rank` are
+read from the job this process belongs to (torchrun's or launch's environment, or the group
+torch.distributed runs), before a run, during it and after it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+import os
+from dataclasses import dataclass
 
-from deepsharp.core.training.distribution import Distribution, Sums
-
-if TYPE_CHECKING:
-    from deepsharp.core.training.feeds import Feeds
-    from deepsharp.core.training.trainer import Trainer
-    from deepsharp.distributed.job import Job
-    from deepsharp.distributed.training import Place
+from deepsharp.core.training.distribution import Spread
+from deepsharp.distributed._torch import require_torch
+from deepsharp.distributed.errors import DistributedError
+from deepsharp.distributed.job import TORCHRUN_VARIABLES, Job, join
+from deepsharp.distributed.training import Place
 
 __all__ = ["BACKENDS", "DEFAULT_TIMEOUT", "REDUCTIONS", "DataParallel"]
 
@@ -34,22 +35,8 @@ DEFAULT_TIMEOUT = 300.0
 """Seconds a process waits in one collective for the others before the job is ended."""
 
 
-class _Joined:
-    """What a DataParallel knows of the job it trains in: the run's place while one runs, and
-    the rank and world size it had (still answered once the run is done)."""
-
-    def __init__(self) -> None:
-        self.place: Place | None = None
-        self.rank: int | None = None
-        self.world_size: int | None = None
-        self.local_rank: int | None = None
-
-    def __reduce__(self) -> tuple[type[_Joined], tuple[()]]:
-        return (_Joined, ())  # a configuration handed to new processes carries no job
-
-
 @dataclass(frozen=True)
-class DataParallel(Distribution):
+class DataParallel(Spread):
     """Data-parallel training: every process holds the whole network, takes its contiguous
     share of each global batch, and the processes add their gradients before every update.
 
@@ -59,15 +46,14 @@ class DataParallel(Distribution):
     the job is ended with an error (never a hang), where this process starts the job (under
     torchrun; `launch` takes a timeout of its own).
 
-    Given to `fit`, it joins the job at the run's first question and leaves it at the run's
-    end; `rank`, `world_size` and `writes` (rank 0: the process that writes files and shows
-    the report) answer for this process, during a run and after it.
+    Given to `fit`, the run joins the job when it starts and leaves it at its end; `rank`,
+    `world_size` and `writes` (rank 0: the process that writes files and shows the report)
+    answer for this process, before a run, during it and after it.
     """
 
     backend: str = "auto"
     reduction: str = "ordered"
     timeout: float = DEFAULT_TIMEOUT
-    _joined: _Joined = field(init=False, repr=False, compare=False, default_factory=_Joined)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -94,66 +80,48 @@ class DataParallel(Distribution):
     def join(self) -> Job:
         """This process's place in the job: the group `launch` started, or, under torchrun,
         the one its environment describes (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT)."""
-        from deepsharp.distributed.job import join
-
         return join(self)
 
-    # --- the training loop's Distribution ------------------------------------------------------
-    def _place(self) -> Place:
-        """This run's place in the job, joining it at the first question."""
-        joined = self._joined
-        if joined.place is None:
-            from deepsharp.distributed.training import Place
-
-            joined.place = Place(self.join())
-            job = joined.place.job
-            joined.rank, joined.world_size, joined.local_rank = (
-                job.rank,
-                job.world_size,
-                job.local_rank,
-            )
-        return joined.place
+    def for_run(self) -> Place:
+        """The run's distribution: this process's place in the job, joined now."""
+        return Place(self.join())
 
     @property
     def rank(self) -> int:
-        rank = self._joined.rank
-        return rank if rank is not None else self._place().job.rank
+        """This process's place in the job: 0 .. world_size - 1."""
+        return _in_job()[0]
 
     @property
     def world_size(self) -> int:
-        size = self._joined.world_size
-        return size if size is not None else self._place().job.world_size
+        """How many processes the job holds."""
+        return _in_job()[1]
 
     @property
     def local_rank(self) -> int:
         """This process's place among the job's processes on its machine: the card it trains
         on (`torch:cuda:{local_rank}`)."""
-        local = self._joined.local_rank
-        return local if local is not None else self._place().job.local_rank
+        return _in_job()[2]
 
-    def share(self, count: int) -> tuple[int, int]:
-        return self._place().share(count)
+    @property
+    def writes(self) -> bool:
+        """Whether this process writes the run's files and shows its report (rank 0)."""
+        return self.rank == 0
 
-    def check_data(self, seed: int, feeds: Feeds) -> None:
-        self._place().check_data(seed, feeds)
 
-    def start(self, trainer: Trainer) -> None:
-        self._place().start(trainer)
-
-    def all_finite(self, loss: float) -> bool:
-        return self._place().all_finite(loss)
-
-    def combine(self, sums: Sums) -> Sums:
-        return self._place().combine(sums)
-
-    def state(self) -> dict[str, Any]:
-        return self._place().state()
-
-    def check(self, state: Mapping[str, Any], where: str) -> None:
-        self._place().check(state, where)
-
-    def finish(self) -> None:
-        """Leave the job (its group ends here where this process started it: under torchrun)."""
-        place, self._joined.place = self._joined.place, None
-        if place is not None:
-            place.job.close()
+def _in_job() -> tuple[int, int, int]:
+    """This process's rank, the world size and its local rank: from torchrun's (or launch's)
+    environment, else from the group torch.distributed runs; refused outside any job."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        rank = int(os.environ["RANK"])
+        return rank, int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", rank))
+    _, dist = require_torch()
+    if dist.is_initialized():
+        rank = dist.get_rank()
+        return rank, dist.get_world_size(), rank
+    missing = ", ".join(name for name in TORCHRUN_VARIABLES if name not in os.environ)
+    raise DistributedError(
+        f"this process is in no data-parallel job ({missing} not set, and no group started): "
+        "start the script with torchrun (`torchrun --standalone --nproc-per-node 2 "
+        "script.py` on one machine), or call deepsharp.distributed.launch(function, nprocs, "
+        "...) to start the processes"
+    )

@@ -14,17 +14,20 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from deepsharp.core.engine import Engine, Handle
 from deepsharp.distributed._torch import require_torch, resolve_backend
 from deepsharp.distributed.bridge import host_bytes, shared_tensor
-from deepsharp.distributed.config import DataParallel
 from deepsharp.distributed.errors import DistributedError, ReplicasDifferError
 from deepsharp.distributed.reduction import all_gather, fast_sum, ordered_sum, shard_width
 from deepsharp.distributed.shares import Share, check_world_size, share_of
+
+if TYPE_CHECKING:  # the settings make jobs; a job reads its settings and imports nothing above
+    from deepsharp.distributed.config import DataParallel
 
 __all__ = ["Job", "join"]
 
@@ -220,6 +223,23 @@ class Job:
         for rank in range(1, self.world_size):
             total = total + every[rank]
         return {name: float(total[index]) for index, name in enumerate(names)}
+
+    def gather_rows(self, mine: NDArray[Any]) -> NDArray[Any]:
+        """Every process's rows of `mine` (of one dtype and width on every process, any number
+        of rows), joined in rank order: the same array on every process. Two collectives: the
+        row counts, then the rows (as float64, padded to the longest)."""
+        torch, _ = require_torch()
+        rows = np.asarray(mine)
+        counts = self._gather(
+            torch.tensor([rows.shape[0]], dtype=torch.int64).to(self._control_device())
+        )
+        each = [int(c) for c in counts.view(-1).cpu().numpy()]
+        longest, width = max(each), int(np.prod(rows.shape[1:], dtype=np.int64))
+        padded = np.zeros((longest, width), np.float64)
+        padded[: rows.shape[0]] = rows.reshape(rows.shape[0], width)
+        every = self._gather(torch.from_numpy(padded).to(self._control_device())).cpu().numpy()
+        joined = np.concatenate([every[rank, : each[rank]] for rank in range(self.world_size)])
+        return joined.reshape((-1, *rows.shape[1:])).astype(rows.dtype)
 
     def means(self, sums: Mapping[str, float], rows: int) -> dict[str, float]:
         """The means over every process's rows: each process passes the sums of its figures over

@@ -1,7 +1,8 @@
 """DataParallel in the training loop: what `fit` asks of a run spread over processes, answered
 by this process's `Job`.
 
-fit calls a `Distribution` at seven points (deepsharp.core.training.distribution says which).
+`DataParallel.for_run` makes a `Place` when a run starts: the run's `Distribution`, which
+fit calls at seven points (deepsharp.core.training.distribution says which).
 Here each is one collective of the job, or none:
 
 - `check` (when resuming): the checkpoint's world size against the job's, refused naming both.
@@ -16,7 +17,8 @@ Here each is one collective of the job, or none:
   share/B, and beside them the share's loss (weighted alike), added over the processes: one
   collective a step. The summed gradients are the whole batch's; the summed loss is the whole
   batch's mean loss, which `all_finite` reads (no collective), so every process stops together.
-- `combine`: an epoch's (or a validation or test pass's) sums, added in rank order.
+- `combine`: an epoch's (or a validation or test pass's) sums, added in rank order; `gather`:
+  every process's predictions and targets (for the run's metrics), joined in rank order.
 - `state` into every checkpoint (the world size, the reduction); `finish` leaves the job.
 """
 
@@ -24,21 +26,21 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, Handle
-from deepsharp.core.training.distribution import Sums, data_fingerprint
-from deepsharp.core.training.trainer import StepHook, Trainer
+from deepsharp.core.training.distribution import Distribution, Sums, data_fingerprint
+from deepsharp.core.training.feeds import Feeds
+from deepsharp.core.training.hooks import StepHook
+from deepsharp.core.training.trainer import Trainer
 from deepsharp.distributed.bridge import host_bytes
+from deepsharp.distributed.job import Job
 from deepsharp.distributed.shares import check_world_size
-
-if TYPE_CHECKING:
-    from deepsharp.core.training.feeds import Feeds
-    from deepsharp.distributed.job import Job
 
 __all__ = ["GradientSum", "Place"]
 
@@ -47,10 +49,11 @@ class GradientSum(StepHook):
     """The step hook of a data-parallel run: first among the trainer's hooks, so that every
     process holds the same gradients before any later hook (a loss scale) decides on them.
 
-    `objective` keeps the share's loss and weight (share/B; the objective itself is left as it
-    is, so a share's way back is one process's on those rows); `gradients` hands back the sum
-    over every process of the gradients times their weight. A process left no rows of a batch
-    takes no forward pass: its zeros take part, with weight 0.
+    `objective` keeps the share's weight (share/B; the objective itself is left as it is, so a
+    share's way back is one process's on those rows); `gradients` hands back the sum over every
+    process of the gradients — and of the step's loss (`trainer.step_loss`) — times their
+    weight. A process left no rows of a batch takes no forward pass: its zeros take part, with
+    weight 0.
     """
 
     def __init__(self, job: Job) -> None:
@@ -58,13 +61,11 @@ class GradientSum(StepHook):
         self.engine: Engine | None = None
         self.batch_loss: Handle | None = None
         """The whole batch's mean loss (every share's loss times its weight, summed)."""
-        self._loss: Handle | None = None
         self._weight = 0.0
 
     def objective(
         self, trainer: Trainer, value: Tensor, share: tuple[int, int, int] | None
     ) -> Tensor:
-        self._loss = value.handle
         if share is None:  # each process's rows a batch of its own: the mean of their gradients
             self._weight = 1.0 / self.job.world_size
         else:
@@ -74,12 +75,12 @@ class GradientSum(StepHook):
 
     def gradients(self, trainer: Trainer, grads: list[Handle]) -> list[Handle] | None:
         engine = self.engine = trainer.engine
-        loss = self._loss if self._loss is not None else engine.zeros(())
+        loss = trainer.step_loss.handle
         summed = self.job.reduce_gradients(
             engine, [*grads, engine.reshape(loss, (1,))], self._weight
         )
         self.batch_loss = summed[-1]
-        self._loss, self._weight = None, 0.0
+        self._weight = 0.0
         return summed[:-1]
 
     def batch_loss_value(self) -> float:
@@ -89,12 +90,22 @@ class GradientSum(StepHook):
         return float(np.frombuffer(host_bytes(self.engine, self.batch_loss), np.float32)[0])
 
 
-class Place:
-    """This process's part in one data-parallel run of `fit` (see the module's docstring)."""
+class Place(Distribution):
+    """This process's part in one data-parallel run of `fit` (see the module's docstring): the
+    run's `Distribution`, made by `DataParallel.for_run` when the run starts, holding the job
+    until `finish`."""
 
     def __init__(self, job: Job) -> None:
         self.job = job
         self.hook = GradientSum(job)
+
+    @property
+    def rank(self) -> int:
+        return self.job.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.job.world_size
 
     def share(self, count: int) -> tuple[int, int]:
         share = self.job.share(count)
@@ -139,9 +150,16 @@ class Place:
         total = self.job.totals({"loss": sums.loss, "right": sums.right, "rows": sums.rows})
         return Sums(total["loss"], round(total["right"]), round(total["rows"]))
 
+    def gather(self, arrays: Sequence[NDArray[Any]]) -> list[NDArray[Any]]:
+        return [self.job.gather_rows(array) for array in arrays]
+
     def state(self) -> dict[str, Any]:
         return {"world_size": self.job.world_size, "reduction": self.job.config.reduction}
 
     def check(self, state: Mapping[str, Any], where: str) -> None:
         recorded = state.get("world_size")
         check_world_size(None if recorded is None else int(recorded), self.job.world_size, where)
+
+    def finish(self) -> None:
+        """Leave the job (its group ends here where this process started it: under torchrun)."""
+        self.job.close()

@@ -23,9 +23,10 @@ from deepsharp.core.errors import ConfigurationError, DataError
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Network, in_order
 from deepsharp.core.nn.optimizers import Adam, Optimizer
+from deepsharp.core.training.checks import check_parts
 from deepsharp.core.training.scaling import LossScaleSetting
 from deepsharp.core.training.state import TrainerState
-from deepsharp.core.training.trainer import Trainer, check_parts
+from deepsharp.core.training.trainer import Trainer
 
 __all__ = ["compare", "compare_step", "engine_precision"]
 

@@ -4,6 +4,16 @@ A loss compares the network's outputs with the *targets* (what the rows should g
 one value; its link turns outputs into *predictions* (a sigmoid's probability, a softmax's).
 The cross entropies take logits by default, as PyTorch's do; `from_logits=False` takes the
 probabilities of a network that ends in `Sigmoid()` or `Softmax()`, as Keras's do.
+
+Rows may be weighted (`weights`: one number a row, from a run's `class_weight` or
+`sample_weight`): the loss is then the mean of weight·loss over every value, as Keras weighs
+it (the weights are not renormalised: a batch of weight-2 rows has twice the loss).
+
+A loss of one's own subclasses `Loss`: `value(outputs, targets, weights=None)` written with the
+operations of `deepsharp.core.autodiff.functions` (each rule nudge-checked, so its gradient
+needs no writing), ending in `weighted_mean(terms, weights)`; `targets(targets, outputs)` (for
+float targets, `float_targets(self, targets, outputs)`); `task` ("binary", "classes",
+"regression" or None) says which of a run's metrics fit it.
 """
 
 from __future__ import annotations
@@ -28,9 +38,13 @@ __all__ = [
     "LOSSES",
     "BinaryCrossEntropy",
     "CrossEntropy",
+    "Huber",
     "Loss",
+    "MeanAbsoluteError",
     "MeanSquaredError",
+    "float_targets",
     "loss_from_json",
+    "weighted_mean",
 ]
 
 LOSSES: Kinds[Loss] = Kinds("loss")
@@ -43,13 +57,18 @@ class Loss:
     kind: ClassVar[str] = "Loss"
     key: ClassVar[str] = "Loss"
     measures_accuracy: ClassVar[bool] = False
+    task: ClassVar[str | None] = None
+    """What the network predicts: "binary" (0 or 1 an output), "classes" (one of many),
+    "regression" (numbers), or None (a loss of one's own that says not): which metrics fit."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.kind = cls.__name__
         cls.key = LOSSES.add(cls)
 
-    def value(self, outputs: Tensor, targets: Tensor) -> Tensor:
+    def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
+        """The loss of a batch: one value, recorded (its gradient flows back to the outputs).
+        `weights`: one number a row (shape (rows,)), or None for every row weighing 1."""
         raise NotImplementedError
 
     def link(self, engine: Engine, outputs: Handle) -> Handle:
@@ -94,7 +113,22 @@ class Loss:
         return hash((self.key, tuple(sorted(self.config().items()))))
 
 
-def _float_targets(loss: Loss, targets: Any, outputs: int) -> NDArray[np.float32]:
+def weighted_mean(terms: Tensor, weights: Tensor | None) -> Tensor:
+    """The mean of a batch's terms (rows first), each row's times its weight where weights are
+    given: Keras's weighting, sum(weight·term) / the number of terms."""
+    if weights is None:
+        return ops.mean(terms)
+    if weights.shape != (terms.shape[0],):
+        raise ShapeError(
+            f"weights of shape {weights.shape} for a batch of {terms.shape[0]} rows: give one "
+            "weight a row"
+        )
+    per_row = ops.reshape(weights, (terms.shape[0],) + (1,) * (len(terms.shape) - 1))
+    return ops.mean(ops.mul(terms, per_row))
+
+
+def float_targets(loss: Loss, targets: Any, outputs: int) -> NDArray[np.float32]:
+    """Targets that are numbers, one an output a row: float32 (rows, outputs), checked finite."""
     try:
         array = np.asarray(targets, dtype=np.float32)
     except (TypeError, ValueError):
@@ -121,31 +155,79 @@ def _from_logits(kind: str, value: object) -> bool:
     return value
 
 
+def _number(kind: str, name: str, value: object, low: float, high: float | None = None) -> float:
+    """A loss's setting: a finite number from `low` (and below `high`, where given), refused
+    with a message naming the loss and the setting."""
+    wanted = f"a finite number from {low:g}" + (f" below {high:g}" if high is not None else "")
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{kind}: {name} must be {wanted}, not {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number < low or (high is not None and number >= high):
+        raise ValueError(f"{kind}: {name} must be {wanted}, not {value!r}")
+    return number
+
+
+def _positive(kind: str, name: str, value: object) -> float:
+    number = _number(kind, name, value, 0.0)
+    if number <= 0.0:
+        raise ValueError(f"{kind}: {name} must be a finite number above 0, not {value!r}")
+    return number
+
+
 class BinaryCrossEntropy(Loss):
     """Two classes, targets 0 or 1. From logits (the default) its link is the sigmoid; with
     from_logits=False it takes probabilities (a network ending in Sigmoid()) and its link is
-    the identity."""
+    the identity.
+
+    `pos_weight`: the positive targets' terms weighed that many times (PyTorch's and
+    TensorFlow's `pos_weight`: (1 - y)·z + (1 + (p - 1)·y)·log(1 + e^-z) from logits z), for
+    classes seen rarely. `label_smoothing` ε: targets pulled towards ½, y·(1 - ε) + ε/2, as
+    Keras does."""
 
     measures_accuracy = True
+    task = "binary"
 
-    def __init__(self, from_logits: bool = True) -> None:
+    def __init__(
+        self,
+        from_logits: bool = True,
+        *,
+        pos_weight: float | None = None,
+        label_smoothing: float = 0.0,
+    ) -> None:
         self.from_logits = _from_logits("BinaryCrossEntropy", from_logits)
-
-    def value(self, outputs: Tensor, targets: Tensor) -> Tensor:
-        _same(self, outputs, targets)
-        if self.from_logits:
-            return ops.binary_cross_entropy(outputs, targets)
-        # log(p / (1 - p)), p clipped: the same value as -(y log p + (1 - y) log(1 - p)).
-        logits = ops.log(ops.maximum(outputs, EPSILON)) - ops.log(
-            ops.maximum(ops.sub(1.0, outputs), EPSILON)
+        self.pos_weight = (
+            None
+            if pos_weight is None
+            else _positive("BinaryCrossEntropy", "pos_weight", pos_weight)
         )
-        return ops.binary_cross_entropy(logits, targets)
+        self.label_smoothing = _number(
+            "BinaryCrossEntropy", "label_smoothing", label_smoothing, 0.0, 1.0
+        )
+
+    def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
+        _same(self, outputs, targets)
+        logits = outputs
+        if not self.from_logits:
+            # log(p / (1 - p)), p clipped: the same value as -(y log p + (1 - y) log(1 - p)).
+            logits = ops.log(ops.maximum(outputs, EPSILON)) - ops.log(
+                ops.maximum(ops.sub(1.0, outputs), EPSILON)
+            )
+        if self.label_smoothing:
+            smoothing = self.label_smoothing
+            targets = ops.add(ops.mul(targets, 1.0 - smoothing), 0.5 * smoothing)
+        if self.pos_weight is None and weights is None:
+            return ops.binary_cross_entropy(logits, targets)
+        if self.pos_weight is None:
+            terms = ops.binary_cross_entropy_terms(logits, targets)
+        else:
+            terms = _pos_weighted_terms(logits, targets, self.pos_weight)
+        return weighted_mean(terms, weights)
 
     def link(self, engine: Engine, outputs: Handle) -> Handle:
         return engine.sigmoid(outputs) if self.from_logits else outputs
 
     def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
-        array = _float_targets(self, targets, outputs)
+        array = float_targets(self, targets, outputs)
         if np.count_nonzero(array * (array - 1.0)):  # 0 exactly where a target is 0 or 1
             wrong = (array != 0.0) & (array != 1.0)
             i, k = (int(v) for v in np.argwhere(wrong)[0])
@@ -181,7 +263,21 @@ class BinaryCrossEntropy(Loss):
             )
 
     def config(self) -> dict[str, Any]:
-        return {} if self.from_logits else {"from_logits": False}
+        found: dict[str, Any] = {} if self.from_logits else {"from_logits": False}
+        if self.pos_weight is not None:
+            found["pos_weight"] = self.pos_weight
+        if self.label_smoothing:
+            found["label_smoothing"] = self.label_smoothing
+        return found
+
+
+def _pos_weighted_terms(z: Tensor, y: Tensor, pos_weight: float) -> Tensor:
+    """Each value's binary cross entropy with its positive part weighed `pos_weight` times:
+    (1 - y)·z + (1 + (p - 1)·y)·softplus(-z), softplus(-z) = max(-z, 0) + log(1 + e^-|z|)
+    (no overflow, no cancellation: TensorFlow's weighted_cross_entropy_with_logits)."""
+    softplus = ops.relu(ops.neg(z)) + ops.log1p(ops.exp(ops.neg(ops.abs(z))))
+    weight = ops.add(ops.mul(y, pos_weight - 1.0), 1.0)
+    return ops.mul(ops.sub(1.0, y), z) + ops.mul(weight, softplus)
 
 
 def _not_numbers(loss: Loss, targets: Any) -> DataError:
@@ -211,22 +307,41 @@ def _not_numbers(loss: Loss, targets: Any) -> DataError:
 class CrossEntropy(Loss):
     """One class of many; targets are class indices (N,). From logits (the default) its link is
     the softmax; with from_logits=False it takes probabilities (a network ending in Softmax())
-    and its link is the identity."""
+    and its link is the identity.
+
+    `label_smoothing` ε: the one-hot targets pulled towards the uniform, t·(1 - ε) + ε/C for C
+    classes, as Keras does."""
 
     measures_accuracy = True
+    task = "classes"
 
-    def __init__(self, from_logits: bool = True) -> None:
+    def __init__(self, from_logits: bool = True, *, label_smoothing: float = 0.0) -> None:
         self.from_logits = _from_logits("CrossEntropy", from_logits)
+        self.label_smoothing = _number("CrossEntropy", "label_smoothing", label_smoothing, 0.0, 1.0)
 
-    def value(self, outputs: Tensor, targets: Tensor) -> Tensor:
+    def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
         if targets.shape != (outputs.shape[0],):
             raise ShapeError(
                 f"CrossEntropy: targets of shape {targets.shape} for outputs of shape "
                 f"{outputs.shape}: give one class index per row, shape ({outputs.shape[0]},)"
             )
         logits = outputs if self.from_logits else ops.log(ops.maximum(outputs, EPSILON))
+        classes = outputs.shape[1]
+        wanted = ops.one_hot(targets, classes)
+        if self.label_smoothing:
+            smoothing = self.label_smoothing
+            wanted = ops.add(ops.mul(wanted, 1.0 - smoothing), smoothing / classes)
+        if weights is not None:
+            # A row's targets times its weight: the rule's mean of -sum(t·log_softmax) is then
+            # sum(weight·loss) / rows, and its way back weighs each row's gradient alike.
+            if weights.shape != (outputs.shape[0],):
+                raise ShapeError(
+                    f"weights of shape {weights.shape} for a batch of {outputs.shape[0]} rows: "
+                    "give one weight a row"
+                )
+            wanted = ops.mul(wanted, ops.reshape(weights, (outputs.shape[0], 1)))
         # log_softmax(log p) = log(p / sum(p)): Keras's renormalisation of probabilities.
-        return ops.cross_entropy(logits, ops.one_hot(targets, outputs.shape[1]))
+        return ops.cross_entropy(logits, wanted)
 
     def link(self, engine: Engine, outputs: Handle) -> Handle:
         if not self.from_logits:
@@ -284,19 +399,63 @@ class CrossEntropy(Loss):
             )
 
     def config(self) -> dict[str, Any]:
-        return {} if self.from_logits else {"from_logits": False}
+        found: dict[str, Any] = {} if self.from_logits else {"from_logits": False}
+        if self.label_smoothing:
+            found["label_smoothing"] = self.label_smoothing
+        return found
 
 
 class MeanSquaredError(Loss):
     """The mean of (output - target)**2 over every element; the link is the identity."""
 
-    def value(self, outputs: Tensor, targets: Tensor) -> Tensor:
+    task = "regression"
+
+    def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
         _same(self, outputs, targets)
         difference = outputs - targets
-        return ops.mean(difference * difference)
+        return weighted_mean(difference * difference, weights)
 
     def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
-        return _float_targets(self, targets, outputs)
+        return float_targets(self, targets, outputs)
+
+
+class MeanAbsoluteError(Loss):
+    """The mean of |output - target| over every element (Keras's and PyTorch's L1 loss); the
+    link is the identity. Less pulled by outliers than the squared error."""
+
+    task = "regression"
+
+    def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
+        _same(self, outputs, targets)
+        return weighted_mean(ops.abs(outputs - targets), weights)
+
+    def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
+        return float_targets(self, targets, outputs)
+
+
+class Huber(Loss):
+    """The squared error near the target, the absolute error far from it (Keras's Huber):
+    for d = output - target, d²/2 where |d| <= delta, else delta·(|d| - delta/2); the mean over
+    every element. The link is the identity."""
+
+    task = "regression"
+
+    def __init__(self, delta: float = 1.0) -> None:
+        self.delta = _positive("Huber", "delta", delta)
+
+    def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
+        _same(self, outputs, targets)
+        size = ops.abs(outputs - targets)
+        linear = ops.relu(ops.sub(size, self.delta))  # |d| - delta beyond delta, else 0
+        quadratic = size - linear  # min(|d|, delta)
+        terms = ops.mul(quadratic * quadratic, 0.5) + ops.mul(linear, self.delta)
+        return weighted_mean(terms, weights)
+
+    def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
+        return float_targets(self, targets, outputs)
+
+    def config(self) -> dict[str, Any]:
+        return {"delta": self.delta}
 
 
 def _same(loss: Loss, outputs: Tensor, targets: Tensor) -> None:

@@ -96,7 +96,9 @@ class Windows(Source):
     from the first `train` fraction, validation and test windows fixed, evenly spaced over the
     rest. Features: (N, CONTEXT) ids; targets: the ids that follow each, (N, CONTEXT)."""
 
-    def __init__(self, corpus: str, steps_an_epoch: int = STEPS_AN_EPOCH, train: float = 0.9) -> None:
+    def __init__(
+        self, corpus: str, steps_an_epoch: int = STEPS_AN_EPOCH, train: float = 0.9
+    ) -> None:
         self.corpus = corpus
         self.steps = steps_an_epoch
         self.cut = int(len(corpus) * train)
@@ -144,7 +146,8 @@ class _Drawn(Feed):
 def _evenly(ids: NDArray[np.int64], count: int) -> NDArray[np.int64]:
     """`count` windows of CONTEXT + 1 ids, evenly spaced over `ids`."""
     starts = np.linspace(0, len(ids) - CONTEXT - 1, count).astype(np.int64)
-    return ids[starts[:, None] + np.arange(CONTEXT + 1)]
+    windows: NDArray[np.int64] = ids[starts[:, None] + np.arange(CONTEXT + 1)]
+    return windows
 
 
 def run(

@@ -1,5 +1,6 @@
-"""Callbacks: what the loop runs after every epoch — early stopping, checkpoints, progress, and
-the user's own — and `RunState`, the run as they see it.
+"""Callbacks: what the loop runs after every batch and every epoch — early stopping,
+checkpoints, progress, a learning rate that drops when the validation loss stops improving
+(`ReduceOnPlateau`), and the user's own — and `RunState`, the run as they see it.
 
 A callback subclasses `Callback` and overrides what it needs; a plain function handed to `fit`
 (`callbacks=[f]`) is called with each epoch's `EpochRecord`. A callback with a `name` keeps its
@@ -27,6 +28,7 @@ from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.distribution import Distribution
 from deepsharp.core.training.state import Snapshot
 from deepsharp.core.training.trainer import Trainer
+from deepsharp.core.training.weights import ClassWeights
 
 if TYPE_CHECKING:
     from deepsharp.core.training.loop import FitOptions
@@ -36,7 +38,15 @@ try:
 except ImportError:  # not on Windows: checkpoint folders are not locked there
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["Callback", "CheckpointWriter", "EarlyStopping", "EachEpoch", "ProgressBar", "RunState"]
+__all__ = [
+    "Callback",
+    "CheckpointWriter",
+    "EachEpoch",
+    "EarlyStopping",
+    "ProgressBar",
+    "ReduceOnPlateau",
+    "RunState",
+]
 
 # What an interrupted atomic write of one of our checkpoints leaves: `.<name>.<random>.tmp`.
 _STALE = re.compile(r"\.checkpoint(-\d+)?\.safetensors\..+\.tmp")
@@ -64,6 +74,8 @@ class RunState:
         self.best: Snapshot = trainer.snapshot()  # the slots it started from, until an epoch
         self.stop = False
         self.stopped_by = ""
+        self.class_weights: ClassWeights | None = None
+        """Each class's weight in the training steps (fit's class_weight), or None."""
 
     @property
     def writes(self) -> bool:
@@ -109,13 +121,19 @@ class RunState:
 
 
 class Callback:
-    """Runs at the run's start, after every epoch, and at its end; `close` runs always."""
+    """Runs at the run's start, after every batch and every epoch, and at its end; `close`
+    runs always."""
 
     name = ""
     """Keys its state in checkpoints; empty for a callback that keeps none."""
 
     def on_run_start(self, run: RunState) -> None:
         """Before the first epoch (after a resumed run's state is restored)."""
+
+    def on_batch_end(self, run: RunState, batch: int, loss: float) -> None:
+        """After each training step: `batch` counts the epoch's steps from 1, `loss` is the
+        step's (this process's rows' under a distributed run). Reading the slots here costs
+        transfers every step."""
 
     def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
         """After each epoch, with its figures (set `run.stop = True` to end the run)."""
@@ -178,6 +196,77 @@ class EarlyStopping(Callback):
         waited = state.get("waited")
         if not isinstance(waited, int) or isinstance(waited, bool) or waited < 0:
             raise FileFormatError(f"checkpoint: early stopping's 'waited' is {waited!r}")
+        self.waited = waited
+
+
+class ReduceOnPlateau(Callback):
+    """Multiplies the learning rate by `factor` once `patience` epochs go by without a
+    validation loss better than the best by more than `min_delta` (Keras's
+    ReduceLROnPlateau), then waits `patience` epochs again; never below `min_rate` (a rate
+    already there stays). Give it to `fit` (`callbacks=[ReduceOnPlateau()]`); it works with a
+    number or a schedule as the optimizer's rate (a schedule's rates are then all multiplied).
+    The factor it has put on the rate lives in the optimizer's state, kept in checkpoints with
+    its own count: a resumed run goes on as the uninterrupted one does."""
+
+    name = "reduce_on_plateau"
+
+    def __init__(
+        self, factor: float = 0.5, patience: int = 5, min_delta: float = 0.0, min_rate: float = 0.0
+    ) -> None:
+        for what, value in (("factor", factor), ("min_delta", min_delta), ("min_rate", min_rate)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"ReduceOnPlateau: {what} must be a number, not {value!r}")
+        if not 0.0 < factor < 1.0:
+            raise ValueError(f"ReduceOnPlateau: factor must lie between 0 and 1, not {factor!r}")
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+            raise ValueError(
+                f"ReduceOnPlateau: patience is a whole number from 1, not {patience!r}"
+            )
+        if not (math.isfinite(min_delta) and min_delta >= 0):
+            raise ValueError(f"ReduceOnPlateau: min_delta must be 0 or more, not {min_delta!r}")
+        if not (math.isfinite(min_rate) and min_rate >= 0):
+            raise ValueError(f"ReduceOnPlateau: min_rate must be 0 or more, not {min_rate!r}")
+        self.factor = float(factor)
+        self.patience = patience
+        self.min_delta = float(min_delta)
+        self.min_rate = float(min_rate)
+        self.best = math.inf
+        self.waited = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"ReduceOnPlateau(factor={self.factor!r}, patience={self.patience!r}, "
+            f"min_delta={self.min_delta!r}, min_rate={self.min_rate!r})"
+        )
+
+    def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
+        if record.validation_loss < self.best - self.min_delta:
+            self.best, self.waited = record.validation_loss, 0
+            return
+        self.waited += 1
+        if self.waited < self.patience:
+            return
+        self.waited = 0
+        state = run.trainer.state
+        assert state is not None
+        rate = run.trainer.optimizer.rate(state)
+        if rate <= self.min_rate:
+            return
+        lowered = max(rate * self.factor, self.min_rate)
+        state.rate_scale *= lowered / rate
+
+    def state(self) -> dict[str, Any]:
+        return {"best": self.best if math.isfinite(self.best) else None, "waited": self.waited}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        best, waited = state.get("best"), state.get("waited")
+        if best is not None and not (
+            isinstance(best, (int, float)) and not isinstance(best, bool) and math.isfinite(best)
+        ):
+            raise FileFormatError(f"checkpoint: ReduceOnPlateau's 'best' is {best!r}")
+        if not isinstance(waited, int) or isinstance(waited, bool) or waited < 0:
+            raise FileFormatError(f"checkpoint: ReduceOnPlateau's 'waited' is {waited!r}")
+        self.best = math.inf if best is None else float(best)
         self.waited = waited
 
 

@@ -12,6 +12,7 @@ contents lie is refused there, with a FileFormatError saying what is wrong.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -51,23 +52,37 @@ _LARGEST = 2**62  # counters and epochs beyond this are a file's lie, not a run'
 
 @dataclass(frozen=True)
 class EpochRecord:
-    """One epoch of a run: its mean training loss, its validation loss, and how long it took."""
+    """One epoch of a run: its mean training loss, its validation loss, how long it took, and
+    the run's metrics on the validation rows (`FitOptions(metrics=...)`; NaN where a metric has
+    no value, such as AUC on rows of one class)."""
 
     epoch: int
     loss: float
     validation_loss: float
     seconds: float
+    metrics: Mapping[str, float] = field(default_factory=dict)
 
-    def to_json(self) -> list[float]:
-        return [self.epoch, self.loss, self.validation_loss, self.seconds]
+    def to_json(self) -> list[Any]:
+        kept: list[Any] = [self.epoch, self.loss, self.validation_loss, self.seconds]
+        if self.metrics:  # NaN has no JSON: null stands for it
+            kept.append({k: v if math.isfinite(v) else None for k, v in self.metrics.items()})
+        return kept
 
     @classmethod
     def from_json(cls, data: Any) -> EpochRecord:
-        if not (isinstance(data, list) and len(data) == 4):
+        if not (isinstance(data, list) and len(data) in (4, 5)):
             raise ValueError(
-                f"an epoch's record is [epoch, loss, validation, seconds], not {brief(data)}"
+                f"an epoch's record is [epoch, loss, validation, seconds] (and its metrics), "
+                f"not {brief(data)}"
             )
-        epoch, loss, validation, seconds = data
+        epoch, loss, validation, seconds = data[:4]
+        metrics = data[4] if len(data) == 5 else {}
+        if not isinstance(metrics, dict) or not all(
+            isinstance(k, str) and (v is None or _finite(v)) for k, v in metrics.items()
+        ):
+            raise ValueError(
+                f"epoch {epoch}: its metrics must map names to numbers, not {metrics!r}"
+            )
         if not _whole(epoch, 1):
             raise ValueError(f"an epoch's number must be a whole number from 1, not {brief(epoch)}")
         for what, value in (("loss", loss), ("validation loss", validation), ("seconds", seconds)):
@@ -79,7 +94,8 @@ class EpochRecord:
             raise ValueError(
                 f"epoch {brief(epoch)}: its seconds must be 0 or more, not {brief(seconds)}"
             )
-        return cls(epoch, float(loss), float(validation), float(seconds))
+        figures = {k: math.nan if v is None else float(v) for k, v in metrics.items()}
+        return cls(epoch, float(loss), float(validation), float(seconds), figures)
 
 
 def _whole(value: object, low: int = 0, high: int = _LARGEST) -> bool:
@@ -186,39 +202,6 @@ class Checkpoint:
         return sorted(found)
 
 
-def _contents(
-    metadata: Mapping[str, str], where: str
-) -> tuple[dict[str, Any], dict[str, Any], Network]:
-    """A checkpoint's state, its architecture as recorded, and the network it makes."""
-    check_format(metadata, where, CHECKPOINT_FORMAT, CHECKPOINT_VERSION)
-    try:
-        state = json.loads(metadata["state"])
-        architecture = json.loads(metadata["network"])
-    except (KeyError, ValueError, RecursionError) as error:
-        raise FileFormatError(f"{where}: its state cannot be read ({error})") from None
-    if not isinstance(state, dict):
-        raise FileFormatError(f"{where}: its state must be a JSON object")
-    network = Network.from_json(architecture, where)
-    if network.inputs is None:
-        raise FileFormatError(f"{where}: its architecture names no inputs")
-    return state, architecture, network
-
-
-def _expectation(where: str) -> Expectation:
-    """What a checkpoint must declare before its values are read: every slot of its
-    architecture in each part (slots, best, the optimizer's memories), float32 at its shape."""
-
-    def expect(metadata: Mapping[str, str], declared: Mapping[str, Declared]) -> None:
-        state, _, network = _contents(metadata, where)
-        try:
-            memories = _optimizer(state["optimizer"])["memories"]
-            _parts(declared, network, memories, check=network.check_declared)
-        except (KeyError, ValueError, TypeError) as error:
-            raise FileFormatError(f"{where}: {error}") from None
-
-    return expect
-
-
 def _contents(metadata: Mapping[str, str], where: str) -> tuple[dict[str, Any], Network, str]:
     """A checkpoint's state, the network its architecture makes, and its format version."""
     version = check_format(metadata, where, CHECKPOINT_FORMAT, READS)
@@ -286,7 +269,7 @@ def _read(
         trainer=TrainerState(
             slots=parts["slots"],
             memory={kind: parts[f"memory/{kind}"] for kind in optimizer["memories"]},
-            optimizer={k: optimizer[k] for k in ("kind", "config", "steps")},
+            optimizer={k: optimizer[k] for k in ("kind", "config", "steps", "rate_scale")},
             generator=generator,
             hooks=_objects(state.get("hooks", {}), "hooks"),
             skipped_steps=skipped,
@@ -342,7 +325,18 @@ def _optimizer(value: object) -> dict[str, Any]:
     _object(config, "optimizer's config")
     if not _whole(steps):
         raise ValueError(f"its optimizer's step count must be a whole number, not {brief(steps)}")
-    return {"kind": kind, "config": config, "steps": steps, "memories": list(cls.memories)}
+    scale = record.get("rate_scale", 1.0)
+    if not _finite(scale) or scale <= 0:
+        raise ValueError(
+            f"its optimizer's rate scale must be a finite number above 0, not {brief(scale)}"
+        )
+    return {
+        "kind": kind,
+        "config": config,
+        "steps": steps,
+        "rate_scale": float(scale),
+        "memories": list(cls.memories),
+    }
 
 
 def _generator(value: object) -> dict[str, Any]:

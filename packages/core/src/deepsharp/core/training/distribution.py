@@ -1,8 +1,11 @@
 """How a run is spread over processes: the one place the loop asks about them.
 
-A run in one process uses `OneProcess`, which changes nothing. A data-parallel run
-(`FitOptions(distributed=...)`, e.g. deepsharp-distributed's `DataParallel`) subclasses
-`Distribution`; the loop calls it at these points, and only these:
+A run in one process uses `OneProcess`, which changes nothing. A data-parallel run is given
+settings (`FitOptions(distributed=...)`: a `Spread`, e.g. deepsharp-distributed's
+`DataParallel`), which make the run's `Distribution` when it starts (`Spread.for_run`): the
+settings stay settings, and the live part of the run — its place in a job of processes — is an
+object of its own, made for the run and let go at its end. The loop calls the distribution at
+these points, and only these:
 
 1. `check(checkpoint.distribution, where)` before anything is read or restored, when resuming;
 2. `check_data(seed, feeds)` before anything else a process does with the others: every
@@ -17,7 +20,8 @@ A run in one process uses `OneProcess`, which changes nothing. A data-parallel r
 5. `all_finite(loss)` after every step: whether the step's loss is finite on every process, so
    that all stop together when a run diverges;
 6. `combine(sums)` after each pass over a part (an epoch's training rows, the validation rows,
-   the test rows): the sums over every process;
+   the test rows): the sums over every process; where the run takes metrics, `gather(arrays)`
+   too: every process's predictions and targets, in rank order;
 7. `writes`: whether this process writes checkpoints and draws the progress bar (rank 0);
 8. `state()` into every checkpoint (the world size, ...), `finish()` after the run.
 """
@@ -27,11 +31,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from deepsharp.core.errors import CheckpointMismatchError
 
@@ -39,14 +44,14 @@ if TYPE_CHECKING:
     from deepsharp.core.training.feeds import Feeds
     from deepsharp.core.training.trainer import Trainer
 
-__all__ = ["Distribution", "OneProcess", "Sums", "data_fingerprint"]
+__all__ = ["Distribution", "OneProcess", "Spread", "Sums", "data_fingerprint"]
 
 
 def data_fingerprint(feeds: Feeds) -> dict[str, Any]:
     """What must be the same on every process of a run, to tell data apart without sending it:
     the rows of each part (training, validation, test), the recipe the pipeline learned, and a
-    SHA-256 digest of every row's features and targets (held in memory, or as they were
-    spilled)."""
+    SHA-256 digest of every row's features (each input's) and targets (held in memory, or as
+    they were spilled)."""
     values = hashlib.sha256()
     rows = []
     for feed in (feeds.train, feeds.validation, feeds.test):
@@ -55,7 +60,8 @@ def data_fingerprint(feeds: Feeds) -> dict[str, Any]:
         if spill is not None:
             values.update(spill.digest.digest())
             continue
-        for array in (getattr(feed, "features", None), getattr(feed, "targets", None)):
+        arrays = [*getattr(feed, "features", ()), getattr(feed, "targets", None)]
+        for array in arrays:
             if array is not None:
                 values.update(repr((array.dtype.str, array.shape)).encode())
                 values.update(np.ascontiguousarray(array).data.cast("B"))
@@ -90,8 +96,21 @@ class Sums:
         return self.right / self.rows if self.rows else math.nan
 
 
-class Distribution:
-    """How a run is spread over processes (see the module's docstring for when each is called)."""
+class Spread:
+    """How a run is to be spread over processes, as `FitOptions(distributed=...)` takes it:
+    settings, which make the run's `Distribution` when the run starts."""
+
+    def for_run(self) -> Distribution:
+        """The distribution of one run (joining its processes where it must)."""
+        raise NotImplementedError
+
+
+class Distribution(Spread):
+    """How a run is spread over processes (see the module's docstring for when each is called).
+    A distribution handed to `FitOptions` is its own run's."""
+
+    def for_run(self) -> Distribution:
+        return self
 
     @property
     def rank(self) -> int:
@@ -126,6 +145,11 @@ class Distribution:
     def combine(self, sums: Sums) -> Sums:
         """The sums of every process."""
         return sums
+
+    def gather(self, arrays: Sequence[NDArray[Any]]) -> list[NDArray[Any]]:
+        """Each array's rows from every process, joined in rank order (each process passes
+        arrays of the same kinds and widths, of any number of rows)."""
+        return list(arrays)
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint records of the run's processes."""

@@ -25,6 +25,7 @@ from deepsharp.core.errors import DataError, described
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Features, Network
 from deepsharp.core.random import Generator, KeyedOrder, Streams
+from deepsharp.core.training.checks import checked_weights
 from deepsharp.core.training.spill import Spill, block_rows, buffers, spill_folder
 
 __all__ = [
@@ -46,13 +47,14 @@ ShareOf = Callable[[int], tuple[int, int]]
 
 @dataclass
 class Batch:
-    """This process's rows of one batch: features (one array a network input), targets, and
+    """This process's rows of one batch: features (one array a network input), targets,
     `share` — where they lie in the whole batch: (start, stop, total), its rows the batch's
-    start .. stop - 1 of total."""
+    start .. stop - 1 of total — and the rows' own weights (`sample_weight`; None: none)."""
 
     features: Features
     targets: NDArray[Any]
     share: tuple[int, int, int]
+    weights: NDArray[np.float32] | None = None
 
     def __len__(self) -> int:
         return int(self.features[0].shape[0])
@@ -68,18 +70,26 @@ class Feed:
 
 
 class ArrayFeed(Feed):
-    """Features (one array a network input) and targets held in memory."""
+    """Features (one array a network input), targets and (where given) the rows' weights, held
+    in memory."""
 
-    def __init__(self, features: Features, targets: NDArray[Any]) -> None:
+    def __init__(
+        self,
+        features: Features,
+        targets: NDArray[Any],
+        weights: NDArray[np.float32] | None = None,
+    ) -> None:
         self.features = features
         self.targets = targets
+        self.weights = weights
 
     def __len__(self) -> int:
         return int(self.features[0].shape[0])
 
     def take(self, rows: NDArray[np.int64]) -> ArrayFeed:
         """These rows of it, as a feed of their own."""
-        return ArrayFeed(tuple(f[rows] for f in self.features), self.targets[rows])
+        weights = None if self.weights is None else self.weights[rows]
+        return ArrayFeed(tuple(f[rows] for f in self.features), self.targets[rows], weights)
 
     def batches(self, size: int, order: Generator | None, share: ShareOf) -> Iterator[Batch]:
         count = len(self)
@@ -92,7 +102,8 @@ class ArrayFeed(Feed):
             else:
                 picked = rows[start + first : start + last]
             features = tuple(f[picked] for f in self.features)
-            yield Batch(features, self.targets[picked], (first, last, stop - start))
+            weights = None if self.weights is None else self.weights[picked]
+            yield Batch(features, self.targets[picked], (first, last, stop - start), weights)
 
 
 @dataclass
@@ -173,12 +184,14 @@ class Rows(Source):
 
 
 class Arrays(Source):
-    """Arrays as they are: features x (N, ...) and targets y (what the loss takes)."""
+    """Arrays as they are: features x (N, ...) and targets y (what the loss takes), and each
+    row's weight where given (`sample_weight`, (N,))."""
 
-    def __init__(self, data: object) -> None:
+    def __init__(self, data: object, sample_weight: object = None) -> None:
         if not (isinstance(data, tuple) and len(data) == 2):
             raise DataError(f"arrays come as a pair (x, y), not {type(data).__name__}")
         self.x, self.y = data
+        self.sample_weight = sample_weight
 
     def feeds(
         self,
@@ -199,7 +212,10 @@ class Arrays(Source):
         parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
         with rows_named(row_naming(self.x, parts[0])):  # a row named by its place in x
             pipeline.learn(take_features(x, parts[0]))
-        whole = ArrayFeed(_shaped(x, pipeline, network), loss.targets(y, network.outputs))
+        weights = None
+        if self.sample_weight is not None:
+            weights = checked_weights(self.sample_weight, count, "fit: sample_weight")
+        whole = ArrayFeed(_shaped(x, pipeline, network), loss.targets(y, network.outputs), weights)
         loss.check_training_targets(whole.targets[parts[0]])
         apart = None
         if test is not None:
@@ -423,8 +439,10 @@ def feeds_for(
     loss: Loss,
     streams: Streams,
     test: object | None = None,
+    sample_weight: object = None,
 ) -> Feeds:
-    """The feeds of whatever fit was handed: a Source, arrays (x, y), or rows."""
+    """The feeds of whatever fit was handed: a Source, arrays (x, y), or rows; `sample_weight`
+    (one weight a row) with arrays alone."""
     if pipeline is not None and not isinstance(pipeline, Pipeline):
         hint = (
             " (arrays go to fit as fit(None, (x, y), network, loss, optimizer, options))"
@@ -435,12 +453,18 @@ def feeds_for(
             f"fit: the first argument is the pipeline, a Pipeline or None, not "
             f"{described(pipeline)}{hint}"
         )
+    if sample_weight is not None and not isinstance(data, tuple):
+        raise DataError(
+            "fit: sample_weight weighs the rows of arrays, fit(None, (x, y), ..., "
+            "sample_weight=w), one weight a row of x; rows of named columns and scanned files "
+            "take class_weight (a weight a class of the target)"
+        )
     if isinstance(data, Source):
         source: Source = data
     elif isinstance(data, Scan):
         source = Streamed(data)
     elif isinstance(data, tuple):
-        source = Arrays(data)
+        source = Arrays(data, sample_weight)
     elif pipeline is None and not is_frame(data):
         raise DataError(
             f"with no pipeline, fit takes arrays as a pair (x, y), not {type(data).__name__}"

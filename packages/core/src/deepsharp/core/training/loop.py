@@ -1,11 +1,13 @@
 """A run: data in; a trained network and its report out.
 
 `fit` makes the data's feeds (the rows split from the run's seed, the pipeline learned on the
-training rows), then loops over epochs: a pass over the training rows in a fresh order, the
-validation loss, then every callback — early stopping, checkpoints, progress, the user's own.
-At the end the best epoch's slots are back and the test rows are measured. The loop asks the
-trainer for everything on the engine (steps, evaluations, snapshots, checkpoint state) and the
-distribution for everything about processes; it touches no engine tensor itself.
+training rows), then loops over epochs: a pass over the training rows in a fresh order (each
+step's rows weighted where the run weighs them, each step followed by the callbacks'
+`on_batch_end`), the validation loss and metrics, then every callback — early stopping,
+checkpoints, progress, the user's own. At the end the best epoch's slots are back and the test
+rows are measured. The loop asks the trainer for everything on the engine (steps, evaluations,
+snapshots, checkpoint state) and the distribution for everything about processes; it touches no
+engine tensor itself.
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from deepsharp.core.comparing.shadow import Shadow, ShadowCheck, ShadowChecks, shadow_lines
-from deepsharp.core.engine import Engine, EngineIdentity, make_engine
+from deepsharp.core.comparing.shadow import Shadow, ShadowChecks
+from deepsharp.core.engine import Engine, make_engine
 from deepsharp.core.engine.registry import check_spec
 from deepsharp.core.errors import (
     CheckpointMismatchError,
@@ -42,17 +45,23 @@ from deepsharp.core.training.callbacks import (
     RunState,
 )
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
-from deepsharp.core.training.distribution import Distribution, OneProcess, Sums
-from deepsharp.core.training.feeds import Feed, feeds_for
+from deepsharp.core.training.checks import check_parts
+from deepsharp.core.training.distribution import OneProcess, Spread, Sums
+from deepsharp.core.training.feeds import Batch, Feed, feeds_for
+from deepsharp.core.training.hooks import StepHook
+from deepsharp.core.training.metrics import check_metric_names, check_metrics_fit, measure
+from deepsharp.core.training.report import Report, Run
 from deepsharp.core.training.scaling import (
     LossScaleSetting,
     check_loss_scale,
     check_setting,
     loss_scale_for,
 )
-from deepsharp.core.training.trainer import Trainer, check_parts, check_sides
+from deepsharp.core.training.state import check_sides
+from deepsharp.core.training.trainer import Trainer
+from deepsharp.core.training.weights import ClassWeights, class_weights_for
 
-__all__ = ["FitOptions", "Report", "Run", "fit"]
+__all__ = ["FitOptions", "Report", "Run", "fit"]  # Report and Run live in .report
 
 
 def _whole(name: str, value: object, least: int) -> int:
@@ -71,7 +80,13 @@ class FitOptions:
     None) scales the loss for the way back (`deepsharp.core.training.scaling`).
 
     `checkpoint_dir`: where the run writes checkpoints, every `checkpoint_every` epochs — every
-    epoch when `checkpoint_every` is left 0 — keeping the latest `checkpoint_keep`."""
+    epoch when `checkpoint_every` is left 0 — keeping the latest `checkpoint_keep`.
+
+    `metrics`: what the run measures besides its loss, on the validation rows each epoch and on
+    the test rows at the end (`deepsharp.core.training.metrics`: "accuracy", "auc", "f1",
+    "precision", "recall" and their "_macro" forms, "mae", "mse", "rmse", "r2").
+    `accumulate`: batches a step takes (gradient accumulation): each update applies the
+    gradients of `accumulate` batches of `batch_size` rows, taken one after the other."""
 
     seed: int
     engine: Engine | str | None = None
@@ -83,14 +98,16 @@ class FitOptions:
     checkpoint_every: int = 0
     checkpoint_keep: int = 1
     progress: bool | None = None
-    distributed: Distribution | None = None
+    distributed: Spread | None = None
     loss_scale: LossScaleSetting = "auto"
     shadow: Shadow | None = None
+    metrics: Sequence[str] = ()
+    accumulate: int = 1
 
     def __post_init__(self) -> None:
         self.seed = _whole("seed", self.seed, -(2**63))
         check_spec(self.engine, "FitOptions: engine")
-        for name in ("epochs", "batch_size", "patience", "checkpoint_keep"):
+        for name in ("epochs", "batch_size", "patience", "checkpoint_keep", "accumulate"):
             setattr(self, name, _whole(name, getattr(self, name), 1))
         self.checkpoint_every = _whole("checkpoint_every", self.checkpoint_every, 0)
         if not isinstance(self.restore_best, bool):
@@ -105,97 +122,19 @@ class FitOptions:
             raise ValueError("FitOptions: checkpoint_every needs a checkpoint_dir to write into")
         if self.checkpoint_dir is not None and not self.checkpoint_every:
             self.checkpoint_every = 1  # a folder given is a folder to write into: every epoch
-        if self.distributed is not None and not isinstance(self.distributed, Distribution):
+        if self.distributed is not None and not isinstance(self.distributed, Spread):
             raise TypeError(
-                f"FitOptions: distributed is a Distribution (such as DataParallel()), not "
+                f"FitOptions: distributed says how the run is spread over processes (such as "
+                f"DataParallel()), not "
                 f"{self.distributed!r}"
             )
         check_setting(self.loss_scale, "FitOptions")
+        self.metrics = check_metric_names(self.metrics, "FitOptions")
         if self.shadow is not None and not isinstance(self.shadow, Shadow):
             raise TypeError(
                 f"FitOptions: shadow is a Shadow (such as Shadow(every=100, engine='light')), "
                 f"not {self.shadow!r}"
             )
-
-
-@dataclass
-class Report:
-    """What a run did: its epochs, its best epoch, and its measures on the test rows."""
-
-    epochs_run: int
-    best_epoch: int
-    history: list[EpochRecord]
-    measures: dict[str, float]
-    engine: EngineIdentity
-    test_rows: int = 0
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-    skipped_steps: int = 0
-    shadow: list[ShadowCheck] = field(default_factory=list)
-    """The shadow checks (`FitOptions(shadow=...)`), in order: each one's worst ratio."""
-
-    def __str__(self) -> str:
-        lines = [
-            f"deepsharp run on {self.engine}: {self.epochs_run} epochs in {self.seconds:.2f} s, "
-            f"best epoch {self.best_epoch}",
-            "",
-            f"{'epoch':>6}  {'loss':>9}  {'validation':>10}  {'seconds':>8}",
-        ]
-        shown = self.history if len(self.history) <= 12 else self.history[:5] + self.history[-6:]
-        for index, record in enumerate(shown):
-            if len(self.history) > 12 and index == 5:
-                lines.append(f"{'...':>6}")
-            mark = "  <- best" if record.epoch == self.best_epoch else ""
-            lines.append(
-                f"{record.epoch:>6}  {record.loss:>9.5f}  {record.validation_loss:>10.5f}  "
-                f"{record.seconds:>8.3f}{mark}"
-            )
-        lines.append("")
-        lines.append(f"on the {self.test_rows} test rows:")
-        for name, value in self.measures.items():
-            lines.append(f"  {name:<10} {value:.4f}")
-        if self.skipped_steps:
-            lines.append(f"{self.skipped_steps} steps skipped (gradients not finite)")
-        lines.extend(shadow_lines(self.shadow))
-        lines.extend(self.notes)
-        return "\n".join(lines)
-
-    def plot(self, path: str | os.PathLike[str]) -> None:
-        """Draw the training and validation loss per epoch into an image file (needs matplotlib)."""
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            raise ImportError(
-                "report.plot needs matplotlib: pip install 'deepsharp[plot]'"
-            ) from None
-        epochs = [r.epoch for r in self.history]
-        figure, axes = plt.subplots(figsize=(6, 4))
-        axes.plot(epochs, [r.loss for r in self.history], label="training loss")
-        axes.plot(epochs, [r.validation_loss for r in self.history], label="validation loss")
-        axes.axvline(
-            self.best_epoch, color="grey", linestyle=":", label=f"best epoch ({self.best_epoch})"
-        )
-        axes.set_xlabel("epoch")
-        axes.set_ylabel("loss")
-        axes.set_title(f"deepsharp run on {self.engine}")
-        axes.legend()
-        figure.tight_layout()
-        figure.savefig(os.fspath(path))
-        plt.close(figure)
-
-
-@dataclass
-class Run:
-    """A finished run: `run.trained` predicts rows, `run.report` says how it went."""
-
-    trained: TrainedNetwork
-    report: Report
-
-    def __str__(self) -> str:
-        return str(self.report)
 
 
 EpochFunction = Callable[[EpochRecord], Any]
@@ -212,6 +151,9 @@ def fit(
     test_rows: Any = None,
     callbacks: Sequence[Callback | EpochFunction] = (),
     on_epoch: EpochFunction | None = None,
+    hooks: Sequence[StepHook] = (),
+    class_weight: Mapping[int, float] | None = None,
+    sample_weight: Any = None,
 ) -> Run:
     """Train `network` on `data` as `options` say, and measure it on the test rows.
 
@@ -220,31 +162,46 @@ def fit(
     split); or a `Source`. `test_rows`, when given, are the test rows (of the same form), and the
     data is split into training and validation only (in the pipeline's proportions).
     `callbacks`: `Callback`s, or functions called with each epoch's `EpochRecord` (`on_epoch`
-    is one more). `resume_from` goes on from a checkpoint (a file, a folder's latest, or a
-    `Checkpoint`) taken by the same run on the same engine; it ends bit for bit where the
-    uninterrupted run does.
+    is one more). `hooks`: `StepHook`s every step runs between the way back and the update
+    (after a distributed run's sum and the loss scale). `class_weight` (a weight a class of
+    the target) and `sample_weight` (a weight a row of arrays) weigh the training rows
+    (`deepsharp.core.training.weights`). `resume_from` goes on from a checkpoint (a file, a
+    folder's latest, or a `Checkpoint`) taken by the same run on the same engine; it ends bit
+    for bit where the uninterrupted run does.
     """
     began = time.perf_counter()
     check_parts(network, loss, optimizer, "fit")
     if not isinstance(options, FitOptions):
         raise TypeError(f"fit: options must be FitOptions, not {described(options)}")
     engine = make_engine(options.engine)
-    distribution = options.distributed or OneProcess()
-    checkpoint = _checkpoint(resume_from, engine, optimizer, options, distribution)
+    checkpoint = _checkpoint(resume_from, engine, optimizer, options)
     parts = _callbacks(options, [*callbacks, *([on_epoch] if on_epoch is not None else [])])
     streams = Streams(options.seed)
     shadow = ShadowChecks(options.shadow, engine) if options.shadow is not None else None
-    feeds = feeds_for(pipeline, data, network, loss, streams, test_rows)
+    feeds = feeds_for(pipeline, data, network, loss, streams, test_rows, sample_weight)
     if checkpoint is not None and checkpoint.network != network.to_json():
         raise CheckpointMismatchError(
             f"the checkpoint {checkpoint.path or ''} is of another network "
             f"({checkpoint.network}); this run trains {network.to_json()}"
         )
+    check_metrics_fit(options.metrics, loss, network.outputs)
+    weights = class_weights_for(class_weight, loss, network.outputs, _targets(feeds.train))
+    distribution = (options.distributed or OneProcess()).for_run()
+    if checkpoint is not None:
+        distribution.check(checkpoint.distribution, _where(checkpoint))
     try:
         with Trainer(
-            network, loss, optimizer, engine, streams=streams, loss_scale=options.loss_scale
+            network,
+            loss,
+            optimizer,
+            engine,
+            streams=streams,
+            hooks=hooks,
+            loss_scale=options.loss_scale,
+            accumulate=options.accumulate,
         ) as trainer:
             run = RunState(trainer, options, distribution, parts)
+            run.class_weights = weights
             if checkpoint is not None:
                 run.resume(checkpoint)
             distribution.check_data(options.seed, feeds)
@@ -260,13 +217,14 @@ def fit(
                     part.on_epoch_end(run, record)
             for part in parts:
                 part.on_run_end(run)
-            test = _evaluate(run, feeds.test)
+            test, figures = _evaluate(run, feeds.test)
     finally:
         for part in parts:
             part.close()
     measures = {"loss": test.mean_loss}
     if loss.measures_accuracy:
         measures["accuracy"] = test.accuracy
+    measures.update(figures)
     report = Report(
         epochs_run=len(run.history),
         best_epoch=run.best_epoch,
@@ -282,9 +240,24 @@ def fit(
     return Run(TrainedNetwork(network, loss, feeds.pipeline), report)
 
 
+def _targets(feed: Feed) -> Iterator[NDArray[Any]]:
+    """The training targets, a batch at a time (what class weights are checked against)."""
+    for batch in feed.batches(4096, None, lambda count: (0, count)):
+        yield batch.targets
+
+
+def _where(checkpoint: Checkpoint) -> str:
+    return f"the checkpoint {checkpoint.path}" if checkpoint.path else "the checkpoint"
+
+
 def _callbacks(options: FitOptions, given: Sequence[Callback | EpochFunction]) -> list[Callback]:
-    """Early stopping, checkpoints, progress, then the user's own, in that order."""
+    """Early stopping, the user's callbacks that keep a state in checkpoints (a `name`:
+    ReduceOnPlateau), checkpoints, progress, then the user's others. A checkpoint is written
+    once every callback whose state it holds has had the epoch (it holds their decisions of
+    that epoch: a rate ReduceOnPlateau lowered), and before the others, which find it written."""
+    made = [c if isinstance(c, Callback) else EachEpoch(c) for c in given]
     parts: list[Callback] = [EarlyStopping(options.patience, options.restore_best)]
+    parts.extend(c for c in made if c.name)
     if options.checkpoint_every:
         assert options.checkpoint_dir is not None
         parts.append(
@@ -293,7 +266,7 @@ def _callbacks(options: FitOptions, given: Sequence[Callback | EpochFunction]) -
             )
         )
     parts.append(ProgressBar(options.progress))
-    parts.extend(c if isinstance(c, Callback) else EachEpoch(c) for c in given)
+    parts.extend(c for c in made if not c.name)
     return parts
 
 
@@ -302,16 +275,16 @@ def _checkpoint(
     engine: Engine,
     optimizer: Optimizer,
     options: FitOptions,
-    distribution: Distribution,
 ) -> Checkpoint | None:
     """The checkpoint to resume from, refused (naming both sides) before anything is read or
-    restored when it was taken on another engine, optimizer, seed, loss scale or world size."""
+    restored when it was taken on another engine, optimizer, seed or loss scale (another world
+    size is the run's distribution's to refuse, once it has joined its processes)."""
     if resume_from is None:
         return None
     checkpoint = (
         resume_from if isinstance(resume_from, Checkpoint) else Checkpoint.load(resume_from)
     )
-    where = f"the checkpoint {checkpoint.path}" if checkpoint.path else "the checkpoint"
+    where = _where(checkpoint)
     if checkpoint.engine != engine.identity:
         raise EngineMismatchError(
             f"{where} was taken on the engine {checkpoint.engine}; this run's engine is "
@@ -321,30 +294,42 @@ def _checkpoint(
     check_sides(checkpoint.trainer, optimizer, options.seed, where)
     scale = loss_scale_for(options.loss_scale, str(engine.identity.precision))
     check_loss_scale(checkpoint.trainer.hooks, scale, where)
-    distribution.check(checkpoint.distribution, where)
     return checkpoint
 
 
 def _epoch(
     run: RunState, train: Feed, validation: Feed, shadow: ShadowChecks | None = None
 ) -> EpochRecord:
-    """One pass over the training rows in a fresh order, then the validation loss."""
+    """One pass over the training rows in a fresh order, then the validation loss and metrics.
+    Under gradient accumulation a step takes `accumulate` batches' rows."""
     started = time.perf_counter()
     trainer, distribution, epoch = run.trainer, run.distribution, run.epoch + 1
     sums = Sums()
-    batches = train.batches(run.options.batch_size, trainer.streams.order, distribution.share)
+    size = run.options.batch_size * run.options.accumulate
+    batches = train.batches(size, trainer.streams.order, distribution.share)
     for step, batch in enumerate(batches, start=1):
         if shadow is not None:
             shadow.before_step(trainer, batch.features, batch.targets, epoch, step)
-        value = trainer.step(batch.features, batch.targets, batch.share)
+        weights = _weights(run.class_weights, batch)
+        value = trainer.step(batch.features, batch.targets, batch.share, weights)
         if not distribution.all_finite(value):
             _diverged(run, f"the loss turned {value} at epoch {epoch}, step {step}")
         sums.add(value, len(batch))
-    judged = _evaluate(run, validation)
+        for part in run.callbacks:
+            part.on_batch_end(run, step, value)
+    judged, figures = _evaluate(run, validation)
     if not math.isfinite(judged.mean_loss):
         _diverged(run, f"the validation loss turned {judged.mean_loss} at epoch {epoch} (its end)")
     train_loss = distribution.combine(sums).mean_loss
-    return EpochRecord(epoch, train_loss, judged.mean_loss, time.perf_counter() - started)
+    return EpochRecord(epoch, train_loss, judged.mean_loss, time.perf_counter() - started, figures)
+
+
+def _weights(class_weights: ClassWeights | None, batch: Batch) -> NDArray[np.float32] | None:
+    """A batch's rows' weights: their class's times their own, where the run weighs them."""
+    if class_weights is None or len(batch) == 0:
+        return batch.weights
+    by_class = class_weights.of(batch.targets)
+    return by_class if batch.weights is None else by_class * batch.weights
 
 
 def _diverged(run: RunState, what: str) -> None:
@@ -352,7 +337,7 @@ def _diverged(run: RunState, what: str) -> None:
     run.trainer.restore(run.best)
     kept = f"epoch {run.best_epoch}'s (the best)" if run.best_epoch else "those it started from"
     optimizer = run.trainer.optimizer
-    rate = optimizer.config().get("learning_rate")
+    rate = optimizer.learning_rate
     lower = (
         f"try a smaller learning rate than {type(optimizer).__name__}'s {rate:g} (say "
         f"{rate / 10:g})"
@@ -365,14 +350,32 @@ def _diverged(run: RunState, what: str) -> None:
     )
 
 
-def _evaluate(run: RunState, feed: Feed) -> Sums:
-    """The loss (and the rows predicted right) over a part of the rows, every process's."""
-    trainer, loss = run.trainer, run.trainer.loss
+def _evaluate(run: RunState, feed: Feed) -> tuple[Sums, dict[str, float]]:
+    """The loss (and the rows predicted right) over a part of the rows, every process's, and
+    the run's metrics of every process's predictions."""
+    trainer, loss, metrics = run.trainer, run.trainer.loss, run.options.metrics
     sums = Sums()
+    predictions: list[NDArray[Any]] = []
+    targets: list[NDArray[Any]] = []
     for batch in feed.batches(run.options.batch_size, None, run.distribution.share):
         if len(batch) == 0:
             continue
         value, predicted = trainer.evaluate(batch.features, batch.targets)
         right = int(loss.correct(predicted, batch.targets).sum()) if loss.measures_accuracy else 0
         sums.add(value, len(batch), right)
-    return run.distribution.combine(sums)
+        if metrics:  # a feed's targets are as the loss takes them
+            predictions.append(predicted)
+            targets.append(batch.targets)
+    figures: dict[str, float] = {}
+    if metrics:
+        assert loss.task is not None  # check_metrics_fit refused a loss of no task
+        width = trainer.network.outputs
+        none = (0,) if loss.task == "classes" else (0, width)  # a process left no rows
+        every = run.distribution.gather(
+            [
+                np.concatenate(predictions) if predictions else np.zeros((0, width), np.float32),
+                np.concatenate(targets) if targets else np.zeros(none, np.float32),
+            ]
+        )
+        figures = measure(metrics, loss.task, every[0], every[1])
+    return run.distribution.combine(sums), figures

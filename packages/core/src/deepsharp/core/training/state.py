@@ -1,6 +1,7 @@
-"""What a trainer keeps beside its step: snapshots of the slots and buffers on its engine (the
-best epoch's), and what a checkpoint holds of it on the host, checked against the run that would
-go on from it."""
+"""What a trainer keeps beside its step: what it holds on its engine (`Held`: the slots and
+buffers bound there, the optimizer's memory), snapshots of them (the best epoch's), and what a
+checkpoint holds of it on the host (`TrainerState`), checked against the run that would go on
+from it."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.engine import Engine, Handle
-from deepsharp.core.errors import CheckpointMismatchError
-from deepsharp.core.nn.optimizers import Optimizer
+from deepsharp.core.errors import CheckpointMismatchError, FileFormatError, ShapeError
+from deepsharp.core.nn.binding import Bound
+from deepsharp.core.nn.optimizers import Optimizer, OptimizerState
 
-__all__ = ["Snapshot", "TrainerState", "check_sides", "optimizer_record"]
+__all__ = ["Held", "Snapshot", "TrainerState", "check_sides", "optimizer_record"]
 
 
 class Snapshot:
@@ -27,13 +29,130 @@ class Snapshot:
         self.handles = handles
 
 
+class Held:
+    """What a trainer holds on its engine: the network's slots and buffers (`bound`) and the
+    optimizer's memory (`state`), with their copies (snapshots), restores and host copies."""
+
+    def __init__(self, engine: Engine, bound: Bound, state: OptimizerState) -> None:
+        self.engine = engine
+        self.bound = bound
+        self.state = state
+        self.slots = [tensor.handle for tensor in bound.tensors.values()]
+        self.kept = [*self.slots, *(tensor.handle for tensor in bound.buffers.values())]
+        """The slots', then the buffers' handles: what a snapshot holds, in its order."""
+
+    @property
+    def slot_names(self) -> list[str]:
+        return list(self.bound.tensors)
+
+    @property
+    def kept_names(self) -> list[str]:
+        """The slots' names, then the buffers': what a snapshot holds, in its order."""
+        return [*self.bound.tensors, *self.bound.buffers]
+
+    def snapshot(self, into: Snapshot | None = None) -> Snapshot:
+        """A copy of the slots and buffers as they are now, kept on the engine (in `into`'s
+        memory when given: a run keeps one snapshot of its best epoch and refreshes it)."""
+        engine = self.engine
+        if into is None:
+            return Snapshot(engine, [engine.copy(handle) for handle in self.kept])
+        for keep, handle in zip(into.handles, self.kept, strict=True):
+            engine.assign(keep, handle)
+        return into
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Put the slots and buffers of a snapshot back."""
+        with self.bound.lock:
+            for handle, keep in zip(self.kept, snapshot.handles, strict=True):
+                self.engine.assign(handle, keep)
+
+    def put_values(
+        self,
+        values: Mapping[str, NDArray[np.float32]],
+        buffers: Mapping[str, NDArray[np.float32]] | None = None,
+    ) -> None:
+        """Replace every slot's values (and every buffer's, where given), names and shapes
+        checked first (ShapeError naming the first that differs)."""
+        kinds = [(self.bound.tensors, values, "slot")]
+        if buffers is not None:
+            kinds.append((self.bound.buffers, buffers, "buffer"))
+        for held, given, what in kinds:
+            for name, tensor in held.items():
+                value = given.get(name)
+                if value is None or tuple(np.shape(value)) != tensor.shape:
+                    raise ShapeError(
+                        f"{what} {name!r}: {'missing' if value is None else np.shape(value)}, the "
+                        f"network's is {tensor.shape}"
+                    )
+        with self.bound.lock:
+            for held, given, _ in kinds:
+                for name, tensor in held.items():
+                    put = self.engine.put(np.asarray(given[name], np.float32))
+                    self.engine.assign(tensor.handle, put)
+
+    def host(
+        self, snapshot: Snapshot
+    ) -> tuple[dict[str, NDArray[np.float32]], dict[str, NDArray[np.float32]]]:
+        """A snapshot's slots and buffers brought to the host (for a checkpoint)."""
+        got = {name: self.engine.get(h) for name, h in zip(self.kept_names, snapshot.handles)}
+        slots = set(self.slot_names)
+        return (
+            {n: v for n, v in got.items() if n in slots},
+            {n: v for n, v in got.items() if n not in slots},
+        )
+
+    def snapshot_of(
+        self, slots: Mapping[str, NDArray[np.float32]], buffers: Mapping[str, NDArray[np.float32]]
+    ) -> Snapshot:
+        """A snapshot holding these slot and buffer values (a checkpoint's best epoch), checked."""
+        snapshot = self.snapshot()
+        every = {**slots, **buffers}
+        for name, keep in zip(self.kept_names, snapshot.handles):
+            self.put_into(keep, every, name, "best slot" if name in slots else "best buffer")
+        return snapshot
+
+    def memory(self) -> dict[str, dict[str, NDArray[np.float32]]]:
+        """The optimizer's memory brought to the host, by kind and slot."""
+        names = self.slot_names
+        return {
+            kind: {name: self.engine.get(h) for name, h in zip(names, handles)}
+            for kind, handles in self.state.memory.items()
+        }
+
+    def load(self, state: TrainerState, where: str) -> None:
+        """A checkpoint's slots, buffers and optimizer memory put on the engine (each checked:
+        FileFormatError naming what is missing or of another shape)."""
+        missing = set(self.state.memory) ^ set(state.memory)
+        if missing:
+            raise FileFormatError(f"{where}: its optimizer memory holds {sorted(state.memory)}")
+        for name, tensor in self.bound.tensors.items():
+            self.put_into(tensor.handle, state.slots, name, "slot")
+        for name, tensor in self.bound.buffers.items():
+            self.put_into(tensor.handle, state.buffers, name, "buffer")
+        for kind, handles in self.state.memory.items():
+            for name, handle in zip(self.slot_names, handles):
+                self.put_into(handle, state.memory[kind], name, f"{kind} memory of")
+        self.state.steps = int(state.optimizer["steps"])
+        self.state.rate_scale = float(state.optimizer.get("rate_scale", 1.0))
+
+    def put_into(
+        self, handle: Handle, values: Mapping[str, NDArray[np.float32]], name: str, what: str
+    ) -> None:
+        value = values.get(name)
+        shape = self.engine.shape(handle)
+        if value is None or tuple(value.shape) != shape:
+            found = "missing" if value is None else f"of shape {tuple(value.shape)}"
+            raise FileFormatError(f"checkpoint: {what} {name!r} is {found}, expected {shape}")
+        self.engine.assign(handle, self.engine.put(value))
+
+
 @dataclass
 class TrainerState:
     """What a checkpoint holds of a trainer, on the host."""
 
     slots: dict[str, NDArray[np.float32]]
     memory: dict[str, dict[str, NDArray[np.float32]]]
-    optimizer: dict[str, Any]  # {"kind", "config", "steps"}
+    optimizer: dict[str, Any]  # {"kind", "config", "steps", "rate_scale"}
     generator: dict[str, Any]  # the streams' seed and counters
     hooks: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped_steps: int = 0

@@ -1,22 +1,31 @@
-"""The trainer: one training step as the loop takes it, and the state of a run on its engine.
+"""The trainer: one training step as the loop takes it, on the engine that holds the run.
 
 The trainer owns what a run keeps on its engine — the network's slots and buffers (bound there),
-the optimizer's memory — and the run's generator. The loop asks it for steps, evaluations,
-snapshots and what a checkpoint holds of it; the loop never touches an engine tensor.
+the optimizer's memory (`deepsharp.core.training.state.Held`) — and the run's generator. The
+loop asks it for steps, evaluations, snapshots and what a checkpoint holds of it; the loop never
+touches an engine tensor.
 
 A step: the batch is checked on the host and put on the engine (a transfer in for each of the
-network's inputs and one for the targets); the forward pass and the way back give the loss and
-every slot's gradient (a training pass may also move the buffers: BatchNorm's running
-statistics); each `StepHook` then sees the gradients in turn — where a distributed run sums them
-over its processes, and where a loss scale unscales them and may skip the update —; `update`
-applies the optimizer; the loss comes back (1 transfer out). A hook that must know a number on
-the host to decide (whether a loss scale's gradients are finite) reads it with `Trainer.read`,
-in the same transfer as the loss. The whole step holds the bound values' lock, so a read of
-the network's slots from another thread sees one step's, whole.
+network's inputs, one for the targets, and one for the rows' weights where a run weighs them);
+the forward pass and the way back give the loss and every slot's gradient (a training pass may
+also move the buffers: BatchNorm's running statistics); each `StepHook` then sees the gradients
+in turn — where a distributed run sums them over its processes, where a loss scale unscales
+them and may skip the update, and the user's own —; the optimizer clips them where it was asked
+to and applies its update; the loss comes back (1 transfer out). A hook that must know a number
+on the host to decide (whether a loss scale's gradients are finite) reads it with
+`Trainer.read`, in the same transfer as the loss. The whole step holds the bound values' lock,
+so a read of the network's slots from another thread sees one step's, whole.
+
+Gradient accumulation (`accumulate=K`): a step's rows (this process's share of the batch) are
+taken as K parts, each with its own forward pass and way back; their gradients, each weighted
+by its part of the rows, are added in order before the hooks see them, so a step's memory is a
+part's, and the optimizer applies one update. Each part's rows keep their place in the whole
+batch (dropout masks are the whole batch's).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,20 +34,19 @@ from numpy.typing import NDArray
 
 from deepsharp.core.autodiff.tensor import Recording, Tensor
 from deepsharp.core.engine import Engine, Handle, make_engine
-from deepsharp.core.errors import (
-    ConfigurationError,
-    DataError,
-    FileFormatError,
-    ShapeError,
-    StateError,
-    described,
-)
-from deepsharp.core.nn.binding import Bound
+from deepsharp.core.errors import ConfigurationError, DataError, StateError
 from deepsharp.core.nn.layer import Pass
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Features, Network, in_order
 from deepsharp.core.nn.optimizers import Optimizer, OptimizerState
-from deepsharp.core.random import Streams
+from deepsharp.core.random import Generator, Streams
+from deepsharp.core.training.checks import (
+    check_parts,
+    checked_rows,
+    checked_weights,
+    quiet,
+    rows_in,
+)
 from deepsharp.core.training.hooks import Share, StepHook
 from deepsharp.core.training.scaling import (
     LossScale,
@@ -47,21 +55,14 @@ from deepsharp.core.training.scaling import (
     loss_scale_for,
 )
 from deepsharp.core.training.state import (
+    Held,
     Snapshot,
     TrainerState,
     check_sides,
     optimizer_record,
 )
 
-__all__ = [
-    "Snapshot",
-    "StepHook",
-    "Trainer",
-    "TrainerState",
-    "check_parts",
-    "check_sides",
-    "optimizer_record",
-]
+__all__ = ["Trainer", "parts_of"]
 
 
 class Trainer:
@@ -70,9 +71,11 @@ class Trainer:
     Slots the network does not have yet are drawn from `seed`. A step puts the batch's features
     and targets on the engine (a transfer in an input, and one for the targets) and brings back
     the loss (1 transfer out). Used in a `with` block, the slots come back to the network at its
-    end (as `close()` does). `loss_scale` ("auto": dynamic under mixed_float16, none otherwise;
-    "dynamic"; a number; a `LossScale`; None) scales the loss for the way back
-    (`deepsharp.core.training.scaling`); `trainer.loss_scale` is the scale in use (None without).
+    end (as `close()` does). `hooks`: step hooks, run in order after the loss scale's (and after
+    a distributed run's sum, which goes first). `loss_scale` ("auto": dynamic under
+    mixed_float16, none otherwise; "dynamic"; a number; a `LossScale`; None) scales the loss for
+    the way back (`deepsharp.core.training.scaling`); `trainer.loss_scale` is the scale in use
+    (None without). `accumulate`: how many parts a step's rows are taken in, one update for all.
     """
 
     def __init__(
@@ -85,20 +88,37 @@ class Trainer:
         streams: Streams | None = None,
         hooks: Sequence[StepHook] = (),
         loss_scale: LossScaleSetting = "auto",
+        accumulate: int = 1,
     ) -> None:
         check_parts(network, loss, optimizer, "Trainer")
         loss.check_network(network)
+        for hook in hooks:
+            if not isinstance(hook, StepHook):
+                raise TypeError(
+                    f"a step hook is a StepHook (from deepsharp.core), not {hook!r}: subclass "
+                    "StepHook and override gradients (or objective)"
+                )
+        if isinstance(accumulate, bool) or not isinstance(accumulate, (int, np.integer)):
+            raise TypeError(f"accumulate is a whole number of batches a step, not {accumulate!r}")
+        if accumulate < 1:
+            raise ValueError(f"accumulate is 1 or more batches a step, not {accumulate!r}")
+        if accumulate > 1 and network.whole_batch:
+            raise ConfigurationError(
+                f"accumulate={accumulate}: this network's BatchNorm takes its statistics from "
+                "the whole batch, and an accumulated step sees a part of it at a time: train it "
+                "with a larger batch_size instead (or LayerNorm, which needs no batch)"
+            )
         self.network = network
         self.loss = loss
         self.optimizer = optimizer
         self.engine: Engine = make_engine(engine)
         self.streams = streams if streams is not None else Streams(seed)
-        self.hooks: list[StepHook] = list(hooks)
+        self.accumulate = int(accumulate)
         self.loss_scale: LossScale | None = loss_scale_for(
             loss_scale, str(self.engine.identity.precision)
         )
-        if self.loss_scale is not None:
-            self.hooks.append(self.loss_scale)
+        # The loss scale first: every later hook sees the gradients unscaled.
+        self.hooks: list[StepHook] = [*([self.loss_scale] if self.loss_scale else []), *hooks]
         self.reducer: Callable[[Engine, Handle], Handle] | None = None
         """How a pass's statistics of the batch are summed over processes, in rank order (a
         data-parallel run sets it, and `processes`; None: this process's rows are the batch)."""
@@ -107,10 +127,8 @@ class Trainer:
         self._value_read: float | None = None  # the loss, where a hook's read brought it back
         self.skipped_steps = 0
         self.rules_applied = 0
-        self._bound: Bound | None = None
+        self._held: Held | None = None
         self._slots: list[Tensor] = []
-        self._kept: list[Tensor] = []  # the slots', then the buffers' tensors
-        self.state: OptimizerState | None = None
         self.closed = False
         if network.built:
             self.start()
@@ -125,7 +143,7 @@ class Trainer:
         """Build the network (a chain for rows of shape `inputs`), draw its slots if it has none,
         bind it."""
         self._check_open("start")
-        if self._bound is not None:
+        if self._held is not None:
             return
         self.network.build(inputs)
         if not self.network.specs:
@@ -135,37 +153,69 @@ class Trainer:
             )
         if not self.network.initialized:
             self.network.initialize(self.streams.slots)
-        self._bound = self.network.bind(self.engine)
-        self._slots = list(self._bound.tensors.values())
-        self._kept = [*self._slots, *self._bound.buffers.values()]
-        self.state = self.optimizer.start(self.engine, [t.shape for t in self._slots])
+        bound = self.network.bind(self.engine)
+        self._slots = list(bound.tensors.values())
+        state = self.optimizer.start(self.engine, [t.shape for t in self._slots])
+        self._held = Held(self.engine, bound, state)
 
     @property
-    def bound(self) -> Bound:
-        if self._bound is None:
+    def held(self) -> Held:
+        """What the trainer holds on its engine (slots, buffers, the optimizer's memory)."""
+        if self._held is None:
             raise RuntimeError("the trainer has not started: take a step, or call start(inputs)")
-        return self._bound
+        return self._held
+
+    @property
+    def bound(self) -> Any:
+        """The network's slots and buffers on the engine (`deepsharp.core.nn.binding.Bound`)."""
+        return self.held.bound
+
+    @property
+    def state(self) -> OptimizerState | None:
+        """The optimizer's memory and step count (None before the trainer starts)."""
+        return None if self._held is None else self._held.state
 
     @property
     def slot_names(self) -> list[str]:
-        return list(self.bound.tensors)
+        return self.held.slot_names
 
     @property
     def kept_names(self) -> list[str]:
         """The slots' names, then the buffers': what a snapshot holds, in its order."""
-        return [*self.bound.tensors, *self.bound.buffers]
+        return self.held.kept_names
+
+    @property
+    def step_loss(self) -> Tensor:
+        """The loss of the step whose hooks are running (the whole step's, every part's)."""
+        if self._value is None:
+            raise RuntimeError("Trainer.step_loss is for step hooks, while their step runs")
+        return self._value
 
     # --- steps ---------------------------------------------------------------------------------
 
-    def step(self, features: Any, targets: Any, share: Share | None = None) -> float:
+    def step(
+        self,
+        features: Any,
+        targets: Any,
+        share: Share | None = None,
+        weights: Any = None,
+    ) -> float:
         """One step: forward, the way back towards the slots, the hooks, the optimizer's update.
-        The loss (of these rows: a process's own, under a distributed run)."""
-        value = self.step_tensor(features, targets, share)
+        The loss (of these rows: a process's own, under a distributed run). `weights`: one
+        number a row (None: every row weighs 1), weighting the loss as Keras does — the mean
+        over the rows of weight·loss."""
+        value = self.step_tensor(features, targets, share, weights)
         if self._value_read is not None:  # a hook's read brought it back already
             return self._value_read
         return float(self.engine.get(value.handle))
 
-    def step_tensor(self, features: Any, targets: Any, share: Share | None = None) -> Tensor:
+    def step_tensor(
+        self,
+        features: Any,
+        targets: Any,
+        share: Share | None = None,
+        weights: Any = None,
+    ) -> Tensor:
         """A step whose loss stays on the engine (the caller reads it when it chooses).
 
         An empty share of a non-empty batch (a process of a distributed run left no rows) takes
@@ -175,9 +225,9 @@ class Trainer:
         # stops a run whose loss is not finite, naming epoch and step): NumPy need not warn.
         # One context for the whole step: each costs a few microseconds.
         with quiet():
-            return self._step(features, targets, share)
+            return self._step(features, targets, share, weights)
 
-    def _step(self, features: Any, targets: Any, share: Share | None) -> Tensor:
+    def _step(self, features: Any, targets: Any, share: Share | None, weights: Any) -> Tensor:
         self._check_open("step")
         self._value_read = None
         if share is not None and share[2] < self.processes and self.network.whole_batch:
@@ -191,26 +241,22 @@ class Trainer:
         engine = self.engine
         # Every step, rows or none, takes its own key: masks stay in step across processes.
         dropout = self.streams.dropout.next_key()
-        with self.bound.lock:
+        rows = arranged[0].shape[0]
+        with self.held.bound.lock:
             grads: list[Handle] | None
-            if arranged[0].shape[0] == 0:
+            if rows == 0:
                 value = Tensor(engine.zeros(()), (), engine)
                 grads = [engine.zeros(t.shape) for t in self._slots]
             else:
-                rows = arranged[0].shape[0]
                 wanted = self.loss.targets(targets, self.network.outputs)
                 if len(wanted) != rows:
                     raise DataError(f"{rows} rows of features but {len(wanted)} targets")
                 xs = [Tensor.put(engine, a) for a in arranged]
                 y = Tensor.put(engine, wanted)
-                context = Pass(engine, True, dropout, share, self.reducer)
-                with Recording(self._slots) as recording:
-                    value = self.loss.value(self.network.forward(xs, self.bound, context), y)
-                    objective = value
-                    for hook in self.hooks:
-                        objective = hook.objective(self, objective, share)
-                    grads = recording.gradients(objective, self._slots)
-                    self.rules_applied += recording.rules_applied
+                w = None
+                if weights is not None:
+                    w = Tensor.put(engine, checked_weights(weights, rows, "the batch's weights"))
+                value, grads = self._way_back(xs, y, w, share, dropout)
             self._value = value
             try:
                 for hook in self.hooks:
@@ -225,19 +271,64 @@ class Trainer:
             self.update(grads)
         return value
 
+    def _way_back(
+        self,
+        xs: list[Tensor],
+        y: Tensor,
+        w: Tensor | None,
+        share: Share | None,
+        dropout: Generator,
+    ) -> tuple[Tensor, list[Handle]]:
+        """The loss of the step's rows and every slot's gradient: in one pass, or in
+        `accumulate` parts added up (each part's loss and gradients weighted by its rows)."""
+        rows = y.shape[0]
+        parts = parts_of(rows, self.accumulate)
+        first, _, total = share if share is not None else (0, rows, rows)
+        value: Tensor | None = None
+        summed: list[Handle] | None = None
+        for start, stop in parts:
+            if len(parts) == 1:
+                part_xs, part_y, part_w, where, masks = xs, y, w, share, dropout
+            else:  # the part's rows, where they lie in the whole batch, and the step's masks
+                part_xs = [_rows(x, start, stop) for x in xs]
+                part_y = _rows(y, start, stop)
+                part_w = None if w is None else _rows(w, start, stop)
+                where = (first + start, first + stop, total)
+                masks = copy.copy(dropout)  # each part draws its rows' places of the same draw
+            context = Pass(self.engine, True, masks, where, self.reducer)
+            with Recording(self._slots) as recording:
+                outputs = self.network.forward(part_xs, self.held.bound, context)
+                loss = self._loss(outputs, part_y, part_w)
+                objective = loss
+                for hook in self.hooks:
+                    objective = hook.objective(self, objective, share)
+                grads = recording.gradients(objective, self._slots)
+                self.rules_applied += recording.rules_applied
+            if len(parts) == 1:
+                return loss, grads
+            weight = (stop - start) / rows
+            value, summed = _added(self.engine, value, summed, loss, grads, weight)
+        assert value is not None and summed is not None
+        return value, summed
+
+    def _loss(self, outputs: Tensor, targets: Tensor, weights: Tensor | None) -> Tensor:
+        if weights is None:
+            return self.loss.value(outputs, targets)
+        return self.loss.value(outputs, targets, weights)
+
     def _arranged(self, features: Any, empty: bool = False) -> Features:
         """The batch's features as the network takes them (checked); the network built and bound
         for their rows where it is not yet."""
         network = self.network
-        if self._bound is not None and not empty:
+        if self._held is not None and not empty:
             return network.arrange(features, "the batch")
         if not network.built and len(network.input_specs) == 1:
             rows = features[0] if in_order(features) else features
             first = checked_rows(rows, "the batch", empty)
             self.start(tuple(first.shape[1:]))
-        elif self._bound is None:
+        elif self._held is None:
             self.start()
-        if empty and _rows(features) == 0:
+        if empty and rows_in(features) == 0:
             return tuple(
                 np.zeros(
                     (0, *(spec.shape or ())), np.int64 if spec.dtype == "int64" else np.float32
@@ -262,9 +353,10 @@ class Trainer:
         return float(both[1])
 
     def update(self, grads: Sequence[Handle]) -> None:
-        """The one place in a step where every gradient exists before the slots change."""
-        assert self.state is not None
-        self.optimizer.update(self.engine, [t.handle for t in self._slots], grads, self.state)
+        """The one place in a step where every gradient exists before the slots change: the
+        optimizer clips them (where asked) and applies its update."""
+        held = self.held
+        self.optimizer.apply(self.engine, held.slots, grads, held.state)
 
     def evaluate(self, features: Any, targets: Any) -> tuple[float, NDArray[np.float32]]:
         """The loss and the predictions (the link applied) for a batch, without recording."""
@@ -273,30 +365,22 @@ class Trainer:
         engine = self.engine
         xs = [Tensor.put(engine, a) for a in arranged]
         y = Tensor.put(engine, self.loss.targets(targets, self.network.outputs))
-        with quiet(), self.bound.lock:  # a loss that is not finite is the caller's to judge
-            outputs = self.network.forward(xs, self.bound, Pass(engine, False, None))
+        with quiet(), self.held.bound.lock:  # a loss that is not finite is the caller's to judge
+            outputs = self.network.forward(xs, self.held.bound, Pass(engine, False, None))
             value = self.loss.value(outputs, y)
             rows = arranged[0].shape[0]
             predicted = self.loss.predictions(engine, outputs.handle, rows, self.network.outputs)
             return float(engine.get(value.handle)), engine.get(predicted)
 
-    # --- state ---------------------------------------------------------------------------------
+    # --- state: what the trainer holds (Held), as the loop and checkpoints ask for it ----------
 
     def snapshot(self, into: Snapshot | None = None) -> Snapshot:
-        """A copy of the slots and buffers as they are now, kept on the engine (in `into`'s
-        memory when given: a run keeps one snapshot of its best epoch and refreshes it)."""
-        engine = self.engine
-        if into is None:
-            return Snapshot(engine, [engine.copy(t.handle) for t in self._kept])
-        for keep, tensor in zip(into.handles, self._kept, strict=True):
-            engine.assign(keep, tensor.handle)
-        return into
+        """A copy of the slots and buffers as they are now, kept on the engine."""
+        return self.held.snapshot(into)
 
     def restore(self, snapshot: Snapshot) -> None:
         """Put the slots and buffers of a snapshot back."""
-        with self.bound.lock:
-            for tensor, keep in zip(self._kept, snapshot.handles, strict=True):
-                self.engine.assign(tensor.handle, keep)
+        self.held.restore(snapshot)
 
     def put_slots(
         self,
@@ -305,57 +389,33 @@ class Trainer:
     ) -> None:
         """Replace every slot's values (and every buffer's, where given) on the engine, names and
         shapes checked first: how a distributed run gives every process rank 0's."""
-        kinds = [(self.bound.tensors, values, "slot")]
-        if buffers is not None:
-            kinds.append((self.bound.buffers, buffers, "buffer"))
-        for held, given, what in kinds:
-            for name, tensor in held.items():
-                value = given.get(name)
-                if value is None or tuple(np.shape(value)) != tensor.shape:
-                    raise ShapeError(
-                        f"{what} {name!r}: {'missing' if value is None else np.shape(value)}, the "
-                        f"network's is {tensor.shape}"
-                    )
-        with self.bound.lock:
-            for held, given, _ in kinds:
-                for name, tensor in held.items():
-                    put = self.engine.put(np.asarray(given[name], np.float32))
-                    self.engine.assign(tensor.handle, put)
+        self.held.put_values(values, buffers)
 
     def host(
         self, snapshot: Snapshot
     ) -> tuple[dict[str, NDArray[np.float32]], dict[str, NDArray[np.float32]]]:
         """A snapshot's slots and buffers brought to the host (for a checkpoint)."""
-        got = {name: self.engine.get(h) for name, h in zip(self.kept_names, snapshot.handles)}
-        slots = set(self.slot_names)
-        return (
-            {n: v for n, v in got.items() if n in slots},
-            {n: v for n, v in got.items() if n not in slots},
-        )
+        return self.held.host(snapshot)
 
     def snapshot_of(
         self, slots: Mapping[str, NDArray[np.float32]], buffers: Mapping[str, NDArray[np.float32]]
     ) -> Snapshot:
         """A snapshot holding these slot and buffer values (a checkpoint's best epoch), checked."""
-        snapshot = self.snapshot()
-        every = {**slots, **buffers}
-        for name, keep in zip(self.kept_names, snapshot.handles):
-            self._put_into(keep, every, name, "best slot" if name in slots else "best buffer")
-        return snapshot
+        return self.held.snapshot_of(slots, buffers)
 
     def export_state(self) -> TrainerState:
-        """What a checkpoint holds of the trainer: slots and buffers, optimizer memory and steps,
-        the generator's counters and the hooks' states."""
-        assert self.state is not None
-        names, engine = self.slot_names, self.engine
+        """What a checkpoint holds of the trainer: slots and buffers, optimizer memory, steps and
+        rate scale, the generator's counters and the hooks' states."""
+        held = self.held
         slots, buffers = self.network.values()
         return TrainerState(
             slots=slots,
-            memory={
-                kind: {name: engine.get(h) for name, h in zip(names, handles)}
-                for kind, handles in self.state.memory.items()
+            memory=held.memory(),
+            optimizer={
+                **optimizer_record(self.optimizer),
+                "steps": held.state.steps,
+                "rate_scale": held.state.rate_scale,
             },
-            optimizer={**optimizer_record(self.optimizer), "steps": self.state.steps},
             generator=self.streams.state,
             hooks={hook.name: hook.state() for hook in self.hooks if hook.name},
             skipped_steps=self.skipped_steps,
@@ -370,18 +430,7 @@ class Trainer:
     def load_state(self, state: TrainerState, where: str) -> None:
         """Go on from a checkpoint's state (checked first: nothing changes when it is refused)."""
         self.check_state(state, where)
-        assert self.state is not None
-        missing = set(self.state.memory) ^ set(state.memory)
-        if missing:
-            raise FileFormatError(f"{where}: its optimizer memory holds {sorted(state.memory)}")
-        for name, tensor in self.bound.tensors.items():
-            self._put_into(tensor.handle, state.slots, name, "slot")
-        for name, tensor in self.bound.buffers.items():
-            self._put_into(tensor.handle, state.buffers, name, "buffer")
-        for kind, handles in self.state.memory.items():
-            for name, handle in zip(self.slot_names, handles):
-                self._put_into(handle, state.memory[kind], name, f"{kind} memory of")
-        self.state.steps = int(state.optimizer["steps"])
+        self.held.load(state, where)
         self.streams.restore(state.generator)
         hooks = {hook.name: hook for hook in self.hooks if hook.name}
         for name, hook_state in state.hooks.items():
@@ -389,25 +438,13 @@ class Trainer:
                 hooks[name].restore(hook_state)
         self.skipped_steps = state.skipped_steps
 
-    def _put_into(
-        self, handle: Handle, values: Mapping[str, NDArray[np.float32]], name: str, what: str
-    ) -> None:
-        value = values.get(name)
-        shape = self.engine.shape(handle)
-        if value is None or tuple(value.shape) != shape:
-            found = "missing" if value is None else f"of shape {tuple(value.shape)}"
-            raise FileFormatError(f"checkpoint: {what} {name!r} is {found}, expected {shape}")
-        self.engine.assign(handle, self.engine.put(value))
-
     def close(self) -> None:
         """Bring the slots and buffers back to the host network and let go of the engine's
         memory. A closed trainer takes no more steps (StateError); closing it again does
         nothing."""
         self.network.release()
-        self._bound = None
+        self._held = None
         self._slots = []
-        self._kept = []
-        self.state = None
         self.closed = True
 
     def _check_open(self, asked: str) -> None:
@@ -419,42 +456,39 @@ class Trainer:
             )
 
 
-def check_parts(network: Any, loss: Any, optimizer: Any, where: str) -> None:
-    """Refuse a network, loss or optimizer of the wrong kind, and a class handed where one of its
-    instances belongs (`BinaryCrossEntropy` for `BinaryCrossEntropy()`), saying what to write."""
-    for what, value, kind in (
-        ("network", network, Network),
-        ("loss", loss, Loss),
-        ("optimizer", optimizer, Optimizer),
-    ):
-        if isinstance(value, kind):
-            continue
-        if isinstance(value, type) and issubclass(value, kind):
-            raise ConfigurationError(
-                f"{where}: the {what} is the class {value.__name__}, not one of its instances: "
-                f"write {value.__name__}(...) — e.g. {value.__name__}() — with the parentheses"
-            )
-        raise TypeError(f"{where}: the {what} must be a {kind.__name__}, not {described(value)}")
+def parts_of(rows: int, count: int) -> list[tuple[int, int]]:
+    """`rows` cut into `count` contiguous parts, [start, stop) each, as even as they go (the
+    first `rows % count` one row larger); fewer where there are fewer rows than parts."""
+    count = max(1, min(count, rows))
+    base, extra = divmod(rows, count)
+    parts, start = [], 0
+    for index in range(count):
+        stop = start + base + (1 if index < extra else 0)
+        parts.append((start, stop))
+        start = stop
+    return parts
 
 
-def quiet() -> Any:
-    """NumPy's floating-point warnings off, where a value that is not finite is looked for."""
-    return np.errstate(over="ignore", invalid="ignore", divide="ignore")
+def _rows(tensor: Tensor, start: int, stop: int) -> Tensor:
+    """Rows start .. stop - 1 of a tensor on the engine (no gradient: the step's inputs)."""
+    engine = tensor.engine
+    handle = engine.slice(tensor.handle, 0, start, stop)
+    return Tensor(handle, engine.shape(handle), engine, None, tensor.dtype)
 
 
-def checked_rows(features: Any, where: str, empty: bool = False) -> NDArray[Any]:
-    """One input's batch as an array, at least 2-D with a row (unless it may be empty)."""
-    array = np.asarray(features) if not isinstance(features, np.ndarray) else features
-    if array.ndim < 2 or (array.shape[0] == 0 and not empty):
-        raise DataError(
-            f"{where}: a batch is (rows, ...) with at least one row, not of shape {array.shape}"
-        )
-    return array
-
-
-def _rows(features: Any) -> int:
-    if isinstance(features, Mapping):
-        features = next(iter(features.values()))
-    elif in_order(features):
-        features = features[0]
-    return int(np.shape(features)[0]) if np.ndim(features) else 0
+def _added(
+    engine: Engine,
+    value: Tensor | None,
+    summed: list[Handle] | None,
+    loss: Tensor,
+    grads: list[Handle],
+    weight: float,
+) -> tuple[Tensor, list[Handle]]:
+    """The running loss and gradients of an accumulated step, with one more part's added in,
+    weighted by its share of the step's rows."""
+    part = engine.mul(loss.handle, weight)
+    weighted = [engine.mul(g, weight) for g in grads]
+    if value is None or summed is None:
+        return Tensor(part, (), engine), weighted
+    added = engine.add(value.handle, part)
+    return Tensor(added, (), engine), [engine.add(a, b) for a, b in zip(summed, weighted)]

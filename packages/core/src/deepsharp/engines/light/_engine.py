@@ -260,6 +260,31 @@ class LightEngine:
         for slot in flat[0] if flat is not None else slots:
             slot *= self.dtype(factor)
 
+    def clip_norm(self, grads: Sequence[Array], *, clip_norm: float) -> list[Array]:
+        """Fast path: each gradient's squares added as one total of the precision (float64,
+        rounded once, when strict), then the gradient times c / max(its norm, c)."""
+        return [np.multiply(g, self._clip_factor(self._squares(g), clip_norm)) for g in grads]
+
+    def global_clip_norm(self, grads: Sequence[Array], *, clip_norm: float) -> list[Array]:
+        """Fast path: every gradient's squares added as one total of the precision (float64,
+        rounded once, when strict), then each gradient times c / max(the norm, c)."""
+        if not grads:
+            return []
+        wide = np.float64 if self.precision == "strict" else self.dtype
+        total = wide(0.0)
+        for grad in grads:
+            total = total + np.add.reduce(np.square(grad, dtype=wide), axis=None)
+        factor = self._clip_factor(self.dtype(total), clip_norm)
+        return [np.multiply(g, factor) for g in grads]
+
+    def _squares(self, grad: Array) -> Any:
+        wide = np.float64 if self.precision == "strict" else self.dtype
+        return self.dtype(np.add.reduce(np.square(grad, dtype=wide), axis=None))
+
+    def _clip_factor(self, squares: Any, clip_norm: float) -> Any:
+        limit = self.dtype(clip_norm)
+        return limit / np.maximum(np.sqrt(squares), limit)
+
     def parts(self, flat: Array, shapes: Sequence[tuple[int, ...]]) -> list[Array]:
         """Views of consecutive parts of a flat array; remembered, so that an optimizer's update
         over exactly these parts is one pass over the flat array."""

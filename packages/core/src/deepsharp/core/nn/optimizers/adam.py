@@ -8,29 +8,43 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepsharp.core.engine import Engine, Handle, fused
-from deepsharp.core.nn.optimizers.base import Optimizer, OptimizerState, setting
+from deepsharp.core.nn.optimizers.base import (
+    LearningRate,
+    Optimizer,
+    OptimizerState,
+    learning_rate_setting,
+    setting,
+)
 
 __all__ = ["Adam"]
 
 
 class Adam(Optimizer):
     """At step t: m += (g - m)(1 - beta1); v += (g² - v)(1 - beta2);
-    slot -= learning_rate·√(1 - beta2^t)/(1 - beta1^t) · m / (√v + epsilon)."""
+    slot -= learning_rate·√(1 - beta2^t)/(1 - beta1^t) · m / (√v + epsilon).
+
+    `learning_rate`: a number or a schedule (`CosineDecay`, `StepDecay`, one's own);
+    `clip_norm`, `global_clip_norm`: clip the gradients first (Keras's clipnorm and
+    global_clipnorm; None: not clipped)."""
 
     memories = ("first", "second")
 
     def __init__(
         self,
-        learning_rate: float = 0.001,
+        learning_rate: LearningRate = 0.001,
         beta1: float = 0.9,
         beta2: float = 0.999,
         epsilon: float = 1e-7,
+        *,
+        clip_norm: float | None = None,
+        global_clip_norm: float | None = None,
     ) -> None:
         kind = type(self).__name__
-        self.learning_rate = setting(kind, "learning_rate", learning_rate, above=0.0)
+        self.learning_rate = learning_rate_setting(kind, learning_rate)
         self.beta1 = setting(kind, "beta1", beta1, at_least=0.0, below=1.0)
         self.beta2 = setting(kind, "beta2", beta2, at_least=0.0, below=1.0)
         self.epsilon = setting(kind, "epsilon", epsilon, above=0.0)
+        self.clipping(clip_norm, global_clip_norm)
 
     def update(
         self,
@@ -39,9 +53,10 @@ class Adam(Optimizer):
         grads: Sequence[Handle],
         state: OptimizerState,
     ) -> None:
+        rate = self.rate(state)
         state.steps += 1
         t = state.steps
-        step_size = self.learning_rate * math.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
+        step_size = rate * math.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
         fused.adam_update(
             engine,
             slots,
@@ -56,8 +71,9 @@ class Adam(Optimizer):
 
     def config(self) -> dict[str, Any]:
         return {
-            "learning_rate": self.learning_rate,
+            "learning_rate": self.rate_config(),
             "beta1": self.beta1,
             "beta2": self.beta2,
             "epsilon": self.epsilon,
+            **self.clipping_config(),
         }

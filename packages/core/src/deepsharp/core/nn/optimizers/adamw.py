@@ -7,26 +7,39 @@ from typing import Any
 
 from deepsharp.core.engine import Engine, Handle, fused
 from deepsharp.core.nn.optimizers.adam import Adam
-from deepsharp.core.nn.optimizers.base import OptimizerState, setting
+from deepsharp.core.nn.optimizers.base import LearningRate, OptimizerState, setting
+from deepsharp.core.nn.optimizers.schedules import Schedule
 
 __all__ = ["AdamW"]
 
 
 class AdamW(Adam):
     """Each step first shrinks every slot, slot -= learning_rate·weight_decay·slot (the decay
-    is applied to the slots directly, not added to the gradient), then takes Adam's step."""
+    is applied to the slots directly, not added to the gradient), then takes Adam's step.
+    Under a schedule, each step's rate shrinks the slots."""
 
     def __init__(
         self,
-        learning_rate: float = 0.001,
+        learning_rate: LearningRate = 0.001,
         weight_decay: float = 0.004,
         beta1: float = 0.9,
         beta2: float = 0.999,
         epsilon: float = 1e-7,
+        *,
+        clip_norm: float | None = None,
+        global_clip_norm: float | None = None,
     ) -> None:
-        super().__init__(learning_rate, beta1, beta2, epsilon)
+        super().__init__(
+            learning_rate,
+            beta1,
+            beta2,
+            epsilon,
+            clip_norm=clip_norm,
+            global_clip_norm=global_clip_norm,
+        )
         self.weight_decay = setting("AdamW", "weight_decay", weight_decay, at_least=0.0)
-        if not self.learning_rate * self.weight_decay < 1.0:
+        rate = self.learning_rate
+        if not isinstance(rate, Schedule) and not rate * self.weight_decay < 1.0:
             raise ValueError(
                 f"AdamW's learning_rate * weight_decay must be < 1 (each step keeps that much "
                 f"less of every slot), not {self.learning_rate} * {self.weight_decay}"
@@ -40,14 +53,22 @@ class AdamW(Adam):
         state: OptimizerState,
     ) -> None:
         if self.weight_decay:
-            fused.decay_update(engine, slots, factor=1.0 - self.learning_rate * self.weight_decay)
+            factor = 1.0 - self.rate(state) * self.weight_decay
+            if not factor > 0.0:
+                raise ValueError(
+                    f"AdamW: at step {state.steps + 1} the learning rate {self.rate(state)!r} "
+                    f"times weight_decay {self.weight_decay!r} is 1 or more (each step would keep "
+                    "nothing of the slots, or less): lower the schedule's rates or the decay"
+                )
+            fused.decay_update(engine, slots, factor=factor)
         super().update(engine, slots, grads, state)
 
     def config(self) -> dict[str, Any]:
         return {
-            "learning_rate": self.learning_rate,
+            "learning_rate": self.rate_config(),
             "weight_decay": self.weight_decay,
             "beta1": self.beta1,
             "beta2": self.beta2,
             "epsilon": self.epsilon,
+            **self.clipping_config(),
         }

@@ -1,4 +1,13 @@
-"""What every optimizer shares: its memory laid out on the engine, and its settings checked."""
+"""What every optimizer shares: its memory laid out on the engine, its settings checked, its
+learning rate (a number or a schedule), and gradient clipping.
+
+`apply` is what a trainer calls: the gradients clipped where the optimizer was asked to
+(`clip_norm`: each slot's gradient to that norm at most; `global_clip_norm`: every slot's
+together, as Keras's `clipnorm` and `global_clipnorm` do — g·c / max(‖g‖, c)), then `update`.
+The trainer calls it once every hook has had the gradients: under data parallelism the norm
+is the summed gradient's, under a loss scale the unscaled one's. Both clippings are fast paths
+with references (`deepsharp.core.engine.fused`).
+"""
 
 from __future__ import annotations
 
@@ -8,24 +17,91 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepsharp.core.engine import Engine, Handle, fused
+from deepsharp.core.nn.optimizers.schedules import Schedule
 from deepsharp.core.reals import brief, finite_real
 
-__all__ = ["Optimizer", "OptimizerState", "setting"]
+__all__ = ["LearningRate", "Optimizer", "OptimizerState", "learning_rate_setting", "setting"]
+
+LearningRate = float | Schedule
+"""What an optimizer's `learning_rate` takes: a number, or a schedule of the step."""
 
 
 class OptimizerState:
-    """An optimizer's memory of each slot (handles on the engine) and the steps taken."""
+    """An optimizer's memory of each slot (handles on the engine), the updates applied so far
+    (`steps`: what a schedule reads), and `rate_scale`, the factor the run's callbacks have put
+    on the learning rate (`ReduceOnPlateau`): kept in checkpoints, so a resumed run takes the
+    rates the uninterrupted one takes."""
 
-    def __init__(self, memory: dict[str, list[Handle]], steps: int) -> None:
+    def __init__(
+        self, memory: dict[str, list[Handle]], steps: int, rate_scale: float = 1.0
+    ) -> None:
         self.memory = memory
         self.steps = steps
+        self.rate_scale = rate_scale
 
 
 class Optimizer:
     """Holds its settings; its memory (`memories`, one tensor of each a slot, starting at zero)
-    is made on an engine by `start`, laid out as the slots are: the parts of one flat tensor."""
+    is made on an engine by `start`, laid out as the slots are: the parts of one flat tensor.
+
+    An optimizer of one's own sets `learning_rate` (through `learning_rate_setting`), reads the
+    step's rate with `self.rate(state)` in its `update`, and lists its settings in `config()`;
+    clipping is the base class's (`clipping(clip_norm, global_clip_norm)` in its constructor).
+    """
 
     memories: tuple[str, ...] = ()
+    learning_rate: LearningRate = 0.001
+    clip_norm: float | None = None
+    global_clip_norm: float | None = None
+
+    def clipping(self, clip_norm: float | None, global_clip_norm: float | None) -> None:
+        """Set (and check) the gradient clipping: None leaves it off."""
+        kind = type(self).__name__
+        self.clip_norm = (
+            None if clip_norm is None else setting(kind, "clip_norm", clip_norm, above=0.0)
+        )
+        self.global_clip_norm = (
+            None
+            if global_clip_norm is None
+            else setting(kind, "global_clip_norm", global_clip_norm, above=0.0)
+        )
+
+    def rate(self, state: OptimizerState) -> float:
+        """The learning rate of the update about to be applied: the number, or the schedule at
+        the updates applied so far, times what the run's callbacks put on it."""
+        rate = self.learning_rate
+        base = rate.rate(state.steps) if isinstance(rate, Schedule) else rate
+        return base * state.rate_scale if state.rate_scale != 1.0 else base
+
+    def apply(
+        self,
+        engine: Engine,
+        slots: Sequence[Handle],
+        grads: Sequence[Handle],
+        state: OptimizerState,
+    ) -> None:
+        """The step's update: the gradients clipped as asked, then `update`."""
+        if self.clip_norm is not None:
+            grads = fused.clip_norm(engine, grads, clip_norm=self.clip_norm)
+        if self.global_clip_norm is not None:
+            grads = fused.global_clip_norm(engine, grads, clip_norm=self.global_clip_norm)
+        self.update(engine, slots, grads, state)
+
+    def clipping_config(self) -> dict[str, Any]:
+        """The clipping settings for `config()` (none where clipping is off: older records hold
+        none)."""
+        found: dict[str, Any] = {}
+        if self.clip_norm is not None:
+            found["clip_norm"] = self.clip_norm
+        if self.global_clip_norm is not None:
+            found["global_clip_norm"] = self.global_clip_norm
+        return found
+
+    def rate_config(self) -> Any:
+        """The learning rate as a checkpoint records it: the number, or the schedule's kind and
+        settings."""
+        rate = self.learning_rate
+        return rate.record() if isinstance(rate, Schedule) else rate
 
     def start(self, engine: Engine, shapes: Sequence[tuple[int, ...]]) -> OptimizerState:
         total = sum(math.prod(shape) for shape in shapes)
@@ -51,6 +127,25 @@ class Optimizer:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
         return f"{type(self).__name__}({args})"
+
+
+def learning_rate_setting(optimizer: str, value: Any) -> LearningRate:
+    """A learning rate: a finite number above 0, or a `Schedule`; refused otherwise (a
+    callback such as `ReduceOnPlateau` is named for what it is: it goes to `fit`)."""
+    if isinstance(value, Schedule):
+        return value
+    if isinstance(value, type) and issubclass(value, Schedule):
+        raise TypeError(
+            f"{optimizer}'s learning_rate is the class {value.__name__}, not a schedule: write "
+            f"{value.__name__}(...) with its settings"
+        )
+    if hasattr(value, "on_epoch_end"):  # a callback (ReduceOnPlateau) where a rate belongs
+        raise TypeError(
+            f"{optimizer}'s learning_rate is a number or a schedule (CosineDecay, StepDecay); "
+            f"{type(value).__name__} is a callback of the run: give the rate it starts from "
+            f"here and the callback to fit, fit(..., callbacks=[{type(value).__name__}(...)])"
+        )
+    return setting(optimizer, "learning_rate", value, above=0.0)
 
 
 def setting(

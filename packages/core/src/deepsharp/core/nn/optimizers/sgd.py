@@ -6,19 +6,37 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepsharp.core.engine import Engine, Handle, fused
-from deepsharp.core.nn.optimizers.base import Optimizer, OptimizerState, setting
+from deepsharp.core.nn.optimizers.base import (
+    LearningRate,
+    Optimizer,
+    OptimizerState,
+    learning_rate_setting,
+    setting,
+)
 
 __all__ = ["SGD"]
 
 
 class SGD(Optimizer):
-    """slot += v, with v = momentum * v - learning_rate * gradient (v starts at zero)."""
+    """slot += v, with v = momentum * v - learning_rate * gradient (v starts at zero).
+
+    `learning_rate`: a number or a schedule (`CosineDecay`, `StepDecay`, one's own);
+    `clip_norm`, `global_clip_norm`: clip the gradients first (Keras's clipnorm and
+    global_clipnorm; None: not clipped)."""
 
     memories = ("velocity",)
 
-    def __init__(self, learning_rate: float, momentum: float = 0.0) -> None:
-        self.learning_rate = setting("SGD", "learning_rate", learning_rate, above=0.0)
+    def __init__(
+        self,
+        learning_rate: LearningRate,
+        momentum: float = 0.0,
+        *,
+        clip_norm: float | None = None,
+        global_clip_norm: float | None = None,
+    ) -> None:
+        self.learning_rate = learning_rate_setting("SGD", learning_rate)
         self.momentum = setting("SGD", "momentum", momentum, at_least=0.0, below=1.0)
+        self.clipping(clip_norm, global_clip_norm)
 
     def update(
         self,
@@ -27,15 +45,20 @@ class SGD(Optimizer):
         grads: Sequence[Handle],
         state: OptimizerState,
     ) -> None:
+        rate = self.rate(state)
         state.steps += 1
         fused.sgd_update(
             engine,
             slots,
             grads,
             state.memory["velocity"],
-            learning_rate=self.learning_rate,
+            learning_rate=rate,
             momentum=self.momentum,
         )
 
     def config(self) -> dict[str, Any]:
-        return {"learning_rate": self.learning_rate, "momentum": self.momentum}
+        return {
+            "learning_rate": self.rate_config(),
+            "momentum": self.momentum,
+            **self.clipping_config(),
+        }

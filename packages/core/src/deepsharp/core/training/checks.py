@@ -1,0 +1,82 @@
+"""What a trainer checks of what it is handed before it touches an engine: the parts of a run
+(a network, a loss, an optimizer), a batch's rows, and the rows' weights."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.errors import ConfigurationError, DataError, described
+from deepsharp.core.nn.losses import Loss
+from deepsharp.core.nn.network import Network, in_order
+from deepsharp.core.nn.optimizers import Optimizer
+
+__all__ = ["check_parts", "checked_rows", "checked_weights", "quiet", "rows_in"]
+
+
+def check_parts(network: Any, loss: Any, optimizer: Any, where: str) -> None:
+    """Refuse a network, loss or optimizer of the wrong kind, and a class handed where one of its
+    instances belongs (`BinaryCrossEntropy` for `BinaryCrossEntropy()`), saying what to write."""
+    for what, value, kind in (
+        ("network", network, Network),
+        ("loss", loss, Loss),
+        ("optimizer", optimizer, Optimizer),
+    ):
+        if isinstance(value, kind):
+            continue
+        if isinstance(value, type) and issubclass(value, kind):
+            raise ConfigurationError(
+                f"{where}: the {what} is the class {value.__name__}, not one of its instances: "
+                f"write {value.__name__}(...) — e.g. {value.__name__}() — with the parentheses"
+            )
+        raise TypeError(f"{where}: the {what} must be a {kind.__name__}, not {described(value)}")
+
+
+def quiet() -> Any:
+    """NumPy's floating-point warnings off, where a value that is not finite is looked for."""
+    return np.errstate(over="ignore", invalid="ignore", divide="ignore")
+
+
+def checked_rows(features: Any, where: str, empty: bool = False) -> NDArray[Any]:
+    """One input's batch as an array, at least 2-D with a row (unless it may be empty)."""
+    array = np.asarray(features) if not isinstance(features, np.ndarray) else features
+    if array.ndim < 2 or (array.shape[0] == 0 and not empty):
+        raise DataError(
+            f"{where}: a batch is (rows, ...) with at least one row, not of shape {array.shape}"
+        )
+    return array
+
+
+def checked_weights(weights: Any, rows: int, where: str) -> NDArray[np.float32]:
+    """Rows' weights: one finite number of 0 or more a row (float32, shape (rows,))."""
+    try:
+        array = np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError(f"{where}: the weights must be numbers, not {described(weights)}") from None
+    if array.ndim == 2 and array.shape[1] == 1:
+        array = array[:, 0]
+    if array.ndim != 1 or array.shape[0] != rows:
+        raise DataError(
+            f"{where}: {rows} rows and weights of shape {array.shape}: give one weight a row, "
+            f"shape ({rows},)"
+        )
+    bad = np.flatnonzero(~np.isfinite(array) | (array < 0))
+    if bad.size:
+        i = int(bad[0])
+        raise DataError(
+            f"{where}: row {i + 1} (counting from 1) has the weight {float(array[i])!r}; every "
+            "weight must be a finite number of 0 or more"
+        )
+    return array.astype(np.float32)
+
+
+def rows_in(features: Any) -> int:
+    """How many rows a batch's features hold (one array, a list of one an input, or a dict)."""
+    if isinstance(features, Mapping):
+        features = next(iter(features.values()))
+    elif in_order(features):
+        features = features[0]
+    return int(np.shape(features)[0]) if np.ndim(features) else 0

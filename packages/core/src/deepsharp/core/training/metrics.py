@@ -1,0 +1,234 @@
+"""Metrics: what a run measures besides its loss, each epoch on the validation rows (into
+`report.history`) and at the end on the test rows (into `report.measures`).
+
+`FitOptions(metrics=("accuracy", "auc", "f1"))` names them; each fits some tasks (a loss's
+`task`): the classification metrics a `BinaryCrossEntropy` of one output ("binary") or a
+`CrossEntropy` ("classes"), the regression metrics a `MeanSquaredError`, `MeanAbsoluteError` or
+`Huber` ("regression"). Each is computed in float64 on the host from every row's prediction (the
+loss's link applied: probabilities) and target, as scikit-learn computes it:
+
+- `accuracy`: the rows predicted right (probability 0.5 or more is class 1; the most probable
+  class), `accuracy_score`;
+- `auc`: the area under the ROC curve, `roc_auc_score` (ties shared); for classes the mean of
+  each class's one-against-the-rest area (multi_class="ovr", average="macro") over the classes
+  the rows hold; NaN where the rows hold one class only;
+- `precision`, `recall`, `f1`: of class 1 for binary (average="binary"), the mean over the
+  classes for classes (average="macro"); `precision_macro`, `recall_macro`, `f1_macro`: the
+  mean over the classes for both (the classes the targets or the predictions hold); 0 where a
+  class is never predicted (zero_division=0);
+- `mae`, `mse`, `rmse`, `r2`: `mean_absolute_error`, `mean_squared_error`,
+  `root_mean_squared_error`, `r2_score`, each output's averaged (multioutput="uniform_average";
+  R² of a constant target is 1 when predicted exactly, else 0).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.errors import ConfigurationError
+
+__all__ = ["METRICS", "Metric", "check_metric_names", "check_metrics_fit", "measure"]
+
+Array = NDArray[Any]
+CLASSIFYING = ("binary", "classes")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A measure of predictions against targets, for the tasks it fits."""
+
+    name: str
+    tasks: tuple[str, ...]
+    compute: Callable[[Array, Array, str], float]
+    """(predictions, targets, task) -> the figure."""
+
+
+def _labels(predictions: Array, targets: Array, task: str) -> tuple[Array, Array]:
+    """The classes predicted and the true ones, one a row (binary: one output)."""
+    if task == "binary":
+        return (predictions[:, 0] >= 0.5).astype(np.int64), (targets[:, 0] >= 0.5).astype(np.int64)
+    return predictions.argmax(axis=1), targets.reshape(-1).astype(np.int64)
+
+
+def _accuracy(predictions: Array, targets: Array, task: str) -> float:
+    if task == "binary":  # every output of a row right (a row of several 0/1 outputs)
+        return float(np.mean(np.all((predictions >= 0.5) == (targets >= 0.5), axis=1)))
+    predicted, true = _labels(predictions, targets, task)
+    return float(np.mean(predicted == true))
+
+
+def _ranks(values: Array) -> Array:
+    """The ranks of values from 1, ties sharing the mean of theirs."""
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    ranks = np.empty(len(values), np.float64)
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    stops = np.r_[starts[1:], len(values)]
+    for start, stop in zip(starts, stops):
+        ranks[order[start:stop]] = (start + 1 + stop) / 2.0
+    return ranks
+
+
+def _binary_auc(scores: Array, positive: Array) -> float:
+    """The ROC curve's area: the chance a positive row scores above a negative one (ties
+    counted half), by the Mann-Whitney rank sum."""
+    positives = int(positive.sum())
+    negatives = len(positive) - positives
+    if positives == 0 or negatives == 0:
+        return math.nan
+    ranks = _ranks(np.asarray(scores, np.float64))
+    return float(
+        (ranks[positive].sum() - positives * (positives + 1) / 2) / (positives * negatives)
+    )
+
+
+def _auc(predictions: Array, targets: Array, task: str) -> float:
+    if task == "binary":
+        return _binary_auc(predictions[:, 0], targets[:, 0] >= 0.5)
+    true = targets.reshape(-1).astype(np.int64)
+    present = np.unique(true)
+    if len(present) < 2:
+        return math.nan
+    return float(np.mean([_binary_auc(predictions[:, c], true == c) for c in present]))
+
+
+def _counts(predicted: Array, true: Array, label: int) -> tuple[int, int, int]:
+    """True positives, predicted positives and actual positives of one class."""
+    hit = int(np.sum((predicted == label) & (true == label)))
+    return hit, int(np.sum(predicted == label)), int(np.sum(true == label))
+
+
+def _scores(hit: int, predicted: int, actual: int) -> tuple[float, float, float]:
+    """Precision, recall and F1 of one class (0 where a division has nothing to divide)."""
+    precision = hit / predicted if predicted else 0.0
+    recall = hit / actual if actual else 0.0
+    f1 = 2 * hit / (predicted + actual) if predicted + actual else 0.0
+    return precision, recall, f1
+
+
+def _per_class(which: int, macro: bool) -> Callable[[Array, Array, str], float]:
+    """Precision (0), recall (1) or F1 (2): of class 1 for binary unless `macro`, else the mean
+    over the classes the targets or predictions hold."""
+
+    def compute(predictions: Array, targets: Array, task: str) -> float:
+        predicted, true = _labels(predictions, targets, task)
+        if task == "binary" and not macro:
+            return _scores(*_counts(predicted, true, 1))[which]
+        labels = np.union1d(predicted, true)
+        return float(np.mean([_scores(*_counts(predicted, true, int(c)))[which] for c in labels]))
+
+    return compute
+
+
+def _errors(predictions: Array, targets: Array) -> Array:
+    return np.asarray(predictions, np.float64) - np.asarray(targets, np.float64).reshape(
+        predictions.shape
+    )
+
+
+def _mae(predictions: Array, targets: Array, task: str) -> float:
+    return float(np.mean(np.mean(np.abs(_errors(predictions, targets)), axis=0)))
+
+
+def _mse(predictions: Array, targets: Array, task: str) -> float:
+    return float(np.mean(np.mean(_errors(predictions, targets) ** 2, axis=0)))
+
+
+def _rmse(predictions: Array, targets: Array, task: str) -> float:
+    return float(np.mean(np.sqrt(np.mean(_errors(predictions, targets) ** 2, axis=0))))
+
+
+def _r2(predictions: Array, targets: Array, task: str) -> float:
+    true = np.asarray(targets, np.float64).reshape(predictions.shape)
+    residual = np.sum(_errors(predictions, targets) ** 2, axis=0)
+    spread = np.sum((true - true.mean(axis=0)) ** 2, axis=0)
+    scores = np.where(
+        spread > 0, 1.0 - residual / np.where(spread > 0, spread, 1.0), (residual == 0) * 1.0
+    )
+    return float(np.mean(scores))
+
+
+METRICS: dict[str, Metric] = {
+    metric.name: metric
+    for metric in (
+        Metric("accuracy", CLASSIFYING, _accuracy),
+        Metric("auc", CLASSIFYING, _auc),
+        Metric("precision", CLASSIFYING, _per_class(0, macro=False)),
+        Metric("recall", CLASSIFYING, _per_class(1, macro=False)),
+        Metric("f1", CLASSIFYING, _per_class(2, macro=False)),
+        Metric("precision_macro", CLASSIFYING, _per_class(0, macro=True)),
+        Metric("recall_macro", CLASSIFYING, _per_class(1, macro=True)),
+        Metric("f1_macro", CLASSIFYING, _per_class(2, macro=True)),
+        Metric("mae", ("regression",), _mae),
+        Metric("mse", ("regression",), _mse),
+        Metric("rmse", ("regression",), _rmse),
+        Metric("r2", ("regression",), _r2),
+    )
+}
+"""Every metric a run can take, by name."""
+
+
+def check_metric_names(names: object, where: str) -> tuple[str, ...]:
+    """The metrics asked for, as a tuple of known names (each once, in order); an unknown one is
+    refused naming the close names (ValueError), a string alone taken as one name."""
+    if isinstance(names, str):
+        names = (names,)
+    if not isinstance(names, (list, tuple)):
+        raise TypeError(
+            f"{where}: metrics is a tuple of names such as ('accuracy', 'auc'), not {names!r}"
+        )
+    found: list[str] = []
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"{where}: a metric is named by a string, not {name!r}")
+        if name not in METRICS:
+            close = difflib.get_close_matches(name.lower(), list(METRICS), n=3, cutoff=0.5)
+            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+            raise ValueError(
+                f"{where}: unknown metric {name!r}{hint}; the metrics are {', '.join(METRICS)}"
+            )
+        if name not in found:
+            found.append(name)
+    return tuple(found)
+
+
+def check_metrics_fit(names: Sequence[str], loss: Any, outputs: int) -> None:
+    """Refuse metrics that do not fit the loss's task (AUC for a regression), or a binary
+    metric of classes for a network of several binary outputs (ConfigurationError naming what
+    fits)."""
+    task = getattr(loss, "task", None)
+    for name in names:
+        metric = METRICS[name]
+        if task is None:
+            raise ConfigurationError(
+                f"the metric {name!r} needs to know what {loss!r} predicts, and it does not say: "
+                "give the loss a task ('binary', 'classes' or 'regression'), or ask for no metrics"
+            )
+        if task not in metric.tasks:
+            fitting = [m for m, found in METRICS.items() if task in found.tasks]
+            raise ConfigurationError(
+                f"the metric {name!r} measures {' or '.join(metric.tasks)} predictions, and "
+                f"{loss!r} is a {task} loss: for it ask for {', '.join(map(repr, fitting))}"
+            )
+        if task == "binary" and outputs > 1 and name != "accuracy":
+            raise ConfigurationError(
+                f"the metric {name!r} measures one binary output, and the network has {outputs} "
+                "outputs: ask for 'accuracy' (every output of a row right), or train one output"
+            )
+
+
+def measure(
+    names: Sequence[str], task: str, predictions: Array, targets: Array
+) -> dict[str, float]:
+    """Each named metric of these predictions (the link applied) against their targets."""
+    if len(predictions) == 0:
+        return {name: math.nan for name in names}
+    predictions = np.asarray(predictions, np.float64)
+    return {name: METRICS[name].compute(predictions, np.asarray(targets), task) for name in names}

@@ -1,0 +1,125 @@
+"""What a finished run gives back: the trained network and the report of how the run went —
+its epochs (losses and validation metrics), its best epoch, its measures on the test rows —
+readable as text and drawn as curves."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+from deepsharp.core.comparing.shadow import ShadowCheck, shadow_lines
+from deepsharp.core.engine import EngineIdentity
+from deepsharp.core.serving import TrainedNetwork
+from deepsharp.core.training.checkpoint import EpochRecord
+
+__all__ = ["Report", "Run"]
+
+
+@dataclass
+class Report:
+    """What a run did: its epochs (each one's losses and validation metrics), its best epoch,
+    and its measures on the test rows (the loss, the accuracy for losses of classes, and the
+    run's metrics)."""
+
+    epochs_run: int
+    best_epoch: int
+    history: list[EpochRecord]
+    measures: dict[str, float]
+    engine: EngineIdentity
+    test_rows: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    skipped_steps: int = 0
+    shadow: list[ShadowCheck] = field(default_factory=list)
+    """The shadow checks (`FitOptions(shadow=...)`), in order: each one's worst ratio."""
+
+    @property
+    def metric_names(self) -> list[str]:
+        """The metrics the history holds, in the order the run took them."""
+        return list(self.history[0].metrics) if self.history else []
+
+    def __str__(self) -> str:
+        names = self.metric_names
+        lines = [
+            f"deepsharp run on {self.engine}: {self.epochs_run} epochs in {self.seconds:.2f} s, "
+            f"best epoch {self.best_epoch}",
+            "",
+            f"{'epoch':>6}  {'loss':>9}  {'validation':>10}"
+            + "".join(f"  {name:>{max(9, len(name))}}" for name in names)
+            + f"  {'seconds':>8}",
+        ]
+        shown = self.history if len(self.history) <= 12 else self.history[:5] + self.history[-6:]
+        for index, record in enumerate(shown):
+            if len(self.history) > 12 and index == 5:
+                lines.append(f"{'...':>6}")
+            mark = "  <- best" if record.epoch == self.best_epoch else ""
+            figures = "".join(
+                f"  {record.metrics.get(name, math.nan):>{max(9, len(name))}.4f}" for name in names
+            )
+            lines.append(
+                f"{record.epoch:>6}  {record.loss:>9.5f}  {record.validation_loss:>10.5f}"
+                f"{figures}  {record.seconds:>8.3f}{mark}"
+            )
+        lines.append("")
+        lines.append(f"on the {self.test_rows} test rows:")
+        width = max([10, *(len(name) for name in self.measures)])
+        for name, value in self.measures.items():
+            lines.append(f"  {name:<{width}} {value:.4f}")
+        if self.skipped_steps:
+            lines.append(f"{self.skipped_steps} steps skipped (gradients not finite)")
+        lines.extend(shadow_lines(self.shadow))
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+    def plot(self, path: str | os.PathLike[str]) -> None:
+        """Draw the training and validation loss per epoch into an image file (needs
+        matplotlib), and beside them the validation metrics, where the run took some."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            raise ImportError(
+                "report.plot needs matplotlib: pip install 'deepsharp[plot]'"
+            ) from None
+        names = self.metric_names
+        epochs = [r.epoch for r in self.history]
+        figure, panels = plt.subplots(1, 2 if names else 1, figsize=(11 if names else 6, 4))
+        losses = panels[0] if names else panels
+        losses.plot(epochs, [r.loss for r in self.history], label="training loss")
+        losses.plot(epochs, [r.validation_loss for r in self.history], label="validation loss")
+        for axes in [losses, panels[1]] if names else [losses]:
+            axes.axvline(
+                self.best_epoch,
+                color="grey",
+                linestyle=":",
+                label=f"best epoch ({self.best_epoch})",
+            )
+            axes.set_xlabel("epoch")
+            axes.legend()
+        losses.set_ylabel("loss")
+        losses.set_title(f"deepsharp run on {self.engine}")
+        if names:
+            for name in names:
+                panels[1].plot(
+                    epochs, [r.metrics.get(name, math.nan) for r in self.history], label=name
+                )
+            panels[1].set_ylabel("validation metrics")
+            panels[1].set_title("metrics on the validation rows")
+            panels[1].legend()
+        figure.tight_layout()
+        figure.savefig(os.fspath(path))
+        plt.close(figure)
+
+
+@dataclass
+class Run:
+    """A finished run: `run.trained` predicts rows, `run.report` says how it went."""
+
+    trained: TrainedNetwork
+    report: Report
+
+    def __str__(self) -> str:
+        return str(self.report)

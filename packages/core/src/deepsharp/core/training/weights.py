@@ -1,0 +1,93 @@
+"""Rows' weights: how much each training row counts in the loss a step minimises.
+
+`fit(..., class_weight={0: 1.0, 1: 4.0})` weighs each row by its target's class (for a
+`CrossEntropy`, or a `BinaryCrossEntropy` of one output: classes 0 and 1; a class not named
+weighs 1, as in Keras); `fit(None, (x, y), ..., sample_weight=w)` gives each row a weight of its
+own (arrays only: the weights travel with the rows through the split). Given both, a row's
+weight is their product. The loss is weighted as Keras weighs it (the mean of weight·loss, see
+`deepsharp.core.nn.losses`); only the training steps are weighted: the validation loss, which
+judges the epochs, and the measures on the test rows are of the rows as they are.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.errors import ConfigurationError, DataError
+from deepsharp.core.nn.losses import Loss
+
+__all__ = ["ClassWeights", "class_weights_for"]
+
+
+class ClassWeights:
+    """Each class's weight (`weights[c]` for class c; 1 for a class not named)."""
+
+    def __init__(self, weights: NDArray[np.float32], task: str) -> None:
+        self.weights = weights
+        self.task = task
+
+    def of(self, targets: NDArray[Any]) -> NDArray[np.float32]:
+        """The weight of each row of a batch, from its target (as the loss takes targets)."""
+        classes = targets[:, 0] if self.task == "binary" else targets.reshape(-1)
+        return self.weights[np.asarray(classes, np.int64)]
+
+
+def class_weights_for(
+    class_weight: object, loss: Loss, outputs: int, training_targets: Iterable[NDArray[Any]]
+) -> ClassWeights | None:
+    """The class weights of a run, checked against its loss and its training targets: a
+    mapping from class index to a finite weight of 0 or more, for a loss of classes, naming
+    classes the training targets hold (DataError naming those they lack)."""
+    if class_weight is None:
+        return None
+    if not isinstance(class_weight, Mapping):
+        raise TypeError(
+            f"fit: class_weight maps each class to its weight, such as {{0: 1.0, 1: 4.0}}, not "
+            f"{class_weight!r}"
+        )
+    task = loss.task
+    if task not in ("binary", "classes") or (task == "binary" and outputs != 1):
+        what = "a regression" if task == "regression" else "no loss of classes"
+        raise ConfigurationError(
+            f"fit: class_weight weighs rows by their class, and {loss!r} is {what} with "
+            f"{outputs} output(s): class weights need CrossEntropy() or a BinaryCrossEntropy() "
+            "of one output; weigh rows with sample_weight instead"
+        )
+    count = 2 if task == "binary" else outputs
+    weights = np.ones(count, np.float32)
+    for key, value in class_weight.items():
+        if isinstance(key, bool) or not isinstance(key, numbers.Integral):
+            raise TypeError(f"fit: class_weight's keys are class indices, not {key!r}")
+        if not 0 <= int(key) < count:
+            raise DataError(
+                f"fit: class_weight names class {key!r}, and {loss!r} with {outputs} output(s) "
+                f"has classes 0..{count - 1}"
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not math.isfinite(float(value))
+            or float(value) < 0
+        ):
+            raise ValueError(
+                f"fit: class_weight[{key!r}] must be a finite number of 0 or more, not {value!r}"
+            )
+        weights[int(key)] = float(value)
+    held: set[int] = set()
+    for targets in training_targets:
+        classes = targets[:, 0] if task == "binary" else targets.reshape(-1)
+        held.update(int(c) for c in np.unique(np.asarray(classes, np.int64)))
+    lacking = sorted(int(key) for key in class_weight if int(key) not in held)
+    if lacking:
+        raise DataError(
+            f"fit: class_weight names class(es) {', '.join(map(str, lacking))} that the training "
+            f"targets lack (they hold {', '.join(map(str, sorted(held)))}): name the classes "
+            "the targets hold (check the targets, or the split)"
+        )
+    return ClassWeights(weights, task)

@@ -1,0 +1,213 @@
+"""Metrics: each computed as scikit-learn computes it (checked on random cases), taken on the
+validation rows each epoch (the history) and on the test rows (the measures), shown in the
+report's text and plot; names that are not metrics, or metrics that do not fit the loss, are
+refused saying what fits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
+    ConfigurationError,
+    CrossEntropy,
+    Dense,
+    FitOptions,
+    Huber,
+    MeanAbsoluteError,
+    MeanSquaredError,
+    Network,
+    Relu,
+    fit,
+)
+from deepsharp.core.training.metrics import METRICS, measure
+
+sklearn = pytest.importorskip("sklearn.metrics")
+
+CASES = range(12)
+
+
+def _binary(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    rows = int(rng.integers(5, 60))
+    targets = (rng.random((rows, 1)) < rng.uniform(0.2, 0.8)).astype(np.float32)
+    targets[0], targets[1] = 0.0, 1.0  # both classes
+    scores = rng.random((rows, 1))
+    if seed % 3 == 0:  # ties among the scores
+        scores = np.round(scores * 4) / 4
+    return scores.astype(np.float32), targets
+
+
+def _classes(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(100 + seed)
+    rows, classes = int(rng.integers(8, 80)), int(rng.integers(3, 6))
+    targets = rng.integers(0, classes, rows)
+    targets[:classes] = np.arange(classes)  # every class held (as scikit-learn's AUC needs)
+    logits = rng.standard_normal((rows, classes)) * 2
+    probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    return probabilities.astype(np.float32), targets
+
+
+def _regression(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(200 + seed)
+    rows, outputs = int(rng.integers(3, 50)), int(rng.integers(1, 4))
+    targets = rng.standard_normal((rows, outputs)).astype(np.float32)
+    noise = rng.standard_normal((rows, outputs)) * rng.uniform(0.1, 2)
+    return (targets + noise).astype(np.float32), targets
+
+
+def _ours(name: str, task: str, predictions: np.ndarray, targets: np.ndarray) -> float:
+    return measure([name], task, predictions, targets)[name]
+
+
+@pytest.mark.parametrize("seed", CASES)
+def test_binary_metrics_are_scikit_learn_s(seed: int) -> None:
+    scores, targets = _binary(seed)
+    true, predicted = targets[:, 0].astype(int), (scores[:, 0] >= 0.5).astype(int)
+    expected = {
+        "accuracy": sklearn.accuracy_score(true, predicted),
+        "auc": sklearn.roc_auc_score(true, scores[:, 0]),
+        "precision": sklearn.precision_score(true, predicted, zero_division=0),
+        "recall": sklearn.recall_score(true, predicted, zero_division=0),
+        "f1": sklearn.f1_score(true, predicted, zero_division=0),
+        "precision_macro": sklearn.precision_score(
+            true, predicted, average="macro", zero_division=0
+        ),
+        "recall_macro": sklearn.recall_score(true, predicted, average="macro", zero_division=0),
+        "f1_macro": sklearn.f1_score(true, predicted, average="macro", zero_division=0),
+    }
+    for name, value in expected.items():
+        assert _ours(name, "binary", scores, targets) == pytest.approx(value, abs=1e-12), name
+
+
+@pytest.mark.parametrize("seed", CASES)
+def test_class_metrics_are_scikit_learn_s(seed: int) -> None:
+    probabilities, targets = _classes(seed)
+    predicted = probabilities.argmax(axis=1)
+    expected = {
+        "accuracy": sklearn.accuracy_score(targets, predicted),
+        "auc": sklearn.roc_auc_score(
+            targets, probabilities.astype(np.float64), multi_class="ovr", average="macro"
+        ),
+    }
+    for name in ("precision", "recall", "f1"):
+        score = getattr(sklearn, f"{name}_score")
+        expected[name] = expected[f"{name}_macro"] = score(
+            targets, predicted, average="macro", zero_division=0
+        )
+    for name, value in expected.items():
+        assert _ours(name, "classes", probabilities, targets) == pytest.approx(value, abs=1e-12), (
+            name
+        )
+
+
+@pytest.mark.parametrize("seed", CASES)
+def test_regression_metrics_are_scikit_learn_s(seed: int) -> None:
+    predictions, targets = _regression(seed)
+    if seed == 0:  # a constant output: R² of 0 (scikit-learn's force_finite)
+        targets[:, 0] = 1.5
+    wide = (
+        targets.astype(np.float64),
+        predictions.astype(np.float64),
+    )  # scikit-learn keeps float32
+    expected = {
+        "mae": sklearn.mean_absolute_error(*wide),
+        "mse": sklearn.mean_squared_error(*wide),
+        "rmse": sklearn.root_mean_squared_error(*wide),
+        "r2": sklearn.r2_score(*wide),
+    }
+    for name, value in expected.items():
+        ours = _ours(name, "regression", predictions, targets)
+        assert ours == pytest.approx(value, rel=1e-9, abs=1e-12), name
+
+
+def test_auc_of_rows_of_one_class_is_nan() -> None:
+    scores, targets = np.array([[0.2], [0.7]], np.float32), np.zeros((2, 1), np.float32)
+    assert np.isnan(_ours("auc", "binary", scores, targets))
+
+
+def _classification(rows: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((rows, 5)).astype(np.float32)
+    y = np.digitize(x[:, 0] + 0.5 * x[:, 1], [-0.5, 0.5])
+    return x, y
+
+
+def _options(metrics: Any, **extra: Any) -> FitOptions:
+    return FitOptions(seed=2, epochs=3, batch_size=32, progress=False, metrics=metrics, **extra)
+
+
+def test_a_run_takes_its_metrics_on_validation_each_epoch_and_on_the_test_rows(
+    tmp_path: Path,
+) -> None:
+    """Before: report.measures held the loss and the accuracy alone."""
+    x, y = _classification()
+    names = ("accuracy", "auc", "f1", "precision_macro", "recall")
+    run = fit(None, (x, y), Network([Dense(8), Relu(), Dense(3)]), CrossEntropy(), Adam(0.02),
+              _options(names))  # fmt: skip
+    report = run.report
+    assert all(list(record.metrics) == list(names) for record in report.history)
+    assert set(names) <= set(report.measures) and "loss" in report.measures
+    text = str(report)
+    assert "precision_macro" in text and "auc" in text.splitlines()[2]
+    pytest.importorskip("matplotlib")
+    report.plot(tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def test_the_test_measures_are_scikit_learn_s_on_the_test_rows() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((200, 3)).astype(np.float32)
+    y = (x @ np.array([1.0, -2.0, 0.5], np.float32) + 0.1 * rng.standard_normal(200)).reshape(-1, 1)
+    test = (x[:50], y[:50].astype(np.float32))
+    run = fit(None, (x[50:], y[50:].astype(np.float32)), Network([Dense(1)]), MeanSquaredError(),
+              Adam(0.05), _options(("mae", "rmse", "r2")), test_rows=test)  # fmt: skip
+    predicted = run.trained.predict(test[0])
+    assert run.report.measures["mae"] == pytest.approx(
+        sklearn.mean_absolute_error(test[1], predicted), rel=1e-6
+    )
+    assert run.report.measures["r2"] == pytest.approx(
+        sklearn.r2_score(test[1], predicted), rel=1e-6
+    )
+    assert run.report.measures["loss"] == pytest.approx(
+        sklearn.mean_squared_error(test[1], predicted), rel=1e-5
+    )
+
+
+def test_an_unknown_metric_is_refused_naming_the_close_names() -> None:
+    with pytest.raises(ValueError, match=r"unknown metric 'acuracy' \(did you mean 'accuracy'"):
+        FitOptions(seed=1, metrics=("acuracy",))
+    with pytest.raises(ValueError, match="the metrics are accuracy, auc"):
+        FitOptions(seed=1, metrics=("loss",))
+
+
+@pytest.mark.parametrize(
+    ("loss", "metric", "said"),
+    [
+        (MeanSquaredError(), "auc", r"'auc' measures binary or classes .* ask for 'mae'"),
+        (Huber(), "accuracy", "regression loss"),
+        (MeanAbsoluteError(), "f1", "ask for 'mae', 'mse', 'rmse', 'r2'"),
+        (CrossEntropy(), "r2", "'r2' measures regression predictions"),
+        (BinaryCrossEntropy(), "mae", r"ask for 'accuracy', 'auc'"),
+    ],
+)
+def test_a_metric_that_does_not_fit_the_loss_is_refused(loss: Any, metric: str, said: str) -> None:
+    x, y = _classification(60)
+    y = y.astype(np.float32).reshape(-1, 1) if not isinstance(loss, CrossEntropy) else y
+    if isinstance(loss, BinaryCrossEntropy):
+        y = (y > 0).astype(np.float32)
+    outputs = 3 if isinstance(loss, CrossEntropy) else 1
+    with pytest.raises(ConfigurationError, match=said):
+        fit(None, (x, y), Network([Dense(outputs)]), loss, Adam(), _options((metric,)))
+
+
+def test_every_metric_is_checked_here() -> None:
+    assert set(METRICS) == {
+        "accuracy", "auc", "precision", "recall", "f1", "precision_macro", "recall_macro",
+        "f1_macro", "mae", "mse", "rmse", "r2",
+    }  # fmt: skip

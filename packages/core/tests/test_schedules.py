@@ -1,0 +1,217 @@
+"""Learning-rate schedules: the rate of each step a function of the trainer's step count, kept in
+checkpoints, so a run resumed mid-schedule (or after ReduceOnPlateau lowered its rate) ends bit
+for bit where the uninterrupted one does."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    SGD,
+    Adam,
+    AdamW,
+    BinaryCrossEntropy,
+    Checkpoint,
+    CheckpointMismatchError,
+    CosineDecay,
+    Dense,
+    FitOptions,
+    Network,
+    ReduceOnPlateau,
+    Relu,
+    Run,
+    Schedule,
+    StepDecay,
+    Trainer,
+    fit,
+)
+
+
+def _data(seed: int = 5, rows: int = 240) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, 6)).astype(np.float32)
+    y = (x @ rng.standard_normal(6) + 0.3 * rng.standard_normal(rows) > 0).astype(np.float32)
+    return x, y.reshape(-1, 1)
+
+
+def _network() -> Network:
+    return Network([Dense(8), Relu(), Dense(1)], inputs=6)
+
+
+def _fit(optimizer: Any, epochs: int, folder: Path | None = None, **extra: Any) -> Run:
+    options = FitOptions(
+        seed=3,
+        epochs=epochs,
+        batch_size=16,
+        patience=50,
+        progress=False,
+        checkpoint_dir=folder,
+    )
+    return fit(None, _data(), _network(), BinaryCrossEntropy(), optimizer, options, **extra)
+
+
+def _losses(run: Run) -> list[tuple[float, float]]:
+    return [(record.loss, record.validation_loss) for record in run.report.history]
+
+
+def _bits(run: Run) -> dict[str, bytes]:
+    return {name: value.tobytes() for name, value in run.trained.network.slots.items()}
+
+
+class Halving(Schedule):
+    """A schedule of one's own: the rate halves every `every` steps."""
+
+    def __init__(self, initial: float, every: int) -> None:
+        self.initial, self.every = initial, every
+
+    def rate(self, step: int) -> float:
+        return self.initial / 2 ** (step // self.every)
+
+    def config(self) -> dict[str, Any]:
+        return {"initial": self.initial, "every": self.every}
+
+
+def test_cosine_decay_warms_up_then_follows_half_a_cosine_to_its_final_rate() -> None:
+    schedule = CosineDecay(0.1, steps=100, warmup=10, final=0.01)
+    assert [schedule.rate(t) for t in (0, 5)] == [0.0, 0.05]
+    assert schedule.rate(10) == 0.1
+    assert schedule.rate(60) == pytest.approx(0.01 + 0.09 * 0.5)
+    assert schedule.rate(110) == schedule.rate(10_000) == pytest.approx(0.01)
+    # Keras's CosineDecay without warm-up: initial * ((1 - alpha) * cosine + alpha).
+    keras = CosineDecay(0.2, steps=50)
+    for t in (0, 13, 49, 50, 70):
+        cosine = 0.5 * (1 + math.cos(math.pi * min(t, 50) / 50))
+        assert keras.rate(t) == pytest.approx(0.2 * cosine, rel=1e-12)
+
+
+def test_step_decay_multiplies_the_rate_every_so_many_steps() -> None:
+    schedule = StepDecay(0.1, every=3, factor=0.5)
+    assert [schedule.rate(t) for t in range(7)] == [0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025]
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda: CosineDecay(0.1, steps=0), "CosineDecay's steps must be a whole number >= 1"),
+        (lambda: CosineDecay(-0.1, steps=10), "CosineDecay's initial must be a finite number > 0"),
+        (lambda: CosineDecay(0.1, steps=10, final=-1.0), "final must be a finite number >= 0"),
+        (lambda: CosineDecay(0.1, steps=10, final=0.5), "final must .* <= 0.1"),
+        (lambda: CosineDecay(0.1, steps=10, warmup=-2), "warmup must be a whole number >= 0"),
+        (lambda: StepDecay(0.1, every=0, factor=0.5), "StepDecay's every must be a whole number"),
+        (lambda: StepDecay(0.0, every=2, factor=0.5), "StepDecay's initial must be .* > 0"),
+        (lambda: StepDecay(0.1, every=2, factor=-0.5), "StepDecay's factor must be .* > 0"),
+    ],
+)
+def test_a_schedule_with_no_steps_or_a_negative_rate_is_refused(make: Any, said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        make()
+
+
+def test_a_schedule_s_settings_of_the_wrong_kind_are_type_errors() -> None:
+    with pytest.raises(TypeError, match="steps must be a whole number"):
+        CosineDecay(0.1, steps=2.5)  # type: ignore[arg-type]
+
+
+def test_each_update_takes_the_schedule_s_rate_at_the_trainer_s_step_count() -> None:
+    """SGD without momentum moves a slot by -rate·gradient: from the same slots, the third
+    update of StepDecay(0.5, every=2, factor=0.1) moves it 0.05 times as far as a rate of 1."""
+    x, y = _data(rows=16)
+    rates = []
+    for optimizer in (SGD(StepDecay(0.5, every=2, factor=0.1)), SGD(1.0)):
+        trainer = Trainer(_network(), BinaryCrossEntropy(), optimizer, seed=1)
+        trainer.start()
+        trainer.state.steps = 2 if isinstance(optimizer.learning_rate, Schedule) else 0  # type: ignore[union-attr]
+        before = trainer.network.slots["dense_1.bias"].astype(np.float64)
+        trainer.step(x, y)
+        rates.append(before - trainer.network.slots["dense_1.bias"].astype(np.float64))
+        trainer.close()
+    scheduled, unit = rates
+    assert scheduled == pytest.approx(0.05 * unit, rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        lambda: Adam(CosineDecay(0.05, steps=40, warmup=5, final=0.001)),
+        lambda: SGD(StepDecay(0.2, every=7, factor=0.5), momentum=0.9),
+        lambda: AdamW(Halving(0.02, every=9), weight_decay=0.01),
+    ],
+    ids=["cosine-adam", "step-sgd", "own-adamw"],
+)
+def test_a_run_resumed_mid_schedule_ends_bit_for_bit_where_the_uninterrupted_one_does(
+    tmp_path: Path, optimizer: Any
+) -> None:
+    whole = _fit(optimizer(), epochs=4)
+    _fit(optimizer(), epochs=2, folder=tmp_path)
+    resumed = _fit(optimizer(), epochs=4, resume_from=tmp_path)
+    assert _bits(resumed) == _bits(whole)
+    assert _losses(resumed) == _losses(whole)
+
+
+def test_a_checkpoint_records_the_schedule_and_refuses_another(tmp_path: Path) -> None:
+    _fit(Adam(CosineDecay(0.05, steps=40)), epochs=1, folder=tmp_path)
+    checkpoint = Checkpoint.load(tmp_path)
+    recorded = checkpoint.trainer.optimizer["config"]["learning_rate"]
+    assert recorded == {
+        "schedule": "CosineDecay",
+        "initial": 0.05,
+        "steps": 40,
+        "warmup": 0,
+        "final": 0.0,
+    }
+    assert checkpoint.trainer.optimizer["steps"] == 11  # 168 training rows, 16 a batch
+    with pytest.raises(CheckpointMismatchError, match=r"CosineDecay.*steps': 40.*steps': 30"):
+        _fit(Adam(CosineDecay(0.05, steps=30)), epochs=2, resume_from=tmp_path)
+
+
+def test_reduce_on_plateau_lowers_the_rate_and_its_checkpoints_resume_bit_for_bit(
+    tmp_path: Path,
+) -> None:
+    """Before: the rate could only be changed from a callback by rewriting the optimizer's
+    settings, and the run's checkpoints were refused on resuming ("taken with the optimizer
+    Adam(learning_rate=0.00125 ...); this run's is Adam(learning_rate=0.01 ...)"). Resumed
+    from the checkpoint of an epoch at whose end the rate was lowered: the checkpoint holds
+    that epoch's decision (it is written after every other callback has had the epoch)."""
+    seen: list[float] = []
+
+    class Rates(ReduceOnPlateau):
+        def on_epoch_end(self, run: Any, record: Any) -> None:
+            super().on_epoch_end(run, record)
+            seen.append(run.trainer.optimizer.rate(run.trainer.state))
+
+    whole = _fit(Adam(0.2), epochs=6, callbacks=[Rates(factor=0.5, patience=1)])
+    lowered = [epoch for epoch in range(2, 6) if seen[epoch - 1] < seen[epoch - 2]]
+    assert lowered, f"the rate was never lowered: {seen}"
+    _fit(Adam(0.2), epochs=lowered[0], folder=tmp_path,
+         callbacks=[ReduceOnPlateau(0.5, patience=1)])  # fmt: skip
+    resumed = _fit(
+        Adam(0.2), epochs=6, resume_from=tmp_path, callbacks=[ReduceOnPlateau(0.5, patience=1)]
+    )
+    assert _bits(resumed) == _bits(whole)  # the best epoch's slots
+    # ... and every epoch after the resume
+    assert _losses(resumed) == _losses(whole)
+
+
+def test_reduce_on_plateau_where_a_rate_belongs_says_it_goes_to_fit() -> None:
+    with pytest.raises(TypeError, match=r"callback of the run.*callbacks=\[ReduceOnPlateau"):
+        Adam(ReduceOnPlateau())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="write CosineDecay"):
+        Adam(CosineDecay)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ({"factor": 1.5}, "factor must lie between 0 and 1"),
+        ({"patience": 0}, "patience is a whole number from 1"),
+        ({"min_rate": -1.0}, "min_rate must be 0 or more"),
+    ],
+)
+def test_reduce_on_plateau_refuses_bad_settings(arguments: dict[str, Any], said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        ReduceOnPlateau(**arguments)

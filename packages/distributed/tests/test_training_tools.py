@@ -1,0 +1,57 @@
+"""The training tools under DataParallel on 2 processes: a run with a cosine schedule, global
+gradient clipping, class weights and metrics holds the same slots on every process, is the same
+run again, and resumes bit for bit from its checkpoint; its gradient is clipped by the summed
+gradient's norm (as one process clips the whole batch's)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import distributed_workers as workers
+import numpy as np
+import pytest
+import tools_workers as tools
+
+from deepsharp.core import FitOptions
+from deepsharp.distributed import launch
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("tools")
+    found: dict[str, Any] = launch(
+        tools.tools_runs, 2, "light", str(folder), start_method=workers.START
+    )
+    return found
+
+
+def test_the_run_is_the_same_run_again_and_resumes_bit_for_bit(runs: dict[str, Any]) -> None:
+    first = runs["first"]
+    assert first == runs["again"]
+    assert first == runs["resumed"]
+
+
+def test_the_metrics_are_taken_over_every_process_s_rows(runs: dict[str, Any]) -> None:
+    first = runs["first"]
+    for _, _, _, metrics in first["history"]:
+        assert list(metrics) == list(tools.METRICS)
+        assert all(0.0 <= value <= 1.0 for value in metrics.values() if not math.isnan(value))
+    alone = tools.run_tools(
+        FitOptions(seed=tools.SEED, epochs=6, patience=50, progress=False, metrics=tools.METRICS)
+    )
+    for name in tools.METRICS:  # the same predictions to a few last bits: the same figures
+        assert first["measures"][name] == pytest.approx(alone.report.measures[name], abs=0.02)
+
+
+def test_the_clipped_norm_is_the_summed_gradient_s() -> None:
+    """Clipping each process's own share would scale the update by another factor (the norm
+    of half a batch's gradient): the one-process step's slots would then be far off."""
+    parallel = launch(tools.one_clipped_step, 2, "light", True, start_method=workers.START)
+    alone = tools.one_clipped_step("light", False)
+    for name, value in alone.items():
+        mine = np.frombuffer(parallel[name], np.float32)
+        theirs = np.frombuffer(value, np.float32)
+        np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-7)

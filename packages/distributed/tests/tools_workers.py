@@ -1,0 +1,98 @@
+"""What the training tools' tests run under `launch`: the Titanic sample with a cosine schedule,
+global gradient clipping, class weights and metrics, through fit on its rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deepsharp.core import (
+    SGD,
+    Adam,
+    BinaryCrossEntropy,
+    CosineDecay,
+    FitOptions,
+    Optimizer,
+    Run,
+    fit,
+)
+from deepsharp.core.samples import titanic
+from deepsharp.distributed import DataParallel
+
+SEED = 7
+METRICS = ("accuracy", "auc", "f1", "precision", "recall", "f1_macro")
+CLASS_WEIGHT = {0: 1.0, 1: 1.6}
+
+
+def optimizer() -> Optimizer:
+    return Adam(CosineDecay(0.01, steps=60, warmup=5, final=0.001), global_clip_norm=0.5)
+
+
+def run_tools(options: FitOptions, chosen: Optimizer | None = None, **extra: Any) -> Run:
+    """The sample's rows, pipeline and network with the training tools."""
+    return fit(
+        titanic.pipeline(),
+        titanic.rows(),
+        titanic.network(),
+        BinaryCrossEntropy(),
+        optimizer() if chosen is None else chosen,
+        options,
+        class_weight=CLASS_WEIGHT,
+        **extra,
+    )
+
+
+def figures(run: Run, job: Any = None) -> dict[str, Any]:
+    """What a test compares of a run; under a job, every process's slots checked to be the
+    same bits as rank 0's first (ReplicasDifferError ends the job otherwise)."""
+    slots = run.trained.network.slots
+    if job is not None:
+        job.check_agree("slots after the run", b"".join(v.tobytes() for v in slots.values()))
+    return {
+        "slots": {name: value.tobytes() for name, value in slots.items()},
+        "history": [
+            (r.epoch, r.loss, r.validation_loss, dict(r.metrics)) for r in run.report.history
+        ],
+        "measures": run.report.measures,
+    }
+
+
+def tools_runs(spec: str, folder: str) -> dict[str, Any]:
+    """In one job: a run that writes a checkpoint every 3 epochs, the same run again, and a run
+    resumed from its checkpoint of epoch 3."""
+    base = {"seed": SEED, "engine": spec, "epochs": 6, "patience": 50, "progress": False}
+    base["metrics"] = METRICS
+    first = run_tools(
+        FitOptions(
+            **base,
+            distributed=DataParallel(),
+            checkpoint_dir=folder,
+            checkpoint_every=3,
+            checkpoint_keep=2,
+        )
+    )
+    again = run_tools(FitOptions(**base, distributed=DataParallel()))
+    resumed = run_tools(
+        FitOptions(**base, distributed=DataParallel()),
+        resume_from=f"{folder}/checkpoint-000003.safetensors",
+    )
+    job = DataParallel().join()
+    return {
+        "first": figures(first, job),
+        "again": figures(again, job),
+        "resumed": figures(resumed, job),
+    }
+
+
+def one_clipped_step(spec: str, distributed: bool) -> dict[str, bytes]:
+    """One step of plain SGD over every training row, its gradient clipped hard (global norm
+    0.01): the slots after it (under a job, rank 0's)."""
+    options = FitOptions(
+        seed=SEED,
+        engine=spec,
+        epochs=1,
+        batch_size=1000,
+        progress=False,
+        distributed=DataParallel() if distributed else None,
+    )
+    run = run_tools(options, SGD(0.5, global_clip_norm=0.01))
+    return {name: value.tobytes() for name, value in run.trained.network.slots.items()}
