@@ -161,6 +161,8 @@ def _cases() -> list[RuleCase]:
         RuleCase("mean", [normal(3, 4, 2)], {"axes": (1, 2), "keepdims": True}, "keepdims"),
         RuleCase("mean", [normal(3, 4, 2)], {"axes": (0, 1, 2), "keepdims": False}, "all"),
         RuleCase("log_softmax", [normal(4, 1)], label="one-class"),
+        RuleCase("softmax", [normal(3, 5) * 2]),
+        RuleCase("softmax", [normal(2, 3, 4)], label="stacks"),
         RuleCase("binary_cross_entropy", [away(6, 1) * 2, rng.uniform(0, 1, (6, 1))], label="soft"),
         RuleCase(
             "binary_cross_entropy_terms",

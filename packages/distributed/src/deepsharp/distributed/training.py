@@ -148,7 +148,7 @@ class Place(Distribution):
 
     def combine(self, sums: Sums) -> Sums:
         total = self.job.totals({"loss": sums.loss, "right": sums.right, "rows": sums.rows})
-        return Sums(total["loss"], round(total["right"]), round(total["rows"]))
+        return Sums(total["loss"], total["right"], round(total["rows"]))
 
     def gather(self, arrays: Sequence[NDArray[Any]]) -> list[NDArray[Any]]:
         return [self.job.gather_rows(array) for array in arrays]

@@ -51,6 +51,7 @@ __all__ = [
     "same_padding",
     "sigmoid",
     "slice",
+    "softmax",
     "split",
     "sqrt",
     "sub",
@@ -165,6 +166,11 @@ def mean(x: Tensor, axes: int | Sequence[int] | None = None, keepdims: bool = Fa
 
 def log_softmax(x: Tensor) -> Tensor:
     return apply(RULES["log_softmax"], (x,))
+
+
+def softmax(x: Tensor) -> Tensor:
+    """Each row's values as probabilities over its last axis."""
+    return apply(RULES["softmax"], (x,))
 
 
 def binary_cross_entropy_terms(logits: Tensor, targets: Value) -> Tensor:

@@ -480,6 +480,25 @@ class LogSoftmax(Rule):
 
 
 @register
+class Softmax(Rule):
+    """exp(x - max) / sum(exp(x - max)) over the last axis: one exponential, and a way back
+    that reads its output only, y·(g - sum(g·y)) (attention's weights, the Softmax layer)."""
+
+    name = "softmax"
+    keeps_inputs = False  # its way back reads its output only
+
+    def forward(self, engine: Engine, x: Any) -> tuple[Handle, Any]:
+        last = (len(engine.shape(x)) - 1,)
+        exps = engine.exp(engine.sub(x, engine.max(x, last, True)))
+        return engine.div(exps, engine.sum(exps, last, True)), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        last = (len(node.shape) - 1,)
+        out = _output(node)
+        return (engine.mul(out, engine.sub(grad, engine.sum(engine.mul(grad, out), last, True))),)
+
+
+@register
 class BinaryCrossEntropyTerms(Rule):
     """Each value's binary cross entropy from logits z and targets y, without overflow or
     cancellation: max(z, 0) - z * y + log(1 + exp(-|z|)) (softplus(z) - z * y cancels to 0
@@ -676,6 +695,7 @@ class MaxPool2DPair(Rule):
 
 @register
 class Reshape(Rule):
+    moves = True  # int64 ids stay ids
     name = "reshape"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
@@ -690,6 +710,7 @@ class Reshape(Rule):
 
 @register
 class Transpose(Rule):
+    moves = True  # int64 ids stay ids
     name = "transpose"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
@@ -704,6 +725,7 @@ class Transpose(Rule):
 
 @register
 class Slice(Rule):
+    moves = True  # int64 ids stay ids
     name = "slice"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
@@ -723,6 +745,7 @@ class Slice(Rule):
 
 @register
 class Pad(Rule):
+    moves = True  # int64 ids stay ids
     name = "pad"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
@@ -742,6 +765,7 @@ class Pad(Rule):
 
 @register
 class Concatenate(Rule):
+    moves = True  # int64 ids stay ids
     name = "concatenate"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
 
@@ -757,6 +781,7 @@ class Concatenate(Rule):
 
 @register
 class BroadcastTo(Rule):
+    moves = True  # int64 ids stay ids
     name = "broadcast_to"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
 

@@ -247,6 +247,9 @@ class Rule:
     keeps_inputs = True
     """Whether the way back reads the inputs' values: where it does not, a node keeps only
     where each input came from, so a large input can go as soon as nothing else holds it."""
+    moves = False
+    """Whether it only moves values (a reshape, a slice, ...): its output then has its first
+    input's dtype (int64 ids stay ids); every other rule gives float32."""
 
     def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
         """Refuse inputs of shapes the operation cannot take (a ShapeError naming both)."""
@@ -294,11 +297,12 @@ def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
         recording.rule = rule  # where the engine's calls come from, for a witness of them
     handle, saved = rule.forward(engine, *args, **attrs)
     shape = engine.shape(handle)
+    dtype = inputs[0].dtype if rule.moves and isinstance(inputs[0], Tensor) else "float32"
     if recording is None:
-        return Tensor(handle, shape, engine)
+        return Tensor(handle, shape, engine, None, dtype)
     needs = tuple([recording.involves(value) for value in inputs])
     if True not in needs:
-        return Tensor(handle, shape, engine)
+        return Tensor(handle, shape, engine, None, dtype)
     if not rule.keeps_inputs:
         inputs = tuple([_origin(value, recording.generation) for value in inputs])
     kept = handle if rule.keeps_output else None
@@ -306,7 +310,7 @@ def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
         rule, inputs, attrs, (kept, saved), needs, shape, recording.generation, recording.layer
     )
     recording.tape.append(node)
-    return Tensor(handle, shape, engine, node)
+    return Tensor(handle, shape, engine, node, dtype)
 
 
 def open_recording() -> Recording | None:

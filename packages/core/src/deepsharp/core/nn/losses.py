@@ -76,9 +76,11 @@ class Loss:
         return outputs
 
     def predictions(self, engine: Engine, outputs: Handle, rows: int, width: int) -> Handle:
-        """A batch's outputs as predictions: each row's `width` outputs in one line (rows, width),
-        the link applied, on the engine. Every door that predicts goes through here."""
-        return self.link(engine, engine.reshape(outputs, (rows, width)))
+        """A batch's outputs as predictions, on the engine: the link applied to them as they are
+        (a softmax over the last axis: each position's, for a sequence), then each row's
+        `width` predictions in one line (rows, width). Every door that predicts goes through
+        here."""
+        return engine.reshape(self.link(engine, outputs), (rows, width))
 
     def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
         """Targets as this loss takes them: checked, and in the dtype the engine is given."""
@@ -320,10 +322,20 @@ class CrossEntropy(Loss):
         self.label_smoothing = _number("CrossEntropy", "label_smoothing", label_smoothing, 0.0, 1.0)
 
     def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
-        if targets.shape != (outputs.shape[0],):
+        rows = outputs.shape[0]
+        if outputs.ndim == 3 and targets.shape == outputs.shape[:2]:
+            # A sequence: a class at every position, each position a row of the mean.
+            positions = outputs.shape[1]
+            outputs = ops.reshape(outputs, (rows * positions, outputs.shape[2]))
+            targets = ops.reshape(targets, (rows * positions,))
+            if weights is not None:
+                spread = ops.broadcast_to(ops.reshape(weights, (rows, 1)), (rows, positions))
+                weights = ops.reshape(spread, (rows * positions,))
+        elif targets.shape != (rows,):
             raise ShapeError(
                 f"CrossEntropy: targets of shape {targets.shape} for outputs of shape "
-                f"{outputs.shape}: give one class index per row, shape ({outputs.shape[0]},)"
+                f"{outputs.shape}: give one class index per row, shape ({rows},), or one per "
+                "position of a sequence"
             )
         logits = outputs if self.from_logits else ops.log(ops.maximum(outputs, EPSILON))
         classes = outputs.shape[1]
@@ -336,8 +348,8 @@ class CrossEntropy(Loss):
             # sum(weight·loss) / rows, and its way back weighs each row's gradient alike.
             if weights.shape != (outputs.shape[0],):
                 raise ShapeError(
-                    f"weights of shape {weights.shape} for a batch of {outputs.shape[0]} rows: "
-                    "give one weight a row"
+                    f"weights of shape {weights.shape} for a batch of {rows} rows: give one "
+                    "weight a row"
                 )
             wanted = ops.mul(wanted, ops.reshape(weights, (outputs.shape[0], 1)))
         # log_softmax(log p) = log(p / sum(p)): Keras's renormalisation of probabilities.
@@ -352,13 +364,24 @@ class CrossEntropy(Loss):
         return engine.div(exps, engine.sum(exps, last, True))
 
     def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
+        """Class indices, one a row (N,) — or, for a network that gives a class at every
+        position of a sequence (rows of (L, classes)), one a position (N, L)."""
         array = np.asarray(targets)
         if array.ndim == 2 and array.shape[1] == 1:
             array = array[:, 0]
-        if array.ndim != 1:
+        classes = outputs
+        if array.ndim == 2 and array.shape[1] > 1:
+            if outputs % array.shape[1]:
+                raise ShapeError(
+                    f"CrossEntropy: targets of shape {array.shape} (a class at each of "
+                    f"{array.shape[1]} positions) for {outputs} outputs a row, which make no "
+                    "whole count of classes a position"
+                )
+            classes = outputs // array.shape[1]
+        elif array.ndim != 1:
             raise ShapeError(
                 f"CrossEntropy: targets of shape {array.shape}: give one class index per row, "
-                "shape (N,)"
+                "shape (N,), or one per position of a sequence, (N, L)"
             )
         if array.dtype.kind not in "iub":
             try:
@@ -369,14 +392,20 @@ class CrossEntropy(Loss):
                 raise DataError("CrossEntropy: targets must be whole class indices")
             array = whole
         indices = array.astype(np.int64)
-        if indices.size and (indices.min() < 0 or indices.max() >= outputs):
+        if indices.size and (indices.min() < 0 or indices.max() >= classes):
             raise ShapeError(
-                f"CrossEntropy: class indices must lie in 0..{outputs - 1} for {outputs} outputs, "
-                f"found {int(indices.min())}..{int(indices.max())}"
+                f"CrossEntropy: class indices must lie in 0..{classes - 1} for {classes} "
+                f"classes, found {int(indices.min())}..{int(indices.max())}"
             )
         return indices
 
-    def correct(self, predictions: NDArray[Any], targets: NDArray[Any]) -> NDArray[np.bool_]:
+    def correct(self, predictions: NDArray[Any], targets: NDArray[Any]) -> NDArray[Any]:
+        """Each row right (its class the likeliest) — for a sequence, the fraction of its
+        positions right."""
+        if targets.ndim == 2 and targets.shape[1] > 1:
+            rows, positions = targets.shape
+            chosen = predictions.reshape(rows, positions, -1).argmax(axis=2)
+            return np.asarray((chosen == targets).mean(axis=1))
         return np.asarray(predictions.argmax(axis=1) == targets.reshape(-1))
 
     def check_network(self, network: Network) -> None:

@@ -79,10 +79,10 @@ class Sums:
     predicted right (for losses that measure accuracy), and the rows."""
 
     loss: float = 0.0
-    right: int = 0
+    right: float = 0.0
     rows: int = 0
 
-    def add(self, mean_loss: float, rows: int, right: int = 0) -> None:
+    def add(self, mean_loss: float, rows: int, right: float = 0.0) -> None:
         self.loss += mean_loss * rows
         self.right += right
         self.rows += rows

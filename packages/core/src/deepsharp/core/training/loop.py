@@ -361,7 +361,9 @@ def _evaluate(run: RunState, feed: Feed) -> tuple[Sums, dict[str, float]]:
         if len(batch) == 0:
             continue
         value, predicted = trainer.evaluate(batch.features, batch.targets)
-        right = int(loss.correct(predicted, batch.targets).sum()) if loss.measures_accuracy else 0
+        right = (
+            float(loss.correct(predicted, batch.targets).sum()) if loss.measures_accuracy else 0.0
+        )
         sums.add(value, len(batch), right)
         if metrics:  # a feed's targets are as the loss takes them
             predictions.append(predicted)

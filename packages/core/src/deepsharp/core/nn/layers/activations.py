@@ -45,7 +45,7 @@ def leaky_relu(x: Tensor, slope: float = 0.01) -> Tensor:
 
 def softmax(x: Tensor) -> Tensor:
     """Each row's values as probabilities over its last axis."""
-    return ops.exp(ops.log_softmax(x))
+    return ops.softmax(x)
 
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
