@@ -1,0 +1,80 @@
+"""Serving values that overflow inside the network (issue 25, item 9): a prediction that is not
+finite from finite features is a DataError naming the row, on the command line one line and a
+non-zero exit; no NumPy warning reaches the user, and a softmax of logits ±3e38 serves finite
+probabilities on the light and the test engines."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    BinaryCrossEntropy,
+    CrossEntropy,
+    DataError,
+    Dense,
+    Network,
+    Pipeline,
+    TrainedNetwork,
+)
+from deepsharp.core.cli import main
+
+
+def _trained() -> TrainedNetwork:
+    """A network of one unscaled number column whose finite slots make 3e38 overflow into
+    inf and -inf, then NaN where they are added."""
+    pipeline = (
+        Pipeline()
+        .number("x", scale=False)
+        .target("y")
+        .learn([{"x": "1", "y": "0"}, {"x": "2", "y": "1"}])
+    )
+    network = Network([Dense(2), Dense(1)], inputs=1)
+    network.set_slots(
+        {
+            "dense.weights": np.array([[4.0, -4.0]], np.float32),
+            "dense.bias": np.zeros(2),
+            "dense_1.weights": np.ones((2, 1), np.float32),
+            "dense_1.bias": np.zeros(1),
+        }
+    )
+    return TrainedNetwork(network, BinaryCrossEntropy(), pipeline)
+
+
+def test_a_prediction_that_overflows_inside_the_network_is_refused_naming_its_row() -> None:
+    trained = _trained()
+    rows = [{"x": "1"}, {"x": "2"}, {"x": "3e38"}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no NumPy RuntimeWarning may reach the user
+        with pytest.raises(DataError, match=r"row 3 \(counting from 1\).*overflowed"):
+            trained.predict(rows)
+        assert trained.predict(rows[:2]).shape == (2, 1)
+
+
+def test_the_command_line_says_it_in_one_line_and_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _trained().save(tmp_path / "m.safetensors")
+    (tmp_path / "rows.csv").write_text("x\n1\n3e38\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code = main(["predict", str(tmp_path / "m.safetensors"), str(tmp_path / "rows.csv")])
+    said = capsys.readouterr()
+    assert code != 0
+    assert "row 2 (counting from 1)" in said.err and len(said.err.strip().splitlines()) == 1
+    assert "Traceback" not in said.err
+
+
+@pytest.mark.parametrize("spec", ["light", "testbuffer"])
+def test_a_softmax_of_logits_far_apart_serves_finite_probabilities_quietly(spec: str) -> None:
+    network = Network([Dense(2)], inputs=1)
+    network.set_slots(
+        {"dense.weights": np.array([[3e38, -3e38]], np.float32), "dense.bias": np.zeros(2)}
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = network.predict(np.array([[1.0], [-1.0]], np.float32), CrossEntropy(), spec)
+    assert np.array_equal(got, np.array([[1.0, 0.0], [0.0, 1.0]], np.float32))
