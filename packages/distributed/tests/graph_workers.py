@@ -90,3 +90,17 @@ def graph_runs(spec: str, folder: str) -> dict[str, Any]:
         "again": figures(again, job),
         "resumed": figures(resumed, job),
     }
+
+
+def shakespeare_run(spec: str) -> dict[str, Any]:
+    """The Shakespeare sample, shortened (two steps, 8 validation windows, 20 characters), on
+    every process of the job: the same slots and the same text on each."""
+    from deepsharp.core.samples import shakespeare
+
+    shakespeare.VALIDATION_WINDOWS = 8
+    run = shakespeare.run(
+        engine=spec, steps=2, characters=20, progress=False, distributed=DataParallel()
+    )
+    job = DataParallel().join()
+    job.check_agree("the generated text", run.report.notes[-1].encode())
+    return {**figures(run, job), "text": run.report.notes[-1]}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import inspect
 import io
 import itertools
 import os
@@ -36,7 +37,7 @@ from deepsharp.core.version import __version__
 
 __all__ = ["main"]
 
-SAMPLES = ("titanic", "digits", "resnet", "spam")
+SAMPLES = ("titanic", "digits", "resnet", "spam", "shakespeare")
 ENGINE_HELP = "light (default), testbuffer, torch:cpu, torch:cuda:N, or module:factory"
 
 
@@ -67,6 +68,13 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="at most N epochs (a shorter run than the sample's; default: the sample's)",
+    )
+    sample.add_argument(
+        "--steps",
+        type=_at_least_one,
+        default=None,
+        metavar="N",
+        help="N training steps, for a sample counted in steps (shakespeare: 3000)",
     )
     sample.add_argument(
         "--plot", metavar="FILE", help="draw the training curves into FILE (matplotlib)"
@@ -264,6 +272,13 @@ def _sample(arguments: argparse.Namespace) -> int:
     module: Any = import_module(f"deepsharp.core.samples.{arguments.name}")
     engine = _engine(arguments.engine)
     extra = {} if arguments.epochs is None else {"epochs": arguments.epochs}
+    if arguments.steps is not None:
+        if "steps" not in inspect.signature(module.run).parameters:
+            raise CommandError(
+                f"--steps is for a sample counted in steps (shakespeare); {arguments.name} is "
+                "counted in epochs: use --epochs N"
+            )
+        extra["steps"] = arguments.steps
     run = module.run(engine=engine, seed=arguments.seed, progress=arguments.progress, **extra)
     print(run.report)
     if arguments.save:

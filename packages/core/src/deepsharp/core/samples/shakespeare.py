@@ -156,11 +156,12 @@ def run(
     steps: int = STEPS,
     resume_from: str | os.PathLike[str] | None = None,
     prompt: str = "ROMEO:",
+    characters: int = 300,
     **options: Any,
 ) -> Run:
     """Train the sample for `steps` steps (whole epochs of STEPS_AN_EPOCH, the last one shorter
     where they do not divide) on `engine`, judge each epoch by the validation loss, and end the
-    report with 300 characters generated from `prompt`."""
+    report with `characters` characters generated from `prompt`."""
     epochs = max(1, math.ceil(steps / STEPS_AN_EPOCH))
     steps_an_epoch = min(steps, STEPS_AN_EPOCH)
     settings = {"epochs": epochs, "patience": epochs, "batch_size": BATCH, **options}
@@ -173,7 +174,7 @@ def run(
         FitOptions(seed=seed, engine=engine, **settings),
         resume_from=resume_from,
     )
-    written = result.trained.generate(prompt, 300, temperature=0.8, seed=seed, engine=engine)
+    written = result.trained.generate(prompt, characters, temperature=0.8, seed=seed, engine=engine)
     result.report.notes.append(f"{steps_an_epoch * result.report.epochs_run} steps; generated:")
     result.report.notes.append(written)
     return result
