@@ -46,6 +46,10 @@ REPORTS = ROOT / "docs" / "contracts"
 DIST = ROOT / "dist"  # the wheels and sdists `nox -s wheels` builds (git-ignored)
 PUBLISH = "--publish"
 ONNX = ("onnx", "onnxruntime")  # the extra deepsharp[onnx]: export, and the onnx engine
+# Two pytest workers on CI's two cores: one BLAS thread each. At the default (a thread a core
+# each) four threads spin over two cores, and a product of 32 rows takes milliseconds, not
+# microseconds (a short transformer run took 6x as long).
+ONE_THREAD_EACH = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _ci_module(name: str) -> ModuleType:
@@ -131,6 +135,7 @@ def tests(session: nox.Session) -> None:
         "packages/core/tests",
         "packages/engine-testbuffer/tests",
         *posargs,
+        env=ONE_THREAD_EACH,
     )
     if once:
         # Not in parallel: its two long fixtures run the whole suite on a sound engine, once.
@@ -165,6 +170,7 @@ def oldest(session: nox.Session) -> None:
         "-k",
         "not docs",
         *session.posargs,
+        env=ONE_THREAD_EACH,
     )
 
 
