@@ -341,7 +341,18 @@ def samples(session: nox.Session) -> None:
     session.run("deepsharp", "sample", "titanic")
     session.run("deepsharp", "sample", "digits")
     session.run("deepsharp", "sample", "spam", "--epochs", "1")  # a short run: 5-10 s
+    session.run("deepsharp", "sample", "resnet", "--epochs", "1")  # the full runs: nox -s figures
+    session.run("deepsharp", "sample", "shakespeare", "--steps", "10", "--engine", "light:float32")
     session.run("deepsharp", "doctor")
+
+
+@nox.session(python=TORCH_PYTHON, default=False)
+def figures(session: nox.Session) -> None:
+    """The samples' full runs held to their published figures (ci/sample_figures.py: the
+    residual sample and spam on light and torch:cpu, Shakespeare's 3,000 steps on torch:cpu;
+    about 20 minutes on 2 cores). `nox -s figures -- resnet:light` runs one."""
+    session.install(*CONSTRAINTS, "torch", CORE, TORCH)
+    session.run("python", "ci/sample_figures.py", *session.posargs, env=ONE_THREAD_EACH)
 
 
 @nox.session(python=TORCH_PYTHON, default=False)
