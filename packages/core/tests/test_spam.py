@@ -119,3 +119,15 @@ def test_deepsharp_predict_reads_a_csv_of_messages(
     assert lines[0] == "label" and len(lines) == 4
     chances = [float(line) for line in lines[1:]]
     assert chances[0] > 0.5 > chances[1]
+
+
+def test_a_short_run_is_the_same_run_again_and_resumes_bit_for_bit(tmp_path: Path) -> None:
+    whole = spam.run(epochs=2, patience=50, progress=False)
+    again = spam.run(epochs=2, patience=50, progress=False)
+    spam.run(epochs=1, patience=50, progress=False, checkpoint_dir=tmp_path)
+    resumed = spam.run(epochs=2, patience=50, progress=False, resume_from=tmp_path)
+    kept, _ = whole.trained.network.values()
+    for run in (again, resumed):
+        slots, _ = run.trained.network.values()
+        assert all(slots[name].tobytes() == kept[name].tobytes() for name in kept)
+        assert run.report.notes[-1] == whole.report.notes[-1]  # the confusion counts

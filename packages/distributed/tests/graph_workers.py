@@ -104,3 +104,12 @@ def shakespeare_run(spec: str) -> dict[str, Any]:
     job = DataParallel().join()
     job.check_agree("the generated text", run.report.notes[-1].encode())
     return {**figures(run, job), "text": run.report.notes[-1]}
+
+
+def spam_run(spec: str) -> dict[str, Any]:
+    """The spam sample (an Embedding and an LSTM on word ids), one epoch, on every process of
+    the job: the same slots on each."""
+    from deepsharp.core.samples import spam
+
+    run = spam.run(engine=spec, epochs=1, progress=False, distributed=DataParallel())
+    return {**figures(run, DataParallel().join()), "counts": run.report.notes[-1]}

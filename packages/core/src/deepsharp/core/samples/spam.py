@@ -11,6 +11,7 @@ spam. The messages are split by the run's seed into training, validation and tes
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -76,10 +77,15 @@ def confusion(trained: Any, messages: list[dict[str, str]], engine: Any = None) 
     }
 
 
-def run(engine: Engine | str | None = None, seed: int = 42, **options: Any) -> Run:
+def run(
+    engine: Engine | str | None = None,
+    seed: int = 42,
+    resume_from: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> Run:
     """Train the sample on `engine` (the light engine when none is named) and measure it on the
-    test messages; `options` are FitOptions' (patience 3 unless given). Its report ends with
-    the test messages' confusion counts."""
+    test messages; `options` are FitOptions' (patience 3 unless given), `resume_from` fit's.
+    Its report ends with the test messages' confusion counts."""
     messages = rows()
     options.setdefault("patience", 3)  # the validation loss turns up after three or four epochs
     result = fit(
@@ -89,6 +95,7 @@ def run(engine: Engine | str | None = None, seed: int = 42, **options: Any) -> R
         BinaryCrossEntropy(),
         Adam(0.003),
         FitOptions(seed=seed, engine=engine, **options),
+        resume_from=resume_from,
     )
     _, _, test = Rows(messages).parts(pipeline(), Streams(seed))  # as the run cut them
     tests = [messages[int(i)] for i in test]
