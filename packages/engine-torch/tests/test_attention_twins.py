@@ -29,7 +29,7 @@ from deepsharp.core.nn.layer import Pass
 from deepsharp.core.random import Generator
 
 N, L, D, HEADS = 3, 5, 8, 2
-ENGINES = ["light", "torch:cpu"]
+ENGINES = ["light", "torch:cpu"] + (["torch:cuda:0"] if torch.cuda.is_available() else [])
 
 
 def _worst(got: np.ndarray, ref: np.ndarray) -> float:

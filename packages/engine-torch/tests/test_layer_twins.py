@@ -153,11 +153,14 @@ def _case(name: str, seed: int = 0) -> tuple[Layer, list[np.ndarray], dict[str, 
     return factory(), xs, slots
 
 
+CARD = ["torch:cuda:0", "torch:cuda:0:strict"] if torch.cuda.is_available() else []
+
+
 def _worst(got: np.ndarray, ref: np.ndarray) -> float:
     return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
 
 
-@pytest.mark.parametrize("spec", ["light", "torch:cpu", "torch:cpu:strict"])
+@pytest.mark.parametrize("spec", ["light", "torch:cpu", "torch:cpu:strict", *CARD])
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_layer_gives_what_its_pytorch_twin_gives(spec: str, name: str) -> None:
     layer, xs, slots = _case(name)
