@@ -326,9 +326,10 @@ def _optimizer(value: object) -> dict[str, Any]:
     if not _whole(steps):
         raise ValueError(f"its optimizer's step count must be a whole number, not {brief(steps)}")
     scale = record.get("rate_scale", 1.0)
-    if not _finite(scale) or scale <= 0:
+    if not _finite(scale) or not 0 < scale <= 1:
         raise ValueError(
-            f"its optimizer's rate scale must be a finite number above 0, not {brief(scale)}"
+            f"its optimizer's rate scale must be a number above 0 and at most 1 (a run's "
+            f"callbacks only lower the rate), not {brief(scale)}"
         )
     return {
         "kind": kind,
