@@ -26,6 +26,7 @@ batch (dropout masks are the whole batch's).
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +48,7 @@ from deepsharp.core.training.checks import (
     quiet,
     rows_in,
 )
+from deepsharp.core.training.compiled import CompiledSteps
 from deepsharp.core.training.hooks import Share, StepHook
 from deepsharp.core.training.scaling import (
     LossScale,
@@ -76,6 +78,9 @@ class Trainer:
     mixed_float16, none otherwise; "dynamic"; a number; a `LossScale`; None) scales the loss for
     the way back (`deepsharp.core.training.scaling`); `trainer.loss_scale` is the scale in use
     (None without). `accumulate`: how many parts a step's rows are taken in, one update for all.
+    `compile` (True by default): each kind of batch's forward pass and way back is traced once and
+    replayed as a flat plan after (`deepsharp.core.training.compiled`), with the same bits;
+    False runs every step as recorded.
     """
 
     def __init__(
@@ -89,6 +94,7 @@ class Trainer:
         hooks: Sequence[StepHook] = (),
         loss_scale: LossScaleSetting = "auto",
         accumulate: int = 1,
+        compile: bool = True,
     ) -> None:
         check_parts(network, loss, optimizer, "Trainer")
         loss.check_network(network)
@@ -123,6 +129,11 @@ class Trainer:
         """How a pass's statistics of the batch are summed over processes, in rank order (a
         data-parallel run sets it, and `processes`; None: this process's rows are the batch)."""
         self.processes = 1
+        self.compiled = CompiledSteps(compile)
+        """The step's plans (`deepsharp.core.training.compiled`): what ran, and why a step could
+        not be compiled."""
+        self.step_share: Share | None = None
+        """Where the rows of the step whose hooks run lie in the whole batch (None: all of it)."""
         self._value: Tensor | None = None  # the step's loss, while its hooks run
         self._value_read: float | None = None  # the loss, where a hook's read brought it back
         self.skipped_steps = 0
@@ -257,7 +268,7 @@ class Trainer:
                 if weights is not None:
                     w = Tensor.put(engine, checked_weights(weights, rows, "the batch's weights"))
                 value, grads = self._way_back(xs, y, w, share, dropout)
-            self._value = value
+            self._value, self.step_share = value, share
             try:
                 for hook in self.hooks:
                     assert grads is not None
@@ -266,7 +277,7 @@ class Trainer:
                         self.skipped_steps += 1
                         return value
             finally:
-                self._value = None
+                self._value, self.step_share = None, None
             assert grads is not None
             self.update(grads)
         return value
@@ -286,6 +297,7 @@ class Trainer:
         first, _, total = share if share is not None else (0, rows, rows)
         value: Tensor | None = None
         summed: list[Handle] | None = None
+        self.compiled.begin()
         for start, stop in parts:
             if len(parts) == 1:
                 part_xs, part_y, part_w, where, masks = xs, y, w, share, dropout
@@ -295,21 +307,43 @@ class Trainer:
                 part_w = None if w is None else _rows(w, start, stop)
                 where = (first + start, first + stop, total)
                 masks = copy.copy(dropout)  # each part draws its rows' places of the same draw
-            context = Pass(self.engine, True, masks, where, self.reducer)
-            with Recording(self._slots) as recording:
-                outputs = self.network.forward(part_xs, self.held.bound, context)
-                loss = self._loss(outputs, part_y, part_w)
-                objective = loss
-                for hook in self.hooks:
-                    objective = hook.objective(self, objective, share)
-                grads = recording.gradients(objective, self._slots)
-                self.rules_applied += recording.rules_applied
+            loss, grads = self.compiled.part(
+                self,
+                [*part_xs, part_y, part_w],
+                masks,
+                where,
+                functools.partial(self._recorded, part_xs, part_y, part_w, where, masks, share),
+            )
             if len(parts) == 1:
+                self.compiled.end()
                 return loss, grads
             weight = (stop - start) / rows
             value, summed = _added(self.engine, value, summed, loss, grads, weight)
+        self.compiled.end()
         assert value is not None and summed is not None
         return value, summed
+
+    def _recorded(
+        self,
+        xs: list[Tensor],
+        y: Tensor,
+        w: Tensor | None,
+        where: Share | None,
+        masks: Generator,
+        share: Share | None,
+    ) -> tuple[Tensor, list[Handle]]:
+        """A part of a step as recorded: the forward pass, the loss, the hooks' objective and
+        the way back towards the slots."""
+        context = Pass(self.engine, True, masks, where, self.reducer)
+        with Recording(self._slots) as recording:
+            outputs = self.network.forward(xs, self.held.bound, context)
+            loss = self._loss(outputs, y, w)
+            objective = loss
+            for hook in self.hooks:
+                objective = hook.objective(self, objective, share)
+            grads = recording.gradients(objective, self._slots)
+            self.rules_applied += recording.rules_applied
+        return loss, grads
 
     def _loss(self, outputs: Tensor, targets: Tensor, weights: Tensor | None) -> Tensor:
         if weights is None:
@@ -443,6 +477,7 @@ class Trainer:
         memory. A closed trainer takes no more steps (StateError); closing it again does
         nothing."""
         self.network.release()
+        self.compiled.clear()
         self._held = None
         self._slots = []
         self.closed = True
