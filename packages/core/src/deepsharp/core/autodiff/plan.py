@@ -300,7 +300,7 @@ def _written(value: Any) -> str:
 class Plan:
     """A pass's engine calls as one flat function of its inputs (`source` shows it): `plan(*inputs)`
     makes them again and gives back the pass's outputs. `calls`: how many engine calls (and
-    host steps) a replay makes."""
+    host steps) a replay makes; `hosts`: how many of them are host steps."""
 
     def __init__(self, engine: Engine, watch: _Watch, returned: Any) -> None:
         kept = {_root(ref.name) for ref in _refs(returned)}
@@ -331,6 +331,7 @@ class Plan:
         lines.append(f"    return {_written(returned)}")
         self.source = "\n".join(lines)
         self.calls = len(watch.calls) - len(folded)
+        self.hosts = watch.hosts
         namespace: dict[str, Any] = {"engine": engine, "float": float, **watch.functions}
         namespace.update({f"c{i}": value for i, value in enumerate(watch.constants)})
         namespace.update({f"v{i}": watch.results[i] for i in map(_number, folded)})

@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from deepsharp.core.autodiff.plan import Plan, capture
 from deepsharp.core.autodiff.tensor import Tensor
-from deepsharp.core.engine import Handle
+from deepsharp.core.engine import Engine, Handle
+from deepsharp.core.nn.layer import Layer
 from deepsharp.core.random import Generator
 from deepsharp.core.training.hooks import StepHook
 
@@ -76,7 +77,7 @@ class CompiledSteps:
         if not isinstance(enabled, bool):
             raise TypeError(f"compile is True or False, not {enabled!r}")
         self.enabled = enabled
-        self.plans: OrderedDict[Hashable, tuple[Plan, int] | None] = OrderedDict()
+        self.plans: OrderedDict[Hashable, _Found | None] = OrderedDict()
         self.why: list[str] = []
         self.replayed = 0
         self.recorded = 0
@@ -121,9 +122,13 @@ class CompiledSteps:
             found = self.plans[key]
             self.plans.move_to_end(key)
             if found is not None:
-                plan, rules = found
-                loss, grads = plan(*handles)
-                trainer.rules_applied += rules
+                if found.graphed is None:
+                    self._graph(engine, found, handles)
+                run = found.graphed or found.plan
+                loss, grads = run(*handles)
+                if found.graphed:  # the graph's outputs are its own: the next replay rewrites them
+                    loss = engine.copy(loss)
+                trainer.rules_applied += found.rules
                 return Tensor(loss, (), engine), list(grads)
             self._whole = False
             return recorded()
@@ -131,25 +136,48 @@ class CompiledSteps:
         before = trainer.rules_applied
         held = trainer.held
         fixed = [*held.kept, *(h for kind in held.state.memory.values() for h in kind)]
+        layers = _every_layer(trainer.network.layers)
+        attributes = [dict(vars(layer)) for layer in layers]
         captured = capture(
             engine, recorded, handles, fixed, lambda part: (part[0].handle, part[1])
         )
-        if captured.plan is None:
-            self._because(str(captured.why))
+        why = captured.why or _changed(layers, attributes)
+        if captured.plan is None or why is not None:
+            self._because(str(why))
             self.plans[key] = None
         else:
-            self.plans[key] = (captured.plan, trainer.rules_applied - before)
+            self.plans[key] = _Found(captured.plan, trainer.rules_applied - before)
             self.made += 1
         while len(self.plans) > KEPT:
             self.plans.popitem(last=False)
         result: Part = captured.result
         return result
 
+    def _graph(self, engine: Engine, found: _Found, handles: Sequence[Any]) -> None:
+        """Where the engine offers it (`graph_plan`: a card's CUDA graphs), the plan captured
+        as one launch, once it has run as a plan; said why not where it cannot be."""
+        found.graphed = False
+        graph_plan = getattr(engine, "graph_plan", None)
+        if graph_plan is None:
+            return
+        if found.plan.hosts:
+            self._because(
+                "a plan with host steps (dropout masks, a sum over processes) runs as a plan, "
+                "not as one CUDA graph: its host work comes between its launches"
+            )
+            return
+        try:
+            graphed = graph_plan(found.plan, handles)
+        except Exception as error:  # the engine's capture refused: the plan runs as it is
+            self._because(f"the plan could not be captured as a CUDA graph ({error!r})")
+            return
+        found.graphed = graphed or False
+
     def _key(
         self, trainer: Trainer, inputs: Sequence[Tensor | None], share: tuple[int, int, int] | None
     ) -> Hashable | None:
         """What a batch's plan depends on, or None (and why) where a hook's objective cannot say."""
-        read = []
+        key: list[Hashable] = [share]
         for hook in trainer.hooks:
             if _changes_objective(hook) and type(hook).objective_key is StepHook.objective_key:
                 self._because(
@@ -157,9 +185,13 @@ class CompiledSteps:
                     "what it reads (StepHook.objective_key): its steps ran as recorded"
                 )
                 return None
-            read.append(hook.objective_key())
-        shapes = tuple(None if t is None else (t.shape, t.dtype) for t in inputs)
-        return (shapes, share, tuple(read))
+            key.append(hook.objective_key())
+        for tensor in inputs:
+            if tensor is None:
+                key.append(None)
+            else:
+                key += (tensor.shape, tensor.dtype)
+        return tuple(key)
 
     def _because(self, why: str) -> None:
         if why not in self.why:
@@ -168,6 +200,45 @@ class CompiledSteps:
     def summary(self) -> str:
         """What ran, in a line or a few."""
         return "\n".join(self.record().lines())
+
+
+class _Found:
+    """A plan of one kind of batch: the rules its trace applied, and its graph where the engine
+    captured one (None: not tried yet; False: none)."""
+
+    __slots__ = ("graphed", "plan", "rules")
+
+    def __init__(self, plan: Plan, rules: int) -> None:
+        self.plan = plan
+        self.rules = rules
+        self.graphed: Callable[..., Any] | Literal[False] | None = None
+
+
+def _every_layer(layers: Sequence[Layer]) -> list[Layer]:
+    """The layers and, within each, the layers it is built of."""
+    found: list[Layer] = []
+    for layer in layers:
+        found.append(layer)
+        found.extend(_every_layer(list(layer.parts.values())))
+    return found
+
+
+def _changed(layers: Sequence[Layer], before: Sequence[dict[str, Any]]) -> str | None:
+    """Why a pass cannot be replayed where a layer's forward set an attribute of its own (a
+    count of its passes, a tensor it keeps): a replay runs no forward, so it would not."""
+    for layer, was in zip(layers, before):
+        now = vars(layer)
+        for name in [*was, *(n for n in now if n not in was)]:
+            if was.get(name, _GONE) is not now.get(name, _GONE):
+                return (
+                    f"layer {layer.name or layer.label!r} ({type(layer).__name__}) sets its "
+                    f"attribute {name!r} in its forward pass: a replay runs no forward, so its "
+                    "steps ran as recorded (a layer's forward reads its inputs, slots and buffers)"
+                )
+    return None
+
+
+_GONE = object()
 
 
 def _changes_objective(hook: StepHook) -> bool:

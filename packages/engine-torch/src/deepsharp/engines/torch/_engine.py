@@ -451,6 +451,31 @@ class TorchEngine:
         if slots:
             torch._foreach_mul_(list(slots), factor)
 
+    # --- a compiled step's plan as one launch (deepsharp.core.training.compiled) ---------------
+    def graph_plan(self, plan: Any, inputs: Sequence[Any]) -> Any:
+        """On a card: `plan` (a compiled step's pass, this engine's calls on `inputs`, already
+        run once as it is) captured as one CUDA graph. The function returned copies its inputs
+        into the graph's own and replays it — every kernel of the pass in one launch, the same
+        kernels on the same values, so the same bits — and gives back the graph's outputs
+        (rewritten by its next replay). None on the processor, where there is no graph."""
+        if not self._cuda:
+            return None
+        static = [x.clone() if isinstance(x, TorchTensor) else x for x in inputs]
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.device(self._device):
+            torch.cuda.synchronize()
+            with torch.cuda.graph(graph):  # captured on a side stream: nothing runs yet
+                outputs = plan(*static)
+
+        def replay(*given: Any) -> Any:
+            for mine, theirs in zip(static, given):
+                if isinstance(mine, TorchTensor):
+                    mine.copy_(theirs)
+            graph.replay()
+            return outputs
+
+        return replay
+
     # --- moves -----------------------------------------------------------------------------
     def copy(self, x: Tensor) -> Tensor:
         return x.clone(memory_format=torch.contiguous_format)
