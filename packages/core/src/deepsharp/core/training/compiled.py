@@ -154,11 +154,12 @@ class CompiledSteps:
         return result
 
     def _graph(self, engine: Engine, found: _Found, handles: Sequence[Any]) -> None:
-        """Where the engine offers it (`graph_plan`: a card's CUDA graphs), the plan captured
-        as one launch, once it has run as a plan; said why not where it cannot be."""
+        """Where the engine captures plans as graphs (`engine.graphs`, `engine.graph_plan`: a
+        card's CUDA graphs), the plan captured as one launch once it has run as a plan; said
+        why not where it cannot be."""
         found.graphed = False
         graph_plan = getattr(engine, "graph_plan", None)
-        if graph_plan is None:
+        if graph_plan is None or not getattr(engine, "graphs", False):
             return
         if found.plan.hosts:
             self._because(

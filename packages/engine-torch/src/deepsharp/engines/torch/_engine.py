@@ -452,6 +452,11 @@ class TorchEngine:
             torch._foreach_mul_(list(slots), factor)
 
     # --- a compiled step's plan as one launch (deepsharp.core.training.compiled) ---------------
+    @property
+    def graphs(self) -> bool:
+        """Whether a compiled step's plan is captured as one graph (`graph_plan`): on a card."""
+        return bool(self._cuda)
+
     def graph_plan(self, plan: Any, inputs: Sequence[Any]) -> Any:
         """On a card: `plan` (a compiled step's pass, this engine's calls on `inputs`, already
         run once as it is) captured as one CUDA graph. The function returned copies its inputs
