@@ -40,7 +40,7 @@ __all__ = ["Captured", "Plan", "capture", "on_host"]
 QUERIES = frozenset({"shape", "identity", "counters"})
 """What a pass asks an engine without making a call a plan keeps (shapes are the plan's key)."""
 
-TRANSFERS = frozenset({"get", "put"})
+TRANSFERS = frozenset({"get", "put", "put_checked"})
 """Transfers: a pass that makes one outside a host step depends on values a plan cannot know."""
 
 _LITERALS = (bool, int, str, type(None))

@@ -319,7 +319,7 @@ def _epoch(
         if shadow is not None:
             shadow.before_step(trainer, batch.features, batch.targets, epoch, step)
         weights = _weights(run.class_weights, batch)
-        value = trainer.step(batch.features, batch.targets, batch.share, weights)
+        value = trainer.step(batch.features, batch.targets, batch.share, weights, owned=True)
         if not distribution.all_finite(value):
             _diverged(run, f"the loss turned {value} at epoch {epoch}, step {step}")
         sums.add(value, len(batch))

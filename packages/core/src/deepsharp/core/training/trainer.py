@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.autodiff.tensor import Recording, Tensor
-from deepsharp.core.engine import Engine, Handle, make_engine
+from deepsharp.core.engine import Engine, Handle, fused, make_engine
 from deepsharp.core.errors import ConfigurationError, DataError, StateError
 from deepsharp.core.nn.layer import Pass
 from deepsharp.core.nn.losses import Loss
@@ -210,12 +210,14 @@ class Trainer:
         targets: Any,
         share: Share | None = None,
         weights: Any = None,
+        owned: bool = False,
     ) -> float:
         """One step: forward, the way back towards the slots, the hooks, the optimizer's update.
         The loss (of these rows: a process's own, under a distributed run). `weights`: one
         number a row (None: every row weighs 1), weighting the loss as Keras does — the mean
-        over the rows of weight·loss."""
-        value = self.step_tensor(features, targets, share, weights)
+        over the rows of weight·loss. `owned`: the features' arrays are handed over (the loop's
+        own batches): an engine may take them as they are, without a copy."""
+        value = self.step_tensor(features, targets, share, weights, owned)
         if self._value_read is not None:  # a hook's read brought it back already
             return self._value_read
         return float(self.engine.get(value.handle))
@@ -226,6 +228,7 @@ class Trainer:
         targets: Any,
         share: Share | None = None,
         weights: Any = None,
+        owned: bool = False,
     ) -> Tensor:
         """A step whose loss stays on the engine (the caller reads it when it chooses).
 
@@ -236,9 +239,11 @@ class Trainer:
         # stops a run whose loss is not finite, naming epoch and step): NumPy need not warn.
         # One context for the whole step: each costs a few microseconds.
         with quiet():
-            return self._step(features, targets, share, weights)
+            return self._step(features, targets, share, weights, owned)
 
-    def _step(self, features: Any, targets: Any, share: Share | None, weights: Any) -> Tensor:
+    def _step(
+        self, features: Any, targets: Any, share: Share | None, weights: Any, owned: bool
+    ) -> Tensor:
         self._check_open("step")
         self._value_read = None
         if share is not None and share[2] < self.processes and self.network.whole_batch:
@@ -248,7 +253,7 @@ class Trainer:
                 "rows: give batches of at least as many rows as processes (batch_size, and rows "
                 "that leave a last batch as large, or drop a few rows)"
             )
-        arranged = self._arranged(features, empty=share is not None and share[2] > 0)
+        arranged = self._arranged(features, empty=share is not None and share[2] > 0, finite=False)
         engine = self.engine
         # Every step, rows or none, takes its own key: masks stay in step across processes.
         dropout = self.streams.dropout.next_key()
@@ -262,7 +267,7 @@ class Trainer:
                 wanted = self.loss.targets(targets, self.network.outputs)
                 if len(wanted) != rows:
                     raise DataError(f"{rows} rows of features but {len(wanted)} targets")
-                xs = [Tensor.put(engine, a) for a in arranged]
+                xs = self._put_features(features, arranged, owned)
                 y = Tensor.put(engine, wanted)
                 w = None
                 if weights is not None:
@@ -350,12 +355,31 @@ class Trainer:
             return self.loss.value(outputs, targets)
         return self.loss.value(outputs, targets, weights)
 
-    def _arranged(self, features: Any, empty: bool = False) -> Features:
-        """The batch's features as the network takes them (checked); the network built and bound
-        for their rows where it is not yet."""
+    def _put_features(self, features: Any, arranged: Features, owned: bool) -> list[Tensor]:
+        """The batch's features on the engine, each float input checked finite as it is put
+        (`fused.put_checked`: one pass in libtorch); an array the trainer made (a conversion)
+        or was handed over (`owned`) may be taken as it is. A value that is not finite is
+        refused as `Network.arrange` refuses it, naming its row and feature."""
+        engine, given = self.engine, _arrays_in(features)
+        xs = []
+        for array in arranged:
+            if array.dtype.kind != "f":
+                xs.append(Tensor.put(engine, array))
+                continue
+            mine = owned or id(array) not in given
+            handle, finite = fused.put_checked(engine, array, owned=mine)
+            if not finite:
+                self.network.arrange(features, "the batch")  # raises, saying where
+            xs.append(Tensor(handle, array.shape, engine))
+        return xs
+
+    def _arranged(self, features: Any, empty: bool = False, finite: bool = True) -> Features:
+        """The batch's features as the network takes them (checked; whether they are finite
+        left to the put where `finite` is False); the network built and bound for their rows
+        where it is not yet."""
         network = self.network
         if self._held is not None and not empty:
-            return network.arrange(features, "the batch")
+            return network.arrange(features, "the batch", finite=finite)
         if not network.built and len(network.input_specs) == 1:
             rows = features[0] if in_order(features) else features
             first = checked_rows(rows, "the batch", empty)
@@ -369,7 +393,7 @@ class Trainer:
                 )
                 for spec in network.input_specs
             )
-        return network.arrange(features, "the batch")
+        return network.arrange(features, "the batch", finite=finite)
 
     def read(self, handle: Handle) -> float:
         """A number a hook needs on the host to decide on this step (one value on the engine),
@@ -489,6 +513,16 @@ class Trainer:
                 "with block brought its slots back and let go of its optimizer's memory); make "
                 "a new Trainer(network, loss, optimizer, ...) to train the network further"
             )
+
+
+def _arrays_in(features: Any) -> set[int]:
+    """The identities of the arrays a caller handed in as a batch's features (one, a list or
+    tuple, or a dict's values): what the trainer did not make."""
+    if isinstance(features, Mapping):
+        return {id(value) for value in features.values()}
+    if isinstance(features, (list, tuple)):
+        return {id(value) for value in features}
+    return {id(features)}
 
 
 def parts_of(rows: int, count: int) -> list[tuple[int, int]]:
