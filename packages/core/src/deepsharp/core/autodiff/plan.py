@@ -303,12 +303,12 @@ class Plan:
     host steps) a replay makes; `hosts`: how many of them are host steps."""
 
     def __init__(self, engine: Engine, watch: _Watch, returned: Any) -> None:
+        folded = _folded(watch.calls, {_root(ref.name) for ref in _refs(returned)})
+        steps, alias = _shared(watch.calls, folded)
+        returned = _renamed(returned, alias)
         kept = {_root(ref.name) for ref in _refs(returned)}
-        folded = _folded(watch.calls, kept)
         last: dict[str, int] = {}
-        for index, (out, _, args, kw) in enumerate(watch.calls):
-            if out in folded:
-                continue
+        for index, (_, _, args, kw) in enumerate(steps):
             for ref in _refs((args, tuple(kw.values()))):
                 last[_root(ref.name)] = index
         freed: dict[int, list[str]] = {}
@@ -317,9 +317,7 @@ class Plan:
                 freed.setdefault(at, []).append(name)
         inputs = len([key for key in watch.names.values() if key.startswith("i")])
         lines = [f"def plan({', '.join(f'i{i}' for i in range(inputs))}):"]
-        for index, (out, function, args, kw) in enumerate(watch.calls):
-            if out in folded:
-                continue
+        for index, (out, function, args, kw) in enumerate(steps):
             written = [_written(arg) for arg in args]
             written += [f"{key}={_written(value)}" for key, value in kw.items()]
             call = f"{function}({', '.join(written)})"
@@ -330,7 +328,7 @@ class Plan:
                 lines.append(f"    del {', '.join(sorted(gone, key=lambda n: int(n[1:])))}")
         lines.append(f"    return {_written(returned)}")
         self.source = "\n".join(lines)
-        self.calls = len(watch.calls) - len(folded)
+        self.calls = len(steps)
         self.hosts = watch.hosts
         namespace: dict[str, Any] = {"engine": engine, "float": float, **watch.functions}
         namespace.update({f"c{i}": value for i, value in enumerate(watch.constants)})
@@ -358,6 +356,53 @@ def _folded(calls: Sequence[tuple[str, str, tuple[Any, ...], dict[str, Any]]], k
         if all(_root(ref.name) in folded for ref in refs):
             folded.add(out)
     return folded - kept
+
+
+Call = tuple[str, str, tuple[Any, ...], dict[str, Any]]
+
+
+def _shared(calls: Sequence[Call], folded: set[str]) -> tuple[list[Call], dict[str, str]]:
+    """The calls a replay makes, and which outputs are another's: a call made again on the same
+    arguments (the way back of x·x sends x·g twice) gives the same bits, so its first output
+    stands for it. Not across an update in place or a host step, which may change what the
+    arguments hold; never an update or a host step itself."""
+    made: list[Call] = []
+    alias: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    changed = {  # what an update in place writes into: never shared
+        _root(ref.name)
+        for _, function, args, kw in calls
+        if function in IN_PLACE
+        for ref in _refs((args, tuple(kw.values())))
+    }
+    for out, function, args, kw in calls:
+        if out in folded:
+            continue
+        args = _renamed(args, alias)
+        kw = {key: _renamed(value, alias) for key, value in kw.items()}
+        if function.startswith("host") or function in IN_PLACE:
+            seen.clear()
+            made.append((out, function, args, kw))
+            continue
+        written = f"{function}({_written(args)}, {_written(tuple(kw.items()))})"
+        earlier = seen.get(written)
+        if earlier is not None and out not in changed:
+            alias[out] = earlier
+            continue
+        if out not in changed:
+            seen[written] = out
+        made.append((out, function, args, kw))
+    return made, alias
+
+
+def _renamed(value: Any, alias: dict[str, str]) -> Any:
+    """An argument with each reference to a shared output put as the output standing for it."""
+    if isinstance(value, Ref):
+        root = _root(value.name)
+        return Ref(alias[root] + value.name[len(root) :]) if root in alias else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_renamed(item, alias) for item in value)
+    return value
 
 
 def _number(name: str) -> int:
