@@ -7,6 +7,7 @@ master weights and `torch.optim.Adam`).
 - the convolution steps of the seed workloads (32 images x 8 filters, 256 x 32): Conv 3x3, ReLU,
   Flatten, Dense 10, cross entropy, Adam (`workloads.conv_step`);
 - the Titanic step (`workloads.titanic_step`);
+- the transformer block and the LSTM step (`workloads.block_step`, `workloads.lstm_step`);
 - serving: the dense network's predictions for 4,096 rows, without recording.
 
 Every step takes fresh copies of its rows, as the seed workloads do. `MIXED` holds them as
@@ -25,12 +26,18 @@ import numpy as np
 
 from deepsharp.core import Adam, CrossEntropy, Dense, Network, Relu, Trainer
 from workloads import (
+    BLOCK,
     CONV,
+    RECURRENT,
     Step,
     Workload,
+    block_step,
     conv_step,
+    lstm_step,
     titanic_step,
+    torch_block_step,
     torch_conv_step,
+    torch_lstm_step,
     torch_step,
     torch_titanic_step,
 )
@@ -186,6 +193,20 @@ MIXED = [
         rounds=7,
     ),
     mixed(
+        "mixed-transformer",
+        BLOCK,
+        block_step,
+        lambda autocast: torch_block_step(autocast=autocast),
+        rounds=5,
+    ),
+    mixed(
+        "mixed-lstm",
+        RECURRENT,
+        lstm_step,
+        lambda autocast: torch_lstm_step(autocast=autocast),
+        rounds=5,
+    ),
+    mixed(
         "mixed-serving-4096",
         "Serving the dense network: 4,096 rows' predictions, no recording",
         dense_serving,
@@ -194,4 +215,5 @@ MIXED = [
     ),
 ]
 """Mixed precision on the processor, in the order the docs give them: the two steps the goals
-are set on (dense, the 256 × 32 convolution), the small steps, serving."""
+are set on (dense, the 256 × 32 convolution), the small steps, the transformer block and the
+LSTM step (issue 20: timed beside autocast), serving."""

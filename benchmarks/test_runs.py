@@ -14,7 +14,7 @@ from bench_support import busy, interleaved, record
 from deepsharp.core.samples import titanic
 
 SAMPLE_SECONDS = 3.0  # issue 3: the whole sample run within 3 s on 2 cores
-ROWS_PER_SECOND = 1_000_000  # issue 12: serving Titanic rows on light at 1,000,000 a second
+ROWS_PER_SECOND = 2_000_000  # issue 23: serving Titanic rows on light at 2,000,000 a second (issue 12: 1 M)
 ROWS_PER_SECOND_GUARD = 700_000  # measured 1.2-1.4 M on a shared machine: below is a regression
 SERVED = 100_000
 ROUNDS = 7
@@ -28,7 +28,7 @@ def test_the_titanic_sample_runs_within_3_seconds() -> None:
     assert seconds <= SAMPLE_SECONDS
 
 
-def test_serving_a_million_titanic_rows_a_second() -> None:
+def test_serving_two_million_titanic_rows_a_second() -> None:
     trained = titanic.run(progress=False).trained
     rows = titanic.rows()
     many = [dict(rows[i % len(rows)]) for i in range(SERVED)]

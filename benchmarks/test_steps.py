@@ -1,12 +1,16 @@
-"""Training steps on every engine present, beside plain PyTorch eager: the ratios asserted.
+"""Training steps on every engine present, beside plain PyTorch eager and torch.compile: the
+ratios asserted.
 
-Each seed workload (workloads.SEED) is timed once, every engine and the peer in the same
-interleaved rounds (bench_support.compare); each engine's test then reads its ratio, the median
-of its per-round ratios to the peer. Goals (issue 12): torch:cpu (its default precision,
-float32) <= 1.0x PyTorch's step on all three; light <= 0.30x on the Titanic step;
-light:float32 <= 1.0x and <= 1.5x on the two convolution steps. The other engines and
-precisions (light strict on the convolutions, torch:cpu:strict, testbuffer) are measured and
-guarded, not held to a goal: docs/performance.md states what strict costs beside float32.
+Each workload (workloads.SEED) is timed once, every engine, the peer and torch.compile in the
+same interleaved rounds (bench_support.compare); each engine's test then reads its ratio, the
+median of its per-round ratios to the peer (PyTorch eager), and its ratio to torch.compile (the
+median of its per-round times over torch.compile's, the compile kept out: its first call
+compiles, and its seconds are recorded). Goals (issue 23, the compiled step): light <= 0.20x
+and torch:cpu <= 0.50x on the Titanic step; light:float32 <= 0.75x and torch:cpu <= 0.85x on the
+32-image convolution; torch:cpu <= 0.95x and light:float32 <= 1.5x on the 256-image one;
+torch:cpu <= 1.0x on the transformer block and the LSTM step (issue 20 asked 1.2x). The other
+engines and precisions are measured and guarded, not held to a goal: docs/performance.md states
+what strict costs beside float32.
 
 A ratio over its goal but within its GUARD is an expected failure naming both figures, so the
 gap stays visible; over its guard the benchmark fails: something got slower. Guards are what
@@ -16,23 +20,26 @@ was measured on a shared 2-core machine, with room for its noise.
 from __future__ import annotations
 
 import functools
+import statistics
 from typing import Any
 
 import pytest
 
 from bench_support import busy, compare, engine_specs, record
-from workloads import SEED, Workload
+from workloads import SEED, TORCH_COMPILE, Workload
 
 pytest.importorskip("torch", reason="the peer is plain PyTorch: install torch")
 
 # (workload, engine) -> the goal: the largest ratio to the peer's step that meets it.
 LIMITS: dict[tuple[str, str], float] = {
-    ("titanic", "light"): 0.30,
-    ("titanic", "torch:cpu"): 1.0,
-    ("conv-32x8", "light:float32"): 1.0,
-    ("conv-32x8", "torch:cpu"): 1.0,
+    ("titanic", "light"): 0.20,
+    ("titanic", "torch:cpu"): 0.50,
+    ("conv-32x8", "light:float32"): 0.75,
+    ("conv-32x8", "torch:cpu"): 0.85,
     ("conv-256x32", "light:float32"): 1.5,
-    ("conv-256x32", "torch:cpu"): 1.0,
+    ("conv-256x32", "torch:cpu"): 0.95,
+    ("transformer", "torch:cpu"): 1.0,
+    ("lstm", "torch:cpu"): 1.0,
 }
 
 # (workload, engine) -> the ratio that would mean a regression: about 1.5x the quiet figures
@@ -54,6 +61,13 @@ GUARDS: dict[tuple[str, str], float] = {
     ("conv-256x32", "torch:cpu"): 1.8,
     ("conv-256x32", "torch:cpu:strict"): 4.0,
     ("conv-256x32", "testbuffer"): 60.0,
+    ("residual", "light"): 6.0,
+    ("residual", "light:float32"): 6.0,
+    ("residual", "torch:cpu"): 2.0,
+    ("transformer", "light:float32"): 12.0,
+    ("transformer", "torch:cpu"): 1.8,
+    ("lstm", "light:float32"): 12.0,
+    ("lstm", "torch:cpu"): 3.5,
 }
 
 SPECS = engine_specs()
@@ -69,10 +83,22 @@ def specs_of(workload: Workload) -> list[str]:
 def measured(name: str) -> dict[str, Any]:
     """The workload timed once on all its engines and its peer, in the same rounds; recorded."""
     workload = WORKLOADS[name]
-    sides = {spec: workload.step(spec) for spec in specs_of(workload)}
-    engines, peer = compare(sides, workload.peer(), workload.rounds)
+    sides: dict[str, Any] = {spec: workload.step(spec) for spec in specs_of(workload)}
+    others = {label: make() for label, make in workload.references.items()}
+    found, peer = compare({**sides, **others}, workload.peer(), workload.rounds)
+    engines = {spec: found[spec] for spec in sides}
+    references = {label: found[label] for label in others}
+    for label, step in others.items():
+        references[label]["compile_seconds"] = getattr(step, "compile_seconds", None)
+    compiled = references.get(TORCH_COMPILE)
     for spec, figures in engines.items():
         figures.update(goal=LIMITS.get((name, spec)), guard=GUARDS.get((name, spec)))
+        if compiled is not None:  # its time over torch.compile's, round by round where both
+            mine, theirs = figures["ratios"], compiled["ratios"]  # ran every round
+            each = [a / b for a, b in zip(mine, theirs)] if len(mine) == len(theirs) else []
+            figures["to_compiled"] = round(
+                statistics.median(each) if each else figures["ratio"] / compiled["ratio"], 3
+            )
     figures = {
         "title": workload.title,
         "order": SEED.index(workload),
@@ -81,6 +107,7 @@ def measured(name: str) -> dict[str, Any]:
         "rounds": workload.rounds,
         **{key: peer[key] for key in ("others_share_each_round", "quiet_rounds", "busy")},
         "engines": engines,
+        "references": references,
     }
     record("steps", ("steps", name), figures)
     return figures

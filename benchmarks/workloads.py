@@ -19,6 +19,7 @@ goals go in `test_steps.LIMITS` and `GUARDS`. benchmarks/README.md says how.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,21 +27,28 @@ from typing import Any
 import numpy as np
 
 from deepsharp.core import (
+    LSTM,
     Adam,
     BinaryCrossEntropy,
     Conv2D,
     CrossEntropy,
     Dense,
     Flatten,
+    Input,
+    MeanSquaredError,
     Network,
     Relu,
     Trainer,
+    TransformerBlock,
 )
 
 Step = Callable[[], object]
 
 PYTORCH = "PyTorch eager"
 """The seed workloads' peer: torch.nn and torch.optim.Adam, the same model, its default threads."""
+TORCH_COMPILE = "torch.compile"
+"""The second peer: the same PyTorch step with its model through `torch.compile` (inductor, its
+defaults), timed in the same rounds once compiled; its compile time is kept out and stated."""
 
 
 @dataclass(frozen=True)
@@ -115,39 +123,58 @@ def conv_step(engine: Any, count: int, filters: int) -> Step:
 
 
 def torch_step(
-    model: Any, loss: Any, rows: Any, targets: Any, device: str, autocast: bool = False
+    model: Any,
+    loss: Any,
+    rows: Any,
+    targets: Any,
+    device: str,
+    autocast: bool = False,
+    compiled: bool = False,
 ) -> Step:
     """Plain PyTorch eager: torch.optim.Adam, autograd, fresh copies of the rows each step;
     under `autocast` the forward pass in `torch.autocast(device, bfloat16)`, its slots float32
-    (PyTorch's own mixed precision)."""
+    (PyTorch's own mixed precision). `compiled`: the model through `torch.compile` (its
+    defaults: inductor), what a user who wants PyTorch faster reaches for; the step's first
+    call compiles (`step.compile_seconds` says how long), and is kept out of the timing."""
     import torch
 
     model = model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.001, eps=1e-7)
     kind = device.split(":")[0]
+    forward = torch.compile(model) if compiled else model
 
     def step() -> float:
         x = torch.from_numpy(rows.copy()).to(device)
         y = torch.from_numpy(targets.copy()).to(device)
         optimizer.zero_grad()
         with torch.autocast(kind, dtype=torch.bfloat16, enabled=autocast):
-            value = loss(model(x), y)
+            value = loss(forward(x), y)
         value.backward()
         optimizer.step()
         return float(value.item())
 
+    if compiled:
+        started = time.perf_counter()
+        step()  # compiles the forward pass and its way back
+        step.compile_seconds = round(time.perf_counter() - started, 2)  # type: ignore[attr-defined]
     return step
 
 
-def torch_titanic_step(rows: int = 32, device: str = "cpu", autocast: bool = False) -> Step:
+def torch_titanic_step(
+    rows: int = 32, device: str = "cpu", autocast: bool = False, compiled: bool = False
+) -> Step:
     import torch
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(14, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
-    return torch_step(model, torch.nn.BCEWithLogitsLoss(), *titanic_batch(rows), device, autocast)
+    return torch_step(
+        model, torch.nn.BCEWithLogitsLoss(), *titanic_batch(rows), device, autocast, compiled
+    )
 
 
-def torch_conv_step(count: int, filters: int, device: str = "cpu", autocast: bool = False) -> Step:
+def torch_conv_step(
+    count: int, filters: int, device: str = "cpu", autocast: bool = False, compiled: bool = False
+) -> Step:
     import torch
 
     torch.manual_seed(0)
@@ -157,7 +184,158 @@ def torch_conv_step(count: int, filters: int, device: str = "cpu", autocast: boo
         torch.nn.Flatten(),
         torch.nn.Linear(filters * 26 * 26, 10),
     )
-    return torch_step(model, torch.nn.CrossEntropyLoss(), *image_batch(count), device, autocast)
+    return torch_step(
+        model, torch.nn.CrossEntropyLoss(), *image_batch(count), device, autocast, compiled
+    )
+
+
+# --- the sequence and residual workloads (issue 20's speed, issue 23's table) -----------------
+
+RESIDUAL_IMAGES = 32
+"""The residual step's batch: the resnet sample's 1x8x8 images, its batch size."""
+TOKENS, WIDTH, HEADS, HIDDEN = 64, 128, 4, 512
+"""The transformer block's step: 32 sequences of 64 positions, 128 wide, 4 heads, 512 inner."""
+STEPS, UNITS = 50, 64
+"""The LSTM step: 32 sequences of 50 steps of 64 values, 64 units."""
+SEQUENCES = 32
+
+
+def residual_batch() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 17, (RESIDUAL_IMAGES, 1, 8, 8)).astype(np.float32) / 16.0
+    return images, rng.integers(0, 10, RESIDUAL_IMAGES)
+
+
+def block_batch() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((SEQUENCES, TOKENS, WIDTH)).astype(np.float32)
+    return x, rng.standard_normal((SEQUENCES, TOKENS * WIDTH)).astype(np.float32)
+
+
+def lstm_batch() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((SEQUENCES, STEPS, UNITS)).astype(np.float32)
+    return x, rng.integers(0, 10, SEQUENCES)
+
+
+def residual_step(engine: Any) -> Step:
+    """The resnet sample's network (stem, two residual blocks with BatchNorm, max-pool, mean,
+    ten logits), cross entropy, Adam."""
+    from deepsharp.core.samples import resnet
+
+    images, classes = residual_batch()
+    trainer = Trainer(resnet.network(), CrossEntropy(), Adam(0.001), engine=engine, seed=0)
+    return lambda: trainer.step(images.copy(), classes.copy())
+
+
+def block_step(engine: Any) -> Step:
+    """A pre-norm TransformerBlock (4 heads, 512 inner), its output against a target by the
+    squared error, Adam."""
+    x = Input((TOKENS, WIDTH))
+    network = Network(inputs=x, outputs=Flatten()(TransformerBlock(HEADS, HIDDEN)(x)))
+    rows, targets = block_batch()
+    trainer = Trainer(network, MeanSquaredError(), Adam(0.001), engine=engine, seed=0)
+    return lambda: trainer.step(rows.copy(), targets.copy())
+
+
+def lstm_step(engine: Any) -> Step:
+    """LSTM(64) over 50 steps, its last output through Dense(10), cross entropy, Adam."""
+    network = Network([LSTM(UNITS), Dense(10)], inputs=(STEPS, UNITS))
+    rows, classes = lstm_batch()
+    trainer = Trainer(network, CrossEntropy(), Adam(0.001), engine=engine, seed=0)
+    return lambda: trainer.step(rows.copy(), classes.copy())
+
+
+def torch_residual_model() -> Any:
+    """The resnet sample's network in torch.nn (BatchNorm as Keras's: momentum 0.01 in
+    PyTorch's convention, epsilon 1e-3)."""
+    import torch
+
+    nn = torch.nn
+    filters = 32
+
+    def bn() -> Any:
+        return nn.BatchNorm2d(filters, eps=1e-3, momentum=0.01)
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.one = nn.Conv2d(filters, filters, 3, padding=1)
+            self.two = nn.Conv2d(filters, filters, 3, padding=1)
+            self.bn_one, self.bn_two = bn(), bn()
+
+        def forward(self, x: Any) -> Any:
+            h = torch.relu(self.bn_one(self.one(x)))
+            return torch.relu(x + self.bn_two(self.two(h)))
+
+    class Residual(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem, self.bn = nn.Conv2d(1, filters, 3, padding=1), bn()
+            self.first, self.second = Block(), Block()
+            self.out = nn.Linear(filters, 10)
+
+        def forward(self, x: Any) -> Any:
+            h = self.first(torch.relu(self.bn(self.stem(x))))
+            h = self.second(torch.nn.functional.max_pool2d(h, 2))
+            return self.out(h.mean((2, 3)))
+
+    return Residual()
+
+
+def torch_residual_step(
+    device: str = "cpu", autocast: bool = False, compiled: bool = False
+) -> Step:
+    import torch
+
+    torch.manual_seed(0)
+    return torch_step(
+        torch_residual_model(),
+        torch.nn.CrossEntropyLoss(),
+        *residual_batch(),
+        device,
+        autocast,
+        compiled,
+    )
+
+
+def torch_block_step(device: str = "cpu", autocast: bool = False, compiled: bool = False) -> Step:
+    """PyTorch's own pre-norm block: nn.TransformerEncoderLayer (norm first, exact GELU, no
+    dropout), flattened, the squared error."""
+    import torch
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(
+        WIDTH, HEADS, HIDDEN, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+    )
+    model = torch.nn.Sequential(layer, torch.nn.Flatten())
+    return torch_step(model, torch.nn.MSELoss(), *block_batch(), device, autocast, compiled)
+
+
+def torch_lstm_model() -> Any:
+    import torch
+
+    class Last(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = torch.nn.LSTM(UNITS, UNITS, batch_first=True)
+            self.out = torch.nn.Linear(UNITS, 10)
+
+        def forward(self, x: Any) -> Any:
+            return self.out(self.lstm(x)[0][:, -1])
+
+    return Last()
+
+
+def torch_lstm_step(device: str = "cpu", autocast: bool = False, compiled: bool = False) -> Step:
+    """PyTorch's nn.LSTM (its fused kernel on the processor), the last output through a
+    Linear(64, 10), cross entropy."""
+    import torch
+
+    torch.manual_seed(0)
+    return torch_step(
+        torch_lstm_model(), torch.nn.CrossEntropyLoss(), *lstm_batch(), device, autocast, compiled
+    )
 
 
 # --- the workloads -------------------------------------------------------------------------
@@ -165,7 +343,7 @@ def torch_conv_step(count: int, filters: int, device: str = "cpu", autocast: boo
 CONV = "Conv 3×3, ReLU, Flatten, Dense 10, cross entropy, Adam"
 
 
-def titanic(rows: int = 32, rounds: int = 9) -> Workload:
+def titanic(rows: int = 32, rounds: int = 9, compiled: bool = False) -> Workload:
     return Workload(
         name="titanic" if rows == 32 else f"titanic-{rows}",
         title=f"Titanic: {rows:,} rows × 14 features, Dense 16, ReLU, Dense 1, BCE, Adam",
@@ -174,10 +352,13 @@ def titanic(rows: int = 32, rounds: int = 9) -> Workload:
         rounds=rounds,
         group="titanic",
         size=rows,
+        references={TORCH_COMPILE: lambda: torch_titanic_step(rows, compiled=True)}
+        if compiled
+        else {},
     )
 
 
-def convolution(images: int, filters: int, rounds: int = 9) -> Workload:
+def convolution(images: int, filters: int, rounds: int = 9, compiled: bool = False) -> Workload:
     return Workload(
         name=f"conv-{images}x{filters}",
         title=f"Convolution: {images} images 1×28×28, {filters} filters 3×3; {CONV}",
@@ -186,11 +367,59 @@ def convolution(images: int, filters: int, rounds: int = 9) -> Workload:
         rounds=rounds,
         group=f"conv-{filters}",
         size=images,
+        references={TORCH_COMPILE: lambda: torch_conv_step(images, filters, compiled=True)}
+        if compiled
+        else {},
     )
 
 
-SEED = [titanic(32, rounds=11), convolution(32, 8, rounds=9), convolution(256, 32, rounds=9)]
-"""The seed workloads (docs/design.md, "Checks and benchmarks"), in the order the docs give them."""
+RESIDUAL = (
+    f"Residual: {RESIDUAL_IMAGES} images 1×8×8, the resnet sample's network (3×3 convolutions "
+    "with BatchNorm, two residual blocks, max-pool, mean, Dense 10), cross entropy, Adam"
+)
+BLOCK = (
+    f"Transformer block: {SEQUENCES} sequences × {TOKENS} tokens × {WIDTH} wide, pre-norm, "
+    f"{HEADS} heads, {HIDDEN} inner (GELU), squared error, Adam"
+)
+RECURRENT = (
+    f"LSTM: {SEQUENCES} sequences × {STEPS} steps × {UNITS} values, {UNITS} units, the last "
+    "output through Dense 10, cross entropy, Adam"
+)
+
+SEED = [
+    titanic(32, rounds=11, compiled=True),
+    convolution(32, 8, rounds=9, compiled=True),
+    convolution(256, 32, rounds=9, compiled=True),
+    Workload(
+        name="residual",
+        title=RESIDUAL,
+        step=residual_step,
+        peer=torch_residual_step,
+        engines=("light", "light:float32", "torch:cpu"),
+        rounds=7,
+        references={TORCH_COMPILE: lambda: torch_residual_step(compiled=True)},
+    ),
+    Workload(
+        name="transformer",
+        title=BLOCK,
+        step=block_step,
+        peer=torch_block_step,
+        engines=("light:float32", "torch:cpu"),
+        rounds=7,
+        references={TORCH_COMPILE: lambda: torch_block_step(compiled=True)},
+    ),
+    Workload(
+        name="lstm",
+        title=RECURRENT,
+        step=lstm_step,
+        peer=torch_lstm_step,
+        engines=("light:float32", "torch:cpu"),
+        rounds=7,
+        references={TORCH_COMPILE: lambda: torch_lstm_step(compiled=True)},
+    ),
+]
+"""The seed workloads (docs/design.md, "Checks and benchmarks") and the residual, transformer and
+LSTM steps, in the order the docs give them; each beside PyTorch eager and torch.compile."""
 
 SCALING = [titanic(rows, rounds=7) for rows in (1, 32, 256, 4096)] + [
     convolution(images, 8, rounds=7) for images in (32, 64, 128, 256)

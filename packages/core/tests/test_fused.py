@@ -35,6 +35,21 @@ FAST_PATH_NAMES = {
 }
 
 FAST_PATH_NAMES |= {"clip_norm", "global_clip_norm"}  # gradient clipping (test_clipping.py too)
+FAST_PATH_NAMES |= {"put_checked"}  # a step's batch put and checked (the compiled step's issue)
+
+
+def test_a_checked_put_keeps_a_handed_over_batch_and_copies_one_that_is_not() -> None:
+    engine = LightEngine()
+    rows = np.arange(12, dtype=np.float32).reshape(3, 4)
+    kept, finite = engine.put_checked(rows, owned=True)
+    assert kept is rows and finite and engine.counters.transfers_in == 1
+    copied, _ = engine.put_checked(rows)
+    assert copied is not rows and not np.shares_memory(copied, rows)
+    wide, _ = engine.put_checked(rows.astype(np.float64), owned=True)  # made anew: float32
+    assert wide.dtype == np.float32 and engine.counters.transfers_in == 3
+    rows[1, 2] = np.nan
+    assert fused.put_checked(engine, rows)[1] is False
+    assert fused.put_checked_reference(engine, rows)[1] is False
 
 
 def test_every_fast_path_has_a_reference_and_light_offers_each_with_its_signature() -> None:

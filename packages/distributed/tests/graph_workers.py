@@ -63,12 +63,13 @@ def figures(run: Run, job: Any = None) -> dict[str, Any]:
         "buffers": buffers,
         "history": [(r.epoch, r.loss, r.validation_loss) for r in run.report.history],
         "measures": run.report.measures,
+        "steps": run.report.steps,
     }
 
 
 def graph_runs(spec: str, folder: str) -> dict[str, Any]:
-    """In one job: a run that writes a checkpoint every 3 epochs, the same run again, and a run
-    resumed from its checkpoint of epoch 3."""
+    """In one job: a run that writes a checkpoint every 3 epochs, the same run again, a run
+    resumed from its checkpoint of epoch 3, and the run with its steps run as recorded."""
     base = {"seed": SEED, "engine": spec, "epochs": 6, "patience": 50, "progress": False}
     first = run_graph(
         FitOptions(
@@ -84,11 +85,13 @@ def graph_runs(spec: str, folder: str) -> dict[str, Any]:
         FitOptions(**base, distributed=DataParallel()),
         resume_from=f"{folder}/checkpoint-000003.safetensors",
     )
+    recorded = run_graph(FitOptions(**base, distributed=DataParallel(), compile=False))
     job = DataParallel().join()
     return {
         "first": figures(first, job),
         "again": figures(again, job),
         "resumed": figures(resumed, job),
+        "recorded": figures(recorded, job),
     }
 
 

@@ -1,7 +1,8 @@
 """A graph network (two inputs, a residual block, a shared layer, a BatchNorm) under DataParallel
 on 2 processes: every process holds the same slots and buffers, bit for bit (checked inside the
-job after each run); the run is the same run again and resumes bit for bit; its BatchNorm's
-statistics are the whole global batch's, so it lands where the one-process run does."""
+job after each run); the run is the same run again and resumes bit for bit; its compiled steps
+give the bits of its steps run as recorded; its BatchNorm's statistics are the whole global
+batch's, so it lands where the one-process run does."""
 
 from __future__ import annotations
 
@@ -46,6 +47,18 @@ def test_the_run_is_the_same_run_again_and_resumes_bit_for_bit(runs: dict[str, A
     assert set(zero["first"]["buffers"]) == {"batchnorm.moving_mean", "batchnorm.moving_variance"}
     _same(zero["first"], zero["again"])
     _same(zero["first"], zero["resumed"])
+
+
+def test_its_compiled_steps_give_the_bits_of_the_steps_run_as_recorded(
+    runs: dict[str, Any],
+) -> None:
+    """The batch totals BatchNorm sums over the processes are host steps of the plan, run
+    again each replay; the gradient sum is a step hook, after it."""
+    first, recorded = runs["zero"]["first"], runs["zero"]["recorded"]
+    _same(first, recorded)
+    steps = first["steps"]
+    assert steps.replayed > 0 and steps.why == (), steps
+    assert recorded["steps"].replayed == 0
 
 
 def test_the_statistics_are_the_global_batch_s_so_it_lands_where_one_process_does(

@@ -24,6 +24,7 @@ from deepsharp.engines.torch import TorchEngine  # noqa: E402
 OFFERED = {"conv2d_bias", "conv2d_weight_bias_grad", "relu_back"}
 OFFERED |= {"sgd_update", "adam_update", "decay_update"}
 OFFERED |= {"batch_matmul", "add_rows", "erf", "maxpool2d_pair", "maxpool2d_pair_back"}
+OFFERED |= {"put_checked"}  # a step's batch: copied and checked in libtorch
 
 
 @pytest.fixture(scope="module", params=["float32", "strict"])

@@ -27,6 +27,7 @@ from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.reference import Float64Engine
 from deepsharp.contracts.test_totals import FIXED_CONVOLUTIONS, convolutions
 from deepsharp.contracts.test_training_tools import CHECKED as TRAINING_TOOLS_CHECKED
+from deepsharp.contracts.test_transfers import CHECKED as TRANSFERS_CHECKED
 from deepsharp.contracts.test_values import slot_shapes, small_shapes
 from deepsharp.core.engine import Engine, fused
 
@@ -47,6 +48,7 @@ CHECKED = {
 }
 """The fast paths this suite knows how to hold."""
 CHECKED |= TRAINING_TOOLS_CHECKED  # the gradient clippings, held in test_training_tools
+CHECKED |= TRANSFERS_CHECKED  # the checked put of a batch, held in test_transfers
 
 
 def own(engine: Engine, name: str) -> Callable[..., Any]:

@@ -1,8 +1,10 @@
-"""Transfers: put and get are exact, and each one is counted."""
+"""Transfers: put and get are exact, and each one is counted; a checked put (a trainer's put of a
+batch) says whether every value is finite."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -92,3 +94,47 @@ def test_get_gives_memory_the_caller_owns(engine: Engine, contract: Contract) ->
         f"get on {contract.spec} gave memory the engine still uses: writing into what get had "
         f"given changed {changed} bits of the engine's tensor"
     )
+
+
+CHECKED = {"put_checked"}
+"""The fast paths held here (test_fast_paths asks that every one is held somewhere)."""
+
+
+def test_a_checked_put_is_exact_counts_one_transfer_and_says_whether_every_value_is_finite(
+    engine: Engine, contract: Contract
+) -> None:
+    """`put_checked` (a trainer's put of a batch's features): the values bit for bit, one
+    transfer in, and whether every value is finite — also where a float32 total of finite
+    values overflows; the caller's array left as it was, handed over or not."""
+    own = getattr(engine, "put_checked", None)
+    if own is None:
+        pytest.skip("the engine offers no put_checked of its own: the core's reference runs")
+    rng = np.random.default_rng(3)
+    plain = rng.standard_normal((300, 7)).astype(np.float32)
+    huge = np.full((4, 3), 3.0e38, np.float32)  # finite: its float32 total overflows
+    cases: list[tuple[str, np.ndarray, bool]] = [
+        ("drawn values", plain, True),
+        ("values whose float32 total overflows", huge, True),
+        ("a NaN", _with(plain, np.nan), False),
+        ("an infinity", _with(plain, np.inf), False),
+        ("a negative infinity", _with(huge, -np.inf), False),
+        ("float64 values", plain.astype(np.float64) / 3.0, True),
+        ("a transposed view", plain.T, True),
+    ]
+    for what, values, finite in cases:
+        for owned in (False, True):
+            kept = values.copy()
+            before = engine.counters.transfers_in
+            handle, said = own(values, owned=owned)
+            assert engine.counters.transfers_in == before + 1, f"{what}: one transfer in"
+            assert said is finite, f"{what} (owned={owned}): said finite={said}, not {finite}"
+            contract.moves(
+                "put_checked", engine.get(handle), values.astype(np.float32), family="transfers"
+            )
+            assert mismatching_bits(values, kept) == 0, f"{what}: the caller's array changed"
+
+
+def _with(values: np.ndarray, special: float) -> np.ndarray:
+    made = values.copy()
+    made[len(made) // 2, -1] = special
+    return made

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.training.distribution import Distribution, Sums, data_fingerprint
 from deepsharp.core.training.feeds import Feeds
@@ -49,10 +48,10 @@ class GradientSum(StepHook):
     """The step hook of a data-parallel run: first among the trainer's hooks, so that every
     process holds the same gradients before any later hook (a loss scale) decides on them.
 
-    `objective` keeps the share's weight (share/B; the objective itself is left as it is, so a
-    share's way back is one process's on those rows); `gradients` hands back the sum over every
-    process of the gradients — and of the step's loss (`trainer.step_loss`) — times their
-    weight. A process left no rows of a batch takes no forward pass: its zeros take part, with
+    `gradients` hands back the sum over every process of the gradients — and of the step's
+    loss (`trainer.step_loss`) — times their share's weight, share/B (the objective is left as
+    it is, so a share's way back is one process's on those rows, and a compiled step replays
+    it). A process left no rows of a batch takes no forward pass: its zeros take part, with
     weight 0.
     """
 
@@ -61,26 +60,21 @@ class GradientSum(StepHook):
         self.engine: Engine | None = None
         self.batch_loss: Handle | None = None
         """The whole batch's mean loss (every share's loss times its weight, summed)."""
-        self._weight = 0.0
 
-    def objective(
-        self, trainer: Trainer, value: Tensor, share: tuple[int, int, int] | None
-    ) -> Tensor:
+    def weight(self, share: tuple[int, int, int] | None) -> float:
+        """A share's weight in the batch's sum: its rows over the batch's."""
         if share is None:  # each process's rows a batch of its own: the mean of their gradients
-            self._weight = 1.0 / self.job.world_size
-        else:
-            start, stop, total = share
-            self._weight = (stop - start) / total if total else 0.0
-        return value
+            return 1.0 / self.job.world_size
+        start, stop, total = share
+        return (stop - start) / total if total else 0.0
 
     def gradients(self, trainer: Trainer, grads: list[Handle]) -> list[Handle] | None:
         engine = self.engine = trainer.engine
         loss = trainer.step_loss.handle
         summed = self.job.reduce_gradients(
-            engine, [*grads, engine.reshape(loss, (1,))], self._weight
+            engine, [*grads, engine.reshape(loss, (1,))], self.weight(trainer.step_share)
         )
         self.batch_loss = summed[-1]
-        self._weight = 0.0
         return summed[:-1]
 
     def batch_loss_value(self) -> float:

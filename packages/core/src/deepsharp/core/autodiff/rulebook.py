@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from deepsharp.core.autodiff.plan import on_host
 from deepsharp.core.autodiff.tensor import RULES, Grads, Node, Rule, Tensor, Value, register
 from deepsharp.core.engine import Engine, Handle, fused
 from deepsharp.core.errors import ShapeError
@@ -587,11 +588,12 @@ class BatchTotal(Rule):
     keeps_output = keeps_inputs = False  # its way back reads nothing but its gradient
 
     def forward(self, engine: Engine, x: Any, reduce: Any, weight: float) -> tuple[Handle, Any]:
-        return reduce(engine, x), None
+        # The sum over processes is host work (a collective): a compiled step runs it again.
+        return on_host(engine, reduce, x), None
 
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
         reduce, weight = node.attrs["reduce"], node.attrs["weight"]
-        return (engine.div(reduce(engine, engine.mul(grad, weight)), weight),)
+        return (engine.div(on_host(engine, reduce, engine.mul(grad, weight)), weight),)
 
 
 # --- images ----------------------------------------------------------------------------------

@@ -47,11 +47,17 @@ the primitives an engine had before them, so an engine written before them keeps
   the square `maxpool2d` / `maxpool2d_back` on those, and moves back. A copy never becomes the
   first maximum: the value it copies comes first. A square window is `maxpool2d` itself.
 
+A step's batch: `put_checked(array, *, owned=False)`: the array put on the engine (one
+transfer in, exact) and whether every value of it is finite, in one go where the engine can
+(libtorch copies and totals it in its own threads); `owned`: the caller hands the array over,
+so an engine may keep it as it is instead of copying it. Reference: `put`, and the array's
+float32 total on the host (a float64 one where that overflowed).
+
 Families: the convolutions, `batch_matmul` and `add_rows` are totals, held to the engine's
 precision (a bias is one more term of each total; `add_rows` is a product with the one-hot, so
 a mixed precision may take its values in its half format); `erf`, ReLU's way back and the
 updates are value by value, held to the value tolerance; `parts` and the max-pooling pair are
-moves, held bit for bit.
+moves, held bit for bit; `put_checked` is a transfer, exact, its answer exact.
 """
 
 from __future__ import annotations
@@ -59,6 +65,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from deepsharp.core.engine.protocol import Engine, Handle, Padding
 
@@ -495,3 +503,34 @@ __all__ += [
     "global_clip_norm",
     "global_clip_norm_reference",
 ]
+
+
+# --- a batch onto the engine, checked: the trainer's put of a step's float features ----------
+
+
+def all_finite(array: Any) -> bool:
+    """Whether every value of a float array is finite: its float32 total, one pass (a finite
+    total has no NaN or infinity in it); only where that total overflowed, a float64 one."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if math.isfinite(np.add.reduce(array, axis=None)):
+            return True
+    return math.isfinite(np.add.reduce(array, axis=None, dtype=np.float64))
+
+
+def put_checked_reference(engine: Engine, array: Any, *, owned: bool = False) -> tuple[Handle, bool]:
+    """`engine.put(array)` (one transfer in), and whether every value is finite (checked on
+    the host first). `owned`: the caller hands the array over (an engine may keep it rather
+    than copy it); the reference copies anyway."""
+    return engine.put(array), all_finite(array)
+
+
+def put_checked(engine: Engine, array: Any, *, owned: bool = False) -> tuple[Handle, bool]:
+    own = getattr(engine, "put_checked", None)
+    if own is not None:
+        made: tuple[Handle, bool] = own(array, owned=owned)
+        return made
+    return put_checked_reference(engine, array, owned=owned)
+
+
+FAST_PATHS.update(put_checked=put_checked_reference)
+__all__ += ["all_finite", "put_checked", "put_checked_reference"]

@@ -4,7 +4,7 @@ own (gradient clipping, say)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from deepsharp.core.autodiff.tensor import Tensor
@@ -35,6 +35,13 @@ class StepHook:
         a loss scale multiplies it; a process weighs it by its share of the batch,
         (stop - start) / total, so that the processes' gradients add up to the batch's."""
         return value
+
+    def objective_key(self) -> Hashable:
+        """What `objective` reads of this hook's own state (a loss scale: its scale): a compiled
+        step replays the objective traced under the same key, and is traced again where the key
+        changes. A hook that overrides `objective` says it here; one that does not is taken as
+        recorded every step (`deepsharp.core.training.compiled`)."""
+        return None
 
     def gradients(self, trainer: Trainer, grads: list[Handle]) -> list[Handle] | None:
         """The gradients the optimizer applies (every slot's, in `trainer.slot_names` order),

@@ -86,7 +86,10 @@ class FitOptions:
     the test rows at the end (`deepsharp.core.training.metrics`: "accuracy", "auc", "f1",
     "precision", "recall" and their "_macro" forms, "mae", "mse", "rmse", "r2").
     `accumulate`: batches a step takes (gradient accumulation): each update applies the
-    gradients of `accumulate` batches of `batch_size` rows, taken one after the other."""
+    gradients of `accumulate` batches of `batch_size` rows, taken one after the other.
+    `compile` (True by default): each kind of batch's step is traced once and replayed as a
+    flat plan after, with the same bits (`deepsharp.core.training.compiled`); False runs every
+    step as recorded. The report says which ran, and why a step could not be compiled."""
 
     seed: int
     engine: Engine | str | None = None
@@ -103,6 +106,7 @@ class FitOptions:
     shadow: Shadow | None = None
     metrics: Sequence[str] = ()
     accumulate: int = 1
+    compile: bool = True
 
     def __post_init__(self) -> None:
         self.seed = _whole("seed", self.seed, -(2**63))
@@ -110,6 +114,8 @@ class FitOptions:
         for name in ("epochs", "batch_size", "patience", "checkpoint_keep", "accumulate"):
             setattr(self, name, _whole(name, getattr(self, name), 1))
         self.checkpoint_every = _whole("checkpoint_every", self.checkpoint_every, 0)
+        if not isinstance(self.compile, bool):
+            raise TypeError(f"FitOptions: compile is True or False, not {self.compile!r}")
         if not isinstance(self.restore_best, bool):
             raise TypeError(f"FitOptions: restore_best is True or False, not {self.restore_best!r}")
         if self.progress is not None and not isinstance(self.progress, bool):
@@ -199,6 +205,7 @@ def fit(
             hooks=hooks,
             loss_scale=options.loss_scale,
             accumulate=options.accumulate,
+            compile=options.compile,
         ) as trainer:
             run = RunState(trainer, options, distribution, parts)
             run.class_weights = weights
@@ -235,6 +242,7 @@ def fit(
         seconds=time.perf_counter() - began,
         skipped_steps=trainer.skipped_steps,
         shadow=[] if shadow is None else shadow.checks,
+        steps=trainer.compiled.record(),
     )
     distribution.finish()
     return Run(TrainedNetwork(network, loss, feeds.pipeline), report)
@@ -311,7 +319,7 @@ def _epoch(
         if shadow is not None:
             shadow.before_step(trainer, batch.features, batch.targets, epoch, step)
         weights = _weights(run.class_weights, batch)
-        value = trainer.step(batch.features, batch.targets, batch.share, weights)
+        value = trainer.step(batch.features, batch.targets, batch.share, weights, owned=True)
         if not distribution.all_finite(value):
             _diverged(run, f"the loss turned {value} at epoch {epoch}, step {step}")
         sums.add(value, len(batch))

@@ -12,6 +12,7 @@ from deepsharp.core.comparing.shadow import ShadowCheck, shadow_lines
 from deepsharp.core.engine import EngineIdentity
 from deepsharp.core.serving import TrainedNetwork
 from deepsharp.core.training.checkpoint import EpochRecord
+from deepsharp.core.training.compiled import StepsRun
 
 __all__ = ["Report", "Run"]
 
@@ -33,6 +34,9 @@ class Report:
     skipped_steps: int = 0
     shadow: list[ShadowCheck] = field(default_factory=list)
     """The shadow checks (`FitOptions(shadow=...)`), in order: each one's worst ratio."""
+    steps: StepsRun | None = None
+    """How the run's steps ran: replayed from compiled plans or as recorded, and why a step
+    could not be compiled (`FitOptions(compile=...)`)."""
 
     @property
     def metric_names(self) -> list[str]:
@@ -69,6 +73,8 @@ class Report:
         if self.skipped_steps:
             lines.append(f"{self.skipped_steps} steps skipped (gradients not finite)")
         lines.extend(shadow_lines(self.shadow))
+        if self.steps is not None:
+            lines.extend(self.steps.lines())
         lines.extend(self.notes)
         return "\n".join(lines)
 

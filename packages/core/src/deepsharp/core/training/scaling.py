@@ -115,6 +115,9 @@ class LossScale(StepHook):
     def objective(self, trainer: Trainer, value: Tensor, share: Share | None) -> Tensor:
         return mul(value, self.scale)
 
+    def objective_key(self) -> float:
+        return self.scale
+
     def gradients(self, trainer: Trainer, grads: list[Handle]) -> list[Handle] | None:
         engine = trainer.engine
         # The largest |g| of each is inf (or NaN) where it holds inf or NaN: their total says.

@@ -26,6 +26,7 @@ batch (dropout masks are the whole batch's).
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.autodiff.tensor import Recording, Tensor
-from deepsharp.core.engine import Engine, Handle, make_engine
+from deepsharp.core.engine import Engine, Handle, fused, make_engine
 from deepsharp.core.errors import ConfigurationError, DataError, StateError
 from deepsharp.core.nn.layer import Pass
 from deepsharp.core.nn.losses import Loss
@@ -47,6 +48,7 @@ from deepsharp.core.training.checks import (
     quiet,
     rows_in,
 )
+from deepsharp.core.training.compiled import CompiledSteps
 from deepsharp.core.training.hooks import Share, StepHook
 from deepsharp.core.training.scaling import (
     LossScale,
@@ -76,6 +78,9 @@ class Trainer:
     mixed_float16, none otherwise; "dynamic"; a number; a `LossScale`; None) scales the loss for
     the way back (`deepsharp.core.training.scaling`); `trainer.loss_scale` is the scale in use
     (None without). `accumulate`: how many parts a step's rows are taken in, one update for all.
+    `compile` (True by default): each kind of batch's forward pass and way back is traced once and
+    replayed as a flat plan after (`deepsharp.core.training.compiled`), with the same bits;
+    False runs every step as recorded.
     """
 
     def __init__(
@@ -89,6 +94,7 @@ class Trainer:
         hooks: Sequence[StepHook] = (),
         loss_scale: LossScaleSetting = "auto",
         accumulate: int = 1,
+        compile: bool = True,
     ) -> None:
         check_parts(network, loss, optimizer, "Trainer")
         loss.check_network(network)
@@ -123,6 +129,11 @@ class Trainer:
         """How a pass's statistics of the batch are summed over processes, in rank order (a
         data-parallel run sets it, and `processes`; None: this process's rows are the batch)."""
         self.processes = 1
+        self.compiled = CompiledSteps(compile)
+        """The step's plans (`deepsharp.core.training.compiled`): what ran, and why a step could
+        not be compiled."""
+        self.step_share: Share | None = None
+        """Where the rows of the step whose hooks run lie in the whole batch (None: all of it)."""
         self._value: Tensor | None = None  # the step's loss, while its hooks run
         self._value_read: float | None = None  # the loss, where a hook's read brought it back
         self.skipped_steps = 0
@@ -199,12 +210,14 @@ class Trainer:
         targets: Any,
         share: Share | None = None,
         weights: Any = None,
+        owned: bool = False,
     ) -> float:
         """One step: forward, the way back towards the slots, the hooks, the optimizer's update.
         The loss (of these rows: a process's own, under a distributed run). `weights`: one
         number a row (None: every row weighs 1), weighting the loss as Keras does — the mean
-        over the rows of weight·loss."""
-        value = self.step_tensor(features, targets, share, weights)
+        over the rows of weight·loss. `owned`: the features' arrays are handed over (the loop's
+        own batches): an engine may take them as they are, without a copy."""
+        value = self.step_tensor(features, targets, share, weights, owned)
         if self._value_read is not None:  # a hook's read brought it back already
             return self._value_read
         return float(self.engine.get(value.handle))
@@ -215,6 +228,7 @@ class Trainer:
         targets: Any,
         share: Share | None = None,
         weights: Any = None,
+        owned: bool = False,
     ) -> Tensor:
         """A step whose loss stays on the engine (the caller reads it when it chooses).
 
@@ -225,9 +239,11 @@ class Trainer:
         # stops a run whose loss is not finite, naming epoch and step): NumPy need not warn.
         # One context for the whole step: each costs a few microseconds.
         with quiet():
-            return self._step(features, targets, share, weights)
+            return self._step(features, targets, share, weights, owned)
 
-    def _step(self, features: Any, targets: Any, share: Share | None, weights: Any) -> Tensor:
+    def _step(
+        self, features: Any, targets: Any, share: Share | None, weights: Any, owned: bool
+    ) -> Tensor:
         self._check_open("step")
         self._value_read = None
         if share is not None and share[2] < self.processes and self.network.whole_batch:
@@ -237,7 +253,7 @@ class Trainer:
                 "rows: give batches of at least as many rows as processes (batch_size, and rows "
                 "that leave a last batch as large, or drop a few rows)"
             )
-        arranged = self._arranged(features, empty=share is not None and share[2] > 0)
+        arranged = self._arranged(features, empty=share is not None and share[2] > 0, finite=False)
         engine = self.engine
         # Every step, rows or none, takes its own key: masks stay in step across processes.
         dropout = self.streams.dropout.next_key()
@@ -251,13 +267,13 @@ class Trainer:
                 wanted = self.loss.targets(targets, self.network.outputs)
                 if len(wanted) != rows:
                     raise DataError(f"{rows} rows of features but {len(wanted)} targets")
-                xs = [Tensor.put(engine, a) for a in arranged]
+                xs = self._put_features(features, arranged, owned)
                 y = Tensor.put(engine, wanted)
                 w = None
                 if weights is not None:
                     w = Tensor.put(engine, checked_weights(weights, rows, "the batch's weights"))
                 value, grads = self._way_back(xs, y, w, share, dropout)
-            self._value = value
+            self._value, self.step_share = value, share
             try:
                 for hook in self.hooks:
                     assert grads is not None
@@ -266,7 +282,7 @@ class Trainer:
                         self.skipped_steps += 1
                         return value
             finally:
-                self._value = None
+                self._value, self.step_share = None, None
             assert grads is not None
             self.update(grads)
         return value
@@ -286,6 +302,7 @@ class Trainer:
         first, _, total = share if share is not None else (0, rows, rows)
         value: Tensor | None = None
         summed: list[Handle] | None = None
+        self.compiled.begin()
         for start, stop in parts:
             if len(parts) == 1:
                 part_xs, part_y, part_w, where, masks = xs, y, w, share, dropout
@@ -295,33 +312,74 @@ class Trainer:
                 part_w = None if w is None else _rows(w, start, stop)
                 where = (first + start, first + stop, total)
                 masks = copy.copy(dropout)  # each part draws its rows' places of the same draw
-            context = Pass(self.engine, True, masks, where, self.reducer)
-            with Recording(self._slots) as recording:
-                outputs = self.network.forward(part_xs, self.held.bound, context)
-                loss = self._loss(outputs, part_y, part_w)
-                objective = loss
-                for hook in self.hooks:
-                    objective = hook.objective(self, objective, share)
-                grads = recording.gradients(objective, self._slots)
-                self.rules_applied += recording.rules_applied
+            loss, grads = self.compiled.part(
+                self,
+                [*part_xs, part_y, part_w],
+                masks,
+                where,
+                functools.partial(self._recorded, part_xs, part_y, part_w, where, masks, share),
+            )
             if len(parts) == 1:
+                self.compiled.end()
                 return loss, grads
             weight = (stop - start) / rows
             value, summed = _added(self.engine, value, summed, loss, grads, weight)
+        self.compiled.end()
         assert value is not None and summed is not None
         return value, summed
+
+    def _recorded(
+        self,
+        xs: list[Tensor],
+        y: Tensor,
+        w: Tensor | None,
+        where: Share | None,
+        masks: Generator,
+        share: Share | None,
+    ) -> tuple[Tensor, list[Handle]]:
+        """A part of a step as recorded: the forward pass, the loss, the hooks' objective and
+        the way back towards the slots."""
+        context = Pass(self.engine, True, masks, where, self.reducer)
+        with Recording(self._slots) as recording:
+            outputs = self.network.forward(xs, self.held.bound, context)
+            loss = self._loss(outputs, y, w)
+            objective = loss
+            for hook in self.hooks:
+                objective = hook.objective(self, objective, share)
+            grads = recording.gradients(objective, self._slots)
+            self.rules_applied += recording.rules_applied
+        return loss, grads
 
     def _loss(self, outputs: Tensor, targets: Tensor, weights: Tensor | None) -> Tensor:
         if weights is None:
             return self.loss.value(outputs, targets)
         return self.loss.value(outputs, targets, weights)
 
-    def _arranged(self, features: Any, empty: bool = False) -> Features:
-        """The batch's features as the network takes them (checked); the network built and bound
-        for their rows where it is not yet."""
+    def _put_features(self, features: Any, arranged: Features, owned: bool) -> list[Tensor]:
+        """The batch's features on the engine, each float input checked finite as it is put
+        (`fused.put_checked`: one pass in libtorch); an array the trainer made (a conversion)
+        or was handed over (`owned`) may be taken as it is. A value that is not finite is
+        refused as `Network.arrange` refuses it, naming its row and feature."""
+        engine, given = self.engine, _arrays_in(features)
+        xs = []
+        for array in arranged:
+            if array.dtype.kind != "f":
+                xs.append(Tensor.put(engine, array))
+                continue
+            mine = owned or id(array) not in given
+            handle, finite = fused.put_checked(engine, array, owned=mine)
+            if not finite:
+                self.network.arrange(features, "the batch")  # raises, saying where
+            xs.append(Tensor(handle, array.shape, engine))
+        return xs
+
+    def _arranged(self, features: Any, empty: bool = False, finite: bool = True) -> Features:
+        """The batch's features as the network takes them (checked; whether they are finite
+        left to the put where `finite` is False); the network built and bound for their rows
+        where it is not yet."""
         network = self.network
         if self._held is not None and not empty:
-            return network.arrange(features, "the batch")
+            return network.arrange(features, "the batch", finite=finite)
         if not network.built and len(network.input_specs) == 1:
             rows = features[0] if in_order(features) else features
             first = checked_rows(rows, "the batch", empty)
@@ -335,7 +393,7 @@ class Trainer:
                 )
                 for spec in network.input_specs
             )
-        return network.arrange(features, "the batch")
+        return network.arrange(features, "the batch", finite=finite)
 
     def read(self, handle: Handle) -> float:
         """A number a hook needs on the host to decide on this step (one value on the engine),
@@ -443,6 +501,7 @@ class Trainer:
         memory. A closed trainer takes no more steps (StateError); closing it again does
         nothing."""
         self.network.release()
+        self.compiled.clear()
         self._held = None
         self._slots = []
         self.closed = True
@@ -454,6 +513,16 @@ class Trainer:
                 "with block brought its slots back and let go of its optimizer's memory); make "
                 "a new Trainer(network, loss, optimizer, ...) to train the network further"
             )
+
+
+def _arrays_in(features: Any) -> set[int]:
+    """The identities of the arrays a caller handed in as a batch's features (one, a list or
+    tuple, or a dict's values): what the trainer did not make."""
+    if isinstance(features, Mapping):
+        return {id(value) for value in features.values()}
+    if isinstance(features, (list, tuple)):
+        return {id(value) for value in features}
+    return {id(features)}
 
 
 def parts_of(rows: int, count: int) -> list[tuple[int, int]]:

@@ -40,6 +40,7 @@ from deepsharp.core.engine import (
     product_blocks,
 )
 from deepsharp.core.engine.half import HALF_FORMATS
+from deepsharp.engines.light._threads import PARALLEL, Pool, pool
 
 __all__ = ["OFFERED", "Float32Totals", "MixedTotals", "StrictTotals"]
 
@@ -60,8 +61,10 @@ class _Totals:
 
     wide: type[np.floating[Any]] = np.float64
 
-    def __init__(self, dtype: type[np.floating[Any]] = np.float32) -> None:
+    def __init__(self, dtype: type[np.floating[Any]] = np.float32, threads: Pool | None = None) -> None:
         self.dtype = dtype
+        self.pool = threads if threads is not None else pool(1)
+        """The threads a convolution's blocks of images are shared among (`_threads`)."""
 
     def matmul(
         self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
@@ -84,18 +87,30 @@ class _Totals:
         flat = w.reshape(filters, depth)
         wide_bias = None if bias is None else np.asarray(bias, self.wide).reshape(filters, 1)
         step = images_a_block(filters, depth, places, BLOCK)
-        for i in range(0, count, step):  # (n, F, P) a few images at a time
+
+        def images(i: int) -> None:  # (n, F, P) a few images at a time
             part = out[i : i + step]
             if self.wide is self.dtype:  # totals in the kept type: formed where they are kept
                 np.matmul(flat, cols[i : i + step], out=part)
                 if wide_bias is not None:
                     part += wide_bias
-                continue
+                return
             block = np.matmul(flat, cols[i : i + step], dtype=self.wide)
             if wide_bias is not None:  # one more term of each total, before it is rounded
                 block += wide_bias
             part[...] = block
+
+        self._blocks(images, count, step, filters * places)
         return out.reshape(count, filters, out_h, out_w)
+
+    def _blocks(self, work: Callable[[int], Any], count: int, step: int, each: int) -> list[Any]:
+        """`work(i)` for each block of images i .. i + step - 1, in order; the blocks shared
+        among the threads where the pass is large (`each`: values an image), each block the
+        same calls whichever thread makes them. Their results, in the blocks' order."""
+        starts = list(range(0, count, step))
+        if len(starts) < 2 or self.pool.threads == 1 or count * each < 2 * PARALLEL:
+            return [work(i) for i in starts]
+        return self.pool.map(work, starts)
 
     def conv2d_weight_grad(
         self, x: Array, gy: Array, kernel: tuple[int, int], stride: int, padding: Paddings
@@ -124,12 +139,18 @@ class _Totals:
         total = np.zeros((filters, depth), self.wide)
         biases = np.zeros(filters, self.wide)
         step = images_a_block(filters, depth, places, BLOCK)
-        for i in range(0, count, step):  # each image's share (F, C*kh*kw)
+
+        def images(i: int) -> tuple[Array, Array | None]:  # a block's share (F, C*kh*kw)
             block = grads[i : i + step]
             each = np.matmul(block, cols[i : i + step].transpose(0, 2, 1), dtype=self.wide)
-            total += np.add.reduce(each, axis=0)
+            share = np.add.reduce(each, axis=0)
+            return share, np.add.reduce(block, axis=(0, 2), dtype=self.wide) if bias else None
+
+        # Each block's share made on any thread; the shares added in the blocks' order.
+        for share, bias_share in self._blocks(images, count, step, filters * places):
+            total += share
             if bias:
-                biases += np.add.reduce(block, axis=(0, 2), dtype=self.wide)
+                biases += bias_share
         weights = total.astype(self.dtype).reshape(filters, x.shape[1], kernel[0], kernel[1])
         return weights, biases.astype(self.dtype) if bias else None
 
@@ -145,11 +166,15 @@ class _Totals:
         parts = parts.reshape(count, channels, kh, kw, out_h, out_w)
         height, width = image[0] + top + bottom, image[1] + left + right
         folded = np.zeros((count, channels, height, width), self.wide)
-        for i in range(kh):
-            for j in range(kw):
-                folded[:, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride] += (
-                    parts[:, :, i, j]
-                )
+
+        def images(span: slice) -> None:  # each image folded on its own: any thread
+            for i in range(kh):
+                for j in range(kw):
+                    folded[span, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride] += (
+                        parts[span, :, i, j]
+                    )
+
+        self.pool.map(images, self.pool.spans(count, channels * height * width))
         return np.ascontiguousarray(
             folded[:, :, top : top + image[0], left : left + image[1]], dtype=self.dtype
         )
@@ -268,8 +293,10 @@ class MixedTotals(Float32Totals):
     makes of it (inf, or NaN from inf - inf) is what the format's arithmetic gives: the loss
     scale looks for it. NumPy is not asked to warn about it."""
 
-    def __init__(self, dtype: type[np.floating[Any]], precision: Precision) -> None:
-        super().__init__(dtype)
+    def __init__(
+        self, dtype: type[np.floating[Any]], threads: Pool | None = None, *, precision: Precision
+    ) -> None:
+        super().__init__(dtype, threads)
         self.precision = precision
         assert precision.half is not None, f"{precision} has no half format"
         self.half = HALF_FORMATS[precision.half]

@@ -31,6 +31,7 @@ global lookup and torch's own dispatch, nothing more.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -41,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.engine import Counters, EngineIdentity, Precision, Totals, choose_totals
+from deepsharp.core.engine.fused import all_finite
 from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
 from deepsharp.engines.torch import _totals
@@ -268,6 +270,23 @@ class TorchEngine:
         # A copy of our own: the caller's array may change after the put.
         return torch.from_numpy(np.array(source, dtype=kind, order="C", copy=True))
 
+    def put_checked(self, array: NDArray[Any], *, owned: bool = False) -> tuple[Tensor, bool]:
+        """Fast path: the array put and whether every value is finite, both in libtorch's
+        threads: the copy (none where the caller hands over a float32 array in C order), then
+        its total while the copy is in the caches (a float64 total only where the float32 one
+        overflowed). On a card the host checks it, as the reference does (a total read back
+        would wait for the card)."""
+        source = np.asarray(array)
+        if self._cuda or source.dtype.kind != "f":
+            return self.put(source), all_finite(source)
+        self.counters.transfers_in += 1
+        kept = torch.from_numpy(np.ascontiguousarray(source, dtype=np.float32))
+        if not owned and np.shares_memory(kept.numpy(), source):
+            kept = kept.clone()  # ours: the caller's array may change after the put
+        if math.isfinite(float(torch.sum(kept))):
+            return kept, True
+        return kept, math.isfinite(float(torch.sum(kept, dtype=torch.float64)))
+
     def get(self, handle: Tensor) -> NDArray[Any]:
         self.counters.transfers_out += 1
         if self._cuda:
@@ -450,6 +469,36 @@ class TorchEngine:
         """Fast path: every slot times `factor`, in one call over them all."""
         if slots:
             torch._foreach_mul_(list(slots), factor)
+
+    # --- a compiled step's plan as one launch (deepsharp.core.training.compiled) ---------------
+    @property
+    def graphs(self) -> bool:
+        """Whether a compiled step's plan is captured as one graph (`graph_plan`): on a card."""
+        return bool(self._cuda)
+
+    def graph_plan(self, plan: Any, inputs: Sequence[Any]) -> Any:
+        """On a card: `plan` (a compiled step's pass, this engine's calls on `inputs`, already
+        run once as it is) captured as one CUDA graph. The function returned copies its inputs
+        into the graph's own and replays it — every kernel of the pass in one launch, the same
+        kernels on the same values, so the same bits — and gives back the graph's outputs
+        (rewritten by its next replay). None on the processor, where there is no graph."""
+        if not self._cuda:
+            return None
+        static = [x.clone() if isinstance(x, TorchTensor) else x for x in inputs]
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.device(self._device):
+            torch.cuda.synchronize()
+            with torch.cuda.graph(graph):  # captured on a side stream: nothing runs yet
+                outputs = plan(*static)
+
+        def replay(*given: Any) -> Any:
+            for mine, theirs in zip(static, given):
+                if isinstance(mine, TorchTensor):
+                    mine.copy_(theirs)
+            graph.replay()
+            return outputs
+
+        return replay
 
     # --- moves -----------------------------------------------------------------------------
     def copy(self, x: Tensor) -> Tensor:

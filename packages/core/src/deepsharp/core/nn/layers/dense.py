@@ -9,11 +9,14 @@ from typing import Any
 import numpy as np
 
 from deepsharp.core.autodiff import functions as ops
+from deepsharp.core.autodiff.plan import on_host
 from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.errors import ShapeError
 from deepsharp.core.nn.initializers import check_initializer
 from deepsharp.core.nn.layer import Layer, Pass, Shape, whole
 from deepsharp.core.nn.layers.activations import activation, check_activation, ends_in
+from deepsharp.core.random import Generator
 
 __all__ = ["Dense", "Dropout", "Flatten", "Reshape", "dropout"]
 
@@ -97,11 +100,19 @@ def dropout(x: Tensor, rate: float, context: Pass) -> Tensor:
         return x
     rows = x.shape[0]
     first, _, total = context.share or (0, rows, rows)
-    # Each value's draw is keyed by its row's place in the whole batch, not by who draws it.
-    drawn = context.generator.uniform_rows(rows, math.prod(x.shape[1:]), first, total)
+    # A host step: a compiled step draws its mask again from each step's generator.
+    handle = on_host(context.engine, _mask, context.generator, x.shape, first, total, rate)
+    return x * Tensor(handle, x.shape, context.engine)
+
+
+def _mask(
+    engine: Engine, generator: Generator, shape: Shape, first: int, total: int, rate: float
+) -> Handle:
+    """A dropout mask on the engine (one transfer): 1/(1 - rate) where a value is kept, else 0.
+    Each value's draw is keyed by its row's place in the whole batch, not by who draws it."""
+    drawn = generator.uniform_rows(shape[0], math.prod(shape[1:]), first, total)
     keep = drawn >= rate
-    mask = (keep / (1.0 - rate)).astype(np.float32).reshape(x.shape)
-    return x * Tensor.put(context.engine, mask)
+    return engine.put((keep / (1.0 - rate)).astype(np.float32).reshape(shape))
 
 
 class Flatten(Layer):

@@ -1,0 +1,247 @@
+"""The compiled step: a trainer's forward pass and way back traced once, then replayed as a
+plan for every later batch of the same shapes.
+
+A step's part (its rows' loss and every slot's gradient, `Trainer.part`) is what a plan stands
+for (`deepsharp.core.autodiff.plan`): the first batch of each kind — the shapes and dtypes of its
+inputs and targets, whether it weighs its rows, where its rows lie in the whole batch, and what
+the step hooks' objectives read (a loss scale's scale) — runs as recorded while its engine calls
+are captured; later batches of that kind replay the calls (`Plan`), with the same bits. What
+follows the way back (the hooks, clipping and the optimizer's update) reads the run's state on
+the host (a schedule's rate, a loss scale's decision) and runs as it is, after the plan.
+
+A step a plan cannot stand for runs as recorded, and `why` says what stops it: a transfer during
+the pass that no host step makes (a layer reading a value on the host), a step hook that changes
+the objective without saying what it reads (`StepHook.objective_key`), `compile=False`. The run's
+report says how many steps replayed a plan and why any could not.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from deepsharp.core.autodiff.plan import Plan, capture
+from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.engine import Engine, Handle
+from deepsharp.core.nn.layer import Layer
+from deepsharp.core.random import Generator
+from deepsharp.core.training.hooks import StepHook
+
+if TYPE_CHECKING:
+    from deepsharp.core.training.trainer import Trainer
+
+__all__ = ["OFF", "CompiledSteps", "Part", "StepsRun"]
+
+Part = tuple[Tensor, list[Handle]]
+"""A part of a step: its loss (on the engine) and every slot's gradient."""
+
+KEPT = 16
+"""Plans a trainer keeps (the least recently used goes first): a run's batch sizes (its last
+batch is smaller), accumulated parts, a dynamic loss scale's values."""
+
+OFF = "compile=False"
+
+
+@dataclass(frozen=True)
+class StepsRun:
+    """How a run's steps ran (`report.steps`): `compiled` whether the run asked for compiled
+    steps; `replayed` the steps whose every pass replayed a plan; `recorded` the steps run as
+    recorded (each kind of batch's first, traced into its plan, among them); `plans` how many
+    plans were made; `why` what stopped a step being compiled, where something did."""
+
+    compiled: bool
+    replayed: int
+    recorded: int
+    plans: int
+    why: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        """What a report says of it."""
+        if not self.compiled:
+            return [f"steps: {self.recorded:,} ran as recorded ({OFF.split(': ')[0]})"]
+        said = (
+            f"steps: {self.replayed:,} replayed a compiled plan ({self.plans} made), "
+            f"{self.recorded:,} ran as recorded"
+        )
+        return [said, *(f"  not compiled: {why}" for why in self.why)]
+
+
+class CompiledSteps:
+    """A trainer's plans, one for each kind of batch it has met, and what it knows of the steps
+    it could not compile: `replayed` counts the steps whose every part replayed a plan,
+    `recorded` the others (each kind's first, traced, among them)."""
+
+    def __init__(self, enabled: bool) -> None:
+        if not isinstance(enabled, bool):
+            raise TypeError(f"compile is True or False, not {enabled!r}")
+        self.enabled = enabled
+        self.plans: OrderedDict[Hashable, _Found | None] = OrderedDict()
+        self.why: list[str] = []
+        self.replayed = 0
+        self.recorded = 0
+        self.made = 0
+        self._whole = True  # every part of the step under way replayed a plan
+
+    def begin(self) -> None:
+        """A step's parts begin."""
+        self._whole = True
+
+    def end(self) -> None:
+        """A step's parts are done: count the step."""
+        if self._whole:
+            self.replayed += 1
+        else:
+            self.recorded += 1
+
+    def record(self) -> StepsRun:
+        """How the steps so far ran, for a report."""
+        return StepsRun(self.enabled, self.replayed, self.recorded, self.made, tuple(self.why))
+
+    def clear(self) -> None:
+        """Forget every plan (the values they read are gone: the trainer let go of them)."""
+        self.plans.clear()
+
+    def part(
+        self,
+        trainer: Trainer,
+        inputs: Sequence[Tensor | None],
+        masks: Generator | None,
+        share: tuple[int, int, int] | None,
+        recorded: Callable[[], Part],
+    ) -> Part:
+        """A step's part: replayed from its plan, traced into one, or run as `recorded()`."""
+        key = self._key(trainer, inputs, share) if self.enabled else None
+        if key is None:
+            self._whole = False
+            return recorded()
+        handles = [*(t.handle for t in inputs if t is not None), masks]
+        engine = trainer.engine
+        if key in self.plans:
+            found = self.plans[key]
+            self.plans.move_to_end(key)
+            if found is not None:
+                if found.graphed is None:
+                    self._graph(engine, found, handles)
+                run = found.graphed or found.plan
+                loss, grads = run(*handles)
+                if found.graphed:  # the graph's outputs are its own: the next replay rewrites them
+                    loss = engine.copy(loss)
+                trainer.rules_applied += found.rules
+                return Tensor(loss, (), engine), list(grads)
+            self._whole = False
+            return recorded()
+        self._whole = False
+        before = trainer.rules_applied
+        held = trainer.held
+        fixed = [*held.kept, *(h for kind in held.state.memory.values() for h in kind)]
+        layers = _every_layer(trainer.network.layers)
+        attributes = [dict(vars(layer)) for layer in layers]
+        captured = capture(
+            engine, recorded, handles, fixed, lambda part: (part[0].handle, part[1])
+        )
+        why = captured.why or _changed(layers, attributes)
+        if captured.plan is None or why is not None:
+            self._because(str(why))
+            self.plans[key] = None
+        else:
+            self.plans[key] = _Found(captured.plan, trainer.rules_applied - before)
+            self.made += 1
+        while len(self.plans) > KEPT:
+            self.plans.popitem(last=False)
+        result: Part = captured.result
+        return result
+
+    def _graph(self, engine: Engine, found: _Found, handles: Sequence[Any]) -> None:
+        """Where the engine captures plans as graphs (`engine.graphs`, `engine.graph_plan`: a
+        card's CUDA graphs), the plan captured as one launch once it has run as a plan; said
+        why not where it cannot be."""
+        found.graphed = False
+        graph_plan = getattr(engine, "graph_plan", None)
+        if graph_plan is None or not getattr(engine, "graphs", False):
+            return
+        if found.plan.hosts:
+            self._because(
+                "a plan with host steps (dropout masks, a sum over processes) runs as a plan, "
+                "not as one CUDA graph: its host work comes between its launches"
+            )
+            return
+        try:
+            graphed = graph_plan(found.plan, handles)
+        except Exception as error:  # the engine's capture refused: the plan runs as it is
+            self._because(f"the plan could not be captured as a CUDA graph ({error!r})")
+            return
+        found.graphed = graphed or False
+
+    def _key(
+        self, trainer: Trainer, inputs: Sequence[Tensor | None], share: tuple[int, int, int] | None
+    ) -> Hashable | None:
+        """What a batch's plan depends on, or None (and why) where a hook's objective cannot say."""
+        key: list[Hashable] = [share]
+        for hook in trainer.hooks:
+            if _changes_objective(hook) and type(hook).objective_key is StepHook.objective_key:
+                self._because(
+                    f"the step hook {type(hook).__name__} changes the objective and does not say "
+                    "what it reads (StepHook.objective_key): its steps ran as recorded"
+                )
+                return None
+            key.append(hook.objective_key())
+        for tensor in inputs:
+            if tensor is None:
+                key.append(None)
+            else:
+                key += (tensor.shape, tensor.dtype)
+        return tuple(key)
+
+    def _because(self, why: str) -> None:
+        if why not in self.why:
+            self.why.append(why)
+
+    def summary(self) -> str:
+        """What ran, in a line or a few."""
+        return "\n".join(self.record().lines())
+
+
+class _Found:
+    """A plan of one kind of batch: the rules its trace applied, and its graph where the engine
+    captured one (None: not tried yet; False: none)."""
+
+    __slots__ = ("graphed", "plan", "rules")
+
+    def __init__(self, plan: Plan, rules: int) -> None:
+        self.plan = plan
+        self.rules = rules
+        self.graphed: Callable[..., Any] | Literal[False] | None = None
+
+
+def _every_layer(layers: Sequence[Layer]) -> list[Layer]:
+    """The layers and, within each, the layers it is built of."""
+    found: list[Layer] = []
+    for layer in layers:
+        found.append(layer)
+        found.extend(_every_layer(list(layer.parts.values())))
+    return found
+
+
+def _changed(layers: Sequence[Layer], before: Sequence[dict[str, Any]]) -> str | None:
+    """Why a pass cannot be replayed where a layer's forward set an attribute of its own (a
+    count of its passes, a tensor it keeps): a replay runs no forward, so it would not."""
+    for layer, was in zip(layers, before):
+        now = vars(layer)
+        for name in [*was, *(n for n in now if n not in was)]:
+            if was.get(name, _GONE) is not now.get(name, _GONE):
+                return (
+                    f"layer {layer.name or layer.label!r} ({type(layer).__name__}) sets its "
+                    f"attribute {name!r} in its forward pass: a replay runs no forward, so its "
+                    "steps ran as recorded (a layer's forward reads its inputs, slots and buffers)"
+                )
+    return None
+
+
+_GONE = object()
+
+
+def _changes_objective(hook: StepHook) -> bool:
+    return type(hook).objective is not StepHook.objective
+

@@ -1,0 +1,77 @@
+"""The light engine's threads: its large passes split across the process's cores give the bits
+of one thread, at every precision; how many threads follows LightEngine(threads=...), else
+OMP_NUM_THREADS, else the cores; a pool made before a fork works in the child."""
+
+from __future__ import annotations
+
+import multiprocessing
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deepsharp.core import Adam, Conv2D, CrossEntropy, Dense, Flatten, Network, Relu, SGD, Trainer
+from deepsharp.engines.light import LightEngine
+from deepsharp.engines.light._threads import PARALLEL, pool, thread_count
+
+
+def conv_steps(precision: str, threads: int, optimizer: Any) -> tuple[list[float], dict[str, bytes]]:
+    """Three convolution steps over 64 images (346,112 values a ReLU: split into parts)."""
+    rng = np.random.default_rng(0)
+    images = rng.random((64, 1, 28, 28)).astype(np.float32)
+    classes = rng.integers(0, 10, 64)
+    network = Network([Conv2D(8, 3), Relu(), Flatten(), Dense(10)], inputs=(1, 28, 28))
+    engine = LightEngine(precision, threads=threads)
+    with Trainer(network, CrossEntropy(), optimizer, engine=engine, seed=0) as trainer:
+        losses = [trainer.step(images, classes) for _ in range(3)]
+    return losses, {name: value.tobytes() for name, value in network.slots.items()}
+
+
+@pytest.mark.parametrize("precision", ["strict", "float32", "mixed_bfloat16"])
+def test_a_step_split_across_threads_gives_the_bits_of_one_thread(precision: str) -> None:
+    assert 64 * 8 * 26 * 26 >= 2 * PARALLEL  # the step's large passes are split
+    for optimizer in (lambda: Adam(0.01), lambda: SGD(0.1, momentum=0.9)):
+        alone = conv_steps(precision, 1, optimizer())
+        for threads in (2, 3):
+            assert conv_steps(precision, threads, optimizer()) == alone, (precision, threads)
+
+
+def test_the_value_by_value_passes_split_give_the_bits_of_one_pass() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(3 * PARALLEL + 7).astype(np.float32).reshape(-1, 1)
+    grad = rng.standard_normal(x.shape).astype(np.float32)
+    one, three = LightEngine(threads=1), LightEngine(threads=3)
+    assert one.relu(x).tobytes() == three.relu(x).tobytes()
+    assert one.relu_back(x, grad).tobytes() == three.relu_back(x, grad).tobytes()
+    assert len(pool(3).spans(x.size)) == 3 and len(pool(3).spans(PARALLEL)) == 1
+
+
+def test_the_thread_count_follows_the_engine_then_omp_num_threads_then_the_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert thread_count() == 3 and LightEngine().threads == 3
+    assert LightEngine(threads=1).threads == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "4,2")  # OpenMP's list: the outer level counts
+    assert thread_count() == 4
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert thread_count() >= 1
+    with pytest.raises(ValueError, match="threads is a whole number from 1"):
+        LightEngine(threads=0)
+
+
+def _relu_in_child(queue: Any) -> None:
+    x = np.arange(4 * PARALLEL, dtype=np.float32) - PARALLEL
+    queue.put(float(LightEngine(threads=2).relu(x).sum(dtype=np.float64)))
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork here")
+def test_a_pool_made_before_a_fork_works_in_the_child() -> None:
+    LightEngine(threads=2).relu(np.ones(4 * PARALLEL, np.float32))  # the workers exist here
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_relu_in_child, args=(queue,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0, "the child hung or failed on the pool its parent made"
+    assert queue.get(timeout=5) == float(np.arange(3 * PARALLEL, dtype=np.float64).sum())
