@@ -177,6 +177,10 @@ class _HalfExact(_Exact):
         super().__exit__(*exc)
 
 
+CHECKED_IN_LIBTORCH = 1 << 16
+"""The fewest values of a batch `put_checked` copies and totals in libtorch (65,536: a 256-image
+batch of 28 x 28 is 200,704; a Titanic batch 448)."""
+
 MIXED = ("mixed_bfloat16", "mixed_float16")
 CARD_ONLY = {"mixed_float16": "mixed_bfloat16"}
 """Precisions offered on cards only -> what to use on the processor instead: float16 products
@@ -274,10 +278,11 @@ class TorchEngine:
         """Fast path: the array put and whether every value is finite, both in libtorch's
         threads: the copy (none where the caller hands over a float32 array in C order), then
         its total while the copy is in the caches (a float64 total only where the float32 one
-        overflowed). On a card the host checks it, as the reference does (a total read back
-        would wait for the card)."""
+        overflowed). A small batch (under `CHECKED_IN_LIBTORCH` values), and on a card any
+        batch, is checked on the host as the reference does: libtorch's calls cost more than
+        NumPy's pass there, and a total read back from a card would wait for it."""
         source = np.asarray(array)
-        if self._cuda or source.dtype.kind != "f":
+        if self._cuda or source.dtype.kind != "f" or source.size < CHECKED_IN_LIBTORCH:
             return self.put(source), all_finite(source)
         self.counters.transfers_in += 1
         kept = torch.from_numpy(np.ascontiguousarray(source, dtype=np.float32))
@@ -437,6 +442,9 @@ class TorchEngine:
     ) -> None:
         if not slots:
             return
+        flat = _flat(slots, velocities)
+        if flat is not None:  # one pass over every slot's values at once
+            (slots, velocities), grads = flat, [_joined(grads)]
         velocities = list(velocities)
         torch._foreach_mul_(velocities, momentum)
         torch._foreach_add_(velocities, list(grads), alpha=-learning_rate)
@@ -456,6 +464,9 @@ class TorchEngine:
     ) -> None:
         if not slots:
             return
+        flat = _flat(slots, firsts, seconds)
+        if flat is not None:  # one pass over every slot's values at once
+            (slots, firsts, seconds), grads = flat, [_joined(grads)]
         grads, firsts = list(grads), list(firsts)
         # lerp with a weight under 0.5 is m + w * (g - m): Keras's m += (g - m) * (1 - beta1).
         torch._foreach_lerp_(firsts, grads, 1.0 - beta1)
@@ -468,7 +479,8 @@ class TorchEngine:
     def decay_update(self, slots: Sequence[Tensor], *, factor: float) -> None:
         """Fast path: every slot times `factor`, in one call over them all."""
         if slots:
-            torch._foreach_mul_(list(slots), factor)
+            flat = _flat(slots)
+            torch._foreach_mul_(list(slots) if flat is None else flat[0], factor)
 
     # --- a compiled step's plan as one launch (deepsharp.core.training.compiled) ---------------
     @property
@@ -593,6 +605,33 @@ class TorchEngine:
         if (height, width) == (out_h * down, out_w * across):
             return grid
         return F.pad(grid, (0, width - out_w * across, 0, height - out_h * down))
+
+
+def _flat(*groups: Sequence[Tensor]) -> list[list[Tensor]] | None:
+    """The flat tensors behind these groups, where each group is exactly one flat tensor's
+    consecutive parts, in order (how the core lays out slots and an optimizer's memory): an
+    update then makes each of its passes once over every slot, not once a slot."""
+    found = []
+    for group in groups:
+        base = group[0]._base if group else None
+        if base is None or base.dim() != 1 or not base.is_contiguous():
+            return None
+        start = 0
+        for part in group:
+            if part._base is not base or part.storage_offset() != base.storage_offset() + start:
+                return None
+            if not part.is_contiguous():
+                return None
+            start += part.numel()
+        if start != base.numel():
+            return None
+        found.append([base])
+    return found
+
+
+def _joined(grads: Sequence[Tensor]) -> Tensor:
+    """Every gradient's values one after the other, as the slots lie in their flat tensor."""
+    return torch.cat([grad.reshape(-1) for grad in grads])
 
 
 class _HalfOutputs(TorchEngine):
