@@ -396,6 +396,13 @@ def jobs_section(jobs: Mapping[str, Any]) -> list[str]:
             f"| Serving the sample's {serving['sample_rows']} rows in one call | "
             f"{serving['sample_rows_per_second']:,} rows/s | none |"
         )
+    images = jobs.get("images")
+    if images:
+        lines.append(
+            f"| An image column's features of {images['rows']:,} rows of 1 × 28 × 28 arrays | "
+            f"{images['seconds'] * 1e3:.0f} ms, {images['ratio']:.2f}× `np.stack` of the same "
+            f"arrays{busy_note(images)} | guard ≤ {images['guard']:g}× |"
+        )
     return [*lines, "", SERVING]
 
 

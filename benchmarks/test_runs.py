@@ -8,13 +8,18 @@ can say what share of serving it takes.
 
 from __future__ import annotations
 
+import statistics
+
+import numpy as np
 import pytest
 
 from bench_support import busy, interleaved, record
 from deepsharp.core.samples import titanic
 
 SAMPLE_SECONDS = 3.0  # issue 3: the whole sample run within 3 s on 2 cores
-ROWS_PER_SECOND = 2_000_000  # issue 23: serving Titanic rows on light at 2,000,000 a second (issue 12: 1 M)
+ROWS_PER_SECOND = (
+    2_000_000  # issue 23: serving Titanic rows on light at 2,000,000 a second (issue 12: 1 M)
+)
 ROWS_PER_SECOND_GUARD = 700_000  # measured 1.2-1.4 M on a shared machine: below is a regression
 SERVED = 100_000
 ROUNDS = 7
@@ -70,3 +75,47 @@ def test_serving_two_million_titanic_rows_a_second() -> None:
     assert rate >= ROWS_PER_SECOND_GUARD, f"{message}: under the guard: something got slower"
     if rate < ROWS_PER_SECOND:
         pytest.xfail(f"{message}: the goal is not met")
+
+
+IMAGES = 20_000
+IMAGES_GUARD = 4.0  # measured about 1.3-1.6x np.stack on a shared 2-core machine
+
+
+def test_image_rows_are_stacked_at_once() -> None:
+    """An image column reads 20,000 rows of 1 x 28 x 28 arrays beside the least any reader of
+    those rows does: `np.stack` of the same arrays, in the same rounds. Row-by-row parsing into
+    lists would take tens of times as long."""
+    from deepsharp.core import Pipeline
+
+    rng = np.random.default_rng(1)
+    images = list(rng.random((IMAGES, 1, 28, 28), dtype=np.float32))
+    rows = [{"im": image} for image in images]
+    pipe = Pipeline().image("im", (1, 28, 28)).learn(rows[:10])
+    timed = interleaved(
+        {"features": lambda: pipe.features(rows), "np.stack": lambda: np.stack(images)}, ROUNDS
+    )
+    ratios = [
+        mine / peer
+        for mine, peer in zip(timed.seconds("features"), timed.seconds("np.stack"), strict=True)
+    ]
+    ratio = statistics.median(ratios)
+    record(
+        "steps",
+        ("jobs", "images"),
+        {
+            "rows": IMAGES,
+            "seconds": round(timed.median("features"), 4),
+            "np_stack_seconds": round(timed.median("np.stack"), 4),
+            "ratio": round(ratio, 3),
+            "guard": IMAGES_GUARD,
+            **timed.load(),
+        },
+    )
+    message = (
+        f"an image column's features of {IMAGES:,} rows: {ratio:.2f}x np.stack of the same "
+        f"arrays (the median of {len(ratios)} interleaved rounds; regression guard "
+        f"{IMAGES_GUARD}x)"
+    )
+    if ratio > IMAGES_GUARD and timed.busy:
+        pytest.xfail(f"{message}: past the guard, on a busy machine ({busy(timed.load())})")
+    assert ratio <= IMAGES_GUARD, f"{message}: past the guard: something got slower"

@@ -120,7 +120,9 @@ def test_a_replayed_step_makes_the_recorded_steps_engine_calls_and_no_transfer_m
 
 def test_a_plan_is_one_flat_function_of_the_steps_engine_calls() -> None:
     rows, targets = titanic_shaped()
-    trainer = Trainer(Network([Dense(16), Relu(), Dense(1)], inputs=14), BinaryCrossEntropy(), Adam())
+    trainer = Trainer(
+        Network([Dense(16), Relu(), Dense(1)], inputs=14), BinaryCrossEntropy(), Adam()
+    )
     trainer.step(rows, targets)
     (found,) = [found for found in trainer.compiled.plans.values() if found is not None]
     assert found.rules == 4  # affine, relu, affine, the loss: the recorded step's rules

@@ -15,7 +15,9 @@ from deepsharp.engines.light import LightEngine
 from deepsharp.engines.light._threads import PARALLEL, pool, thread_count
 
 
-def conv_steps(precision: str, threads: int, optimizer: Any) -> tuple[list[float], dict[str, bytes]]:
+def conv_steps(
+    precision: str, threads: int, optimizer: Any
+) -> tuple[list[float], dict[str, bytes]]:
     """Three convolution steps over 64 images (346,112 values a ReLU: split into parts)."""
     rng = np.random.default_rng(0)
     images = rng.random((64, 1, 28, 28)).astype(np.float32)

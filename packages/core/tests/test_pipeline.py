@@ -474,22 +474,6 @@ def test_a_dataframe_gives_the_same_features_as_the_list_of_dicts(
         from_frame.features(frame.drop(columns=["Pclass"]))
 
 
-# -- speed ---------------------------------------------------------------------------------------
-
-
-def test_features_of_100000_rows_is_fast(titanic_rows: list[dict[str, Any]]) -> None:
-    import time
-
-    pipe = titanic_recipe().learn(titanic_rows)
-    rows = fresh((titanic_rows * 113)[:100_000])
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        pipe.features(rows)
-        best = min(best, time.perf_counter() - start)
-    assert best < 1.0  # about 0.15 s on a laptop; generous for slow CI machines
-
-
 # -- a DataFrame of numbers, integer column names, wide categories --------------------------------
 
 

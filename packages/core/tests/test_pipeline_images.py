@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import numpy as np
@@ -142,20 +141,6 @@ def test_features_are_the_values_divided_by_the_divisor(values: np.ndarray, scal
     assert np.array_equal(pipe.features(rows), expected)
     again = Pipeline.from_json(json.loads(json.dumps(pipe.to_json())))
     assert np.array_equal(again.features(rows), expected)
-
-
-def test_many_rows_are_stacked_at_once() -> None:
-    rng = np.random.default_rng(1)
-    rows = [{"im": image} for image in rng.random((20_000, 1, 28, 28), dtype=np.float32)]
-    pipe = Pipeline().image("im", (1, 28, 28)).learn(rows[:10])
-    best = min(_timed(lambda: pipe.features(rows)) for _ in range(3))
-    assert best < 2.0  # about 0.1 s on a laptop; row-by-row parsing would take several
-
-
-def _timed(work: Any) -> float:
-    started = time.perf_counter()
-    work()
-    return time.perf_counter() - started
 
 
 # -- bad rows -----------------------------------------------------------------------------------
