@@ -131,6 +131,15 @@ class Rounds:
             a / b for r in self.kept if (a := mine[r]) is not None and (b := theirs[r]) is not None
         ]
 
+    def each_round(self, name: str, peer: str) -> list[float | None]:
+        """The side's time over the peer's in every kept round (None where either sat it out):
+        two sides' lists line up round by round."""
+        mine, theirs = self.timed[name].seconds, self.timed[peer].seconds
+        return [
+            a / b if (a := mine[r]) is not None and (b := theirs[r]) is not None else None
+            for r in self.kept
+        ]
+
     def load(self) -> dict[str, Any]:
         """What the other processes took, for the results: each round's share, and the verdict."""
         return {
@@ -222,6 +231,9 @@ def compare(
             "step_us": _us(timed.median(name)),
             "ratio": round(statistics.median(each), 3),
             "ratios": [round(r, 3) for r in each],
+            "ratio_each_round": [
+                None if r is None else round(r, 3) for r in timed.each_round(name, "")
+            ],
             "calls_a_round": timed.timed[name].calls,
         }
     peer_figures = {"step_us": _us(timed.median("")), "calls_a_round": timed.timed[""].calls}

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from deepsharp.core import Adam, CrossEntropy, Dense, Network, Relu, Trainer
+from deepsharp.core.nn.predicting import Predictor
 from workloads import (
     BLOCK,
     CONV,
@@ -82,18 +83,12 @@ def dense_step(engine: Any) -> Callable[[], float]:
 
 def dense_serving(engine: Any) -> Callable[[], np.ndarray]:
     """The dense network's probabilities for the 4,096 rows on `engine`, in one pass
-    (`Network.served`: the slots bound once, then one transfer in and one out a call)."""
+    (`Predictor`: the slots put once, then one transfer in and one out a call)."""
     rows, _ = dense_batch()
     network, loss = dense_network(), CrossEntropy()
     Trainer(network, loss, Adam(0.001), seed=0).close()  # its slots, drawn from the seed
-    serving = network.served(loss, engine)
-    served = serving.__enter__()
-
-    def serve() -> np.ndarray:
-        assert serving is not None  # held for as long as the function lives
-        return served.predict(rows.copy())
-
-    return serve
+    predictor = Predictor(network, loss, engine)
+    return lambda: predictor.predict(rows.copy())
 
 
 # --- the peers: plain PyTorch ------------------------------------------------------------------

@@ -71,8 +71,14 @@ def measured(name: str) -> dict[str, Any]:
     sides.update({label: make() for label, make in workload.references.items()})
     found, peer = compare(sides, workload.peer(), workload.rounds)
     mixed, float32, pytorch = found[MIXED_SPEC], found[FLOAT32_SPEC], found[PYTORCH_FLOAT32]
-    # The same rounds on each side (no side here sits rounds out): their time over each other's.
-    speedups = [f / m for f, m in zip(float32["ratios"], mixed["ratios"], strict=True)]
+    # Their time over each other's in the rounds both were timed (a side whose call takes over a
+    # second sits the later rounds out).
+    speedups = [
+        f / m
+        for f, m in zip(float32.pop("ratio_each_round"), mixed.pop("ratio_each_round"), strict=True)
+        if f is not None and m is not None
+    ]
+    pytorch.pop("ratio_each_round")
     pytorch_speedups = list(pytorch["ratios"])  # PyTorch float32 over its autocast
     figures = {
         "title": workload.title,

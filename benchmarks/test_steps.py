@@ -93,12 +93,14 @@ def measured(name: str) -> dict[str, Any]:
     compiled = references.get(TORCH_COMPILE)
     for spec, figures in engines.items():
         figures.update(goal=LIMITS.get((name, spec)), guard=GUARDS.get((name, spec)))
-        if compiled is not None:  # its time over torch.compile's, round by round where both
-            mine, theirs = figures["ratios"], compiled["ratios"]  # ran every round
-            each = [a / b for a, b in zip(mine, theirs)] if len(mine) == len(theirs) else []
+        if compiled is not None:  # its time over torch.compile's, in the rounds both were timed
+            pairs = zip(figures["ratio_each_round"], compiled["ratio_each_round"], strict=True)
+            each = [a / b for a, b in pairs if a is not None and b is not None]
             figures["to_compiled"] = round(
                 statistics.median(each) if each else figures["ratio"] / compiled["ratio"], 3
             )
+    for figures in found.values():
+        del figures["ratio_each_round"]  # said by "ratios" where every round was timed
     figures = {
         "title": workload.title,
         "order": SEED.index(workload),
