@@ -158,7 +158,9 @@ def memory(session: nox.Session) -> None:
 @nox.session(python="3.10")
 def oldest(session: nox.Session) -> None:
     """The core's tests under the oldest NumPy deepsharp supports (1.26): the same bits."""
-    session.install("numpy==1.26.4", "pytest", "pytest-xdist", "hypothesis", CORE, CONTRACTS)
+    session.install(
+        "numpy==1.26.4", "pytest", "pytest-xdist", "hypothesis", CORE, TESTBUFFER, CONTRACTS
+    )
     session.run(
         "pytest",
         "packages/core/tests",

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from deepsharp.core import Adam, Conv2D, CrossEntropy, Dense, Flatten, Network, Relu, SGD, Trainer
+from deepsharp.core import SGD, Adam, Conv2D, CrossEntropy, Dense, Flatten, Network, Relu, Trainer
 from deepsharp.engines.light import LightEngine
 from deepsharp.engines.light._threads import PARALLEL, pool, thread_count
 

@@ -17,6 +17,9 @@ torch = pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core" / "tests"))
 
+from test_compiled import harness_network, same_bits, steps  # noqa: E402
+from test_layer_harness import CASES  # noqa: E402
+
 from deepsharp.core import (  # noqa: E402
     Adam,
     CrossEntropy,
@@ -32,8 +35,6 @@ from deepsharp.core import (  # noqa: E402
     TransformerBlock,
 )
 from deepsharp.core.samples import resnet  # noqa: E402
-from test_compiled import harness_network, same_bits, steps  # noqa: E402
-from test_layer_harness import CASES  # noqa: E402
 
 ENGINES = ["torch:cpu", "torch:cpu:strict", "torch:cpu:mixed_bfloat16"]
 CARD = os.environ.get("DEEPSHARP_TEST_CUDA") == "1"

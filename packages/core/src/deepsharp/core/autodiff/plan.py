@@ -333,8 +333,10 @@ class Plan:
         namespace: dict[str, Any] = {"engine": engine, "float": float, **watch.functions}
         namespace.update({f"c{i}": value for i, value in enumerate(watch.constants)})
         namespace.update({f"v{i}": watch.results[i] for i in map(_number, folded)})
-        exec(compile(self.source, "<deepsharp plan>", "exec"), namespace)  # noqa: S102
-        self._run: Callable[..., Any] = namespace["plan"]
+        exec(compile(self.source, "<deepsharp plan>", "exec"), namespace)
+        # Taken out of its globals: a function its own namespace holds is a reference cycle,
+        # which kept the plan's values (and so the engine's memory) until a collection ran.
+        self._run: Callable[..., Any] = namespace.pop("plan")
 
     def __call__(self, *inputs: Any) -> Any:
         return self._run(*inputs)
