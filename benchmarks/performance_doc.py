@@ -236,14 +236,16 @@ PROFILES = """\
 Each goal not met was profiled by `python benchmarks/profile_steps.py` (`nox -s profiles`): the
 engine's step and PyTorch eager's step of the same workload in one process, each warmed first,
 their steps taken in turn, every thread pool (libtorch's, OpenBLAS's, light's) at one thread so
-that the profile shows the work rather than threads waiting for a core. A table gives each side's step (the median of {steps} steps; its
-ratio is not the benchmarks' figure, which is the median of interleaved rounds), its Python
-calls a step (cProfile's total), its calls into the engine (counted at the engine's door, the
-engine's calls on itself left out) or into libtorch (aten operations, each level), the time
-its **kernels** take and the time **outside** them (the step less the kernels: Python around
-them), and the operations that take the most. A kernel's time is torch.profiler's self CPU
-time of the aten operations on torch:cpu and on PyTorch, and on light the time inside the
-engine's calls (NumPy's work and the engine's few lines around it). The machine's load
+that the profile shows the work rather than threads waiting for a core. A table gives each
+side's step (the median of {steps} steps; its ratio is not the benchmarks' figure, which is the
+median of interleaved rounds), its Python calls a step (cProfile's total), its calls into the
+engine (counted at the engine's door, the engine's calls on itself left out) or into libtorch
+(aten operations, each level), the time its **kernels** take and the time **outside** them (the
+step less the kernels: Python around them), and the operations that take the most. A kernel's
+time is torch.profiler's self CPU time of the aten operations on torch:cpu and on PyTorch, and
+on light the time inside the engine's calls (NumPy's work and the engine's own Python around
+it). A profiler slows what it watches: the kernels' time is their share of a watched step times
+the step's time unwatched, and the top operations' times are as watched. The machine's load
 averages (1, 5, 15 minutes) were {load_before} before and {load_after} after.
 """
 
@@ -321,10 +323,13 @@ def where_it_goes(found: Mapping[str, Any]) -> str:
     """One sentence from the figures: the kernels' time beside PyTorch's, the rest, and what the
     goal asks."""
     ours, peer, spec = found["ours"], found["peer"], found["engine"]
+    torch = spec.startswith("torch")
     kernels = (
         "libtorch's own work (aten's self time)"
-        if spec.startswith("torch")
-        else "the time inside light's calls (NumPy's work)"
+        if torch
+        else "the time inside light's calls (NumPy's work and the engine's Python around it; "
+        f"{duration(ours.get('numpy_us', 0.0))} inside NumPy's own functions, as cProfile sees "
+        "them)"
     )
     said = (
         f"On {spec}, {kernels} is {duration(ours['kernel_us'])} of our "
@@ -340,9 +345,9 @@ def where_it_goes(found: Mapping[str, Any]) -> str:
     if over <= ours["outside_us"]:
         share = over / ours["outside_us"]
         return said + f"{target}: {share:.0%} of the time outside the kernels."
+    inside = "the kernels themselves" if torch else "the engine's calls themselves"
     return (
-        said + f"{target}: more than all the time outside the kernels, so the kernels themselves "
-        "must take less."
+        said + f"{target}: more than all the time outside the kernels, so {inside} must take less."
     )
 
 
