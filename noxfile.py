@@ -313,6 +313,32 @@ def scaling(session: nox.Session) -> None:
     _benchmarks(session, "scaling", "scaling")
 
 
+@nox.session(python=TORCH_PYTHON, default=False)
+def profiles(session: nox.Session) -> None:
+    """Where the time goes for each goal of the benchmarks: the engine's step profiled beside
+    PyTorch eager's (Python calls, engine calls, kernels' time and what is outside them, the top
+    operations), then the page written (into the session's temporary folder; `-- --publish`:
+    benchmarks/results/profiles.json and docs/performance.md). A few minutes on 2 cores."""
+    publish, posargs = _publishing(session)
+    session.install(
+        *CONSTRAINTS, "torch", "pytest", "threadpoolctl", *ONNX, CORE, TESTBUFFER, TORCH
+    )
+    published = ROOT / "benchmarks" / "results"
+    if publish:
+        results, page = published, ROOT / "docs" / "performance.md"
+    else:
+        results = Path(session.create_tmp()) / "results"
+        shutil.rmtree(results, ignore_errors=True)
+        shutil.copytree(published, results)
+        page = results / "performance.md"
+    session.run(
+        "python", "benchmarks/profile_steps.py", "--out", str(results / "profiles.json"), *posargs
+    )
+    session.run(
+        "python", "benchmarks/performance_doc.py", "--results", str(results), "--out", str(page)
+    )
+
+
 def _benchmarks(session: nox.Session, marks: str, name: str) -> None:
     publish, posargs = _publishing(session)
     session.install(
