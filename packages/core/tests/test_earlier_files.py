@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from deepsharp.core import (
     Adam,
@@ -25,6 +26,8 @@ from deepsharp.core import (
     TrainedNetwork,
     fit,
 )
+from deepsharp.core.engine import make_engine
+from deepsharp.core.errors import EngineMismatchError
 from deepsharp.core.samples import titanic
 
 EARLIER = Path(__file__).parent / "earlier_files"
@@ -83,6 +86,19 @@ def test_a_checkpoint_of_format_2_loads_and_a_run_resumed_from_it_ends_where_it_
     x = rng.normal(size=(60, 1, 8, 8)).astype(np.float32)
     y = (x.mean(axis=(1, 2, 3)) > 0).astype(np.int64)
     options = FitOptions(seed=3, epochs=5, progress=False, patience=50)
+    here = make_engine("light").identity
+    if checkpoint.engine != here:  # another NumPy (the oldest session's): refused, as it must be
+        with pytest.raises(EngineMismatchError, match="resume there, or start the run afresh"):
+            fit(
+                None,
+                (x, y),
+                _network(),
+                CrossEntropy(),
+                Adam(0.01),
+                options,
+                resume_from=checkpoint,
+            )
+        pytest.skip(f"the checkpoint was taken on {checkpoint.engine}, this is {here}")
     run = fit(None, (x, y), _network(), CrossEntropy(), Adam(0.01), options, resume_from=checkpoint)
     assert run.report.best_epoch == EXPECTED["resumed_best_epoch"]
     got = run.trained.predict(x[:5])
