@@ -37,18 +37,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from deepsharp.core.data.columns import (
-    Category,
-    ColumnKind,
-    FillSpec,
-    Flag,
-    Number,
-    Numbers,
-    UnknownRule,
-)
+from deepsharp.core.data.categories import Category, Flag, UnknownRule
+from deepsharp.core.data.columns import ColumnKind
 from deepsharp.core.data.features import array_features, column_groups, feature_matrix
 from deepsharp.core.data.images import Image, ImageScale
 from deepsharp.core.data.learning import Learning
+from deepsharp.core.data.numbers import FillSpec, Number, Numbers
 from deepsharp.core.data.pipeline_reading import FORMAT, VERSION, read_pipeline
 from deepsharp.core.data.sources import column_names, columns, named_in_messages, read_csv
 from deepsharp.core.data.splitting import permutation, rows_needed, split_sizes

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from deepsharp.core.data import images, text  # noqa: F401  (they register the Image and Text kinds)
-from deepsharp.core.data.columns import Numbers, Recipe, read_column
+from deepsharp.core.data import categories, images, text  # noqa: F401  (their kinds register)
+from deepsharp.core.data.columns import Recipe, read_column
+from deepsharp.core.data.numbers import Numbers
 from deepsharp.core.data.target import Target
 from deepsharp.core.errors import FileFormatError
 
