@@ -19,12 +19,8 @@ from core_helpers import XOR_ROWS, XOR_TARGETS, xor_trainer
 from fuzz_files import load_in_child, make_originals
 
 from deepsharp.core import BinaryCrossEntropy, Dense, FileFormatError, Network
-from deepsharp.core.files import (
-    _canonical_digest,
-    encode_safetensors,
-    read_safetensors,
-    write_atomically,
-)
+from deepsharp.core.atomic import write_atomically
+from deepsharp.core.files import _canonical_digest, encode_safetensors, read_safetensors
 
 
 @pytest.fixture
@@ -507,7 +503,7 @@ def test_a_new_file_takes_the_umask_and_a_replaced_one_keeps_its_mode(
 def test_a_killed_writers_temporary_file_is_removed_by_the_next_save(
     tmp_path: Path, trained: Network
 ) -> None:
-    from deepsharp.core.files import _TAG
+    from deepsharp.core.atomic import _TAG
 
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True

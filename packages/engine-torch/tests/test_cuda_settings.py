@@ -15,7 +15,7 @@ pytest.importorskip("torch")
 
 SCRIPT = """
 import torch
-from deepsharp.engines.torch import TorchEngine, _engine
+from deepsharp.engines.torch import TorchEngine, _exact
 TorchEngine.on_cpu()
 C = torch._C
 
@@ -38,7 +38,7 @@ def settings():
 for name, setup in SETUPS.items():  # cumulative: each case starts where the last left off
     exec(setup)
     before = settings()
-    with _engine._Exact():
+    with _exact.Exact():
         inside = settings()
     after = settings()
     assert after == before, (name, before, after)

@@ -423,8 +423,8 @@ def _network_from(builder: Any, outputs: int, spec: str | None) -> Any:
 
 
 def _predict(arguments: argparse.Namespace) -> int:
+    from deepsharp.core.atomic import write_atomically
     from deepsharp.core.data.scan import scan_csv
-    from deepsharp.core.files import write_atomically
     from deepsharp.core.serving import TrainedNetwork
 
     if arguments.output:

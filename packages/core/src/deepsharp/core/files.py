@@ -16,29 +16,33 @@ Reading trusts nothing in the file (docs/reliability.md holds the figures):
   other tools' files (`foreign=True`).
 
 Writing is atomic (a temporary file beside the target, flushed, renamed into place); the file
-keeps the mode of the one it replaces, or takes the umask's.
+keeps the mode of the one it replaces, or takes the umask's (`deepsharp.core.atomic`). The
+header's JSON is parsed within its bounds by `deepsharp.core.header_json`.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import math
 import os
 import re
-import secrets
-import socket
 import stat
 import struct
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
+from deepsharp.core.atomic import write_atomically
 from deepsharp.core.errors import FileFormatError
+from deepsharp.core.header_json import (
+    check_json_text,
+    metadata_of,
+    parse_header,
+    refuse_pickle,
+)
 
 __all__ = [
     "MAX_HEADER",
@@ -48,7 +52,6 @@ __all__ = [
     "read_metadata",
     "read_safetensors",
     "seal_safetensors",
-    "write_atomically",
     "write_safetensors",
 ]
 
@@ -62,15 +65,13 @@ _NAMES = {dtype: name for name, dtype in _DTYPES.items()}
 # JSON made of empty containers costs Python ~26x its size, so 1 MiB caps a header's cost
 # near 30 MiB while leaving 200x room (about 14,000 epochs of history in a checkpoint).
 MAX_HEADER = 1 << 20
-MAX_DEPTH = 64  # deepsharp nests 3 deep in a header and 5 in its metadata's JSON
 MAX_DIMENSIONS = 32  # NumPy 1.x's limit
-# A whole number in deepsharp's metadata (a seed may be long; Python refuses over 4,300 digits).
-_MAX_DIGITS = 1000
 _MAX_ELEMENTS_BYTES = 1 << 48  # no dimension may promise more bytes than any file holds
 _TWO_PASSES = 64 << 20  # bodies above this are checked against their digest before they are kept
 _CHUNK = 1 << 20
 _DIGEST = "digest"
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")
+_O_BINARY = getattr(os, "O_BINARY", 0)
 _KINDS = {
     stat.S_IFDIR: "a folder",
     stat.S_IFIFO: "a named pipe",
@@ -81,110 +82,6 @@ _KINDS = {
 
 
 # --- writing -------------------------------------------------------------------------------
-
-
-def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) -> None:
-    """Write `data` (bytes, or bytes-like parts, written as they come: a stream's memory stays
-    flat) to a temporary file beside `path`,
-    flush it to disk, then rename it into place: a crash, a kill or a full disk leaves either the
-    old file or the new one, never half of one. The new file keeps the old one's mode, or takes
-    the umask's. A device or a pipe (`/dev/stdout`) is written straight into; a symbolic link
-    is written through (the file it names is replaced; the link stays)."""
-    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
-    parts = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
-    try:
-        before: os.stat_result | None = os.stat(target)
-    except (FileNotFoundError, NotADirectoryError):
-        before = None
-    if before is not None and stat.S_ISDIR(before.st_mode):
-        raise IsADirectoryError(errno.EISDIR, "it is a folder, not a file", os.fspath(target))
-    if before is not None and not stat.S_ISREG(before.st_mode):
-        with open(target, "wb") as stream:  # a device or a pipe cannot be renamed over
-            _write_parts(stream, parts)
-        return
-    folder = target.parent
-    if not folder.is_dir():  # said of the folder asked for, not of the temporary file beside
-        raise FileNotFoundError(
-            errno.ENOENT,
-            f"cannot write {os.fspath(target)!r}: there is no folder {os.fspath(folder)!r} "
-            "(make it first, e.g. os.makedirs(folder, exist_ok=True))",
-        )
-    _remove_stale_temporaries(folder, target.name)
-    temporary = folder / f".{target.name}.{_TAG}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
-    # A new file's mode is 0o666 less the umask (the kernel applies it); a replaced one keeps its own.
-    mode = 0o666 if before is None else 0o600
-    try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY, mode)
-    except OSError as error:  # said of the folder asked for, not of the temporary file's name
-        raise type(error)(
-            error.errno,
-            f"cannot write into {os.fspath(folder)!r}: {error.strerror}",
-            os.fspath(path),
-        ) from None
-    try:
-        if before is not None and os.chmod in os.supports_fd:
-            os.chmod(descriptor, stat.S_IMODE(before.st_mode))
-        with os.fdopen(descriptor, "wb") as stream:
-            _write_parts(stream, parts)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    _sync_folder(folder)
-
-
-def _write_parts(stream: BinaryIO, parts: Iterable[Any]) -> None:
-    for part in parts:
-        stream.write(part)
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make the rename itself durable (where folders can be synced at all)."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
-_O_BINARY = getattr(os, "O_BINARY", 0)
-# Temporary files are named `.<target>.<host>-<pid>-<random>.tmp`: a killed writer's can be told apart.
-_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:6]
-
-
-def _remove_stale_temporaries(folder: Path, name: str) -> None:
-    """Remove temporary files beside `name` left by writers on this host that were killed."""
-    if os.name != "posix":
-        return
-    pattern = re.compile(re.escape(f".{name}.{_TAG}-") + r"(\d+)-[0-9a-f]{8}\.tmp")
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return
-    for entry in entries:
-        found = pattern.fullmatch(entry.name)
-        if found is not None and not _alive(int(found.group(1))):
-            try:
-                os.unlink(entry.path)
-            except OSError:
-                pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
 
 
 def encode_safetensors(tensors: Mapping[str, NDArray[Any]], metadata: Mapping[str, str]) -> bytes:
@@ -296,12 +193,12 @@ def read_metadata(path: str | os.PathLike[str], what: str = "file") -> dict[str,
     with _open_regular(path, what, where) as stream:
         size = os.fstat(stream.fileno()).st_size
         length = _header_length(stream, size, where)
-        header = _parse_header(_read_exactly(stream, length, where), where)
-    metadata = _metadata(header.pop("__metadata__", {}), where)
+        header = parse_header(_read_exactly(stream, length, where), where)
+    metadata = metadata_of(header.pop("__metadata__", {}), where)
     metadata.pop(_DIGEST, None)
     if metadata.get("format", "").startswith("deepsharp."):
         for key, value in metadata.items():
-            _check_json_text(value, f"{where}: its metadata entry {key!r}")
+            check_json_text(value, f"{where}: its metadata entry {key!r}")
     return metadata
 
 
@@ -315,12 +212,12 @@ def _read(
     with _open_regular(path, what, where) as stream:
         size = os.fstat(stream.fileno()).st_size
         length = _header_length(stream, size, where)
-        header = _parse_header(_read_exactly(stream, length, where), where)
-        metadata = _metadata(header.pop("__metadata__", {}), where)
+        header = parse_header(_read_exactly(stream, length, where), where)
+        metadata = metadata_of(header.pop("__metadata__", {}), where)
         recorded = metadata.pop(_DIGEST, None)
         if metadata.get("format", "").startswith("deepsharp."):
             for key, value in metadata.items():
-                _check_json_text(value, f"{where}: its metadata entry {key!r}")
+                check_json_text(value, f"{where}: its metadata entry {key!r}")
         entries = _layout(header, size - 8 - length, where)
         if recorded is None and require_digest:
             _refuse_undigested(path, where, metadata)
@@ -476,11 +373,11 @@ def _header_length(stream: BinaryIO, size: int, where: str) -> int:
     pickle = start[:2] in _PICKLE_MAGIC or start[:4] in _PICKLE_MAGIC
     if size < 8:
         if pickle:
-            _refuse_pickle(where)
+            refuse_pickle(where)
         raise FileFormatError(f"{where} is truncated: {size} bytes, too short for a header")
     (length,) = struct.unpack("<Q", start)
     if pickle and (length > size - 8 or length > MAX_HEADER):
-        _refuse_pickle(where)
+        refuse_pickle(where)
     if length > size - 8:
         if length > max(MAX_HEADER, size):
             raise FileFormatError(
@@ -495,130 +392,6 @@ def _header_length(stream: BinaryIO, size: int, where: str) -> int:
             "(its own are a few kilobytes)"
         )
     return int(length)
-
-
-def _refuse_pickle(where: str) -> None:
-    raise FileFormatError(
-        f"{where} is a pickle (or a zip of pickles, as torch.save writes), not a safetensors "
-        "file; deepsharp never loads pickles, since loading one can run any code"
-    )
-
-
-class _Refused(ValueError):
-    """A header that is JSON but not the JSON a safetensors header may be."""
-
-
-def _parse_header(raw: bytes, where: str) -> dict[str, Any]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise FileFormatError(
-            f"{where} is not a safetensors file: its header is not JSON ({error})"
-        ) from None
-    if not text.lstrip(" \t\r\n").startswith("{"):
-        raise FileFormatError(f"{where}: its header must be a JSON object")
-    _check_depth(text, f"{where}: its header")
-    try:
-        header = json.loads(
-            text,
-            object_pairs_hook=_object,
-            parse_int=_whole,
-            parse_constant=_constant,
-        )
-    except _Refused as error:
-        raise FileFormatError(f"{where}: its header {error}") from None
-    except (ValueError, RecursionError) as error:
-        raise FileFormatError(
-            f"{where} is not a safetensors file: its header is not JSON ({error})"
-        ) from None
-    if not isinstance(header, dict):
-        raise FileFormatError(f"{where}: its header must be a JSON object")
-    return header
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    made: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in made:
-            raise _Refused(f"names {key[:80]!r} twice")
-        made[key] = value
-    return made
-
-
-def _whole(text: str) -> int:
-    if len(text.lstrip("-")) > 20:
-        raise _Refused(f"holds a number of {len(text)} digits ({text[:20]}...)")
-    return int(text)
-
-
-def _constant(text: str) -> Any:
-    raise _Refused(f"holds {text}, which JSON does not allow")
-
-
-def _check_depth(text: str, where: str) -> None:
-    """Refuse JSON nested deeper than MAX_DEPTH, or with whole numbers too long to be ours,
-    before anything parses it (the parser's memory and stack grow with both). One pass over
-    the text, whatever its strings hold."""
-    marks = np.frombuffer(text.encode("utf-8", "replace"), np.uint8)
-    outside = ~_in_strings(marks)
-    steps = np.zeros(marks.shape, np.int8)
-    steps[outside & ((marks == _OPEN_LIST) | (marks == _OPEN_OBJECT))] = 1
-    steps[outside & ((marks == _CLOSE_LIST) | (marks == _CLOSE_OBJECT))] = -1
-    depth = int(np.cumsum(steps, dtype=np.int32).max(initial=0))
-    if depth > MAX_DEPTH:
-        raise FileFormatError(
-            f"{where} is nested {depth} deep; deepsharp reads at most {MAX_DEPTH}"
-        )
-    digits = _longest_run(outside & (marks >= _ZERO) & (marks <= _NINE))
-    if digits > _MAX_DIGITS:
-        raise FileFormatError(
-            f"{where} holds a number of {digits} digits; deepsharp's have at most {_MAX_DIGITS}"
-        )
-
-
-_QUOTE, _BACKSLASH, _ZERO, _NINE = (ord(c) for c in '"\\09')
-_OPEN_LIST, _CLOSE_LIST, _OPEN_OBJECT, _CLOSE_OBJECT = (ord(c) for c in "[]{}")
-
-
-def _in_strings(marks: NDArray[np.uint8]) -> NDArray[np.bool_]:
-    """Which bytes of JSON text lie in a string, its quotes included (a string left open runs
-    to the end). A quote closes or opens one unless an odd run of backslashes comes before it;
-    worked out for all quotes at once (a pattern that backtracks takes quadratic time here), in
-    arrays of 4 bytes a byte of text at most (a header of 1 MiB: a few MiB)."""
-    index = np.arange(marks.size, dtype=np.int32)
-    # Where each run of backslashes began: the last byte up to here that is no backslash.
-    last_other = np.where(marks != _BACKSLASH, index, np.int32(-1))
-    del index
-    np.maximum.accumulate(last_other, out=last_other)
-    quotes = np.flatnonzero(marks == _QUOTE).astype(np.int32)
-    before = np.maximum(quotes - 1, 0)
-    escaped = (quotes > 0) & ((before - last_other[before]) % 2 == 1)
-    del last_other
-    turns = np.zeros(marks.size, np.uint8)
-    turns[quotes[~escaped]] = 1
-    inside: NDArray[np.bool_] = np.bitwise_xor.accumulate(turns).astype(bool)
-    inside |= turns.astype(bool)
-    return inside
-
-
-def _longest_run(flags: NDArray[np.bool_]) -> int:
-    """The length of the longest run of True in `flags`."""
-    ends = np.zeros(1, np.int8)
-    edges = np.flatnonzero(np.diff(np.concatenate((ends, flags.view(np.int8), ends))))
-    return int((edges[1::2] - edges[::2]).max(initial=0))
-
-
-def _check_json_text(value: str, where: str) -> None:
-    """deepsharp's metadata entries (JSON, or plain text) are held to the header's bounds."""
-    _check_depth(value, where)
-
-
-def _metadata(found: Any, where: str) -> dict[str, str]:
-    if not isinstance(found, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in found.items()
-    ):
-        raise FileFormatError(f"{where}: its metadata must map text to text")
-    return found
 
 
 class _Entry:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 
-from deepsharp.core.autodiff.rulebook import same_padding
+from deepsharp.core.autodiff.rules_images import same_padding
 from deepsharp.core.autodiff.tensor import RULES, Rule, Tensor, Value, apply
 from deepsharp.core.engine.fused import parts
 from deepsharp.core.errors import ShapeError

@@ -1,5 +1,5 @@
-"""Column kinds: how each kind of column learns its statistics from the training rows, writes
-its features (vectorised with NumPy), and reads itself back from a saved recipe; and the target.
+"""What a column kind is: how each kind of column learns its statistics from the training
+rows, writes its features (vectorised with NumPy), and reads itself back from a saved recipe.
 
 A kind is one class: subclass `ColumnKind`, set `kind`, implement `width`, `names`, `learn` (or
 `learner`) and `write`, and say what it records (`settings`, `statistics`) and how it reads that
@@ -9,7 +9,10 @@ its features are (float32, or int64 ids). `Pipeline.column(...)` takes any kind;
 names it by its key (deepsharp's own by their kind, a user's by module and name), and reading a
 recipe makes only kinds already imported.
 
-The image kind is in `deepsharp.core.data.images`, the target in `deepsharp.core.data.target`.
+deepsharp's kinds are each in a module of their own: the numbers (`Number`, `Numbers`) in
+`deepsharp.core.data.numbers`, the categories and flags in `deepsharp.core.data.categories`, the
+image kind in `deepsharp.core.data.images`, the text kind in `deepsharp.core.data.text`; the
+target is in `deepsharp.core.data.target`.
 
 Rows that come in parts (a file too large for memory, `scan_csv`) are learned through each
 kind's `learner()`: a `Learner` takes one part's values at a time and sets the statistics at
@@ -22,53 +25,34 @@ from __future__ import annotations
 
 import bisect
 import contextvars
-import math
 import re
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from deepsharp.core.data.summaries import LabelCounts, Median, Moments
 from deepsharp.core.data.values import (
     FLOAT32_MAX,
-    FLOAT32_TINY,
     Column,
     ColumnName,
-    distinct,
-    is_missing,
-    labels,
-    numbers,
     row_text,
     rows_named,
-    shown,
-    shown_value,
-    sorted_labels,
 )
-from deepsharp.core.errors import DataError, DeepSharpWarning, FileFormatError
+from deepsharp.core.errors import DeepSharpWarning, FileFormatError
 from deepsharp.core.kinds import Kinds
 from deepsharp.core.reals import brief, finite_real
 
 __all__ = [
     "COLUMN_KINDS",
-    "Category",
     "ColumnKind",
-    "Flag",
     "Learner",
-    "Number",
-    "Numbers",
     "Recipe",
     "check_input",
     "check_name",
     "read_column",
 ]
-
-FillSpec = Literal["median", "mean"] | float
-UnknownRule = Literal["zeros", "error"]
-
-WIDE_CATEGORY = 1000  # a one-hot this wide is worth a warning whatever the row count
 
 COLUMN_KINDS: Kinds[ColumnKind] = Kinds("column kind")
 
@@ -314,390 +298,3 @@ def read_column(data: object, where: str, learned: bool) -> ColumnKind:
     if learned:
         column.read_statistics(recipe.part("learned"))
     return column
-
-
-# --- numbers ---------------------------------------------------------------------------------
-
-
-def _check_flags(name: ColumnName, **flags: object) -> None:
-    for flag_name, flag in flags.items():
-        if not isinstance(flag, bool):
-            raise TypeError(f"column {name!r}: {flag_name} must be True or False, not {flag!r}")
-
-
-def _check_fill(name: ColumnName, fill: object, log: bool) -> FillSpec:
-    if isinstance(fill, str):
-        if fill not in ("median", "mean"):
-            raise ValueError(
-                f"column {name!r}: fill must be 'median', 'mean' or a number, not {fill!r}"
-            )
-        return "median" if fill == "median" else "mean"
-    if isinstance(fill, bool) or not isinstance(fill, (int, float)):
-        raise TypeError(f"column {name!r}: fill must be 'median', 'mean' or a number, not {fill!r}")
-    value = finite_real(fill)
-    if value is None or abs(value) > FLOAT32_MAX:
-        raise ValueError(
-            f"column {name!r}: fill must be a finite float32 number, not {brief(fill)}"
-        )
-    if log and value < 0:
-        raise ValueError(
-            f"column {name!r}: fill={fill!r} is negative, but log=True needs values of 0 or more"
-        )
-    return value
-
-
-def _number_settings(column: Number | Numbers) -> dict[str, Any]:
-    """A number column's settings (or those `Numbers` gives each of its columns), as recorded
-    and as the constructors take them."""
-    return {
-        "fill": column.fill,
-        "missing_flag": column.missing_flag,
-        "log": column.log,
-        "scale": column.scale,
-    }
-
-
-def _number_options(recipe: Recipe) -> dict[str, Any]:
-    """The settings `_number_settings` recorded, read back as the constructors take them."""
-    return {
-        "fill": recipe.get("fill", str, int, float),
-        "missing_flag": recipe.flag("missing_flag"),
-        "log": recipe.flag("log"),
-        "scale": recipe.flag("scale"),
-    }
-
-
-class Number(ColumnKind):
-    """A column of numbers; a missing one is filled (median, mean or a given value), and may be
-    flagged; optionally log1p-transformed; standardised unless scale=False."""
-
-    kind = "number"
-
-    def __init__(
-        self,
-        name: object,
-        fill: FillSpec = "median",
-        missing_flag: bool = False,
-        log: bool = False,
-        scale: bool = True,
-        input: str | None = None,
-    ) -> None:
-        super().__init__(name, input)
-        _check_flags(self.name, missing_flag=missing_flag, log=log, scale=scale)
-        self.fill = _check_fill(self.name, fill, log)
-        self.missing_flag, self.log, self.scale = missing_flag, log, scale
-        self.fill_value: float | None = None  # in the transformed (log) space
-        self.mean: float | None = None
-        self.std: float | None = None
-
-    def width(self) -> int:
-        return 2 if self.missing_flag else 1
-
-    def names(self) -> list[str]:
-        return [str(self.name), f"{self.name}:missing"] if self.missing_flag else [str(self.name)]
-
-    def _transformed(self, column: Column) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-        values = numbers(column, self.name)
-        missing = np.isnan(values)
-        if self.log:
-            negative = values < 0.0  # NaN compares False
-            if negative.any():
-                i = int(np.argmax(negative))
-                raise DataError(
-                    f"{row_text(i)}, column {self.name!r}: found {values[i]!r}, but this column "
-                    f"takes the logarithm (log=True) and needs values of 0 or more"
-                )
-            values = np.log1p(values)
-        return values, missing
-
-    def learn(self, values: Column) -> None:
-        transformed, missing = self._transformed(values)
-        present = transformed[~missing]
-        if isinstance(self.fill, str):
-            self._refuse_no_values(present.size)
-            fill = float(np.median(present) if self.fill == "median" else np.mean(present))
-        else:
-            fill = self._given_fill()
-        filled = np.where(missing, fill, transformed)
-        self._settle(fill, float(np.mean(filled)), float(np.std(filled)))
-
-    def learner(self) -> Learner:
-        return NumberLearner(self)
-
-    def _refuse_no_values(self, present: int) -> None:
-        if present == 0:
-            raise DataError(
-                f"column {self.name!r}: every training row is missing a value, so there is no "
-                f"{self.fill} to fill with; give fill=<number> or rows that hold numbers"
-            )
-
-    def _given_fill(self) -> float:
-        assert not isinstance(self.fill, str)
-        return math.log1p(self.fill) if self.log else float(self.fill)
-
-    def _settle(self, fill: float, mean: float, std: float) -> None:
-        if not (math.isfinite(mean) and math.isfinite(std) and std <= FLOAT32_MAX):
-            raise DataError(
-                f"column {self.name!r}: its values spread too far to standardise in float32 "
-                f"(mean {mean!r}, standard deviation {std!r}): scale the column, or use log=True"
-            )
-        self.fill_value, self.mean = fill, mean
-        # A column (nearly) constant in float32 is left unscaled rather than blown up.
-        self.std = std if std >= FLOAT32_TINY else 1.0
-
-    def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
-        assert self.fill_value is not None and self.mean is not None and self.std is not None
-        transformed, missing = self._transformed(values)
-        transformed[missing] = self.fill_value
-        if self.scale:
-            transformed -= self.mean
-            transformed /= self.std
-        out[:, at] = transformed
-        if self.missing_flag:
-            out[:, at + 1] = missing
-
-    def forget(self) -> None:
-        self.fill_value = self.mean = self.std = None
-
-    def settings(self) -> dict[str, Any]:
-        return _number_settings(self)
-
-    def statistics(self) -> dict[str, Any]:
-        return {"fill": self.fill_value, "mean": self.mean, "std": self.std}
-
-    @classmethod
-    def from_settings(cls, name: ColumnName, recipe: Recipe) -> Number:
-        return cls(name, **_number_options(recipe))
-
-    def read_statistics(self, recipe: Recipe) -> None:
-        self.fill_value = recipe.number("fill")
-        self.mean = recipe.number("mean")
-        self.std = recipe.number("std", FLOAT32_TINY)
-
-    def __repr__(self) -> str:
-        return f"number({self.name!r})"
-
-
-class NumberLearner(Learner):
-    """A number column's statistics in parts: the present values' moments (and their median,
-    for fill="median"), the missing ones counted; the fill joins the moments at the end."""
-
-    def __init__(self, column: Number) -> None:
-        self.column = column
-        self.moments = Moments()
-        self.median = Median() if column.fill == "median" else None
-        self.missing = 0
-
-    def add(self, values: Column) -> None:
-        transformed, missing = self.column._transformed(values)
-        present = transformed[~missing]
-        self.moments.add(present)
-        if self.median is not None:
-            self.median.add(present)
-        self.missing += int(missing.sum())
-
-    def finish(self) -> None:
-        column, moments = self.column, self.moments
-        if isinstance(column.fill, str):
-            column._refuse_no_values(moments.count)
-            fill = moments.mean if self.median is None else self.median.median()
-        else:
-            fill = column._given_fill()
-        moments.merge(self.missing, fill, 0.0)
-        column._settle(fill, moments.mean, moments.std)
-
-
-class Numbers(ColumnKind):
-    """Every column the training rows hold that no other declaration names (nor the target),
-    each a `Number` with these settings: the columns are found when the pipeline learns."""
-
-    kind = "numbers"
-
-    def __init__(
-        self,
-        fill: FillSpec = "median",
-        missing_flag: bool = False,
-        log: bool = False,
-        scale: bool = True,
-        input: str | None = None,
-    ) -> None:
-        self.name = "*"
-        self.input = check_input(input, "*")
-        _check_flags("*", missing_flag=missing_flag, log=log, scale=scale)
-        self.fill = _check_fill("*", fill, log)
-        self.missing_flag, self.log, self.scale = missing_flag, log, scale
-
-    def expand(self, names: Sequence[ColumnName]) -> list[Number]:
-        return [Number(n, **_number_settings(self), input=self.input) for n in names]
-
-    def settings(self) -> dict[str, Any]:
-        return _number_settings(self)
-
-    @classmethod
-    def from_settings(cls, name: ColumnName, recipe: Recipe) -> Numbers:
-        return cls(**_number_options(recipe))
-
-    def __repr__(self) -> str:
-        return "numbers(every other column)"
-
-
-# --- categories and flags ----------------------------------------------------------------------
-
-
-class Category(ColumnKind):
-    """One-hot over the values the training rows hold; a missing value is a category of its own.
-
-    `max_values` keeps the most frequent values (ties in sorted order) and gives the others all
-    zeros, as it gives a value the training rows never held.
-    """
-
-    kind = "category"
-
-    def __init__(
-        self,
-        name: object,
-        unknown: UnknownRule = "zeros",
-        max_values: int | None = None,
-        input: str | None = None,
-    ) -> None:
-        super().__init__(name, input)
-        if unknown not in ("zeros", "error"):
-            raise ValueError(
-                f"column {self.name!r}: unknown must be 'zeros' or 'error', not {unknown!r}"
-            )
-        if max_values is not None and (
-            isinstance(max_values, bool) or not isinstance(max_values, int) or max_values < 1
-        ):
-            raise ValueError(
-                f"column {self.name!r}: max_values is a positive whole number or None, not "
-                f"{max_values!r}"
-            )
-        if max_values is not None and unknown == "error":
-            raise ValueError(
-                f"column {self.name!r}: max_values gives the values it drops all zeros, which "
-                "unknown='error' forbids: choose one of them"
-            )
-        self.unknown: UnknownRule = unknown
-        self.max_values = max_values
-        self.values: list[str] | None = None
-        self.has_missing = False
-        self.lookup: dict[str | None, int] = {}
-
-    def width(self) -> int:
-        assert self.values is not None
-        return len(self.values) + (1 if self.has_missing else 0)
-
-    def names(self) -> list[str]:
-        assert self.values is not None
-        out = [f"{self.name}={v}" for v in self.values]
-        if self.has_missing:
-            out.append(f"{self.name}:missing")
-        return out
-
-    def learner(self) -> Learner:
-        return CategoryLearner(self)
-
-    def _settle(self, counts: dict[str | None, int], rows: int) -> None:
-        known = [v for v in counts if v is not None]
-        if self.max_values is not None and len(known) > self.max_values:
-            ranked = sorted(sorted_labels(known), key=lambda v: -counts[v])
-            known = ranked[: self.max_values]
-        self.set_learned(sorted_labels(known), None in counts)
-        self._warn_if_wide(rows)
-
-    def _warn_if_wide(self, rows: int) -> None:
-        width = self.width()
-        if width > WIDE_CATEGORY or (width > 100 and width * 2 > rows):
-            warnings.warn(
-                f"column {self.name!r} holds {width} distinct values in {rows} training rows: a "
-                f"one-hot {width} features wide ({width * 4} bytes a row), which an ID-like "
-                f"column rarely repays; drop the column, or declare .category({self.name!r}, "
-                f"max_values=N) to keep its N most frequent values",
-                DeepSharpWarning,
-                stacklevel=7,
-            )
-
-    def set_learned(self, values: list[str], has_missing: bool) -> None:
-        self.values = values
-        self.has_missing = has_missing
-        self.lookup = {v: i for i, v in enumerate(values)}
-        if has_missing:
-            self.lookup[None] = len(values)
-
-    def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
-        index = labels(values, self.name, self.lookup)
-        unknown = index < 0
-        if unknown.any():
-            if self.unknown == "error":
-                i = int(np.argmax(unknown))
-                known = list(self.values or []) + (["(missing)"] if self.has_missing else [])
-                raise DataError(
-                    f"{row_text(i)}, column {self.name!r}: the value {shown_value(values[i])} was not in the "
-                    f"training rows; the known values are: {shown(known)} "
-                    f"(declare .category({self.name!r}, unknown='zeros') to give unseen values "
-                    f"all zeros)"
-                )
-            rows = np.flatnonzero(~unknown)
-            out[rows, at + index[rows]] = 1.0
-        else:
-            out[np.arange(index.shape[0]), at + index] = 1.0
-
-    def forget(self) -> None:
-        self.values = None
-        self.has_missing = False
-        self.lookup = {}
-
-    def settings(self) -> dict[str, Any]:
-        return {"unknown": self.unknown, "max_values": self.max_values}
-
-    def statistics(self) -> dict[str, Any]:
-        return {"values": list(self.values or []), "missing": self.has_missing}
-
-    @classmethod
-    def from_settings(cls, name: ColumnName, recipe: Recipe) -> Category:
-        cap = recipe.get("max_values", int, type(None)) if recipe.has("max_values") else None
-        return cls(name, unknown=recipe.get("unknown", str), max_values=cap)
-
-    def read_statistics(self, recipe: Recipe) -> None:
-        values = recipe.texts("values")
-        if self.max_values is not None and len(values) > self.max_values:
-            raise recipe.fail("values", f"{len(values)} values, over max_values={self.max_values}")
-        self.set_learned(values, recipe.flag("missing"))
-
-
-class CategoryLearner(Learner):
-    """How many training rows hold each label, over every part."""
-
-    def __init__(self, column: Category) -> None:
-        self.column = column
-        self.counts = LabelCounts(column.name)
-
-    def add(self, values: Column) -> None:
-        self.counts.add(values)
-
-    def finish(self) -> None:
-        self.column._settle(self.counts.counts, self.counts.rows)
-
-
-class Flag(ColumnKind):
-    """1.0 where the field holds anything, else 0.0."""
-
-    kind = "flag"
-
-    def width(self) -> int:
-        return 1
-
-    def names(self) -> list[str]:
-        return [f"{self.name}:flag"]
-
-    def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
-        if isinstance(values, np.ndarray):
-            out[:, at] = ~np.isnan(values) if values.dtype.kind == "f" else 1.0
-            return
-        found = distinct(values)
-        if found is None:
-            out[:, at] = [0.0 if is_missing(v) else 1.0 for v in values]
-            return
-        for key in found:
-            found[key] = 0.0 if is_missing(key) else 1.0
-        out[:, at] = np.fromiter(map(found.__getitem__, values), np.float64, len(values))

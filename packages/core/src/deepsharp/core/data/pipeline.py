@@ -31,52 +31,27 @@ messages are counted from 1, in the rows as handed to that call.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from deepsharp.core.data.columns import (
-    Category,
-    ColumnKind,
-    FillSpec,
-    Flag,
-    Learner,
-    Number,
-    Numbers,
-    Recipe,
-    UnknownRule,
-    read_column,
-)
+from deepsharp.core.data.categories import Category, Flag, UnknownRule
+from deepsharp.core.data.columns import ColumnKind
+from deepsharp.core.data.features import array_features, column_groups, feature_matrix
 from deepsharp.core.data.images import Image, ImageScale
-from deepsharp.core.data.sources import (
-    Part,
-    column_names,
-    columns,
-    is_frame,
-    read_csv,
-    row_naming,
-)
-from deepsharp.core.data.target import Target, TargetKind, TargetLearner
+from deepsharp.core.data.learning import Learning
+from deepsharp.core.data.numbers import FillSpec, Number, Numbers
+from deepsharp.core.data.pipeline_reading import FORMAT, VERSION, read_pipeline
+from deepsharp.core.data.sources import column_names, columns, named_in_messages, read_csv
+from deepsharp.core.data.splitting import permutation, rows_needed, split_sizes
+from deepsharp.core.data.target import Target, TargetKind
 from deepsharp.core.data.text import Padding, Text, TokenKind
-from deepsharp.core.data.values import (
-    FLOAT32_MAX,
-    ColumnName,
-    naming_rows,
-    row_text,
-    rows_named,
-)
+from deepsharp.core.data.values import ColumnName
 from deepsharp.core.errors import DataError, FileFormatError
 
-__all__ = ["Learning", "Pipeline", "array_features", "feature_rows", "read_csv", "take_features"]
-
-_FORMAT = "deepsharp.pipeline"
-_VERSION = 4
-_READS = (1, 2, 3, 4)
-# 1 is 2 without arrays, numbers() or max_values; 2 is 3 without dicts of arrays; 3 is 4 without
-# the inputs columns feed and text columns.
+__all__ = ["Pipeline", "read_csv"]
 
 
 class Pipeline:
@@ -268,7 +243,7 @@ class Pipeline:
             names = [c.name for c in resolved]
             if self._target is not None:
                 names.append(self._target.name)
-            with _named(rows):
+            with named_in_messages(rows):
                 _, taken = columns(rows, names)
                 for column in resolved:
                     column.learn(taken[column.name])
@@ -366,13 +341,14 @@ class Pipeline:
                     f"pipeline learned rows of shape {self._shape}"
                 )
             return values
-        with _named(rows):
+        with named_in_messages(rows):
             count, taken = columns(rows, [c.name for c in self._columns])
             return self._features_of(count, taken)
 
     def _features_of(self, count: int, taken: dict[ColumnName, Any]) -> Any:
         made = {
-            name: _matrix(group, count, taken) for name, group in _groups(self._columns).items()
+            name: feature_matrix(group, count, taken)
+            for name, group in column_groups(self._columns).items()
         }
         return next(iter(made.values())) if len(made) == 1 else made
 
@@ -384,7 +360,7 @@ class Pipeline:
                 "asking for targets"
             )
         self._require_learned("targets()")
-        with _named(rows):
+        with named_in_messages(rows):
             _, taken = columns(rows, [self._target.name])
             return self._target.targets(taken[self._target.name])
 
@@ -400,11 +376,11 @@ class Pipeline:
         if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
             raise ValueError(f"partition: count must be a whole number of rows, not {count!r}")
         count = int(count)
-        perm = _permutation(count, order)
+        perm = permutation(count, order)
         train, validation = self._train, self._validation
         if not test:
             train, validation = train / (train + validation), validation / (train + validation)
-        n_train, n_validation, n_test = _split_sizes(count, train, validation)
+        n_train, n_validation, n_test = split_sizes(count, train, validation)
         if not test:
             n_train, n_test = n_train + n_test, 0
         if n_train == 0 or (test and n_test == 0) or (validation > 0 and n_validation == 0):
@@ -414,7 +390,7 @@ class Pipeline:
                     "rows: give the run test rows of their own (test_rows=...), or split with "
                     "train + validation below 1"
                 )
-            needed = _rows_needed(train, validation, test)
+            needed = rows_needed(train, validation, test)
             raise DataError(
                 f"too few rows for the split: there are {count} rows, which give "
                 f"{n_train} training, {n_validation} validation and {n_test} test rows; "
@@ -444,7 +420,7 @@ class Pipeline:
         inputs): each input's row shape by name; None for a pipeline of one input."""
         if self._shapes is not None:
             return dict(self._shapes)
-        groups = _groups(self._columns if self._learned else [])
+        groups = column_groups(self._columns if self._learned else [])
         if len(groups) < 2:
             return None
         return {str(name): (sum(c.width() for c in group),) for name, group in groups.items()}
@@ -452,7 +428,7 @@ class Pipeline:
     def column_groups(self) -> dict[str | None, list[ColumnKind]]:
         """The learned columns of each input it feeds (None: the one input), in order."""
         self._require_learned("column_groups")
-        return _groups(self._columns)
+        return column_groups(self._columns)
 
     @property
     def columns(self) -> list[ColumnKind]:
@@ -543,8 +519,8 @@ class Pipeline:
         """The recipe and the learned statistics as a plain JSON-able dict (floats round-trip)."""
         listed = self._columns if self._learned else self._declared
         return {
-            "format": _FORMAT,
-            "version": _VERSION,
+            "format": FORMAT,
+            "version": VERSION,
             "split": {"train": self._train, "validation": self._validation},
             "columns": [column.entry(self._learned) for column in listed],
             "target": None if self._target is None else self._target.entry(self._learned),
@@ -561,294 +537,12 @@ class Pipeline:
     def from_json(cls, data: object) -> Pipeline:
         """A pipeline from :meth:`to_json`'s dict; FileFormatError saying what is wrong if bad."""
         try:
-            return _from_json(data)
+            return read_pipeline(cls(), data)
         except FileFormatError:
             raise
         except (ValueError, TypeError, KeyError) as exc:
             raise FileFormatError(f"pipeline: not a valid pipeline: {exc}") from None
 
 
-class Learning:
-    """A pipeline learning from training rows that come in parts (`Pipeline.learning`)."""
-
-    def __init__(self, pipeline: Pipeline, names: Sequence[ColumnName]) -> None:
-        pipeline._forget()
-        self.pipeline = pipeline
-        self.columns = pipeline._resolve_names(names)
-        self.reads = pipeline.reads(names)
-        self.rows = 0
-        self.learners: list[tuple[ColumnName, Learner | TargetLearner]] = [
-            (column.name, column.learner()) for column in self.columns
-        ]
-        target = pipeline._target
-        if target is not None:
-            self.learners.append((target.name, target.learner()))
-
-    def add(self, part: object) -> None:
-        """Learn from one part of the training rows (a `Part`, or any rows)."""
-        try:
-            with _named(part):
-                count, taken = columns(part, self.reads)
-                for name, learner in self.learners:
-                    learner.add(taken[name])
-        except BaseException:
-            self.pipeline._forget()
-            raise
-        self.rows += count
-
-    def finish(self) -> Pipeline:
-        """Set every column's statistics: the pipeline is learned."""
-        pipeline = self.pipeline
-        try:
-            if self.rows == 0:
-                raise DataError("no training rows: a pipeline learns from at least one row")
-            for _, learner in self.learners:
-                learner.finish()
-        except BaseException:
-            pipeline._forget()
-            raise
-        pipeline._columns = self.columns
-        pipeline._learned = True
-        return pipeline
-
-
 def _feeds(column: ColumnKind) -> str:
     return "names no input" if column.input is None else f"feeds {column.input!r}"
-
-
-def _groups(columns: Sequence[ColumnKind]) -> dict[str | None, list[ColumnKind]]:
-    """The columns of each input, the inputs in the order the columns first name them."""
-    groups: dict[str | None, list[ColumnKind]] = {}
-    for column in columns:
-        groups.setdefault(column.input, []).append(column)
-    return groups
-
-
-def _matrix(
-    group: Sequence[ColumnKind], count: int, taken: dict[ColumnName, Any]
-) -> npt.NDArray[Any]:
-    """One input's features: its columns' side by side (float32, or int64 ids)."""
-    dtype = np.int64 if group[0].dtype == "int64" else np.float32
-    out = np.zeros((count, sum(column.width() for column in group)), dtype=dtype)
-    at = 0
-    with np.errstate(over="ignore", invalid="ignore"):
-        for column in group:
-            column.write(taken[column.name], out, at)
-            at += column.width()
-    if dtype is np.float32 and not np.isfinite(out).all():
-        _refuse_overflow(out, group)
-    return out
-
-
-def _refuse_overflow(out: npt.NDArray[np.float32], group: Sequence[ColumnKind]) -> None:
-    i, k = (int(v) for v in np.argwhere(~np.isfinite(out))[0])
-    at = 0
-    for column in group:
-        if k < at + column.width():
-            break
-        at += column.width()
-    raise DataError(
-        f"{row_text(i)}, column {column.name!r}: its feature {column.names()[k - at]!r} is "
-        f"{float(out[i, k])!r} once {column.kind} made it, beyond float32's range (largest "
-        f"{FLOAT32_MAX:.8g}): the value lies too far from the training rows' values"
-    )
-
-
-def _named(rows: object) -> AbstractContextManager[None]:
-    """Rows of a part are named in messages by their place in the file they were read from; a
-    DataFrame's by their index labels too (unless the caller names them already)."""
-    if isinstance(rows, Part):
-        return rows_named(rows.row_text)
-    if is_frame(rows) and not naming_rows():
-        return rows_named(row_naming(rows))
-    return nullcontext()
-
-
-# --------------------------------------------------------------------------------------------
-# Arrays
-
-
-def array_features(data: object) -> Any:
-    """Numbers of shape (N, ...) as float32 — integers as int64 (ids) —, checked: no missing
-    value, none infinite or beyond float32's range (a DataError names the row and the place in
-    it). A dict of such arrays (a network of several inputs, one an input) gives a dict of them,
-    each of the same rows."""
-    if isinstance(data, Mapping):
-        if not data:
-            raise DataError("a dict of features holds one array an input, and this one is empty")
-        made = {str(name): _array(value, f"input {name!r}: ") for name, value in data.items()}
-        counts = {name: a.shape[0] for name, a in made.items()}
-        if len(set(counts.values())) > 1:
-            raise DataError(f"every input's array holds the same rows, and these hold {counts}")
-        return made
-    return _array(data)
-
-
-def _array(data: object, where: str = "") -> npt.NDArray[Any]:
-    try:
-        values = np.asarray(data)
-        if values.dtype.kind not in "biuf":
-            values = values.astype(np.float64)
-    except (ValueError, TypeError) as error:
-        raise DataError(
-            f"{where}the pipeline declares no columns, so it takes arrays of numbers; "
-            f"{type(data).__name__} cannot be read as one ({error}); for rows of named columns "
-            "declare them with .number(), .numbers(), .category(), .flag() or .image()"
-        ) from None
-    if values.ndim < 2 or values.shape[0] == 0:
-        raise DataError(
-            f"{where}arrays of features are (rows, ...) with at least one row, not of shape "
-            f"{values.shape}"
-            + (
-                ": a single row lacks its batch axis, so give x[None] (or a list of one row); a "
-                "column of one feature a row is x.reshape(-1, 1)"
-                if values.ndim == 1
-                else ""
-            )
-        )
-    if values.dtype.kind in "iu":
-        return np.ascontiguousarray(values, dtype=np.int64)
-    if values.dtype.kind == "f":
-        with np.errstate(invalid="ignore"):
-            bad = ~(np.abs(values) <= FLOAT32_MAX)  # NaN, inf and beyond float32
-        if bad.any():
-            place = tuple(int(v) for v in np.argwhere(bad)[0])
-            value = float(values[place])
-            said = "missing (nan)" if math.isnan(value) else f"{value!r}, beyond float32's range"
-            raise DataError(
-                f"{where}{row_text(place[0])}, feature {list(place[1:])}: {said}; arrays are "
-                "taken as they are: fill or drop such rows first"
-            )
-    return np.ascontiguousarray(values, dtype=np.float32)
-
-
-def feature_rows(features: Any) -> int:
-    """How many rows features hold (an array, or a dict of one array an input)."""
-    if isinstance(features, Mapping):
-        features = next(iter(features.values()))
-    return int(np.shape(features)[0])
-
-
-def take_features(features: Any, rows: npt.NDArray[np.int64]) -> Any:
-    """These rows of features (an array, or a dict of one array an input)."""
-    if isinstance(features, Mapping):
-        return {name: np.asarray(values)[rows] for name, values in features.items()}
-    return np.asarray(features)[rows]
-
-
-# --------------------------------------------------------------------------------------------
-# Module helpers
-
-
-def _permutation(count: int, order: npt.ArrayLike) -> npt.NDArray[np.int64]:
-    perm = np.asarray(order)
-    if perm.ndim != 1 or perm.shape[0] != count:
-        raise ValueError(
-            f"partition: order must be a permutation of the {count} row indices, but it has "
-            f"shape {perm.shape}"
-        )
-    if count and perm.dtype.kind not in "iu":
-        raise ValueError(f"partition: order must hold integers, not {perm.dtype}")
-    perm = perm.astype(np.int64)
-    if count and (
-        perm.min() < 0
-        or perm.max() >= count
-        or not bool(np.all(np.bincount(perm, minlength=count) == 1))
-    ):
-        raise ValueError(
-            f"partition: order must be a permutation of 0 .. {count - 1}, each index once"
-        )
-    return perm
-
-
-def _split_sizes(count: int, train: float, validation: float) -> tuple[int, int, int]:
-    # A hair of tolerance so that, e.g., 0.29 * 100 (28.999999999999996) gives 29 rows.
-    n_train = min(count, math.floor(train * count + 1e-9))
-    n_validation = min(count - n_train, math.floor(validation * count + 1e-9))
-    return n_train, n_validation, count - n_train - n_validation
-
-
-def _rows_needed(train: float, validation: float, test: bool) -> int:
-    n = 1
-    while True:
-        a, b, c = _split_sizes(n, train, validation)
-        if not test:
-            a, c = a + c, 1
-        if a > 0 and c > 0 and (validation == 0 or b > 0):
-            return n
-        n += 1
-
-
-def _from_json(data: object) -> Pipeline:
-    recipe = Recipe(data, "")
-    fmt = recipe.text("format")
-    if fmt != _FORMAT:
-        raise recipe.fail("format", f"expected {_FORMAT!r}, found {fmt!r}")
-    version = recipe.get("version", int)
-    if version not in _READS:
-        raise recipe.fail(
-            "version", f"this deepsharp reads pipeline versions {_READS}, the file holds {version}"
-        )
-    learned = recipe.flag("learned")
-    split = recipe.part("split")
-    pipe = Pipeline()
-    try:
-        pipe.split(split.number("train", 0.0, 1.0), split.number("validation", 0.0, 1.0))
-    except (ValueError, TypeError) as exc:
-        if isinstance(exc, FileFormatError):
-            raise
-        raise recipe.fail("split", str(exc)) from None
-    entries = recipe.get("columns", list)
-    made = [read_column(e, f".columns[{i}]", learned) for i, e in enumerate(entries)]
-    for i, column in enumerate(made):
-        try:
-            pipe._check_new(column)
-        except ValueError as exc:
-            raise recipe.fail(f"columns[{i}]", str(exc)) from None
-        pipe._declared.append(column)
-    target = recipe.get("target", dict, type(None))
-    if target is not None:
-        pipe._target = Target.read(target, learned)
-        if any(c.name == pipe._target.name for c in made):
-            raise recipe.fail("target", f"column {pipe._target.name!r} is a feature too")
-    arrays = recipe.get("arrays", dict, type(None)) if recipe.has("arrays") else None
-    if not learned:
-        if arrays is not None:
-            raise recipe.fail("arrays", "an unlearned pipeline has learned no shape; expected null")
-        return pipe
-    if arrays is not None:
-        if made or target is not None:
-            raise recipe.fail("arrays", "a pipeline of arrays has no columns and no target")
-        part = recipe.part("arrays")
-        if part.has("inputs"):
-            shapes = part.get("inputs", dict)
-            if not shapes:
-                raise recipe.fail("arrays.inputs", "expected at least one input")
-            for name, shape in shapes.items():
-                _check_sizes(recipe, f"arrays.inputs.{name}", shape)
-            pipe._shapes = {str(name): tuple(shape) for name, shape in shapes.items()}
-        else:
-            shape = part.get("shape", list)
-            _check_sizes(recipe, "arrays.shape", shape)
-            pipe._shape = tuple(shape)
-    elif not made:
-        raise recipe.fail("columns", "a learned pipeline must have at least one column")
-    if any(isinstance(c, Numbers) for c in made):
-        raise recipe.fail("columns", "a learned pipeline holds its columns, not numbers()")
-    pipe._columns = list(made)
-    pipe._learned = True
-    return pipe
-
-
-def _check_sizes(recipe: Recipe, key: str, shape: object) -> None:
-    if (
-        not isinstance(shape, list)
-        or not shape
-        or len(shape) > 8
-        or not all(_is_size(s) for s in shape)
-    ):
-        raise recipe.fail(key, f"expected one to eight sizes, found {shape!r}")
-
-
-def _is_size(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 2**31

@@ -14,13 +14,21 @@ import itertools
 import operator
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.data.paths import Opened, lines, open_rows
-from deepsharp.core.data.values import Column, ColumnName, row_text, shown_value
+from deepsharp.core.data.values import (
+    Column,
+    ColumnName,
+    naming_rows,
+    row_text,
+    rows_named,
+    shown_value,
+)
 from deepsharp.core.errors import DataError
 
 __all__ = [
@@ -28,6 +36,7 @@ __all__ = [
     "column_names",
     "columns",
     "is_frame",
+    "named_in_messages",
     "read_csv",
     "empty_message",
     "read_csv_header",
@@ -192,6 +201,16 @@ def row_naming(
         return text + ")"
 
     return naming
+
+
+def named_in_messages(rows: object) -> AbstractContextManager[None]:
+    """Rows of a part are named in messages by their place in the file they were read from; a
+    DataFrame's by their index labels too (unless the caller names them already)."""
+    if isinstance(rows, Part):
+        return rows_named(rows.row_text)
+    if is_frame(rows) and not naming_rows():
+        return rows_named(row_naming(rows))
+    return nullcontext()
 
 
 def row_count(rows: object) -> int:

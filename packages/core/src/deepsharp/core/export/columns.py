@@ -29,8 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from deepsharp.core.data.columns import Category, ColumnKind, Flag, Number
+from deepsharp.core.data.categories import Category, Flag
+from deepsharp.core.data.columns import ColumnKind
 from deepsharp.core.data.images import Image
+from deepsharp.core.data.numbers import Number
 from deepsharp.core.data.text import Text
 from deepsharp.core.errors import DeepSharpWarning, ExportError
 from deepsharp.core.export.graph import OnnxGraph

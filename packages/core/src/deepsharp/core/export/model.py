@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from deepsharp.core.atomic import write_atomically
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.errors import ExportError
 from deepsharp.core.export.columns import Inputs, write_columns
@@ -35,7 +36,7 @@ from deepsharp.core.export.graph import (
 )
 from deepsharp.core.export.layers import export_of
 from deepsharp.core.export.writer import BATCH, Traced, WritingEngine
-from deepsharp.core.files import encode_safetensors, write_atomically
+from deepsharp.core.files import encode_safetensors
 from deepsharp.core.nn.binding import Bound
 from deepsharp.core.nn.layer import Pass, carry_mask
 from deepsharp.core.nn.losses import loss_to_json

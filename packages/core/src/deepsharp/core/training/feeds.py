@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.data.pipeline import Pipeline, array_features, feature_rows, take_features
+from deepsharp.core.data.features import array_features, feature_rows, take_features
+from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.data.sources import Part, is_frame, row_count, row_naming, rows_of, take
 from deepsharp.core.data.values import ColumnName, rows_named

@@ -7,7 +7,8 @@ convolution is a product of its filters with the image's windows; a product of s
 `dot` a stack; rows added into places (`add_rows`) gather each row's values in the order they
 come and add them by `_totals.totals`, whose tree depends on how many values the row gets
 alone. Its erf is Numerical Recipes' Chebyshev fit of erfc (fractional error below 1.2e-7), in
-float32.
+float32 (`_erf`). The arithmetic of images' windows — convolutions, their way back, pooling — is
+in `_images`, over NumPy arrays; this module allocates the buffers they write into.
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ from numpy.typing import NDArray
 from deepsharp.core.engine import Counters, EngineIdentity
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.core.version import __version__ as _core_version
+from deepsharp.engines.testbuffer._erf import erf_into
+from deepsharp.engines.testbuffer._images import (
+    convolve,
+    filters_grad,
+    fold,
+    out_size,
+    pool_windows,
+    unpool,
+)
 from deepsharp.engines.testbuffer._memory import (
     BufferCounters,
     TestBuffer,
@@ -30,7 +40,7 @@ from deepsharp.engines.testbuffer._memory import (
     memmove,
     view,
 )
-from deepsharp.engines.testbuffer._totals import dot, totals
+from deepsharp.engines.testbuffer._totals import add_rows_into, dot, totals
 
 __all__ = ["PRECISION", "TestBufferEngine", "__version__", "from_spec"]
 
@@ -46,28 +56,6 @@ Padding = tuple[int, int]
 
 PRECISION = "strict"
 """How its totals are added: float32 arithmetic, each total within 3u·Σ|terms| at any size."""
-
-WINDOWS = 1 << 22
-"""About the most values of images' windows a convolution lays out at once (16 MiB)."""
-
-ERFC = tuple(
-    F32(c)
-    for c in (
-        -1.26551223,
-        1.00002368,
-        0.37409196,
-        0.09678418,
-        -0.18628806,
-        0.27886807,
-        -1.13520398,
-        1.48851587,
-        -0.82215223,
-        0.17087277,
-    )
-)
-"""erfc(z) = t·exp(-z² + Σ ERFC[i]·t**i), t = 1/(1 + z/2), z >= 0, within 1.2e-7 of it relatively:
-the Chebyshev fit of Press, Teukolsky, Vetterling and Flannery, "Numerical Recipes" (2nd ed.,
-1992), §6.2."""
 
 
 class TestBufferEngine:
@@ -218,9 +206,9 @@ class TestBufferEngine:
         the core before the fast paths; `conv2d_bias` is the fast path's name."""
         images, filters = view(x), view(w)
         biases = None if bias is None else view(bias)
-        out_h, out_w = _out_size(images.shape[2:], filters.shape[2:], stride, padding)
+        out_h, out_w = out_size(images.shape[2:], filters.shape[2:], stride, padding)
         handle, out = self._new((images.shape[0], filters.shape[0], out_h, out_w))
-        _convolve(images, filters, stride, padding, biases, out)
+        convolve(images, filters, stride, padding, biases, out)
         return handle
 
     def conv2d_bias(
@@ -274,12 +262,7 @@ class TestBufferEngine:
     ) -> tuple[TestBuffer, TestBuffer | None]:
         images, grad = view(x), view(gy)
         filters, channels = grad.shape[1], images.shape[1]
-        windows, out_h, out_w = _windows(images, kernel, stride, padding, ones=bias)
-        if (out_h, out_w) != grad.shape[2:]:
-            raise ValueError(f"conv2d_weight_grad: gy {grad.shape} does not match {images.shape}")
-        # (F, N·oh·ow) @ (N·oh·ow, C·kh·kw [+ 1]): a bias's gradient is its filter's total of gy.
-        sent = grad.transpose(1, 0, 2, 3).reshape(filters, -1)
-        both = dot(sent, windows.T)
+        both = filters_grad(images, grad, kernel, stride, padding, bias)
         span = channels * kernel[0] * kernel[1]
         weights = self._from(both[:, :span].reshape(filters, channels, *kernel))
         return weights, (self._from(both[:, span]) if bias else None)
@@ -323,15 +306,7 @@ class TestBufferEngine:
         out.fill(0)
         table = out.reshape(rows, width)
         if ids.size:
-            order = np.argsort(ids, kind="stable")
-            named = ids[order]
-            starts = np.flatnonzero(np.concatenate([[True], named[1:] != named[:-1]]))
-            counts = np.diff(np.append(starts, ids.size))
-            for count in np.unique(counts):
-                firsts = starts[counts == count]  # the rows that get `count` values
-                terms = flat[order[firsts[:, None] + np.arange(count)]]  # (rows, count, width)
-                sums = totals(terms.transpose(0, 2, 1).reshape(-1, int(count)))
-                table[named[firsts]] = sums.reshape(firsts.size, width)
+            add_rows_into(table, flat, ids)
         return handle
 
     def conv2d_fold(
@@ -345,26 +320,8 @@ class TestBufferEngine:
         """What each place of the images gets back (N, C, H, W): gy spread out by the stride and
         framed with zeros, convolved with the filters turned around (a transposed convolution)."""
         grad, filters = view(gy), view(w)
-        count, number, out_h, out_w = grad.shape
-        _, channels, kh, kw = filters.shape
-        (top, _), (left, _) = padding
-        # Row y of the padded image gets from windows y - i (i < kh) of the stride's grid.
-        tall, wide = (out_h - 1) * stride + kh, (out_w - 1) * stride + kw
-        rows = slice(min(top, tall), min(top + image[0], tall))
-        columns = slice(min(left, wide), min(left + image[1], wide))
-        spread = np.zeros((count, number, tall + kh - 1, wide + kw - 1), F32)
-        spread[
-            :, :, kh - 1 : kh - 1 + tall - kh + 1 : stride, kw - 1 : kw - 1 + wide - kw + 1 : stride
-        ] = grad
-        framed = spread[
-            :, :, rows.start : rows.stop + kh - 1, columns.start : columns.stop + kw - 1
-        ]
-        turned = filters[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
-        handle, out = self._new((count, channels, image[0], image[1]))
-        out.fill(0)
-        reached = out[:, :, : rows.stop - rows.start, : columns.stop - columns.start]
-        if reached.size:
-            _convolve(framed, turned, 1, ((0, 0), (0, 0)), None, reached)
+        handle, out = self._new((grad.shape[0], filters.shape[1], image[0], image[1]))
+        fold(grad, filters, stride, padding, out)
         return handle
 
     # --- value by value --------------------------------------------------------------------
@@ -443,18 +400,7 @@ class TestBufferEngine:
         t·exp(-z² + P(t)), t = 1/(1 + z/2) (fractional error below 1.2e-7), in float32."""
         source = view(x)
         handle, out = self._new(source.shape)
-        size = np.abs(source, dtype=F32)
-        t = F32(1.0) / (F32(1.0) + F32(0.5) * size)
-        poly = np.full(source.shape, ERFC[-1], F32)
-        for coefficient in ERFC[-2::-1]:
-            poly *= t
-            poly += coefficient
-        with np.errstate(over="ignore", invalid="ignore"):
-            poly -= size * size  # -inf for an infinite x: erfc 0
-            np.exp(poly, out=poly)
-        poly *= t
-        np.subtract(F32(1.0), poly, out=out)
-        np.copysign(out, source, out=out)
+        erf_into(source, out)
         return handle
 
     def relu_back(self, x: TestBuffer, grad: TestBuffer) -> TestBuffer:
@@ -612,7 +558,7 @@ class TestBufferEngine:
 
     def maxpool2d_pair(self, x: TestBuffer, pool: tuple[int, int]) -> tuple[TestBuffer, TestBuffer]:
         """The fast path: windows of pool[0] x pool[1], as the square ones are pooled."""
-        windows = _pool_windows(view(x), pool)
+        windows = pool_windows(view(x), pool)
         selection, chosen = self._new(windows.shape[:-1], I64)
         np.argmax(windows, axis=-1, out=chosen)
         maxima = self._from(np.take_along_axis(windows, chosen[..., None], -1)[..., 0])
@@ -627,15 +573,8 @@ class TestBufferEngine:
     ) -> TestBuffer:
         """The fast path: each window's gradient to the place its selection names."""
         grad, chosen = view(gy), view(selection)
-        (count, channels, out_h, out_w), (down, across) = grad.shape, pool
-        spread = np.zeros((count, channels, out_h, out_w, down * across), F32)
-        np.put_along_axis(spread, chosen[..., None], grad[..., None], -1)
-        grid = spread.reshape(count, channels, out_h, out_w, down, across)
-        handle, out = self._new((count, channels, image[0], image[1]))
-        out.fill(0)
-        out[:, :, : out_h * down, : out_w * across] = grid.transpose(0, 1, 2, 4, 3, 5).reshape(
-            count, channels, out_h * down, out_w * across
-        )
+        handle, out = self._new((grad.shape[0], grad.shape[1], image[0], image[1]))
+        unpool(grad, chosen, pool, out)
         return handle
 
 
@@ -656,77 +595,6 @@ def _resolve_shape(size: int, shape: Sequence[int]) -> tuple[int, ...]:
     elif known != size:
         raise ValueError(f"cannot reshape {size} values into {wanted}")
     return wanted
-
-
-def _out_size(
-    image: tuple[int, ...], kernel: tuple[int, ...], stride: int, padding: tuple[Padding, Padding]
-) -> tuple[int, int]:
-    """(oh, ow): how many windows fit down and across the padded image."""
-    (top, bottom), (left, right) = padding
-    return (
-        (image[0] + top + bottom - kernel[0]) // stride + 1,
-        (image[1] + left + right - kernel[1]) // stride + 1,
-    )
-
-
-def _windows(
-    images: Array,
-    kernel: tuple[int, int],
-    stride: int,
-    padding: tuple[Padding, Padding],
-    ones: bool = False,
-) -> tuple[Array, int, int]:
-    """Every window of the images as a column (C·kh·kw, N·oh·ow), with a row of ones after
-    them if `ones` (a bias is one more term of each total)."""
-    if any(any(side) for side in padding):
-        images = np.pad(images, [(0, 0), (0, 0), padding[0], padding[1]])
-    count, channels = images.shape[:2]
-    (kh, kw), (out_h, out_w) = kernel, _out_size(images.shape[2:], kernel, stride, ((0, 0), (0, 0)))
-    columns = np.empty((channels * kh * kw + ones, count * out_h * out_w), F32)
-    grid = columns[: channels * kh * kw].reshape(channels, kh, kw, count, out_h, out_w)
-    for i in range(kh):
-        for j in range(kw):
-            seen = images[:, :, i : i + (out_h - 1) * stride + 1 : stride]
-            grid[:, i, j] = seen[:, :, :, j : j + (out_w - 1) * stride + 1 : stride].transpose(
-                1, 0, 2, 3
-            )
-    if ones:
-        columns[-1] = 1
-    return columns, out_h, out_w
-
-
-def _convolve(
-    images: Array,
-    filters: Array,
-    stride: int,
-    padding: tuple[Padding, Padding],
-    bias: Array | None,
-    out: Array,
-) -> None:
-    """out (N, F, oh, ow) = the filters' totals over every window, a few images at a time."""
-    count, number = images.shape[0], filters.shape[0]
-    flat = filters.reshape(number, -1)
-    if bias is not None:
-        flat = np.concatenate([flat, bias.reshape(number, 1)], axis=1)
-    places = out.shape[2] * out.shape[3]
-    step = max(1, WINDOWS // max(1, flat.shape[1] * places))
-    for start in range(0, count, step):
-        chunk = images[start : start + step]
-        windows, _, _ = _windows(chunk, filters.shape[2:], stride, padding, bias is not None)
-        totals = dot(flat, windows).reshape(number, chunk.shape[0], *out.shape[2:])
-        out[start : start + step] = totals.transpose(1, 0, 2, 3)
-
-
-def _pool_windows(x: Array, pool: tuple[int, int]) -> Array:
-    """(N, C, H//ph, W//pw, ph*pw): each (ph, pw) pooling window's places in reading order."""
-    (count, channels, height, width), (down, across) = x.shape, pool
-    out_h, out_w = height // down, width // across
-    cropped: Array = x[:, :, : out_h * down, : out_w * across]
-    grid = cropped.reshape(count, channels, out_h, down, out_w, across)
-    windows: Array = grid.transpose(0, 1, 2, 4, 3, 5).reshape(
-        count, channels, out_h, out_w, down * across
-    )
-    return windows
 
 
 def from_spec(option: str = "") -> TestBufferEngine:

@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["BLOCK", "CHUNK", "dot", "pairs", "totals"]
+__all__ = ["BLOCK", "CHUNK", "add_rows_into", "dot", "pairs", "totals"]
 
 Array = NDArray[Any]
 F32 = np.float32
@@ -300,3 +300,19 @@ def _product_error(a: Array, b: F32, product: Array) -> Array:
     b_low = b - b_high
     error: Array = ((a_high * b_high - product) + a_high * b_low + a_low * b_high) + a_low * b_low
     return error
+
+
+def add_rows_into(table: Array, flat: Array, ids: Array) -> None:
+    """table[ids[i]] = the total of the rows flat[i] naming it, over a table of zeros (rows,
+    width): each row's values gathered in the order they come (a stable sort of the ids) and
+    added by `totals`, rows that get as many values together, so a row's bits are the same
+    whatever the other rows get."""
+    order = np.argsort(ids, kind="stable")
+    named = ids[order]
+    starts = np.flatnonzero(np.concatenate([[True], named[1:] != named[:-1]]))
+    counts = np.diff(np.append(starts, ids.size))
+    for count in np.unique(counts):
+        firsts = starts[counts == count]  # the rows that get `count` values
+        terms = flat[order[firsts[:, None] + np.arange(count)]]  # (rows, count, width)
+        sums = totals(terms.transpose(0, 2, 1).reshape(-1, int(count)))
+        table[named[firsts]] = sums.reshape(firsts.size, table.shape[1])

@@ -15,6 +15,7 @@ asked for) is missing, `EngineUnavailableError` says which packages bring it.
 
 from deepsharp.core.engine import EngineDescription, split_precision
 from deepsharp.core.errors import EngineUnavailableError
+from deepsharp.engines.torch import _mixed as _entered  # makes a mixed precision's engines
 from deepsharp.engines.torch._engine import TorchEngine
 from deepsharp.engines.torch._probe import (
     CPU_BUILD,
@@ -77,3 +78,5 @@ DESCRIPTION = EngineDescription(
     doctor=doctor_lines,
 )
 """The torch engine as it describes itself through its entry point."""
+
+del _entered

@@ -19,10 +19,10 @@ global lookup and torch's own dispatch, nothing more.
 - On the processor, the first engine asks glibc's malloc to keep freed memory for reuse
   (`deepsharp.core.engine.memory`), so a step does not fault its memory in again each time.
 - On a card, products and convolutions run with TF32 off and deterministic algorithms, set
-  for the engine's own calls only and put back as the application had them.
+  for the engine's own calls only and put back as the application had them (`_exact`).
 - At a mixed precision (`mixed_bfloat16` on the processor; both on a card) handles may hold
   the half format: products and convolutions give their outputs in it (`_totals.MixedTotals`),
-  and `_HalfOutputs` says what every other operation does with such a handle (docs/contracts.md
+  and `_mixed.HalfOutputs` says what every other operation does with such a handle (docs/contracts.md
   and docs/mixed-precision.md): `get` gives float32; moves, ReLU and its way back, max-pooling
   (over squares and pairs) and adding a float32 bias keep the half format; products of stacks
   give it as products do; every other operation (erf and rows added into places among them)
@@ -36,7 +36,7 @@ import os
 from collections.abc import Sequence
 from contextlib import nullcontext
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,7 +45,7 @@ from deepsharp.core.engine import Counters, EngineIdentity, Precision, Totals, c
 from deepsharp.core.engine.fused import all_finite
 from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
-from deepsharp.engines.torch import _totals
+from deepsharp.engines.torch import _exact, _totals
 from deepsharp.engines.torch._probe import cuda_refusal, load_torch
 
 __all__ = ["TorchEngine"]
@@ -74,107 +74,8 @@ def _bind() -> Any:
         TorchTensor = module.Tensor
         _threshold_backward = module.ops.aten.threshold_backward.default
         _totals.bind(module)
+        _exact.bind(module)
     return module
-
-
-def _attempt(read: Any) -> Any:
-    """A setting's value, or None where torch refuses to say (settings mixed by the caller)."""
-    try:
-        return read()
-    except (RuntimeError, AttributeError):
-        return None
-
-
-class _Exact:
-    """On a card: TF32 off and deterministic algorithms for the engine's own calls only.
-
-    Entered around products and convolutions on CUDA (value-by-value kernels, sums and moves
-    are not affected by these settings). Since torch 2.9 TF32 has two APIs (the legacy flags
-    and `fp32_precision`) that must agree or libtorch refuses to read them: the legacy setters
-    keep both in step, so those are what is set; on the way out both are put back exactly as
-    the application had them, whichever API it used.
-    """
-
-    __slots__ = ("_saved",)
-
-    def __init__(self) -> None:
-        self._saved: tuple[Any, ...] = ()
-
-    def __enter__(self) -> None:
-        backends, c = torch.backends, torch._C
-        cudnn = backends.cudnn
-        self._saved = (
-            _attempt(torch.get_float32_matmul_precision),
-            _attempt(lambda: backends.cuda.matmul.fp32_precision),
-            _attempt(lambda: cudnn.allow_tf32),
-            _attempt(lambda: cudnn.conv.fp32_precision),
-            _attempt(lambda: cudnn.rnn.fp32_precision),
-            c._get_deterministic_algorithms(),
-            c._get_deterministic_algorithms_warn_only(),
-            c._get_cudnn_benchmark(),
-            c._get_cudnn_deterministic(),
-        )
-        torch.set_float32_matmul_precision("highest")
-        cudnn.allow_tf32 = False
-        for part in ("conv", "rnn"):  # explicit, should the application's 'all' say tf32
-            owner = getattr(cudnn, part, None)
-            if owner is not None and hasattr(owner, "fp32_precision"):
-                owner.fp32_precision = "ieee"
-        det, warn_only, benchmark, cudnn_det = self._saved[5:]
-        if not det or warn_only:
-            c._set_deterministic_algorithms(True, warn_only=False)
-        if benchmark:
-            c._set_cudnn_benchmark(False)
-        if not cudnn_det:
-            c._set_cudnn_deterministic(True)
-
-    def __exit__(self, *exc: object) -> None:
-        matmul, matmul_new, dnn, conv_new, rnn_new, det, warn_only, benchmark, cudnn_det = (
-            self._saved
-        )
-        backends, c = torch.backends, torch._C
-        if matmul is not None:
-            torch.set_float32_matmul_precision(matmul)
-        if dnn is not None:
-            backends.cudnn.allow_tf32 = dnn
-        for owner, value in (
-            (backends.cuda.matmul, matmul_new),
-            (getattr(backends.cudnn, "conv", None), conv_new),
-            (getattr(backends.cudnn, "rnn", None), rnn_new),
-        ):
-            if owner is None or value is None:
-                continue
-            if _attempt(lambda o=owner: o.fp32_precision) != value:
-                owner.fp32_precision = value
-        if not det or warn_only:
-            c._set_deterministic_algorithms(det, warn_only=warn_only)
-        if benchmark:
-            c._set_cudnn_benchmark(True)
-        if not cudnn_det:
-            c._set_cudnn_deterministic(False)
-
-
-class _HalfExact(_Exact):
-    """On a card at a mixed precision: `_Exact`, and cuBLAS's half products add in float32
-    throughout (its default lets a split product add its parts in the half format)."""
-
-    __slots__ = ("_reductions",)
-
-    def __enter__(self) -> None:
-        super().__enter__()
-        matmul = torch.backends.cuda.matmul
-        names = ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")
-        self._reductions = {name: _attempt(lambda n=name: getattr(matmul, n)) for name in names}
-        for name, value in self._reductions.items():
-            if value is not None and value is not False:
-                setattr(matmul, name, False)
-
-    def __exit__(self, *exc: object) -> None:
-        matmul = torch.backends.cuda.matmul
-        for name, value in self._reductions.items():
-            if value is not None and value is not False:
-                setattr(matmul, name, value)
-        super().__exit__(*exc)
 
 
 CHECKED_IN_LIBTORCH = 1 << 16
@@ -199,11 +100,19 @@ class TorchEngine:
     """
 
     name = "torch"
+    _mixed: ClassVar[type[TorchEngine] | None] = None
+    # The class a mixed precision makes: `_mixed.HalfOutputs`, entered by its class statement
+    # (`mixed=True`); the package imports that module, so it is there before any engine is made.
+
+    def __init_subclass__(cls, mixed: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if mixed:
+            TorchEngine._mixed = cls
 
     def __new__(cls, device: str = "cpu", precision: str | Precision = "float32") -> TorchEngine:
         named = precision.name if isinstance(precision, Precision) else precision
-        if cls is TorchEngine and named in MIXED:
-            cls = _HalfOutputs
+        if cls is TorchEngine and named in MIXED and TorchEngine._mixed is not None:
+            cls = TorchEngine._mixed
         return super().__new__(cls)
 
     def __init__(self, device: str = "cpu", precision: str | Precision = "float32") -> None:
@@ -222,7 +131,8 @@ class TorchEngine:
                 f"torch:cpu:{instead}, or light:{named} for its arithmetic on the processor"
             )
         mixed = named in MIXED
-        self._guard: Any = (_HalfExact() if mixed else _Exact()) if self._cuda else nullcontext()
+        guard = _exact.HalfExact if mixed else _exact.Exact
+        self._guard: Any = guard() if self._cuda else nullcontext()
         offered = {
             name: partial(kind, self._cuda, self._guard) for name, kind in _totals.OFFERED.items()
         }
@@ -632,140 +542,3 @@ def _flat(*groups: Sequence[Tensor]) -> list[list[Tensor]] | None:
 def _joined(grads: Sequence[Tensor]) -> Tensor:
     """Every gradient's values one after the other, as the slots lie in their flat tensor."""
     return torch.cat([grad.reshape(-1) for grad in grads])
-
-
-class _HalfOutputs(TorchEngine):
-    """The torch engine at a mixed precision: products and convolutions give their outputs in
-    the half format (where PyTorch's autocast gets its speed: the next product reads them as
-    they are, and a pass over them moves half the bytes). What the other operations do with a
-    half handle:
-
-    - `get` gives float32 (the half values, exactly);
-    - the moves, `max`, `relu`, ReLU's way back and max-pooling (squares and pairs) keep the
-      half format (they select values, exactly); products of stacks give it, as products do;
-    - `add` of a float32 tensor broadcast onto a half one (a bias) gives the half format: the
-      bias rounded to it, the sum in float32 rounded once more (u_h·|sum| + u_h·|bias|), as a
-      product's kernel adds its bias (a float32 bias onto a half tensor is libtorch's slow path:
-      5.5 against 1.2 ms on 4,096 x 1,024);
-    - every other operation widens its half inputs to float32, exactly, and gives float32:
-      losses, softmax, exp, log and erf, rows added into places (an embedding's gradient, for
-      the optimizer), the optimizer's updates, the gradients' scaling.
-    """
-
-    def __init__(self, device: str = "cpu", precision: str | Precision = "mixed_bfloat16") -> None:
-        super().__init__(device, precision)
-        self._half = getattr(torch, str(self.totals.precision.half))
-
-    def _wide(self, x: Any) -> Any:
-        return x.to(F32) if isinstance(x, TorchTensor) and x.dtype is self._half else x
-
-    def get(self, handle: Tensor) -> NDArray[Any]:
-        return super().get(self._wide(handle))
-
-    def add(self, a: Any, b: Any) -> Tensor:
-        if (
-            isinstance(a, TorchTensor)
-            and isinstance(b, TorchTensor)
-            and a.dtype is self._half
-            and b.dtype is F32
-            and b.dim() <= a.dim()
-            and b.numel() < a.numel()
-        ):
-            # A bias onto a product's output: in the half format, added in float32, kept.
-            return torch.add(a, b.to(self._half))
-        return super().add(self._wide(a), self._wide(b))
-
-    def sub(self, a: Any, b: Any) -> Tensor:
-        return super().sub(self._wide(a), self._wide(b))
-
-    def mul(self, a: Any, b: Any) -> Tensor:
-        return super().mul(self._wide(a), self._wide(b))
-
-    def div(self, a: Any, b: Any) -> Tensor:
-        return super().div(self._wide(a), self._wide(b))
-
-    def maximum(self, a: Any, b: Any) -> Tensor:
-        return super().maximum(self._wide(a), self._wide(b))
-
-    def greater(self, a: Any, b: Any) -> Tensor:
-        return super().greater(self._wide(a), self._wide(b))
-
-    def where(self, condition: Tensor, a: Any, b: Any) -> Tensor:
-        return super().where(self._wide(condition), self._wide(a), self._wide(b))
-
-    def neg(self, x: Tensor) -> Tensor:
-        return super().neg(self._wide(x))
-
-    def abs(self, x: Tensor) -> Tensor:
-        return super().abs(self._wide(x))
-
-    def exp(self, x: Tensor) -> Tensor:
-        return super().exp(self._wide(x))
-
-    def log(self, x: Tensor) -> Tensor:
-        return super().log(self._wide(x))
-
-    def log1p(self, x: Tensor) -> Tensor:
-        return super().log1p(self._wide(x))
-
-    def softplus(self, x: Tensor) -> Tensor:
-        return super().softplus(self._wide(x))
-
-    def sqrt(self, x: Tensor) -> Tensor:
-        return super().sqrt(self._wide(x))
-
-    def tanh(self, x: Tensor) -> Tensor:
-        return super().tanh(self._wide(x))
-
-    def sigmoid(self, x: Tensor) -> Tensor:
-        return super().sigmoid(self._wide(x))
-
-    def erf(self, x: Tensor) -> Tensor:
-        return super().erf(self._wide(x))
-
-    def relu_back(self, x: Tensor, grad: Tensor) -> Tensor:
-        if x.dtype is not grad.dtype:
-            x, grad = self._wide(x), self._wide(grad)
-        return super().relu_back(x, grad)
-
-    def concatenate(self, xs: Sequence[Tensor], axis: int) -> Tensor:
-        parts = list(xs)
-        if any(part.dtype is not parts[0].dtype for part in parts):
-            parts = [self._wide(part) for part in parts]
-        return super().concatenate(parts, axis)
-
-    def sgd_update(
-        self,
-        slots: Sequence[Tensor],
-        grads: Sequence[Tensor],
-        velocities: Sequence[Tensor],
-        *,
-        learning_rate: float,
-        momentum: float,
-    ) -> None:
-        wide = [self._wide(grad) for grad in grads]
-        super().sgd_update(slots, wide, velocities, learning_rate=learning_rate, momentum=momentum)
-
-    def adam_update(
-        self,
-        slots: Sequence[Tensor],
-        grads: Sequence[Tensor],
-        firsts: Sequence[Tensor],
-        seconds: Sequence[Tensor],
-        *,
-        step_size: float,
-        beta1: float,
-        beta2: float,
-        epsilon: float,
-    ) -> None:
-        wide = [self._wide(grad) for grad in grads]
-        super().adam_update(
-            slots,
-            wide,
-            firsts,
-            seconds,
-            step_size=step_size,
-            beta1=beta1,
-            beta2=beta2,
-            epsilon=epsilon,
-        )

@@ -1,0 +1,123 @@
+"""Writing a file atomically: a temporary file beside the target, flushed to disk, then renamed
+into place, so a crash, a kill or a full disk leaves either the old file or the new one; the
+temporary files killed writers left behind are removed by the next writer on the same host.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import secrets
+import socket
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+__all__ = ["write_atomically"]
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) -> None:
+    """Write `data` (bytes, or bytes-like parts, written as they come: a stream's memory stays
+    flat) to a temporary file beside `path`,
+    flush it to disk, then rename it into place: a crash, a kill or a full disk leaves either the
+    old file or the new one, never half of one. The new file keeps the old one's mode, or takes
+    the umask's. A device or a pipe (`/dev/stdout`) is written straight into; a symbolic link
+    is written through (the file it names is replaced; the link stays)."""
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    parts = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
+    try:
+        before: os.stat_result | None = os.stat(target)
+    except (FileNotFoundError, NotADirectoryError):
+        before = None
+    if before is not None and stat.S_ISDIR(before.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "it is a folder, not a file", os.fspath(target))
+    if before is not None and not stat.S_ISREG(before.st_mode):
+        with open(target, "wb") as stream:  # a device or a pipe cannot be renamed over
+            _write_parts(stream, parts)
+        return
+    folder = target.parent
+    if not folder.is_dir():  # said of the folder asked for, not of the temporary file beside
+        raise FileNotFoundError(
+            errno.ENOENT,
+            f"cannot write {os.fspath(target)!r}: there is no folder {os.fspath(folder)!r} "
+            "(make it first, e.g. os.makedirs(folder, exist_ok=True))",
+        )
+    _remove_stale_temporaries(folder, target.name)
+    temporary = folder / f".{target.name}.{_TAG}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    # A new file's mode is 0o666 less the umask (the kernel applies it); a replaced one keeps its own.
+    mode = 0o666 if before is None else 0o600
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY, mode)
+    except OSError as error:  # said of the folder asked for, not of the temporary file's name
+        raise type(error)(
+            error.errno,
+            f"cannot write into {os.fspath(folder)!r}: {error.strerror}",
+            os.fspath(path),
+        ) from None
+    try:
+        if before is not None and os.chmod in os.supports_fd:
+            os.chmod(descriptor, stat.S_IMODE(before.st_mode))
+        with os.fdopen(descriptor, "wb") as stream:
+            _write_parts(stream, parts)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    _sync_folder(folder)
+
+
+def _write_parts(stream: BinaryIO, parts: Iterable[Any]) -> None:
+    for part in parts:
+        stream.write(part)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename itself durable (where folders can be synced at all)."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+_O_BINARY = getattr(os, "O_BINARY", 0)
+# Temporary files are named `.<target>.<host>-<pid>-<random>.tmp`: a killed writer's can be told apart.
+_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:6]
+
+
+def _remove_stale_temporaries(folder: Path, name: str) -> None:
+    """Remove temporary files beside `name` left by writers on this host that were killed."""
+    if os.name != "posix":
+        return
+    pattern = re.compile(re.escape(f".{name}.{_TAG}-") + r"(\d+)-[0-9a-f]{8}\.tmp")
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        found = pattern.fullmatch(entry.name)
+        if found is not None and not _alive(int(found.group(1))):
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True

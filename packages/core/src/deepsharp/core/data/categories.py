@@ -1,0 +1,192 @@
+"""The category and flag kinds: `Category`, a one-hot over the values the training rows hold
+(the most frequent `max_values` of them where given), and the `Learner` counting its labels over
+parts of the rows; `Flag`, 1.0 where a field holds anything.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from deepsharp.core.data.columns import ColumnKind, Learner, Recipe
+from deepsharp.core.data.summaries import LabelCounts
+from deepsharp.core.data.values import (
+    Column,
+    ColumnName,
+    distinct,
+    is_missing,
+    labels,
+    row_text,
+    shown,
+    shown_value,
+    sorted_labels,
+)
+from deepsharp.core.errors import DataError, DeepSharpWarning
+
+__all__ = ["Category", "CategoryLearner", "Flag", "UnknownRule"]
+
+UnknownRule = Literal["zeros", "error"]
+
+WIDE_CATEGORY = 1000  # a one-hot this wide is worth a warning whatever the row count
+
+
+class Category(ColumnKind):
+    """One-hot over the values the training rows hold; a missing value is a category of its own.
+
+    `max_values` keeps the most frequent values (ties in sorted order) and gives the others all
+    zeros, as it gives a value the training rows never held.
+    """
+
+    kind = "category"
+
+    def __init__(
+        self,
+        name: object,
+        unknown: UnknownRule = "zeros",
+        max_values: int | None = None,
+        input: str | None = None,
+    ) -> None:
+        super().__init__(name, input)
+        if unknown not in ("zeros", "error"):
+            raise ValueError(
+                f"column {self.name!r}: unknown must be 'zeros' or 'error', not {unknown!r}"
+            )
+        if max_values is not None and (
+            isinstance(max_values, bool) or not isinstance(max_values, int) or max_values < 1
+        ):
+            raise ValueError(
+                f"column {self.name!r}: max_values is a positive whole number or None, not "
+                f"{max_values!r}"
+            )
+        if max_values is not None and unknown == "error":
+            raise ValueError(
+                f"column {self.name!r}: max_values gives the values it drops all zeros, which "
+                "unknown='error' forbids: choose one of them"
+            )
+        self.unknown: UnknownRule = unknown
+        self.max_values = max_values
+        self.values: list[str] | None = None
+        self.has_missing = False
+        self.lookup: dict[str | None, int] = {}
+
+    def width(self) -> int:
+        assert self.values is not None
+        return len(self.values) + (1 if self.has_missing else 0)
+
+    def names(self) -> list[str]:
+        assert self.values is not None
+        out = [f"{self.name}={v}" for v in self.values]
+        if self.has_missing:
+            out.append(f"{self.name}:missing")
+        return out
+
+    def learner(self) -> Learner:
+        return CategoryLearner(self)
+
+    def _settle(self, counts: dict[str | None, int], rows: int) -> None:
+        known = [v for v in counts if v is not None]
+        if self.max_values is not None and len(known) > self.max_values:
+            ranked = sorted(sorted_labels(known), key=lambda v: -counts[v])
+            known = ranked[: self.max_values]
+        self.set_learned(sorted_labels(known), None in counts)
+        self._warn_if_wide(rows)
+
+    def _warn_if_wide(self, rows: int) -> None:
+        width = self.width()
+        if width > WIDE_CATEGORY or (width > 100 and width * 2 > rows):
+            warnings.warn(
+                f"column {self.name!r} holds {width} distinct values in {rows} training rows: a "
+                f"one-hot {width} features wide ({width * 4} bytes a row), which an ID-like "
+                f"column rarely repays; drop the column, or declare .category({self.name!r}, "
+                f"max_values=N) to keep its N most frequent values",
+                DeepSharpWarning,
+                stacklevel=7,
+            )
+
+    def set_learned(self, values: list[str], has_missing: bool) -> None:
+        self.values = values
+        self.has_missing = has_missing
+        self.lookup = {v: i for i, v in enumerate(values)}
+        if has_missing:
+            self.lookup[None] = len(values)
+
+    def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
+        index = labels(values, self.name, self.lookup)
+        unknown = index < 0
+        if unknown.any():
+            if self.unknown == "error":
+                i = int(np.argmax(unknown))
+                known = list(self.values or []) + (["(missing)"] if self.has_missing else [])
+                raise DataError(
+                    f"{row_text(i)}, column {self.name!r}: the value {shown_value(values[i])} was not in the "
+                    f"training rows; the known values are: {shown(known)} "
+                    f"(declare .category({self.name!r}, unknown='zeros') to give unseen values "
+                    f"all zeros)"
+                )
+            rows = np.flatnonzero(~unknown)
+            out[rows, at + index[rows]] = 1.0
+        else:
+            out[np.arange(index.shape[0]), at + index] = 1.0
+
+    def forget(self) -> None:
+        self.values = None
+        self.has_missing = False
+        self.lookup = {}
+
+    def settings(self) -> dict[str, Any]:
+        return {"unknown": self.unknown, "max_values": self.max_values}
+
+    def statistics(self) -> dict[str, Any]:
+        return {"values": list(self.values or []), "missing": self.has_missing}
+
+    @classmethod
+    def from_settings(cls, name: ColumnName, recipe: Recipe) -> Category:
+        cap = recipe.get("max_values", int, type(None)) if recipe.has("max_values") else None
+        return cls(name, unknown=recipe.get("unknown", str), max_values=cap)
+
+    def read_statistics(self, recipe: Recipe) -> None:
+        values = recipe.texts("values")
+        if self.max_values is not None and len(values) > self.max_values:
+            raise recipe.fail("values", f"{len(values)} values, over max_values={self.max_values}")
+        self.set_learned(values, recipe.flag("missing"))
+
+
+class CategoryLearner(Learner):
+    """How many training rows hold each label, over every part."""
+
+    def __init__(self, column: Category) -> None:
+        self.column = column
+        self.counts = LabelCounts(column.name)
+
+    def add(self, values: Column) -> None:
+        self.counts.add(values)
+
+    def finish(self) -> None:
+        self.column._settle(self.counts.counts, self.counts.rows)
+
+
+class Flag(ColumnKind):
+    """1.0 where the field holds anything, else 0.0."""
+
+    kind = "flag"
+
+    def width(self) -> int:
+        return 1
+
+    def names(self) -> list[str]:
+        return [f"{self.name}:flag"]
+
+    def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
+        if isinstance(values, np.ndarray):
+            out[:, at] = ~np.isnan(values) if values.dtype.kind == "f" else 1.0
+            return
+        found = distinct(values)
+        if found is None:
+            out[:, at] = [0.0 if is_missing(v) else 1.0 for v in values]
+            return
+        for key in found:
+            found[key] = 0.0 if is_missing(key) else 1.0
+        out[:, at] = np.fromiter(map(found.__getitem__, values), np.float64, len(values))

@@ -1,0 +1,129 @@
+"""Features: what a pipeline hands a network, one array an input.
+
+A pipeline of columns builds them: each input's columns' features side by side
+(`column_groups`, `feature_matrix`: float32 numbers, or int64 ids), refusing a feature a column
+kind made beyond float32's range. A pipeline that declares no columns takes arrays of numbers as
+they are, checked (`array_features`). Either way features are an array, or a dict of one array
+an input, of the same rows (`feature_rows`, `take_features`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from deepsharp.core.data.columns import ColumnKind
+from deepsharp.core.data.values import FLOAT32_MAX, ColumnName, row_text
+from deepsharp.core.errors import DataError
+
+__all__ = ["array_features", "column_groups", "feature_matrix", "feature_rows", "take_features"]
+
+
+def column_groups(columns: Sequence[ColumnKind]) -> dict[str | None, list[ColumnKind]]:
+    """The columns of each input, the inputs in the order the columns first name them."""
+    groups: dict[str | None, list[ColumnKind]] = {}
+    for column in columns:
+        groups.setdefault(column.input, []).append(column)
+    return groups
+
+
+def feature_matrix(
+    group: Sequence[ColumnKind], count: int, taken: dict[ColumnName, Any]
+) -> npt.NDArray[Any]:
+    """One input's features: its columns' side by side (float32, or int64 ids)."""
+    dtype = np.int64 if group[0].dtype == "int64" else np.float32
+    out = np.zeros((count, sum(column.width() for column in group)), dtype=dtype)
+    at = 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for column in group:
+            column.write(taken[column.name], out, at)
+            at += column.width()
+    if dtype is np.float32 and not np.isfinite(out).all():
+        _refuse_overflow(out, group)
+    return out
+
+
+def _refuse_overflow(out: npt.NDArray[np.float32], group: Sequence[ColumnKind]) -> None:
+    i, k = (int(v) for v in np.argwhere(~np.isfinite(out))[0])
+    at = 0
+    for column in group:
+        if k < at + column.width():
+            break
+        at += column.width()
+    raise DataError(
+        f"{row_text(i)}, column {column.name!r}: its feature {column.names()[k - at]!r} is "
+        f"{float(out[i, k])!r} once {column.kind} made it, beyond float32's range (largest "
+        f"{FLOAT32_MAX:.8g}): the value lies too far from the training rows' values"
+    )
+
+
+def array_features(data: object) -> Any:
+    """Numbers of shape (N, ...) as float32 — integers as int64 (ids) —, checked: no missing
+    value, none infinite or beyond float32's range (a DataError names the row and the place in
+    it). A dict of such arrays (a network of several inputs, one an input) gives a dict of them,
+    each of the same rows."""
+    if isinstance(data, Mapping):
+        if not data:
+            raise DataError("a dict of features holds one array an input, and this one is empty")
+        made = {str(name): _array(value, f"input {name!r}: ") for name, value in data.items()}
+        counts = {name: a.shape[0] for name, a in made.items()}
+        if len(set(counts.values())) > 1:
+            raise DataError(f"every input's array holds the same rows, and these hold {counts}")
+        return made
+    return _array(data)
+
+
+def _array(data: object, where: str = "") -> npt.NDArray[Any]:
+    try:
+        values = np.asarray(data)
+        if values.dtype.kind not in "biuf":
+            values = values.astype(np.float64)
+    except (ValueError, TypeError) as error:
+        raise DataError(
+            f"{where}the pipeline declares no columns, so it takes arrays of numbers; "
+            f"{type(data).__name__} cannot be read as one ({error}); for rows of named columns "
+            "declare them with .number(), .numbers(), .category(), .flag() or .image()"
+        ) from None
+    if values.ndim < 2 or values.shape[0] == 0:
+        raise DataError(
+            f"{where}arrays of features are (rows, ...) with at least one row, not of shape "
+            f"{values.shape}"
+            + (
+                ": a single row lacks its batch axis, so give x[None] (or a list of one row); a "
+                "column of one feature a row is x.reshape(-1, 1)"
+                if values.ndim == 1
+                else ""
+            )
+        )
+    if values.dtype.kind in "iu":
+        return np.ascontiguousarray(values, dtype=np.int64)
+    if values.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.abs(values) <= FLOAT32_MAX)  # NaN, inf and beyond float32
+        if bad.any():
+            place = tuple(int(v) for v in np.argwhere(bad)[0])
+            value = float(values[place])
+            said = "missing (nan)" if math.isnan(value) else f"{value!r}, beyond float32's range"
+            raise DataError(
+                f"{where}{row_text(place[0])}, feature {list(place[1:])}: {said}; arrays are "
+                "taken as they are: fill or drop such rows first"
+            )
+    return np.ascontiguousarray(values, dtype=np.float32)
+
+
+def feature_rows(features: Any) -> int:
+    """How many rows features hold (an array, or a dict of one array an input)."""
+    if isinstance(features, Mapping):
+        features = next(iter(features.values()))
+    return int(np.shape(features)[0])
+
+
+def take_features(features: Any, rows: npt.NDArray[np.int64]) -> Any:
+    """These rows of features (an array, or a dict of one array an input)."""
+    if isinstance(features, Mapping):
+        return {name: np.asarray(values)[rows] for name, values in features.items()}
+    return np.asarray(features)[rows]

@@ -1,0 +1,253 @@
+"""The number kinds: `Number`, one column of numbers (missing values filled with the median or
+mean, optionally flagged, log1p-transformed and standardised), and `Numbers`, every column no
+other declaration names, each made a `Number` when the pipeline learns; and the `Learner` that
+keeps a number column's moments and median over parts of the rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from deepsharp.core.data.columns import ColumnKind, Learner, Recipe, check_input
+from deepsharp.core.data.summaries import Median, Moments
+from deepsharp.core.data.values import (
+    FLOAT32_MAX,
+    FLOAT32_TINY,
+    Column,
+    ColumnName,
+    numbers,
+    row_text,
+)
+from deepsharp.core.errors import DataError
+from deepsharp.core.reals import brief, finite_real
+
+__all__ = ["FillSpec", "Number", "NumberLearner", "Numbers"]
+
+FillSpec = Literal["median", "mean"] | float
+
+
+def _check_flags(name: ColumnName, **flags: object) -> None:
+    for flag_name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise TypeError(f"column {name!r}: {flag_name} must be True or False, not {flag!r}")
+
+
+def _check_fill(name: ColumnName, fill: object, log: bool) -> FillSpec:
+    if isinstance(fill, str):
+        if fill not in ("median", "mean"):
+            raise ValueError(
+                f"column {name!r}: fill must be 'median', 'mean' or a number, not {fill!r}"
+            )
+        return "median" if fill == "median" else "mean"
+    if isinstance(fill, bool) or not isinstance(fill, (int, float)):
+        raise TypeError(f"column {name!r}: fill must be 'median', 'mean' or a number, not {fill!r}")
+    value = finite_real(fill)
+    if value is None or abs(value) > FLOAT32_MAX:
+        raise ValueError(
+            f"column {name!r}: fill must be a finite float32 number, not {brief(fill)}"
+        )
+    if log and value < 0:
+        raise ValueError(
+            f"column {name!r}: fill={fill!r} is negative, but log=True needs values of 0 or more"
+        )
+    return value
+
+
+def _number_settings(column: Number | Numbers) -> dict[str, Any]:
+    """A number column's settings (or those `Numbers` gives each of its columns), as recorded
+    and as the constructors take them."""
+    return {
+        "fill": column.fill,
+        "missing_flag": column.missing_flag,
+        "log": column.log,
+        "scale": column.scale,
+    }
+
+
+def _number_options(recipe: Recipe) -> dict[str, Any]:
+    """The settings `_number_settings` recorded, read back as the constructors take them."""
+    return {
+        "fill": recipe.get("fill", str, int, float),
+        "missing_flag": recipe.flag("missing_flag"),
+        "log": recipe.flag("log"),
+        "scale": recipe.flag("scale"),
+    }
+
+
+class Number(ColumnKind):
+    """A column of numbers; a missing one is filled (median, mean or a given value), and may be
+    flagged; optionally log1p-transformed; standardised unless scale=False."""
+
+    kind = "number"
+
+    def __init__(
+        self,
+        name: object,
+        fill: FillSpec = "median",
+        missing_flag: bool = False,
+        log: bool = False,
+        scale: bool = True,
+        input: str | None = None,
+    ) -> None:
+        super().__init__(name, input)
+        _check_flags(self.name, missing_flag=missing_flag, log=log, scale=scale)
+        self.fill = _check_fill(self.name, fill, log)
+        self.missing_flag, self.log, self.scale = missing_flag, log, scale
+        self.fill_value: float | None = None  # in the transformed (log) space
+        self.mean: float | None = None
+        self.std: float | None = None
+
+    def width(self) -> int:
+        return 2 if self.missing_flag else 1
+
+    def names(self) -> list[str]:
+        return [str(self.name), f"{self.name}:missing"] if self.missing_flag else [str(self.name)]
+
+    def _transformed(self, column: Column) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+        values = numbers(column, self.name)
+        missing = np.isnan(values)
+        if self.log:
+            negative = values < 0.0  # NaN compares False
+            if negative.any():
+                i = int(np.argmax(negative))
+                raise DataError(
+                    f"{row_text(i)}, column {self.name!r}: found {values[i]!r}, but this column "
+                    f"takes the logarithm (log=True) and needs values of 0 or more"
+                )
+            values = np.log1p(values)
+        return values, missing
+
+    def learn(self, values: Column) -> None:
+        transformed, missing = self._transformed(values)
+        present = transformed[~missing]
+        if isinstance(self.fill, str):
+            self._refuse_no_values(present.size)
+            fill = float(np.median(present) if self.fill == "median" else np.mean(present))
+        else:
+            fill = self._given_fill()
+        filled = np.where(missing, fill, transformed)
+        self._settle(fill, float(np.mean(filled)), float(np.std(filled)))
+
+    def learner(self) -> Learner:
+        return NumberLearner(self)
+
+    def _refuse_no_values(self, present: int) -> None:
+        if present == 0:
+            raise DataError(
+                f"column {self.name!r}: every training row is missing a value, so there is no "
+                f"{self.fill} to fill with; give fill=<number> or rows that hold numbers"
+            )
+
+    def _given_fill(self) -> float:
+        assert not isinstance(self.fill, str)
+        return math.log1p(self.fill) if self.log else float(self.fill)
+
+    def _settle(self, fill: float, mean: float, std: float) -> None:
+        if not (math.isfinite(mean) and math.isfinite(std) and std <= FLOAT32_MAX):
+            raise DataError(
+                f"column {self.name!r}: its values spread too far to standardise in float32 "
+                f"(mean {mean!r}, standard deviation {std!r}): scale the column, or use log=True"
+            )
+        self.fill_value, self.mean = fill, mean
+        # A column (nearly) constant in float32 is left unscaled rather than blown up.
+        self.std = std if std >= FLOAT32_TINY else 1.0
+
+    def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
+        assert self.fill_value is not None and self.mean is not None and self.std is not None
+        transformed, missing = self._transformed(values)
+        transformed[missing] = self.fill_value
+        if self.scale:
+            transformed -= self.mean
+            transformed /= self.std
+        out[:, at] = transformed
+        if self.missing_flag:
+            out[:, at + 1] = missing
+
+    def forget(self) -> None:
+        self.fill_value = self.mean = self.std = None
+
+    def settings(self) -> dict[str, Any]:
+        return _number_settings(self)
+
+    def statistics(self) -> dict[str, Any]:
+        return {"fill": self.fill_value, "mean": self.mean, "std": self.std}
+
+    @classmethod
+    def from_settings(cls, name: ColumnName, recipe: Recipe) -> Number:
+        return cls(name, **_number_options(recipe))
+
+    def read_statistics(self, recipe: Recipe) -> None:
+        self.fill_value = recipe.number("fill")
+        self.mean = recipe.number("mean")
+        self.std = recipe.number("std", FLOAT32_TINY)
+
+    def __repr__(self) -> str:
+        return f"number({self.name!r})"
+
+
+class NumberLearner(Learner):
+    """A number column's statistics in parts: the present values' moments (and their median,
+    for fill="median"), the missing ones counted; the fill joins the moments at the end."""
+
+    def __init__(self, column: Number) -> None:
+        self.column = column
+        self.moments = Moments()
+        self.median = Median() if column.fill == "median" else None
+        self.missing = 0
+
+    def add(self, values: Column) -> None:
+        transformed, missing = self.column._transformed(values)
+        present = transformed[~missing]
+        self.moments.add(present)
+        if self.median is not None:
+            self.median.add(present)
+        self.missing += int(missing.sum())
+
+    def finish(self) -> None:
+        column, moments = self.column, self.moments
+        if isinstance(column.fill, str):
+            column._refuse_no_values(moments.count)
+            fill = moments.mean if self.median is None else self.median.median()
+        else:
+            fill = column._given_fill()
+        moments.merge(self.missing, fill, 0.0)
+        column._settle(fill, moments.mean, moments.std)
+
+
+class Numbers(ColumnKind):
+    """Every column the training rows hold that no other declaration names (nor the target),
+    each a `Number` with these settings: the columns are found when the pipeline learns."""
+
+    kind = "numbers"
+
+    def __init__(
+        self,
+        fill: FillSpec = "median",
+        missing_flag: bool = False,
+        log: bool = False,
+        scale: bool = True,
+        input: str | None = None,
+    ) -> None:
+        self.name = "*"
+        self.input = check_input(input, "*")
+        _check_flags("*", missing_flag=missing_flag, log=log, scale=scale)
+        self.fill = _check_fill("*", fill, log)
+        self.missing_flag, self.log, self.scale = missing_flag, log, scale
+
+    def expand(self, names: Sequence[ColumnName]) -> list[Number]:
+        return [Number(n, **_number_settings(self), input=self.input) for n in names]
+
+    def settings(self) -> dict[str, Any]:
+        return _number_settings(self)
+
+    @classmethod
+    def from_settings(cls, name: ColumnName, recipe: Recipe) -> Numbers:
+        return cls(**_number_options(recipe))
+
+    def __repr__(self) -> str:
+        return "numbers(every other column)"

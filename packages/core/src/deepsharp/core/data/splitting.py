@@ -1,0 +1,50 @@
+"""Splitting rows: the training, validation and test rows a pipeline's split cuts from a
+permutation (`Pipeline.partition`), and how many rows a split needs so that no part is empty."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["permutation", "rows_needed", "split_sizes"]
+
+
+def permutation(count: int, order: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    perm = np.asarray(order)
+    if perm.ndim != 1 or perm.shape[0] != count:
+        raise ValueError(
+            f"partition: order must be a permutation of the {count} row indices, but it has "
+            f"shape {perm.shape}"
+        )
+    if count and perm.dtype.kind not in "iu":
+        raise ValueError(f"partition: order must hold integers, not {perm.dtype}")
+    perm = perm.astype(np.int64)
+    if count and (
+        perm.min() < 0
+        or perm.max() >= count
+        or not bool(np.all(np.bincount(perm, minlength=count) == 1))
+    ):
+        raise ValueError(
+            f"partition: order must be a permutation of 0 .. {count - 1}, each index once"
+        )
+    return perm
+
+
+def split_sizes(count: int, train: float, validation: float) -> tuple[int, int, int]:
+    # A hair of tolerance so that, e.g., 0.29 * 100 (28.999999999999996) gives 29 rows.
+    n_train = min(count, math.floor(train * count + 1e-9))
+    n_validation = min(count - n_train, math.floor(validation * count + 1e-9))
+    return n_train, n_validation, count - n_train - n_validation
+
+
+def rows_needed(train: float, validation: float, test: bool) -> int:
+    n = 1
+    while True:
+        a, b, c = split_sizes(n, train, validation)
+        if not test:
+            a, c = a + c, 1
+        if a > 0 and c > 0 and (validation == 0 or b > 0):
+            return n
+        n += 1
