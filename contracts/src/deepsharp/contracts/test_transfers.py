@@ -135,6 +135,6 @@ def test_a_checked_put_is_exact_counts_one_transfer_and_says_whether_every_value
 
 
 def _with(values: np.ndarray, special: float) -> np.ndarray:
-    made = values.copy()
+    made: np.ndarray = values.copy()
     made[len(made) // 2, -1] = special
     return made

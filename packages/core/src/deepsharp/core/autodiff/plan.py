@@ -94,7 +94,9 @@ class _Watch:
         self.hosts = 0
 
     # --- one call -------------------------------------------------------------------------------
-    def call(self, name: str, own: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    def call(
+        self, name: str, own: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]
+    ) -> Any:
         if self.depth or threading.get_ident() != self.thread:
             return own(*args, **kw)
         if name in TRANSFERS and self.why is None:
@@ -181,7 +183,11 @@ def _place() -> str:
         return "the step"
     if recording.running is not None:
         node = recording.running
-        return f"layer {node.layer!r}'s way back ({node.rule.name})" if node.layer else "the loss's way back"
+        return (
+            f"layer {node.layer!r}'s way back ({node.rule.name})"
+            if node.layer
+            else "the loss's way back"
+        )
     if recording.layer:
         return f"layer {recording.layer!r}"
     return "the loss"
@@ -195,9 +201,11 @@ def operations(engine: Engine) -> list[str]:
         for name in vars(EngineProtocol)
         if not name.startswith("_") and callable(vars(EngineProtocol)[name])
     }
-    names = primitives | set(fused.FAST_PATHS) | {
-        name for name in dir(type(engine)) if not name.startswith("_")
-    }
+    names = (
+        primitives
+        | set(fused.FAST_PATHS)
+        | {name for name in dir(type(engine)) if not name.startswith("_")}
+    )
     found = []
     for name in sorted(names - QUERIES):
         own = getattr(engine, name, None)
@@ -266,9 +274,7 @@ def capture(
     return Captured(result, Plan(engine, watch, returned), None)
 
 
-def _watched(
-    watch: _Watch, name: str, own: Callable[..., Any]
-) -> Callable[..., Any]:
+def _watched(watch: _Watch, name: str, own: Callable[..., Any]) -> Callable[..., Any]:
     def call(*args: Any, **kw: Any) -> Any:
         return watch.call(name, own, args, kw)
 
@@ -345,7 +351,9 @@ class Plan:
         return f"Plan({self.calls} calls)"
 
 
-def _folded(calls: Sequence[tuple[str, str, tuple[Any, ...], dict[str, Any]]], kept: set[str]) -> set[str]:
+def _folded(
+    calls: Sequence[tuple[str, str, tuple[Any, ...], dict[str, Any]]], kept: set[str]
+) -> set[str]:
     """The calls whose arguments are settings alone, or such calls' outputs (the way back's
     first gradient, 1.0 over the rows): worked out once, in the capture, and kept. Never a host
     step, an update in place or what one changes, nor what the plan gives back."""

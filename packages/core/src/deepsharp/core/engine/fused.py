@@ -517,7 +517,9 @@ def all_finite(array: Any) -> bool:
     return math.isfinite(np.add.reduce(array, axis=None, dtype=np.float64))
 
 
-def put_checked_reference(engine: Engine, array: Any, *, owned: bool = False) -> tuple[Handle, bool]:
+def put_checked_reference(
+    engine: Engine, array: Any, *, owned: bool = False
+) -> tuple[Handle, bool]:
     """`engine.put(array)` (one transfer in), and whether every value is finite (checked on
     the host first). `owned`: the caller hands the array over (an engine may keep it rather
     than copy it); the reference copies anyway."""

@@ -536,7 +536,6 @@ def _checked(
     return checked_features(value, place, finite=finite)
 
 
-
 def _ids(value: Any, where: str) -> NDArray[np.int64]:
     array = np.asarray(value)
     if array.dtype.kind not in "iu":

@@ -138,9 +138,7 @@ class CompiledSteps:
         fixed = [*held.kept, *(h for kind in held.state.memory.values() for h in kind)]
         layers = _every_layer(trainer.network.layers)
         attributes = [dict(vars(layer)) for layer in layers]
-        captured = capture(
-            engine, recorded, handles, fixed, lambda part: (part[0].handle, part[1])
-        )
+        captured = capture(engine, recorded, handles, fixed, lambda part: (part[0].handle, part[1]))
         why = captured.why or _changed(layers, attributes)
         if captured.plan is None or why is not None:
             self._because(str(why))
@@ -244,4 +242,3 @@ _GONE = object()
 
 def _changes_objective(hook: StepHook) -> bool:
     return type(hook).objective is not StepHook.objective
-

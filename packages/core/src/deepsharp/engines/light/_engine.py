@@ -61,9 +61,7 @@ class LightEngine:
         """How many threads its large passes are split across (`_threads`: `threads`, else
         OMP_NUM_THREADS, else the process's cores); every count gives the same bits."""
         self._pool = pool(self.threads)
-        offered = {
-            name: partial(kind, self.dtype, self._pool) for name, kind in OFFERED.items()
-        }
+        offered = {name: partial(kind, self.dtype, self._pool) for name, kind in OFFERED.items()}
         self.totals: Totals = choose_totals("light", precision, offered)
         self.precision: str = self.totals.precision.name
         self.counters = Counters()
@@ -270,6 +268,7 @@ class LightEngine:
         if flat is not None:  # one pass over every slot at once
             slots, velocities = flat
             grads = [np.concatenate([grad.ravel() for grad in grads])]
+
         def update(slot: Array, grad: Array, velocity: Array) -> None:
             velocity *= keep
             velocity -= rate * grad
@@ -296,6 +295,7 @@ class LightEngine:
         if flat is not None:  # one pass over every slot at once
             slots, firsts, seconds = flat
             grads = [np.concatenate([grad.ravel() for grad in grads])]
+
         def update(slot: Array, grad: Array, first: Array, second: Array) -> None:
             scratch = np.subtract(grad, first, out=np.empty_like(first))
             scratch *= rate1

@@ -61,7 +61,9 @@ class _Totals:
 
     wide: type[np.floating[Any]] = np.float64
 
-    def __init__(self, dtype: type[np.floating[Any]] = np.float32, threads: Pool | None = None) -> None:
+    def __init__(
+        self, dtype: type[np.floating[Any]] = np.float32, threads: Pool | None = None
+    ) -> None:
         self.dtype = dtype
         self.pool = threads if threads is not None else pool(1)
         """The threads a convolution's blocks of images are shared among (`_threads`)."""
@@ -170,9 +172,9 @@ class _Totals:
         def images(span: slice) -> None:  # each image folded on its own: any thread
             for i in range(kh):
                 for j in range(kw):
-                    folded[span, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride] += (
-                        parts[span, :, i, j]
-                    )
+                    folded[
+                        span, :, i : i + stride * out_h : stride, j : j + stride * out_w : stride
+                    ] += parts[span, :, i, j]
 
         self.pool.map(images, self.pool.spans(count, channels * height * width))
         return np.ascontiguousarray(
