@@ -207,7 +207,13 @@ class Measurements:
     precisions: dict[str, str] = field(default_factory=dict)
 
     def entry(self, spec: str, family: str, operation: str) -> Worst:
-        return self.engines.setdefault(spec, {}).setdefault(operation, Worst(family))
+        found = self.engines.setdefault(spec, {}).setdefault(operation, Worst(family))
+        if found.family != family:  # one name, two families: one's worst would read as the other's
+            raise ValueError(
+                f"the contract suite names two checks {operation!r}, of the families "
+                f"{found.family} and {family}: name each family's check apart"
+            )
+        return found
 
     def record(
         self, spec: str, family: str, operation: str, value: float, of_bound: float | None = None

@@ -117,7 +117,9 @@ def check_clipping(
     expected = fused.FAST_PATHS[name](f64, [f64.put(g) for g in grads], clip_norm=clip)
     assert len(got) == len(grads), f"{name} gave {len(got)} gradients for {len(grads)}"
     for given_grad, handle in zip(grads, handles, strict=True):
-        contract.moves(f"fast {name}", engine.get(handle), given_grad, family="inputs")
+        contract.moves(
+            f"fast {name}: the gradients given", engine.get(handle), given_grad, family="inputs"
+        )
     terms = sum(g.size for g in grads) if name == "global_clip_norm" else None
     for grad, out, ref in zip(grads, got, expected, strict=True):
         reference = np.asarray(f64.get(ref), np.float64)
