@@ -143,6 +143,11 @@ class _Totals:
         return total.to(F32).reshape(rows, *row_shape)
 
 
+NARROW = 16
+"""The most columns of a weight gradient `Float32Totals.matmul` forms wide and copies into place
+(where its rows are over 64 times as many)."""
+
+
 class Float32Totals(_Totals):
     """libtorch's own float32 kernels (precision float32): what PyTorch itself runs."""
 
@@ -153,8 +158,14 @@ class Float32Totals(_Totals):
     ) -> Tensor:
         # Straight to sgemm with its transpose flags: the product comes out contiguous (the
         # weight gradient formed as (b.T @ a).T came out transposed, and each optimizer pass
-        # over it then read it strided, 6x slower; 4 % of the small steps, measured).
+        # over it then read it strided, 6x slower; 4 % of the small steps, measured). But a
+        # tall, narrow weight gradient (a dense layer of few outputs over many features, after
+        # a convolution) is sgemm's slow shape: formed wide, as PyTorch's own Linear does, and
+        # copied into place (21,632 x 256 by 256 x 10: 9.0 ms as it stands, 2.8 ms so, one
+        # thread; profiled in docs/performance.md).
         with self.guard:
+            if transpose_a and not transpose_b and b.shape[1] <= NARROW < a.shape[1] // 64:
+                return torch.mm(b.t(), a).t().contiguous()
             return torch.mm(a.t() if transpose_a else a, b.t() if transpose_b else b)
 
     def _stacks(self, a: Tensor, b: Tensor) -> Tensor:
