@@ -138,8 +138,18 @@ def tests(session: nox.Session) -> None:
         env=ONE_THREAD_EACH,
     )
     if once:
-        # Not in parallel: its two long fixtures run the whole suite on a sound engine, once.
-        session.run(*pytest, "contracts/tests", *posargs)
+        # Each module's long fixture (the whole suite run on its engines) once, on one worker:
+        # modules are dealt out whole (--dist loadfile).
+        session.run(
+            *pytest,
+            "-n",
+            "2",
+            "--dist",
+            "loadfile",
+            "contracts/tests",
+            *posargs,
+            env=ONE_THREAD_EACH,
+        )
         session.run(*pytest, "ci/test_tree.py", *posargs)  # the check `clean` makes
     # onnx: every ONNX form the exporter writes, run by onnxruntime (docs/export.md).
     more = ("light:float32", "testbuffer", "light:mixed_bfloat16", "light:mixed_float16", "onnx")
