@@ -211,3 +211,26 @@ def test_doctor_lists_each_engines_precisions(capsys: pytest.CaptureFixture[str]
     assert "precisions: strict (light, default), float32 (light:float32)" in out
     assert "deepsharp-engine-NAME" not in out  # no such packages on an index
     assert "pip install ./packages/engine-torch" in out.splitlines()[-1]
+
+
+def test_the_doctor_lists_no_precision_of_an_engine_it_cannot_make(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the onnx engine without onnxruntime was 'not usable' yet its line read
+    'precisions: float32 (onnx, default)', and a user (or a test) making every listed spec
+    was refused."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def without_onnxruntime(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "onnxruntime" or name.startswith("onnxruntime."):
+            raise ImportError("No module named 'onnxruntime'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_onnxruntime)
+    main(["doctor"])
+    out = capsys.readouterr().out
+    onnx = out[out.index("  onnx ") :].splitlines()
+    assert "not usable" in onnx[0]
+    assert onnx[1].strip().startswith("precisions once usable: float32 (onnx, default)")

@@ -578,7 +578,10 @@ def _doctor_engine(description: EngineDescription) -> int:
                 refused.append(f"{precision} ({spec_at}: {error})")
                 continue
         precisions.append(f"{precision} ({spec_at}{', default' if i == 0 else ''})")
-    print(f"  {'':<12} precisions: {', '.join(precisions) or stated}")
+    # An engine that cannot be made here offers none of them yet: said apart, so that no one
+    # reads them as specs to use.
+    label = "precisions:" if made else "precisions once usable:"
+    print(f"  {'':<12} {label} {', '.join(precisions) or stated}")
     for line in refused:
         print(f"  {'':<12} not here: {line}")
     lines: Sequence[str] = []
