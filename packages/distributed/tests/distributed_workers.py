@@ -342,16 +342,23 @@ class WatchedPlace(Place):
         SEEN["hook"] = hook
         step = trainer.step
 
-        def watched(features: Any, targets: Any, share: Any = None, weights: Any = None) -> float:
+        def watched(
+            features: Any,
+            targets: Any,
+            share: Any = None,
+            weights: Any = None,
+            owned: bool = False,
+        ) -> float:
+            # The loop hands its batches over (owned): the rows are copied before the step.
             if "rows" not in SEEN:
                 SEEN["slots"] = list(trainer.network.slots.values())
                 SEEN["rows"] = (np.array(features[0]), np.array(targets))  # one input
-                return step(features, targets, share, weights)
+                return step(features, targets, share, weights, owned=owned)
             if "transfers" in SEEN:
-                return step(features, targets, share, weights)
+                return step(features, targets, share, weights, owned=owned)
             counters = trainer.engine.counters  # the second step's (FirstStep reads the first's)
             before = (counters.transfers_in, counters.transfers_out)
-            value = step(features, targets, share, weights)
+            value = step(features, targets, share, weights, owned=owned)
             SEEN["transfers"] = (
                 counters.transfers_in - before[0],
                 counters.transfers_out - before[1],
