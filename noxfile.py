@@ -191,7 +191,10 @@ def torch(session: nox.Session) -> None:
     """The torch engine's tests, the memory tests on it, and the contracts on torch:cpu (float32,
     strict and mixed_bfloat16); `-- --publish` writes their reports into docs/contracts/."""
     publish, posargs = _publishing(session)
-    session.install(*CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TORCH, CONTRACTS)
+    # The test engine too: the compiled-step tests borrow the core's harness, which imports it.
+    session.install(
+        *CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TORCH, TESTBUFFER, CONTRACTS
+    )
     session.run(
         "pytest",
         "packages/engine-torch/tests",
@@ -363,7 +366,15 @@ def _benchmarks(session: nox.Session, marks: str, name: str) -> None:
         shutil.copytree(published, results)
         page = results / "performance.md"
     command = f"nox -s {name} -- {PUBLISH}"
-    env = {"DEEPSHARP_BENCHMARK_COMMAND": command, "DEEPSHARP_BENCHMARK_RESULTS": str(results)}
+    env = {
+        "DEEPSHARP_BENCHMARK_COMMAND": command,
+        "DEEPSHARP_BENCHMARK_RESULTS": str(results),
+        # torch.compile beside PyTorch eager where the page is published (or asked for): its
+        # compiles take a minute the default matrix does not have.
+        "DEEPSHARP_BENCHMARK_COMPILE": "1"
+        if publish
+        else os.environ.get("DEEPSHARP_BENCHMARK_COMPILE", "0"),
+    }
     session.run("pytest", "benchmarks", "-q", "-rfEx", "-m", marks, *posargs, env=env)
     session.run(
         "python", "benchmarks/performance_doc.py", "--results", str(results), "--out", str(page)
