@@ -198,7 +198,9 @@ forward pass and way back is traced once and replayed as a flat plan of engine c
 `torch.compile` (inductor, its defaults), what a user who wants PyTorch faster reaches for. Its
 first call compiles (the seconds it took are in its cell) and is kept out of its step time; its
 cell gives its step and its ratio to eager, and each engine's *to torch.compile* is the median
-over the rounds of the engine's time over torch.compile's.
+over the rounds of the engine's time over torch.compile's. torch.compile is timed where the
+page is published (`nox -s benchmarks -- --publish`, or with DEEPSHARP_BENCHMARK_COMPILE=1);
+the default matrix's guard run leaves its minute of compiles out.
 """
 
 

@@ -5,7 +5,8 @@ Each workload (workloads.SEED) is timed once, every engine, the peer and torch.c
 same interleaved rounds (bench_support.compare); each engine's test then reads its ratio, the
 median of its per-round ratios to the peer (PyTorch eager), and its ratio to torch.compile (the
 median of its per-round times over torch.compile's, the compile kept out: its first call
-compiles, and its seconds are recorded). Goals (issue 23, the compiled step): light <= 0.20x
+compiles, and its seconds are recorded; torch.compile is timed where the page is published or
+DEEPSHARP_BENCHMARK_COMPILE=1 asks, workloads.COMPILED). Goals (issue 23, the compiled step): light <= 0.20x
 and torch:cpu <= 0.50x on the Titanic step; light:float32 <= 0.75x and torch:cpu <= 0.85x on the
 32-image convolution; torch:cpu <= 0.95x and light:float32 <= 1.5x on the 256-image one;
 torch:cpu <= 1.0x on the transformer block and the LSTM step (issue 20 asked 1.2x). The other
@@ -67,7 +68,7 @@ GUARDS: dict[tuple[str, str], float] = {
     ("transformer", "light:float32"): 12.0,
     ("transformer", "torch:cpu"): 1.8,
     ("lstm", "light:float32"): 12.0,
-    ("lstm", "torch:cpu"): 3.5,
+    ("lstm", "torch:cpu"): 6.5,
 }
 
 SPECS = engine_specs()
