@@ -110,10 +110,14 @@ REPRODUCING = """\
 ## Reproducing
 
 ```
-nox -s benchmarks -- --publish          # seed workloads and whole jobs, goals asserted: results/steps.json
+nox -s benchmarks -- --publish          # seed workloads (torch.compile too) and whole jobs: results/steps.json
+nox -s profiles -- --publish            # where the time goes, goals not met: results/profiles.json
 nox -s scaling -- --publish             # how cost grows: results/scaling.json
-python benchmarks/performance_doc.py    # this page from both files (each session runs it too)
+python benchmarks/performance_doc.py    # this page from the files (each session runs it too)
 ```
+
+The default matrix's `nox -s benchmarks` (no `--publish`) is the guards' run: 5 rounds a
+comparison and no torch.compile, to fit CI's 20 minutes.
 
 Without `--publish` the sessions write their results and this page into their temporary
 folder, so that a test run leaves the checkout as it was.
