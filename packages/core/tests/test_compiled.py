@@ -307,3 +307,43 @@ def test_a_closed_trainer_s_plans_leave_nothing_on_the_engine_without_a_collecti
         assert engine.counters.live_bytes == 0
     finally:
         gc.enable()
+
+
+def _sample_runs() -> dict[str, Any]:
+    """Each sample's run, short: (its module's run, the options that keep it to seconds)."""
+    from deepsharp.core.samples import digits, resnet, shakespeare, spam, titanic
+
+    return {
+        "titanic": (titanic.run, {"epochs": 2}),
+        "digits": (digits.run, {"epochs": 1}),
+        "resnet": (resnet.run, {"epochs": 1}),
+        "spam": (spam.run, {"epochs": 1}),
+        "shakespeare": (shakespeare.run, {"steps": 3, "characters": 20}),
+    }
+
+
+@pytest.mark.once
+@pytest.mark.parametrize("sample", ["titanic", "digits", "resnet", "spam", "shakespeare"])
+def test_every_sample_s_run_compiled_gives_the_recorded_run_s_bits(sample: str) -> None:
+    """Each sample, from its own `run` (pipeline, network, loss, optimizer, validation, early
+    stopping, its report's notes), compiled and not: the same history, slots, buffers and
+    notes (predictions, generated text) bit for bit, and the compiled run's steps replayed."""
+    run, options = _sample_runs()[sample]
+    runs = {
+        compile: run(engine="light:float32", seed=3, compile=compile, **options)
+        for compile in (True, False)
+    }
+    compiled, recorded = runs[True], runs[False]
+
+    def curve(run: Any) -> list[tuple[Any, ...]]:  # each epoch less its seconds
+        return [(e.epoch, e.loss, e.validation_loss, dict(e.metrics)) for e in run.report.history]
+
+    assert curve(compiled) == curve(recorded), sample
+    assert compiled.report.notes == recorded.report.notes, sample
+    for made, given in zip(
+        compiled.trained.network.values(), recorded.trained.network.values(), strict=True
+    ):
+        assert same_bits(made, given), f"{sample}: the trained values differ"
+    steps = compiled.report.steps
+    assert steps.compiled and steps.replayed > 0 and steps.why == (), (sample, steps)
+    assert recorded.report.steps.replayed == 0
