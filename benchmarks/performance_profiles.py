@@ -1,0 +1,161 @@
+"""docs/performance.md's "Where the time goes (goals not met)": each goal not met, its profile
+beside PyTorch eager's (benchmarks/results/profiles.json, written by profile_steps.py) and a
+sentence saying where the time goes. performance_doc.page puts it on the page."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from page_cells import duration, times
+
+PROFILES = """\
+Each goal not met was profiled by `python benchmarks/profile_steps.py` (`nox -s profiles`): the
+engine's step and PyTorch eager's step of the same workload in one process, each warmed first,
+their steps taken in turn, every thread pool (libtorch's, OpenBLAS's, light's) at one thread so
+that the profile shows the work rather than threads waiting for a core. A table gives each
+side's step (the median of {steps} steps; its ratio is not the benchmarks' figure, which is the
+median of interleaved rounds), its Python calls a step (cProfile's total), its calls into the
+engine (counted at the engine's door, the engine's calls on itself left out) or into libtorch
+(aten operations, each level), the time its **kernels** take and the time **outside** them (the
+step less the kernels: Python around them), and the operations that take the most. A kernel's
+time is torch.profiler's self CPU time of the aten operations on torch:cpu and on PyTorch, and
+on light the time inside the engine's calls (NumPy's work and the engine's own Python around
+it). A profiler slows what it watches: the kernels' time is their share of a watched step times
+the step's time unwatched, and the top operations' times are as watched. The machine's load
+averages (1, 5, 15 minutes) were {load_before} before and {load_after} after.
+"""
+
+
+def profiles_section(
+    profiles: Mapping[str, Any] | None, steps: Mapping[str, Any] | None
+) -> list[str]:
+    """Where the time goes, for each goal not met: the engine's step beside PyTorch's."""
+    lines = ["## Where the time goes (goals not met)", ""]
+    if not profiles:
+        return [*lines, "Not profiled: `nox -s profiles` gives it.", ""]
+    unmet = [found for found in profiles["profiles"] if not goal_met(found, steps)]
+    if not unmet:
+        return [*lines, "Every goal profiled is met.", ""]
+    environment = profiles.get("environment", {})
+    lines.append(
+        PROFILES.format(
+            steps=unmet[0]["steps"],
+            load_before=_load(environment.get("load_before")),
+            load_after=_load(environment.get("load_after")),
+        )
+    )
+    for found in unmet:
+        ours, peer, spec = found["ours"], found["peer"], found["engine"]
+        lines += [
+            f"**{found['workload']} on {spec}** (goal ≤ {found['goal']:g}× PyTorch eager; "
+            f"{times(found['ratio'])} here)",
+            "",
+            "| | step | Python calls | calls into the kernels | kernels | outside kernels "
+            "| top operations (self time, calls a step) |",
+            "|---|---|---|---|---|---|---|",
+            _profile_row(spec, ours),
+            _profile_row("PyTorch eager", peer),
+            "",
+            where_it_goes(found),
+            "",
+        ]
+        if found["workload"] == "lstm":
+            lines += [recurrent_why(found), ""]
+    return lines
+
+
+def goal_met(found: Mapping[str, Any], steps: Mapping[str, Any] | None) -> bool:
+    """Whether the goal is met: by the benchmarks' ratio where steps.json has it (and was not
+    busy), else by the profile's own."""
+    measured = (steps or {}).get("steps", {}).get(found["workload"], {})
+    figures = measured.get("engines", {}).get(found["engine"])
+    if figures is not None and not measured.get("busy"):
+        return bool(figures["ratio"] <= found["goal"])
+    return bool(found["ratio"] <= found["goal"])
+
+
+def _load(averages: Sequence[float] | None) -> str:
+    return "—" if not averages else ", ".join(f"{value:.2f}" for value in averages)
+
+
+def _profile_row(side: str, figures: Mapping[str, Any]) -> str:
+    calls = []
+    if "engine_calls" in figures:
+        calls.append(f"{figures['engine_calls']:,} engine")
+    if "aten_calls" in figures:
+        calls.append(f"{figures['aten_calls']:,} aten")
+    top = "; ".join(
+        f"{op['op'].removeprefix('aten::')} {duration(op['us'])} ({op['calls']:,})"
+        for op in figures["top"]
+    )
+    return (
+        f"| {side} | {duration(figures['step_us'])} | {figures['python_calls']:,} | "
+        f"{', '.join(calls)} | {duration(figures['kernel_us'])} | "
+        f"{duration(figures['outside_us'])} | {top} |"
+    )
+
+
+def where_it_goes(found: Mapping[str, Any]) -> str:
+    """One sentence from the figures: the kernels' time beside PyTorch's, the rest, and what the
+    goal asks."""
+    ours, peer, spec = found["ours"], found["peer"], found["engine"]
+    torch = spec.startswith("torch")
+    kernels = (
+        "libtorch's own work (aten's self time)"
+        if torch
+        else "the time inside light's calls (NumPy's work and the engine's Python around it; "
+        f"{duration(ours.get('numpy_us', 0.0))} inside NumPy's own functions, as cProfile sees "
+        "them)"
+    )
+    said = (
+        f"On {spec}, {kernels} is {duration(ours['kernel_us'])} of our "
+        f"{duration(ours['step_us'])} step, against {duration(peer['kernel_us'])} of PyTorch's "
+        f"{duration(peer['step_us'])}; the rest, {duration(ours['outside_us'])} against "
+        f"PyTorch's {duration(peer['outside_us'])}, is Python around the kernels "
+        f"({ours['python_calls']:,} Python calls a step against {peer['python_calls']:,})."
+    )
+    over = ours["step_us"] - found["goal"] * peer["step_us"]
+    if over <= 0:
+        return said + " In this profile the step meets its goal."
+    target = f" Meeting ≤ {found['goal']:g}× asks {duration(over)} less"
+    if over <= ours["outside_us"]:
+        share = over / ours["outside_us"]
+        return said + f"{target}: {share:.0%} of the time outside the kernels."
+    inside = "the kernels themselves" if torch else "the engine's calls themselves"
+    return (
+        said + f"{target}: more than all the time outside the kernels, so {inside} must take less."
+    )
+
+
+def recurrent_why(found: Mapping[str, Any]) -> str:
+    """Why the LSTM step is slow: its calls a position beside PyTorch's fused operation."""
+    from workloads import STEPS
+
+    ours, peer = found["ours"], found["peer"]
+    fused = ", ".join(
+        f"{op['op'].removeprefix('aten::')} {duration(op['us'])}"
+        for op in peer["top"]
+        if "lstm" in op["op"] or "rnn" in op["op"]
+    )
+    aten = ours.get("aten_calls")
+    each = (
+        f" ({aten:,} aten calls, {ours['kernel_us'] / aten:.1f} µs of libtorch's time each on "
+        "average)"
+        if aten
+        else ""
+    )
+    return (
+        f"Why the LSTM: its step is {ours['engine_calls']:,} engine calls{each}, "
+        f"{ours['engine_calls'] / STEPS:.0f} for each of its {STEPS} positions, where PyTorch's "
+        f"`nn.LSTM` runs the whole sequence in one fused operation each way "
+        f"({fused or 'its top operations above'}; {peer.get('aten_calls', 0):,} aten calls in "
+        "all). The layer is written in the operations every engine has: at each position the "
+        "state's product, a sigmoid, a tanh, slices and value-by-value products, and on the way "
+        "back the rules' calls for each of them; at 32 rows of 64 units each call does little "
+        "work, so its fixed cost, in libtorch and in the Python that makes it, is most of the "
+        "time. What would close the gap is a fused LSTM operation (one call each way, "
+        "PyTorch's own kernel on torch:cpu) as an engine fast path with a reference written in "
+        "the primitives, not a change to the layer's arithmetic: the recurrent tests hold its "
+        "bits."
+    )
