@@ -226,3 +226,25 @@ def test_the_doctor_lists_no_precision_of_an_engine_it_cannot_make(
     onnx = out[out.index("  onnx ") :].splitlines()
     assert "not usable" in onnx[0]
     assert onnx[1].strip().startswith("precisions once usable: float32 (onnx, default)")
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "from deepsharp.engines.light import LightEngine",
+        "from deepsharp.engines.onnx import OnnxEngine",
+        "import deepsharp.core.nn.testing",
+        "import deepsharp.core.export",
+        "import deepsharp.sklearn",
+    ],
+)
+def test_each_public_module_imports_first_in_a_fresh_process(statement: str) -> None:
+    """Before: `from deepsharp.engines.light import LightEngine` as a program's first import
+    failed with a circular ImportError (the package imports the core, whose exporter imported
+    the package back while it was half made)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", statement], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

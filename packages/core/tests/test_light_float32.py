@@ -122,3 +122,24 @@ def test_its_checkpoint_refuses_the_strict_engine(tmp_path: Path) -> None:
             FitOptions(engine="light", seed=1, epochs=2, progress=False),
             resume_from=Checkpoint.path_in(tmp_path),
         )
+
+
+@pytest.mark.parametrize("spec", ["light", "light:float32", "light:mixed_bfloat16"])
+def test_a_python_number_beside_a_whole_total_stays_the_engine_s_float(spec: str) -> None:
+    """Before: under NumPy 1.26 (the oldest supported) a whole sum (a float32 scalar) divided by
+    the rows' count, 64.0, came back float64, as did 0.0 - it and it + 1: a loss in float64, and
+    a compiled step that could not keep it (every conv and transformer sample ran as recorded,
+    'the step gives back a value it did not make'). Now the number is the engine's float first,
+    as NumPy 2 takes it."""
+    engine = make_engine(spec)
+    total = engine.sum(engine.put(np.arange(6, dtype=np.float32).reshape(2, 3)), (0, 1))
+    for made in (
+        engine.div(total, 64.0),
+        engine.sub(0.0, total),
+        engine.add(total, 1),
+        engine.mul(3, total),
+        engine.div(engine.put(np.float32(0.1)), 0.1),
+    ):
+        assert np.asarray(made).dtype == np.float32, (spec, type(made))
+    # The number is rounded to float32 first, as NEP 50 has it: 0.1f / 0.1f is exactly 1.
+    assert float(engine.get(engine.div(engine.put(np.float32(0.1)), 0.1))) == 1.0

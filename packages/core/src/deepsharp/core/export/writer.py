@@ -23,7 +23,7 @@ from deepsharp.core.engine import fused as fused_paths
 from deepsharp.core.errors import ExportError
 from deepsharp.core.export.forms import FORMS, float_inputs
 from deepsharp.core.export.graph import OnnxGraph
-from deepsharp.engines.light import LightEngine
+from deepsharp.engines.light._engine import LightEngine  # not the package: it imports the core
 
 __all__ = ["BATCH", "Traced", "WritingEngine"]
 

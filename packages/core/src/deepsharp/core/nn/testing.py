@@ -33,7 +33,7 @@ from deepsharp.core.nn.graph import Input
 from deepsharp.core.nn.layer import Layer, Pass, layer_from_json
 from deepsharp.core.nn.network import Network
 from deepsharp.core.random import Generator
-from deepsharp.engines.light import ReferenceEngine
+from deepsharp.engines.light._engine import ReferenceEngine  # not the package: it imports the core
 
 __all__ = ["LayerCheck", "check_layer"]
 

@@ -154,17 +154,23 @@ class LightEngine:
         return self.totals.add_rows(values, indices, rows)
 
     # --- value by value --------------------------------------------------------------------
+    # A Python number beside a value is the engine's float first, as NumPy 2 takes it (NEP 50):
+    # NumPy 1.26 would add a float32 scalar (a whole sum, the loss) and 64.0 in float64, and the
+    # step would give back a float64 its plan cannot keep.
+    def _number(self, value: Any) -> Any:
+        return self.dtype(value) if type(value) is float or type(value) is int else value
+
     def add(self, a: Any, b: Any) -> Array:
-        return np.add(a, b)
+        return np.add(self._number(a), self._number(b))
 
     def sub(self, a: Any, b: Any) -> Array:
-        return np.subtract(a, b)
+        return np.subtract(self._number(a), self._number(b))
 
     def mul(self, a: Any, b: Any) -> Array:
-        return np.multiply(a, b)
+        return np.multiply(self._number(a), self._number(b))
 
     def div(self, a: Any, b: Any) -> Array:
-        return np.divide(a, b)
+        return np.divide(self._number(a), self._number(b))
 
     def maximum(self, a: Any, b: Any) -> Array:
         return np.maximum(a, b, dtype=self.dtype)
