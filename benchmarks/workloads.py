@@ -345,6 +345,12 @@ def torch_lstm_step(device: str = "cpu", autocast: bool = False, compiled: bool 
 
 # --- the workloads -------------------------------------------------------------------------
 
+
+def compile_peer(make: Callable[[], Step]) -> dict[str, Callable[[], Step]]:
+    """torch.compile's step as a workload's second peer, where it is timed (COMPILED)."""
+    return {TORCH_COMPILE: make} if COMPILED else {}
+
+
 CONV = "Conv 3×3, ReLU, Flatten, Dense 10, cross entropy, Adam"
 
 
@@ -357,7 +363,7 @@ def titanic(rows: int = 32, rounds: int = 9, compiled: bool = False) -> Workload
         rounds=rounds,
         group="titanic",
         size=rows,
-        references={TORCH_COMPILE: lambda: torch_titanic_step(rows, compiled=True)}
+        references=compile_peer(lambda: torch_titanic_step(rows, compiled=True))
         if compiled
         else {},
     )
@@ -372,7 +378,7 @@ def convolution(images: int, filters: int, rounds: int = 9, compiled: bool = Fal
         rounds=rounds,
         group=f"conv-{filters}",
         size=images,
-        references={TORCH_COMPILE: lambda: torch_conv_step(images, filters, compiled=True)}
+        references=compile_peer(lambda: torch_conv_step(images, filters, compiled=True))
         if compiled
         else {},
     )
@@ -392,9 +398,9 @@ RECURRENT = (
 )
 
 SEED = [
-    titanic(32, rounds=11, compiled=COMPILED),
-    convolution(32, 8, rounds=9, compiled=COMPILED),
-    convolution(256, 32, rounds=9, compiled=COMPILED),
+    titanic(32, rounds=11, compiled=True),
+    convolution(32, 8, rounds=9, compiled=True),
+    convolution(256, 32, rounds=9, compiled=True),
     Workload(
         name="residual",
         title=RESIDUAL,
@@ -402,7 +408,7 @@ SEED = [
         peer=torch_residual_step,
         engines=("light", "light:float32", "torch:cpu"),
         rounds=7,
-        references={TORCH_COMPILE: lambda: torch_residual_step(compiled=True)} if COMPILED else {},
+        references=compile_peer(lambda: torch_residual_step(compiled=True)),
     ),
     Workload(
         name="transformer",
@@ -411,7 +417,7 @@ SEED = [
         peer=torch_block_step,
         engines=("light:float32", "torch:cpu"),
         rounds=7,
-        references={TORCH_COMPILE: lambda: torch_block_step(compiled=True)} if COMPILED else {},
+        references=compile_peer(lambda: torch_block_step(compiled=True)),
     ),
     Workload(
         name="lstm",
@@ -420,7 +426,7 @@ SEED = [
         peer=torch_lstm_step,
         engines=("light:float32", "torch:cpu"),
         rounds=7,
-        references={TORCH_COMPILE: lambda: torch_lstm_step(compiled=True)} if COMPILED else {},
+        references=compile_peer(lambda: torch_lstm_step(compiled=True)),
     ),
 ]
 """The seed workloads (docs/design.md, "Checks and benchmarks") and the residual, transformer and

@@ -85,21 +85,28 @@ def same_bits(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     return a.keys() == b.keys() and all(a[n].tobytes() == b[n].tobytes() for n in a)
 
 
+def compiled_beside_recorded(name: str, engine: str) -> Any:
+    """The harness case's five steps recorded and compiled on `engine`: the same losses, slots
+    and buffers bit for bit (asserted); the compiled run's record of its steps."""
+    recorded = steps(*harness_network(name), engine, compile=False)
+    compiled = steps(*harness_network(name), engine, compile=True)
+    where = f"{name} on {engine}"
+    assert recorded[0].tobytes() == compiled[0].tobytes(), f"{where}: the losses differ"
+    assert same_bits(recorded[1], compiled[1]), f"{where}: the slots differ"
+    assert same_bits(recorded[2], compiled[2]), f"{where}: the buffers differ"
+    assert recorded[3].replayed == 0 and not recorded[3].compiled, where
+    return compiled[3]
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_compiled_step_gives_the_recorded_steps_bits_for_every_layer_kind(name: str) -> None:
     for engine in ENGINES:
-        recorded = steps(*harness_network(name), engine, compile=False)
-        compiled = steps(*harness_network(name), engine, compile=True)
         where = f"{name} on {engine}"
-        assert recorded[0].tobytes() == compiled[0].tobytes(), f"{where}: the losses differ"
-        assert same_bits(recorded[1], compiled[1]), f"{where}: the slots differ"
-        assert same_bits(recorded[2], compiled[2]), f"{where}: the buffers differ"
-        record = compiled[3]
+        record = compiled_beside_recorded(name, engine)
         # Two kinds of batch (4 rows, 3 rows): each traced once, the others replayed; under
         # mixed_float16 a loss scale halved by an overflow makes a kind of its own.
         assert record.why == () and record.replayed + record.recorded == 5, where
         assert record.replayed == 3 or (engine.endswith("float16") and record.replayed), where
-        assert recorded[3].replayed == 0 and not recorded[3].compiled
 
 
 def test_a_replayed_step_makes_the_recorded_steps_engine_calls_and_no_transfer_more() -> None:
