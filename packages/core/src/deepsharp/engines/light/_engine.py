@@ -29,6 +29,10 @@ from deepsharp.engines.light._totals import OFFERED
 
 __all__ = ["LightEngine", "ReferenceEngine"]
 
+_VALUE_BASED = np.lib.NumpyVersion(np.__version__) < "2.0.0"
+"""Whether NumPy promotes by value (before 2.0): a Python number beside a float32 scalar then
+makes a float64, so the engine casts the number to its float first (NumPy 2 does by itself)."""
+
 Array = Any  # a handle: the NumPy array itself
 Padding = tuple[int, int]
 Paddings = tuple[Padding, Padding]
@@ -154,23 +158,31 @@ class LightEngine:
         return self.totals.add_rows(values, indices, rows)
 
     # --- value by value --------------------------------------------------------------------
-    # A Python number beside a value is the engine's float first, as NumPy 2 takes it (NEP 50):
+    # A Python number beside a value is the engine's float (NEP 50, NumPy 2's own reading).
     # NumPy 1.26 would add a float32 scalar (a whole sum, the loss) and 64.0 in float64, and the
-    # step would give back a float64 its plan cannot keep.
+    # step would give back a float64 its plan cannot keep: there the number is cast first.
     def _number(self, value: Any) -> Any:
         return self.dtype(value) if type(value) is float or type(value) is int else value
 
     def add(self, a: Any, b: Any) -> Array:
-        return np.add(self._number(a), self._number(b))
+        if _VALUE_BASED:
+            a, b = self._number(a), self._number(b)
+        return np.add(a, b)
 
     def sub(self, a: Any, b: Any) -> Array:
-        return np.subtract(self._number(a), self._number(b))
+        if _VALUE_BASED:
+            a, b = self._number(a), self._number(b)
+        return np.subtract(a, b)
 
     def mul(self, a: Any, b: Any) -> Array:
-        return np.multiply(self._number(a), self._number(b))
+        if _VALUE_BASED:
+            a, b = self._number(a), self._number(b)
+        return np.multiply(a, b)
 
     def div(self, a: Any, b: Any) -> Array:
-        return np.divide(self._number(a), self._number(b))
+        if _VALUE_BASED:
+            a, b = self._number(a), self._number(b)
+        return np.divide(a, b)
 
     def maximum(self, a: Any, b: Any) -> Array:
         return np.maximum(a, b, dtype=self.dtype)
