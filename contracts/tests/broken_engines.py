@@ -477,6 +477,36 @@ class IgnoresSmallMomentum(ExampleEngine):
         )
 
 
+class LstmForgetsTheForgetSlope(ExampleEngine):
+    """An LSTM position's way back of its own that sends the cell's gradient to the forget gate
+    without the sigmoid's slope f·(1 - f): right at the first position, where there is no
+    last cell to forget."""
+
+    name = "lstm-forgets-the-forget-slope"
+
+    def lstm_cell_back(
+        self,
+        dh: Array,
+        dc: Array | None,
+        entering: Array,
+        forget: Array,
+        candidate: Array,
+        out: Array,
+        squashed: Array,
+        cell: Array | None,
+    ) -> tuple[Array, Array | None]:
+        gates, carried = super().lstm_cell_back(
+            dh, dc, entering, forget, candidate, out, squashed, cell
+        )
+        if cell is None:
+            return gates, carried
+        units = forget.shape[1]
+        towards_cell = dh * out * (1 - squashed * squashed) + (0 if dc is None else dc)
+        gates = np.array(gates, copy=True)
+        gates[:, units : 2 * units] = towards_cell * cell
+        return gates, carried
+
+
 # --- engines that do not say what they are ------------------------------------------------------
 
 
@@ -583,3 +613,7 @@ def flat_take_rows() -> ExampleEngine:
 
 def integers_through_float64() -> ExampleEngine:
     return IntegersThroughFloat64()
+
+
+def lstm_forgets_the_forget_slope() -> ExampleEngine:
+    return LstmForgetsTheForgetSlope()

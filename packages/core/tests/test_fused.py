@@ -35,6 +35,7 @@ FAST_PATH_NAMES = {
 }
 
 FAST_PATH_NAMES |= {"clip_norm", "global_clip_norm"}  # gradient clipping (test_clipping.py too)
+FAST_PATH_NAMES |= {"lstm_cell", "lstm_cell_back"}  # an LSTM's position (test_recurrent.py)
 FAST_PATH_NAMES |= {"put_checked"}  # a step's batch put and checked (the compiled step's issue)
 
 

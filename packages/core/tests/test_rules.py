@@ -13,7 +13,7 @@ from deepsharp.contracts.nudging import CASES, RuleCase, worst_nudge_error
 from deepsharp.contracts.reference import Float64Engine
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Node, Recording, Tensor
-from deepsharp.core.engine import Engine
+from deepsharp.core.engine import Engine, fused_recurrent
 from deepsharp.core.errors import ShapeError
 from deepsharp.engines.light import LightEngine
 
@@ -71,6 +71,20 @@ def test_a_planted_wrong_rule_is_caught(
     case = next(case for case in CASES if case.id == case_id)
     assert worst_nudge_error(case, Float64Engine) <= 1.0
     monkeypatch.setitem(ops.RULES, wrong.name, wrong)
+    assert worst_nudge_error(case, Float64Engine) > 1.0
+
+
+def test_a_planted_wrong_lstm_position_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LSTM's rule goes back through `lstm_cell_back`: one that forgets the cell carried
+    from the next position (dc) is caught by nudging, on every position but the last."""
+    case = next(case for case in CASES if case.id == "lstm-sequences")
+    assert worst_nudge_error(case, Float64Engine) <= 1.0
+    right = fused_recurrent.lstm_cell_back_reference
+
+    def forgets(engine: Engine, dh: Any, dc: Any, *rest: Any) -> Any:
+        return right(engine, dh, None, *rest)
+
+    monkeypatch.setattr(fused_recurrent, "lstm_cell_back_reference", forgets)
     assert worst_nudge_error(case, Float64Engine) > 1.0
 
 

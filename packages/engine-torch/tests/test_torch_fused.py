@@ -25,6 +25,7 @@ OFFERED = {"conv2d_bias", "conv2d_weight_bias_grad", "relu_back"}
 OFFERED |= {"sgd_update", "adam_update", "decay_update"}
 OFFERED |= {"batch_matmul", "add_rows", "erf", "maxpool2d_pair", "maxpool2d_pair_back"}
 OFFERED |= {"put_checked"}  # a step's batch: copied and checked in libtorch
+OFFERED |= {"lstm_cell", "lstm_cell_back"}  # an LSTM position: a few libtorch calls at float32
 
 
 @pytest.fixture(scope="module", params=["float32", "strict"])
@@ -82,3 +83,28 @@ def test_relu_back(engine: TorchEngine) -> None:
 @pytest.mark.parametrize("optimizer", [Adam(0.01), AdamW(0.01, 0.1)])
 def test_its_fast_paths_train_as_its_primitives_alone(engine: TorchEngine, optimizer: Any) -> None:
     trains_alike(engine, PrimitivesOnly(engine), optimizer)
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first-position", "later"])
+def test_an_lstm_position_is_libtorch_s_own_at_float32_and_the_reference_elsewhere(
+    engine: TorchEngine, first: bool
+) -> None:
+    """At float32 a few fused libtorch calls within float32's reach of the reference; at strict
+    the reference itself, to the bit (its totals are the strict engine's)."""
+    rng = np.random.default_rng(3)
+    rows, units = 5, 4
+    shaped = [(rows, 4 * units), (rows, units), (rows, units), (4 * units, units)]
+    share, state, cell, weights = (rng.standard_normal(s).astype(np.float32) for s in shaped)
+    given = [share, None if first else state, None if first else cell, weights]
+    forward = _pair(engine, "lstm_cell", *given)
+    dh, dc = rng.standard_normal((2, rows, units)).astype(np.float32)
+    saved = forward[1][2:]  # the reference's gates and tanh(c)
+    back = _pair(engine, "lstm_cell_back", dh, None if first else dc, *saved, given[2])
+    for own, reference in (*zip(*forward, strict=True), *zip(*back, strict=True)):
+        assert (own is None) == (reference is None)
+        if own is None:
+            continue
+        if engine.precision == "strict":
+            assert engine.get(own).tobytes() == engine.get(reference).tobytes()
+        else:
+            _close(engine, own, reference, 4 * units)

@@ -72,14 +72,13 @@ def _parts(x: Any) -> tuple[Array, Array]:
 
 class Propagated:
     """An engine of `Bounded` values: each operation's exact value and the propagated bound of
-    an engine that keeps the contract at `precision` ("float32" or "strict")."""
+    an engine that keeps the contract at `precision` (strict, float32 or a mixed one: its
+    products' and convolutions' totals then held to the half format's bound)."""
 
     name = "propagated bound"
 
     def __init__(self, precision: str = "float32") -> None:
         self.precision = precision_named(precision)
-        if self.precision.mixed:
-            raise ValueError("the propagated bound is stated for strict and float32 totals")
         self.exact = Float64Engine()
         self.counters = Counters()
 
@@ -87,8 +86,8 @@ class Propagated:
     def identity(self) -> EngineIdentity:
         return EngineIdentity(self.name, None, None, self.precision.name)
 
-    def _totals(self, count: Any) -> Any:
-        return self.precision.totals_factor(count) * UNIT
+    def _totals(self, count: Any, product: bool = False) -> Any:
+        return self.precision.totals_factor(count, product=product) * UNIT
 
     # --- transfers -------------------------------------------------------------------------
     def put(self, array: Any, bound: Any = 0.0) -> Bounded:
@@ -204,10 +203,24 @@ class Propagated:
         return self._slope(np.asarray(value, np.float64), x, 2.0 / math.sqrt(math.pi))
 
     # --- totals ----------------------------------------------------------------------------
-    def _total(self, value: Array, spread: Array, size: Array, count: Any) -> Bounded:
+    def _total(
+        self,
+        value: Array,
+        spread: Array,
+        size: Array,
+        count: Any,
+        inputs: Array | None = None,
+    ) -> Bounded:
         """A total: its terms' spread through it, then the precision's bound over its terms
-        as they may be (`size`: Σ(|terms| + their spread))."""
-        return Bounded(np.asarray(value), np.asarray(spread + self._totals(count) * size))
+        as they may be (`size`: Σ(|terms| + their spread)). A product's or convolution's
+        `inputs`, Σ(|a| + |b|) over its terms as they may be, make it a product: at a mixed
+        precision its bound is the half format's (`Precision.totals_factor(product=True)`,
+        and `totals_floor` for inputs below the half format's smallest normal value)."""
+        product = inputs is not None
+        bound = spread + self._totals(count, product) * size
+        if product:
+            bound = bound + self.precision.totals_floor(count, inputs)
+        return Bounded(np.asarray(value), np.asarray(bound))
 
     def matmul(
         self, a: Bounded, b: Bounded, transpose_a: bool = False, transpose_b: bool = False
@@ -220,9 +233,13 @@ class Propagated:
             + f.matmul(ea, np.abs(vb), transpose_a, transpose_b)
             + f.matmul(ea, eb, transpose_a, transpose_b)
         )
-        size = f.matmul(np.abs(va) + ea, np.abs(vb) + eb, transpose_a, transpose_b)
+        sa, sb = np.abs(va) + ea, np.abs(vb) + eb
+        size = f.matmul(sa, sb, transpose_a, transpose_b)
+        inputs = f.matmul(sa, np.ones_like(vb), transpose_a, transpose_b) + f.matmul(
+            np.ones_like(va), sb, transpose_a, transpose_b
+        )
         count = va.shape[0] if transpose_a else va.shape[1]
-        return self._total(value, spread, size, count)
+        return self._total(value, spread, size, count, inputs)
 
     def sum(self, x: Bounded, axes: tuple[int, ...], keepdims: bool = False) -> Bounded:
         f = self.exact
@@ -255,9 +272,13 @@ class Propagated:
             + f.conv2d(ex, np.abs(vw), stride, padding)
             + f.conv2d(ex, ew, stride, padding)
         )
-        size = f.conv2d(np.abs(vx) + ex, np.abs(vw) + ew, stride, padding)
+        sx, sw = np.abs(vx) + ex, np.abs(vw) + ew
+        size = f.conv2d(sx, sw, stride, padding)
+        inputs = f.conv2d(sx, np.ones_like(vw), stride, padding) + f.conv2d(
+            np.ones_like(vx), sw, stride, padding
+        )
         count = vw.shape[1] * vw.shape[2] * vw.shape[3]
-        return self._total(value, spread, size, count)
+        return self._total(value, spread, size, count, inputs)
 
     def conv2d_bias(
         self,
@@ -275,11 +296,13 @@ class Propagated:
         b = Bounded(bias.value.reshape(shaped), bias.bound.reshape(shaped))
         after = self.add(inside, b)
         count = w.shape[1] * w.shape[2] * w.shape[3] + 1
-        extra = self._totals(count) - self._totals(count - 1)
+        extra = self._totals(count, True) - self._totals(count - 1, True)
         size = self.exact.conv2d(
             np.abs(x.value) + x.bound, np.abs(w.value) + w.bound, stride, padding
         )
-        one_more = inside.bound + extra * size + b.bound + self._totals(count) * np.abs(b.value)
+        one_more = (
+            inside.bound + extra * size + b.bound + self._totals(count, True) * np.abs(b.value)
+        )
         return Bounded(after.value, np.maximum(after.bound, one_more))
 
     # --- moves -----------------------------------------------------------------------------

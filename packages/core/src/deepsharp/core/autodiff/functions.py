@@ -37,6 +37,7 @@ __all__ = [
     "log",
     "log1p",
     "log_softmax",
+    "lstm",
     "matmul",
     "maximum",
     "maxpool2d",
@@ -201,6 +202,14 @@ def take_rows(table: Tensor, ids: Tensor) -> Tensor:
     """The rows of `table` (V, ...) that int64 `ids` of any shape name: (*ids.shape, ...)."""
     check_ids(ids, "take_rows")
     return apply(RULES["take_rows"], (table, ids))
+
+
+def lstm(shares: Tensor, weight_hh: Tensor, sequences: bool = False) -> Tensor:
+    """An LSTM over a whole sequence from zero states, one node: `shares` (N, L, 4·U) the
+    inputs' share of the gates at every position (x·W_ihᵀ + biases), `weight_hh` (4·U, U), the
+    gates in PyTorch's order i, f, g, o -> every state (N, L, U) with `sequences`, else the
+    last (N, U)."""
+    return apply(RULES["lstm"], (shares, weight_hh), sequences=bool(sequences))
 
 
 def reshape(x: Tensor, shape: tuple[int, ...]) -> Tensor:

@@ -47,6 +47,10 @@ the primitives an engine had before them, so an engine written before them keeps
   the square `maxpool2d` / `maxpool2d_back` on those, and moves back. A copy never becomes the
   first maximum: the value it copies comes first. A square window is `maxpool2d` itself.
 
+The recurrent layers (`fused_recurrent`): `lstm_cell(share, state, cell, weight_hh)` and
+`lstm_cell_back(dh, dc, i, f, g, o, k, cell)`, one position of an LSTM forward and back (so
+that an engine can run a position in a few calls of its own instead of a rule's each).
+
 A step's batch: `put_checked(array, *, owned=False)`: the array put on the engine (one
 transfer in, exact) and whether every value of it is finite, in one go where the engine can
 (libtorch copies and totals it in its own threads); `owned`: the caller hands the array over,
@@ -536,3 +540,16 @@ def put_checked(engine: Engine, array: Any, *, owned: bool = False) -> tuple[Han
 
 FAST_PATHS.update(put_checked=put_checked_reference)
 __all__ += ["all_finite", "put_checked", "put_checked_reference"]
+
+
+# --- the recurrent layers' positions (deepsharp.core.engine.fused_recurrent) ------------------
+
+from deepsharp.core.engine.fused_recurrent import (  # noqa: E402
+    lstm_cell,
+    lstm_cell_back,
+    lstm_cell_back_reference,
+    lstm_cell_reference,
+)
+
+FAST_PATHS.update(lstm_cell=lstm_cell_reference, lstm_cell_back=lstm_cell_back_reference)
+__all__ += ["lstm_cell", "lstm_cell_back", "lstm_cell_back_reference", "lstm_cell_reference"]

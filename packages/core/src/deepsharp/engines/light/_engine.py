@@ -21,6 +21,7 @@ import numpy as np
 
 from deepsharp.core.engine import Counters, EngineIdentity, Precision, Totals, choose_totals
 from deepsharp.core.engine.fused import all_finite
+from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.engines.light._erf import erf as _erf64
 from deepsharp.engines.light._threads import PARALLEL as PARALLEL_VALUES
@@ -253,6 +254,29 @@ class LightEngine:
         return _erf64(x).astype(self.dtype)
 
     # --- fast paths (deepsharp.core.engine.fused) -----------------------------------------
+    def lstm_cell(
+        self, share: Array, state: Array | None, cell: Array | None, weight_hh: Array
+    ) -> tuple[Array, ...]:
+        """Fast path: the reference's calls, which are NumPy's already (the product at the
+        engine's precision)."""
+        return lstm_cell_reference(self, share, state, cell, weight_hh)
+
+    def lstm_cell_back(
+        self,
+        dh: Array,
+        dc: Array | None,
+        entering: Array,
+        forget: Array,
+        candidate: Array,
+        out: Array,
+        squashed: Array,
+        cell: Array | None,
+    ) -> tuple[Array, Array | None]:
+        """Fast path: the reference's calls, which are NumPy's already."""
+        return lstm_cell_back_reference(
+            self, dh, dc, entering, forget, candidate, out, squashed, cell
+        )
+
     def relu_back(self, x: Array, grad: Array) -> Array:
         """Fast path: grad where x > 0, else 0, in one pass."""
         # A product with the mask, written as 1.0 and 0.0 into the output first: measured 5x

@@ -43,6 +43,7 @@ from numpy.typing import NDArray
 
 from deepsharp.core.engine import Counters, EngineIdentity, Precision, Totals, choose_totals
 from deepsharp.core.engine.fused import all_finite
+from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
 from deepsharp.engines.torch import _exact, _totals
@@ -337,6 +338,66 @@ class TorchEngine:
         return torch.erf(x)
 
     # --- fast paths (deepsharp.core.engine.fused) -----------------------------------------
+    def lstm_cell(
+        self, share: Tensor, state: Tensor | None, cell: Tensor | None, weight_hh: Tensor
+    ) -> tuple[Tensor, ...]:
+        """Fast path: one position of an LSTM in seven libtorch calls at float32 (the state's
+        product added into the share in one `addmm`, one sigmoid over the four gates, the
+        cell's two products in one `addcmul_`), where the reference makes a dozen engine
+        calls and sigmoid's careful five; at another precision, the reference."""
+        if self.precision != "float32":
+            return lstm_cell_reference(self, share, state, cell, weight_hh)
+        units = weight_hh.shape[1]
+        if state is None:
+            gates = share
+        else:
+            with self._guard:
+                gates = torch.addmm(share, state, weight_hh.t())
+        entering, forget, _, out = torch.sigmoid(gates).split(units, 1)
+        candidate = torch.tanh(gates[:, 2 * units : 3 * units])
+        new_cell = entering * candidate
+        if cell is not None:
+            new_cell.addcmul_(forget, cell)
+        squashed = torch.tanh(new_cell)
+        return out * squashed, new_cell, entering, forget, candidate, out, squashed
+
+    def lstm_cell_back(
+        self,
+        dh: Tensor,
+        dc: Tensor | None,
+        entering: Tensor,
+        forget: Tensor,
+        candidate: Tensor,
+        out: Tensor,
+        squashed: Tensor,
+        cell: Tensor | None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Fast path: one position's way back at float32, each gate's gradient written into
+        its quarter of one tensor (a sigmoid's slope s - s·s in one `addcmul`); at another
+        precision, the reference."""
+        if self.precision != "float32":
+            return lstm_cell_back_reference(
+                self, dh, dc, entering, forget, candidate, out, squashed, cell
+            )
+        rows, units = dh.shape
+        gates = torch.empty((rows, 4 * units), dtype=F32, device=dh.device)
+        to_entering, to_forget, to_candidate, to_out = gates.split(units, 1)
+        towards_cell = (dh * out).mul_(torch.rsub(squashed * squashed, 1.0))
+        if dc is not None:
+            towards_cell.add_(dc)
+        torch.mul(towards_cell, candidate, out=to_entering)
+        to_entering.mul_(torch.addcmul(entering, entering, entering, value=-1.0))
+        if cell is None:
+            to_forget.zero_()
+        else:
+            torch.mul(towards_cell, cell, out=to_forget)
+            to_forget.mul_(torch.addcmul(forget, forget, forget, value=-1.0))
+        torch.mul(towards_cell, entering, out=to_candidate)
+        to_candidate.mul_(torch.rsub(candidate * candidate, 1.0))
+        torch.mul(dh, squashed, out=to_out)
+        to_out.mul_(torch.addcmul(out, out, out, value=-1.0))
+        return gates, None if cell is None else towards_cell * forget
+
     def relu_back(self, x: Tensor, grad: Tensor) -> Tensor:
         """Fast path: what PyTorch's own ReLU runs on its way back: grad where x > 0."""
         return _threshold_backward(grad, x, 0.0)

@@ -2,10 +2,12 @@
 layouts, so that weights can be exchanged with `torch.nn.LSTM` and `torch.nn.GRU` (one layer,
 one direction, `batch_first=True`).
 
-Both are written in the operations every engine has (products, slices, sigmoid, tanh, sums and
-products value by value), so their way back is the rulebook's: the inputs' share of every gate
-at every position is one product, taken before the first step; each step then adds the state's
-share (one product) and mixes the gates. The state starts at zeros.
+The inputs' share of every gate at every position is one product, taken before the first
+step; each step then adds the state's share (one product) and mixes the gates. The state starts
+at zeros. GRU is written in the operations every engine has (products, slices, sigmoid, tanh,
+sums and products value by value), so its way back is the rulebook's; LSTM is one rule over the
+sequence (`ops.lstm`) whose positions are the fast paths `lstm_cell` and `lstm_cell_back`
+(written in those same operations, and an engine's own where it offers them).
 """
 
 from __future__ import annotations
@@ -68,17 +70,23 @@ class _Recurrent(Layer):
                 self.slot(slot, (wide,), "zeros")
         return (length, units) if self.return_sequences else (units,)
 
-    def _inputs_share(self, x: Tensor, weights: Tensor, bias: Tensor) -> list[Tensor]:
-        """x @ weights.T + bias at every position, one product for them all: (N, gates·units)
-        for each of the L positions, in order."""
+    def _inputs_shares(self, x: Tensor, weights: Tensor, bias: Tensor) -> Tensor:
+        """x @ weights.T + bias at every position, one product for them all: (N, L,
+        gates·units)."""
         rows, length, features = x.shape
-        wide = self.gates * self.units
         # The rows stay first throughout (N·L, then N, L, wide): an exported graph serves any
         # count of rows only where the batch's axis does not move.
         flat = ops.reshape(x, (rows * length, features))
-        share = ops.reshape(
-            ops.matmul(flat, weights, transpose_b=True) + bias, (rows, length, wide)
+        return ops.reshape(
+            ops.matmul(flat, weights, transpose_b=True) + bias,
+            (rows, length, self.gates * self.units),
         )
+
+    def _inputs_share(self, x: Tensor, weights: Tensor, bias: Tensor) -> list[Tensor]:
+        """x @ weights.T + bias at every position, one product for them all: (N, gates·units)
+        for each of the L positions, in order."""
+        share = self._inputs_shares(x, weights, bias)
+        rows, length, wide = share.shape
         return [ops.reshape(ops.slice(share, 1, t, t + 1), (rows, wide)) for t in range(length)]
 
     def _outputs(self, states: list[Tensor]) -> Tensor:
@@ -114,26 +122,11 @@ class LSTM(_Recurrent):
     gates = 4
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
-        units = self.units
-        weights = slots["weight_hh"]
-        shares = self._inputs_share(x, slots["weight_ih"], slots["bias_ih"] + slots["bias_hh"])
-        states: list[Tensor] = []
-        cell: Tensor | None = None
-        for share in shares:
-            # From the zero state the state's share of the gates is nothing.
-            gates = (
-                share if not states else share + ops.matmul(states[-1], weights, transpose_b=True)
-            )
-            opened = ops.sigmoid(gates)  # i, f and o (g's quarter goes through tanh instead)
-            entering = ops.slice(opened, 1, 0, units) * ops.tanh(
-                ops.slice(gates, 1, 2 * units, 3 * units)
-            )
-            if cell is None:
-                cell = entering
-            else:
-                cell = ops.slice(opened, 1, units, 2 * units) * cell + entering
-            states.append(ops.slice(opened, 1, 3 * units, 4 * units) * ops.tanh(cell))
-        return self._outputs(states)
+        # One node over the whole sequence (`ops.lstm`): each position is the fast path
+        # `lstm_cell`, the equations above in the order written, and its way back
+        # `lstm_cell_back` (deepsharp.core.engine.fused_recurrent).
+        shares = self._inputs_shares(x, slots["weight_ih"], slots["bias_ih"] + slots["bias_hh"])
+        return ops.lstm(shares, slots["weight_hh"], self.return_sequences)
 
 
 class GRU(_Recurrent):

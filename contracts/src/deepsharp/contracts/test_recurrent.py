@@ -1,0 +1,103 @@
+"""The recurrent layers' fast paths: one position of an LSTM, forward and back.
+
+`lstm_cell` and `lstm_cell_back` (`deepsharp.core.engine.fused`) are taken as the core takes
+them: the engine's own where it offers one, else the core's reference in the engine's
+primitives. Each is a short chain: the state's product (a total of U terms, added to the
+position's share), then sigmoids, tanhs, products and sums value by value. Each output is held
+to the bound the core's reference propagates when run on the suite's `Propagated` engine from
+the same float32 inputs: its exact value, and how far an engine that keeps the contract at its
+precision may stray — the total's bound, then each operation's tolerance, carried through the
+chain (`deepsharp.contracts.propagated`; at a mixed precision the product's the half format's).
+An engine that offers neither runs the reference in its primitives, held here all the same.
+
+Inputs: states, gates and tanh's outputs within (-1, 1) (the sigmoid's within (0, 1)), as a
+layer makes them; shares, cells and gradients of magnitudes 10⁻³ to 10; the first position (no
+state or cell) and the last (no gradient from a later cell) among them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deepsharp.contracts.data import draw, pinned, seeds
+from deepsharp.contracts.measure import Contract
+from deepsharp.contracts.propagated import Propagated
+from deepsharp.core.engine import Engine, fused
+
+CHECKED = {"lstm_cell", "lstm_cell_back"}
+"""The fast paths this module holds (test_fast_paths holds the others)."""
+
+OUTPUTS = {
+    "lstm_cell": ("h", "c", "i", "f", "g", "o", "tanh(c)"),
+    "lstm_cell_back": ("the gates' gradient", "the last cell's gradient"),
+}
+
+widths = st.sampled_from([1, 2, 3, 5, 8])
+
+
+def check_position(
+    engine: Engine, contract: Contract, name: str, args: list[np.ndarray | None]
+) -> None:
+    """`fused.<name>` on the engine against the bound its reference propagates."""
+    handles = [None if a is None else engine.put(a) for a in args]
+    got = getattr(fused, name)(engine, *handles)
+    assert len(got) == len(OUTPUTS[name]), f"{name} gave {len(got)} outputs"
+    # "fast" where the engine's own ran; else the core's reference in its primitives
+    label = f"fast {name}" if callable(getattr(engine, name, None)) else name
+    bounded = Propagated(contract.precision.name)
+    made = [None if a is None else bounded.put(a) for a in args]
+    expected = fused.FAST_PATHS[name](bounded, *made)
+    for what, out, ref in zip(OUTPUTS[name], got, expected, strict=True):
+        assert (out is None) == (ref is None), f"{name}: {what} given where none is due"
+        if out is None:
+            continue
+        contract.within(
+            "values",
+            f"{label} ({what})",
+            np.asarray(engine.get(out)),
+            ref.value,
+            ref.bound,
+            "of the bound its reference propagates",
+        )
+
+
+@pinned
+@given(rows=widths, units=widths, seed=seeds, first=st.booleans())
+def test_an_lstm_position_holds_its_reference_s_bound(
+    engine: Engine, contract: Contract, rows: int, units: int, seed: int, first: bool
+) -> None:
+    share = draw(seed, (rows, 4 * units), low=-3, high=0.7)
+    weights = draw(seed + 1, (4 * units, units), low=-3, high=0)
+    state = None if first else draw(seed + 2, (rows, units), low=-3, high=-1e-3)
+    cell = None if first else draw(seed + 3, (rows, units), low=-3, high=1)
+    check_position(engine, contract, "lstm_cell", [share, state, cell, weights])
+
+
+@pinned
+@given(rows=widths, units=widths, seed=seeds, first=st.booleans(), last=st.booleans())
+def test_an_lstm_position_s_way_back_holds_its_reference_s_bound(
+    engine: Engine,
+    contract: Contract,
+    rows: int,
+    units: int,
+    seed: int,
+    first: bool,
+    last: bool,
+) -> None:
+    shape = (rows, units)
+
+    def opened(offset: int) -> Any:  # a sigmoid's output, within (0, 1)
+        return draw(seed + offset, shape, signs="positive", low=-3, high=-1e-3)
+
+    def squashed(offset: int) -> Any:  # a tanh's output, within (-1, 1)
+        return draw(seed + offset, shape, low=-3, high=-1e-3)
+
+    dh = draw(seed, shape, low=-3, high=1)
+    dc = None if last else draw(seed + 1, shape, low=-3, high=1)
+    cell = None if first else draw(seed + 2, shape, low=-3, high=1)
+    gates = [opened(3), opened(4), squashed(5), opened(6), squashed(7)]
+    check_position(engine, contract, "lstm_cell_back", [dh, dc, *gates, cell])
