@@ -35,7 +35,8 @@ from deepsharp.core import (
 )
 from deepsharp.core.autodiff.plan import capture
 from deepsharp.core.autodiff.tensor import Tensor
-from deepsharp.core.engine import make_engine
+from deepsharp.core.engine import fused, make_engine
+from deepsharp.engines.light import LightEngine
 from deepsharp.engines.testbuffer import TestBufferEngine
 
 ENGINES = ["light", "light:float32", "testbuffer", "light:mixed_bfloat16", "light:mixed_float16"]
@@ -107,6 +108,29 @@ def test_a_compiled_step_gives_the_recorded_steps_bits_for_every_layer_kind(name
         # mixed_float16 a loss scale halved by an overflow makes a kind of its own.
         assert record.why == () and record.replayed + record.recorded == 5, where
         assert record.replayed == 3 or (engine.endswith("float16") and record.replayed), where
+
+
+def test_an_operation_the_engine_holds_as_its_own_is_kept_after_a_capture() -> None:
+    """An engine may offer a fast path only at some settings, set on it when made (the torch
+    engine's LSTM over a sequence, at float32 on the processor). Before, the capture's watchers
+    were taken off by deleting the name, the engine's own with them: later steps ran without
+    it (a capture of another batch size another way, other bits than a recorded run)."""
+    engine = LightEngine()
+    calls = []
+
+    def relu_back(x: Any, grad: Any) -> Any:
+        calls.append(1)
+        return fused.relu_back_reference(engine, x, grad)
+
+    engine.relu_back = relu_back  # type: ignore[method-assign]
+    rows, targets = titanic_shaped()
+    network = Network([Dense(16), Relu(), Dense(1)], inputs=14)
+    with Trainer(network, BinaryCrossEntropy(), Adam(), engine, compile=True) as trainer:
+        for count in (32, 16, 32):  # two captures, then a replay
+            trainer.step(rows[:count], targets[:count])
+        assert trainer.compiled.record().replayed == 1
+    assert engine.__dict__["relu_back"] is relu_back
+    assert len(calls) == 3
 
 
 def test_a_replayed_step_makes_the_recorded_steps_engine_calls_and_no_transfer_more() -> None:

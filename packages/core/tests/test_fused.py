@@ -36,6 +36,11 @@ FAST_PATH_NAMES = {
 
 FAST_PATH_NAMES |= {"clip_norm", "global_clip_norm"}  # gradient clipping (test_clipping.py too)
 FAST_PATH_NAMES |= {"lstm_cell", "lstm_cell_back"}  # an LSTM's position (test_recurrent.py)
+SEQUENCE = {"lstm_sequence", "lstm_sequence_back"}
+"""A whole LSTM sequence each way: for an engine with a fused kernel for it (the torch engine's
+oneDNN). Light leaves them out: its positions keep their gates for the way back, where the
+sequence's reference would make them again."""
+FAST_PATH_NAMES |= SEQUENCE
 FAST_PATH_NAMES |= {"put_checked"}  # a step's batch put and checked (the compiled step's issue)
 
 
@@ -57,7 +62,9 @@ def test_every_fast_path_has_a_reference_and_light_offers_each_with_its_signatur
     assert set(fused.FAST_PATHS) == FAST_PATH_NAMES
     engine = LightEngine()
     for name, reference in fused.FAST_PATHS.items():
-        assert offers(engine, name), name
+        assert offers(engine, name) == (name not in SEQUENCE), name
+        if name in SEQUENCE:
+            continue
         wanted = list(inspect.signature(reference).parameters.values())[1:]  # less the engine
         own = list(inspect.signature(getattr(engine, name)).parameters.values())
         assert [(p.name, p.kind) for p in own] == [(p.name, p.kind) for p in wanted], name

@@ -208,9 +208,19 @@ def _cases() -> list[RuleCase]:
         RuleCase("maxpool2d_pair", [apart(2, 2, 5, 7)], {"pool": (2, 3)}),
         RuleCase("maxpool2d_pair", [apart(1, 2, 7, 4)], {"pool": (3, 1)}, "tall"),
         # an LSTM over a sequence: the last state, every state, and one position alone
-        RuleCase("lstm", [normal(2, 4, 12), normal(12, 3) * 0.7]),
-        RuleCase("lstm", [normal(3, 3, 8), normal(8, 2)], {"sequences": True}, "sequences"),
-        RuleCase("lstm", [normal(2, 1, 8), normal(8, 2)], {"sequences": True}, "one-position"),
+        RuleCase("lstm", [normal(2, 4, 3), normal(12, 3), normal(12, 3) * 0.7, normal(12)]),
+        RuleCase(
+            "lstm",
+            [normal(3, 3, 2), normal(8, 2), normal(8, 2), normal(8)],
+            {"sequences": True},
+            "sequences",
+        ),
+        RuleCase(
+            "lstm",
+            [normal(2, 1, 2), normal(8, 2), normal(8, 2), normal(8)],
+            {"sequences": True},
+            "one-position",
+        ),
     ]
     return cases
 

@@ -73,7 +73,8 @@ def _parts(x: Any) -> tuple[Array, Array]:
 class Propagated:
     """An engine of `Bounded` values: each operation's exact value and the propagated bound of
     an engine that keeps the contract at `precision` (strict, float32 or a mixed one: its
-    products' and convolutions' totals then held to the half format's bound)."""
+    products' and convolutions' totals then held to the half format's bound, and a bias added
+    onto a larger tensor allowed the half format's two roundings)."""
 
     name = "propagated bound"
 
@@ -116,7 +117,14 @@ class Propagated:
 
     def add(self, a: Any, b: Any) -> Bounded:
         (va, ea), (vb, eb) = _parts(a), _parts(b)
-        return self._value(va + vb, np.broadcast_to(ea + eb, np.broadcast(va, vb).shape))
+        made = self._value(va + vb, np.broadcast_to(ea + eb, np.broadcast(va, vb).shape))
+        if self.precision.mixed and np.size(vb) < np.size(va):
+            # A bias onto a product's output may stay in the half format, as a product's
+            # kernel adds it: the bias rounded to it and the sum rounded once more.
+            half = self.precision.half_unit
+            bound = made.bound + half * (np.abs(made.value) + made.bound + np.abs(vb) + eb)
+            made = Bounded(made.value, bound)
+        return made
 
     def sub(self, a: Any, b: Any) -> Bounded:
         (va, ea), (vb, eb) = _parts(a), _parts(b)

@@ -10,6 +10,10 @@ precision may stray — the total's bound, then each operation's tolerance, carr
 chain (`deepsharp.contracts.propagated`; at a mixed precision the product's the half format's).
 An engine that offers neither runs the reference in its primitives, held here all the same.
 
+A whole sequence (`lstm_sequence`, `lstm_sequence_back`: an engine with a fused kernel for it
+offers the pair) is held likewise: its states, and the gradients its way back gives from the
+states its own forward gave, within the bounds the reference propagates through every position.
+
 Inputs: states, gates and tanh's outputs within (-1, 1) (the sigmoid's within (0, 1)), as a
 layer makes them; shares, cells and gradients of magnitudes 10⁻³ to 10; the first position (no
 state or cell) and the last (no gradient from a later cell) among them.
@@ -28,7 +32,7 @@ from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.propagated import Propagated
 from deepsharp.core.engine import Engine, fused
 
-CHECKED = {"lstm_cell", "lstm_cell_back"}
+CHECKED = {"lstm_cell", "lstm_cell_back", "lstm_sequence", "lstm_sequence_back"}
 """The fast paths this module holds (test_fast_paths holds the others)."""
 
 OUTPUTS = {
@@ -101,3 +105,78 @@ def test_an_lstm_position_s_way_back_holds_its_reference_s_bound(
     cell = None if first else draw(seed + 2, shape, low=-3, high=1)
     gates = [opened(3), opened(4), squashed(5), opened(6), squashed(7)]
     check_position(engine, contract, "lstm_cell_back", [dh, dc, *gates, cell])
+
+
+def check_sequence(
+    engine: Engine,
+    contract: Contract,
+    arrays: list[np.ndarray],
+    grad_states: np.ndarray | None,
+    grad_last: np.ndarray | None,
+) -> None:
+    """`fused.lstm_sequence` and its way back on the engine (its own pair where it offers
+    one) against the bounds the reference propagates; `arrays` are x, weight_ih, weight_hh
+    and bias."""
+    own = callable(getattr(engine, "lstm_sequence", None))
+    label = "fast lstm_sequence" if own else "lstm_sequence"
+    x, weight_ih, weight_hh, bias = (engine.put(a) for a in arrays)
+    states = fused.lstm_sequence(engine, x, weight_ih, weight_hh, bias)
+    toward_states, toward_last = (
+        None if g is None else engine.put(g) for g in (grad_states, grad_last)
+    )
+    got = fused.lstm_sequence_back(
+        engine, toward_states, toward_last, x, weight_ih, weight_hh, bias, states
+    )
+    bounded = Propagated(contract.precision.name)
+    made = [bounded.put(a) for a in arrays]
+    expected_states = fused.FAST_PATHS["lstm_sequence"](bounded, *made)
+    given = [None if g is None else bounded.put(g) for g in (grad_states, grad_last)]
+    expected = fused.FAST_PATHS["lstm_sequence_back"](bounded, *given, *made, expected_states)
+    pairs = [("states", states, expected_states)]
+    for what, out, ref in zip(("x", "weight_ih", "weight_hh", "bias"), got, expected, strict=True):
+        pairs.append((f"the gradient towards {what}", out, ref))
+    for what, out, ref in pairs:
+        contract.within(
+            "values",
+            f"{label} ({what})",
+            np.asarray(engine.get(out)),
+            ref.value,
+            ref.bound,
+            "of the bound its reference propagates",
+        )
+
+
+@pinned
+@given(
+    rows=widths,
+    length=st.sampled_from([1, 2, 3, 6]),
+    units=st.sampled_from([1, 2, 3, 5]),
+    features=st.sampled_from([1, 2, 4]),
+    seed=seeds,
+    towards=st.sampled_from(["states", "last", "both"]),
+)
+def test_an_lstm_sequence_and_its_way_back_hold_their_reference_s_bounds(
+    engine: Engine,
+    contract: Contract,
+    rows: int,
+    length: int,
+    units: int,
+    features: int,
+    seed: int,
+    towards: str,
+) -> None:
+    arrays = [
+        draw(seed, (rows, length, features), low=-3, high=0.5),
+        draw(seed + 1, (4 * units, features), low=-3, high=0),
+        draw(seed + 2, (4 * units, units), low=-3, high=0),
+        draw(seed + 3, (4 * units,), low=-3, high=0),
+    ]
+    grad_states = draw(seed + 4, (rows, length, units), low=-3, high=0.5)
+    grad_last = draw(seed + 5, (rows, units), low=-3, high=0.5)
+    check_sequence(
+        engine,
+        contract,
+        arrays,
+        None if towards == "last" else grad_states,
+        None if towards == "states" else grad_last,
+    )

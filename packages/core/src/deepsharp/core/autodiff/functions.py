@@ -204,12 +204,14 @@ def take_rows(table: Tensor, ids: Tensor) -> Tensor:
     return apply(RULES["take_rows"], (table, ids))
 
 
-def lstm(shares: Tensor, weight_hh: Tensor, sequences: bool = False) -> Tensor:
-    """An LSTM over a whole sequence from zero states, one node: `shares` (N, L, 4·U) the
-    inputs' share of the gates at every position (x·W_ihᵀ + biases), `weight_hh` (4·U, U), the
-    gates in PyTorch's order i, f, g, o -> every state (N, L, U) with `sequences`, else the
-    last (N, U)."""
-    return apply(RULES["lstm"], (shares, weight_hh), sequences=bool(sequences))
+def lstm(
+    x: Tensor, weight_ih: Tensor, weight_hh: Tensor, bias: Tensor, sequences: bool = False
+) -> Tensor:
+    """An LSTM over a whole sequence from zero states, one node: `x` (N, L, D), `weight_ih`
+    (4·U, D), `weight_hh` (4·U, U), `bias` (4·U,) (both of PyTorch's biases added), the gates
+    in PyTorch's order i, f, g, o -> every state (N, L, U) with `sequences`, else the last
+    (N, U)."""
+    return apply(RULES["lstm"], (x, weight_ih, weight_hh, bias), sequences=bool(sequences))
 
 
 def reshape(x: Tensor, shape: tuple[int, ...]) -> Tensor:

@@ -242,6 +242,9 @@ def capture(
         return Captured(function(), None, "a step is already being captured in this thread")
     watch = _Watch(engine, inputs, fixed)
     names = operations(engine)
+    # What the engine holds as its own (an operation it offers only at some settings, set on
+    # it when made): put back as it was once the capture's watchers go.
+    held = {name: value for name, value in getattr(engine, "__dict__", {}).items() if name in names}
     installed: list[str] = []
     try:
         for name in names:
@@ -263,7 +266,10 @@ def capture(
     finally:
         for name in installed:
             try:
-                delattr(engine, name)
+                if name in held:
+                    setattr(engine, name, held[name])
+                else:
+                    delattr(engine, name)
             except AttributeError:
                 pass
     if watch.why is not None:

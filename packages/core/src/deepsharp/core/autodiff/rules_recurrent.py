@@ -1,9 +1,11 @@
 """The rule of the recurrent layers: an LSTM over a whole sequence, one node on the tape.
 
-Its forward runs `fused.lstm_cell` at each position and its way back `fused.lstm_cell_back`
-(the engine's own where it offers them): one node and two fast-path calls a position instead
-of some forty rules' calls, and no gradient of a slice laid out in zeros. Importing the module
-enters it in `RULES`.
+Where the engine offers the whole sequence (`lstm_sequence` and `lstm_sequence_back`: the torch
+engine, oneDNN's kernel) the rule is one call each way. Elsewhere its forward takes the inputs'
+share of the gates in one product and runs `fused.lstm_cell` at each position, keeping each
+position's gates, and its way back runs `fused.lstm_cell_back` (the engine's own where it
+offers them): one node and two fast-path calls a position instead of some forty rules' calls,
+and no gradient of a slice laid out in zeros. Importing the module enters it in `RULES`.
 """
 
 from __future__ import annotations
@@ -18,54 +20,111 @@ from deepsharp.core.errors import ShapeError
 __all__: list[str] = []
 
 
+def _sequence(engine: Engine) -> bool:
+    """Whether the engine runs a whole sequence itself (it offers the pair)."""
+    return callable(getattr(engine, "lstm_sequence", None)) and callable(
+        getattr(engine, "lstm_sequence_back", None)
+    )
+
+
 @register
 class Lstm(Rule):
-    """shares (N, L, 4·U): the inputs' share of the gates at every position; weight_hh (4·U, U)
-    -> every state (N, L, U) with `sequences`, else the last (N, U). From zero states; the
-    gates' rows in PyTorch's order i, f, g, o (`deepsharp.core.engine.fused_recurrent`)."""
+    """x (N, L, D), weight_ih (4·U, D), weight_hh (4·U, U), bias (4·U,) -> every state
+    (N, L, U) with `sequences`, else the last (N, U). From zero states; the gates' rows in
+    PyTorch's order i, f, g, o (`deepsharp.core.engine.fused_recurrent`)."""
 
     name = "lstm"
     keeps_output = False  # its way back reads the states it saved
 
     def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
-        shares, weights = shape_of(inputs[0]), shape_of(inputs[1])
+        x, w_ih, w_hh, bias = (shape_of(value) for value in inputs)
         if (
-            len(shares) != 3
-            or shares[1] < 1
-            or len(weights) != 2
-            or weights[0] != 4 * weights[1]
-            or shares[2] != weights[0]
+            len(x) != 3
+            or x[1] < 1
+            or len(w_hh) != 2
+            or w_hh[0] != 4 * w_hh[1]
+            or w_ih != (w_hh[0], x[2])
+            or bias != (w_hh[0],)
         ):
             raise ShapeError(
-                f"lstm: shares of shape {shares} and a weight_hh of shape {weights}: shares "
-                "(N, L, 4·U) over at least one position and weight_hh (4·U, U)"
+                f"lstm: x of shape {x}, weight_ih {w_ih}, weight_hh {w_hh} and bias {bias}: x "
+                "(N, L, D) over at least one position, weight_ih (4·U, D), weight_hh (4·U, U), "
+                "bias (4·U,)"
             )
 
     def forward(
-        self, engine: Engine, shares: Any, weight_hh: Any, sequences: bool = False
+        self,
+        engine: Engine,
+        x: Any,
+        weight_ih: Any,
+        weight_hh: Any,
+        bias: Any,
+        sequences: bool = False,
     ) -> tuple[Handle, Any]:
-        rows, length, wide = engine.shape(shares)
+        rows, length, features = engine.shape(x)
+        if _sequence(engine):
+            states = fused.lstm_sequence(engine, x, weight_ih, weight_hh, bias)
+            units = engine.shape(states)[2]
+            out = states
+            if not sequences:
+                out = engine.reshape(engine.slice(states, 1, length - 1, length), (rows, units))
+            return out, (states, None)
+        wide = engine.shape(weight_ih)[0]
+        shares = engine.reshape(
+            engine.add(
+                engine.matmul(engine.reshape(x, (rows * length, features)), weight_ih, False, True),
+                bias,
+            ),
+            (rows, length, wide),
+        )
         state = cell = None
-        states: list[Handle] = []
         kept: list[tuple[Handle | None, tuple[Handle, ...]]] = []
+        each: list[Handle] = []
         for t in range(length):
             share = engine.reshape(engine.slice(shares, 1, t, t + 1), (rows, wide))
             state, new_cell, *gates = fused.lstm_cell(engine, share, state, cell, weight_hh)
             kept.append((cell, tuple(gates)))
-            states.append(state)
+            each.append(state)
             cell = new_cell
         if not sequences:
-            return states[-1], (states, kept)
-        units = wide // 4
-        joined = states[0] if length == 1 else engine.concatenate(states, 1)
-        return engine.reshape(joined, (rows, length, units)), (states, kept)
+            return each[-1], (each, kept)
+        joined = each[0] if length == 1 else engine.concatenate(each, 1)
+        return engine.reshape(joined, (rows, length, wide // 4)), (each, kept)
 
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
-        shares, weight_hh = node.inputs
-        assert isinstance(shares, Tensor) and isinstance(weight_hh, Tensor)
-        rows, length, wide = shares.shape
+        x, weight_ih, weight_hh, bias = node.inputs
+        assert isinstance(x, Tensor) and isinstance(weight_ih, Tensor)
+        assert isinstance(weight_hh, Tensor) and isinstance(bias, Tensor)
+        sequences = node.attrs.get("sequences", False)
+        first, second = node.saved[1]
+        if not isinstance(first, list):  # the engine ran the whole sequence
+            made = fused.lstm_sequence_back(
+                engine,
+                grad if sequences else None,
+                None if sequences else grad,
+                x.handle,
+                weight_ih.handle,
+                weight_hh.handle,
+                bias.handle,
+                first,
+            )
+            return tuple(part if need else None for part, need in zip(made, node.needs))
+        return self._positions_back(engine, node, grad, first, second)
+
+    def _positions_back(
+        self,
+        engine: Engine,
+        node: Node,
+        grad: Handle,
+        states: list[Handle],
+        kept: list[tuple[Handle | None, tuple[Handle, ...]]],
+    ) -> Grads:
+        x, weight_ih, weight_hh, _ = node.inputs
+        assert isinstance(x, Tensor) and isinstance(weight_ih, Tensor)
+        assert isinstance(weight_hh, Tensor)
+        rows, length, features = x.shape
+        wide = weight_ih.shape[0]
         units = wide // 4
-        states, kept = node.saved[1]
         sequences = node.attrs.get("sequences", False)
         towards: list[Handle] = [grad] * length  # each position's gradient towards its gates
         dh: Handle | None = None if sequences else grad
@@ -81,21 +140,30 @@ class Lstm(Rule):
             )
             if t > 0:
                 dh = engine.matmul(towards[t], weight_hh.handle, False, False)
-        to_shares = to_weights = None
+        joined = towards[0] if length == 1 else engine.concatenate(towards, 1)
+        flat = engine.reshape(joined, (rows * length, wide))  # every position's, rows first
+        to_x = to_weight_ih = to_weight_hh = to_bias = None
         if node.needs[0]:
-            joined = towards[0] if length == 1 else engine.concatenate(towards, 1)
-            to_shares = engine.reshape(joined, (rows, length, wide))
+            to_x = engine.reshape(
+                engine.matmul(flat, weight_ih.handle, False, False), (rows, length, features)
+            )
         if node.needs[1]:
+            to_weight_ih = engine.matmul(
+                flat, engine.reshape(x.handle, (rows * length, features)), True, False
+            )
+        if node.needs[2]:
             if length == 1:  # from the zero state the weights had no share
-                to_weights = engine.zeros((wide, units))
+                to_weight_hh = engine.zeros((wide, units))
             else:  # every later position's gates against the state before it, in one product
                 pairs = rows * (length - 1)
                 later = engine.concatenate(towards[1:], 1) if length > 2 else towards[1]
                 before = engine.concatenate(states[:-1], 1) if length > 2 else states[0]
-                to_weights = engine.matmul(
+                to_weight_hh = engine.matmul(
                     engine.reshape(later, (pairs, wide)),
                     engine.reshape(before, (pairs, units)),
                     True,
                     False,
                 )
-        return to_shares, to_weights
+        if node.needs[3]:
+            to_bias = engine.sum(flat, (0,))
+        return to_x, to_weight_ih, to_weight_hh, to_bias

@@ -18,7 +18,20 @@ it offers one, else the reference below, written in the primitives.
   gradient towards the position's share, and through `weight_hh` towards the last h), and the
   one towards the last position's c (None at the first).
 
-Family: the gates' product is a total, the rest value by value; an engine's own is held to the
+- `lstm_sequence(x, weight_ih, weight_hh, bias)`: a whole sequence forward, from zero states:
+  `x` (N, L, D), `weight_ih` (4·U, D), `weight_hh` (4·U, U), `bias` (4·U,) (b_ih + b_hh). Gives
+  every position's state h, (N, L, U). Reference: the inputs' share of the gates in one
+  product, then `lstm_cell` at each position.
+- `lstm_sequence_back(grad_states, grad_last, x, weight_ih, weight_hh, bias, states)`: its way
+  back: `grad_states` (N, L, U) towards every state and/or `grad_last` (N, U) towards the last
+  (either may be None), `states` what the forward gave. Gives the gradients towards x,
+  weight_ih, weight_hh and bias. Reference: the forward's positions again (`lstm_cell`, their
+  gates kept), then `lstm_cell_back` from the last position to the first, and three products.
+  An engine offers the pair or neither: it may keep what its forward made beside the states it
+  gave (the torch engine keeps oneDNN's workspace), and must give the same for states of any
+  other making (made again from x).
+
+Family: the gates' products are totals, the rest value by value; an engine's own is held to the
 bound its reference's operations give when each keeps the engine's contract (the contract's
 `Propagated` engine runs the reference).
 """
@@ -29,7 +42,16 @@ from typing import Any
 
 from deepsharp.core.engine.protocol import Engine, Handle
 
-__all__ = ["lstm_cell", "lstm_cell_back", "lstm_cell_back_reference", "lstm_cell_reference"]
+__all__ = [
+    "lstm_cell",
+    "lstm_cell_back",
+    "lstm_cell_back_reference",
+    "lstm_cell_reference",
+    "lstm_sequence",
+    "lstm_sequence_back",
+    "lstm_sequence_back_reference",
+    "lstm_sequence_reference",
+]
 
 
 def lstm_cell_reference(
@@ -115,3 +137,116 @@ def lstm_cell_back(
         made: tuple[Handle, Handle | None] = own(*args)
         return made
     return lstm_cell_back_reference(engine, *args)
+
+
+def _shares(engine: Engine, x: Handle, weight_ih: Handle, bias: Handle) -> Handle:
+    """x·W_ihᵀ + bias at every position, one product: (N, L, 4·U), the rows first throughout."""
+    rows, length, features = engine.shape(x)
+    flat = engine.reshape(x, (rows * length, features))
+    made = engine.add(engine.matmul(flat, weight_ih, False, True), bias)
+    return engine.reshape(made, (rows, length, engine.shape(weight_ih)[0]))
+
+
+def _position(engine: Engine, sequence: Handle, t: int) -> Handle:
+    """Position t of (N, L, W): (N, W)."""
+    rows, _, wide = engine.shape(sequence)
+    return engine.reshape(engine.slice(sequence, 1, t, t + 1), (rows, wide))
+
+
+def _stacked(engine: Engine, each: list[Handle]) -> Handle:
+    """(N, W) at each of L positions -> (N, L, W)."""
+    rows, wide = engine.shape(each[0])
+    joined = each[0] if len(each) == 1 else engine.concatenate(each, 1)
+    return engine.reshape(joined, (rows, len(each), wide))
+
+
+def _forward_positions(
+    engine: Engine, x: Handle, weight_ih: Handle, weight_hh: Handle, bias: Handle
+) -> tuple[list[Handle], list[tuple[Handle | None, list[Handle]]]]:
+    """Every position's state, and what its way back reads: the cell before it and its gates."""
+    shares = _shares(engine, x, weight_ih, bias)
+    state = cell = None
+    states: list[Handle] = []
+    kept: list[tuple[Handle | None, list[Handle]]] = []
+    for t in range(engine.shape(x)[1]):
+        state, new_cell, *gates = lstm_cell(
+            engine, _position(engine, shares, t), state, cell, weight_hh
+        )
+        states.append(state)
+        kept.append((cell, gates))
+        cell = new_cell
+    return states, kept
+
+
+def lstm_sequence_reference(
+    engine: Engine, x: Handle, weight_ih: Handle, weight_hh: Handle, bias: Handle
+) -> Handle:
+    return _stacked(engine, _forward_positions(engine, x, weight_ih, weight_hh, bias)[0])
+
+
+def lstm_sequence_back_reference(
+    engine: Engine,
+    grad_states: Handle | None,
+    grad_last: Handle | None,
+    x: Handle,
+    weight_ih: Handle,
+    weight_hh: Handle,
+    bias: Handle,
+    states: Handle,
+) -> tuple[Handle, Handle, Handle, Handle]:
+    rows, length, features = engine.shape(x)
+    wide = engine.shape(weight_ih)[0]
+    made, kept = _forward_positions(engine, x, weight_ih, weight_hh, bias)
+    towards: list[Handle] = []
+    dh, dc = grad_last, None
+    for t in reversed(range(length)):
+        cell, (entering, forget, candidate, out, squashed) = kept[t]
+        if grad_states is not None:
+            own = _position(engine, grad_states, t)
+            dh = own if dh is None else engine.add(dh, own)
+        if dh is None:  # no gradient reached this position or a later one
+            dh = engine.zeros(engine.shape(entering))
+        gate_grad, dc = lstm_cell_back(
+            engine, dh, dc, entering, forget, candidate, out, squashed, cell
+        )
+        towards.insert(0, gate_grad)
+        dh = engine.matmul(gate_grad, weight_hh, False, False) if t > 0 else None
+    flat = engine.reshape(_stacked(engine, towards), (rows * length, wide))
+    to_x = engine.reshape(engine.matmul(flat, weight_ih, False, False), (rows, length, features))
+    to_weight_ih = engine.matmul(flat, engine.reshape(x, (rows * length, features)), True, False)
+    to_bias = engine.sum(flat, (0,))
+    if length == 1:  # from the zero state the weights had no share
+        to_weight_hh = engine.zeros(engine.shape(weight_hh))
+    else:  # every later position's gates against the state before it, in one product
+        pairs, units = rows * (length - 1), engine.shape(weight_hh)[1]
+        later = engine.reshape(_stacked(engine, towards[1:]), (pairs, wide))
+        earlier = engine.reshape(_stacked(engine, made[:-1]), (pairs, units))
+        to_weight_hh = engine.matmul(later, earlier, True, False)
+    return to_x, to_weight_ih, to_weight_hh, to_bias
+
+
+def lstm_sequence(
+    engine: Engine, x: Handle, weight_ih: Handle, weight_hh: Handle, bias: Handle
+) -> Handle:
+    own = getattr(engine, "lstm_sequence", None)
+    if own is not None:
+        return own(x, weight_ih, weight_hh, bias)
+    return lstm_sequence_reference(engine, x, weight_ih, weight_hh, bias)
+
+
+def lstm_sequence_back(
+    engine: Engine,
+    grad_states: Handle | None,
+    grad_last: Handle | None,
+    x: Handle,
+    weight_ih: Handle,
+    weight_hh: Handle,
+    bias: Handle,
+    states: Handle,
+) -> tuple[Handle, Handle, Handle, Handle]:
+    args = (grad_states, grad_last, x, weight_ih, weight_hh, bias, states)
+    own = getattr(engine, "lstm_sequence_back", None)
+    if own is not None:
+        made: tuple[Handle, Handle, Handle, Handle] = own(*args)
+        return made
+    return lstm_sequence_back_reference(engine, *args)

@@ -46,7 +46,7 @@ from deepsharp.core.engine.fused import all_finite
 from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
-from deepsharp.engines.torch import _exact, _totals
+from deepsharp.engines.torch import _exact, _recurrent, _totals
 from deepsharp.engines.torch._probe import cuda_refusal, load_torch
 
 __all__ = ["TorchEngine"]
@@ -141,6 +141,11 @@ class TorchEngine:
         self.precision: str = self.totals.precision.name
         if not self._cuda:  # a step's freed memory stays in the heap for the next
             keep_freed_memory()
+        if self.precision == "float32" and not self._cuda and _recurrent.available(module):
+            # Fast paths of this engine alone: oneDNN's LSTM kernel over a whole sequence,
+            # each way (float32 on the processor; elsewhere the LSTM's positions run).
+            self.lstm_sequence = self._lstm_sequence
+            self.lstm_sequence_back = self._lstm_sequence_back
 
     @classmethod
     def on_cpu(cls, precision: str | Precision = "float32") -> TorchEngine:
@@ -397,6 +402,32 @@ class TorchEngine:
         torch.mul(dh, squashed, out=to_out)
         to_out.mul_(torch.addcmul(out, out, out, value=-1.0))
         return gates, None if cell is None else towards_cell * forget
+
+    lstm_sequence: Any
+    lstm_sequence_back: Any
+    """Offered at float32 on the processor where libtorch has oneDNN (`_lstm_sequence`)."""
+
+    def _lstm_sequence(
+        self, x: Tensor, weight_ih: Tensor, weight_hh: Tensor, bias: Tensor
+    ) -> Tensor:
+        """Fast path: a whole LSTM sequence forward in oneDNN's kernel (PyTorch's nn.LSTM's
+        on the processor): one call, where the positions make a dozen each."""
+        return _recurrent.forward(torch, x, weight_ih, weight_hh, bias)
+
+    def _lstm_sequence_back(
+        self,
+        grad_states: Tensor | None,
+        grad_last: Tensor | None,
+        x: Tensor,
+        weight_ih: Tensor,
+        weight_hh: Tensor,
+        bias: Tensor,
+        states: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Fast path: the sequence's way back in oneDNN's kernel, from what its forward kept."""
+        return _recurrent.backward(
+            torch, grad_states, grad_last, x, weight_ih, weight_hh, bias, states
+        )
 
     def relu_back(self, x: Tensor, grad: Tensor) -> Tensor:
         """Fast path: what PyTorch's own ReLU runs on its way back: grad where x > 0."""

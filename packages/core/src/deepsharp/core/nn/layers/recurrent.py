@@ -70,23 +70,17 @@ class _Recurrent(Layer):
                 self.slot(slot, (wide,), "zeros")
         return (length, units) if self.return_sequences else (units,)
 
-    def _inputs_shares(self, x: Tensor, weights: Tensor, bias: Tensor) -> Tensor:
-        """x @ weights.T + bias at every position, one product for them all: (N, L,
-        gates·units)."""
-        rows, length, features = x.shape
-        # The rows stay first throughout (N·L, then N, L, wide): an exported graph serves any
-        # count of rows only where the batch's axis does not move.
-        flat = ops.reshape(x, (rows * length, features))
-        return ops.reshape(
-            ops.matmul(flat, weights, transpose_b=True) + bias,
-            (rows, length, self.gates * self.units),
-        )
-
     def _inputs_share(self, x: Tensor, weights: Tensor, bias: Tensor) -> list[Tensor]:
         """x @ weights.T + bias at every position, one product for them all: (N, gates·units)
         for each of the L positions, in order."""
-        share = self._inputs_shares(x, weights, bias)
-        rows, length, wide = share.shape
+        rows, length, features = x.shape
+        wide = self.gates * self.units
+        # The rows stay first throughout (N·L, then N, L, wide): an exported graph serves any
+        # count of rows only where the batch's axis does not move.
+        flat = ops.reshape(x, (rows * length, features))
+        share = ops.reshape(
+            ops.matmul(flat, weights, transpose_b=True) + bias, (rows, length, wide)
+        )
         return [ops.reshape(ops.slice(share, 1, t, t + 1), (rows, wide)) for t in range(length)]
 
     def _outputs(self, states: list[Tensor]) -> Tensor:
@@ -122,11 +116,12 @@ class LSTM(_Recurrent):
     gates = 4
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
-        # One node over the whole sequence (`ops.lstm`): each position is the fast path
-        # `lstm_cell`, the equations above in the order written, and its way back
-        # `lstm_cell_back` (deepsharp.core.engine.fused_recurrent).
-        shares = self._inputs_shares(x, slots["weight_ih"], slots["bias_ih"] + slots["bias_hh"])
-        return ops.lstm(shares, slots["weight_hh"], self.return_sequences)
+        # One node over the whole sequence (`ops.lstm`): the engine's own over the sequence
+        # where it offers one, else each position the fast path `lstm_cell`, the equations
+        # above in the order written, and its way back `lstm_cell_back`
+        # (deepsharp.core.engine.fused_recurrent).
+        bias = slots["bias_ih"] + slots["bias_hh"]
+        return ops.lstm(x, slots["weight_ih"], slots["weight_hh"], bias, self.return_sequences)
 
 
 class GRU(_Recurrent):
