@@ -67,8 +67,8 @@ GUARDS: dict[tuple[str, str], float] = {
     ("residual", "torch:cpu"): 2.0,
     ("transformer", "light:float32"): 12.0,
     ("transformer", "torch:cpu"): 1.8,
-    ("lstm", "light:float32"): 12.0,
-    ("lstm", "torch:cpu"): 6.5,
+    ("lstm", "light:float32"): 3.5,
+    ("lstm", "torch:cpu"): 1.6,
 }
 
 SPECS = engine_specs()
