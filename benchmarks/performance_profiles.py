@@ -129,34 +129,33 @@ def where_it_goes(found: Mapping[str, Any]) -> str:
 
 
 def recurrent_why(found: Mapping[str, Any]) -> str:
-    """Why the LSTM step is slow: its calls a position beside PyTorch's fused operation."""
+    """The LSTM step beside PyTorch's: whose kernels each side runs for the sequence."""
     from workloads import STEPS
 
     ours, peer = found["ours"], found["peer"]
-    fused = ", ".join(
-        f"{op['op'].removeprefix('aten::')} {duration(op['us'])}"
-        for op in peer["top"]
-        if "lstm" in op["op"] or "rnn" in op["op"]
-    )
-    aten = ours.get("aten_calls")
-    each = (
-        f" ({aten:,} aten calls, {ours['kernel_us'] / aten:.1f} µs of libtorch's time each on "
-        "average)"
-        if aten
-        else ""
-    )
+
+    def kernels(side: Mapping[str, Any]) -> str:
+        return ", ".join(
+            f"{op['op'].removeprefix('aten::')} {duration(op['us'])}"
+            for op in side["top"]
+            if "lstm" in op["op"] or "rnn" in op["op"]
+        )
+
+    mine, theirs = kernels(ours), kernels(peer)
+    if mine:
+        how = (
+            f"torch:cpu runs the LSTM's whole sequence of {STEPS} positions in oneDNN's kernel "
+            f"each way, as PyTorch's `nn.LSTM` does ({mine}; PyTorch's {theirs or 'its own'}): "
+            "the LSTM is one rule over its sequence, whose fast paths `lstm_sequence` and "
+            "`lstm_sequence_back` the torch engine offers at float32 on the processor"
+        )
+    else:
+        how = (
+            f"the LSTM's {STEPS} positions run one at a time (the fast paths `lstm_cell` and "
+            "`lstm_cell_back`), where PyTorch's `nn.LSTM` runs the whole sequence in one fused "
+            f"operation each way ({theirs or 'its top operations above'})"
+        )
     return (
-        f"Why the LSTM: its step is {ours['engine_calls']:,} engine calls{each}, "
-        f"{ours['engine_calls'] / STEPS:.0f} for each of its {STEPS} positions, where PyTorch's "
-        f"`nn.LSTM` runs the whole sequence in one fused operation each way "
-        f"({fused or 'its top operations above'}; {peer.get('aten_calls', 0):,} aten calls in "
-        "all). The LSTM is one rule over its sequence whose positions are fast paths "
-        "(`lstm_cell` forward, `lstm_cell_back` back, with the state's product between "
-        "positions): torch:cpu runs each position in libtorch calls of its own (forward an "
-        "addmm, one sigmoid over the gates, an addcmul_; back each gate's gradient written into "
-        "its quarter), where the rulebook's composition made some forty engine calls a position. "
-        "At 32 rows of 64 units each call still does little work, so its fixed cost is most of "
-        "the time. What would close the gap is a fast path over the whole sequence each way "
-        "(oneDNN's LSTM kernel, which PyTorch's runs), beside the position's reference in "
-        "primitives: an engine cannot fuse across positions through a position's fast path."
+        f"The LSTM: {how}; the step makes {ours['engine_calls']:,} engine calls and "
+        f"{ours.get('aten_calls', 0):,} aten calls, PyTorch's {peer.get('aten_calls', 0):,}."
     )
