@@ -238,20 +238,22 @@ def _evaluate(engine: Engine, case: RuleCase, values: Sequence[Any]) -> Tensor:
     return ops.apply(ops.RULES[case.rule], inputs, **case.attrs)
 
 
-def rule_gradients(engine: Engine, case: RuleCase, projection: Array) -> list[Array | None]:
-    """What the rule sends back towards each nudged input for the grad `projection`, on `engine`."""
+def sent_back(engine: Engine, case: RuleCase, projection: Array) -> tuple[Any, list[Any]]:
+    """The rule's output and what its way back sends towards each nudged input for the grad
+    `projection` (None where it sends nothing), as handles of `engine`."""
     inputs = tuple(Tensor.put(engine, v) if isinstance(v, np.ndarray) else v for v in case.inputs)
     wanted = [v for v, given in zip(inputs, case.inputs) if nudged(given)]
     with Recording(wanted):
         out = ops.apply(ops.RULES[case.rule], inputs, **case.attrs)
         assert out.node is not None, f"{case.id}: nothing was recorded"
         sent = out.node.rule.backward(engine, out.node, engine.put(projection))
-        result = [
-            None if part is None else np.asarray(engine.get(part), dtype=np.float64)
-            for part, given in zip(sent, case.inputs)
-            if nudged(given)
-        ]
-    return result
+    return out.handle, [part for part, given in zip(sent, case.inputs) if nudged(given)]
+
+
+def rule_gradients(engine: Engine, case: RuleCase, projection: Array) -> list[Array | None]:
+    """What the rule sends back towards each nudged input for the grad `projection`, on `engine`."""
+    _, sent = sent_back(engine, case, projection)
+    return [None if part is None else np.asarray(engine.get(part), np.float64) for part in sent]
 
 
 def nudged_gradients(

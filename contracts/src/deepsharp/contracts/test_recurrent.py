@@ -21,6 +21,7 @@ state or cell) and the last (no gradient from a later cell) among them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,24 @@ OUTPUTS = {
 widths = st.sampled_from([1, 2, 3, 5, 8])
 
 
+def held(
+    engine: Engine, contract: Contract, label: str, outputs: Iterable[tuple[str, Any, Any]]
+) -> None:
+    """Each (what, the engine's handle, the reference's Bounded) within its bound; an output
+    due from both or from neither."""
+    for what, out, ref in outputs:
+        assert (out is None) == (ref is None), f"{label}: {what} given where none is due"
+        if out is not None:
+            contract.within(
+                "values",
+                f"{label} ({what})",
+                np.asarray(engine.get(out)),
+                ref.value,
+                ref.bound,
+                "of the bound its reference propagates",
+            )
+
+
 def check_position(
     engine: Engine, contract: Contract, name: str, args: list[np.ndarray | None]
 ) -> None:
@@ -55,18 +74,7 @@ def check_position(
     bounded = Propagated(contract.precision.name)
     made = [None if a is None else bounded.put(a) for a in args]
     expected = fused.FAST_PATHS[name](bounded, *made)
-    for what, out, ref in zip(OUTPUTS[name], got, expected, strict=True):
-        assert (out is None) == (ref is None), f"{name}: {what} given where none is due"
-        if out is None:
-            continue
-        contract.within(
-            "values",
-            f"{label} ({what})",
-            np.asarray(engine.get(out)),
-            ref.value,
-            ref.bound,
-            "of the bound its reference propagates",
-        )
+    held(engine, contract, label, zip(OUTPUTS[name], got, expected, strict=True))
 
 
 @pinned
@@ -132,18 +140,9 @@ def check_sequence(
     expected_states = fused.FAST_PATHS["lstm_sequence"](bounded, *made)
     given = [None if g is None else bounded.put(g) for g in (grad_states, grad_last)]
     expected = fused.FAST_PATHS["lstm_sequence_back"](bounded, *given, *made, expected_states)
-    pairs = [("states", states, expected_states)]
-    for what, out, ref in zip(("x", "weight_ih", "weight_hh", "bias"), got, expected, strict=True):
-        pairs.append((f"the gradient towards {what}", out, ref))
-    for what, out, ref in pairs:
-        contract.within(
-            "values",
-            f"{label} ({what})",
-            np.asarray(engine.get(out)),
-            ref.value,
-            ref.bound,
-            "of the bound its reference propagates",
-        )
+    towards = [f"the gradient towards {what}" for what in ("x", "weight_ih", "weight_hh", "bias")]
+    outputs = zip(["states", *towards], [states, *got], [expected_states, *expected], strict=True)
+    held(engine, contract, label, outputs)
 
 
 @pinned

@@ -30,12 +30,13 @@ from deepsharp.contracts.nudging import (
     nudged,
     projection_for,
     rule_gradients,
+    sent_back,
     worst_nudge_error,
 )
 from deepsharp.contracts.propagated import Bounded, Propagated
 from deepsharp.contracts.reference import AbsoluteTotals, Float64Engine
 from deepsharp.core.autodiff import functions as ops
-from deepsharp.core.autodiff.tensor import Recording, Tensor
+from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine
 
 Array = NDArray[np.float64]
@@ -82,14 +83,8 @@ def _propagated(precision: str, case: RuleCase, r: Array) -> list[Bounded]:
     """The rule's output and the gradient it sends to each nudged input for sum(out * r), each
     with the bound an engine of `precision` is held to, run on the `Propagated` engine."""
     bounded: Any = Propagated(precision)  # an engine of Bounded values
-    inputs = tuple(Tensor.put(bounded, v) if isinstance(v, np.ndarray) else v for v in case.inputs)
-    wanted = [v for v, given in zip(inputs, case.inputs) if nudged(given)]
-    with Recording(wanted):
-        out = ops.apply(ops.RULES[case.rule], inputs, **case.attrs)
-        assert out.node is not None, f"{case.id}: nothing was recorded"
-        sent = out.node.rule.backward(bounded, out.node, bounded.put(r))
-    made = [part for part, given in zip(sent, case.inputs) if nudged(given)]
-    return [out.handle, *made]
+    out, sent = sent_back(bounded, case, r)
+    return [out, *sent]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)

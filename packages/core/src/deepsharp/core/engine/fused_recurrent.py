@@ -43,6 +43,8 @@ from typing import Any
 from deepsharp.core.engine.protocol import Engine, Handle
 
 __all__ = [
+    "back_positions",
+    "forward_positions",
     "lstm_cell",
     "lstm_cell_back",
     "lstm_cell_back_reference",
@@ -51,6 +53,7 @@ __all__ = [
     "lstm_sequence_back",
     "lstm_sequence_back_reference",
     "lstm_sequence_reference",
+    "stacked",
 ]
 
 
@@ -153,21 +156,26 @@ def _position(engine: Engine, sequence: Handle, t: int) -> Handle:
     return engine.reshape(engine.slice(sequence, 1, t, t + 1), (rows, wide))
 
 
-def _stacked(engine: Engine, each: list[Handle]) -> Handle:
+def stacked(engine: Engine, each: list[Handle]) -> Handle:
     """(N, W) at each of L positions -> (N, L, W)."""
     rows, wide = engine.shape(each[0])
     joined = each[0] if len(each) == 1 else engine.concatenate(each, 1)
     return engine.reshape(joined, (rows, len(each), wide))
 
 
-def _forward_positions(
+Kept = list[tuple[Handle | None, list[Handle]]]
+"""Each position's cell before it and its gates (i, f, g, o, tanh(c)): what its way back reads."""
+
+
+def forward_positions(
     engine: Engine, x: Handle, weight_ih: Handle, weight_hh: Handle, bias: Handle
-) -> tuple[list[Handle], list[tuple[Handle | None, list[Handle]]]]:
-    """Every position's state, and what its way back reads: the cell before it and its gates."""
+) -> tuple[list[Handle], Kept]:
+    """The sequence a position at a time (`lstm_cell`): every state, and what each position's
+    way back reads. The LSTM's rule runs this where the engine runs no whole sequence."""
     shares = _shares(engine, x, weight_ih, bias)
     state = cell = None
     states: list[Handle] = []
-    kept: list[tuple[Handle | None, list[Handle]]] = []
+    kept: Kept = []
     for t in range(engine.shape(x)[1]):
         state, new_cell, *gates = lstm_cell(
             engine, _position(engine, shares, t), state, cell, weight_hh
@@ -178,25 +186,22 @@ def _forward_positions(
     return states, kept
 
 
-def lstm_sequence_reference(
-    engine: Engine, x: Handle, weight_ih: Handle, weight_hh: Handle, bias: Handle
-) -> Handle:
-    return _stacked(engine, _forward_positions(engine, x, weight_ih, weight_hh, bias)[0])
-
-
-def lstm_sequence_back_reference(
+def back_positions(
     engine: Engine,
     grad_states: Handle | None,
     grad_last: Handle | None,
     x: Handle,
     weight_ih: Handle,
     weight_hh: Handle,
-    bias: Handle,
-    states: Handle,
-) -> tuple[Handle, Handle, Handle, Handle]:
+    states: list[Handle],
+    kept: Kept,
+    needs: tuple[bool, ...] = (True, True, True, True),
+) -> tuple[Handle | None, ...]:
+    """The way back of `forward_positions` (`lstm_cell_back` from the last position to the
+    first), then the three products: the gradients towards x, weight_ih, weight_hh and bias,
+    None where `needs` says none is wanted."""
     rows, length, features = engine.shape(x)
     wide = engine.shape(weight_ih)[0]
-    made, kept = _forward_positions(engine, x, weight_ih, weight_hh, bias)
     towards: list[Handle] = []
     dh, dc = grad_last, None
     for t in reversed(range(length)):
@@ -211,17 +216,52 @@ def lstm_sequence_back_reference(
         )
         towards.insert(0, gate_grad)
         dh = engine.matmul(gate_grad, weight_hh, False, False) if t > 0 else None
-    flat = engine.reshape(_stacked(engine, towards), (rows * length, wide))
-    to_x = engine.reshape(engine.matmul(flat, weight_ih, False, False), (rows, length, features))
-    to_weight_ih = engine.matmul(flat, engine.reshape(x, (rows * length, features)), True, False)
-    to_bias = engine.sum(flat, (0,))
-    if length == 1:  # from the zero state the weights had no share
-        to_weight_hh = engine.zeros(engine.shape(weight_hh))
-    else:  # every later position's gates against the state before it, in one product
-        pairs, units = rows * (length - 1), engine.shape(weight_hh)[1]
-        later = engine.reshape(_stacked(engine, towards[1:]), (pairs, wide))
-        earlier = engine.reshape(_stacked(engine, made[:-1]), (pairs, units))
-        to_weight_hh = engine.matmul(later, earlier, True, False)
+    flat = engine.reshape(stacked(engine, towards), (rows * length, wide))
+    to_x = to_weight_ih = to_weight_hh = to_bias = None
+    if needs[0]:
+        to_x = engine.reshape(
+            engine.matmul(flat, weight_ih, False, False), (rows, length, features)
+        )
+    if needs[1]:
+        to_weight_ih = engine.matmul(
+            flat, engine.reshape(x, (rows * length, features)), True, False
+        )
+    if needs[2]:
+        if length == 1:  # from the zero state the weights had no share
+            to_weight_hh = engine.zeros(engine.shape(weight_hh))
+        else:  # every later position's gates against the state before it, in one product
+            pairs, units = rows * (length - 1), engine.shape(weight_hh)[1]
+            later = engine.reshape(stacked(engine, towards[1:]), (pairs, wide))
+            earlier = engine.reshape(stacked(engine, states[:-1]), (pairs, units))
+            to_weight_hh = engine.matmul(later, earlier, True, False)
+    if needs[3]:
+        to_bias = engine.sum(flat, (0,))
+    return to_x, to_weight_ih, to_weight_hh, to_bias
+
+
+def lstm_sequence_reference(
+    engine: Engine, x: Handle, weight_ih: Handle, weight_hh: Handle, bias: Handle
+) -> Handle:
+    return stacked(engine, forward_positions(engine, x, weight_ih, weight_hh, bias)[0])
+
+
+def lstm_sequence_back_reference(
+    engine: Engine,
+    grad_states: Handle | None,
+    grad_last: Handle | None,
+    x: Handle,
+    weight_ih: Handle,
+    weight_hh: Handle,
+    bias: Handle,
+    states: Handle,
+) -> tuple[Handle, Handle, Handle, Handle]:
+    # Given only the states, the positions' gates are made again.
+    made, kept = forward_positions(engine, x, weight_ih, weight_hh, bias)
+    to_x, to_weight_ih, to_weight_hh, to_bias = back_positions(
+        engine, grad_states, grad_last, x, weight_ih, weight_hh, made, kept
+    )
+    assert to_x is not None and to_weight_ih is not None
+    assert to_weight_hh is not None and to_bias is not None
     return to_x, to_weight_ih, to_weight_hh, to_bias
 
 

@@ -40,7 +40,7 @@ def forward(torch: Any, x: Any, weight_ih: Any, weight_hh: Any, bias: Any) -> An
         sequence, weight_ih, weight_hh, bias, no_bias, zero, zero,
         False, [], LSTM_MODE, units, 1, True, False, False, True,
     )  # fmt: skip
-    states = out.transpose(0, 1).contiguous()
+    states = out.transpose(0, 1)  # a view: the kernel wrote position-first
     setattr(
         states,
         KEPT,
