@@ -83,7 +83,8 @@ fault its memory in again page by page; PyTorch's rounds share the process and g
 
 SERVING = """\
 Serving runs the pipeline over the rows (one pass over the dicts, each column a stride through
-the values), then the network 32 rows a chunk, the last chunk padded so that no answer depends
+the values; each column then read in one pass, each distinct value parsed or looked up once,
+when first met), then the network 32 rows a chunk, the last chunk padded so that no answer depends
 on its company. The first chunk goes through the layers while its rules are traced; the others
 replay the trace (the same engine calls without the layers' Python). On an engine whose
 precision promises a row's answer the same bits in any company (strict: light, testbuffer,

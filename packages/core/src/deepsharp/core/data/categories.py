@@ -16,7 +16,7 @@ from deepsharp.core.data.summaries import LabelCounts
 from deepsharp.core.data.values import (
     Column,
     ColumnName,
-    distinct,
+    each_distinct,
     is_missing,
     labels,
     row_text,
@@ -183,10 +183,11 @@ class Flag(ColumnKind):
         if isinstance(values, np.ndarray):
             out[:, at] = ~np.isnan(values) if values.dtype.kind == "f" else 1.0
             return
-        found = distinct(values)
-        if found is None:
-            out[:, at] = [0.0 if is_missing(v) else 1.0 for v in values]
-            return
-        for key in found:
-            found[key] = 0.0 if is_missing(key) else 1.0
-        out[:, at] = np.fromiter(map(found.__getitem__, values), np.float64, len(values))
+        held = each_distinct(values, _held, np.float64)
+        if held is None:
+            held = np.array([_held(v) for v in values], np.float64)
+        out[:, at] = held
+
+
+def _held(value: object) -> float:
+    return 0.0 if is_missing(value) else 1.0

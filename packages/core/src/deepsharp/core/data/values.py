@@ -1,8 +1,9 @@
 """Parsing a column's values: numbers, labels, and the rule for what is missing.
 
 A column arrives as a list of Python values (from mappings or a DataFrame of objects) or as a
-NumPy array (a DataFrame's column of numbers). Each column's distinct values are found once (a
-dict built in C) and each distinct value is parsed once. Rows in error messages are counted
+NumPy array (a DataFrame's column of numbers). Each distinct value is parsed once: a column is
+read in one pass in C, each value looked up in a dict of the values met so far, a value met for
+the first time parsed then (`each_distinct`). Rows in error messages are counted
 from 1, in the rows as handed to that call; rows read in parts from a file are named by the
 file and their place in it (`rows_named`).
 
@@ -34,6 +35,7 @@ __all__ = [
     "ColumnName",
     "column_labels",
     "distinct",
+    "each_distinct",
     "is_missing",
     "label",
     "label_counts",
@@ -174,6 +176,48 @@ def distinct(column: Sequence[object]) -> dict[Any, Any] | None:
         return None
 
 
+class _TooMany(Exception):
+    """More distinct values than a caller would parse one by one."""
+
+
+class _Made(dict):  # type: ignore[type-arg]
+    """Each value's result, made when the value is first looked up (a hit stays in C)."""
+
+    def __init__(self, make: Callable[[Any], Any], most: int | None) -> None:
+        super().__init__()
+        self.make = make
+        self.most = most
+
+    def __missing__(self, key: Any) -> Any:
+        if self.most is not None and len(self) >= self.most:
+            raise _TooMany
+        made = self[key] = self.make(key)
+        return made
+
+
+def each_distinct(
+    column: Sequence[object],
+    make: Callable[[Any], Any],
+    dtype: npt.DTypeLike,
+    most: int | None = None,
+) -> npt.NDArray[Any] | None:
+    """``make(value)`` for every value of the column, as an array, in one pass.
+
+    `make` is called once for each distinct value (values equal as dict keys, like 1, 1.0 and
+    True, are one value: the first met is made), in the order met; what it raises propagates.
+    None when a value is not hashable, or when the column holds more than `most` distinct values.
+    """
+    made = _Made(make, most)
+    try:
+        return np.fromiter(map(made.__getitem__, column), dtype=dtype, count=len(column))
+    except _TooMany:
+        return None
+    except TypeError:
+        if distinct(column) is None:
+            return None
+        raise
+
+
 def _first_row(column: Sequence[object], bad: object) -> int:
     for i, value in enumerate(column):
         if value is bad or value == bad:
@@ -232,20 +276,43 @@ def numbers(column: Column, name: ColumnName) -> npt.NDArray[np.float64]:
     return values
 
 
+_LEAD = 1024  # the rows that tell whether a column's values repeat
+
+
+class _NoNumber(Exception):
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+
+def _number(value: object) -> float:
+    number = parse_number(value)
+    if number is None:
+        raise _NoNumber(value)
+    return number
+
+
 def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
     count = len(column)
+    # Each distinct value parsed once, while the column is read (the first rows tell whether
+    # the values repeat); where over half are distinct, NumPy parses them all in one go.
+    lead = distinct(column[:_LEAD])
+    if lead is None:
+        i = _first_unhashable(column)
+        raise DataError(f"{row_text(i)}, column {name!r}: expected a number, found {column[i]!r}")
+    if len(lead) * 2 <= min(count, _LEAD):
+        try:
+            parsed = each_distinct(column, _number, np.float64, most=count // 2)
+        except _NoNumber as refused:
+            i = _first_row(column, refused.value)
+            raise DataError(
+                f"{row_text(i)}, column {name!r}: expected a number, found {refused.value!r}"
+            ) from None
+        if parsed is not None:
+            return parsed
     found = distinct(column)
     if found is None:
         i = _first_unhashable(column)
         raise DataError(f"{row_text(i)}, column {name!r}: expected a number, found {column[i]!r}")
-    if len(found) * 2 <= count:
-        for key in found:
-            number = parse_number(key)
-            if number is None:
-                i = _first_row(column, key)
-                raise DataError(f"{row_text(i)}, column {name!r}: expected a number, found {key!r}")
-            found[key] = number
-        return np.fromiter(map(found.__getitem__, column), dtype=np.float64, count=count)
     # Mostly distinct values: let NumPy parse them in one go (None becomes NaN).
     try:
         values = np.array(column, dtype=np.float64)
@@ -269,16 +336,13 @@ def labels(
 ) -> npt.NDArray[np.intp]:
     """Map a column to indices through ``lookup`` (label -> index); -1 for an unknown label."""
     values = column.tolist() if isinstance(column, np.ndarray) else column
-    count = len(values)
-    found = distinct(values)
-    if found is None:
+    index = each_distinct(values, lambda key: lookup.get(label(key), -1), np.intp)
+    if index is None:
         i = _first_unhashable(values)
         raise DataError(
             f"{row_text(i)}, column {name!r}: expected text or a number, found {values[i]!r}"
         )
-    for key in found:
-        found[key] = lookup.get(label(key), -1)
-    return np.fromiter(map(found.__getitem__, values), dtype=np.intp, count=count)
+    return index
 
 
 def column_labels(column: Column, name: ColumnName) -> tuple[list[str | None], list[int]]:

@@ -1,0 +1,74 @@
+"""A column's values read in one pass: each distinct value parsed once, the same values and the
+same errors whichever way a column is read (values that repeat, or mostly distinct ones)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from deepsharp.core import DataError, Pipeline
+from deepsharp.core.data.values import each_distinct, labels, numbers
+
+
+def test_each_distinct_makes_each_value_once_in_the_order_met() -> None:
+    met: list[object] = []
+
+    def make(value: object) -> float:
+        met.append(value)
+        return float(len(met))
+
+    made = each_distinct(["b", "a", "b", None, "a", None], make, np.float64)
+    assert made is not None
+    assert made.tolist() == [1.0, 2.0, 1.0, 3.0, 2.0, 3.0]
+    assert met == ["b", "a", None]
+
+
+def test_each_distinct_gives_none_for_an_unhashable_value_or_too_many_values() -> None:
+    assert each_distinct([1, [2], 3], float, np.float64) is None
+    assert each_distinct([1, 2, 3], float, np.float64, most=2) is None
+    made = each_distinct([1, 2, 1, 2], float, np.float64, most=2)
+    assert made is not None and made.tolist() == [1.0, 2.0, 1.0, 2.0]
+
+
+def test_each_distinct_lets_what_make_raises_through() -> None:
+    def make(value: object) -> float:
+        raise TypeError(f"no {value!r}")  # a TypeError that is not about hashing
+
+    with pytest.raises(TypeError, match="no 'x'"):
+        each_distinct(["x", "x"], make, np.float64)
+
+
+def test_repeating_and_distinct_columns_parse_to_the_same_numbers() -> None:
+    texts = [" 1.5", "2", "", None, "nan", "-3e2", 7, 2.5, True]
+    repeating = [texts[i % len(texts)] for i in range(3_000)]
+    # Repeating at first, then every value new: over half are distinct, so NumPy parses them.
+    turning = repeating[:1_500] + [str(i / 7) for i in range(3_000)]
+    expected = np.array([1.5, 2.0, np.nan, np.nan, np.nan, -300.0, 7.0, 2.5, 1.0])
+    np.testing.assert_array_equal(numbers(repeating, "x"), np.resize(expected, 3_000))
+    parsed = numbers(turning, "x")
+    np.testing.assert_array_equal(parsed[:1_500], np.resize(expected, 1_500))
+    np.testing.assert_array_equal(parsed[1_500:], [i / 7 for i in range(3_000)])
+
+
+@pytest.mark.parametrize("bad", ["abc", [1], "inf"])
+def test_a_bad_value_among_repeating_ones_names_its_first_row(bad: object) -> None:
+    column: list[object] = ["1", "2"] * 600
+    column[901] = bad
+    column[1001] = bad
+    with pytest.raises(DataError, match=r"^row 902 \(counting from 1\), column 'x'"):
+        numbers(column, "x")
+
+
+def test_labels_look_each_distinct_value_up_once_and_refuse_unhashable_ones() -> None:
+    lookup = {"a": 0, "3": 1, None: 2}
+    np.testing.assert_array_equal(
+        labels(["a", 3, 3.0, " a ", None, "", "z"], "c", lookup), [0, 1, 1, 0, 2, 2, -1]
+    )
+    with pytest.raises(DataError, match=r"^row 2 \(counting from 1\), column 'c': expected text"):
+        labels(["a", {"b": 1}], "c", lookup)
+
+
+def test_a_flag_column_of_unhashable_values_is_still_read() -> None:
+    pipe = Pipeline().flag("f").learn([{"f": "x"}, {"f": None}])
+    features = pipe.features([{"f": [1]}, {"f": None}, {"f": ""}, {"f": "y"}])
+    np.testing.assert_array_equal(features[:, 0], [1.0, 0.0, 0.0, 1.0])
