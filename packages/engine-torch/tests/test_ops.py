@@ -111,12 +111,20 @@ def test_get_of_a_view_is_contiguous(engine: TorchEngine) -> None:
 # --- totals ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("m,k,n", [(32, 14, 16), (1, 1, 1), (7, 300, 5), (64, 1024, 33)])
+# (256, 700, 10) and (128, 40, 2): a narrow right-hand side padded to sgemm's 16 columns at
+# float32; (1300, 32, 10) transposed on the left: a tall, narrow weight gradient formed wide.
+@pytest.mark.parametrize(
+    "m,k,n",
+    [(32, 14, 16), (1, 1, 1), (7, 300, 5), (64, 1024, 33), (256, 700, 10), (128, 40, 2)]
+    + [(1300, 32, 10)],
+)
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
 def test_matmul(engine: TorchEngine, m: int, k: int, n: int, ta: bool, tb: bool) -> None:
     a = rand(*((k, m) if ta else (m, k)), seed=1)
     b = rand(*((n, k) if tb else (k, n)), seed=2)
     kw = {"transpose_a": ta, "transpose_b": tb}
+    product = engine.matmul(engine.put(a), engine.put(b), ta, tb)
+    assert tuple(product.shape) == (m, n) and product.is_contiguous()
     check_total(
         engine,
         run(engine, "matmul", a, b, **kw),

@@ -145,7 +145,11 @@ class _Totals:
 
 NARROW = 16
 """The most columns of a weight gradient `Float32Totals.matmul` forms wide and copies into place
-(where its rows are over 64 times as many)."""
+(where its rows are over 64 times as many); also sgemm's tile of columns, to which a narrow
+right-hand side is padded (`Float32Totals.matmul`)."""
+
+PADDED_ROWS = 128
+"""The fewest rows of a product whose narrow right-hand side `Float32Totals.matmul` pads."""
 
 
 class Float32Totals(_Totals):
@@ -163,9 +167,25 @@ class Float32Totals(_Totals):
         # a convolution) is sgemm's slow shape: formed wide, as PyTorch's own Linear does, and
         # copied into place (21,632 x 256 by 256 x 10: 9.0 ms as it stands, 2.8 ms so, one
         # thread; profiled in docs/performance.md).
+        # And a product whose right-hand side is 2 to 15 columns (a dense layer of 10 outputs)
+        # runs sgemm's edge kernel, 1.5 to 2.2x slower than 16 columns on the processor (256
+        # rows of 21,632 by 10 columns: 2.55 ms, 1.40 ms padded to 16 with zeros, two
+        # threads): from 128 rows on, the columns are padded to 16 and the product's first ones
+        # kept (the same terms in each total; one column is a matrix-vector product, not
+        # padded). PyTorch's Linear runs the fast kernel by its weights' layout, (out, in).
         with self.guard:
             if transpose_a and not transpose_b and b.shape[1] <= NARROW < a.shape[1] // 64:
                 return torch.mm(b.t(), a).t().contiguous()
+            if (
+                not transpose_a
+                and not transpose_b
+                and 2 <= b.shape[1] < NARROW
+                and a.shape[0] >= PADDED_ROWS
+                and a.device.type == "cpu"
+            ):
+                columns = b.shape[1]
+                wide = torch.mm(a, F.pad(b, (0, NARROW - columns)))
+                return wide[:, :columns].contiguous()
             return torch.mm(a.t() if transpose_a else a, b.t() if transpose_b else b)
 
     def _stacks(self, a: Tensor, b: Tensor) -> Tensor:
