@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from deepsharp.core.engine import PRECISIONS  # noqa: E402
+from deepsharp.core.engine import PRECISIONS, fused  # noqa: E402
 from deepsharp.engines.light import LightEngine, ReferenceEngine  # noqa: E402
 from deepsharp.engines.torch import TorchEngine  # noqa: E402
 
@@ -111,12 +111,19 @@ def test_get_of_a_view_is_contiguous(engine: TorchEngine) -> None:
 # --- totals ----------------------------------------------------------------------------------
 
 
-# (256, 700, 10) and (128, 40, 2): a narrow right-hand side padded to sgemm's 16 columns at
+# (256, 700, 10) and (32, 4100, 3): a narrow right-hand side padded to sgemm's 16 columns at
 # float32; (1300, 32, 10) transposed on the left: a tall, narrow weight gradient formed wide.
 @pytest.mark.parametrize(
     "m,k,n",
-    [(32, 14, 16), (1, 1, 1), (7, 300, 5), (64, 1024, 33), (256, 700, 10), (128, 40, 2)]
-    + [(1300, 32, 10)],
+    [
+        (32, 14, 16),
+        (1, 1, 1),
+        (7, 300, 5),
+        (64, 1024, 33),
+        (256, 700, 10),
+        (32, 4100, 3),
+        (1300, 32, 10),
+    ],
 )
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
 def test_matmul(engine: TorchEngine, m: int, k: int, n: int, ta: bool, tb: bool) -> None:
@@ -283,6 +290,42 @@ def test_adam_update_in_place(engine: TorchEngine) -> None:
         for h, r in zip(hs[group], rs[group], strict=True):
             assert not h.requires_grad
             check_value(engine.get(h), r)
+
+
+@pytest.mark.parametrize("kind", ["adam", "sgd"])
+def test_an_update_of_a_flat_tensor_s_parts_gives_each_part_s_bits(
+    engine: TorchEngine, kind: str
+) -> None:
+    """Slots laid out in one flat tensor (as the core lays them out) are updated in one pass
+    over it: the same bits as part by part; and a group whose member is replaced (the same
+    list) is looked at again, not taken for the flat tensor it was."""
+    slots, grads, firsts, seconds = _optimizer_inputs(60)
+    shapes = [a.shape for a in slots]
+
+    def parts(arrays: list[Array]) -> list[Any]:
+        flat = engine.put(np.concatenate([a.ravel() for a in arrays]))
+        return fused.parts(engine, flat, shapes)
+
+    laid = [parts(group) for group in (slots, firsts, seconds)]
+    apart = [[engine.put(a) for a in group] for group in (slots, firsts, seconds)]
+    gs = [engine.put(g) for g in grads]
+
+    def update(slots_: Any, firsts_: Any, seconds_: Any) -> None:
+        if kind == "adam":
+            engine.adam_update(
+                slots_, gs, firsts_, seconds_, step_size=0.01, beta1=0.9, beta2=0.999, epsilon=1e-7
+            )
+        else:
+            engine.sgd_update(slots_, gs, firsts_, learning_rate=0.01, momentum=0.9)
+
+    for step in range(4):
+        if step == 2:
+            laid[0][1] = engine.copy(laid[0][1])  # no longer a part of the flat tensor
+        update(*laid)
+        update(*apart)
+    for group in (0, 1, 2) if kind == "adam" else (0, 1):
+        for mine, theirs in zip(laid[group], apart[group], strict=True):
+            assert torch.equal(mine, theirs)
 
 
 def test_sgd_update_in_place(engine: TorchEngine) -> None:

@@ -148,8 +148,9 @@ NARROW = 16
 (where its rows are over 64 times as many); also sgemm's tile of columns, to which a narrow
 right-hand side is padded (`Float32Totals.matmul`)."""
 
-PADDED_ROWS = 128
-"""The fewest rows of a product whose narrow right-hand side `Float32Totals.matmul` pads."""
+PADDED_ROWS, PADDED_VALUES = 32, 131_072
+"""The fewest rows, and values on the left, of a product whose narrow right-hand side
+`Float32Totals.matmul` pads (below, the padding costs more than the edge kernel)."""
 
 
 class Float32Totals(_Totals):
@@ -170,9 +171,10 @@ class Float32Totals(_Totals):
         # And a product whose right-hand side is 2 to 15 columns (a dense layer of 10 outputs)
         # runs sgemm's edge kernel, 1.5 to 2.2x slower than 16 columns on the processor (256
         # rows of 21,632 by 10 columns: 2.55 ms, 1.40 ms padded to 16 with zeros, two
-        # threads): from 128 rows on, the columns are padded to 16 and the product's first ones
-        # kept (the same terms in each total; one column is a matrix-vector product, not
-        # padded). PyTorch's Linear runs the fast kernel by its weights' layout, (out, in).
+        # threads; 32 rows of 5,408: 80 us, 53 us padded): from 32 rows and 131,072 values on
+        # the left, the columns are padded to 16 and the product's first ones kept (the same
+        # terms in each total; one column is a matrix-vector product, not padded). PyTorch's
+        # Linear runs the fast kernel by its weights' layout, (out, in).
         with self.guard:
             if transpose_a and not transpose_b and b.shape[1] <= NARROW < a.shape[1] // 64:
                 return torch.mm(b.t(), a).t().contiguous()
@@ -181,6 +183,7 @@ class Float32Totals(_Totals):
                 and not transpose_b
                 and 2 <= b.shape[1] < NARROW
                 and a.shape[0] >= PADDED_ROWS
+                and a.numel() >= PADDED_VALUES
                 and a.device.type == "cpu"
             ):
                 columns = b.shape[1]
