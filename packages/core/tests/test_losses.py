@@ -17,6 +17,7 @@ from deepsharp.core import (
     CrossEntropy,
     DataError,
     Dense,
+    MeanSquaredError,
     Network,
     Relu,
     Sigmoid,
@@ -82,6 +83,15 @@ def test_binary_cross_entropy_refuses_targets_other_than_0_and_1() -> None:
     rows = np.zeros((3, 2), np.float32)
     with pytest.raises(DataError, match=r"targets 0 and 1; row 3 .* holds 7\.0.*CrossEntropy"):
         trainer.step(rows, [[0.0], [1.0], [7.0]])
+
+
+@pytest.mark.parametrize("loss", [BinaryCrossEntropy(), MeanSquaredError()])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_target_that_is_not_finite_is_refused_naming_its_row(loss: Any, bad: float) -> None:
+    trainer = Trainer(Network([Dense(1)], inputs=2), loss, Adam(), seed=0)
+    rows = np.zeros((3, 2), np.float32)
+    with pytest.raises(DataError, match=r"row 2 \(counting from 1\), output 0: the target is "):
+        trainer.step(rows, [[0.0], [bad], [1.0]])
 
 
 def test_a_network_ending_in_a_sigmoid_handed_a_logits_loss_is_refused_naming_both_ways_out() -> (

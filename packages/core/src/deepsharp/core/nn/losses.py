@@ -129,8 +129,11 @@ def weighted_mean(terms: Tensor, weights: Tensor | None) -> Tensor:
     return ops.mean(ops.mul(terms, per_row))
 
 
-def float_targets(loss: Loss, targets: Any, outputs: int) -> NDArray[np.float32]:
-    """Targets that are numbers, one an output a row: float32 (rows, outputs), checked finite."""
+def float_targets(
+    loss: Loss, targets: Any, outputs: int, finite: bool = True
+) -> NDArray[np.float32]:
+    """Targets that are numbers, one an output a row: float32 (rows, outputs), checked finite
+    (`finite=False`: by the caller, whose own check of the values finds what is not)."""
     try:
         array = np.asarray(targets, dtype=np.float32)
     except (TypeError, ValueError):
@@ -142,13 +145,19 @@ def float_targets(loss: Loss, targets: Any, outputs: int) -> NDArray[np.float32]
             f"{loss.kind}: targets of shape {np.shape(targets)} do not match the network's "
             f"outputs (N, {outputs}); give one target per output per row"
         )
-    if not math.isfinite(array.sum(dtype=np.float64)):  # one pass; float64 cannot overflow here
+    if finite and not math.isfinite(array.sum(dtype=np.float64)):  # one pass; float64 cannot
+        _not_finite(loss, array)  # overflow here
+    return np.ascontiguousarray(array)
+
+
+def _not_finite(loss: Loss, array: NDArray[np.float32]) -> None:
+    """Raise naming the first target that is not finite, where one is not."""
+    if not np.isfinite(array).all():
         i, k = (int(v) for v in np.argwhere(~np.isfinite(array))[0])
         raise DataError(
             f"{loss.kind}: row {i + 1} (counting from 1), output {k}: the target is "
             f"{float(array[i, k])!r}; every target must be a finite float32 number"
         )
-    return np.ascontiguousarray(array)
 
 
 def _from_logits(kind: str, value: object) -> bool:
@@ -229,8 +238,9 @@ class BinaryCrossEntropy(Loss):
         return engine.sigmoid(outputs) if self.from_logits else outputs
 
     def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
-        array = float_targets(self, targets, outputs)
-        if np.count_nonzero(array * (array - 1.0)):  # 0 exactly where a target is 0 or 1
+        array = float_targets(self, targets, outputs, finite=False)
+        if np.count_nonzero(array * (array - 1.0)):  # 0 exactly where a target is 0 or 1 (NaN
+            _not_finite(self, array)  # and infinity are neither)
             wrong = (array != 0.0) & (array != 1.0)
             i, k = (int(v) for v in np.argwhere(wrong)[0])
             raise DataError(
