@@ -112,7 +112,8 @@ def test_get_of_a_view_is_contiguous(engine: TorchEngine) -> None:
 
 
 # (256, 700, 10) and (32, 4100, 3): a narrow right-hand side padded to sgemm's 16 columns at
-# float32; (1300, 32, 10) transposed on the left: a tall, narrow weight gradient formed wide.
+# float32; transposed on the left, (1300, 32, 10) a tall, narrow weight gradient formed wide and
+# (5000, 32, 10) one padded.
 @pytest.mark.parametrize(
     "m,k,n",
     [
@@ -123,6 +124,7 @@ def test_get_of_a_view_is_contiguous(engine: TorchEngine) -> None:
         (256, 700, 10),
         (32, 4100, 3),
         (1300, 32, 10),
+        (5000, 32, 10),
     ],
 )
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])

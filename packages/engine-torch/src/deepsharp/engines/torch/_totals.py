@@ -171,25 +171,20 @@ class Float32Totals(_Totals):
         # And a product whose right-hand side is 2 to 15 columns (a dense layer of 10 outputs)
         # runs sgemm's edge kernel, 1.5 to 2.2x slower than 16 columns on the processor (256
         # rows of 21,632 by 10 columns: 2.55 ms, 1.40 ms padded to 16 with zeros, two
-        # threads; 32 rows of 5,408: 80 us, 53 us padded): from 32 rows and 131,072 values on
-        # the left, the columns are padded to 16 and the product's first ones kept (the same
-        # terms in each total; one column is a matrix-vector product, not padded). PyTorch's
+        # threads; 32 rows of 5,408: 80 us, 53 us padded): such products are padded to 16
+        # columns and their first ones kept (the same terms in each total; `_padded` says
+        # which, as measured; one column is a matrix-vector product, not padded). PyTorch's
         # Linear runs the fast kernel by its weights' layout, (out, in).
+        left = a.t() if transpose_a else a
+        right = b.t() if transpose_b else b
+        columns = right.shape[1]
         with self.guard:
-            if transpose_a and not transpose_b and b.shape[1] <= NARROW < a.shape[1] // 64:
-                return torch.mm(b.t(), a).t().contiguous()
-            if (
-                not transpose_a
-                and not transpose_b
-                and 2 <= b.shape[1] < NARROW
-                and a.shape[0] >= PADDED_ROWS
-                and a.numel() >= PADDED_VALUES
-                and a.device.type == "cpu"
-            ):
-                columns = b.shape[1]
-                wide = torch.mm(a, F.pad(b, (0, NARROW - columns)))
+            if not transpose_b and a.device.type == "cpu" and _padded(left, columns, transpose_a):
+                wide = torch.mm(left, F.pad(right, (0, NARROW - columns)))
                 return wide[:, :columns].contiguous()
-            return torch.mm(a.t() if transpose_a else a, b.t() if transpose_b else b)
+            if transpose_a and not transpose_b and columns <= NARROW < a.shape[1] // 64:
+                return torch.mm(b.t(), a).t().contiguous()
+            return torch.mm(left, right)
 
     def _stacks(self, a: Tensor, b: Tensor) -> Tensor:
         with self.guard:
@@ -242,6 +237,19 @@ class Float32Totals(_Totals):
         if even:
             return folded
         return folded[:, :, top : top + image[0], left : left + image[1]].contiguous()
+
+
+def _padded(left: Tensor, columns: int, transposed: bool) -> bool:
+    """Whether `Float32Totals.matmul` pads a product's 2 to 15 columns to sgemm's 16 (two
+    threads, this machine's figures in its comment): from 32 rows and 131,072 values on the
+    left; a weight gradient (the left transposed) from 10 columns, where padding 21,632 x 256 by
+    256 x 10 takes 1.50 ms to forming it wide's 2.19 ms, and 5,408 x 32 by 32 x 10 71 us to
+    124 us (below 10 columns, forming it wide is as fast or faster)."""
+    if not 2 <= columns < NARROW or left.numel() < PADDED_VALUES:
+        return False
+    if transposed:
+        return columns >= 10
+    return bool(left.shape[0] >= PADDED_ROWS)
 
 
 class StrictTotals(_Totals):
