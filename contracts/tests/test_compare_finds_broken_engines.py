@@ -420,13 +420,25 @@ def test_stacks_paired_backwards_are_named_at_the_product_of_stacks() -> None:
 
 
 def test_erf_as_gelu_s_tanh_approximation_is_named_in_the_gelu() -> None:
+    """The engine's own GELU (its reference's calls) runs the broken erf: the operation named
+    is the GELU, in the Gelu layer."""
     found = compare(
         Network([Dense(16), Gelu(), Dense(1)]),
         BinaryCrossEntropy(),
         (_rows(32, 14, scale=2.0), _targets(32)),
         engines=("light", broken_engines.tanh_erf()),
     )
-    assert _named(found, "erf", "gelu", "forward").ratio > 1
+    assert _named(found, "gelu", "gelu", "forward").ratio > 1
+
+
+def test_gelu_s_way_back_without_its_density_is_named_going_back() -> None:
+    found = compare(
+        Network([Dense(16), Gelu(), Dense(1)]),
+        BinaryCrossEntropy(),
+        (_rows(32, 14, scale=2.0), _targets(32)),
+        engines=("light", broken_engines.gelu_forgets_its_density()),
+    )
+    assert _named(found, "gelu_back", "gelu", "way back").ratio > 1
 
 
 def test_a_pair_pool_selecting_the_last_maximum_is_named_on_ties() -> None:

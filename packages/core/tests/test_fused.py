@@ -41,6 +41,7 @@ SEQUENCE = {"lstm_sequence", "lstm_sequence_back"}
 oneDNN). Light leaves them out: its positions keep their gates for the way back, where the
 sequence's reference would make them again."""
 FAST_PATH_NAMES |= SEQUENCE
+FAST_PATH_NAMES |= {"gelu", "gelu_back"}  # GELU each way (the contract: test_layer_operations)
 FAST_PATH_NAMES |= {"put_checked"}  # a step's batch put and checked (the compiled step's issue)
 
 

@@ -115,7 +115,7 @@ def test_a_node_keeps_only_what_its_way_back_reads() -> None:
     "rule",
     [
         *(ops.neg, ops.exp, ops.log, ops.log1p, ops.sqrt, ops.tanh, ops.sigmoid, ops.relu),
-        *(ops.abs, ops.log_softmax, ops.maxpool2d, ops.erf),
+        *(ops.abs, ops.log_softmax, ops.maxpool2d, ops.erf, ops.gelu),
         lambda x: ops.maxpool2d(x, (2, 1)),
     ],
     ids=lambda rule: rule.__name__,

@@ -26,6 +26,7 @@ OFFERED |= {"sgd_update", "adam_update", "decay_update"}
 OFFERED |= {"batch_matmul", "add_rows", "erf", "maxpool2d_pair", "maxpool2d_pair_back"}
 OFFERED |= {"put_checked"}  # a step's batch: copied and checked in libtorch
 OFFERED |= {"lstm_cell", "lstm_cell_back"}  # an LSTM position: a few libtorch calls at float32
+OFFERED |= {"gelu", "gelu_back"}  # GELU each way: libtorch's kernels, padded to whole vector passes
 
 
 @pytest.fixture(scope="module", params=["float32", "strict"])

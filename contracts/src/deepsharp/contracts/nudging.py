@@ -205,6 +205,7 @@ def _cases() -> list[RuleCase]:
             "take_rows", [normal(4, 2, 2), np.array([[1, 1, 0], [3, 1, 2]], np.int64)], label="ids"
         ),
         RuleCase("erf", [normal(3, 5) * 1.5]),
+        RuleCase("gelu", [normal(3, 5) * 2.0]),
         RuleCase("maxpool2d_pair", [apart(2, 2, 5, 7)], {"pool": (2, 3)}),
         RuleCase("maxpool2d_pair", [apart(1, 2, 7, 4)], {"pool": (3, 1)}, "tall"),
         # an LSTM over a sequence: the last state, every state, and one position alone

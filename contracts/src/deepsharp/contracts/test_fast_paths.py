@@ -44,6 +44,8 @@ CHECKED = {
     "batch_matmul",
     "add_rows",
     "erf",
+    "gelu",
+    "gelu_back",
     "maxpool2d_pair",
     "maxpool2d_pair_back",
 }

@@ -12,14 +12,15 @@ suite's own float64 definition, written here:
   in any format); 1 and then many values of just over half its ulp into one row, as the
   adversarial sums; and the same bits every time;
 - `erf`: value by value, against erf in float64;
+- `gelu` and `gelu_back`: value by value, against x·Φ(x) and grad·(Φ(x) + x·φ(x)) in float64;
 - `maxpool2d_pair` (windows of two sizes) and its way back: moves, bit for bit, each window's
   first maximum selected;
 - int64: `put` and `get` of int64 values across their range, and moves of int64 handles (the
   references reshape and slice indices and selections); `take_rows` with indices of any shape
   ((N, L) ids -> (N, L, D)); `one_hot` of indices of any shape; `greater` of indices and a
   constant (a padding mask): bit for bit;
-- on a product's output (what a mixed engine may keep in its half format): `erf` reads it
-  exactly, products of stacks of outputs hold the precision's bound, `add_rows` takes one as
+- on a product's output (what a mixed engine may keep in its half format): `erf` and GELU's
+  pair read it exactly, products of stacks of outputs hold the precision's bound, `add_rows` takes one as
   its values, max-pooling selects its values bit for bit.
 
 Where the engine offers one of these fast paths of its own, it is also held to the core's
@@ -86,6 +87,22 @@ def erf64(x: Array) -> Array:
     """erf of each value, in float64 (the standard library's)."""
     exact: Array = np.vectorize(math.erf, otypes=[np.float64])(np.asarray(x, np.float64))
     return exact
+
+
+def gelu64(x: Array) -> Array:
+    """GELU of each value, x·Φ(x), in float64."""
+    wide = np.asarray(x, np.float64)
+    result: Array = wide * 0.5 * (1.0 + erf64(wide / math.sqrt(2.0)))
+    return result
+
+
+def gelu_back64(x: Array, grad: Array) -> Array:
+    """GELU's way back, grad·(Φ(x) + x·φ(x)), in float64."""
+    wide = np.asarray(x, np.float64)
+    cdf = 0.5 * (1.0 + erf64(wide / math.sqrt(2.0)))
+    pdf = np.exp(-0.5 * wide * wide) / math.sqrt(2.0 * math.pi)
+    result: Array = np.asarray(grad, np.float64) * (cdf + wide * pdf)
+    return result
 
 
 def first_maxima(x: Array, pool: tuple[int, int]) -> tuple[Array, Array]:
@@ -237,6 +254,25 @@ def test_erf_within_value_tolerance(
     contract.values("erf", engine.get(fused.erf(engine, engine.put(x))), erf64(x))
 
 
+GELU_EDGES = np.array([0.0, -0.0, 1e-30, -1e-30, 1e-8, 0.5, -0.5, 3.0, -3.0, 9.5, -9.5, 1e4, -30.0])
+"""Signed zeros, GELU's flat tails (below -9 it is -0 or a tiny negative; above, x) and values
+of either sign where its slope turns."""
+
+
+@pinned
+@given(shape=st.lists(sides, min_size=0, max_size=3).map(tuple), seed=seeds)
+def test_gelu_and_its_way_back_within_value_tolerance(
+    engine: Engine, contract: Contract, shape: tuple[int, ...], seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    x = np.asarray(rng.uniform(-8.0, 8.0, shape), np.float32)
+    x = np.concatenate([x.reshape(-1), GELU_EDGES.astype(np.float32)])
+    grad = np.asarray(rng.uniform(-3.0, 3.0, x.shape), np.float32)
+    contract.values("gelu", engine.get(fused.gelu(engine, engine.put(x))), gelu64(x))
+    got = engine.get(fused.gelu_back(engine, engine.put(x), engine.put(grad)))
+    contract.values("gelu_back", got, gelu_back64(x, grad))
+
+
 def _pools(draw_: st.DrawFn) -> tuple[tuple[int, int, int, int], tuple[int, int]]:
     pool = (draw_(st.integers(1, 4)), draw_(st.integers(1, 4)))
     shape = (
@@ -385,6 +421,11 @@ def test_a_products_output_meets_the_layer_operations(
     values = held.astype(np.float32)
     got = engine.get(fused.erf(engine, handle))
     contract.values("erf of a product's output", got, erf64(held))
+    got = engine.get(fused.gelu(engine, handle))
+    contract.values("gelu of a product's output", got, gelu64(held))
+    grad = draw(seed + 2, (ROWS, COLUMNS), low=-3, high=1)
+    got = engine.get(fused.gelu_back(engine, handle, engine.put(grad)))
+    contract.values("gelu_back of a product's output", got, gelu_back64(held, grad))
 
     other, other_held = product_output(engine, draw(seed + 1, (ROWS, COLUMNS), low=-3, high=1))
     stacks = (4, ROWS // 4, COLUMNS)
@@ -460,6 +501,22 @@ def test_offered_erf_matches_the_reference(
     x = np.asarray(np.random.default_rng(seed).uniform(-6.5, 6.5, shape), np.float32)
     f64, _, out = reference("erf", x)
     contract.values("fast erf", engine.get(erf(engine.put(x))), f64.get(out))
+
+
+@pinned
+@given(shape=st.lists(sides, min_size=1, max_size=3).map(tuple), seed=seeds)
+def test_offered_gelu_pair_matches_the_reference(
+    engine: Engine, contract: Contract, shape: tuple[int, ...], seed: int
+) -> None:
+    gelu, gelu_back = own(engine, "gelu"), own(engine, "gelu_back")
+    rng = np.random.default_rng(seed)
+    x = np.asarray(rng.uniform(-8.0, 8.0, shape), np.float32)
+    grad = np.asarray(rng.uniform(-3.0, 3.0, shape), np.float32)
+    f64, _, out = reference("gelu", x)
+    contract.values("fast gelu", engine.get(gelu(engine.put(x))), f64.get(out))
+    f64, _, out = reference("gelu_back", x, grad)
+    got = engine.get(gelu_back(engine.put(x), engine.put(grad)))
+    contract.values("fast gelu_back", got, f64.get(out))
 
 
 @pinned

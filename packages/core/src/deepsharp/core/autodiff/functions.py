@@ -33,6 +33,7 @@ __all__ = [
     "div",
     "erf",
     "exp",
+    "gelu",
     "greater",
     "log",
     "log1p",
@@ -124,6 +125,11 @@ def abs(x: Tensor) -> Tensor:
 def erf(x: Tensor) -> Tensor:
     """The error function, value by value (GELU's exact form: x·(1 + erf(x/√2))/2)."""
     return apply(RULES["erf"], (x,))
+
+
+def gelu(x: Tensor) -> Tensor:
+    """GELU's exact form, x·Φ(x) = x/2·(1 + erf(x/√2)), value by value (a fast path each way)."""
+    return apply(RULES["gelu"], (x,))
 
 
 def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:

@@ -281,3 +281,20 @@ class Erf(_Unary):
 
     def local(self, engine: Engine, x: Handle, out: Handle) -> Handle:
         return engine.mul(engine.exp(engine.neg(engine.mul(x, x))), TWO_OVER_ROOT_PI)
+
+
+@register
+class Gelu(_Unary):
+    """GELU's exact form, x·Φ(x): a fast path each way (`fused.gelu`, `fused.gelu_back`), their
+    references in primitives."""
+
+    name = "gelu"
+    keeps_output = False  # its way back reads its input only
+
+    def forward(self, engine: Engine, x: Any) -> tuple[Handle, Any]:
+        return fused.gelu(engine, x), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x = node.inputs[0]
+        assert isinstance(x, Tensor)
+        return (fused.gelu_back(engine, x.handle, grad),)

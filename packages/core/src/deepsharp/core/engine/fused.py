@@ -38,6 +38,11 @@ the primitives an engine had before them, so an engine written before them keeps
   Stegun 7.1.26, erf(x) = 1 - (a1·t + a2·t² + a3·t³ + a4·t⁴ + a5·t⁵)·exp(-x²), t = 1/(1 + p·x)
   for x >= 0 (odd in x), within 1.5e-7 of erf in exact arithmetic; in float32 within 5.4e-7
   (light's primitives, measured over [-7, 7]), inside the value tolerance 1e-5 + 1.3e-6·|ref|.
+- `gelu(x)`, `gelu_back(x, grad)`: GELU's exact form, x·Φ(x) = x/2·(1 + erf(x/√2)), and its way
+  back, grad·(Φ(x) + x·φ(x)) with φ(x) = e^(-x²/2)/√(2π), value by value (so that an engine with
+  a kernel for it passes over a transformer's widest activations once each way, not a dozen
+  times). Reference: those formulas in primitives and `erf` (the forward the calls GELU made
+  before it had a fast path, so the same bits).
 - `maxpool2d_pair(x, pool)`, `maxpool2d_pair_back(gy, selection, image, pool)`: max-pooling over
   windows of `pool` = (height, width), stride the window, trailing rows and columns dropped; the
   selection (int64) is each window's place of its first maximum counted row by row (0 ..
@@ -62,7 +67,7 @@ float32 total on the host (a float64 one where that overflowed).
 Families: the convolutions, `batch_matmul` and `add_rows` are totals, held to the engine's
 precision (a bias is one more term of each total; `add_rows` is a product with the one-hot, so
 a mixed precision may take its values in its half format); `erf`, ReLU's way back and the
-updates are value by value, held to the value tolerance; `parts` and the max-pooling pair are
+updates and GELU's pair are value by value, held to the value tolerance; `parts` and the max-pooling pair are
 moves, held bit for bit; `put_checked` is a transfer, exact, its answer exact.
 """
 
@@ -92,6 +97,10 @@ __all__ = [
     "decay_update_reference",
     "erf",
     "erf_reference",
+    "gelu",
+    "gelu_back",
+    "gelu_back_reference",
+    "gelu_reference",
     "maxpool2d_pair",
     "maxpool2d_pair_back",
     "maxpool2d_pair_back_reference",
@@ -233,6 +242,22 @@ def erf_reference(engine: Engine, x: Handle) -> Handle:
     return engine.mul(sign, size)
 
 
+ROOT_HALF = 1.0 / math.sqrt(2.0)
+ONE_OVER_ROOT_TWO_PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def gelu_reference(engine: Engine, x: Handle) -> Handle:
+    return engine.mul(engine.mul(x, engine.add(erf(engine, engine.mul(x, ROOT_HALF)), 1.0)), 0.5)
+
+
+def gelu_back_reference(engine: Engine, x: Handle, grad: Handle) -> Handle:
+    cdf = engine.mul(engine.add(erf(engine, engine.mul(x, ROOT_HALF)), 1.0), 0.5)
+    pdf = engine.mul(
+        engine.exp(engine.neg(engine.mul(engine.mul(x, x), 0.5))), ONE_OVER_ROOT_TWO_PI
+    )
+    return engine.mul(grad, engine.add(cdf, engine.mul(x, pdf)))
+
+
 def _square_side(pool: tuple[int, int]) -> int:
     """The least side s whose s x s square holds a window of pool[0] x pool[1] places."""
     side = math.isqrt(pool[0] * pool[1])
@@ -309,6 +334,8 @@ FAST_PATHS: dict[str, Callable[..., Any]] = {
     "batch_matmul": batch_matmul_reference,
     "add_rows": add_rows_reference,
     "erf": erf_reference,
+    "gelu": gelu_reference,
+    "gelu_back": gelu_back_reference,
     "maxpool2d_pair": maxpool2d_pair_reference,
     "maxpool2d_pair_back": maxpool2d_pair_back_reference,
 }
@@ -424,6 +451,20 @@ def erf(engine: Engine, x: Handle) -> Handle:
     if own is not None:
         return own(x)
     return erf_reference(engine, x)
+
+
+def gelu(engine: Engine, x: Handle) -> Handle:
+    own = getattr(engine, "gelu", None)
+    if own is not None:
+        return own(x)
+    return gelu_reference(engine, x)
+
+
+def gelu_back(engine: Engine, x: Handle, grad: Handle) -> Handle:
+    own = getattr(engine, "gelu_back", None)
+    if own is not None:
+        return own(x, grad)
+    return gelu_back_reference(engine, x, grad)
 
 
 def maxpool2d_pair(engine: Engine, x: Handle, pool: tuple[int, int]) -> tuple[Handle, Handle]:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from deepsharp.core.engine import Counters, EngineIdentity, Precision, Totals, choose_totals
-from deepsharp.core.engine.fused import all_finite
+from deepsharp.core.engine.fused import all_finite, gelu_back_reference, gelu_reference
 from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.engines.light._erf import erf as _erf64
@@ -252,6 +252,14 @@ class LightEngine:
     def erf(self, x: Array) -> Array:
         """Fast path: Cody's rational approximations in float64 (`_erf`), rounded once."""
         return _erf64(x).astype(self.dtype)
+
+    def gelu(self, x: Array) -> Array:
+        """Fast path: the reference's calls, which are NumPy's already (erf this engine's)."""
+        return gelu_reference(self, x)
+
+    def gelu_back(self, x: Array, grad: Array) -> Array:
+        """Fast path: the reference's calls, which are NumPy's already."""
+        return gelu_back_reference(self, x, grad)
 
     # --- fast paths (deepsharp.core.engine.fused) -----------------------------------------
     def lstm_cell(

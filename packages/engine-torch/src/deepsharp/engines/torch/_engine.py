@@ -15,7 +15,8 @@ global lookup and torch's own dispatch, nothing more.
   `log1p` and exact arithmetic, whose vectorised paths cover every element
   (`torch.sigmoid` and `F.softplus` finish each chunk on a scalar path that differs by an
   ulp, so a value's bits would depend on its place in the tensor), and each is accurate
-  relative to its value in its tails.
+  relative to its value in its tails; GELU's kernels (each way) take their values padded to
+  whole vector passes in every thread's share, so that none is finished on the scalar path.
 - On the processor, the first engine asks glibc's malloc to keep freed memory for reuse
   (`deepsharp.core.engine.memory`), so a step does not fault its memory in again each time.
 - On a card, products and convolutions run with TF32 off and deterministic algorithms, set
@@ -63,10 +64,12 @@ F32: Any = None
 I64: Any = None
 TorchTensor: Any = None
 _threshold_backward: Any = None
+_gelu: Any = None
+_gelu_back: Any = None
 
 
 def _bind() -> Any:
-    global torch, F, F32, I64, TorchTensor, _threshold_backward
+    global torch, F, F32, I64, TorchTensor, _threshold_backward, _gelu, _gelu_back
     module = load_torch()
     if torch is not module:
         torch = module
@@ -75,6 +78,7 @@ def _bind() -> Any:
         I64 = module.int64
         TorchTensor = module.Tensor
         _threshold_backward = module.ops.aten.threshold_backward.default
+        _gelu, _gelu_back = module.ops.aten.gelu.default, module.ops.aten.gelu_backward.default
         _totals.bind(module)
         _exact.bind(module)
     return module
@@ -344,6 +348,20 @@ class TorchEngine:
         """Fast path: libtorch's erf (within 3.3e-8 on the processor), one vectorised formula
         at every size: a value's bits do not depend on its company."""
         return torch.erf(x)
+
+    def gelu(self, x: Tensor) -> Tensor:
+        """Fast path: libtorch's GELU kernel (the exact form, as `nn.GELU()`), one pass. It
+        finishes a range on a scalar formula an ulp from its vector one, so a value's bits
+        would depend on its company: the values go in padded to whole vector passes in every
+        thread's share (`_lanes`), which they then all take."""
+        (flat,), count = _lanes(x)
+        return _gelu(flat)[:count].view(x.shape)
+
+    def gelu_back(self, x: Tensor, grad: Tensor) -> Tensor:
+        """Fast path: libtorch's GELU way back, grad·(Φ(x) + x·φ(x)), one pass, padded as
+        `gelu`'s."""
+        (flat_grad, flat), count = _lanes(grad, x)
+        return _gelu_back(flat_grad, flat)[:count].view(x.shape)
 
     # --- fast paths (deepsharp.core.engine.fused) -----------------------------------------
     def lstm_cell(
@@ -635,6 +653,23 @@ class TorchEngine:
         if (height, width) == (out_h * down, out_w * across):
             return grid
         return F.pad(grid, (0, width - out_w * across, 0, height - out_h * down))
+
+
+LANES = 64
+"""Values every one of libtorch's vector passes of a value-by-value kernel covers (two vectors
+of 16 float32 values on AVX-512, of 8 on AVX2; 64 covers any)."""
+
+
+def _lanes(*xs: Tensor) -> tuple[list[Tensor], int]:
+    """The tensors flattened and padded with zeros to a multiple of `LANES` times libtorch's
+    threads, and their count of values: each thread's share of a value-by-value kernel (the
+    values split evenly among them) is then whole vector passes, none finished on the scalar
+    formula (test_torch_value_tails holds every size and thread count to the same bits)."""
+    count = xs[0].numel()
+    short = -count % (LANES * torch.get_num_threads()) if xs[0].device.type == "cpu" else 0
+    if not short:
+        return [x.reshape(-1) for x in xs], count
+    return [F.pad(x.reshape(-1), (0, short)) for x in xs], count
 
 
 FLATS_KEPT = 8

@@ -31,7 +31,7 @@ class HalfOutputs(TorchEngine, mixed=True):
       product's kernel adds its bias (a float32 bias onto a half tensor is libtorch's slow path:
       5.5 against 1.2 ms on 4,096 x 1,024);
     - every other operation widens its half inputs to float32, exactly, and gives float32:
-      losses, softmax, exp, log and erf, rows added into places (an embedding's gradient, for
+      losses, softmax, exp, log, erf and GELU, rows added into places (an embedding's gradient, for
       the optimizer), the optimizer's updates, the gradients' scaling.
     """
 
@@ -106,6 +106,12 @@ class HalfOutputs(TorchEngine, mixed=True):
 
     def erf(self, x: Tensor) -> Tensor:
         return super().erf(self._wide(x))
+
+    def gelu(self, x: Tensor) -> Tensor:
+        return super().gelu(self._wide(x))
+
+    def gelu_back(self, x: Tensor, grad: Tensor) -> Tensor:
+        return super().gelu_back(self._wide(x), self._wide(grad))
 
     def relu_back(self, x: Tensor, grad: Tensor) -> Tensor:
         if x.dtype is not grad.dtype:
