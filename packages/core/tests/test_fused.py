@@ -4,6 +4,7 @@ reference gives. An engine of primitives alone trains as the light engine does."
 
 from __future__ import annotations
 
+import gc
 import inspect
 import math
 from typing import Any
@@ -364,3 +365,25 @@ def test_maxpool2d_pair_selects_each_windows_first_maximum_and_sends_it_the_grad
         .reshape(n, c, oh * pool[0], ow * pool[1])
     )
     assert back.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("precision", ["strict", "float32"])
+def test_light_s_gelu_keeps_its_erf_for_the_way_back_with_the_reference_s_bits(
+    precision: str,
+) -> None:
+    """Light's erf is its costly pass: its GELU keeps 1 + erf(x/√2) for the way back while x
+    lives, which must give the bits the reference's way back makes again."""
+    engine = LightEngine(precision=precision)
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((64, 33)) * 4).astype(np.float32)
+    grad = rng.standard_normal((64, 33)).astype(np.float32)
+    forward = engine.gelu(x)
+    assert forward.tobytes() == fused.gelu_reference(engine, x).tobytes()
+    assert len(engine._gelu_kept) == 1
+    back = engine.gelu_back(x, grad)
+    assert back.tobytes() == fused.gelu_back_reference(engine, x, grad).tobytes()
+    alone = LightEngine(precision=precision).gelu_back(x, grad)  # nothing kept: made again
+    assert alone.tobytes() == back.tobytes()
+    del x
+    gc.collect()
+    assert not engine._gelu_kept
