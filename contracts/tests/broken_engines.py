@@ -405,6 +405,28 @@ class GeluForgetsItsDensity(ExampleEngine):
         return self.mul(grad, cdf)
 
 
+class LayerNormForgetsTheSpread(ExampleEngine):
+    """LayerNorm's way back of its own that leaves out n·mean(dn·n), the normalised values'
+    share of the gradient: right where the gradient is orthogonal to them."""
+
+    name = "layer-norm-forgets-the-spread"
+
+    def layer_norm(self, x: Array, scale: Array, shift: Array, epsilon: float) -> Array:
+        return fused.layer_norm_reference(self, x, scale, shift, epsilon)
+
+    def layer_norm_back(
+        self, x: Array, scale: Array, grad: Array, epsilon: float
+    ) -> tuple[Array, Array, Array]:
+        _, toward_scale, toward_shift = fused.layer_norm_back_reference(
+            self, x, scale, grad, epsilon
+        )
+        centered = x - x.mean(-1, keepdims=True, dtype=np.float64).astype(np.float32)
+        deviation = np.sqrt((centered * centered).mean(-1, keepdims=True) + np.float32(epsilon))
+        toward_normed = grad * scale
+        kept = toward_normed - toward_normed.mean(-1, keepdims=True)
+        return (kept / deviation).astype(np.float32), toward_scale, toward_shift
+
+
 class LastMaximumPair(ExampleEngine):
     """Max-pooling over a pair that selects each window's last maximum, not its first."""
 
@@ -635,3 +657,7 @@ def lstm_forgets_the_forget_slope() -> ExampleEngine:
 
 def gelu_forgets_its_density() -> ExampleEngine:
     return GeluForgetsItsDensity()
+
+
+def layer_norm_forgets_the_spread() -> ExampleEngine:
+    return LayerNormForgetsTheSpread()

@@ -43,6 +43,7 @@ oneDNN). Light leaves them out: its positions keep their gates for the way back,
 sequence's reference would make them again."""
 FAST_PATH_NAMES |= SEQUENCE
 FAST_PATH_NAMES |= {"gelu", "gelu_back"}  # GELU each way (the contract: test_layer_operations)
+FAST_PATH_NAMES |= {"layer_norm", "layer_norm_back"}  # LayerNorm (contract: test_normalization)
 FAST_PATH_NAMES |= {"put_checked"}  # a step's batch put and checked (the compiled step's issue)
 
 

@@ -26,6 +26,7 @@ OFFERED |= {"sgd_update", "adam_update", "decay_update"}
 OFFERED |= {"batch_matmul", "add_rows", "erf", "maxpool2d_pair", "maxpool2d_pair_back"}
 OFFERED |= {"put_checked"}  # a step's batch: copied and checked in libtorch
 OFFERED |= {"lstm_cell", "lstm_cell_back"}  # an LSTM position: a few libtorch calls at float32
+OFFERED |= {"layer_norm", "layer_norm_back"}  # LayerNorm each way: libtorch's kernels
 OFFERED |= {"gelu", "gelu_back"}  # GELU each way: libtorch's kernels, padded to whole vector passes
 
 
@@ -114,3 +115,23 @@ def test_an_lstm_position_is_libtorch_s_own_at_float32_and_the_reference_elsewhe
             assert engine.get(own).tobytes() == engine.get(reference).tobytes()
         else:
             _close(engine, own, reference, 4 * units)
+
+
+def test_a_position_s_layer_norm_is_the_same_bits_alone_and_in_company(engine: TorchEngine) -> None:
+    """Each position is normalised on its own: its output and its gradient are the same bits
+    whatever positions share its call (a row served alone is answered as in a batch)."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((300, 40)) * 3 + 1).astype(np.float32)
+    grad = rng.standard_normal((300, 40)).astype(np.float32)
+    scale, shift = (rng.standard_normal(40).astype(np.float32) for _ in range(2))
+    s, b = engine.put(scale), engine.put(shift)
+    every = engine.get(engine.layer_norm(engine.put(x), s, b, 1e-5))
+    back = engine.get(engine.layer_norm_back(engine.put(x), s, engine.put(grad), 1e-5)[0])
+    for start, count in ((0, 1), (7, 3), (100, 150)):
+        rows = slice(start, start + count)
+        alone = engine.get(engine.layer_norm(engine.put(x[rows]), s, b, 1e-5))
+        assert alone.tobytes() == every[rows].tobytes(), (start, count)
+        alone = engine.get(
+            engine.layer_norm_back(engine.put(x[rows]), s, engine.put(grad[rows]), 1e-5)[0]
+        )
+        assert alone.tobytes() == back[rows].tobytes(), (start, count)

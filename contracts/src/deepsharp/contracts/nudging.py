@@ -206,6 +206,8 @@ def _cases() -> list[RuleCase]:
         ),
         RuleCase("erf", [normal(3, 5) * 1.5]),
         RuleCase("gelu", [normal(3, 5) * 2.0]),
+        RuleCase("layer_norm", [normal(3, 5) * 2.0, normal(5), normal(5)], {"epsilon": 1e-5}),
+        RuleCase("layer_norm", [normal(2, 3, 4), normal(4), normal(4)], {"epsilon": 1e-2}, "3d"),
         RuleCase("maxpool2d_pair", [apart(2, 2, 5, 7)], {"pool": (2, 3)}),
         RuleCase("maxpool2d_pair", [apart(1, 2, 7, 4)], {"pool": (3, 1)}, "tall"),
         # an LSTM over a sequence: the last state, every state, and one position alone

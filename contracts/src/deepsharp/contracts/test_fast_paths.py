@@ -25,6 +25,7 @@ from deepsharp.contracts.data import bias_references, draw, momenta, pinned, ref
 from deepsharp.contracts.half import input_sizes
 from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.reference import Float64Engine
+from deepsharp.contracts.test_normalization import CHECKED as NORMALIZATION_CHECKED
 from deepsharp.contracts.test_recurrent import CHECKED as RECURRENT_CHECKED
 from deepsharp.contracts.test_totals import FIXED_CONVOLUTIONS, convolutions
 from deepsharp.contracts.test_training_tools import CHECKED as TRAINING_TOOLS_CHECKED
@@ -53,6 +54,7 @@ CHECKED = {
 CHECKED |= TRAINING_TOOLS_CHECKED  # the gradient clippings, held in test_training_tools
 CHECKED |= TRANSFERS_CHECKED  # the checked put of a batch, held in test_transfers
 CHECKED |= RECURRENT_CHECKED  # an LSTM's position forward and back, held in test_recurrent
+CHECKED |= NORMALIZATION_CHECKED  # LayerNorm each way, held in test_normalization
 
 
 def own(engine: Engine, name: str) -> Callable[..., Any]:

@@ -35,6 +35,7 @@ __all__ = [
     "exp",
     "gelu",
     "greater",
+    "layer_norm",
     "log",
     "log1p",
     "log_softmax",
@@ -130,6 +131,12 @@ def erf(x: Tensor) -> Tensor:
 def gelu(x: Tensor) -> Tensor:
     """GELU's exact form, x·Φ(x) = x/2·(1 + erf(x/√2)), value by value (a fast path each way)."""
     return apply(RULES["gelu"], (x,))
+
+
+def layer_norm(x: Tensor, scale: Tensor, shift: Tensor, epsilon: float = 1e-5) -> Tensor:
+    """Each position's last axis made mean 0 and variance 1 (epsilon added to the variance),
+    then times `scale` plus `shift` (each of the last axis's size): a fast path each way."""
+    return apply(RULES["layer_norm"], (x, scale, shift), epsilon=float(epsilon))
 
 
 def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:

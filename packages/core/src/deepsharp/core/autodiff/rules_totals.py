@@ -331,3 +331,32 @@ class BatchTotal(Rule):
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
         reduce, weight = node.attrs["reduce"], node.attrs["weight"]
         return (engine.div(on_host(engine, reduce, engine.mul(grad, weight)), weight),)
+
+
+@register
+class LayerNorm(Rule):
+    """x (..., D), scale (D,), shift (D,) -> each position's last axis made mean 0 and variance
+    1, scaled and shifted; epsilon added to the variance. A fast path each way
+    (`fused.layer_norm`, `fused.layer_norm_back`), their references in primitives."""
+
+    name = "layer_norm"
+    keeps_output = False  # its way back reads its inputs
+
+    def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
+        x, scale, shift = (shape_of(value) for value in inputs)
+        if not x or scale != (x[-1],) or shift != (x[-1],):
+            raise ShapeError(
+                f"layer_norm: x of shape {x}, scale {scale} and shift {shift}: the scale and the "
+                "shift one value each along x's last axis"
+            )
+
+    def forward(
+        self, engine: Engine, x: Any, scale: Any, shift: Any, epsilon: float
+    ) -> tuple[Handle, Any]:
+        return fused.layer_norm(engine, x, scale, shift, epsilon), None
+
+    def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
+        x, scale, _ = node.inputs
+        assert isinstance(x, Tensor) and isinstance(scale, Tensor)
+        toward = fused.layer_norm_back(engine, x.handle, scale.handle, grad, node.attrs["epsilon"])
+        return tuple(g if need else None for g, need in zip(toward, node.needs, strict=True))

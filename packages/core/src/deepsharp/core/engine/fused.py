@@ -43,6 +43,13 @@ the primitives an engine had before them, so an engine written before them keeps
   a kernel for it passes over a transformer's widest activations once each way, not a dozen
   times). Reference: those formulas in primitives and `erf` (the forward the calls GELU made
   before it had a fast path, so the same bits).
+- `layer_norm(x, scale, shift, epsilon)`, `layer_norm_back(x, scale, grad, epsilon)`: each
+  position's last axis made mean 0 and variance 1, then scaled and shifted (LayerNorm), and its
+  way back: the gradients of x, of the scale and of the shift. Reference: the mean, the centred
+  values, their mean square, its root with epsilon, a division, the scale and the shift (the
+  calls LayerNorm made before it had a fast path, so the same bits); back, those again and
+  dx = (dn - mean(dn) - n·mean(dn·n)) / s with dn = grad·scale, n the normalised values, s the root, the
+  scale's and the shift's totals over the positions.
 - `maxpool2d_pair(x, pool)`, `maxpool2d_pair_back(gy, selection, image, pool)`: max-pooling over
   windows of `pool` = (height, width), stride the window, trailing rows and columns dropped; the
   selection (int64) is each window's place of its first maximum counted row by row (0 ..
@@ -67,7 +74,8 @@ float32 total on the host (a float64 one where that overflowed).
 Families: the convolutions, `batch_matmul` and `add_rows` are totals, held to the engine's
 precision (a bias is one more term of each total; `add_rows` is a product with the one-hot, so
 a mixed precision may take its values in its half format); `erf`, ReLU's way back and the
-updates and GELU's pair are value by value, held to the value tolerance; `parts` and the max-pooling pair are
+updates and GELU's pair are value by value, held to the value tolerance; LayerNorm's pair
+is a chain of means, sums and values, held to the bound its reference propagates; `parts` and the max-pooling pair are
 moves, held bit for bit; `put_checked` is a transfer, exact, its answer exact.
 """
 
@@ -101,6 +109,10 @@ __all__ = [
     "gelu_back",
     "gelu_back_reference",
     "gelu_reference",
+    "layer_norm",
+    "layer_norm_back",
+    "layer_norm_back_reference",
+    "layer_norm_reference",
     "maxpool2d_pair",
     "maxpool2d_pair_back",
     "maxpool2d_pair_back_reference",
@@ -258,6 +270,34 @@ def gelu_back_reference(engine: Engine, x: Handle, grad: Handle) -> Handle:
     return engine.mul(grad, engine.add(cdf, engine.mul(x, pdf)))
 
 
+def layer_norm_reference(
+    engine: Engine, x: Handle, scale: Handle, shift: Handle, epsilon: float
+) -> Handle:
+    last = (len(engine.shape(x)) - 1,)
+    centered = engine.sub(x, engine.mean(x, last, True))
+    variance = engine.mean(engine.mul(centered, centered), last, True)
+    normed = engine.div(centered, engine.sqrt(engine.add(variance, epsilon)))
+    return engine.add(engine.mul(normed, scale), shift)
+
+
+def layer_norm_back_reference(
+    engine: Engine, x: Handle, scale: Handle, grad: Handle, epsilon: float
+) -> tuple[Handle, Handle, Handle]:
+    shape = engine.shape(x)
+    last, positions = (len(shape) - 1,), tuple(range(len(shape) - 1))
+    centered = engine.sub(x, engine.mean(x, last, True))
+    deviation = engine.sqrt(
+        engine.add(engine.mean(engine.mul(centered, centered), last, True), epsilon)
+    )
+    normed = engine.div(centered, deviation)
+    toward_shift = engine.sum(grad, positions)
+    toward_scale = engine.sum(engine.mul(grad, normed), positions)
+    toward_normed = engine.mul(grad, scale)
+    spread = engine.mul(normed, engine.mean(engine.mul(toward_normed, normed), last, True))
+    kept = engine.sub(engine.sub(toward_normed, engine.mean(toward_normed, last, True)), spread)
+    return engine.div(kept, deviation), toward_scale, toward_shift
+
+
 def _square_side(pool: tuple[int, int]) -> int:
     """The least side s whose s x s square holds a window of pool[0] x pool[1] places."""
     side = math.isqrt(pool[0] * pool[1])
@@ -336,6 +376,8 @@ FAST_PATHS: dict[str, Callable[..., Any]] = {
     "erf": erf_reference,
     "gelu": gelu_reference,
     "gelu_back": gelu_back_reference,
+    "layer_norm": layer_norm_reference,
+    "layer_norm_back": layer_norm_back_reference,
     "maxpool2d_pair": maxpool2d_pair_reference,
     "maxpool2d_pair_back": maxpool2d_pair_back_reference,
 }
@@ -465,6 +507,23 @@ def gelu_back(engine: Engine, x: Handle, grad: Handle) -> Handle:
     if own is not None:
         return own(x, grad)
     return gelu_back_reference(engine, x, grad)
+
+
+def layer_norm(engine: Engine, x: Handle, scale: Handle, shift: Handle, epsilon: float) -> Handle:
+    own = getattr(engine, "layer_norm", None)
+    if own is not None:
+        return own(x, scale, shift, epsilon)
+    return layer_norm_reference(engine, x, scale, shift, epsilon)
+
+
+def layer_norm_back(
+    engine: Engine, x: Handle, scale: Handle, grad: Handle, epsilon: float
+) -> tuple[Handle, Handle, Handle]:
+    own = getattr(engine, "layer_norm_back", None)
+    if own is not None:
+        made: tuple[Handle, Handle, Handle] = own(x, scale, grad, epsilon)
+        return made
+    return layer_norm_back_reference(engine, x, scale, grad, epsilon)
 
 
 def maxpool2d_pair(engine: Engine, x: Handle, pool: tuple[int, int]) -> tuple[Handle, Handle]:

@@ -25,6 +25,8 @@ from deepsharp.core.engine.fused import (
     ROOT_HALF,
     all_finite,
     gelu_back_reference,
+    layer_norm_back_reference,
+    layer_norm_reference,
 )
 from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
@@ -278,6 +280,17 @@ class LightEngine:
         cdf = self.mul(kept[1], 0.5)
         pdf = self.mul(self.exp(self.neg(self.mul(self.mul(x, x), 0.5))), ONE_OVER_ROOT_TWO_PI)
         return self.mul(grad, self.add(cdf, self.mul(x, pdf)))
+
+    def layer_norm(self, x: Array, scale: Array, shift: Array, epsilon: float) -> Array:
+        """Fast path: the reference's calls, which are NumPy's already (means at the engine's
+        precision)."""
+        return layer_norm_reference(self, x, scale, shift, epsilon)
+
+    def layer_norm_back(
+        self, x: Array, scale: Array, grad: Array, epsilon: float
+    ) -> tuple[Array, Array, Array]:
+        """Fast path: the reference's calls, which are NumPy's already."""
+        return layer_norm_back_reference(self, x, scale, grad, epsilon)
 
     # --- fast paths (deepsharp.core.engine.fused) -----------------------------------------
     def lstm_cell(

@@ -48,7 +48,8 @@ from deepsharp.core.engine.fused import all_finite
 from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
-from deepsharp.engines.torch import _exact, _recurrent, _totals
+from deepsharp.engines.torch import _exact, _groups, _recurrent, _totals
+from deepsharp.engines.torch._groups import FLATS_KEPT, flat_tensors, joined, lanes
 from deepsharp.engines.torch._probe import cuda_refusal, load_torch
 
 __all__ = ["TorchEngine"]
@@ -66,10 +67,13 @@ TorchTensor: Any = None
 _threshold_backward: Any = None
 _gelu: Any = None
 _gelu_back: Any = None
+_layer_norm: Any = None
+_layer_norm_back: Any = None
 
 
 def _bind() -> Any:
     global torch, F, F32, I64, TorchTensor, _threshold_backward, _gelu, _gelu_back
+    global _layer_norm, _layer_norm_back
     module = load_torch()
     if torch is not module:
         torch = module
@@ -79,7 +83,10 @@ def _bind() -> Any:
         TorchTensor = module.Tensor
         _threshold_backward = module.ops.aten.threshold_backward.default
         _gelu, _gelu_back = module.ops.aten.gelu.default, module.ops.aten.gelu_backward.default
+        _layer_norm = module.ops.aten.native_layer_norm.default
+        _layer_norm_back = module.ops.aten.native_layer_norm_backward.default
         _totals.bind(module)
+        _groups.bind(module)
         _exact.bind(module)
     return module
 
@@ -353,15 +360,31 @@ class TorchEngine:
         """Fast path: libtorch's GELU kernel (the exact form, as `nn.GELU()`), one pass. It
         finishes a range on a scalar formula an ulp from its vector one, so a value's bits
         would depend on its company: the values go in padded to whole vector passes in every
-        thread's share (`_lanes`), which they then all take."""
-        (flat,), count = _lanes(x)
+        thread's share (`lanes`), which they then all take."""
+        (flat,), count = lanes(x)
         return _gelu(flat)[:count].view(x.shape)
 
     def gelu_back(self, x: Tensor, grad: Tensor) -> Tensor:
         """Fast path: libtorch's GELU way back, grad·(Φ(x) + x·φ(x)), one pass, padded as
         `gelu`'s."""
-        (flat_grad, flat), count = _lanes(grad, x)
+        (flat_grad, flat), count = lanes(grad, x)
         return _gelu_back(flat_grad, flat)[:count].view(x.shape)
+
+    def layer_norm(self, x: Tensor, scale: Tensor, shift: Tensor, epsilon: float) -> Tensor:
+        """Fast path: libtorch's LayerNorm kernel, one pass over each position's last axis."""
+        return _layer_norm(x, [x.shape[-1]], scale, shift, epsilon)[0]
+
+    def layer_norm_back(
+        self, x: Tensor, scale: Tensor, grad: Tensor, epsilon: float
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Fast path: libtorch's LayerNorm way back, its positions' means and reciprocal roots
+        made again by the forward's kernel (the same values; one pass, a tenth of
+        `torch.var_mean`'s time over the last axis) rather than kept from the forward."""
+        width = [x.shape[-1]]
+        _, mean, root = _layer_norm(x, width, None, None, epsilon)
+        mask = [True, True, True]  # the shift's gradient: its shape read from `scale`'s
+        made = _layer_norm_back(grad, x, width, mean, root, scale, scale, mask)
+        return made[0], made[1], made[2]
 
     # --- fast paths (deepsharp.core.engine.fused) -----------------------------------------
     def lstm_cell(
@@ -467,7 +490,7 @@ class TorchEngine:
             return
         flat = self._flat(slots, velocities)
         if flat is not None:  # one pass over every slot's values at once
-            (slot, velocity), grad = flat, _joined(grads)
+            (slot, velocity), grad = flat, joined(grads)
             velocity.mul_(momentum).add_(grad, alpha=-learning_rate)
             slot.add_(velocity)
             return
@@ -492,7 +515,7 @@ class TorchEngine:
             return
         flat = self._flat(slots, firsts, seconds)
         if flat is not None:  # one pass over every slot's values at once: the same kernels
-            (slot, first, second), grad = flat, _joined(grads)  # as the lists' passes below
+            (slot, first, second), grad = flat, joined(grads)  # as the lists' passes below
             first.lerp_(grad, 1.0 - beta1)
             second.lerp_(grad * grad, 1.0 - beta2)
             root = second.sqrt().add_(epsilon)
@@ -514,7 +537,7 @@ class TorchEngine:
             torch._foreach_mul_(list(slots) if flat is None else flat, factor)
 
     def _flat(self, *groups: Sequence[Tensor]) -> list[Tensor] | None:
-        """The flat tensor behind each group (`_flat`), remembered for groups of the same
+        """The flat tensor behind each group (`flat_tensors`), remembered for groups of the same
         tensors: an update asks it every step of the same slots and memories, and looking
         again took 4 us of a 100 us step."""
         key = tuple(map(id, groups))
@@ -524,7 +547,7 @@ class TorchEngine:
             for group, held in zip(groups, known[0])
         ):
             return known[1]
-        found = _flat(*groups)
+        found = flat_tensors(*groups)
         if len(self._flats) >= FLATS_KEPT:
             del self._flats[next(iter(self._flats))]
         self._flats[key] = ([tuple(group) for group in groups], found)
@@ -653,51 +676,3 @@ class TorchEngine:
         if (height, width) == (out_h * down, out_w * across):
             return grid
         return F.pad(grid, (0, width - out_w * across, 0, height - out_h * down))
-
-
-LANES = 64
-"""Values every one of libtorch's vector passes of a value-by-value kernel covers (two vectors
-of 16 float32 values on AVX-512, of 8 on AVX2; 64 covers any)."""
-
-
-def _lanes(*xs: Tensor) -> tuple[list[Tensor], int]:
-    """The tensors flattened and padded with zeros to a multiple of `LANES` times libtorch's
-    threads, and their count of values: each thread's share of a value-by-value kernel (the
-    values split evenly among them) is then whole vector passes, none finished on the scalar
-    formula (test_torch_value_tails holds every size and thread count to the same bits)."""
-    count = xs[0].numel()
-    short = -count % (LANES * torch.get_num_threads()) if xs[0].device.type == "cpu" else 0
-    if not short:
-        return [x.reshape(-1) for x in xs], count
-    return [F.pad(x.reshape(-1), (0, short)) for x in xs], count
-
-
-FLATS_KEPT = 8
-"""Groups of tensors whose flat tensors an engine remembers (`TorchEngine._flat`)."""
-
-
-def _flat(*groups: Sequence[Tensor]) -> list[Tensor] | None:
-    """The flat tensors behind these groups, where each group is exactly one flat tensor's
-    consecutive parts, in order (how the core lays out slots and an optimizer's memory): an
-    update then makes each of its passes once over every slot, not once a slot."""
-    found = []
-    for group in groups:
-        base = group[0]._base if group else None
-        if base is None or base.dim() != 1 or not base.is_contiguous():
-            return None
-        start = 0
-        for part in group:
-            if part._base is not base or part.storage_offset() != base.storage_offset() + start:
-                return None
-            if not part.is_contiguous():
-                return None
-            start += part.numel()
-        if start != base.numel():
-            return None
-        found.append(base)
-    return found
-
-
-def _joined(grads: Sequence[Tensor]) -> Tensor:
-    """Every gradient's values one after the other, as the slots lie in their flat tensor."""
-    return torch.cat([grad.reshape(-1) for grad in grads])

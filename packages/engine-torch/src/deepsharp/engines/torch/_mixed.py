@@ -31,7 +31,7 @@ class HalfOutputs(TorchEngine, mixed=True):
       product's kernel adds its bias (a float32 bias onto a half tensor is libtorch's slow path:
       5.5 against 1.2 ms on 4,096 x 1,024);
     - every other operation widens its half inputs to float32, exactly, and gives float32:
-      losses, softmax, exp, log, erf and GELU, rows added into places (an embedding's gradient, for
+      losses, softmax, exp, log, erf, GELU and LayerNorm, rows added into places (an embedding's gradient, for
       the optimizer), the optimizer's updates, the gradients' scaling.
     """
 
@@ -112,6 +112,14 @@ class HalfOutputs(TorchEngine, mixed=True):
 
     def gelu_back(self, x: Tensor, grad: Tensor) -> Tensor:
         return super().gelu_back(self._wide(x), self._wide(grad))
+
+    def layer_norm(self, x: Tensor, scale: Tensor, shift: Tensor, epsilon: float) -> Tensor:
+        return super().layer_norm(self._wide(x), scale, shift, epsilon)
+
+    def layer_norm_back(
+        self, x: Tensor, scale: Tensor, grad: Tensor, epsilon: float
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        return super().layer_norm_back(self._wide(x), scale, self._wide(grad), epsilon)
 
     def relu_back(self, x: Tensor, grad: Tensor) -> Tensor:
         if x.dtype is not grad.dtype:
