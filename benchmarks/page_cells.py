@@ -13,3 +13,11 @@ def duration(microseconds: float) -> str:
 
 def times(ratio: float) -> str:
     return f"{ratio:.2f}×"
+
+
+def against(ratio: float, goal: float | None) -> str:
+    """A ratio beside its goal: to three places where two would hide which side of the goal it
+    falls (1.001x reads 1.00x against a goal of 1.0)."""
+    if goal is not None and (round(ratio, 2) <= goal) != (ratio <= goal):
+        return f"{ratio:.3f}×"
+    return times(ratio)

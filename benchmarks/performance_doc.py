@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from page_cells import duration, times
+from page_cells import against, duration, times
 from performance_profiles import profiles_section
 
 HERE = Path(__file__).resolve().parent
@@ -214,7 +214,7 @@ def steps_section(steps: Mapping[str, Any]) -> list[str]:
         compiled = compiled_cell(workload)
         for spec in sorted(workload["engines"], key=engine_key):
             figures = workload["engines"][spec]
-            ratio = times(figures["ratio"])
+            ratio = against(figures["ratio"], figures.get("goal"))
             met = figures.get("goal") is not None and figures["ratio"] <= figures["goal"]
             if met and not workload.get("busy"):
                 ratio = f"**{ratio}**"
@@ -261,7 +261,8 @@ def goals_section(steps: Mapping[str, Any]) -> list[str]:
                 continue
             met = judged(figures["ratio"] <= goal, busy)
             lines.append(
-                f"| {name} | {spec} | ≤ {goal:g}× PyTorch eager | {times(figures['ratio'])} | {met} |"
+                f"| {name} | {spec} | ≤ {goal:g}× PyTorch eager | {against(figures['ratio'], goal)} "
+                f"| {met} |"
             )
     for name, workload in in_order(steps.get("mixed", {})):
         goal = workload.get("ratio_goal")
@@ -271,7 +272,7 @@ def goals_section(steps: Mapping[str, Any]) -> list[str]:
         met = judged(found["ratio"] <= goal, bool(workload.get("busy")))
         lines.append(
             f"| {name} | torch:cpu:mixed_bfloat16 | ≤ {goal:g}× autocast | "
-            f"{times(found['ratio'])} | {met} |"
+            f"{against(found['ratio'], goal)} | {met} |"
         )
     serving = steps.get("jobs", {}).get("serving")
     if serving:

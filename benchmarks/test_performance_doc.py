@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from page_cells import against
 from performance_doc import crossovers, page
 
 
@@ -270,3 +271,10 @@ def test_a_goal_the_benchmarks_did_not_meet_is_profiled_whatever_the_profile_s_o
     met["steps"]["conv-32x8"]["engines"]["light:float32"]["ratio"] = 0.7
     assert "conv-32x8 on light:float32" not in page(met, None, PROFILES)
     assert "Not profiled: `nox -s profiles` gives it." in page(STEPS, None)
+
+
+def test_a_ratio_beside_its_goal_shows_which_side_it_falls() -> None:
+    """1.001x read 1.00x beside a goal of 1.0, marked not met: three places where two hide it."""
+    assert against(1.001, 1.0) == "1.001×" and against(0.998, 1.0) == "1.00×"
+    assert against(0.954, 0.95) == "0.954×" and against(0.946, 0.95) == "0.95×"
+    assert against(1.25, 1.0) == "1.25×" and against(1.001, None) == "1.00×"
