@@ -260,10 +260,8 @@ def goals_section(steps: Mapping[str, Any]) -> list[str]:
             if goal is None:
                 continue
             met = judged(figures["ratio"] <= goal, busy)
-            lines.append(
-                f"| {name} | {spec} | ≤ {goal:g}× PyTorch eager | {against(figures['ratio'], goal)} "
-                f"| {met} |"
-            )
+            ratio = against(figures["ratio"], goal)
+            lines.append(f"| {name} | {spec} | ≤ {goal:g}× PyTorch eager | {ratio} | {met} |")
     for name, workload in in_order(steps.get("mixed", {})):
         goal = workload.get("ratio_goal")
         if goal is None:

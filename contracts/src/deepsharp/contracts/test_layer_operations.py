@@ -20,8 +20,8 @@ suite's own float64 definition, written here:
   ((N, L) ids -> (N, L, D)); `one_hot` of indices of any shape; `greater` of indices and a
   constant (a padding mask): bit for bit;
 - on a product's output (what a mixed engine may keep in its half format): `erf` and GELU's
-  pair read it exactly, products of stacks of outputs hold the precision's bound, `add_rows` takes one as
-  its values, max-pooling selects its values bit for bit.
+  pair read it exactly, products of stacks of outputs hold the precision's bound, `add_rows`
+  takes one as its values, max-pooling selects its values bit for bit.
 
 Where the engine offers one of these fast paths of its own, it is also held to the core's
 reference run on the suite's float64 engine (`test_fast_paths.reference`).

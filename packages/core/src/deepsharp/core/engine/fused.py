@@ -48,8 +48,8 @@ the primitives an engine had before them, so an engine written before them keeps
   way back: the gradients of x, of the scale and of the shift. Reference: the mean, the centred
   values, their mean square, its root with epsilon, a division, the scale and the shift (the
   calls LayerNorm made before it had a fast path, so the same bits); back, those again and
-  dx = (dn - mean(dn) - n·mean(dn·n)) / s with dn = grad·scale, n the normalised values, s the root, the
-  scale's and the shift's totals over the positions.
+  dx = (dn - mean(dn) - n·mean(dn·n)) / s with dn = grad·scale, n the normalised values and s
+  the root, and the scale's and the shift's totals over the positions.
 - `maxpool2d_pair(x, pool)`, `maxpool2d_pair_back(gy, selection, image, pool)`: max-pooling over
   windows of `pool` = (height, width), stride the window, trailing rows and columns dropped; the
   selection (int64) is each window's place of its first maximum counted row by row (0 ..
@@ -73,10 +73,11 @@ float32 total on the host (a float64 one where that overflowed).
 
 Families: the convolutions, `batch_matmul` and `add_rows` are totals, held to the engine's
 precision (a bias is one more term of each total; `add_rows` is a product with the one-hot, so
-a mixed precision may take its values in its half format); `erf`, ReLU's way back and the
-updates and GELU's pair are value by value, held to the value tolerance; LayerNorm's pair
-is a chain of means, sums and values, held to the bound its reference propagates; `parts` and the max-pooling pair are
-moves, held bit for bit; `put_checked` is a transfer, exact, its answer exact.
+a mixed precision may take its values in its half format); `erf`, GELU's pair, ReLU's way
+back and the updates are value by value, held to the value tolerance; LayerNorm's pair is a
+chain of means, sums and values, held to the bound its reference propagates; `parts` and the
+max-pooling pair are moves, held bit for bit; `put_checked` is a transfer, exact, its answer
+exact.
 """
 
 from __future__ import annotations

@@ -358,7 +358,7 @@ class TorchEngine:
 
     def gelu(self, x: Tensor) -> Tensor:
         """Fast path: libtorch's GELU kernel (the exact form, as `nn.GELU()`), one pass. It
-        finishes a range on a scalar formula an ulp from its vector one, so a value's bits
+        takes a value alone on a scalar formula an ulp from its vector one, so a value's bits
         would depend on its company: the values go in padded to whole vector passes in every
         thread's share (`lanes`), which they then all take."""
         (flat,), count = lanes(x)
