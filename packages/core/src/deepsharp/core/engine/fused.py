@@ -108,8 +108,10 @@ __all__ = [
     "erf_reference",
     "gelu",
     "gelu_back",
+    "gelu_back_given",
     "gelu_back_reference",
     "gelu_reference",
+    "gelu_rising",
     "layer_norm",
     "layer_norm_back",
     "layer_norm_back_reference",
@@ -259,16 +261,25 @@ ROOT_HALF = 1.0 / math.sqrt(2.0)
 ONE_OVER_ROOT_TWO_PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
+def gelu_rising(engine: Engine, x: Handle) -> Handle:
+    """1 + erf(x/√2): twice GELU's Φ(x), what its forward and its way back both make."""
+    return engine.add(erf(engine, engine.mul(x, ROOT_HALF)), 1.0)
+
+
 def gelu_reference(engine: Engine, x: Handle) -> Handle:
-    return engine.mul(engine.mul(x, engine.add(erf(engine, engine.mul(x, ROOT_HALF)), 1.0)), 0.5)
+    return engine.mul(engine.mul(x, gelu_rising(engine, x)), 0.5)
 
 
 def gelu_back_reference(engine: Engine, x: Handle, grad: Handle) -> Handle:
-    cdf = engine.mul(engine.add(erf(engine, engine.mul(x, ROOT_HALF)), 1.0), 0.5)
+    return gelu_back_given(engine, x, grad, gelu_rising(engine, x))
+
+
+def gelu_back_given(engine: Engine, x: Handle, grad: Handle, rising: Handle) -> Handle:
+    """GELU's way back from `gelu_rising(x)` made already (an engine may keep its forward's)."""
     pdf = engine.mul(
         engine.exp(engine.neg(engine.mul(engine.mul(x, x), 0.5))), ONE_OVER_ROOT_TWO_PI
     )
-    return engine.mul(grad, engine.add(cdf, engine.mul(x, pdf)))
+    return engine.mul(grad, engine.add(engine.mul(rising, 0.5), engine.mul(x, pdf)))
 
 
 def layer_norm_reference(
