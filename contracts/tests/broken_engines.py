@@ -238,6 +238,18 @@ class BFloat16Products(TF32Products):
     bits = 7
 
 
+class BiasInBfloat16(ExampleEngine):
+    """A dense layer's fast path of its own whose bias is taken in bfloat16 (7 bits of
+    mantissa), the product right, in an engine that says `strict`: as a half-format Linear
+    kernel would, where the precision does not allow it."""
+
+    name = "bias-in-bfloat16"
+
+    def matmul_bias(self, x: Array, w: Array, bias: Array, transpose_b: bool = False) -> Array:
+        out = self.matmul(x, w, False, transpose_b)
+        return np.add(out, _keep_bits(bias, 7), out=out)
+
+
 class MixedBFloat16Products(BFloat16Products):
     """The same bfloat16 products in an engine that says so (`mixed_bfloat16`): not broken,
     held to the mixed bound (3·2^-8 + (n + 1)u)·Σ|terms| on products, it passes."""
@@ -573,6 +585,10 @@ def tf32_products() -> ExampleEngine:
 
 def bfloat16_products() -> ExampleEngine:
     return BFloat16Products()
+
+
+def bias_in_bfloat16() -> ExampleEngine:
+    return BiasInBfloat16()
 
 
 def mixed_bfloat16_products() -> ExampleEngine:

@@ -67,6 +67,11 @@ class HalfOutputs(_MixedBFloat16):
     ) -> Array:
         return half(super().matmul(a, b, transpose_a, transpose_b))
 
+    def matmul_bias(self, x: Array, w: Array, bias: Array, transpose_b: bool = False) -> Array:
+        # as libtorch's addmm on half inputs: the bias in bfloat16 one more term of the float32
+        # total, the sum rounded once
+        return half(super().matmul(x, w, False, transpose_b) + to_bfloat16(bias))
+
     def conv2d(self, x: Array, w: Array, stride: int, padding: Any) -> Array:
         return half(super().conv2d(x, w, stride, padding))
 

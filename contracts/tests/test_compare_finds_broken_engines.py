@@ -105,7 +105,7 @@ def test_float16_products_are_named_at_the_first_product() -> None:
         (_rows(32, 14), _targets(32)),
         engines=("light", broken_engines.float16_products()),
     )
-    assert _named(found, "matmul", "dense", "forward").rule == "affine"
+    assert _named(found, "matmul_bias", "dense", "forward").rule == "affine"
     assert found.first is not None and found.first.ratio > 100
 
 
@@ -116,7 +116,7 @@ def test_float32_large_products_claiming_strict_are_named_on_a_large_product() -
         (_adversarial(64, 4096, SMALL), _targets(64)),
         engines=("light", broken_engines.float32_large_products()),
     )
-    assert _named(found, "matmul", "dense", "forward").ratio > 10
+    assert _named(found, "matmul_bias", "dense", "forward").ratio > 10
 
 
 def test_a_sum_that_drops_its_last_term_is_named_in_the_way_back() -> None:
@@ -161,7 +161,7 @@ def test_operations_that_cross_to_the_host_are_named_by_their_transfers() -> Non
         (_rows(32, 14), _targets(32)),
         engines=("light", broken_engines.round_trips()),
     )
-    first = _named(found, "matmul", "dense", "forward")
+    first = _named(found, "matmul_bias", "dense", "forward")
     assert first.difference == 0.0  # its values are right: its transfers are not
     assert "made 1 transfers in and 1 out" in first.detail
 
@@ -173,7 +173,7 @@ def test_float32_kernels_claiming_strict_are_named_on_a_long_product() -> None:
         (_adversarial(8, 4096, SMALL), _targets(8)),
         engines=("light", broken_engines.float32_claims_strict()),
     )
-    assert _named(found, "matmul", "dense", "forward").ratio > 10
+    assert _named(found, "matmul_bias", "dense", "forward").ratio > 10
 
 
 @pytest.mark.parametrize("fault", ["tf32_products", "bfloat16_products"])
@@ -184,7 +184,7 @@ def test_products_on_rounded_inputs_claiming_float32_are_named(fault: str) -> No
         (_rows(32, 14), _targets(32)),
         engines=("light", getattr(broken_engines, fault)()),
     )
-    first = _named(found, "matmul", "dense", "forward")
+    first = _named(found, "matmul_bias", "dense", "forward")
     assert found.precisions[1].name == "float32" and first.ratio > 10
 
 
@@ -306,7 +306,7 @@ def test_float16_said_as_bfloat16_is_named_past_float16s_range() -> None:
         (_rows(32, 14, scale=1e5), _targets(32)),  # beyond 65,504 after rounding
         engines=("light", mixed_broken_engines.float16_claims_bfloat16()),
     )
-    assert _named(found, "matmul", "dense", "forward").ratio == float("inf")
+    assert _named(found, "matmul_bias", "dense", "forward").ratio == float("inf")
 
 
 def test_four_bits_said_as_bfloat16_are_named_at_the_first_product() -> None:
@@ -316,7 +316,7 @@ def test_four_bits_said_as_bfloat16_are_named_at_the_first_product() -> None:
         (_rows(32, 14), _targets(32)),
         engines=("light", mixed_broken_engines.four_bits_claims_bfloat16()),
     )
-    _named(found, "matmul", "dense", "forward")
+    _named(found, "matmul_bias", "dense", "forward")
 
 
 def test_sums_in_bfloat16_are_named_at_the_loss_mean() -> None:
@@ -337,7 +337,7 @@ def test_a_bfloat16_accumulator_is_named_on_a_long_product() -> None:
         (_adversarial(8, 512, half_ulp), _targets(8)),
         engines=("light", mixed_broken_engines.half_accumulation()),
     )
-    assert _named(found, "matmul", "dense", "forward").ratio > 10
+    assert _named(found, "matmul_bias", "dense", "forward").ratio > 10
 
 
 # --- the layer operations ------------------------------------------------------------------------
@@ -429,6 +429,26 @@ def test_erf_as_gelu_s_tanh_approximation_is_named_in_the_gelu() -> None:
         engines=("light", broken_engines.tanh_erf()),
     )
     assert _named(found, "gelu", "gelu", "forward").ratio > 1
+
+
+def test_a_dense_layer_s_bias_taken_in_bfloat16_is_named_at_its_product() -> None:
+    rng = np.random.default_rng(2)
+    network = _with_slots(
+        Network([Dense(16), Relu(), Dense(1)], inputs=14),
+        {
+            "dense.weights": rng.normal(size=(14, 16)).astype(np.float32),
+            "dense.bias": rng.normal(size=16).astype(np.float32),  # not bfloat16's values
+            "dense_1.weights": rng.normal(size=(16, 1)).astype(np.float32),
+            "dense_1.bias": np.zeros(1, np.float32),
+        },
+    )
+    found = compare(
+        network,
+        BinaryCrossEntropy(),
+        (_rows(32, 14), _targets(32)),
+        engines=("light", broken_engines.bias_in_bfloat16()),
+    )
+    assert _named(found, "matmul_bias", "dense", "forward").ratio > 1
 
 
 def test_gelu_s_way_back_without_its_density_is_named_going_back() -> None:

@@ -89,21 +89,21 @@ def test_the_first_operation_past_its_bound_is_named_with_its_layer_and_figures(
     first = found.first
     assert first is not None
     assert (first.operation, first.layer, first.phase, first.rule) == (
-        "matmul",
+        "matmul_bias",
         "dense",
         "forward",
         "affine",
     )
-    assert first.inputs == ((32, 14), (14, 16)) and first.outputs == ((32, 16),)
+    assert first.inputs == ((32, 14), (14, 16), (16,)) and first.outputs == ((32, 16),)
     assert first.ratio > 100 and math.isclose(first.ratio, first.difference / first.bound)
     said = found.verdict()
-    assert "first past its bound: matmul in layer 'dense' (forward, affine)" in said
-    assert "(32, 14), (14, 16) -> (32, 16)" in said
+    assert "first past its bound: matmul_bias in layer 'dense' (forward, affine)" in said
+    assert "(32, 14), (14, 16), (16,) -> (32, 16)" in said
 
 
 def test_each_operation_is_fed_the_same_inputs_so_differences_do_not_compound() -> None:
     found = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", Drifting()))
-    products = [row for row in found.rows if row.operation == "matmul"]
+    products = [row for row in found.rows if row.operation in ("matmul", "matmul_bias")]
     others = [
         row for row in found.rows if row.family == "values" and row.operation != "adam_update"
     ]
@@ -188,7 +188,7 @@ def test_a_mixed_precision_step_is_within_its_own_bound_and_not_the_strict_one()
         _network(), BinaryCrossEntropy(), _batch(), engines=("light", "light:mixed_bfloat16")
     )
     assert found.within, found
-    products = [row for row in found.rows if row.operation == "matmul"]
+    products = [row for row in found.rows if row.operation in ("matmul", "matmul_bias")]
     assert any(row.difference > row.bounds[0] for row in products)  # past strict's, within mixed's
 
 
@@ -306,7 +306,7 @@ def test_a_shadowed_run_is_the_same_run_bit_for_bit_with_its_checks_reported() -
 
 def test_a_shadow_check_past_its_bound_warns_naming_the_operation() -> None:
     rows, targets = titanic_shaped(1)
-    with pytest.warns(DeepSharpWarning, match=r"step 1 .*matmul in layer 'dense' \(forward"):
+    with pytest.warns(DeepSharpWarning, match=r"step 1 .*matmul_bias in layer 'dense' \(forward"):
         run = fit(
             None,
             (np.concatenate([rows] * 4), np.concatenate([targets] * 4)),
@@ -319,8 +319,8 @@ def test_a_shadow_check_past_its_bound_warns_naming_the_operation() -> None:
         )
     (check,) = run.report.shadow
     assert check.step == 1 and check.ratio > 100
-    assert check.first == "matmul in layer 'dense' (forward, affine)"
-    assert "past its bound at epoch 1, step 1: matmul in layer 'dense'" in str(run.report)
+    assert check.first == "matmul_bias in layer 'dense' (forward, affine)"
+    assert "past its bound at epoch 1, step 1: matmul_bias in layer 'dense'" in str(run.report)
 
 
 def test_a_shadow_is_refused_where_it_cannot_check() -> None:
@@ -357,7 +357,7 @@ def test_the_command_compares_a_trained_file_on_its_rows(
         main(["compare", str(saved), ROWS, "--engines", "light", "compare_helpers:drifting"]) == 1
     )
     said = capsys.readouterr().out
-    assert "first past its bound: matmul in layer 'dense' (forward, affine)" in said
+    assert "first past its bound: matmul_bias in layer 'dense' (forward, affine)" in said
 
 
 @pytest.mark.once

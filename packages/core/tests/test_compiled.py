@@ -162,7 +162,7 @@ def test_a_plan_is_one_flat_function_of_the_steps_engine_calls() -> None:
     (found,) = [found for found in trainer.compiled.plans.values() if found is not None]
     assert found.rules == 4  # affine, relu, affine, the loss: the recorded step's rules
     source = found.plan.source
-    assert source.startswith("def plan(i0, i1, i2):") and "matmul(i0, c0)" in source
+    assert source.startswith("def plan(i0, i1, i2):") and "matmul_bias(i0, c0, c1" in source
     assert "relu_back(" in source and "Tensor" not in source and "forward" not in source
     trainer.close()
 

@@ -28,6 +28,7 @@ FAST_PATH_NAMES = {
     "maxpool2d_pair_back",
     "conv2d_bias",
     "conv2d_weight_bias_grad",
+    "matmul_bias",
     "relu_back",
     "sgd_update",
     "adam_update",

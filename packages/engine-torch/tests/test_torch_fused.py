@@ -21,7 +21,7 @@ from deepsharp.core import Adam, AdamW  # noqa: E402
 from deepsharp.core.engine import fused  # noqa: E402
 from deepsharp.engines.torch import TorchEngine  # noqa: E402
 
-OFFERED = {"conv2d_bias", "conv2d_weight_bias_grad", "relu_back"}
+OFFERED = {"conv2d_bias", "conv2d_weight_bias_grad", "relu_back", "matmul_bias"}
 OFFERED |= {"sgd_update", "adam_update", "decay_update"}
 OFFERED |= {"batch_matmul", "add_rows", "erf", "maxpool2d_pair", "maxpool2d_pair_back"}
 OFFERED |= {"put_checked"}  # a step's batch: copied and checked in libtorch
@@ -135,3 +135,48 @@ def test_a_position_s_layer_norm_is_the_same_bits_alone_and_in_company(engine: T
             engine.layer_norm_back(engine.put(x[rows]), s, engine.put(grad[rows]), 1e-5)[0]
         )
         assert alone.tobytes() == back[rows].tobytes(), (start, count)
+
+
+@pytest.mark.parametrize("shape", [(32, 14, 16), (64, 2_048, 10), (2_048, 128, 384), (5, 7, 1)])
+def test_a_dense_layer_s_product_and_bias_in_one_call_is_the_reference_s_total(
+    engine: TorchEngine, shape: tuple[int, int, int]
+) -> None:
+    """addmm at float32 (the bias one more term of each total; a narrow right-hand side padded
+    as the product's is); strict adds the bias after its float64 product: the reference's bits."""
+    rows, inner, columns = shape
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, inner)).astype(np.float32)
+    w = rng.standard_normal((inner, columns)).astype(np.float32)
+    bias = rng.standard_normal(columns).astype(np.float32)
+    for stored, transpose_b in ((w, False), (np.ascontiguousarray(w.T), True)):
+        own, reference = _pair(engine, "matmul_bias", x, stored, bias, transpose_b)
+        assert tuple(own.shape) == (rows, columns) and own.is_contiguous()
+        if engine.precision == "strict":
+            assert engine.get(own).tobytes() == engine.get(reference).tobytes()
+        else:
+            _close(engine, own, reference, inner + 1)
+
+
+def test_layer_norm_s_way_back_reads_the_forward_s_means_while_its_input_is_unchanged(
+    engine: TorchEngine,
+) -> None:
+    rng = np.random.default_rng(9)
+    x = engine.put((rng.standard_normal((64, 32)) * 2 + 1).astype(np.float32))
+    scale, shift, grad = (
+        engine.put(rng.standard_normal(s).astype(np.float32)) for s in (32, 32, (64, 32))
+    )
+    engine.layer_norm(x, scale, shift, 1e-5)
+    assert id(x) in engine._norms
+    kept = [engine.get(g) for g in engine.layer_norm_back(x, scale, grad, 1e-5)]
+    again = engine.put(engine.get(x))  # the same values, never normalised: made again
+    made = [engine.get(g) for g in engine.layer_norm_back(again, scale, grad, 1e-5)]
+    assert [k.tobytes() for k in kept] == [m.tobytes() for m in made]
+    x.mul_(3.0)  # changed in place: the kept means no longer hold
+    changed = [engine.get(g) for g in engine.layer_norm_back(x, scale, grad, 1e-5)]
+    fresh = [
+        engine.get(g) for g in engine.layer_norm_back(engine.put(engine.get(x)), scale, grad, 1e-5)
+    ]
+    assert [c.tobytes() for c in changed] == [f.tobytes() for f in fresh]
+    key = id(x)
+    del x
+    assert key not in engine._norms  # gone with its input

@@ -224,6 +224,8 @@ def _cases() -> list[RuleCase]:
             {"sequences": True},
             "one-position",
         ),
+        # a dense layer whose weights are stored (out, in): attention's projections
+        RuleCase("affine", [normal(3, 4), normal(5, 4), normal(5)], {"transpose_b": True}, "tb"),
     ]
     return cases
 

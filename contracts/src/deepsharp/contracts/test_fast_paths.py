@@ -4,10 +4,11 @@ The core writes each fused operation once in primitives (`deepsharp.core.engine.
 `FAST_PATHS` maps each name to that reference), and an engine may offer a method of the same
 name, which the core then calls instead. Here the engine's own runs on drawn and fixed inputs,
 and the core's reference on the suite's float64 engine from the same inputs: the convolution
-with its bias and the weight gradient with the biases' within the totals bound, ReLU's way
-back and the optimizer updates (SGD's, Adam's, AdamW's decay) within the value tolerance, the parts of a flat tensor bit for
-bit. An engine that offers none of them passes with each check skipped: the core's reference
-then runs in its primitives, which the other checks hold.
+and a dense layer's product with their biases and the weight gradient with the biases' within
+the totals bound, ReLU's way back and the optimizer updates (SGD's, Adam's, AdamW's decay)
+within the value tolerance, the parts of a flat tensor bit for bit. An engine that offers none
+of them passes with each check skipped: the core's reference then runs in its primitives, which
+the other checks hold.
 """
 
 from __future__ import annotations
@@ -21,13 +22,22 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from deepsharp.contracts.data import bias_references, draw, momenta, pinned, references, seeds
+from deepsharp.contracts.data import (
+    bias_references,
+    draw,
+    momenta,
+    pinned,
+    references,
+    seeds,
+    sides,
+    signs,
+)
 from deepsharp.contracts.half import input_sizes
 from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.reference import Float64Engine
 from deepsharp.contracts.test_normalization import CHECKED as NORMALIZATION_CHECKED
 from deepsharp.contracts.test_recurrent import CHECKED as RECURRENT_CHECKED
-from deepsharp.contracts.test_totals import FIXED_CONVOLUTIONS, convolutions
+from deepsharp.contracts.test_totals import FIXED_CONVOLUTIONS, convolutions, inner_sizes
 from deepsharp.contracts.test_training_tools import CHECKED as TRAINING_TOOLS_CHECKED
 from deepsharp.contracts.test_transfers import CHECKED as TRANSFERS_CHECKED
 from deepsharp.contracts.test_values import slot_shapes, small_shapes
@@ -35,6 +45,7 @@ from deepsharp.core.engine import Engine, fused
 
 CHECKED = {
     "conv2d_bias",
+    "matmul_bias",
     "conv2d_weight_bias_grad",
     "relu_back",
     "sgd_update",
@@ -153,6 +164,57 @@ def test_offered_convolution_fast_paths_match_the_reference_on_fixed_cases(
     engine: Engine, contract: Contract, name: str
 ) -> None:
     check_convolution_fast_paths(engine, contract, FIXED_CONVOLUTIONS[name], "mixed", len(name))
+
+
+def check_matmul_bias(
+    engine: Engine, contract: Contract, rows: int, inner: int, columns: int, sign: str, seed: int
+) -> None:
+    """x (rows, inner) @ w (inner, columns) + bias, w stored either way: the bias one more term
+    of each total."""
+    matmul_bias = own(engine, "matmul_bias")
+    x = draw(seed, (rows, inner), signs=sign)
+    w = draw(seed + 1, (inner, columns), signs=sign)
+    bias = draw(seed + 2, (columns,), signs=sign)
+    _, terms, count = references("matmul", x, w)
+    size = np.abs(bias.astype(np.float64))
+    inputs = input_sizes("matmul", x, w) + size
+    for transpose_b in (False, True):
+        stored = np.ascontiguousarray(w.T) if transpose_b else w
+        got = matmul_bias(engine.put(x), engine.put(stored), engine.put(bias), transpose_b)
+        f64, _, out = reference("matmul_bias", x, stored, bias, transpose_b)
+        contract.totals(
+            "fast matmul_bias",
+            engine.get(got),
+            f64.get(out),
+            terms + size,
+            count + 1,
+            product=True,
+            inputs=inputs,
+        )
+
+
+@pinned
+@given(rows=sides, inner=inner_sizes, columns=sides, sign=signs, seed=seeds)
+def test_offered_matmul_bias_matches_the_reference(
+    engine: Engine, contract: Contract, rows: int, inner: int, columns: int, sign: str, seed: int
+) -> None:
+    check_matmul_bias(engine, contract, rows, inner, columns, sign, seed)
+
+
+FIXED_DENSE = {
+    "titanic": (32, 14, 16),
+    "one-output": (32, 16, 1),
+    "narrow-tall": (64, 2_048, 10),  # a dense layer of 10 after a convolution: padded columns
+    "projection": (256, 128, 384),  # attention's: large enough for a mixed precision's kernels
+}
+"""Dense layers' shapes (rows, inner, columns) the fast path takes its own ways on."""
+
+
+@pytest.mark.parametrize("name", list(FIXED_DENSE))
+def test_offered_matmul_bias_matches_the_reference_on_fixed_cases(
+    engine: Engine, contract: Contract, name: str
+) -> None:
+    check_matmul_bias(engine, contract, *FIXED_DENSE[name], "mixed", len(name))
 
 
 @pinned

@@ -147,8 +147,11 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
     return apply(rule, (a, b), transpose_a=transpose_a, transpose_b=transpose_b)
 
 
-def affine(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
-    """x @ w + b for rows x (N, in), weights w (in, out) and bias b (out,)."""
+def affine(x: Tensor, w: Tensor, b: Tensor, transpose_b: bool = False) -> Tensor:
+    """x @ w + b for rows x (N, in), weights w (in, out) and bias b (out,); with `transpose_b`,
+    x @ w.T + b for weights stored (out, in)."""
+    if transpose_b:
+        return apply(RULES["affine"], (x, w, b), transpose_b=True)
     return apply(RULES["affine"], (x, w, b))
 
 

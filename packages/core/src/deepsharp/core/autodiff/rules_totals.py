@@ -60,25 +60,39 @@ class Matmul(Rule):
 
 @register
 class Affine(Rule):
-    """x @ w + b in one step (a dense layer): one node on the tape instead of two."""
+    """x @ w + b in one step (a dense layer): one node on the tape instead of two, and one call
+    (`fused.matmul_bias`) where the engine has a kernel for it. Weights (in, out), or stored
+    (out, in) with `transpose_b` (attention's projections, laid out as PyTorch's)."""
 
     name = "affine"
     keeps_output = False
 
     def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
         xs, ws, bs = (shape_of(value) for value in inputs)
-        if len(xs) != 2 or len(ws) != 2 or xs[1] != ws[0] or bs != (ws[1],):
-            raise ShapeError(f"affine: shapes {xs} @ {ws} + {bs} do not fit")
+        tb = attrs.get("transpose_b", False)
+        if len(xs) != 2 or len(ws) != 2 or xs[1] != ws[tb] or bs != (ws[not tb],):
+            stored = " (weights stored (out, in))" if tb else ""
+            raise ShapeError(f"affine: shapes {xs} @ {ws} + {bs} do not fit{stored}")
 
-    def forward(self, engine: Engine, x: Any, w: Any, b: Any) -> tuple[Handle, Any]:
-        return engine.add(engine.matmul(x, w), b), None
+    def forward(
+        self, engine: Engine, x: Any, w: Any, b: Any, transpose_b: bool = False
+    ) -> tuple[Handle, Any]:
+        return fused.matmul_bias(engine, x, w, b, transpose_b), None
 
     def backward(self, engine: Engine, node: Node, grad: Handle) -> Grads:
         x, w, _ = node.inputs
         assert isinstance(x, Tensor) and isinstance(w, Tensor)
+        tb = node.attrs.get("transpose_b", False)
+        gw = None
+        if node.needs[1]:
+            gw = (
+                engine.matmul(grad, x.handle, True, False)
+                if tb
+                else engine.matmul(x.handle, grad, True, False)
+            )
         return (
-            engine.matmul(grad, w.handle, False, True) if node.needs[0] else None,
-            engine.matmul(x.handle, grad, True, False) if node.needs[1] else None,
+            engine.matmul(grad, w.handle, False, not tb) if node.needs[0] else None,
+            gw,
             engine.sum(grad, (0,)) if node.needs[2] else None,
         )
 

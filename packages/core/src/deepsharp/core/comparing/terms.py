@@ -139,6 +139,12 @@ def _conv2d_bias(x: Array, w: Array, bias: Array, stride: int, padding: Paddings
     return Terms(made.sizes + size, made.counts + 1.0, made.inputs, True)
 
 
+def _matmul_bias(x: Array, w: Array, bias: Array, transpose_b: bool = False) -> Terms:
+    made = _bilinear(matmul, x, w, False, transpose_b)
+    size = np.abs(_wide(bias)).reshape(1, -1)
+    return Terms(made.sizes + size, made.counts + 1.0, made.inputs, True)
+
+
 def _add_rows(values: Array, indices: Array, rows: int) -> Terms:
     size = np.abs(_wide(values))
     counts = add_rows(np.ones_like(size), indices, rows)
@@ -158,6 +164,8 @@ def terms_of(operation: str, args: Sequence[Any], kwargs: dict[str, Any]) -> lis
         return [_summed(x, axes, keepdims, mean=operation == "mean")]
     if operation == "conv2d_bias":
         return [_conv2d_bias(*named)]
+    if operation == "matmul_bias":
+        return [_matmul_bias(*named)]
     if operation == "add_rows":
         return [_add_rows(*named)]
     function = {
@@ -186,6 +194,7 @@ TOTALS: dict[str, tuple[str, ...]] = {
     "mean": ("x", "axes", "keepdims"),
     "conv2d": ("x", "w", "stride", "padding"),
     "conv2d_bias": ("x", "w", "bias", "stride", "padding"),
+    "matmul_bias": ("x", "w", "bias", "transpose_b"),
     "conv2d_weight_grad": ("x", "gy", "kernel", "stride", "padding"),
     "conv2d_weight_bias_grad": ("x", "gy", "kernel", "stride", "padding"),
     "conv2d_fold": ("gy", "w", "image", "stride", "padding"),

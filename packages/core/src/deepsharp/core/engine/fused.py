@@ -7,6 +7,10 @@ add any of these for speed, and the contract suite holds each one it offers to i
 (`FAST_PATHS`: name -> reference function, taking the engine first).
 
 - `conv2d_bias(x, w, bias, stride, padding)`: the convolution plus each filter's bias (F,).
+- `matmul_bias(x, w, bias, transpose_b=False)`: a dense layer's product plus its bias, x (n, k)
+  @ w (k, m) (w stored (m, k) with `transpose_b`) + bias (m,) on every row, in one call (where
+  an engine has one kernel for it: the product's total starts from the bias, as PyTorch's
+  Linear runs it). Reference: `matmul`, then `add` (the calls a dense layer made before).
 - `conv2d_weight_bias_grad(x, gy, kernel, stride, padding)`: the filters' gradient and the
   biases' (gy's totals over images and places), as a pair.
 - `relu_back(x, grad)`: ReLU's way back: grad where x > 0, else 0.
@@ -71,13 +75,13 @@ transfer in, exact) and whether every value of it is finite, in one go where the
 so an engine may keep it as it is instead of copying it. Reference: `put`, and the array's
 float32 total on the host (a float64 one where that overflowed).
 
-Families: the convolutions, `batch_matmul` and `add_rows` are totals, held to the engine's
-precision (a bias is one more term of each total; `add_rows` is a product with the one-hot, so
-a mixed precision may take its values in its half format); `erf`, GELU's pair, ReLU's way
-back and the updates are value by value, held to the value tolerance; LayerNorm's pair is a
-chain of means, sums and values, held to the bound its reference propagates; `parts` and the
-max-pooling pair are moves, held bit for bit; `put_checked` is a transfer, exact, its answer
-exact.
+Families: the convolutions, `matmul_bias`, `batch_matmul` and `add_rows` are totals, held to
+the engine's precision (a bias is one more term of each total; `add_rows` is a product with the
+one-hot, so a mixed precision may take its values in its half format); `erf`, GELU's pair,
+ReLU's way back and the updates are value by value, held to the value tolerance; LayerNorm's
+pair is a chain of means, sums and values, held to the bound its reference propagates; `parts`
+and the max-pooling pair are moves, held bit for bit; `put_checked` is a transfer, exact, its
+answer exact.
 """
 
 from __future__ import annotations
@@ -116,6 +120,8 @@ __all__ = [
     "layer_norm_back",
     "layer_norm_back_reference",
     "layer_norm_reference",
+    "matmul_bias",
+    "matmul_bias_reference",
     "maxpool2d_pair",
     "maxpool2d_pair_back",
     "maxpool2d_pair_back_reference",
@@ -140,6 +146,12 @@ def conv2d_bias_reference(
     filters = engine.shape(bias)[0]
     out = engine.conv2d(x, w, stride, padding)
     return engine.add(out, engine.reshape(bias, (1, filters, 1, 1)))
+
+
+def matmul_bias_reference(
+    engine: Engine, x: Handle, w: Handle, bias: Handle, transpose_b: bool = False
+) -> Handle:
+    return engine.add(engine.matmul(x, w, False, transpose_b), bias)
 
 
 def conv2d_weight_bias_grad_reference(
@@ -378,6 +390,7 @@ def maxpool2d_pair_back_reference(
 FAST_PATHS: dict[str, Callable[..., Any]] = {
     "conv2d_bias": conv2d_bias_reference,
     "conv2d_weight_bias_grad": conv2d_weight_bias_grad_reference,
+    "matmul_bias": matmul_bias_reference,
     "relu_back": relu_back_reference,
     "sgd_update": sgd_update_reference,
     "adam_update": adam_update_reference,
@@ -406,6 +419,15 @@ def conv2d_bias(
     if own is not None:
         return own(x, w, bias, stride, padding)
     return conv2d_bias_reference(engine, x, w, bias, stride, padding)
+
+
+def matmul_bias(
+    engine: Engine, x: Handle, w: Handle, bias: Handle, transpose_b: bool = False
+) -> Handle:
+    own = getattr(engine, "matmul_bias", None)
+    if own is not None:
+        return own(x, w, bias, transpose_b)
+    return matmul_bias_reference(engine, x, w, bias, transpose_b)
 
 
 def conv2d_weight_bias_grad(

@@ -144,6 +144,12 @@ class LightEngine:
     ) -> Array:
         return self.totals.conv2d_weight_grad(x, gy, kernel, stride, padding)
 
+    def matmul_bias(self, x: Array, w: Array, bias: Array, transpose_b: bool = False) -> Array:
+        """Fast path: the product (the engine's own `matmul`), then the bias added into it in
+        place: the reference's bits, one array fewer."""
+        out = self.matmul(x, w, False, transpose_b)
+        return np.add(out, bias, out=out)
+
     def conv2d_weight_bias_grad(
         self, x: Array, gy: Array, kernel: tuple[int, int], stride: int, padding: Paddings
     ) -> tuple[Array, Array]:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import operator
 import os
+import weakref
 from collections.abc import Sequence
 from contextlib import nullcontext
 from functools import partial
@@ -133,6 +134,9 @@ class TorchEngine:
         self.counters = Counters()
         self._flats: dict[tuple[int, ...], tuple[list[tuple[Tensor, ...]], list[Tensor] | None]]
         self._flats = {}
+        # a LayerNorm input's id -> (a weak reference to it, its version, epsilon, its
+        # positions' means and reciprocal roots, as the forward's kernel made them)
+        self._norms: dict[int, tuple[Any, int, float, Tensor, Tensor]] = {}
         self.version: str = str(module.__version__)
         self.device: str = device
         self._device = module.device(device)
@@ -260,6 +264,13 @@ class TorchEngine:
     ) -> Tensor:
         return self.totals.conv2d_weight_grad(x, gy, kernel, stride, padding)
 
+    def matmul_bias(self, x: Tensor, w: Tensor, bias: Tensor, transpose_b: bool = False) -> Tensor:
+        """Fast path: the bias one more term of each total, in the product's call (float32 and
+        the mixed precisions); strict adds it after its float64 product, as the reference."""
+        strategy: Any = self.totals  # one of this engine's (`_totals`), beyond the protocol
+        made = strategy.matmul_bias(x, w, bias, transpose_b)
+        return self.add(self.matmul(x, w, False, transpose_b), bias) if made is None else made
+
     def conv2d_weight_bias_grad(
         self, x: Tensor, gy: Tensor, kernel: tuple[int, int], stride: int, padding: Paddings
     ) -> tuple[Tensor, Tensor]:
@@ -371,17 +382,26 @@ class TorchEngine:
         return _gelu_back(flat_grad, flat)[:count].view(x.shape)
 
     def layer_norm(self, x: Tensor, scale: Tensor, shift: Tensor, epsilon: float) -> Tensor:
-        """Fast path: libtorch's LayerNorm kernel, one pass over each position's last axis."""
-        return _layer_norm(x, [x.shape[-1]], scale, shift, epsilon)[0]
+        """Fast path: libtorch's LayerNorm kernel, one pass over each position's last axis; its
+        means and reciprocal roots kept for the way back while x lives unchanged."""
+        out, mean, root = _layer_norm(x, [x.shape[-1]], scale, shift, epsilon)
+        key = id(x)
+        forget = partial(_totals._forget, self._norms, key)
+        self._norms[key] = (weakref.ref(x, forget), x._version, epsilon, mean, root)
+        return out
 
     def layer_norm_back(
         self, x: Tensor, scale: Tensor, grad: Tensor, epsilon: float
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """Fast path: libtorch's LayerNorm way back, its positions' means and reciprocal roots
-        made again by the forward's kernel (the same values; one pass, a tenth of
-        `torch.var_mean`'s time over the last axis) rather than kept from the forward."""
+        """Fast path: libtorch's LayerNorm way back, from the forward's means and reciprocal
+        roots where x is the forward's (else made again by its kernel: the same values, a
+        tenth of `torch.var_mean`'s time over the last axis)."""
         width = [x.shape[-1]]
-        _, mean, root = _layer_norm(x, width, None, None, epsilon)
+        kept = self._norms.get(id(x))
+        if kept is not None and kept[0]() is x and kept[1:3] == (x._version, epsilon):
+            mean, root = kept[3], kept[4]
+        else:
+            _, mean, root = _layer_norm(x, width, None, None, epsilon)
         mask = [True, True, True]  # the shift's gradient: its shape read from `scale`'s
         made = _layer_norm_back(grad, x, width, mean, root, scale, scale, mask)
         return made[0], made[1], made[2]

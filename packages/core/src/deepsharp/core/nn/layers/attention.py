@@ -98,7 +98,7 @@ class MultiHeadAttention(Layer):
         count, length, width = x.shape
         heads, size = self.heads, width // self.heads
         flat = ops.reshape(x, (count * length, width))
-        qkv = ops.add(ops.matmul(flat, slots["in_weights"], transpose_b=True), slots["in_bias"])
+        qkv = ops.affine(flat, slots["in_weights"], slots["in_bias"], transpose_b=True)
 
         def split(part: int) -> Tensor:  # (N·L, D) of one of q, k, v -> (N, heads, L, size)
             piece = ops.slice(qkv, 1, part * width, (part + 1) * width)
@@ -115,7 +115,7 @@ class MultiHeadAttention(Layer):
         weights = dropout(softmax(scores), self.dropout, context)
         mixed = ops.transpose(ops.matmul(weights, v), (0, 2, 1, 3))  # (N, L, heads, size)
         flat = ops.reshape(mixed, (count * length, width))
-        out = ops.add(ops.matmul(flat, slots["out_weights"], transpose_b=True), slots["out_bias"])
+        out = ops.affine(flat, slots["out_weights"], slots["out_bias"], transpose_b=True)
         return ops.reshape(out, (count, length, width))
 
     def config(self) -> dict[str, Any]:
