@@ -184,13 +184,17 @@ class Float32Totals(_Totals):
         left = a.t() if transpose_a else a
         right = b.t() if transpose_b else b
         columns = right.shape[1]
-        with self.guard:
-            if not transpose_b and a.device.type == "cpu" and _padded(left, columns, transpose_a):
+        if columns <= NARROW and not transpose_b:  # (the checks cost a small step's calls 1 us)
+            if not self.cuda and _padded(left, columns, transpose_a):
                 wide = torch.mm(left, F.pad(right, (0, NARROW - columns)))
                 return wide[:, :columns].contiguous()
-            if transpose_a and not transpose_b and columns <= NARROW < a.shape[1] // 64:
-                return torch.mm(b.t(), a).t().contiguous()
-            return torch.mm(left, right)
+            if transpose_a and NARROW < a.shape[1] // 64:
+                with self.guard:
+                    return torch.mm(b.t(), a).t().contiguous()
+        if self.cuda:
+            with self.guard:
+                return torch.mm(left, right)
+        return torch.mm(left, right)
 
     def _stacks(self, a: Tensor, b: Tensor) -> Tensor:
         with self.guard:
@@ -203,12 +207,14 @@ class Float32Totals(_Totals):
         # right-hand side is padded to sgemm's 16 columns as the product's is (`_padded`).
         right = w.t() if transpose_b else w
         columns = right.shape[1]
-        with self.guard:
-            if not transpose_b and x.device.type == "cpu" and _padded(x, columns, False):
-                pad = NARROW - columns
-                wide = torch.addmm(F.pad(bias, (0, pad)), x, F.pad(right, (0, pad)))
-                return wide[:, :columns].contiguous()
-            return torch.addmm(bias, x, right)
+        if not transpose_b and not self.cuda and _padded(x, columns, False):
+            pad = NARROW - columns
+            wide = torch.addmm(F.pad(bias, (0, pad)), x, F.pad(right, (0, pad)))
+            return wide[:, :columns].contiguous()
+        if self.cuda:
+            with self.guard:
+                return torch.addmm(bias, x, right)
+        return torch.addmm(bias, x, right)
 
     def sum(self, x: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
         return torch.sum(x, axes, keepdims) if axes else x
