@@ -78,9 +78,7 @@ class _Recurrent(Layer):
         # The rows stay first throughout (N·L, then N, L, wide): an exported graph serves any
         # count of rows only where the batch's axis does not move.
         flat = ops.reshape(x, (rows * length, features))
-        share = ops.reshape(
-            ops.matmul(flat, weights, transpose_b=True) + bias, (rows, length, wide)
-        )
+        share = ops.reshape(ops.affine(flat, weights, bias, transpose_b=True), (rows, length, wide))
         return [ops.reshape(ops.slice(share, 1, t, t + 1), (rows, wide)) for t in range(length)]
 
     def _outputs(self, states: list[Tensor]) -> Tensor:
@@ -145,7 +143,7 @@ class GRU(_Recurrent):
         states: list[Tensor] = []
         for share in shares:
             # The state's share of the gates; from the zero state, its bias alone.
-            own = bias if not states else ops.matmul(states[-1], weights, transpose_b=True) + bias
+            own = bias if not states else ops.affine(states[-1], weights, bias, transpose_b=True)
             mixed = ops.sigmoid(
                 ops.slice(share, 1, 0, 2 * units) + ops.slice(own, -1, 0, 2 * units)
             )
