@@ -184,7 +184,7 @@ class Float32Totals(_Totals):
         left = a.t() if transpose_a else a
         right = b.t() if transpose_b else b
         columns = right.shape[1]
-        if columns <= NARROW and not transpose_b:  # (the checks cost a small step's calls 1 us)
+        if columns <= NARROW and not transpose_b:  # checked only here: 0.4 us a small call
             if not self.cuda and _padded(left, columns, transpose_a):
                 wide = torch.mm(left, F.pad(right, (0, NARROW - columns)))
                 return wide[:, :columns].contiguous()
@@ -203,8 +203,9 @@ class Float32Totals(_Totals):
     def matmul_bias(self, x: Tensor, w: Tensor, bias: Tensor, transpose_b: bool) -> Tensor:
         # The bias one more term of each total, in sgemm's own pass (its output starts as the
         # bias): a pass over the output fewer than the product and an add (a transformer
-        # block's four projections, 2,048 rows; 2 us of a Titanic step's 4 a layer). A narrow
-        # right-hand side is padded to sgemm's 16 columns as the product's is (`_padded`).
+        # block's four projections of 2,048 rows), and one call instead of two (a Titanic
+        # layer: 2.0 us against 2.3 us). A narrow right-hand side is padded to sgemm's 16
+        # columns as the product's is (`_padded`).
         right = w.t() if transpose_b else w
         columns = right.shape[1]
         if not transpose_b and not self.cuda and _padded(x, columns, False):
