@@ -41,5 +41,35 @@ class NoPooling(LightEngine):
         raise NotImplementedError("max-pooling is not written yet")
 
 
+class FlippedPut(LightEngine):
+    """The light engine whose checked put (the batch's features) flips the last bit of the
+    first value it puts."""
+
+    name = "flipped-put"
+
+    def put_checked(self, array: Array, *, owned: bool = False) -> tuple[Array, bool]:
+        handle, finite = super().put_checked(array, owned=owned)
+        flat = handle.reshape(-1).view(np.uint32)
+        flat[0] ^= np.uint32(1)
+        return handle, finite
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, precision="strict")
+
+
+class DoubtingPut(LightEngine):
+    """The light engine whose checked put says its values are not all finite, whatever they are."""
+
+    name = "doubting-put"
+
+    def put_checked(self, array: Array, *, owned: bool = False) -> tuple[Array, bool]:
+        return super().put_checked(array, owned=owned)[0], False
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, precision="strict")
+
+
 def drifting() -> Drifting:
     return Drifting()

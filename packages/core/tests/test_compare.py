@@ -11,7 +11,7 @@ from typing import Any
 import compare_samples
 import numpy as np
 import pytest
-from compare_helpers import Drifting, NoPooling
+from compare_helpers import DoubtingPut, Drifting, FlippedPut, NoPooling
 from core_helpers import fit_titanic, titanic_shaped
 
 from deepsharp.core import (
@@ -99,6 +99,25 @@ def test_the_first_operation_past_its_bound_is_named_with_its_layer_and_figures(
     said = found.verdict()
     assert "first past its bound: matmul_bias in layer 'dense' (forward, affine)" in said
     assert "(32, 14), (14, 16), (16,) -> (32, 16)" in said
+
+
+def test_the_batch_s_features_put_checked_are_judged_bit_for_bit() -> None:
+    found = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", FlippedPut()))
+    first = found.first
+    assert first is not None
+    assert (first.operation, first.phase, first.family) == ("put_checked", "batch", "transfers")
+    assert first.inputs == ((32, 14),) and first.outputs == ((32, 14),)
+    assert math.isinf(first.ratio) and first.difference > 0
+    honest = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", "light:float32"))
+    (put,) = [row for row in honest.rows if row.operation == "put_checked"]
+    assert put.ratio == 0 and honest.within
+
+
+def test_a_checked_put_that_says_its_values_are_not_finite_when_they_are_is_named() -> None:
+    found = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", DoubtingPut()))
+    first = found.first
+    assert first is not None and first.operation == "put_checked"
+    assert "said its values were not all finite where they are" in first.detail
 
 
 def test_each_operation_is_fed_the_same_inputs_so_differences_do_not_compound() -> None:

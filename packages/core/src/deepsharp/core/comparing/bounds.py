@@ -53,6 +53,7 @@ FAMILIES: dict[str, str] = {
     **dict.fromkeys(VALUES, "values"),
     **dict.fromkeys(MOVES, "moves"),
     "put": "transfers",
+    "put_checked": "transfers",
 }
 """Every operation compare knows: its name -> its family."""
 

@@ -35,12 +35,27 @@ __all__ = ["Held", "Witness"]
 PASSED = {"get", "shape"}
 """Calls handed to the engine without a judgment: reading values and shapes."""
 
+PUTS = {"put", "put_checked"}
+"""The transfers in: one each, and not run twice (`put_checked` also says whether the values it
+put are all finite, held to the host's answer)."""
+
 PRIMITIVES = {
     name
     for name in vars(EngineProtocol)
     if not name.startswith("_") and callable(vars(EngineProtocol)[name])
 } - {"counters", "identity"}
 """The operations every engine performs: a missing one is an engine that cannot take the step."""
+
+
+def _finite_said(said: bool, array: Any) -> list[str]:
+    """What a checked put said of its values' being finite, where it is not so."""
+    finite = fused.all_finite(array)
+    if said == finite:
+        return []
+    return [
+        f"said its values were {'all finite' if said else 'not all finite'} where they "
+        f"{'are not' if said else 'are'} (a checked put says whether every value is finite)"
+    ]
 
 
 class Held:
@@ -177,6 +192,8 @@ class Witness:
         outputs = self._outputs(name, raw, result)
         got = [engine.get(handle) for handle in outputs]
         notes = self._changed(name, args, host) + self._transfers(name, made)
+        if name == "put_checked":
+            notes += _finite_said(bool(result[1]), host[0])
         notes += self._repeated(name, own, raw, raw_kwargs, got)
         reference = self._again(name, host, kwargs)
         apart = [
@@ -207,7 +224,7 @@ class Witness:
                 inputs=tuple(
                     tuple(np.shape(part))
                     for value, held in zip(args, host)
-                    if _holds(value) or name == "put"
+                    if _holds(value) or name in PUTS
                     for part in _flat(held)
                 ),
                 outputs=tuple(tuple(np.shape(g)) for g in got),
@@ -228,6 +245,8 @@ class Witness:
         return value
 
     def _outputs(self, name: str, args: Sequence[Any], result: Any) -> list[Any]:
+        if name == "put_checked":  # the handle; whether its values are finite is judged apart
+            return [result[0]]
         if name in IN_PLACE:
             return [handle for place in IN_PLACE[name] for handle in _flat(args[place])]
         return _flat(result)
@@ -254,7 +273,7 @@ class Witness:
     ) -> list[str]:
         """The operation run again on the same inputs must give the same bits (every precision
         promises it run to run); an in-place one or a put is not run twice."""
-        if name in IN_PLACE or name == "put":
+        if name in IN_PLACE or name in PUTS:
             return []
         again = [self._engine.get(handle) for handle in _flat(own(*raw, **kwargs))]
         if len(again) == len(got) and all(map(_bits_equal, again, got)):
@@ -265,7 +284,7 @@ class Witness:
         ]
 
     def _transfers(self, name: str, made: tuple[int, int]) -> list[str]:
-        expected = (1, 0) if name == "put" else (0, 0)
+        expected = (1, 0) if name in PUTS else (0, 0)
         if made == expected:
             return []
         return [f"made {made[0]} transfers in and {made[1]} out (an operation makes none)"]
@@ -277,6 +296,8 @@ class Witness:
         try:
             if name == "put":
                 result = reference.put(host[0])
+            elif name == "put_checked":
+                result = fused.put_checked(reference, host[0])
             elif name in fused.FAST_PATHS:
                 result = getattr(fused, name)(reference, *args, **kwargs)
             else:
