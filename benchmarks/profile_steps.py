@@ -19,6 +19,9 @@ process, each warmed first (the engine's first step traces the plan it replays):
   A profiler slows what it watches, so `kernel_us` is the kernels' share of a watched step
   (the median over a few) times the step's time unwatched; `top` gives the operations' time
   as watched. `outside_us` is the step's time less the kernels': Python around them.
+- `floor`, where the workload has one (`Workload.floor`: the step written by hand in NumPy, no
+  framework and no checks): its `step_us`, timed in turn with the other two, its
+  `python_calls`, and its `ratio` to PyTorch's step.
 
 Every thread pool gets one thread (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS
 are set to 1 where the environment does not set them): on a shared machine libtorch's threads
@@ -225,10 +228,12 @@ def profiled(workload: Workload, spec: str, steps: int) -> dict[str, Any]:
     """The workload's step on `spec` beside its peer's: the figures of both sides."""
     engine, door = counted(spec)
     ours, peer = workload.step(engine), workload.peer()
+    floor = workload.floor() if workload.floor is not None else None
+    taken = [ours, peer] if floor is None else [ours, peer, floor]
     for _ in range(WARM):
-        ours()
-        peer()
-    ours_us, peer_us = walls([ours, peer], steps)
+        for step in taken:
+            step()
+    ours_us, peer_us, *floor_us = walls(taken, steps)
     sides: dict[str, dict[str, Any]] = {}
     for side, step, wall in ((spec, ours, ours_us), (PYTORCH, peer, peer_us)):
         calls, stats = python_calls(step)
@@ -249,7 +254,7 @@ def profiled(workload: Workload, spec: str, steps: int) -> dict[str, Any]:
             top=top,
         )
         sides[side] = figures
-    return {
+    found = {
         "workload": workload.name,
         "title": workload.title,
         "engine": spec,
@@ -259,6 +264,13 @@ def profiled(workload: Workload, spec: str, steps: int) -> dict[str, Any]:
         "ours": sides[spec],
         "peer": sides[PYTORCH],
     }
+    if floor is not None:  # the step written by hand in NumPy: its time and calls alone
+        found["floor"] = {
+            "step_us": round(floor_us[0], 1),
+            "python_calls": round(python_calls(floor)[0]),
+            "ratio": round(floor_us[0] / peer_us, 3),
+        }
+    return found
 
 
 def load() -> dict[str, Any]:

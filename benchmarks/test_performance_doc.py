@@ -278,3 +278,38 @@ def test_a_ratio_beside_its_goal_shows_which_side_it_falls() -> None:
     assert against(1.001, 1.0) == "1.001×" and against(0.998, 1.0) == "1.00×"
     assert against(0.954, 0.95) == "0.954×" and against(0.946, 0.95) == "0.95×"
     assert against(1.25, 1.0) == "1.25×" and against(1.001, None) == "1.00×"
+
+
+def test_a_goal_with_a_hand_written_floor_says_how_far_above_it_the_step_is() -> None:
+    profiles = copy.deepcopy(PROFILES)
+    titanic = profiles["profiles"][0]
+    titanic["floor"] = {"step_us": 150.0, "python_calls": 40, "ratio": 0.375}
+    section = page(STEPS, None, profiles)
+    assert "| NumPy by hand | 150 µs | 40 | — | — | — | — |" in section
+    assert (
+        "In this profile's steps, the step written by hand in NumPy (the row *NumPy by hand*"
+        in section
+    )
+    assert (
+        "takes 150 µs, 0.38× PyTorch's; ours takes 250 µs, 1.67× that floor, "
+        "100 µs above it. The goal, ≤ 0.5×, leaves 50 µs above it for everything" in section
+    )
+    titanic["floor"]["step_us"] = 210.0
+    assert "asks less than the hand-written step itself takes" in page(STEPS, None, profiles)
+    assert "NumPy by hand" not in page(STEPS, None, PROFILES)
+
+
+def test_the_floor_is_said_by_the_benchmarks_rounds_where_they_timed_it() -> None:
+    profiles = copy.deepcopy(PROFILES)
+    profiles["profiles"][0]["floor"] = {"step_us": 150.0, "python_calls": 40, "ratio": 0.375}
+    steps = copy.deepcopy(STEPS)
+    titanic = steps["steps"]["titanic"]
+    titanic["references"] = {"NumPy by hand": {"step_us": 60.0, "ratio": 0.15}}
+    titanic["engines"]["torch:cpu"] = _step(0.6, 480.0)
+    section = page(steps, None, profiles)
+    assert (
+        "In the benchmarks' rounds, where the goal is judged, the step written by hand in NumPy"
+        in section
+    )
+    assert "takes 60 µs, 0.15× PyTorch's; ours takes 480 µs, 8.00× that floor" in section
+    assert "The goal, ≤ 0.5×, leaves 340 µs above it" in section  # 0.5 · 800 µs - 60 µs

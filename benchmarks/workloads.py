@@ -50,6 +50,8 @@ PYTORCH = "PyTorch eager"
 TORCH_COMPILE = "torch.compile"
 """The second peer: the same PyTorch step with its model through `torch.compile` (inductor, its
 defaults), timed in the same rounds once compiled; its compile time is kept out and stated."""
+FLOOR = "NumPy by hand"
+"""The name of a workload's `floor` (the step written by hand in NumPy) where it is timed."""
 COMPILED = os.environ.get("DEEPSHARP_BENCHMARK_COMPILE", "0") == "1"
 """Whether torch.compile is timed: in the run that publishes the page (`nox -s benchmarks --
 --publish` sets DEEPSHARP_BENCHMARK_COMPILE=1), not in the default matrix's guard run, where its
@@ -77,6 +79,10 @@ class Workload:
     references: Mapping[str, Callable[[], Step]] = field(default_factory=dict)
     """Other peers' steps timed in the same rounds, for scale (PyTorch's float32 step beside
     its autocast peer): name -> maker."""
+    floor: Callable[[], Step] | None = None
+    """The same step written by hand in NumPy (no framework, no checks), where there is one:
+    profiled beside the engine's and PyTorch's (`profile_steps.py`), the floor a goal near it
+    is measured against."""
 
 
 # --- the batches ---------------------------------------------------------------------------
@@ -122,6 +128,50 @@ def conv_step(engine: Any, count: int, filters: int) -> Step:
     images, classes = image_batch(count)
     trainer = conv_trainer(engine, filters)
     return lambda: trainer.step(images.copy(), classes.copy())
+
+
+def numpy_titanic_step(rows: int = 32) -> Step:
+    """The Titanic step written by hand in NumPy at float32, as a user would write it with no
+    framework: the same network, slots (drawn by deepsharp's trainer from seed 0), loss and
+    Adam as `titanic_step`, and no checks of the rows — the floor of what a step costs in
+    NumPy's calls. Fresh copies of the rows each step, as the others take."""
+    features, targets = titanic_batch(rows)
+    trainer = titanic_trainer("light:float32")
+    trainer.start((14,))
+    drawn, _ = trainer.network.values()
+    slots = [
+        np.array(drawn[name], np.float32)
+        for name in ("dense.weights", "dense.bias", "dense_1.weights", "dense_1.bias")
+    ]
+    firsts = [np.zeros_like(slot) for slot in slots]
+    seconds = [np.zeros_like(slot) for slot in slots]
+    beta1, beta2, epsilon = np.float32(0.9), np.float32(0.999), np.float32(1e-7)
+    steps = [0]
+
+    def step() -> float:
+        x, y = features.copy(), targets.copy()
+        w1, b1, w2, b2 = slots
+        h = x @ w1
+        h += b1
+        a = np.maximum(h, np.float32(0))
+        z = a @ w2
+        z += b2
+        loss = np.mean(np.maximum(z, np.float32(0)) - z * y + np.log1p(np.exp(-np.abs(z))))
+        gz = (np.float32(1) / (np.float32(1) + np.exp(-z)) - y) / np.float32(rows)
+        ga = gz @ w2.T
+        ga *= h > 0
+        grads = (x.T @ ga, ga.sum(0), a.T @ gz, gz.sum(0))
+        steps[0] += 1
+        t = steps[0]
+        size = np.float32(0.001 * np.sqrt(1.0 - 0.999**t) / (1.0 - 0.9**t))
+        for slot, grad, first, second in zip(slots, grads, firsts, seconds):
+            first += (grad - first) * (np.float32(1) - beta1)
+            second += (grad * grad - second) * (np.float32(1) - beta2)
+            slot -= size * first / (np.sqrt(second) + epsilon)
+        return float(loss)
+
+    step.slots = slots  # type: ignore[attr-defined]
+    return step
 
 
 # --- the peer: plain PyTorch eager ---------------------------------------------------------
@@ -366,6 +416,7 @@ def titanic(rows: int = 32, rounds: int = 9, compiled: bool = False) -> Workload
         references=compile_peer(lambda: torch_titanic_step(rows, compiled=True))
         if compiled
         else {},
+        floor=lambda: numpy_titanic_step(rows),
     )
 
 
