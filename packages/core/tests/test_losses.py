@@ -17,9 +17,13 @@ from deepsharp.core import (
     CrossEntropy,
     DataError,
     Dense,
+    Flatten,
+    Huber,
+    MeanAbsoluteError,
     MeanSquaredError,
     Network,
     Relu,
+    ShapeError,
     Sigmoid,
     Softmax,
     Tensor,
@@ -166,3 +170,21 @@ def test_a_recorded_loss_of_no_known_kind_is_a_value_error_naming_it(kind: Any) 
     """Before (the fuzzer's find): an unhashable kind such as {} raised a raw TypeError."""
     with pytest.raises(ValueError, match="unknown loss"):
         loss_from_json({"kind": kind})
+
+
+@pytest.mark.parametrize(
+    "loss", [MeanSquaredError(), MeanAbsoluteError(), Huber(), BinaryCrossEntropy()], ids=repr
+)
+def test_a_network_whose_rows_give_a_sequence_trains_on_flat_targets(loss: Any) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 5, 3)).astype(np.float32)
+    y = (rng.random((8, 10)) > 0.5).astype(np.float32)  # 5 positions x 2 outputs, flat a row
+    sequence = Network([Dense(2)], inputs=(5, 3))
+    flat = Network([Dense(2), Flatten()], inputs=(5, 3))
+    ours = Trainer(sequence, loss, Adam(0.01), engine="light", seed=0)
+    theirs = Trainer(flat, loss, Adam(0.01), engine="light", seed=0)
+    for _ in range(3):  # the same slots, the same values in order: the same steps, bit for bit
+        assert ours.step(x, y) == theirs.step(x, y)
+    assert ours.evaluate(x, y)[1].shape == (8, 10)
+    with pytest.raises(ShapeError, match=r"give each row's targets flat, \(N, 10\)"):
+        ours.step(x, y.reshape(8, 5, 2))

@@ -140,6 +140,12 @@ def float_targets(
         raise _not_numbers(loss, targets) from None
     if array.ndim == 1 and outputs == 1:
         array = array.reshape(-1, 1)
+    if array.ndim > 2 and math.prod(array.shape[1:]) == outputs:
+        raise ShapeError(
+            f"{loss.kind}: targets of shape {np.shape(targets)}: give each row's targets flat, "
+            f"(N, {outputs}), in the order of the network's outputs for the row "
+            "(targets.reshape(len(targets), -1) where they are laid out as the outputs are)"
+        )
     if array.ndim != 2 or array.shape[1] != outputs:
         raise ShapeError(
             f"{loss.kind}: targets of shape {np.shape(targets)} do not match the network's "
@@ -216,7 +222,7 @@ class BinaryCrossEntropy(Loss):
         )
 
     def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
-        _same(self, outputs, targets)
+        outputs = _same(self, outputs, targets)
         logits = outputs
         if not self.from_logits:
             # log(p / (1 - p)), p clipped: the same value as -(y log p + (1 - y) log(1 - p)).
@@ -450,7 +456,7 @@ class MeanSquaredError(Loss):
     task = "regression"
 
     def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
-        _same(self, outputs, targets)
+        outputs = _same(self, outputs, targets)
         difference = outputs - targets
         return weighted_mean(difference * difference, weights)
 
@@ -465,7 +471,7 @@ class MeanAbsoluteError(Loss):
     task = "regression"
 
     def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
-        _same(self, outputs, targets)
+        outputs = _same(self, outputs, targets)
         return weighted_mean(ops.abs(outputs - targets), weights)
 
     def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
@@ -483,7 +489,7 @@ class Huber(Loss):
         self.delta = _positive("Huber", "delta", delta)
 
     def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
-        _same(self, outputs, targets)
+        outputs = _same(self, outputs, targets)
         size = ops.abs(outputs - targets)
         linear = ops.relu(ops.sub(size, self.delta))  # |d| - delta beyond delta, else 0
         quadratic = size - linear  # min(|d|, delta)
@@ -497,12 +503,19 @@ class Huber(Loss):
         return {"delta": self.delta}
 
 
-def _same(loss: Loss, outputs: Tensor, targets: Tensor) -> None:
+def _same(loss: Loss, outputs: Tensor, targets: Tensor) -> Tensor:
+    """The outputs laid out as the targets are: a network whose rows give more than a line of
+    values (a sequence's (N, L, D)) is compared flat, (N, L·D), its values in order, as its
+    targets are given (`float_targets`)."""
+    rows = outputs.shape[0]
+    if outputs.ndim > 2 and targets.shape == (rows, math.prod(outputs.shape[1:])):
+        outputs = ops.reshape(outputs, targets.shape)
     if outputs.shape != targets.shape:
         raise ShapeError(
             f"{loss.kind}: outputs of shape {outputs.shape} and targets of shape "
             f"{targets.shape} differ; give one target per output per row"
         )
+    return outputs
 
 
 def loss_from_json(data: Any) -> Loss:
