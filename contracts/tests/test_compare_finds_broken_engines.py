@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from deepsharp.core import (
+    LSTM,
     AdamW,
     BinaryCrossEntropy,
     ConfigurationError,
@@ -30,6 +31,7 @@ from deepsharp.core import (
     Gelu,
     Input,
     Layer,
+    LayerNorm,
     MaxPool2D,
     MeanSquaredError,
     Network,
@@ -459,6 +461,30 @@ def test_gelu_s_way_back_without_its_density_is_named_going_back() -> None:
         engines=("light", broken_engines.gelu_forgets_its_density()),
     )
     assert _named(found, "gelu_back", "gelu", "way back").ratio > 1
+
+
+def test_layer_norm_s_way_back_without_the_spread_s_share_is_named_going_back() -> None:
+    found = compare(
+        Network([Dense(8), LayerNorm(), Dense(1)]),
+        MeanSquaredError(),
+        (_rows(16, 6, scale=3.0), _rows(16, 1, seed=2)),
+        engines=("light", broken_engines.layer_norm_forgets_the_spread()),
+    )
+    first = _named(found, "layer_norm_back", "layernorm", "way back")
+    assert first.family == "chains" and first.ratio > 1
+    assert all(row.ratio <= 1 for row in found.rows if row.operation == "layer_norm")
+
+
+def test_an_lstm_s_way_back_without_the_forget_gate_s_slope_is_named_at_a_position() -> None:
+    rng = np.random.default_rng(0)
+    found = compare(
+        Network([LSTM(4), Dense(3)], inputs=(5, 2)),
+        CrossEntropy(),
+        (rng.normal(size=(8, 5, 2)).astype(np.float32), rng.integers(0, 3, 8)),
+        engines=("light", broken_engines.lstm_forgets_the_forget_slope()),
+    )
+    first = _named(found, "lstm_cell_back", "lstm", "way back")
+    assert first.family == "chains" and first.ratio > 1
 
 
 def test_a_pair_pool_selecting_the_last_maximum_is_named_on_ties() -> None:

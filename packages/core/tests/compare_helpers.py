@@ -71,5 +71,19 @@ class DoubtingPut(LightEngine):
         return EngineIdentity(self.name, precision="strict")
 
 
+class ClipsByTheFirst(LightEngine):
+    """The light engine whose global clipping takes the norm of the first gradient alone."""
+
+    name = "clips-by-the-first"
+
+    def global_clip_norm(self, grads: Any, *, clip_norm: float) -> list[Array]:
+        factor = self._clip_factor(self._squares(grads[0]), clip_norm)
+        return [np.multiply(grad, factor) for grad in grads]
+
+    @property
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(self.name, precision="strict")
+
+
 def drifting() -> Drifting:
     return Drifting()

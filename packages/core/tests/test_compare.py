@@ -11,7 +11,7 @@ from typing import Any
 import compare_samples
 import numpy as np
 import pytest
-from compare_helpers import DoubtingPut, Drifting, FlippedPut, NoPooling
+from compare_helpers import ClipsByTheFirst, DoubtingPut, Drifting, FlippedPut, NoPooling
 from core_helpers import fit_titanic, titanic_shaped
 
 from deepsharp.core import (
@@ -118,6 +118,22 @@ def test_a_checked_put_that_says_its_values_are_not_finite_when_they_are_is_name
     first = found.first
     assert first is not None and first.operation == "put_checked"
     assert "said its values were not all finite where they are" in first.detail
+
+
+def test_a_fast_path_made_of_several_families_is_held_to_its_propagated_bound() -> None:
+    clipped = Adam(0.001, global_clip_norm=0.01)  # every step clipped: the norm matters
+    honest = compare(
+        _network(), BinaryCrossEntropy(), _batch(), ("light", "light:float32"), optimizer=clipped
+    )
+    (row,) = [row for row in honest.rows if row.operation == "global_clip_norm"]
+    assert (row.phase, row.family) == ("update", "chains") and row.ratio <= 1
+    assert 0 < min(row.bounds) < 1e-3  # a bound that bounds: finite, and small
+    found = compare(
+        _network(), BinaryCrossEntropy(), _batch(), ("light", ClipsByTheFirst()), optimizer=clipped
+    )
+    first = found.first
+    assert first is not None and (first.operation, first.phase) == ("global_clip_norm", "update")
+    assert first.ratio > 10
 
 
 def test_each_operation_is_fed_the_same_inputs_so_differences_do_not_compound() -> None:

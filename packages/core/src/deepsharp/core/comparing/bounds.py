@@ -11,7 +11,12 @@ The bounds are the contract's (`deepsharp.core.engine.precision`), each operatio
   softplus over [-80, ...], log1p near 0); at a mixed precision an `add` of a smaller operand
   onto a larger one (a bias onto a product's output, which such an engine may keep in its half
   format) also u_h·|ref| + u_h(1 + u_h)·|bias|;
-- moves and transfers (reshape, slices, selections, copies, puts): exact, bit for bit.
+- moves and transfers (reshape, slices, selections, copies, puts): exact, bit for bit;
+- chains (fast paths made of several families: LayerNorm and its way back, an LSTM's positions
+  and sequences, clipping by a norm): the bound their reference carries when run on the
+  `Propagated` engine from the same inputs at each precision (each total's and value's bound
+  propagated through the chain, `deepsharp.core.comparing.propagated`), as the contract holds
+  them.
 
 Each engine's precision gives a bound; two engines are held to the looser of the two, element
 by element (the reference engine's own rounding is far inside it: a strict engine rounds a
@@ -48,8 +53,14 @@ MOVES = (
     "one_hot maxpool2d maxpool2d_back maxpool2d_pair maxpool2d_pair_back parts"
 ).split()
 
+CHAINS = (
+    "layer_norm layer_norm_back lstm_cell lstm_cell_back lstm_sequence lstm_sequence_back "
+    "clip_norm global_clip_norm"
+).split()
+
 FAMILIES: dict[str, str] = {
     **dict.fromkeys(TOTALS, "totals"),
+    **dict.fromkeys(CHAINS, "chains"),
     **dict.fromkeys(VALUES, "values"),
     **dict.fromkeys(MOVES, "moves"),
     "put": "transfers",
@@ -109,6 +120,8 @@ def judge(
     worst: Judged | None = None
     if family == "totals":
         terms = terms_of(operation, args, kwargs)
+    elif family == "chains":
+        chained = [_chained(operation, args, kwargs, precision) for precision in precisions]
     for index, (ref, out) in enumerate(zip(reference, got, strict=True)):
         ref64, out64 = np.asarray(ref, np.float64), np.asarray(out, np.float64)
         if ref64.shape != out64.shape:
@@ -117,6 +130,8 @@ def judge(
             )
         if family == "totals":
             bounds = tuple(_totals(terms[index], precision) for precision in precisions)
+        elif family == "chains":
+            bounds = tuple(np.broadcast_to(each[index], ref64.shape) for each in chained)
         elif family == "values":
             bounds = tuple(
                 _values(operation, args, ref64, precision, ref64.shape) for precision in precisions
@@ -127,6 +142,34 @@ def judge(
         if worst is None or not found.ratio <= worst.ratio:
             worst = found
     return worst if worst is not None else Judged(0.0, (0.0, 0.0), 0.0, (0, ()))
+
+
+def _chained(
+    operation: str, args: Sequence[Any], kwargs: dict[str, Any], precision: Precision
+) -> list[Array]:
+    """Each output's bound for a chain: the fast path's reference run on the `Propagated`
+    engine at `precision` from these inputs (a bound that bounds nothing, where a division's
+    is, is infinite)."""
+    from deepsharp.core.comparing.propagated import Bounded, Propagated
+    from deepsharp.core.engine import fused
+
+    engine = Propagated(precision.name)
+
+    def bounded(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return engine.put(value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(bounded(item) for item in value)
+        return value
+
+    def flat(value: Any) -> list[Bounded]:
+        if isinstance(value, (list, tuple)):
+            return [found for item in value for found in flat(item)]
+        return [] if value is None else [value]
+
+    with np.errstate(all="ignore"):
+        made = fused.FAST_PATHS[operation](engine, *(bounded(arg) for arg in args), **kwargs)
+    return [np.nan_to_num(np.asarray(out.bound, np.float64), nan=np.inf) for out in flat(made)]
 
 
 def _totals(terms: Any, precision: Precision) -> Array:

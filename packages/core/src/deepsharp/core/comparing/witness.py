@@ -91,10 +91,11 @@ def _holds(value: Any) -> bool:
 
 
 def _flat(value: Any) -> list[Any]:
-    """The handles in a result or an argument (one, or a list or tuple of them), in order."""
+    """The handles in a result or an argument (one, or a list or tuple of them), in order; an
+    output or an argument that is None (an LSTM's first position has no last cell) is none."""
     if isinstance(value, (list, tuple)):
         return [handle for item in value for handle in _flat(item)]
-    return [value]
+    return [] if value is None else [value]
 
 
 class Witness:
