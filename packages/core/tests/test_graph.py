@@ -108,6 +108,44 @@ def test_two_inputs_take_a_dict_by_name_or_a_list_in_order() -> None:
     assert ((by_name > 0.5) == (y > 0.5)).mean() > 0.85
 
 
+def test_fit_and_a_trained_network_take_a_list_in_order_as_they_take_a_dict(
+    tmp_path: Path,
+) -> None:
+    rng = np.random.default_rng(2)
+    numbers = rng.standard_normal((60, 3)).astype(np.float32)
+    other = rng.standard_normal((60, 2)).astype(np.float32)
+    y = (numbers[:, :1] + other[:, 1:] > 0).astype(np.float32)
+    options = FitOptions(seed=3, epochs=2, progress=False)
+    tested = ([numbers[:8], other[:8]], y[:8])
+    in_order = fit(
+        None,
+        ([numbers, other], y),
+        two_inputs(),
+        BinaryCrossEntropy(),
+        Adam(),
+        options,
+        test_rows=tested,
+    )
+    by_name = fit(
+        None,
+        ({"numbers": numbers, "other": other}, y),
+        two_inputs(),
+        BinaryCrossEntropy(),
+        Adam(),
+        options,
+        test_rows=tested,
+    )
+    trained = in_order.trained
+    assert (
+        trained.predict([numbers, other]).tobytes()
+        == by_name.trained.predict({"numbers": numbers, "other": other}).tobytes()
+    )
+    trained.save(tmp_path / "two.safetensors")
+    again = TrainedNetwork.load(tmp_path / "two.safetensors")
+    parts = list(again.predict_parts([[numbers[:5], other[:5]], (numbers[5:], other[5:])]))
+    assert np.concatenate(parts).tobytes() == trained.predict([numbers, other]).tobytes()
+
+
 def test_a_dict_missing_or_adding_an_input_is_refused_naming_both() -> None:
     network = two_inputs()
     with Trainer(network, MeanSquaredError(), SGD(0.1)) as trainer:

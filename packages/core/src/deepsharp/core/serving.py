@@ -66,7 +66,7 @@ class TrainedNetwork:
         if isinstance(rows, Scan):
             parts = list(self.predict_parts(rows, engine))
             return np.concatenate(parts) if parts else np.zeros((0, self.outputs), np.float32)
-        return self.predict_features(self.pipeline.features(rows), engine)
+        return self.predict_features(self.pipeline.features(self._named(rows)), engine)
 
     def predict_parts(
         self, rows: Scan | Iterable[Any], engine: Engine | str | None = None
@@ -90,7 +90,7 @@ class TrainedNetwork:
         count = 0
         for part in parts:
             count += len(part)
-            yield predictor.predict(self.pipeline.features(part))
+            yield predictor.predict(self.pipeline.features(self._named(part)))
         if count == 0 and isinstance(rows, Scan):  # as rows read whole are refused: no rows
             raise DataError(
                 f"{rows.path}: no rows: the file holds its header and no row; give at least one row"
@@ -110,6 +110,11 @@ class TrainedNetwork:
         generator keyed by `seed`. Refused, naming why, for a network that is no such model
         (`deepsharp.core.generating`)."""
         return generating.generate(self, prompt, length, temperature, seed, engine)
+
+    def _named(self, rows: Any) -> Any:
+        """Arrays of several inputs given as a list in their order, keyed by the inputs' names
+        as the pipeline of arrays learned them (rows of named columns as they are)."""
+        return self.network.named(rows) if self.pipeline.takes_arrays else rows
 
     def predict_features(
         self, features: Any, engine: Engine | str | None = None

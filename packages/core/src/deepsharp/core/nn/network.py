@@ -242,6 +242,16 @@ class Network:
             layer.check_input(arrays[source], f"{where} (input {name!r})" if several else where)
         return arrays
 
+    def named(self, features: Any) -> Any:
+        """Features of several inputs given as a list or tuple in the inputs' order, as a dict
+        keyed by the inputs' names (what a pipeline of arrays learns and reads); anything else
+        as it is (one input's array, a dict, rows of named columns)."""
+        specs = self.input_specs
+        if len(specs) > 1 and isinstance(features, (list, tuple)) and len(features) == len(specs):
+            if all(np.ndim(value) >= 1 for value in features):
+                return {spec.name: value for spec, value in zip(specs, features)}
+        return features
+
     def _given(self, features: Any, where: str) -> list[Any]:
         specs, names = self.input_specs, self.input_names
         if isinstance(features, Mapping):

@@ -208,7 +208,7 @@ class Arrays(Source):
                 "this pipeline declares columns, so it reads rows of named columns; give fit "
                 "the rows, or arrays (x, y) with a pipeline of no columns (or None)"
             )
-        x, y = _pair(self.x, self.y)
+        x, y = _pair(network.named(self.x), self.y)
         count = feature_rows(x)
         parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
         with rows_named(row_naming(self.x, parts[0])):  # a row named by its place in x
@@ -222,7 +222,7 @@ class Arrays(Source):
         if test is not None:
             if not (isinstance(test, tuple) and len(test) == 2):
                 raise DataError("test rows for arrays come as a pair (x_test, y_test)")
-            test_x, test_y = _pair(*test)
+            test_x, test_y = _pair(network.named(test[0]), test[1])
             apart = ArrayFeed(
                 _shaped(pipeline.features(test_x), pipeline, network),
                 loss.targets(test_y, network.outputs),
