@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from deepsharp.core import (
+    GRU,
     Adam,
     BinaryCrossEntropy,
     ConfigurationError,
@@ -211,3 +212,25 @@ def test_every_metric_is_checked_here() -> None:
         "accuracy", "auc", "precision", "recall", "f1", "precision_macro", "recall_macro",
         "f1_macro", "mae", "mse", "rmse", "r2",
     }  # fmt: skip
+
+
+def test_a_class_at_every_position_is_measured_each_position_a_row() -> None:
+    rng = np.random.default_rng(4)
+    targets = rng.integers(0, 3, (12, 5))
+    logits = rng.standard_normal((12, 5, 3))
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    names = ("accuracy", "auc", "f1", "precision_macro", "recall")
+    per_position = measure(names, "classes", probabilities.reshape(12, 15), targets)
+    flat = measure(names, "classes", probabilities.reshape(60, 3), targets.reshape(60))
+    assert per_position == flat
+    x = rng.standard_normal((40, 5, 2)).astype(np.float32)
+    run = fit(
+        None,
+        (x, rng.integers(0, 3, (40, 5))),
+        Network([GRU(4, return_sequences=True), Dense(3)]),
+        CrossEntropy(),
+        Adam(),
+        FitOptions(seed=0, epochs=2, progress=False, metrics=names),
+    )
+    assert set(names) <= set(run.report.measures)
+    assert all(set(names) <= set(epoch.metrics) for epoch in run.report.history)

@@ -14,6 +14,7 @@ import pytest
 from deepsharp.contracts.losses import LOSS_CASES, LossCase, worst_loss_nudge_error
 from deepsharp.contracts.reference import Float64Engine
 from deepsharp.core import (
+    GRU,
     Adam,
     BinaryCrossEntropy,
     ConfigurationError,
@@ -30,6 +31,7 @@ from deepsharp.core import (
     Run,
     Tensor,
     TrainedNetwork,
+    Trainer,
     fit,
 )
 from deepsharp.core.autodiff import functions as ops
@@ -282,3 +284,30 @@ def test_a_loss_of_one_s_own_takes_weights_through_weighted_mean() -> None:
     )
     case = LossCase(LogCosh(), outputs, targets, np.array([2.0, 1.0]), "own")
     assert worst_loss_nudge_error(case, Float64Engine) <= 1.0
+
+
+def test_class_weights_of_a_class_at_every_position_weigh_each_place() -> None:
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((16, 4, 2)).astype(np.float32)
+    classes = rng.integers(0, 3, (16, 4))
+    network = Network([GRU(3, return_sequences=True), Dense(3)])
+    weights = np.array([2.0, 1.0, 0.5], np.float32)[classes]  # a weight a place, by its class
+    with Trainer(network, CrossEntropy(), Adam(), seed=0) as trainer:
+        trainer.start((4, 2))
+        chances = network.predict(x, CrossEntropy()).reshape(16, 4, 3)
+        taken = np.take_along_axis(chances, classes[..., None], -1)[..., 0]
+        expected = np.mean(weights * -np.log(taken.astype(np.float64)))
+        assert math.isclose(trainer.step(x, classes, weights=weights), expected, rel_tol=1e-5)
+        with pytest.raises(DataError, match=r"give one weight a row, shape \(16,\)"):
+            trainer.step(x, classes, weights=np.ones((16, 3)))
+    run = fit(
+        None,
+        (x, classes),
+        Network([GRU(3, return_sequences=True), Dense(3)]),
+        CrossEntropy(),
+        Adam(),
+        FitOptions(seed=0, epochs=2, progress=False),
+        class_weight={0: 2.0, 2: 0.5},
+        sample_weight=np.linspace(0.5, 1.5, 16),
+    )
+    assert math.isfinite(run.report.measures["loss"])

@@ -344,7 +344,9 @@ class CrossEntropy(Loss):
             positions = outputs.shape[1]
             outputs = ops.reshape(outputs, (rows * positions, outputs.shape[2]))
             targets = ops.reshape(targets, (rows * positions,))
-            if weights is not None:
+            if weights is not None and weights.shape == (rows, positions):  # a weight a place
+                weights = ops.reshape(weights, (rows * positions,))
+            elif weights is not None:
                 spread = ops.broadcast_to(ops.reshape(weights, (rows, 1)), (rows, positions))
                 weights = ops.reshape(spread, (rows * positions,))
         elif targets.shape != (rows,):

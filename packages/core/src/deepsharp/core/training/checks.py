@@ -50,24 +50,30 @@ def checked_rows(features: Any, where: str, empty: bool = False) -> NDArray[Any]
     return array
 
 
-def checked_weights(weights: Any, rows: int, where: str) -> NDArray[np.float32]:
-    """Rows' weights: one finite number of 0 or more a row (float32, shape (rows,))."""
+def checked_weights(
+    weights: Any, rows: int, where: str, positions: int | None = None
+) -> NDArray[np.float32]:
+    """Rows' weights: one finite number of 0 or more a row (float32, shape (rows,)); where the
+    targets are a class at each of `positions` places of a sequence, one a place may be given
+    instead (shape (rows, positions): class weights of each place's class)."""
     try:
         array = np.asarray(weights, dtype=np.float64)
     except (TypeError, ValueError):
         raise DataError(f"{where}: the weights must be numbers, not {described(weights)}") from None
     if array.ndim == 2 and array.shape[1] == 1:
         array = array[:, 0]
-    if array.ndim != 1 or array.shape[0] != rows:
+    each_place = positions is not None and array.shape == (rows, positions)
+    if not each_place and (array.ndim != 1 or array.shape[0] != rows):
         raise DataError(
             f"{where}: {rows} rows and weights of shape {array.shape}: give one weight a row, "
             f"shape ({rows},)"
         )
     bad = np.flatnonzero(~np.isfinite(array) | (array < 0))
     if bad.size:
-        i = int(bad[0])
+        i = int(bad[0]) // (array.shape[1] if array.ndim == 2 else 1)
         raise DataError(
-            f"{where}: row {i + 1} (counting from 1) has the weight {float(array[i])!r}; every "
+            f"{where}: row {i + 1} (counting from 1) has the weight "
+            f"{float(array.reshape(-1)[int(bad[0])])!r}; every "
             "weight must be a finite number of 0 or more"
         )
     return array.astype(np.float32)

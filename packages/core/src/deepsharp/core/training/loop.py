@@ -336,8 +336,10 @@ def _weights(class_weights: ClassWeights | None, batch: Batch) -> NDArray[np.flo
     """A batch's rows' weights: their class's times their own, where the run weighs them."""
     if class_weights is None or len(batch) == 0:
         return batch.weights
-    by_class = class_weights.of(batch.targets)
-    return by_class if batch.weights is None else by_class * batch.weights
+    by_class = class_weights.of(batch.targets)  # (rows,), or (rows, places) of a sequence
+    if batch.weights is None:
+        return by_class
+    return by_class * batch.weights.reshape(-1, *(1,) * (by_class.ndim - 1))
 
 
 def _diverged(run: RunState, what: str) -> None:

@@ -16,6 +16,8 @@ loss's link applied: probabilities) and target, as scikit-learn computes it:
   classes for classes (average="macro"); `precision_macro`, `recall_macro`, `f1_macro`: the
   mean over the classes for both (the classes the targets or the predictions hold); 0 where a
   class is never predicted (zero_division=0);
+- a class at every position of a sequence (`CrossEntropy` over (N, L) targets): each position
+  a row of the classification metrics, as the loss takes them;
 - `mae`, `mse`, `rmse`, `r2`: `mean_absolute_error`, `mean_squared_error`,
   `root_mean_squared_error`, `r2_score`, each output's averaged (multioutput="uniform_average";
   R² of a constant target is 1 when predicted exactly, else 0).
@@ -230,5 +232,10 @@ def measure(
     """Each named metric of these predictions (the link applied) against their targets."""
     if len(predictions) == 0:
         return {name: math.nan for name in names}
-    predictions = np.asarray(predictions, np.float64)
-    return {name: METRICS[name].compute(predictions, np.asarray(targets), task) for name in names}
+    predictions, targets = np.asarray(predictions, np.float64), np.asarray(targets)
+    if task == "classes" and targets.ndim == 2 and targets.shape[1] > 1:
+        # A class at every position of a sequence (targets (N, L), predictions (N, L·C)): each
+        # position a row, as the loss takes them.
+        targets = targets.reshape(-1)
+        predictions = predictions.reshape(len(targets), -1)
+    return {name: METRICS[name].compute(predictions, targets, task) for name in names}

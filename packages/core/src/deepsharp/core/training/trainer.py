@@ -271,7 +271,14 @@ class Trainer:
                 y = Tensor.put(engine, wanted)
                 w = None
                 if weights is not None:
-                    w = Tensor.put(engine, checked_weights(weights, rows, "the batch's weights"))
+                    places = (
+                        wanted.shape[1]
+                        if self.loss.task == "classes" and wanted.ndim == 2
+                        else None
+                    )
+                    w = Tensor.put(
+                        engine, checked_weights(weights, rows, "the batch's weights", places)
+                    )
                 value, grads = self._way_back(xs, y, w, share, dropout)
             self._value, self.step_share = value, share
             try:

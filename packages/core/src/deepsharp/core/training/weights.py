@@ -34,8 +34,8 @@ class ClassWeights:
 
     def of(self, targets: NDArray[Any]) -> NDArray[np.float32]:
         """The weight of each row of a batch, from its target (as the loss takes targets)."""
-        classes = targets[:, 0] if self.task == "binary" else targets.reshape(-1)
-        return self.weights[np.asarray(classes, np.int64)]
+        classes = targets[:, 0] if self.task == "binary" else targets
+        return self.weights[np.asarray(classes, np.int64)]  # a weight a place of a sequence
 
 
 def class_weights_for(
