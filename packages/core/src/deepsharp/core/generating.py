@@ -7,7 +7,8 @@ under `CrossEntropy` — the Shakespeare sample is one. Each new token is drawn 
 softmax(logits / temperature) at the last position the context fills (the last L tokens, from
 its start: a causal network reads no place after it), from deepsharp's own generator (`seed`),
 so the same call gives the same text on the same engine. Padding and unknown ids are never
-drawn.
+drawn, nor ids the vocabulary holds no token for (a network of more outputs than the column
+learned tokens: text of fewer kinds of token than its vocabulary's size).
 """
 
 from __future__ import annotations
@@ -95,6 +96,10 @@ def generate(
             f"({column.tokens_of}): give it some text to go on from"
         )
     tokens = column.tokens or []
+    if not tokens:
+        raise ConfigurationError(
+            f"generate: the column {column.name!r} learned no token, so there is none to draw"
+        )
     made = serving_engine(engine)
     network, context_length = trained.network, column.length
     bound = network.put(made)
@@ -108,7 +113,7 @@ def generate(
             row[0, : len(window)] = window
             out = network.forward([Tensor.put(made, row)], bound, context)
             logits = _logits(trained, made.get(out.handle)[0, len(window) - 1])
-            chosen = _draw(logits / temperature, draws)
+            chosen = _draw(logits / temperature, draws, 2 + len(tokens))
             ids.append(chosen)
             drawn.append(tokens[chosen - 2])
     joiner = "" if column.tokens_of == "characters" else " "
@@ -126,10 +131,12 @@ def _logits(trained: TrainedNetwork, outputs: NDArray[Any]) -> NDArray[np.float6
     return values
 
 
-def _draw(logits: NDArray[np.float64], draws: Generator) -> int:
-    """An id drawn from softmax(logits), never padding (0) or unknown (1)."""
+def _draw(logits: NDArray[np.float64], draws: Generator, drawable: int) -> int:
+    """An id drawn from softmax(logits), never padding (0), unknown (1) or an id from
+    `drawable` on (one the vocabulary holds no token for)."""
     logits = logits.copy()
     logits[:2] = -np.inf
+    logits[drawable:] = -np.inf
     weights = np.exp(logits - logits.max())
     cumulative = np.cumsum(weights)
     place = draws.uniform(1)[0] * cumulative[-1]
