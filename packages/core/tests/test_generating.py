@@ -3,7 +3,6 @@ vocabulary holds a token, and what it refuses."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from deepsharp.core import (

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from deepsharp.core import (
+    GRU,
     Adam,
     BinaryCrossEntropy,
     ConfigurationError,
@@ -188,3 +189,18 @@ def test_a_network_whose_rows_give_a_sequence_trains_on_flat_targets(loss: Any) 
     assert ours.evaluate(x, y)[1].shape == (8, 10)
     with pytest.raises(ShapeError, match=r"give each row's targets flat, \(N, 10\)"):
         ours.step(x, y.reshape(8, 5, 2))
+
+
+def test_cross_entropy_refuses_one_hot_targets_saying_to_take_their_argmax() -> None:
+    one_hot = np.eye(3, dtype=np.float32)[[0, 2, 1, 1]]
+    with pytest.raises(DataError, match=r"look one-hot .* give y\.argmax\(axis=1\)"):
+        CrossEntropy().targets(one_hot, 3)
+    assert CrossEntropy().targets(one_hot.argmax(axis=1), 3).tolist() == [0, 2, 1, 1]
+
+
+def test_a_class_a_row_for_a_network_of_a_class_a_position_is_refused_naming_both() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 5, 2)).astype(np.float32)
+    trainer = Trainer(Network([GRU(4, return_sequences=True), Dense(3)]), CrossEntropy(), Adam())
+    with pytest.raises(ShapeError, match=r"a class at each of 5 positions .* shape \(N, 5\)"):
+        trainer.step(x, rng.integers(0, 3, 8))

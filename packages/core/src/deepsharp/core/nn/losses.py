@@ -349,6 +349,13 @@ class CrossEntropy(Loss):
             elif weights is not None:
                 spread = ops.broadcast_to(ops.reshape(weights, (rows, 1)), (rows, positions))
                 weights = ops.reshape(spread, (rows * positions,))
+        elif outputs.ndim == 3:
+            raise ShapeError(
+                f"CrossEntropy: the network gives a class at each of {outputs.shape[1]} "
+                f"positions (outputs (N, {outputs.shape[1]}, {outputs.shape[2]})), and the "
+                f"targets are of shape (N{''.join(f', {s}' for s in targets.shape[1:])},): give "
+                f"one class index a position, shape (N, {outputs.shape[1]})"
+            )
         elif targets.shape != (rows,):
             raise ShapeError(
                 f"CrossEntropy: targets of shape {targets.shape} for outputs of shape "
@@ -388,6 +395,12 @@ class CrossEntropy(Loss):
         if array.ndim == 2 and array.shape[1] == 1:
             array = array[:, 0]
         classes = outputs
+        if array.ndim == 2 and array.shape[1] == outputs > 1:
+            raise DataError(
+                f"CrossEntropy: targets of shape {array.shape}, one value for each of the "
+                f"network's {outputs} outputs, look one-hot (or a row of probabilities): "
+                "CrossEntropy takes one class index a row, shape (N,): give y.argmax(axis=1)"
+            )
         if array.ndim == 2 and array.shape[1] > 1:
             if outputs % array.shape[1]:
                 raise ShapeError(
