@@ -206,3 +206,43 @@ def test_a_scanned_file_of_messages_trains_and_serves_them_in_parts(tmp_path: Pa
     served = TrainedNetwork.load(tmp_path / "sms.safetensors")
     parts = np.concatenate(list(served.predict_parts(scan_csv(path, read_rows=100))))
     assert parts.tobytes() == run.trained.predict(read_csv(path)).tobytes()
+
+
+def test_ids_given_to_a_network_that_takes_numbers_are_refused_saying_embedding_first() -> None:
+    from deepsharp.core import (
+        Adam,
+        BinaryCrossEntropy,
+        ConfigurationError,
+        Dense,
+        Embedding,
+        FitOptions,
+        Flatten,
+        Network,
+        ShapeError,
+        fit,
+    )
+
+    pipeline = Pipeline().text("message", length=6, vocabulary=20).target("label")
+    rows = MESSAGES * 4
+    with pytest.raises(
+        ConfigurationError, match=r"'message' gives int64 ids, .* an Embedding first"
+    ):
+        fit(
+            pipeline,
+            rows,
+            Network([Dense(4), Dense(1)]),
+            BinaryCrossEntropy(),
+            Adam(),
+            FitOptions(seed=0, epochs=1, progress=False),
+        )
+    with pytest.raises(ShapeError, match="Embedding takes int64 values, and follows Dense"):
+        Network([Dense(4), Embedding(20, 3), Flatten(), Dense(1)])
+    run = fit(
+        pipeline,
+        rows,
+        Network([Embedding(20, 3), Flatten(), Dense(1)]),
+        BinaryCrossEntropy(),
+        Adam(),
+        FitOptions(seed=0, epochs=1, progress=False),
+    )
+    assert run.trained.predict(MESSAGES[:2]).shape == (2, 1)

@@ -9,6 +9,7 @@ reads: that order is the network's, and its layers are named in it. A chain
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -224,6 +225,13 @@ def chain(layers: Sequence[Layer], shape: Shape | None) -> Graph:
                 "layer, call it on symbols: Network(inputs=..., outputs=...))"
             )
         seen.add(id(layer))
+    for before, layer in itertools.pairwise(layers):  # each layer after the first reads float32
+        if "float32" not in layer.takes:
+            raise ShapeError(
+                f"{layer.label} takes {' or '.join(layer.takes)} values, and follows "
+                f"{before.label}, whose outputs are float32 numbers: an Embedding reads the "
+                "network's int64 ids, so it comes first (or reads an Input(..., dtype='int64'))"
+            )
     nodes = [Node(index, (index,)) for index in range(len(layers))]
     # Its one input takes what its first layer takes: int64 ids where that is an Embedding.
     dtype = layers[0].takes[0] if layers else "float32"

@@ -22,7 +22,7 @@ from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.data.sources import Part, is_frame, row_count, row_naming, rows_of, take
 from deepsharp.core.data.values import ColumnName, rows_named
-from deepsharp.core.errors import DataError, described
+from deepsharp.core.errors import ConfigurationError, DataError, described
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Features, Network
 from deepsharp.core.random import Generator, KeyedOrder, Streams
@@ -507,6 +507,17 @@ def build_for(network: Network, pipeline: Pipeline) -> None:
         )
     if not network.built:
         network.build(pipeline.row_shape)
+    for input_name, group in pipeline.column_groups().items():
+        spec = next((s for s in network.input_specs if s.name == input_name), None)
+        spec = network.input_specs[0] if input_name is None else spec
+        if spec is not None and group[0].dtype == "int64" and spec.dtype != "int64":
+            names = ", ".join(repr(column.name) for column in group)
+            raise ConfigurationError(
+                f"the pipeline's text column{'s' if len(group) > 1 else ''} {names} "
+                f"give{'' if len(group) > 1 else 's'} int64 ids, and the network's input {spec.name!r} takes float32 numbers: ids go to "
+                "an Embedding first, Network([Embedding(vocabulary, width), ...]) (a word's id "
+                "is a name, not an amount)"
+            )
 
 
 def _shaped(features: Any, pipeline: Pipeline, network: Network) -> Features:
