@@ -255,6 +255,31 @@ def test_a_diverging_run_says_where_and_what_to_try_without_numpy_warnings() -> 
     assert "try a smaller learning rate than SGD's 10 (say 1)" in message
 
 
+@pytest.mark.parametrize(
+    ("scale_x", "scale_y", "engine", "said"),
+    [
+        (1.0, 1e22, "light", r"its features or its targets \(scale them\)\. The network"),
+        (1e5, 1.0, "light:mixed_float16", r"beyond float16's range \(65,504\) overflows"),
+    ],
+)
+def test_a_run_diverging_before_any_update_does_not_blame_the_learning_rate(
+    scale_x: float, scale_y: float, engine: str, said: str
+) -> None:
+    x, y = _arrays()
+    with pytest.raises(TrainingDivergedError) as refused, np.errstate(all="ignore"):
+        fit_run(
+            None,
+            (x * scale_x, y * scale_y),
+            _network(),
+            MeanSquaredError(),
+            SGD(0.01),
+            FitOptions(seed=1, epochs=2, batch_size=4, engine=engine),
+        )
+    message = str(refused.value)
+    assert "epoch 1, step 1, before any update" in message and "not the learning rate" in message
+    assert re.search(said, message) and "smaller learning rate" not in message
+
+
 def test_predict_on_the_command_line_with_a_network_trained_on_arrays_says_what_to_do(
     trained: TrainedNetwork, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

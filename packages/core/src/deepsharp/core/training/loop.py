@@ -319,9 +319,10 @@ def _epoch(
         if shadow is not None:
             shadow.before_step(trainer, batch.features, batch.targets, epoch, step)
         weights = _weights(run.class_weights, batch)
+        updated = trainer.held.state.steps > 0  # whether any update came before this loss
         value = trainer.step(batch.features, batch.targets, batch.share, weights, owned=True)
         if not distribution.all_finite(value):
-            _diverged(run, f"the loss turned {value} at epoch {epoch}, step {step}")
+            _diverged(run, f"the loss turned {value} at epoch {epoch}, step {step}", updated)
         sums.add(value, len(batch))
         for part in run.callbacks:
             part.on_batch_end(run, step, value)
@@ -342,10 +343,25 @@ def _weights(class_weights: ClassWeights | None, batch: Batch) -> NDArray[np.flo
     return by_class * batch.weights.reshape(-1, *(1,) * (by_class.ndim - 1))
 
 
-def _diverged(run: RunState, what: str) -> None:
-    """Put back the best epoch's slots (or those the run started from), then stop the run."""
+def _diverged(run: RunState, what: str, updated: bool = True) -> None:
+    """Put back the best epoch's slots (or those the run started from), then stop the run.
+    `updated`: whether any update came before the loss that diverged (before the first, the
+    learning rate cannot be the cause: the batch's values or the precision's range are)."""
     run.trainer.restore(run.best)
     kept = f"epoch {run.best_epoch}'s (the best)" if run.best_epoch else "those it started from"
+    if not updated:
+        precision = str(run.trainer.engine.identity.precision)
+        narrow = (
+            f"; at {precision}, a value beyond float16's range (65,504) overflows: scale the "
+            "features, or train at mixed_bfloat16 or float32"
+            if precision == "mixed_float16"
+            else ""
+        )
+        raise TrainingDivergedError(
+            f"{what}, before any update (the loss of the slots the run started from): not the "
+            "learning rate. Look for huge or broken values in the batch, its features or its "
+            f"targets (scale them){narrow}. The network holds the slots of {kept}"
+        )
     optimizer = run.trainer.optimizer
     rate = optimizer.learning_rate
     lower = (
