@@ -141,6 +141,9 @@ def test_the_run_s_options_hold_and_epochs_and_engine_take_their_place() -> None
     model = NetworkClassifier(options=options, epochs=4, engine="light:float32").fit(x, y)
     assert model.report_.epochs_run == 4
     assert model.report_.engine.precision == "float32"
+    said = str(model.report_)
+    assert f"on the {len(x)} rows fit was given (its training and validation rows):" in said
+    assert "test rows" not in said  # there are none: every row given is measured
     assert isinstance(model.trained_, TrainedNetwork)
     assert options.epochs == 40 and options.engine is None
 

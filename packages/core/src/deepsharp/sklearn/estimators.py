@@ -197,6 +197,7 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
             test_rows=(x, targets),
         )
         self.trained_: TrainedNetwork = run.trained
+        run.report.measured_on = "rows fit was given (its training and validation rows)"
         self.report_: Report = run.report
         return self
 

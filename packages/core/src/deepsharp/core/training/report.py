@@ -37,6 +37,9 @@ class Report:
     steps: StepsRun | None = None
     """How the run's steps ran: replayed from compiled plans or as recorded, and why a step
     could not be compiled (`FitOptions(compile=...)`)."""
+    measured_on: str = "test rows"
+    """What the measures were taken on: the run's test rows, or what its caller says
+    (a scikit-learn estimator measures every row it was fit on)."""
 
     @property
     def metric_names(self) -> list[str]:
@@ -66,7 +69,7 @@ class Report:
                 f"{figures}  {record.seconds:>8.3f}{mark}"
             )
         lines.append("")
-        lines.append(f"on the {self.test_rows} test rows:")
+        lines.append(f"on the {self.test_rows} {self.measured_on}:")
         width = max([10, *(len(name) for name in self.measures)])
         for name, value in self.measures.items():
             lines.append(f"  {name:<{width}} {value:.4f}")
