@@ -74,8 +74,9 @@ def test_settings_name_the_scale() -> None:
     ("setting", "error", "said"),
     [
         ("dinamic", ValueError, "loss_scale is 'auto', 'dynamic', a number"),
-        (0.0, TypeError, "a finite number above 0"),
-        (math.inf, TypeError, "a finite number above 0"),
+        (0.0, ValueError, "a finite number above 0"),
+        (-5.0, ValueError, "a finite number above 0, a LossScale or None, not -5.0"),
+        (math.inf, ValueError, "a finite number above 0"),
         (True, TypeError, "not True"),
         ([2.0], TypeError, "not [2.0]"),
     ],

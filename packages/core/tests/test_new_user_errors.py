@@ -307,3 +307,37 @@ def test_the_command_line_calls_what_the_network_gives_predictions(
         assert "answer" not in said.lower()
     flat = " ".join(said.split())  # argparse wraps its lines
     assert "the predictions as CSV" in flat and "write the predictions to FILE" in flat
+
+
+def _mistakes() -> list[tuple[Any, type, str]]:
+    from deepsharp.core import CosineDecay, ReduceOnPlateau
+
+    x, y = _arrays()
+
+    def callback_class() -> None:
+        fit_run(None, (x, y), _network(), MeanSquaredError(), SGD(0.1), FitOptions(seed=1),
+                callbacks=[ReduceOnPlateau])  # fmt: skip
+
+    def misspelt_slot() -> None:
+        network = Network([Dense(2)], inputs=3)
+        network.set_slots({"dense.weights": np.ones((3, 2)), "dense.bais": np.ones(2)})
+
+    return [
+        (lambda: Network([Dense(3), Relu]), TypeError, r"the class Relu, not a layer: .* Relu\(\.\.\.\)"),
+        (lambda: Dense(4, activation=Relu()), ValueError, r"not the layer Relu: give activation='relu'"),
+        (callback_class, TypeError, r"the class ReduceOnPlateau, not a callback"),
+        (misspelt_slot, ShapeError, r"slots \['dense\.bais'\] are not the network's"),
+        (lambda: CosineDecay(0.01, 10).rate(-5), ValueError, "a whole number of 0 or more, not -5"),
+        (
+            lambda: BinaryCrossEntropy().targets(np.array([[0.9], [0.1]]), 1),
+            DataError,
+            r"soft targets .*label_smoothing=",
+        ),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_a_class_given_for_an_instance_and_other_slips_say_what_to_write(case: int) -> None:
+    made, error, said = _mistakes()[case]
+    with pytest.raises(error, match=said):
+        made()

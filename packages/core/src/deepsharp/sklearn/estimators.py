@@ -240,7 +240,7 @@ class NetworkClassifier(ClassifierMixin, _NetworkEstimator):  # type: ignore[mis
         if len(classes) < 2:
             raise ValueError(
                 f"NetworkClassifier needs rows of at least 2 classes to learn from; y holds one "
-                f"class ({classes[0]!r})"
+                f"class ({getattr(classes[0], 'item', lambda: classes[0])()!r})"
             )
         self.classes_ = classes
         loss = CrossEntropy() if self.loss is None else self.loss

@@ -253,6 +253,12 @@ class BinaryCrossEntropy(Loss):
                 f"BinaryCrossEntropy takes targets 0 and 1; row {i + 1} (counting from 1), "
                 f"output {k} holds {float(array[i, k])!r}: for more classes use CrossEntropy() "
                 "with class indices"
+                + (
+                    "; for soft targets between 0 and 1 give 0 and 1 with "
+                    "BinaryCrossEntropy(label_smoothing=...)"
+                    if 0.0 < float(array[i, k]) < 1.0
+                    else ""
+                )
             )
         return array
 

@@ -79,6 +79,11 @@ class Network:
             if not layers:
                 raise ValueError("a network needs at least one layer")
             for index, layer in enumerate(layers):
+                if isinstance(layer, type) and issubclass(layer, Layer):
+                    raise TypeError(
+                        f"layer {index} is the class {layer.__name__}, not a layer: make one, "
+                        f"{layer.__name__}(...)"
+                    )
                 if not isinstance(layer, Layer):
                     raise TypeError(f"layer {index} is {layer!r}, not a Layer")
             shape = None if inputs is None else row_shape(inputs, "inputs")
@@ -286,7 +291,7 @@ class Network:
             if spec.shape is not None and rows != spec.shape:
                 taker = self.layers[0].label if self.chained else f"input {spec.name!r}"
                 raise ShapeError(
-                    f"{taker} takes rows of shape {spec.shape}, but {where} have shape "
+                    f"{taker} takes rows of shape {spec.shape}, but {where} are of shape "
                     f"{tuple(array.shape)} (rows of shape {rows})"
                     + channels_last_hint(rows, spec.shape)
                 )
@@ -616,6 +621,9 @@ def _checked_values(
     values: Mapping[str, Any], specs: Mapping[str, SlotSpec | BufferSpec], what: str
 ) -> dict[str, NDArray[np.float32]]:
     checked = {}
+    unknown = [str(name) for name in values if name not in specs]
+    if unknown:  # a misspelt name first: it is why the right one is missing
+        raise ShapeError(f"{what}s {unknown} are not the network's; its {what}s are {list(specs)}")
     for name, spec in specs.items():
         if name not in values:
             raise ShapeError(f"{what} {name!r} is missing; the network has {list(specs)}")
@@ -625,9 +633,6 @@ def _checked_values(
                 f"{what} {name!r} has shape {value.shape}, the network's is {spec.shape}"
             )
         checked[name] = value
-    extra = set(values) - set(specs)
-    if extra:
-        raise ShapeError(f"{what}s {sorted(extra)} are not the network's ({list(specs)})")
     return checked
 
 

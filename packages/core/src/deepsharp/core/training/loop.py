@@ -263,6 +263,17 @@ def _callbacks(options: FitOptions, given: Sequence[Callback | EpochFunction]) -
     ReduceOnPlateau), checkpoints, progress, then the user's others. A checkpoint is written
     once every callback whose state it holds has had the epoch (it holds their decisions of
     that epoch: a rate ReduceOnPlateau lowered), and before the others, which find it written."""
+    for callback in given:
+        if isinstance(callback, type):
+            raise TypeError(
+                f"fit: callbacks holds the class {callback.__name__}, not a callback: make one, "
+                f"{callback.__name__}(...)"
+            )
+        if not (isinstance(callback, Callback) or callable(callback)):
+            raise TypeError(
+                f"fit: a callback is a Callback or a function of an epoch's record, not "
+                f"{callback!r}"
+            )
     made = [c if isinstance(c, Callback) else EachEpoch(c) for c in given]
     parts: list[Callback] = [EarlyStopping(options.patience, options.restore_best)]
     parts.extend(c for c in made if c.name)

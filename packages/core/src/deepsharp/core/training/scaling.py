@@ -29,6 +29,7 @@ where the uninterrupted one does; a checkpoint taken with another loss scale is 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Union
 
@@ -191,7 +192,8 @@ def check_setting(setting: object, where: str) -> None:
             )
         return
     if not _positive_number(setting):
-        raise TypeError(
+        number = isinstance(setting, numbers.Real) and not isinstance(setting, bool)
+        raise (ValueError if number else TypeError)(  # a number of the wrong value, or no number
             f"{where}: loss_scale is 'auto', 'dynamic', a finite number above 0, a LossScale or "
             f"None, not {setting!r}"
         )

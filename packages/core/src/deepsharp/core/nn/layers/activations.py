@@ -62,6 +62,15 @@ def check_activation(name: object, where: str) -> str | None:
     """None, or the name of an activation; a ValueError naming `where` and the close names."""
     if name is None or (isinstance(name, str) and name in ACTIVATIONS):
         return name
+    from deepsharp.core.nn.layer import Layer
+
+    if isinstance(name, Layer) or (isinstance(name, type) and issubclass(name, Layer)):
+        kind = name.__name__ if isinstance(name, type) else type(name).__name__
+        raise ValueError(
+            f"{where}: activation is a name, such as 'relu', not the layer {kind}: give "
+            f"activation={kind.lower()!r} where that is one of {', '.join(map(repr, ACTIVATIONS))}"
+            f", or put {kind}() after the layer"
+        )
     close = difflib.get_close_matches(str(name), list(ACTIVATIONS), n=2)
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
     raise ValueError(

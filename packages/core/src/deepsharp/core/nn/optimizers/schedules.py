@@ -110,6 +110,15 @@ def _must(what: str, above: float | None, at_least: float | None, at_most: float
     return what + (f" {' and '.join(wanted)}" if wanted else "")
 
 
+def _check_step(schedule: Schedule, step: object) -> None:
+    """A count of updates: a whole number of 0 or more."""
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+        raise ValueError(
+            f"{type(schedule).__name__}.rate takes the updates applied so far, a whole number of "
+            f"0 or more, not {step!r}"
+        )
+
+
 class CosineDecay(Schedule):
     """A warm-up then a cosine decay, as Keras's `CosineDecay` and optax's
     `warmup_cosine_decay_schedule` take them: for the first `warmup` steps the rate rises in a
@@ -126,6 +135,7 @@ class CosineDecay(Schedule):
         )
 
     def rate(self, step: int) -> float:
+        _check_step(self, step)
         if step < self.warmup:
             return self.initial * step / self.warmup
         t = min(step - self.warmup, self.steps)
@@ -151,6 +161,7 @@ class StepDecay(Schedule):
         self.factor: float = check_schedule_number("StepDecay", "factor", factor, above=0.0)
 
     def rate(self, step: int) -> float:
+        _check_step(self, step)
         return float(self.initial * self.factor ** (step // self.every))
 
     def config(self) -> dict[str, Any]:
