@@ -52,6 +52,17 @@ def test_predict_on_a_missing_file_says_so(
     assert "none.safetensors" in capsys.readouterr().err
 
 
+def test_predict_with_its_two_files_swapped_says_which_comes_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["predict", str(data_path("titanic.csv")), str(tmp_path / "model.safetensors")]) == 1
+    )
+    said = capsys.readouterr().err
+    assert "titanic.csv looks like the rows" in said
+    assert "the trained network comes first, deepsharp predict FILE ROWS.csv" in said
+
+
 def test_an_engine_that_is_not_installed_is_refused_by_name(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -322,7 +322,14 @@ def _mistakes() -> list[tuple[Any, type, str]]:
         network = Network([Dense(2)], inputs=3)
         network.set_slots({"dense.weights": np.ones((3, 2)), "dense.bais": np.ones(2)})
 
+    def one_output_classes() -> None:
+        classes = (x[:, 0] > 0).astype(np.int64)
+        fit_run(None, (x, classes), Network([Dense(1)]), CrossEntropy(), SGD(0.1),
+                FitOptions(seed=1))  # fmt: skip
+
     return [
+        (one_output_classes, ConfigurationError, r"one output a row, and CrossEntropy .* BinaryCrossEntropy\(\)"),
+        (lambda: Network([Dense(2)], inputs=(None, 5)), ValueError, r"without the batch axis \(\(5,\)\)"),
         (lambda: Network([Dense(3), Relu]), TypeError, r"the class Relu, not a layer: .* Relu\(\.\.\.\)"),
         (lambda: Dense(4, activation=Relu()), ValueError, r"not the layer Relu: give activation='relu'"),
         (callback_class, TypeError, r"the class ReduceOnPlateau, not a callback"),
@@ -336,7 +343,7 @@ def _mistakes() -> list[tuple[Any, type, str]]:
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("case", range(6))
+@pytest.mark.parametrize("case", range(8))
 def test_a_class_given_for_an_instance_and_other_slips_say_what_to_write(case: int) -> None:
     made, error, said = _mistakes()[case]
     with pytest.raises(error, match=said):

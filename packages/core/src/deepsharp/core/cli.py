@@ -433,6 +433,13 @@ def _predict(arguments: argparse.Namespace) -> int:
             arguments.output, (arguments.rows, "the rows"), (arguments.file, "the trained network")
         )
     engine = _engine(arguments.engine)
+    if str(arguments.file).lower().endswith(".csv") and not str(arguments.rows).lower().endswith(
+        ".csv"
+    ):
+        raise CommandError(
+            f"{arguments.file} looks like the rows and {arguments.rows} like the trained "
+            "network: the trained network comes first, deepsharp predict FILE ROWS.csv"
+        )
     trained = TrainedNetwork.load(arguments.file)
     if trained.pipeline.takes_arrays:
         raise CommandError(

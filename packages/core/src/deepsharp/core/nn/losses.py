@@ -328,6 +328,14 @@ def _not_numbers(loss: Loss, targets: Any) -> DataError:
     )
 
 
+ONE_OUTPUT = (
+    "the network gives one output a row, and CrossEntropy picks one class of several: with one "
+    "class every row is right and the loss is 0 whatever the slots. For two classes give one "
+    "output with BinaryCrossEntropy(), or as many outputs as classes (Dense(classes)) with "
+    "CrossEntropy()"
+)
+
+
 class CrossEntropy(Loss):
     """One class of many; targets are class indices (N,). From logits (the default) its link is
     the softmax; with from_logits=False it takes probabilities (a network ending in Softmax())
@@ -397,6 +405,8 @@ class CrossEntropy(Loss):
     def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
         """Class indices, one a row (N,) — or, for a network that gives a class at every
         position of a sequence (rows of (L, classes)), one a position (N, L)."""
+        if outputs == 1:
+            raise ConfigurationError(ONE_OUTPUT)
         array = np.asarray(targets)
         if array.ndim == 2 and array.shape[1] == 1:
             array = array[:, 0]
@@ -446,6 +456,8 @@ class CrossEntropy(Loss):
         return np.asarray(predictions.argmax(axis=1) == targets.reshape(-1))
 
     def check_network(self, network: Network) -> None:
+        if network.built and network.outputs == 1:
+            raise ConfigurationError(ONE_OUTPUT)
         if self.from_logits and network.ends_in == "softmax":
             raise ConfigurationError(
                 "the network ends in a softmax, and CrossEntropy() takes logits (it applies the "

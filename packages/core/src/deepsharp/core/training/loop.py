@@ -359,7 +359,11 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
     `updated`: whether any update came before the loss that diverged (before the first, the
     learning rate cannot be the cause: the batch's values or the precision's range are)."""
     run.trainer.restore(run.best)
-    kept = f"epoch {run.best_epoch}'s (the best)" if run.best_epoch else "those it started from"
+    kept = (
+        f"the slots of epoch {run.best_epoch} (the best)"
+        if run.best_epoch
+        else "the slots it started from"
+    )
     if not updated:
         precision = str(run.trainer.engine.identity.precision)
         narrow = (
@@ -371,7 +375,7 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
         raise TrainingDivergedError(
             f"{what}, before any update (the loss of the slots the run started from): not the "
             "learning rate. Look for huge or broken values in the batch, its features or its "
-            f"targets (scale them){narrow}. The network holds the slots of {kept}"
+            f"targets (scale them){narrow}. The network holds {kept}"
         )
     optimizer = run.trainer.optimizer
     rate = optimizer.learning_rate
@@ -382,7 +386,7 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
         else "try a smaller learning rate"
     )
     raise TrainingDivergedError(
-        f"{what}: the training diverged. The network holds the slots of {kept}. To go on, "
+        f"{what}: the training diverged. The network holds {kept}. To go on, "
         f"{lower}, or look for huge or broken values in the features (scale them)"
     )
 
