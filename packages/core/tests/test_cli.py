@@ -383,3 +383,24 @@ def test_seal_writes_through_a_link_and_names_a_folder_it_cannot_write_into(
     done = _cli("seal", str(locked / "model.safetensors"), prefix=prefix)
     error = _one_line(done, "model.safetensors", "cannot write into", "Permission denied")
     assert ".tmp" not in error  # before: named its temporary file
+
+
+def test_a_binary_target_of_named_labels_heads_its_column_with_the_positive_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deepsharp.core import Adam, BinaryCrossEntropy, Dense, FitOptions, Network, Pipeline, fit
+
+    rows = [{"size": str(i % 7), "label": "spam" if i % 3 else "ham"} for i in range(60)]
+    run = fit(
+        Pipeline().number("size").target("label", kind="binary"),
+        rows,
+        Network([Dense(1)]),
+        BinaryCrossEntropy(),
+        Adam(),
+        FitOptions(seed=0, epochs=1, progress=False),
+    )
+    saved, table = tmp_path / "spam.safetensors", tmp_path / "rows.csv"
+    run.trained.save(saved)
+    table.write_text("size\n3\n5\n")
+    assert main(["predict", str(saved), str(table)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "label=spam"

@@ -476,7 +476,10 @@ class _PredictionLines:
         # missing, no rows) prints nothing.
         first = next(self.parts, None)
         pipeline, outputs = self.trained.pipeline, self.trained.outputs
-        if outputs == 1:
+        classes = pipeline.classes
+        if outputs == 1 and classes is not None and classes[-1] not in ("1", "1.0", "True", "true"):
+            header = [f"{pipeline.target_name}={classes[-1]}"]  # the chance of the named label
+        elif outputs == 1:
             header = [f"{pipeline.target_name or 'prediction'}"]
         elif pipeline.classes is not None and len(pipeline.classes) == outputs:
             header = [f"{pipeline.target_name}={label}" for label in pipeline.classes]
