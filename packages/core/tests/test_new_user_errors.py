@@ -327,7 +327,20 @@ def _mistakes() -> list[tuple[Any, type, str]]:
         fit_run(None, (x, classes), Network([Dense(1)]), CrossEntropy(), SGD(0.1),
                 FitOptions(seed=1))  # fmt: skip
 
+    def several_outputs() -> None:
+        from deepsharp.core import Input
+
+        a = Input(3)
+        Network(inputs=a, outputs=[Dense(1)(a), Dense(2)(a)])
+
+    def channels_last() -> None:
+        images, classes = np.zeros((20, 8, 8, 1), np.float32), np.arange(20) % 2
+        network = Network([Conv2D(2, 3), Flatten(), Dense(2)])
+        fit_run(None, (images, classes), network, CrossEntropy(), SGD(0.1), FitOptions(seed=1))
+
     return [
+        (several_outputs, ConfigurationError, r"one output, and outputs= holds 2: .*Concatenate"),
+        (channels_last, ShapeError, r"channels-last images .* x\.transpose\(0, 3, 1, 2\)"),
         (one_output_classes, ConfigurationError, r"one output a row, and CrossEntropy .* BinaryCrossEntropy\(\)"),
         (lambda: Network([Dense(2)], inputs=(None, 5)), ValueError, r"without the batch axis \(\(5,\)\)"),
         (lambda: Network([Dense(3), Relu]), TypeError, r"the class Relu, not a layer: .* Relu\(\.\.\.\)"),
@@ -343,7 +356,7 @@ def _mistakes() -> list[tuple[Any, type, str]]:
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("case", range(8))
+@pytest.mark.parametrize("case", range(10))
 def test_a_class_given_for_an_instance_and_other_slips_say_what_to_write(case: int) -> None:
     made, error, said = _mistakes()[case]
     with pytest.raises(error, match=said):

@@ -116,7 +116,7 @@ def test_deepsharp_predict_reads_a_csv_of_messages(
         writer.writerows([m] for m in messages)
     assert main(["predict", str(sampled.saved), str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "label" and len(lines) == 4
+    assert lines[0] == "label=spam" and len(lines) == 4  # the chance of spam
     chances = [float(line) for line in lines[1:]]
     assert chances[0] > 0.5 > chances[1]
 

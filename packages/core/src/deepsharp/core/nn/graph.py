@@ -244,6 +244,12 @@ def trace(inputs: Sequence[Symbol], output: Symbol) -> Graph:
     """The graph from `inputs` to `output`: every call the output depends on, each after those
     it reads; refused (ConfigurationError naming it) where the output depends on an input not
     listed, or a listed input is never read, or the output is an input."""
+    if isinstance(output, (list, tuple)) and all(isinstance(o, Symbol) for o in output):
+        raise ConfigurationError(
+            f"a network gives one output, and outputs= holds {len(output)}: join them into one, "
+            "outputs=Concatenate()([...]) (each row's values side by side), and split the "
+            "predictions by their columns"
+        )
     for given in (*inputs, output):
         if not isinstance(given, Symbol):
             raise ConfigurationError(

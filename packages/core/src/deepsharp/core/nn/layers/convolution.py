@@ -77,7 +77,16 @@ class Conv2D(Layer):
         out_h = (height + top + bottom - kh) // self.stride + 1
         out_w = (width + left + right - kw) // self.stride + 1
         if out_h < 1 or out_w < 1:
-            raise ShapeError(f"{self.label}: a {kh}x{kw} kernel does not fit images of {shape}")
+            turned = (
+                f"; if these are channels-last images (N, H, W, C) of {shape[2]} channel"
+                f"{'' if shape[2] == 1 else 's'}, give x.transpose(0, 3, 1, 2): deepsharp takes "
+                "images (N, C, H, W)"
+                if shape[2] in (1, 3, 4) and min(shape[:2]) >= max(kh, kw)
+                else ""
+            )
+            raise ShapeError(
+                f"{self.label}: a {kh}x{kw} kernel does not fit images of {shape}{turned}"
+            )
         self.slot(
             "weights",
             (self.filters, channels, kh, kw),
