@@ -298,7 +298,9 @@ def test_class_weights_of_a_class_at_every_position_weigh_each_place() -> None:
         taken = np.take_along_axis(chances, classes[..., None], -1)[..., 0]
         expected = np.mean(weights * -np.log(taken.astype(np.float64)))
         assert math.isclose(trainer.step(x, classes, weights=weights), expected, rel_tol=1e-5)
-        with pytest.raises(DataError, match=r"give one weight a row, shape \(16,\)"):
+        with pytest.raises(
+            DataError, match=r"a row, shape \(16,\), or one a place, shape \(16, 4\)"
+        ):
             trainer.step(x, classes, weights=np.ones((16, 3)))
     run = fit(
         None,

@@ -67,6 +67,7 @@ def checked_weights(
         raise DataError(
             f"{where}: {rows} rows and weights of shape {array.shape}: give one weight a row, "
             f"shape ({rows},)"
+            + ("" if positions is None else f", or one a place, shape ({rows}, {positions})")
         )
     bad = np.flatnonzero(~np.isfinite(array) | (array < 0))
     if bad.size:
