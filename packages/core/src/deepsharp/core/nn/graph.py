@@ -64,11 +64,15 @@ def row_shape(given: object, where: str) -> tuple[int, ...]:
         or not all(_size(s) for s in shape)
         or math.prod(int(s) for s in shape) > 2**31
     ):
-        batch = isinstance(shape, (tuple, list)) and len(shape) > 1 and shape[0] is None
+        rest = (
+            tuple(shape[1:])
+            if isinstance(shape, (tuple, list)) and len(shape) > 1 and shape[0] is None
+            else None
+        )
         raise ValueError(
             f"{where} is a feature count or a shape of one to eight positive sizes (at most "
             f"2**31 values), not {given!r}"
-            + (f": one row's shape, without the batch axis ({tuple(shape[1:])!r})" if batch else "")
+            + (f": one row's shape, without the batch axis ({rest!r})" if rest else "")
         )
     return tuple(int(s) for s in shape)
 
