@@ -338,7 +338,12 @@ def _mistakes() -> list[tuple[Any, type, str]]:
         network = Network([Conv2D(2, 3), Flatten(), Dense(2)])
         fit_run(None, (images, classes), network, CrossEntropy(), SGD(0.1), FitOptions(seed=1))
 
+    def complex_features() -> None:
+        fit_run(None, (x.astype(np.complex64) * 1j, y), _network(), MeanSquaredError(), SGD(0.1),
+                FitOptions(seed=1))  # fmt: skip
+
     return [
+        (complex_features, DataError, r"^the features are complex numbers \(complex64\).*x\.real, x\.imag"),
         (several_outputs, ConfigurationError, r"one output, and outputs= holds 2: .*Concatenate"),
         (channels_last, ShapeError, r"channels-last images .* x\.transpose\(0, 3, 1, 2\)"),
         (one_output_classes, ConfigurationError, r"one output a row, and CrossEntropy .* BinaryCrossEntropy\(\)"),
@@ -356,7 +361,7 @@ def _mistakes() -> list[tuple[Any, type, str]]:
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("case", range(10))
+@pytest.mark.parametrize("case", range(11))
 def test_a_class_given_for_an_instance_and_other_slips_say_what_to_write(case: int) -> None:
     made, error, said = _mistakes()[case]
     with pytest.raises(error, match=said):

@@ -80,7 +80,7 @@ def array_features(data: object) -> Any:
 def _array(data: object, where: str = "") -> npt.NDArray[Any]:
     try:
         values = np.asarray(data)
-        if values.dtype.kind not in "biuf":
+        if values.dtype.kind not in "biufc":
             values = values.astype(np.float64)
     except (ValueError, TypeError) as error:
         raise DataError(
@@ -88,6 +88,12 @@ def _array(data: object, where: str = "") -> npt.NDArray[Any]:
             f"{type(data).__name__} cannot be read as one ({error}); for rows of named columns "
             "declare them with .number(), .numbers(), .category(), .flag() or .image()"
         ) from None
+    if values.dtype.kind == "c":  # a cast to real would drop every imaginary part
+        raise DataError(
+            f"{where}the features are complex numbers ({values.dtype}); a network takes real "
+            "ones: give their real and imaginary parts as features of their own, "
+            "np.stack([x.real, x.imag], axis=-1), or their magnitudes, np.abs(x)"
+        )
     if values.ndim < 2 or values.shape[0] == 0:
         raise DataError(
             f"{where}arrays of features are (rows, ...) with at least one row, not of shape "
