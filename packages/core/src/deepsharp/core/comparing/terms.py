@@ -4,8 +4,9 @@ A total's bound is a multiple of Σ|terms| (the sizes of the terms it adds) and,
 and mixed precisions, of n (how many terms it adds); a mixed precision's products also add an
 absolute part that grows with the sizes of the inputs each term multiplies. All three are the
 same total taken over other values — over the inputs' sizes, over ones, over one input's sizes
-and ones — so each operation is written once here, as a definition in float64 (a product with
-`np.matmul`, a convolution as a loop over the kernel's places), never by an engine.
+and ones — so each operation is taken as a definition in float64, never by an engine: a product
+with `np.matmul` here, a convolution and its gradients as the float64 reference writes them
+(`exact.Float64Engine`, a loop over the kernel's places).
 """
 
 from __future__ import annotations
@@ -17,10 +18,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from deepsharp.core.comparing.exact import Float64Engine
+
 __all__ = ["TOTALS", "Terms", "terms_of"]
 
 Array = NDArray[Any]
 Paddings = tuple[tuple[int, int], tuple[int, int]]
+
+_EXACT = Float64Engine()
+"""The float64 reference, whose convolutions the totals' terms are taken by."""
 
 
 def _wide(value: Any) -> Array:
@@ -42,52 +48,6 @@ def batch_matmul(a: Array, b: Array, transpose_a: bool = False, transpose_b: boo
 def total(x: Array, axes: Sequence[int], keepdims: bool = False) -> Array:
     made: Array = np.sum(x, axis=tuple(axes), keepdims=keepdims)
     return made
-
-
-def _places(size: int, kernel: int, stride: int) -> int:
-    return (size - kernel) // stride + 1
-
-
-def conv2d(x: Array, w: Array, stride: int, padding: Paddings) -> Array:
-    """out[n, f, i, j] = Σ_c,p,q x[n, c, i·stride + p, j·stride + q]·w[f, c, p, q]."""
-    padded = np.pad(x, [(0, 0), (0, 0), tuple(padding[0]), tuple(padding[1])])
-    kh, kw = w.shape[2], w.shape[3]
-    oh, ow = _places(padded.shape[2], kh, stride), _places(padded.shape[3], kw, stride)
-    out = np.zeros((x.shape[0], w.shape[0], oh, ow))
-    for p in range(kh):
-        for q in range(kw):
-            place = padded[:, :, p : p + stride * oh : stride, q : q + stride * ow : stride]
-            out += np.einsum("nchw,fc->nfhw", place, w[:, :, p, q])
-    return out
-
-
-def conv2d_weight_grad(
-    x: Array, gy: Array, kernel: tuple[int, int], stride: int, padding: Paddings
-) -> Array:
-    """gw[f, c, p, q] = Σ_n,i,j x[n, c, i·stride + p, j·stride + q]·gy[n, f, i, j]."""
-    padded = np.pad(x, [(0, 0), (0, 0), tuple(padding[0]), tuple(padding[1])])
-    oh, ow = gy.shape[2], gy.shape[3]
-    grad = np.zeros((gy.shape[1], x.shape[1], kernel[0], kernel[1]))
-    for p in range(kernel[0]):
-        for q in range(kernel[1]):
-            place = padded[:, :, p : p + stride * oh : stride, q : q + stride * ow : stride]
-            grad[:, :, p, q] = np.einsum("nchw,nfhw->fc", place, gy)
-    return grad
-
-
-def conv2d_fold(
-    gy: Array, w: Array, image: tuple[int, int], stride: int, padding: Paddings
-) -> Array:
-    """gx[n, c, i·stride + p, j·stride + q] += Σ_f gy[n, f, i, j]·w[f, c, p, q]."""
-    (top, bottom), (left, right) = padding
-    count, _, oh, ow = gy.shape
-    channels, kh, kw = w.shape[1], w.shape[2], w.shape[3]
-    folded = np.zeros((count, channels, image[0] + top + bottom, image[1] + left + right))
-    for p in range(kh):
-        for q in range(kw):
-            place = folded[:, :, p : p + stride * oh : stride, q : q + stride * ow : stride]
-            place += np.einsum("nfhw,fc->nchw", gy, w[:, :, p, q])
-    return folded[:, :, top : top + image[0], left : left + image[1]]
 
 
 def add_rows(values: Array, indices: Array, rows: int) -> Array:
@@ -134,7 +94,7 @@ def _summed(x: Any, axes: Sequence[int], keepdims: bool = False, mean: bool = Fa
 
 
 def _conv2d_bias(x: Array, w: Array, bias: Array, stride: int, padding: Paddings) -> Terms:
-    made = _bilinear(conv2d, x, w, stride, padding)
+    made = _bilinear(_EXACT.conv2d, x, w, stride, padding)
     size = np.abs(_wide(bias)).reshape(1, -1, 1, 1)
     return Terms(made.sizes + size, made.counts + 1.0, made.inputs, True)
 
@@ -156,7 +116,7 @@ def terms_of(operation: str, args: Sequence[Any], kwargs: dict[str, Any]) -> lis
     engine's arguments, handles brought to the host), in the order the operation gives them."""
     if operation == "conv2d_weight_bias_grad":
         x, gy, kernel, stride, padding = _arguments(args, kwargs, TOTALS[operation])
-        weights = _bilinear(conv2d_weight_grad, x, gy, kernel, stride, padding)
+        weights = _bilinear(_EXACT.conv2d_weight_grad, x, gy, kernel, stride, padding)
         return [weights, _summed(gy, (0, 2, 3))]
     named = _arguments(args, kwargs, TOTALS[operation])
     if operation in ("sum", "mean"):
@@ -171,9 +131,9 @@ def terms_of(operation: str, args: Sequence[Any], kwargs: dict[str, Any]) -> lis
     function = {
         "matmul": matmul,
         "batch_matmul": batch_matmul,
-        "conv2d": conv2d,
-        "conv2d_weight_grad": conv2d_weight_grad,
-        "conv2d_fold": conv2d_fold,
+        "conv2d": _EXACT.conv2d,
+        "conv2d_weight_grad": _EXACT.conv2d_weight_grad,
+        "conv2d_fold": _EXACT.conv2d_fold,
     }[operation]
     return [_bilinear(function, *named)]
 
