@@ -249,6 +249,7 @@ def test_bad_class_weights_are_refused(
         (np.full(240, -1.0), "row 1 .* has the weight -1.0"),
         (np.r_[np.ones(239), np.nan], "row 240 .* has the weight nan"),
         (np.ones((240, 2)), "give one weight a row"),
+        (np.zeros(240), r"every training row.s weight is zero \(the 168 rows of 240 the split"),
     ],
 )
 def test_bad_sample_weights_are_refused(weights: Any, said: str) -> None:

@@ -2,7 +2,11 @@
 
 Each `fit` is `deepsharp.core.fit(None, (x, y), ...)` on the arrays scikit-learn hands it: the
 rows are split into training and validation (a `validation` fraction, for early stopping), the
-network trains from the options' seed, and the best epoch's slots are kept. The estimator's
+network trains from the options' seed, and the best epoch's slots are kept. `fit(X, y,
+sample_weight=w)` weighs each row in the training steps' loss (as core `fit` does: the mean of
+weight·loss; the validation loss judging the epochs, and `report_`, weigh every row alike). A
+row of weight k is not that row given k times (there would be more steps), which is the one
+check of scikit-learn's the estimators fail by design, as its own MLPs do. The estimator's
 parameters are never changed by `fit`: the network, loss and optimizer are copied (or the
 network built) afresh at each fit, so `clone`, `GridSearchCV` and `cross_val_score` see
 estimators that do not share a run. The optimizer's settings are nested parameters:
@@ -162,9 +166,17 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
         return made
 
     # --- a run ----------------------------------------------------------------------------
-    def _run(self, x: NDArray[np.float32], targets: NDArray[Any], loss: Loss, outputs: int) -> Any:
+    def _run(
+        self,
+        x: NDArray[np.float32],
+        targets: NDArray[Any],
+        loss: Loss,
+        outputs: int,
+        sample_weight: Any,
+    ) -> Any:
         """Train on (x, targets), holding `validation` of the rows back for early stopping; the
-        report's measures are taken on every row given."""
+        report's measures are taken on every row given. `sample_weight` (one weight a row, or
+        None) weighs the training steps' loss, as core `fit` weighs it."""
         validation = self.validation
         if isinstance(validation, bool) or not isinstance(validation, (int, float)):
             raise TypeError(
@@ -195,6 +207,7 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
             copy.deepcopy(self._optimizer()),
             options,
             test_rows=(x, targets),
+            sample_weight=sample_weight,
         )
         self.trained_: TrainedNetwork = run.trained
         run.report.measured_on = "rows fit was given (its training and validation rows)"
@@ -225,15 +238,19 @@ class NetworkClassifier(ClassifierMixin, _NetworkEstimator):  # type: ignore[mis
     `optimizer`: `Adam()` unless given; its settings are the nested parameters
     `optimizer__<setting>`. `options`: the run's `FitOptions` (seed 0 and no progress bar when
     None); `epochs` and `engine`, where given, take the place of theirs. `validation`: the
-    fraction of the rows held back to judge each epoch (early stopping).
+    fraction of the rows held back to judge each epoch (early stopping). `fit` takes each
+    row's weight in the training loss, `sample_weight` (also through a `Pipeline`:
+    `fit(X, y, networkclassifier__sample_weight=w)`).
 
     After `fit`: `classes_` (the labels, sorted), `n_features_in_`, `trained_` (the
     `TrainedNetwork`: save it to serve it without scikit-learn) and `report_` (the run's
     report; its measures are taken on every row `fit` was given).
     """
 
-    def fit(self, X: Any, y: Any) -> NetworkClassifier:
-        """Train on the rows of X (numbers, (N, features)) and their labels y (any labels)."""
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> NetworkClassifier:
+        """Train on the rows of X (numbers, (N, features)) and their labels y (any labels);
+        `sample_weight`, where given, is each row's weight in the training loss (N numbers of 0
+        or more, not all zero)."""
         x, labels = validate_data(self, X, y, dtype=np.float32)
         check_classification_targets(labels)
         classes, indices = np.unique(labels, return_inverse=True)
@@ -250,13 +267,14 @@ class NetworkClassifier(ClassifierMixin, _NetworkEstimator):  # type: ignore[mis
                     f"NetworkClassifier: BinaryCrossEntropy takes 2 classes, and y holds "
                     f"{len(classes)}; leave loss as None (CrossEntropy()) for several classes"
                 )
-            return self._run(x, indices.astype(np.float32)[:, None], loss, 1)  # type: ignore[no-any-return]
+            binary = indices.astype(np.float32)[:, None]
+            return self._run(x, binary, loss, 1, sample_weight)  # type: ignore[no-any-return]
         if not isinstance(loss, CrossEntropy):
             raise ValueError(
                 f"NetworkClassifier trains with CrossEntropy() or BinaryCrossEntropy(), not "
                 f"{described(loss)}; to predict numbers, use NetworkRegressor"
             )
-        return self._run(x, indices.astype(np.int64), loss, len(classes))  # type: ignore[no-any-return]
+        return self._run(x, indices.astype(np.int64), loss, len(classes), sample_weight)  # type: ignore[no-any-return]
 
     def predict_proba(self, X: Any) -> NDArray[np.float64]:
         """Each row's chance of each class, in the order of `classes_` (shape (N, classes))."""
@@ -286,9 +304,9 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
     After `fit`: `n_features_in_`, `n_outputs_`, `trained_` and `report_`.
     """
 
-    def fit(self, X: Any, y: Any) -> NetworkRegressor:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> NetworkRegressor:
         """Train on the rows of X (numbers, (N, features)) and their targets y: (N,) numbers,
-        or (N, targets) for several a row."""
+        or (N, targets) for several a row; `sample_weight` as `NetworkClassifier.fit` takes it."""
         x, targets = validate_data(self, X, y, dtype=np.float32, y_numeric=True, multi_output=True)
         loss = MeanSquaredError() if self.loss is None else self.loss
         if isinstance(loss, (BinaryCrossEntropy, CrossEntropy)):
@@ -299,7 +317,7 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
         columns = np.asarray(targets, dtype=np.float32).reshape(len(x), -1)
         self.n_outputs_ = columns.shape[1]
         self._one_target_ = np.ndim(targets) == 1
-        return self._run(x, columns, loss, self.n_outputs_)  # type: ignore[no-any-return]
+        return self._run(x, columns, loss, self.n_outputs_, sample_weight)  # type: ignore[no-any-return]
 
     def predict(self, X: Any) -> NDArray[np.float64]:
         """Each row's predicted numbers: (N,) where fit was given one target a row, else

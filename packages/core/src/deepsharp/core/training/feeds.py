@@ -216,6 +216,12 @@ class Arrays(Source):
         weights = None
         if self.sample_weight is not None:
             weights = checked_weights(self.sample_weight, count, "fit: sample_weight")
+            if not np.any(weights[parts[0]]):
+                raise DataError(
+                    f"fit: sample_weight: every training row's weight is zero (the "
+                    f"{len(parts[0])} rows of {count} the split trains on), so no step would "
+                    "learn anything; give the rows to learn from a weight above 0"
+                )
         whole = ArrayFeed(_shaped(x, pipeline, network), loss.targets(y, network.outputs), weights)
         loss.check_training_targets(whole.targets[parts[0]])
         apart = None
