@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import csv
 import re
+import warnings
 from pathlib import Path
 
 import pytest
 
-from deepsharp.core import Pipeline, TrainedNetwork, read_csv
+from deepsharp.core import DeepSharpWarning, Pipeline, TrainedNetwork, read_csv
 from deepsharp.core.cli import main
 from deepsharp.core.data.inference import RULES, Choice, Profile, infer_pipeline
 from deepsharp.core.samples import data_path, titanic
@@ -54,9 +55,9 @@ def test_train_says_what_it_chose_for_each_column_and_why(
     said = capsys.readouterr().out
     for line in (
         "Survived     target (binary): two values (0, 1)",
-        "PassengerId  left out: a different whole number on every row, rising row by row",
+        "PassengerId  left out: a different whole number on every row, without gaps",
         "Pclass       category: 3 whole numbers (1, 2, 3)",
-        "Name         left out: 891 distinct values over 891 rows",
+        "Name         left out: a different value on every one of the 891 rows (a name, an id)",
         "Age          number: numbers from 0.42 to 80; 177 missing, filled with the median and "
         "flagged",
         "Fare         number: numbers from 0 to 512.329; skewed (skewness 4.8) and never "
@@ -236,3 +237,72 @@ def test_train_on_messages_trains_a_text_network_and_predict_reads_them(
     assert _accuracy(said) > 0.9
     assert main(["predict", out, path]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 601
+
+
+def _kind(rows: list[dict[str, object]], column: str) -> Choice:
+    return next(c for c in infer_pipeline(rows, "y").choices if c.column == column)
+
+
+def test_numbers_with_missing_values_written_as_text_stay_numbers() -> None:
+    """Before: a column of numbers with 'N/A' (or '?') on a tenth of its rows was left out as
+    'nearly one a row (a name, a ticket number)', and with it the only signal of the rows."""
+    ages = [round(20 + 0.37 * i, 2) for i in range(200)]
+    rows = [
+        {"age": "N/A" if i % 10 == 0 else a, "x": i % 3, "y": i % 2} for i, a in enumerate(ages)
+    ]
+    choice = _kind(rows, "age")
+    assert choice.kind == "number" and "20 missing, filled with the median and flagged" in (
+        choice.why
+    )
+    pipeline = Pipeline().number("age", missing_flag=True).learn(rows)
+    assert pipeline.features([{"age": "NA"}, {"age": "NULL"}])[:, 1].tolist() == [1.0, 1.0]
+    strays = [{**row, "age": "?" if row["age"] == "N/A" else row["age"]} for row in rows]
+    choice = _kind(strays, "age")
+    assert choice.kind == "left out" and "numbers but for the text '?' on 20 rows" in choice.why
+    assert "give those fields empty (or NA)" in choice.why
+
+
+def test_a_measure_the_file_is_sorted_by_is_no_row_number() -> None:
+    """Before: distinct whole numbers rising row by row were taken for a row's number, whatever
+    their gaps and name: a file sorted by a real measure lost it."""
+    areas = [30 + 3 * i + i % 2 for i in range(60)]
+    rows = [{"area": a, "y": int(a > 120)} for a in areas]
+    assert _kind(rows, "area").kind == "number"
+    named = [{"row_id": a, "area": a, "y": int(a > 120)} for a in areas]
+    assert _kind(named, "row_id").kind == "left out"  # rising, and named as an id
+
+
+def test_a_small_file_s_name_column_is_left_out_not_one_hot() -> None:
+    """Before: under 50 rows, a different name on every row became a one-hot of every name."""
+    rows = [{"name": f"person_{i * 7919}", "x": i % 3, "y": i % 2} for i in range(40)]
+    choice = _kind(rows, "name")
+    assert choice.kind == "left out" and "a different value on every one of the 40 rows" in (
+        choice.why
+    )
+
+
+def test_a_target_of_one_value_and_a_file_of_semicolons_are_refused_saying_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: a target of one value was announced as 'two values' and failed after the network
+    was made; a file separated by ';' was a file of one column, said without the reason."""
+    same = _write(tmp_path / "same.csv", ["x", "y"], [[i, "same"] for i in range(20)])
+    out = str(tmp_path / "t")
+    assert main(["train", same, "--target", "y", "--out", out]) == 1
+    assert "the target 'y' holds the value 'same' on every row" in _one_line_error(capsys)
+    semicolons = tmp_path / "semi.csv"
+    semicolons.write_text("x;y\n" + "".join(f"{i};{i % 2}\n" for i in range(20)))
+    assert main(["train", str(semicolons), "--target", "y", "--out", out]) == 1
+    assert "the file is separated by ';'" in _one_line_error(capsys)
+
+
+def test_a_flag_of_a_value_on_every_row_warns_naming_true_and_false() -> None:
+    """Before: a flag of a True/False column was 1 on every row, silently."""
+    rows = [{"member": v, "y": int(v)} for v in (True, False, True, False)]
+    with pytest.warns(DeepSharpWarning, match="True and False are both values"):
+        Pipeline().flag("member").learn(rows)
+    with pytest.warns(DeepSharpWarning, match="holds a value on every training row"):
+        Pipeline().flag("cabin").learn([{"cabin": "C85"}, {"cabin": "E46"}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Pipeline().flag("cabin").learn([{"cabin": "C85"}, {"cabin": ""}, {"cabin": "NA"}])

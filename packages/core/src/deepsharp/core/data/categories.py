@@ -179,15 +179,60 @@ class Flag(ColumnKind):
     def names(self) -> list[str]:
         return [f"{self.name}:flag"]
 
+    def learner(self) -> Learner:
+        return _FlagLearner(self)
+
     def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
-        if isinstance(values, np.ndarray):
-            out[:, at] = ~np.isnan(values) if values.dtype.kind == "f" else 1.0
-            return
-        held = each_distinct(values, _held, np.float64)
-        if held is None:
-            held = np.array([_held(v) for v in values], np.float64)
-        out[:, at] = held
+        out[:, at] = _flags(values)
+
+
+def _flags(values: Column) -> npt.NDArray[np.float64]:
+    if isinstance(values, np.ndarray):
+        return ~np.isnan(values) if values.dtype.kind == "f" else np.ones(len(values))
+    held = each_distinct(values, _held, np.float64)
+    if held is None:
+        held = np.array([_held(v) for v in values], np.float64)
+    return held
 
 
 def _held(value: object) -> float:
     return 0.0 if is_missing(value) else 1.0
+
+
+class _FlagLearner(Learner):
+    """A flag learns nothing; it warns where every training row holds a value (its feature is
+    then 1 on every row and tells the network nothing), saying so for True/False values."""
+
+    def __init__(self, column: Flag) -> None:
+        self.column = column
+        self.empty = False
+        self.booleans = True
+
+    def add(self, values: Column) -> None:
+        flags = _flags(values)
+        self.empty = self.empty or bool(np.any(flags == 0))
+        if len(flags) and self.booleans:
+            if isinstance(values, np.ndarray):
+                self.booleans = values.dtype.kind == "b"
+            else:
+                self.booleans = all(
+                    isinstance(v, (bool, np.bool_)) or v in ("True", "False", "true", "false")
+                    for v in values
+                )
+
+    def finish(self) -> None:
+        if self.empty:
+            return
+        hint = (
+            ": its True and False are both values, so both flag 1; declare it "
+            f".category({self.column.name!r}) to tell them apart"
+            if self.booleans
+            else ""
+        )
+        warnings.warn(
+            f"flag column {self.column.name!r} holds a value on every training row, so its flag "
+            f"is 1 on every row and tells the network nothing (a flag is 1 where a field holds "
+            f"a value){hint}",
+            DeepSharpWarning,
+            stacklevel=5,
+        )

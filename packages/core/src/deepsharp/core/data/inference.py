@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -46,6 +47,9 @@ __all__ = [
 
 FEW_WHOLE_NUMBERS = 5
 """Whole numbers with at most this many distinct values are categories (a class, a grade)."""
+FEW_STRAYS = 3
+"""How many distinct texts that are no number a column of numbers may hold and still be told
+as numbers with a few stray texts ('?', '-': a missing value written otherwise)."""
 FEW_CATEGORIES = 50
 """Text with at most this many distinct values is one-hot over all of them; with more (but at
 most one value for every two rows) over the most frequent this many."""
@@ -78,6 +82,9 @@ class Profile:
     numbers: npt.NDArray[np.float64] | None
     words: npt.NDArray[np.int64] | None = None
     vocabulary: int = 0
+    strays: dict[str, int] = field(default_factory=dict)
+    """Where most present values are numbers and a few texts are not: those texts (at most
+    `FEW_STRAYS`) and on how many rows each stands."""
 
     @property
     def present(self) -> int:
@@ -129,21 +136,30 @@ def _constant(column: Profile) -> Choice | None:
 
 
 def _row_number(column: Profile) -> Choice | None:
-    """Whole numbers, a different one on every row, in order or without gaps: a row's number."""
+    """Whole numbers, a different one on every row, without gaps (in any order), or rising row
+    by row in a column named as an id: a row's number. (Distinct whole numbers rising row by
+    row are also a measure the file is sorted by: the name tells them apart.)"""
     numbers = column.numbers
     if numbers is None or column.missing or not column.whole or column.distinct != column.rows:
         return None
-    rising = bool(np.all(np.diff(numbers) > 0))
     gapless = float(numbers.max() - numbers.min()) + 1 == column.rows
+    rising = bool(np.all(np.diff(numbers) > 0)) and _named_as_an_id(column.name)
     if rising or gapless:
         return Choice(
             column.name,
             "left out",
             "a different whole number on every row, "
-            + ("rising row by row" if rising else "without gaps")
+            + ("without gaps" if gapless else "rising row by row, named as an id")
             + ": a row's number, which says nothing of the target",
         )
     return None
+
+
+def _named_as_an_id(name: ColumnName) -> bool:
+    """Whether a column's name says it numbers rows: id, index, row, no, ... or ends in id."""
+    words = re.findall(r"[a-z]+|[A-Z][a-z]*", str(name))
+    last = words[-1].lower() if words else ""
+    return last in ("id", "ids", "index", "idx", "row", "no", "number", "num", "key", "pk")
 
 
 def _few_whole_numbers(column: Profile) -> Choice | None:
@@ -212,6 +228,33 @@ def _text(column: Profile) -> Choice | None:
     )
 
 
+def _numbers_but_strays(column: Profile) -> Choice | None:
+    """Numbers of many values but for a few texts that are no number ('?', '-'): left out,
+    saying which texts and how to make them missing."""
+    if not column.strays or column.distinct <= FEW_CATEGORIES:
+        return None
+    said = ", ".join(f"{text!r} on {count} row{'s' * (count != 1)}" for text, count in
+                     column.strays.items())  # fmt: skip
+    return Choice(
+        column.name,
+        "left out",
+        f"numbers but for the text {said}: give those fields empty (or NA) to read them as "
+        "missing numbers, filled and flagged",
+    )
+
+
+def _one_value_a_row(column: Profile) -> Choice | None:
+    """Text of a different value on every row (of ten rows or more): a name, an id."""
+    if column.numbers is None and column.missing == 0 and column.distinct == column.rows >= 10:
+        return Choice(
+            column.name,
+            "left out",
+            f"a different value on every one of the {column.rows} rows (a name, an id): "
+            "nothing shared between rows to learn from",
+        )
+    return None
+
+
 def _categories(column: Profile) -> Choice | None:
     if column.distinct <= FEW_CATEGORIES:
         return Choice(
@@ -248,6 +291,8 @@ RULES: list[ColumnRule] = [
     _numbers,
     _mostly_missing,
     _text,
+    _numbers_but_strays,
+    _one_value_a_row,
     _categories,
     _identifier,
 ]
@@ -285,17 +330,25 @@ class Inferred:
 def profile(name: ColumnName, values: Column) -> Profile:
     """One look at a column: its missing fields, distinct values and, where all are numbers,
     the numbers."""
+    parsed = [parse_number(value) for value in values]
+    if all(number is not None for number in parsed):
+        numbers = np.array(parsed, np.float64)
+        present = [label(v) for v, n in zip(values, numbers) if not math.isnan(n)]
+        missing = len(parsed) - len(present)  # empty fields and the texts read as missing
+        held = sorted_labels({text for text in present if text is not None})
+        return Profile(name, len(parsed), missing, held, numbers)
     found = [label(value) for value in values]
     missing = sum(text is None for text in found)
     distinct = sorted_labels({text for text in found if text is not None})
-    parsed = [parse_number(value) for value in values]
-    numbers = None if any(number is None for number in parsed) else np.array(parsed, np.float64)
-    if numbers is not None:
-        return Profile(name, len(found), missing, distinct, numbers)
     said = [words(text) for text in found if text is not None]
     counts = np.array([len(w) for w in said], np.int64)
     vocabulary = len({word for w in said for word in w})
-    return Profile(name, len(found), missing, distinct, None, counts, vocabulary)
+    strays = Counter(text for text, n in zip(found, parsed) if n is None and text is not None)
+    if len(strays) > FEW_STRAYS or sum(strays.values()) * 2 >= len(found) - missing:
+        strays.clear()  # text, not numbers with a few texts among them
+    return Profile(
+        name, len(found), missing, distinct, None, counts, vocabulary, dict(strays.most_common())
+    )
 
 
 def infer_pipeline(
@@ -308,6 +361,7 @@ def infer_pipeline(
         raise DataError(
             f"there is no column {target!r}; the columns are: {', '.join(map(repr, names))}"
             + _close(target, names)
+            + _separated(names)
         )
     _, taken = columns(rows, names)
     choices = [_choose(profile(name, taken[name]), rules) for name in names if name != target]
@@ -363,6 +417,12 @@ def _choose(column: Profile, rules: Sequence[ColumnRule]) -> Choice:
 
 
 def _target_kind(column: Profile) -> tuple[TargetKind, str]:
+    if column.distinct < 2:
+        held = f"the value {column.values[0]!r} on every row" if column.values else "no value"
+        raise DataError(
+            f"the target {column.name!r} holds {held}: there is nothing to learn to predict; "
+            "check the column (or the rows: each class needs rows of its own)"
+        )
     if column.distinct <= 2:
         return "binary", f"two values ({column.some(2)}): the chance of the second"
     if column.numbers is not None and not (column.whole and column.distinct <= MANY_VALUES):
@@ -382,6 +442,18 @@ def _skewness(values: npt.NDArray[np.float64]) -> float:
     if spread == 0 or not math.isfinite(spread):
         return 0.0
     return float(np.mean(((values - values.mean()) / spread) ** 3))
+
+
+def _separated(names: Sequence[ColumnName]) -> str:
+    """Where one column's name holds ';' or a tab: the file is separated by it, not commas."""
+    if len(names) == 1:
+        for mark, said in ((";", "';'"), ("\t", "tabs")):
+            if mark in str(names[0]):
+                return (
+                    f" (the header is one column holding {said}: the file is separated by "
+                    f"{said}, and this reads CSV, separated by commas; write it with commas)"
+                )
+    return ""
 
 
 def _close(name: ColumnName, names: Sequence[ColumnName]) -> str:

@@ -36,6 +36,7 @@ __all__ = [
     "column_labels",
     "distinct",
     "each_distinct",
+    "MISSING_TEXTS",
     "is_missing",
     "label",
     "label_counts",
@@ -100,12 +101,21 @@ def shown(values: Sequence[object]) -> str:
     return head
 
 
+MISSING_TEXTS = frozenset(
+    ["NA", "N/A", "n/a", "#N/A", "#N/A N/A", "#NA", "<NA>", "NULL", "null", "None", "NaN", "-NaN",
+     "nan", "-nan", "1.#IND", "-1.#IND", "1.#QNAN", "-1.#QNAN"]
+)  # fmt: skip
+"""The texts a number (or a flag) reads as missing beside empty fields: those pandas reads as
+missing (`read_csv`'s default `na_values`), so a file reads as a DataFrame of it does."""
+
+
 def is_missing(value: object) -> bool:
-    """None, an empty (or blank) text, or a float NaN."""
+    """None, an empty (or blank) text, one of `MISSING_TEXTS`, or a float NaN."""
     if value is None:
         return True
     if isinstance(value, str):
-        return value.strip() == ""
+        text = value.strip()
+        return text == "" or text in MISSING_TEXTS
     if isinstance(value, (float, np.floating)):
         return bool(math.isnan(value))
     return False
@@ -117,7 +127,7 @@ def parse_number(value: object) -> float | None:
         return _NAN
     if isinstance(value, str):
         text = value.strip()
-        if text == "":
+        if text == "" or text in MISSING_TEXTS:
             return _NAN
         try:
             return float(text)

@@ -7,7 +7,8 @@ as the pipeline does, with the statistics it learned as constants:
   standardised in float64 as the pipeline does, then rounded to float32 (and its missing flag);
 - a category column as text (N, 1), '' where missing: one-hot over the learned values, all
   zeros for a value the training rows did not hold (ai.onnx.ml's LabelEncoder, then Equal);
-- a flag column as text (N, 1): 1.0 where the field holds anything, 0.0 for '';
+- a flag column as text (N, 1): 1.0 where the field holds anything, 0.0 for '' (and the texts
+  read as missing, `MISSING_TEXTS`: NA, N/A, NULL, ...);
 - an image column as float64 (N, width): divided by its divisor in float64, then float32;
 - a text column as its ids, int64 (N, length), as the pipeline makes them
   (`trained.pipeline.features(rows)`): ONNX's standard operators have no tokenizer that cuts
@@ -34,6 +35,7 @@ from deepsharp.core.data.columns import ColumnKind
 from deepsharp.core.data.images import Image
 from deepsharp.core.data.numbers import Number
 from deepsharp.core.data.text import Text
+from deepsharp.core.data.values import MISSING_TEXTS
 from deepsharp.core.errors import DeepSharpWarning, ExportError
 from deepsharp.core.export.graph import OnnxGraph
 
@@ -123,10 +125,16 @@ def category(g: OnnxGraph, inputs: Inputs, column: Category) -> str:
 
 
 def flag(g: OnnxGraph, inputs: Inputs, column: Flag) -> str:
-    """1.0 where the field holds text, 0.0 where it is ''."""
+    """1.0 where the field holds text, 0.0 where it is '' or a text read as missing (NA, ...)."""
     x = inputs.take(column, "text")
+    empty = ["", *sorted(MISSING_TEXTS)]
     return g.one(
-        "LabelEncoder", x, domain=_ML, keys_strings=[""], values_floats=[0.0], default_float=1.0
+        "LabelEncoder",
+        x,
+        domain=_ML,
+        keys_strings=empty,
+        values_floats=[0.0] * len(empty),
+        default_float=1.0,
     )
 
 
