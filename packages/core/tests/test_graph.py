@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -281,3 +282,53 @@ def test_a_sequence_longer_than_the_positional_table_is_refused() -> None:
 
     with pytest.raises(ShapeError, match=r"sequences of 9 positions, longer than its table of 8"):
         PositionalEmbedding(8, 4)(Input((9, 4)))
+
+
+def _padding_moves(
+    build: Any, ids: dict[str, np.ndarray], kept: list[int], shifts: int = 6
+) -> float:
+    """How far the outputs at the tokens' positions move when the padding id's embedding row
+    changes (0 where padding takes no attention)."""
+    from deepsharp.core import Embedding, MultiHeadAttention
+    from deepsharp.core.random import Generator
+
+    inputs = {name: Input(len(v[0]), dtype="int64", name=name) for name, v in ids.items()}
+    shift = Input((shifts, 8), name="shift")
+    embedding = Embedding(10, 8, name="emb")
+    joined = build([embedding(i) for i in inputs.values()], shift)
+    network = Network(inputs=[*inputs.values(), shift], outputs=MultiHeadAttention(2)(joined))
+    network.initialize(Generator(0))
+    feed = {**ids, "shift": np.random.default_rng(0).standard_normal((1, shifts, 8), np.float32)}
+    before = network.predict(feed, MeanSquaredError()).reshape(1, -1, 8)
+    slots = {name: np.array(value) for name, value in network.slots.items()}
+    slots["emb.table"][0] = 50.0
+    network.set_slots(slots)
+    after = network.predict(feed, MeanSquaredError()).reshape(1, -1, 8)
+    return float(np.abs(before[:, kept] - after[:, kept]).max())
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda e, x: Add()([e[0], x]),
+        lambda e, x: Add()([x, e[0]]),  # before: the mask of the first input only
+        lambda e, x: Dense(8)(Concatenate()([x, e[0]])),
+    ],
+    ids=["add-masked-first", "add-masked-second", "concatenate-masked-second"],
+)
+def test_padding_takes_no_attention_whichever_input_of_a_merge_carries_the_mask(
+    build: Any,
+) -> None:
+    ids = {"ids": np.array([[5, 3, 7, 2, 0, 0]])}
+    assert _padding_moves(build, ids, [0, 1, 2, 3]) == 0.0
+
+
+def test_sequences_joined_one_after_another_join_their_masks() -> None:
+    """Before: Concatenate(axis=1) of two embedded texts carried no mask at all."""
+    ids = {"title": np.array([[5, 3, 0]]), "body": np.array([[7, 2, 0]])}
+    joined = _padding_moves(lambda e, x: Add()([Concatenate(axis=1)(e), x]), ids, [0, 1, 3, 4])
+    assert joined == 0.0
+    # An input without a mask joined after a masked one: each of its positions is a token's.
+    text = {"title": np.array([[5, 3, 0]])}
+    after = _padding_moves(lambda e, x: Concatenate(axis=1)([e[0], x]), text, [0, 1, 3, 4], 3)
+    assert after == 0.0

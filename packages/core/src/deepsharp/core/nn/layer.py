@@ -286,13 +286,37 @@ class Layer:
 
 
 def carry_mask(out: Tensor, given: Any) -> Tensor:
-    """A layer's output carries on the padding mask of its (first) input, where it keeps the
-    batch's positions (the same leading two sizes) and made no mask of its own."""
-    first = given[0] if isinstance(given, (list, tuple)) else given
-    mask = getattr(first, "mask", None)
-    if mask is not None and out.mask is None and out.shape[:2] == first.shape[:2]:
+    """A layer's output carries on its inputs' padding masks (1 where a token is, 0 where
+    padding is), where it made no mask of its own: where it keeps the batch's positions (the
+    same leading two sizes: a layer of one input, `Add`, `Concatenate` of features), a position
+    is padding where any masked input's is (the masks multiplied, whatever the inputs' order);
+    where it joins its inputs' positions one after another (`Concatenate(axis=1)`), the masks
+    are joined the same way, an input without one taking every position as a token's."""
+    inputs = list(given) if isinstance(given, (list, tuple)) else [given]
+    masked = [x for x in inputs if getattr(x, "mask", None) is not None]
+    if out.mask is not None or not masked or len(out.shape) < 2:
+        return out
+    if all(x.shape[:2] == out.shape[:2] for x in masked):
+        mask = masked[0].mask
+        for x in masked[1:]:
+            if x.mask is not mask:
+                mask = ops.mul(mask, x.mask)
         out.mask = mask
+    elif (
+        all(len(x.shape) >= 2 and x.shape[0] == out.shape[0] for x in inputs)
+        and sum(x.shape[1] for x in inputs) == out.shape[1]
+    ):
+        out.mask = ops.concatenate([_mask_of(x) for x in inputs], axis=1)
     return out
+
+
+def _mask_of(x: Tensor) -> Tensor:
+    """x's padding mask, or (where it has none) 1 at each of its positions: made from x's
+    values (greater has no gradient), so that it is a pass's own value on any engine."""
+    if x.mask is not None:
+        return x.mask
+    values = ops.sum(x, tuple(range(2, len(x.shape)))) if len(x.shape) > 2 else x
+    return ops.greater(ops.mul(values, 0.0), -1.0)  # 1 (NaN only where x holds NaN)
 
 
 def layer_from_json(data: Any) -> Layer:
