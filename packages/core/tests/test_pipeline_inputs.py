@@ -91,6 +91,15 @@ def test_a_column_that_names_no_input_beside_columns_that_do_is_refused() -> Non
         Pipeline().number("Age", input="my input")
 
 
+def test_two_texts_on_one_input_are_refused_their_ids_would_overlap() -> None:
+    """Before: each text's vocabulary gave ids from 2 up on one input, one id two words."""
+    with pytest.raises(ValueError, match="'title' and 'body' both feed the one input"):
+        Pipeline().text("title").text("body")
+    with pytest.raises(ValueError, match="both feed input 'words'"):
+        Pipeline().text("title", input="words").text("body", input="words")
+    Pipeline().text("title", input="title").text("body", input="body")  # each its own
+
+
 def test_the_recipe_records_each_column_s_input_and_reads_it_back() -> None:
     rows = titanic.rows()
     pipe = two_inputs().learn(rows)

@@ -11,6 +11,18 @@ from typing import Any
 
 import pytest
 
+from deepsharp.core import (
+    Adam,
+    CrossEntropy,
+    DataError,
+    Dense,
+    Embedding,
+    FitOptions,
+    Input,
+    Network,
+    Pipeline,
+    fit,
+)
 from deepsharp.core.cli import main
 from deepsharp.core.samples import shakespeare
 
@@ -83,3 +95,40 @@ def test_steps_are_refused_for_a_sample_counted_in_epochs(
 ) -> None:
     assert main(["sample", "titanic", "--steps", "2"]) != 0
     assert "--steps is for a sample counted in steps (shakespeare)" in capsys.readouterr().err
+
+
+def test_steps_that_do_not_divide_into_epochs_are_not_rounded_to_whole_epochs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before: 3 steps with epochs of 2 ran 2 epochs of 2 (--steps 301 ran 600)."""
+    run = shakespeare.run(engine=ENGINE, steps=3, characters=4, progress=False)
+    assert run.report.epochs_run == 2
+    assert "4 steps; generated:" in run.report.notes  # 2 epochs of 2: 3 rounded up to them
+    monkeypatch.setattr(shakespeare, "STEPS_AN_EPOCH", 3)
+    run = shakespeare.run(engine=ENGINE, steps=4, characters=4, progress=False)
+    assert "4 steps; generated:" in run.report.notes  # 2 epochs of 2, not 2 of 3
+
+
+def _word_model() -> tuple[Pipeline, Network]:
+    pipeline = Pipeline().text("context", "words", shakespeare.CONTEXT, vocabulary=400)
+    ids = Input(shakespeare.CONTEXT, dtype="int64", name="context")
+    return pipeline, Network(inputs=ids, outputs=Dense(400)(Embedding(400, 8)(ids)))
+
+
+def test_windows_of_words_split_the_text_by_tokens() -> None:
+    """Before: the split counted characters and cut the ids there, leaving no word held out
+    (an IndexError on any text of words)."""
+    pipeline, network = _word_model()
+    text = shakespeare.text()[:20_000]
+    windows = shakespeare.Windows(text, steps_an_epoch=1)
+    options = FitOptions(seed=0, epochs=1, engine=ENGINE, progress=False)
+    run = fit(pipeline, windows, network, CrossEntropy(), Adam(0.001), options)
+    assert run.report.epochs_run == 1
+
+
+def test_a_text_too_short_for_windows_says_how_many_tokens_each_part_holds() -> None:
+    pipeline, network = _word_model()
+    options = FitOptions(seed=0, epochs=1, engine=ENGINE, progress=False)
+    with pytest.raises(DataError, match=r"each part needs 66 tokens or more"):
+        fit(pipeline, shakespeare.Windows("to be or not " * 30), network, CrossEntropy(),
+            Adam(), options)  # fmt: skip

@@ -230,6 +230,7 @@ def test_class_weights_for_cross_entropy_through_fit() -> None:
         (BinaryCrossEntropy(), {1.5: 1.0}, TypeError, "keys are class indices"),
         (BinaryCrossEntropy(), [1.0, 2.0], TypeError, "maps each class to its weight"),
         (MeanSquaredError(), {0: 1.0}, ConfigurationError, "a regression .* sample_weight"),
+        (BinaryCrossEntropy(), {0: 0.0, 1: 0.0}, DataError, r"every class .* \(0, 1\) zero"),
     ],
 )
 def test_bad_class_weights_are_refused(

@@ -74,7 +74,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_at_least_one,
         default=None,
         metavar="N",
-        help="N training steps, for a sample counted in steps (shakespeare: 3000)",
+        help="N training steps, for a sample counted in steps (shakespeare: 3000, in epochs of "
+        "equal length of at most 300 steps: N rounded up to a multiple of them)",
     )
     sample.add_argument(
         "--plot", metavar="FILE", help="draw the training curves into FILE (matplotlib)"

@@ -178,6 +178,14 @@ class Pipeline:
                     "kind of values: give them inputs of their own (input=...), for a network "
                     "of several inputs"
                 )
+            if other.input == column.input and other.kind == column.kind == "text":
+                where = "the one input" if column.input is None else f"input {column.input!r}"
+                raise ValueError(
+                    f"text columns {other.name!r} and {column.name!r} both feed {where}; each "
+                    "learns its own vocabulary, ids from 2 up, so one id would stand for two "
+                    "words: give each text an input of its own (input=...) and its own "
+                    "Embedding"
+                )
 
     def target(self, name: ColumnName, kind: TargetKind = "binary") -> Pipeline:
         """The one column the network is trained to predict."""

@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.text import Text
 from deepsharp.core.engine import Engine
+from deepsharp.core.errors import DataError
 from deepsharp.core.nn.graph import Input
 from deepsharp.core.nn.layers import (
     Dense,
@@ -101,7 +102,8 @@ class Windows(Source):
     ) -> None:
         self.corpus = corpus
         self.steps = steps_an_epoch
-        self.cut = int(len(corpus) * train)
+        self.train = train
+        self.cut = int(len(corpus) * train)  # characters: the text the vocabulary learns
 
     def feeds(
         self,
@@ -117,10 +119,25 @@ class Windows(Source):
         (column,) = pipeline.columns
         assert isinstance(column, Text)
         ids = np.array([column.lookup.get(c, 1) for c in column.split(self.corpus)], np.int64)
+        cut = len(column.split(self.corpus[: self.cut]))  # tokens, not characters, where words
+        parts = {"training": cut, "held-out": len(ids) - cut}
+        short = {part: count for part, count in parts.items() if count < CONTEXT + 2}
+        if short:
+            raise DataError(
+                f"Windows: the text cuts into {len(ids):,} tokens, {parts['training']:,} for "
+                f"training and {parts['held-out']:,} held out (train={self.train:g} of its "
+                f"{len(self.corpus):,} characters); each part needs {CONTEXT + 2} tokens or "
+                f"more (windows of {CONTEXT} and the token after): give a longer text"
+                + (
+                    " or a train fraction that leaves each part enough"
+                    if len(ids) > 2 * (CONTEXT + 2)
+                    else ""
+                )
+            )
         network.build()
-        held_out = _evenly(ids[self.cut :], VALIDATION_WINDOWS)
+        held_out = _evenly(ids[cut:], VALIDATION_WINDOWS)
         fixed = ArrayFeed((held_out[:, :-1],), held_out[:, 1:])
-        return Feeds(pipeline, _Drawn(ids[: self.cut], self.steps), fixed, fixed)
+        return Feeds(pipeline, _Drawn(ids[:cut], self.steps), fixed, fixed)
 
 
 class _Drawn(Feed):
@@ -159,11 +176,12 @@ def run(
     characters: int = 300,
     **options: Any,
 ) -> Run:
-    """Train the sample for `steps` steps (whole epochs of STEPS_AN_EPOCH, the last one shorter
-    where they do not divide) on `engine`, judge each epoch by the validation loss, and end the
-    report with `characters` characters generated from `prompt`."""
+    """Train the sample for `steps` steps on `engine` (whole epochs of equal length, at most
+    STEPS_AN_EPOCH each: `steps` rounded up to a multiple of the epochs, 301 as 2 epochs of 151),
+    judge each epoch by the validation loss, and end the report with `characters` characters
+    generated from `prompt`."""
     epochs = max(1, math.ceil(steps / STEPS_AN_EPOCH))
-    steps_an_epoch = min(steps, STEPS_AN_EPOCH)
+    steps_an_epoch = math.ceil(steps / epochs)
     settings = {"epochs": epochs, "patience": epochs, "batch_size": BATCH, **options}
     result = fit(
         pipeline(),

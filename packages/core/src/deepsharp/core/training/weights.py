@@ -90,4 +90,10 @@ def class_weights_for(
             f"targets lack (they hold {', '.join(map(str, sorted(held)))}): name the classes "
             "the targets hold (check the targets, or the split)"
         )
+    if held and not any(weights[c] for c in held if c < count):
+        raise DataError(
+            f"fit: class_weight weighs every class the training targets hold "
+            f"({', '.join(map(str, sorted(held)))}) zero, so no step would learn anything; "
+            "give the classes to learn from a weight above 0"
+        )
     return ClassWeights(weights, task)
