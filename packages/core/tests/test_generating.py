@@ -40,3 +40,11 @@ def test_a_model_that_is_not_a_next_token_model_is_refused() -> None:
         _model(20, "abcabc", MeanSquaredError()).generate("ab", 3)
     with pytest.raises(ValueError, match="temperature is a number above 0"):
         _model(20, "abcabc").generate("ab", 3, temperature=0.0)
+
+
+def test_a_temperature_so_small_the_logits_overflow_writes_the_likeliest_tokens() -> None:
+    """Before: temperature=1e-310 made the weights NaN and raised an IndexError."""
+    model = _model(6, "abcabcabba")
+    greedy = model.generate("ab", 20, temperature=1e-310, seed=3)
+    assert greedy == model.generate("ab", 20, temperature=1e-310, seed=4)  # no draw: the argmax
+    assert greedy == model.generate("ab", 20, temperature=1e-6, seed=5)

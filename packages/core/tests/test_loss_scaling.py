@@ -18,6 +18,8 @@ from deepsharp.core import (
     Adam,
     BinaryCrossEntropy,
     CheckpointMismatchError,
+    CrossEntropy,
+    DeepSharpWarning,
     Dense,
     FileFormatError,
     FitOptions,
@@ -215,6 +217,20 @@ def test_a_run_counts_its_skipped_steps_and_without_scaling_diverges() -> None:
         titanic.run("light", loss_scale=None, **options)  # Adam makes the inf a NaN slot
 
 
+def test_an_epoch_whose_every_step_is_skipped_warns_naming_the_scale() -> None:
+    """Before: a fixed scale that overflowed float16 on every step skipped them all and the run
+    ended as if it had trained (a count in the report only)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 10)).astype(np.float32)
+    y = (x[:, 0] + x[:, 3] > 0).astype(np.int64)
+    options = FitOptions(
+        seed=5, epochs=1, progress=False, engine="light:mixed_float16", loss_scale=2.0**40
+    )
+    network = Network([Dense(32), Relu(), Dense(2)], inputs=10)
+    with pytest.warns(DeepSharpWarning, match=r"every step of epoch 1 \(7 of 7\) was skipped"):
+        fit(None, (x, y), network, CrossEntropy(), Adam(0.01), options)
+
+
 def _underflowing(
     setting: Any, engine: str = "light:mixed_float16"
 ) -> tuple[Trainer, list[float], dict[str, np.ndarray]]:
@@ -265,16 +281,18 @@ def test_a_resumed_mixed_float16_run_ends_bit_for_bit_where_the_whole_one_does(
     # From 2^50 the first steps overflow float16 and are skipped, halving the scale each time,
     # across the checkpoint: the scale and its counter must travel with it.
     setting = LossScale(2.0**50, interval=7)
-    whole = _titanic("light:mixed_float16", epochs=4, loss_scale=setting)
+    with pytest.warns(DeepSharpWarning, match="it halves at each, so start it lower"):
+        whole = _titanic("light:mixed_float16", epochs=4, loss_scale=setting)
     assert whole.report.skipped_steps > 20
-    _titanic(
-        "light:mixed_float16",
-        epochs=2,
-        loss_scale=setting,
-        checkpoint_dir=tmp_path,
-        checkpoint_every=1,
-        checkpoint_keep=2,
-    )
+    with pytest.warns(DeepSharpWarning, match="every step of epoch 1"):
+        _titanic(
+            "light:mixed_float16",
+            epochs=2,
+            loss_scale=setting,
+            checkpoint_dir=tmp_path,
+            checkpoint_every=1,
+            checkpoint_keep=2,
+        )
     saved = Checkpoint.load(Checkpoint.path_in(tmp_path, 1))
     state = saved.trainer.hooks["loss_scale"]
     assert state["scale"] < 2.0**50 and saved.trainer.skipped_steps > 0

@@ -113,7 +113,7 @@ def generate(
             row[0, : len(window)] = window
             out = network.forward([Tensor.put(made, row)], bound, context)
             logits = _logits(trained, made.get(out.handle)[0, len(window) - 1])
-            chosen = _draw(logits / temperature, draws, 2 + len(tokens))
+            chosen = _draw(logits, temperature, draws, 2 + len(tokens))
             ids.append(chosen)
             drawn.append(tokens[chosen - 2])
     joiner = "" if column.tokens_of == "characters" else " "
@@ -131,13 +131,16 @@ def _logits(trained: TrainedNetwork, outputs: NDArray[Any]) -> NDArray[np.float6
     return values
 
 
-def _draw(logits: NDArray[np.float64], draws: Generator, drawable: int) -> int:
-    """An id drawn from softmax(logits), never padding (0), unknown (1) or an id from
-    `drawable` on (one the vocabulary holds no token for)."""
+def _draw(logits: NDArray[np.float64], temperature: float, draws: Generator, drawable: int) -> int:
+    """An id drawn from softmax(logits / temperature), never padding (0), unknown (1) or an id
+    from `drawable` on (one the vocabulary holds no token for)."""
     logits = logits.copy()
     logits[:2] = -np.inf
     logits[drawable:] = -np.inf
-    weights = np.exp(logits - logits.max())
+    scaled = logits / temperature
+    if scaled.max() == np.inf:  # a temperature so small the logits overflow: its limit, greedy
+        return int(np.argmax(logits))
+    weights = np.exp(scaled - scaled.max())
     cumulative = np.cumsum(weights)
     place = draws.uniform(1)[0] * cumulative[-1]
     return int(min(np.searchsorted(cumulative, place, side="right"), len(cumulative) - 1))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from deepsharp.core.engine import Engine, make_engine
 from deepsharp.core.engine.registry import check_spec
 from deepsharp.core.errors import (
     CheckpointMismatchError,
+    DeepSharpWarning,
     EngineMismatchError,
     TrainingDivergedError,
     described,
@@ -326,6 +328,7 @@ def _epoch(
     sums = Sums()
     size = run.options.batch_size * run.options.accumulate
     batches = train.batches(size, trainer.streams.order, distribution.share)
+    skipped, step = trainer.skipped_steps, 0
     for step, batch in enumerate(batches, start=1):
         if shadow is not None:
             shadow.before_step(trainer, batch.features, batch.targets, epoch, step)
@@ -337,6 +340,25 @@ def _epoch(
         sums.add(value, len(batch))
         for part in run.callbacks:
             part.on_batch_end(run, step, value)
+    if step and trainer.skipped_steps - skipped == step:
+        scale = trainer.loss_scale
+        why = (
+            "by the run's step hooks"
+            if scale is None
+            else f"their gradients not finite under the loss scale {scale!r}: a scale too "
+            "large for the half format overflows every step; "
+            + (
+                "it halves at each, so start it lower (LossScale(2**16), the default)"
+                if scale.dynamic
+                else 'give a smaller one, or loss_scale="dynamic"'
+            )
+        )
+        warnings.warn(
+            f"every step of epoch {epoch} ({step} of {step}) was skipped, so the epoch learnt "
+            f"nothing: {why}",
+            DeepSharpWarning,
+            stacklevel=4,
+        )
     judged, figures = _evaluate(run, validation)
     if not math.isfinite(judged.mean_loss):
         _diverged(run, f"the validation loss turned {judged.mean_loss} at epoch {epoch} (its end)")
