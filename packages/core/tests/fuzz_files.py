@@ -39,6 +39,7 @@ from deepsharp.core import (
     Adam,
     BinaryCrossEntropy,
     DeepSharpError,
+    DeepSharpWarning,
     Dense,
     FileFormatError,
     Network,
@@ -594,7 +595,8 @@ def _numbers_in(value: Any) -> list[tuple[Any, ...]]:
 def run_numbers(folder: Path) -> dict[str, Any]:
     """Each number in each JSON entry of each original's metadata, set to each hostile number
     in turn (the file sealed again): refused with FileFormatError, or loaded and then used
-    (served, or resumed) with finite predictions or a DeepSharpError; any other exception
+    (served, or resumed) with finite predictions, a DeepSharpError or a DeepSharpWarning (what
+    the run warns of: every step skipped under a hostile loss scale); any other exception
     (an OverflowError, a NumPy warning) is a failure."""
     originals = make_number_originals(folder)
     target = folder / "numbers.safetensors"
@@ -650,6 +652,8 @@ def _load_and_use(original: Original, path: Path) -> str | dict[str, Any]:
         return "refused (FileFormatError)" if phase == "load" else f"{phase}: FileFormatError"
     except DeepSharpError as error:
         return f"{phase}: {type(error).__name__}"
+    except DeepSharpWarning:  # said plainly: a hostile loss scale skips every step, say
+        return f"{phase}: DeepSharpWarning"
     except Exception as error:  # any other exception is what this hunts
         return _failure(error, phase)
 

@@ -19,6 +19,7 @@ from core_helpers import fit_titanic
 from deepsharp.core import (
     Adam,
     BinaryCrossEntropy,
+    CheckpointMismatchError,
     DataError,
     Dense,
     EngineIdentity,
@@ -26,6 +27,7 @@ from deepsharp.core import (
     FileFormatError,
     Layer,
     Network,
+    ReduceOnPlateau,
     Relu,
     Tensor,
     TrainingDivergedError,
@@ -216,6 +218,63 @@ def test_a_checkpoint_is_refused_on_another_engine_before_anything_is_restored(
         fit_titanic(_options(engine=other), network, resume_from=Checkpoint.path_in(tmp_path))
     assert other.counters.transfers_in == 0
     assert not network.initialized
+
+
+def _resumed(folder: Path, rows: int = 300, **changes: Any) -> Run:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 4)).astype(np.float32)
+    y = (x[:, 0] + x[:, 1] > 0).astype(np.float32)[:, None]
+    kept = {k: changes.pop(k) for k in ("class_weight", "callbacks") if k in changes}
+    options = _options(epochs=3, checkpoint_dir=folder, checkpoint_keep=3, **changes)
+    network = Network([Dense(8), Relu(), Dense(1)])
+    at = (
+        Checkpoint.path_in(folder, 1)
+        if (folder / "checkpoint-000001.safetensors").exists()
+        else None
+    )
+    return fit(None, (x[:rows], y[:rows]), network, BinaryCrossEntropy(), Adam(0.01), options,
+               resume_from=at, **kept)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"batch_size": 16}, "a batch size of 32; this run's is 16"),
+        ({"accumulate": 2}, r"accumulated over \(batches\) 1; this run's is 2"),
+        ({"class_weight": {0: 5.0}}, r"class weights None; this run's is \[5\.0, 1\.0\]"),
+        ({"rows": 250}, "of 210 training, 45 validation and 45 test rows; this run has 175"),
+        ({"callbacks": [ReduceOnPlateau(patience=2)]}, "'reduce_on_plateau', and .* without"),
+    ],
+    ids=["batch-size", "accumulate", "class-weight", "rows", "a-callback-more"],
+)
+def test_a_run_resumed_with_other_settings_or_data_is_refused_naming_both(
+    tmp_path: Path, change: dict[str, Any], said: str
+) -> None:
+    """Before: each resumed silently and ended elsewhere than the uninterrupted run."""
+    _resumed(tmp_path)
+    with pytest.raises(CheckpointMismatchError, match=said):
+        _resumed(tmp_path, **change)
+
+
+def test_a_run_resumed_without_its_callback_or_with_other_settings_for_it_is_refused(
+    tmp_path: Path,
+) -> None:
+    _resumed(tmp_path, callbacks=[ReduceOnPlateau(patience=2)])
+    with pytest.raises(CheckpointMismatchError, match="'reduce_on_plateau', which this run lacks"):
+        _resumed(tmp_path)
+    with pytest.raises(CheckpointMismatchError, match=r"'patience': 2.*'patience': 3"):
+        _resumed(tmp_path, callbacks=[ReduceOnPlateau(patience=3)])
+    assert _resumed(tmp_path, callbacks=[ReduceOnPlateau(patience=2)]).report.epochs_run == 3
+
+
+def test_a_resumed_run_on_other_rows_of_the_same_count_is_refused(tmp_path: Path) -> None:
+    """Before: another text's rows relearned the vocabulary and gave its ids to other words."""
+    rows = titanic.rows()
+    fit_titanic(_options(epochs=2, checkpoint_dir=tmp_path, checkpoint_every=1))
+    changed = [{**row, "Age": "80"} if i % 7 == 0 else row for i, row in enumerate(rows)]
+    with pytest.raises(CheckpointMismatchError, match="a pipeline that learned other statistics"):
+        fit(titanic.pipeline(), changed, titanic.network(), BinaryCrossEntropy(), Adam(0.001),
+            _options(epochs=3), resume_from=Checkpoint.path_in(tmp_path))  # fmt: skip
 
 
 class Explode(Layer):

@@ -76,6 +76,9 @@ class RunState:
         self.stopped_by = ""
         self.class_weights: ClassWeights | None = None
         """Each class's weight in the training steps (fit's class_weight), or None."""
+        self.record: dict[str, Any] = {}
+        """What the run is made of beyond the trainer, kept in its checkpoints
+        (`deepsharp.core.training.resuming`)."""
 
     @property
     def writes(self) -> bool:
@@ -104,6 +107,7 @@ class RunState:
             network=self.trainer.network.to_json(),
             callbacks={c.name: c.state() for c in self.callbacks if c.name},
             distribution=self.distribution.state(),
+            run=self.record,
         )
 
     def resume(self, checkpoint: Checkpoint) -> None:
@@ -256,7 +260,14 @@ class ReduceOnPlateau(Callback):
         state.rate_scale *= lowered / rate
 
     def state(self) -> dict[str, Any]:
-        return {"best": self.best if math.isfinite(self.best) else None, "waited": self.waited}
+        settings = {
+            "factor": self.factor,
+            "patience": self.patience,
+            "min_delta": self.min_delta,
+            "min_rate": self.min_rate,
+        }
+        best = self.best if math.isfinite(self.best) else None
+        return {"best": best, "waited": self.waited, "settings": settings}
 
     def restore(self, state: Mapping[str, Any]) -> None:
         best, waited = state.get("best"), state.get("waited")

@@ -36,6 +36,7 @@ from deepsharp.core.nn.saving import (
 )
 from deepsharp.core.random import Streams
 from deepsharp.core.reals import brief, finite_real
+from deepsharp.core.training.resuming import checked_record
 from deepsharp.core.training.state import TrainerState
 from deepsharp.core.version import __version__
 
@@ -121,6 +122,9 @@ class Checkpoint:
     distribution: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
     best_buffers: dict[str, NDArray[np.float32]] = field(default_factory=dict)
+    run: dict[str, Any] = field(default_factory=dict)
+    """What the run is made of beyond the trainer (`deepsharp.core.training.resuming`): a
+    resumed run is checked against it; empty in a checkpoint written before it was kept."""
 
     @property
     def best_loss(self) -> float:
@@ -152,6 +156,7 @@ class Checkpoint:
             "best_epoch": self.best_epoch,
             "callbacks": self.callbacks,
             "distribution": self.distribution,
+            "run": self.run,
         }
         metadata = {
             "format": CHECKPOINT_FORMAT,
@@ -283,6 +288,7 @@ def _read(
         callbacks=_objects(state.get("callbacks", {}), "callbacks"),
         distribution=_object(state.get("distribution", {}), "distribution"),
         path=path,
+        run=checked_record(state.get("run", {})),
     )
 
 

@@ -53,6 +53,7 @@ from deepsharp.core.training.feeds import Batch, Feed, feeds_for
 from deepsharp.core.training.hooks import StepHook
 from deepsharp.core.training.metrics import check_metric_names, check_metrics_fit, measure
 from deepsharp.core.training.report import Report, Run
+from deepsharp.core.training.resuming import check_run, run_record
 from deepsharp.core.training.scaling import (
     LossScaleSetting,
     check_loss_scale,
@@ -194,6 +195,11 @@ def fit(
         )
     check_metrics_fit(options.metrics, loss, network.outputs)
     weights = class_weights_for(class_weight, loss, network.outputs, _targets(feeds.train))
+    made: dict[str, Any] = {}  # what the run is made of, where checkpoints keep it
+    if checkpoint is not None or options.checkpoint_every:
+        made = run_record(loss, options.batch_size, options.accumulate, weights, feeds)
+    if checkpoint is not None:
+        check_run(checkpoint.run, made, checkpoint.callbacks, parts, _where(checkpoint))
     distribution = (options.distributed or OneProcess()).for_run()
     if checkpoint is not None:
         distribution.check(checkpoint.distribution, _where(checkpoint))
@@ -211,6 +217,7 @@ def fit(
         ) as trainer:
             run = RunState(trainer, options, distribution, parts)
             run.class_weights = weights
+            run.record = made
             if checkpoint is not None:
                 run.resume(checkpoint)
             distribution.check_data(options.seed, feeds)

@@ -1,0 +1,182 @@
+"""What a run is made of beyond its trainer's state, kept in its checkpoints, so that a run
+resumed from one is the run that took it: the loss, the batch size and accumulation, the class
+weights, the data (its rows' counts in each part, a digest of the training rows where they are
+held in memory, and the pipeline's learned statistics — a vocabulary learned again on other
+rows gives its ids to other words), and the callbacks whose state the checkpoint holds. A
+resumed run that differs in any of them would not end where the uninterrupted one does, so
+`fit` refuses it (`CheckpointMismatchError`, naming both sides) before anything is restored.
+A checkpoint written before this record was kept holds none and is checked as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence, Sized
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from deepsharp.core.errors import CheckpointMismatchError
+from deepsharp.core.nn.losses import Loss
+from deepsharp.core.training.feeds import ArrayFeed, Feeds
+from deepsharp.core.training.weights import ClassWeights
+
+if TYPE_CHECKING:
+    from deepsharp.core.training.callbacks import Callback
+
+__all__ = ["check_run", "checked_record", "run_record"]
+
+_UNCHECKED = ("checkpoints",)
+"""Callbacks whose state a checkpoint holds and a resumed run may go without: writing
+checkpoints (a run may go on without writing more)."""
+
+
+def run_record(
+    loss: Loss,
+    batch_size: int,
+    accumulate: int,
+    class_weights: ClassWeights | None,
+    feeds: Feeds,
+) -> dict[str, Any]:
+    """What a checkpoint records of the run: each entry JSON, compared as it is."""
+    return {
+        "loss": {"kind": type(loss).__name__, "config": loss.config()},
+        "batch_size": batch_size,
+        "accumulate": accumulate,
+        "class_weight": None if class_weights is None else class_weights.weights.tolist(),
+        "rows": [_rows(feeds.train), _rows(feeds.validation), _rows(feeds.test)],
+        "training_rows": _digest_of(feeds.train),
+        "pipeline": _digest(json.dumps(feeds.pipeline.to_json(), sort_keys=True).encode()),
+    }
+
+
+def check_run(
+    kept: Mapping[str, Any],
+    record: Mapping[str, Any],
+    kept_callbacks: Mapping[str, Mapping[str, Any]],
+    callbacks: Sequence[Callback],
+    where: str,
+) -> None:
+    """Refuse to resume from a checkpoint whose run (`kept`, as `run_record` made it) differs
+    from this one's (`record`), or that holds the state of a callback this run lacks or has
+    with other settings (those its state records as "settings")."""
+    for name, said in (
+        ("loss", "the loss"),
+        ("batch_size", "a batch size of"),
+        ("accumulate", "gradients accumulated over (batches)"),
+        ("class_weight", "class weights"),
+    ):
+        if name in kept and kept[name] != record[name]:
+            raise CheckpointMismatchError(
+                f"{where} was taken by a run of {said} {_shown(name, kept[name])}; this run's "
+                f"is {_shown(name, record[name])}: resume with the run's own settings, or "
+                "start the run afresh"
+            )
+    if "rows" in kept and list(kept["rows"]) != record["rows"]:
+        raise CheckpointMismatchError(
+            f"{where} was taken by a run of {_parts(kept['rows'])} rows; this run has "
+            f"{_parts(record['rows'])}: its split would put other rows in each part; resume "
+            "on the rows it was taken on, or start the run afresh"
+        )
+    for name, what in (
+        ("pipeline", "a pipeline that learned other statistics (other training rows, or "
+         "another recipe: a vocabulary learned again gives its ids to other words)"),
+        ("training_rows", "other training rows (the same count, other values or order)"),
+    ):  # fmt: skip
+        if kept.get(name) is not None and record[name] is not None and kept[name] != record[name]:
+            raise CheckpointMismatchError(
+                f"{where} was taken by a run on {what}: resume on the data it was taken on, or "
+                "start the run afresh"
+            )
+    named = {callback.name: callback for callback in callbacks if callback.name}
+    lacking = sorted(set(kept_callbacks) - set(named) - set(_UNCHECKED))
+    if lacking:
+        raise CheckpointMismatchError(
+            f"{where} holds the state of the callback(s) {', '.join(map(repr, lacking))}, which "
+            "this run lacks: give the run the callbacks it was taken with (their settings too), "
+            "or start the run afresh"
+        )
+    extra = sorted(set(named) - set(kept_callbacks) - set(_UNCHECKED))
+    if kept and extra:  # (a checkpoint written before the run's record was kept: not checked)
+        raise CheckpointMismatchError(
+            f"this run has the callback(s) {', '.join(map(repr, extra))}, and {where} was taken "
+            "without: resume with the callbacks it was taken with, or start the run afresh"
+        )
+    for name, state in kept_callbacks.items():
+        settings = state.get("settings")
+        ours = named[name].state().get("settings") if name in named else None
+        if settings is not None and ours is not None and settings != ours:
+            raise CheckpointMismatchError(
+                f"{where} was taken with the callback {name!r} set {settings}; this run's is "
+                f"set {ours}: resume with the settings it was taken with, or start the run "
+                "afresh"
+            )
+
+
+def checked_record(value: object) -> dict[str, Any]:
+    """A checkpoint's run record, each entry of its kind (ValueError naming the first that is
+    not: the file was written otherwise, or changed)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"its run must be an object, not {type(value).__name__}")
+    for name, fits in (
+        ("loss", lambda v: isinstance(v, dict) and isinstance(v.get("config"), dict)),
+        ("batch_size", _whole),
+        ("accumulate", _whole),
+        ("class_weight", lambda v: v is None or (isinstance(v, list) and all(map(_real, v)))),
+        ("rows", lambda v: isinstance(v, list) and len(v) == 3 and all(map(_count, v))),
+        ("training_rows", lambda v: v is None or isinstance(v, str)),
+        ("pipeline", lambda v: v is None or isinstance(v, str)),
+    ):
+        if name in value and not fits(value[name]):
+            raise ValueError(f"its run's {name} is {str(value[name])[:60]!r}")
+    return value
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= -1
+
+
+def _real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _digest_of(feed: object) -> str | None:
+    """A digest of the rows a feed holds in memory (features, targets, weights); None for rows
+    read from a file (their count and the pipeline's statistics stand for them)."""
+    if not isinstance(feed, ArrayFeed):
+        return None
+    made = hashlib.sha256()
+    for array in (*feed.features, feed.targets, feed.weights):
+        if array is None:
+            continue
+        held = np.ascontiguousarray(array)
+        made.update(f"{held.dtype.str}{held.shape}".encode())
+        made.update(held.view(np.uint8).reshape(-1).data if held.size else b"")
+    return made.hexdigest()[:32]
+
+
+def _rows(feed: object) -> int:
+    """How many rows a feed holds (-1 for a feed of your own that does not say)."""
+    return len(feed) if isinstance(feed, Sized) else -1
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def _parts(rows: Sequence[int]) -> str:
+    training, validation, test = rows
+    return f"{training:,} training, {validation:,} validation and {test:,} test"
+
+
+def _shown(name: str, value: Any) -> str:
+    if name == "loss" and isinstance(value, Mapping):
+        config = value.get("config") or {}
+        args = ", ".join(f"{k}={v!r}" for k, v in config.items())
+        return f"{value.get('kind')}({args})"
+    return repr(value)
