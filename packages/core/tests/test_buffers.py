@@ -90,6 +90,22 @@ def test_a_batch_of_one_row_is_refused_by_batchnorm_saying_what_to_do() -> None:
             trainer.step(np.ones((1, 3), np.float32), np.ones((1, 1), np.float32))
 
 
+def test_a_run_whose_rows_leave_one_alone_joins_it_to_the_batch_before() -> None:
+    """Before: 48 rows (33 for training: batches of 32 and 1) stopped the run at the first
+    epoch's last step; 47 and 49 trained. The run chose that batch, not the user."""
+    x, y = _rows(3, 48)
+    steps: list[int] = []
+    options = FitOptions(seed=0, epochs=2, progress=False)
+    run = fit(None, (x, y), Network([Dense(4), BatchNorm(), Dense(1)]), MeanSquaredError(),
+              AdamW(0.01), options, on_epoch=lambda record: steps.append(record.epoch))  # fmt: skip
+    assert run.report.epochs_run == 2 and steps == [1, 2]
+    assert run.report.steps.replayed + run.report.steps.recorded == 2  # one step an epoch: 33 rows
+    # A network without batch statistics keeps its batches as they come: 32 and 1.
+    plain = fit(None, (x, y), Network([Dense(4), Relu(), Dense(1)]), MeanSquaredError(),
+                AdamW(0.01), options)  # fmt: skip
+    assert plain.report.steps.replayed + plain.report.steps.recorded == 4
+
+
 def _digits(seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((120, 4)).astype(np.float32) * 3 + 1

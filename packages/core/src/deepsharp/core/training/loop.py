@@ -335,6 +335,8 @@ def _epoch(
     sums = Sums()
     size = run.options.batch_size * run.options.accumulate
     batches = train.batches(size, trainer.streams.order, distribution.share)
+    if trainer.network.whole_batch:
+        batches = _no_lone_last_row(batches)
     skipped, step = trainer.skipped_steps, 0
     for step, batch in enumerate(batches, start=1):
         if shadow is not None:
@@ -371,6 +373,42 @@ def _epoch(
         _diverged(run, f"the validation loss turned {judged.mean_loss} at epoch {epoch} (its end)")
     train_loss = distribution.combine(sums).mean_loss
     return EpochRecord(epoch, train_loss, judged.mean_loss, time.perf_counter() - started, figures)
+
+
+def _no_lone_last_row(batches: Iterator[Batch]) -> Iterator[Batch]:
+    """The batches, the last one joined to the one before where the rows leave it one row
+    alone: a layer of the batch's statistics (BatchNorm) cannot train on one row, and the run,
+    not the user, chose that batch. Where a batch is shared among processes, as it is."""
+    given = iter(batches)
+    current, following = next(given, None), next(given, None)
+    while current is not None:
+        after = next(given, None) if following is not None else None
+        if (
+            following is not None
+            and after is None
+            and len(following) == 1
+            and following.share == (0, 1, 1)
+            and current.share[:2] == (0, current.share[2])
+        ):
+            yield _joined(current, following)
+            return
+        yield current
+        current, following = following, after
+
+
+def _joined(one: Batch, other: Batch) -> Batch:
+    count = len(one) + len(other)
+    weights = (
+        None
+        if one.weights is None or other.weights is None
+        else np.concatenate([one.weights, other.weights])
+    )
+    return Batch(
+        tuple(np.concatenate([a, b]) for a, b in zip(one.features, other.features)),
+        np.concatenate([one.targets, other.targets]),
+        (0, count, count),
+        weights,
+    )
 
 
 def _weights(class_weights: ClassWeights | None, batch: Batch) -> NDArray[np.float32] | None:
