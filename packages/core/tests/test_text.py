@@ -246,3 +246,15 @@ def test_ids_given_to_a_network_that_takes_numbers_are_refused_saying_embedding_
         FitOptions(seed=0, epochs=1, progress=False),
     )
     assert run.trained.predict(MESSAGES[:2]).shape == (2, 1)
+
+
+def test_words_are_cut_before_they_are_lowered_and_accents_typed_apart_join_their_letter() -> None:
+    """Before: 'İstanbul' lowered to 'i' + a combining dot + 'stanbul' and was cut in two; an
+    accent typed apart from its letter was cut off ('cafe' + U+0301 read as 'cafe')."""
+    from deepsharp.core.data.text import words
+
+    assert words("İstanbul") == ["i̇stanbul"]
+    assert words("cafe\u0301 café") == ["café", "café"]
+    pipeline = Pipeline().text("t", length=3).learn([{"t": "café latte"}])
+    ids = pipeline.features([{"t": "CAFE\u0301"}, {"t": "café"}])
+    assert ids[0].tolist() == ids[1].tolist() and 1 not in ids[0]  # one known word, not unknown

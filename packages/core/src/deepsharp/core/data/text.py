@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import unicodedata
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -46,14 +47,18 @@ TEXT_TOKENS = 1 << 17
 """Distinct tokens a text column counts exactly while it learns (about 10 MiB of table), or four
 times its vocabulary if that is more; past that its counts are Misra-Gries' (`TokenCounts`)."""
 
-_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"(?:\w|[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f])+")
+"""A word: letters, digits and '_' in any script, and the combining marks that belong to them
+(accents written apart from their letter)."""
 _SHOWN = 60  # how much of a value an error message shows
 
 
 def words(text: str) -> list[str]:
-    """A text's words: runs of letters, digits and '_' (in any script), lower case; the rest
-    (spaces, punctuation) separates them."""
-    return _WORD.findall(text.lower())
+    """A text's words: runs of letters, digits and '_' (in any script, with their combining
+    marks), each then lower case; the rest (spaces, punctuation) separates them. The text is
+    first composed (Unicode NFC), so that an accent typed apart from its letter ('café' as
+    'cafe' and U+0301) is the same word as the one letter ('café')."""
+    return [word.lower() for word in _WORD.findall(unicodedata.normalize("NFC", text))]
 
 
 def characters(text: str) -> list[str]:
@@ -79,8 +84,9 @@ def _whole(name: ColumnName, what: str, value: object, least: int, most: int) ->
 class Text(ColumnKind):
     """A column of texts as int64 ids of a fixed `length`, one a token.
 
-    `tokens="words"` cuts a text into its words (runs of letters, digits and '_', lower case;
-    spaces and punctuation separate them), `"characters"` into its characters (case kept). The
+    `tokens="words"` cuts a text into its words (`words`: runs of letters, digits and '_' with
+    their combining marks, of the text composed, then lower case; spaces and punctuation
+    separate them), `"characters"` into its characters (case kept). The
     vocabulary holds the `vocabulary - 2` tokens the training rows hold most often (ties in text
     order), ids 2 onwards; 0 is padding, 1 a token it lacks, so ids lie in 0 .. vocabulary - 1
     and `Embedding(vocabulary, dim)` takes them. A text of more tokens keeps its first `length`;
