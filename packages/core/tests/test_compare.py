@@ -438,6 +438,28 @@ def test_the_command_says_what_it_needs_in_one_line(
     assert "one engine named twice" in capsys.readouterr().err
 
 
+def test_the_command_on_a_next_token_model_says_to_compare_in_python(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: it said to declare the pipeline's target, which neither fits a next-token model
+    (its targets are its text shifted) nor can be done from the command line."""
+    from deepsharp.core import CrossEntropy, Embedding, Input, Network, Pipeline, TrainedNetwork
+    from deepsharp.core.random import Generator
+
+    pipeline = Pipeline().text("context", tokens="characters", length=8, vocabulary=12)
+    pipeline.learn([{"context": "to be or not to be"}])
+    ids = Input(8, dtype="int64", name="context")
+    network = Network(inputs=ids, outputs=Dense(12)(Embedding(12, 4)(ids)))
+    network.initialize(Generator(0))
+    TrainedNetwork(network, CrossEntropy(), pipeline).save(tmp_path / "writer.safetensors")
+    (tmp_path / "lines.csv").write_text("context\nto be\nor not\n")
+    argv = ["compare", str(tmp_path / "writer.safetensors"), str(tmp_path / "lines.csv")]
+    assert main([*argv, "--engines", "light", "light:float32"]) == 1
+    said = capsys.readouterr().err
+    assert "a next-token model's targets are its text shifted by one token" in said
+    assert "deepsharp.core.compare(network, loss, (ids[:, :-1], ids[:, 1:])" in said
+
+
 # --- the samples on the processor's engines ------------------------------------------------------
 
 

@@ -237,6 +237,13 @@ def _batch(arguments: argparse.Namespace, network: Network, pipeline: Pipeline) 
             f"recipe for {arguments.rows}'s columns. Compare in Python: "
             "deepsharp.core.compare(network, loss, (x, y), engines=(...))"
         )
+    if pipeline.target_name is None:
+        raise ConfigurationError(
+            f"{arguments.file}'s pipeline reads no target: a next-token model's targets are its "
+            "text shifted by one token, which the command line does not cut; compare in Python, "
+            "a batch of windows as the model trained on: deepsharp.core.compare(network, loss, "
+            "(ids[:, :-1], ids[:, 1:]), engines=(...)) (docs/compare.md)"
+        )
     scan = scan_csv(arguments.rows, read_rows=arguments.count)
     part = next(iter(scan.parts(pipeline.reads(scan.names))))
     features = network.arrange(pipeline.features(part), arguments.rows, reshape=True)
