@@ -306,3 +306,30 @@ def test_a_flag_of_a_value_on_every_row_warns_naming_true_and_false() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Pipeline().flag("cabin").learn([{"cabin": "C85"}, {"cabin": ""}, {"cabin": "NA"}])
+
+
+def test_a_network_of_your_own_for_rows_with_text_is_given_the_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the function was given outputs= only, and the run refused its one-input network
+    telling a command-line user to change the pipeline's columns."""
+    (tmp_path / "textnets.py").write_text(
+        "from deepsharp.core import Concatenate, Dense, Embedding, Flatten, Network, Relu\n"
+        "def plain(outputs):\n"
+        "    return Network([Dense(8), Relu(), Dense(outputs)])\n"
+        "def mine(outputs, inputs, vocabularies):\n"
+        "    text = Flatten()(Embedding(vocabularies['text_message'], 4)(inputs['text_message']))\n"
+        "    joined = Concatenate()([text, inputs['features']])\n"
+        "    return Network(inputs=list(inputs.values()), outputs=Dense(outputs)(joined))\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    command = ["train", _messages(tmp_path / "sms.csv"), "--target", "label", "--epochs", "1"]
+    command += ["--out", str(tmp_path / "t.safetensors")]
+    assert main([*command, "--network", "textnets:plain"]) == 1
+    said = _one_line_error(capsys)
+    assert "the rows hold text, so the pipeline feeds 2 inputs ('text_message' (ids" in said
+    assert "given them where it takes inputs= (a dict of Inputs by name) and vocabularies=" in said
+    assert main([*command, "--network", "textnets:mine"]) == 0
+    assert "network: Network(graph of 4 layers, inputs 'text_message', 'features')" in (
+        capsys.readouterr().out
+    )

@@ -105,8 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--network",
         metavar="MODULE:FUNCTION",
-        help="a function that makes the network (given outputs= where it takes it); MODULE is "
-        "looked for in the current folder first",
+        help="a function that makes the network (given outputs= where it takes it, and for "
+        "rows with text inputs= and vocabularies=); MODULE is looked for in the current folder "
+        "first",
     )
     train.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
     train.add_argument(
@@ -311,7 +312,7 @@ def _at_least_one(text: str) -> int:
 def _train(arguments: argparse.Namespace) -> int:
     from deepsharp.core.data.inference import infer_pipeline
     from deepsharp.core.data.sources import read_csv
-    from deepsharp.core.nn.default import default_network
+    from deepsharp.core.nn.default import default_network, text_network
     from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
     from deepsharp.core.nn.optimizers import Adam
     from deepsharp.core.training.loop import FitOptions, fit
@@ -329,8 +330,13 @@ def _train(arguments: argparse.Namespace) -> int:
     outputs = len(inferred.classes) if inferred.target_kind == "classes" else 1
     print(f"{len(rows)} rows of {arguments.rows}; the pipeline the columns suggest:")
     print(inferred)
-    if inferred.inputs and not arguments.network:
-        network = _text_network(inferred.pipeline, rows, arguments.seed, outputs)
+    if inferred.inputs:
+        texts, features = _inputs(inferred.pipeline, rows, arguments.seed)
+        network = (
+            _network_from(builder, outputs, arguments.network, texts, features)
+            if arguments.network
+            else text_network(outputs, texts, features)
+        )
     else:
         network = _network_from(builder, outputs, arguments.network)
     print(f"network: {network!r}; loss: {loss!r}; optimizer: Adam(0.001)", flush=True)
@@ -353,13 +359,15 @@ def _train(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _text_network(pipeline: Any, rows: Any, seed: int, outputs: int) -> Any:
-    """The default network for rows with text, its inputs as wide as the pipeline makes them
-    from the rows a run of this seed learns from."""
+def _inputs(
+    pipeline: Any, rows: Any, seed: int
+) -> tuple[dict[str, tuple[int, int]], tuple[str, int] | None]:
+    """The network inputs of rows with text, as wide as the pipeline makes them from the rows
+    a run of this seed learns from: each text input's (length, vocabulary) by name, and the
+    other features' input (its name and width), if any."""
     from deepsharp.core.data.sources import row_naming, take
     from deepsharp.core.data.text import Text
     from deepsharp.core.data.values import rows_named
-    from deepsharp.core.nn.default import text_network
     from deepsharp.core.random import Streams
     from deepsharp.core.training.feeds import Rows
 
@@ -370,7 +378,7 @@ def _text_network(pipeline: Any, rows: Any, seed: int, outputs: int) -> Any:
         str(c.input): (c.length, c.vocabulary) for c in pipeline.declared if isinstance(c, Text)
     }
     features = next(((name, shape[0]) for name, shape in shapes.items() if name not in texts), None)
-    return text_network(outputs, texts, features)
+    return texts, features
 
 
 def _builder(spec: str) -> Any:
@@ -405,14 +413,41 @@ def _builder(spec: str) -> Any:
     return function
 
 
-def _network_from(builder: Any, outputs: int, spec: str | None) -> Any:
-    """The network the builder makes, given `outputs=` where it takes that parameter."""
-    from deepsharp.core.nn.default import built
+def _network_from(
+    builder: Any,
+    outputs: int,
+    spec: str | None,
+    texts: dict[str, tuple[int, int]] | None = None,
+    features: tuple[str, int] | None = None,
+) -> Any:
+    """The network the builder makes, given `outputs=` where it takes that parameter; where the
+    rows hold text (`texts`, `features`: the inputs `_inputs` found), `inputs=` (an `Input` of
+    each, by name) and `vocabularies=` (each text input's vocabulary), which it must take."""
+    from deepsharp.core.nn.default import built, takes
+    from deepsharp.core.nn.graph import Input
     from deepsharp.core.nn.network import Network
 
     where = f"--network {spec!r}" if spec else "the default network"
+    more: dict[str, Any] = {}
+    if texts is not None:
+        inputs = {name: Input(length, dtype="int64", name=name) for name, (length, _) in
+                  texts.items()}  # fmt: skip
+        if features is not None:
+            inputs[features[0]] = Input(features[1], name=features[0])
+        shown = ", ".join(
+            f"{name!r} ({'ids' if name in texts else 'numbers'}, {symbol.shape})"
+            for name, symbol in inputs.items()
+        )
+        if not takes(builder, "inputs"):
+            raise CommandError(
+                f"{where}: the rows hold text, so the pipeline feeds {len(inputs)} inputs "
+                f"({shown}); the function is given them where it takes inputs= (a dict of "
+                "Inputs by name) and vocabularies= (each text's, by name): make the network of "
+                "them, Network(inputs=list(inputs.values()), outputs=...)"
+            )
+        more = {"inputs": inputs, "vocabularies": {n: v for n, (_, v) in texts.items()}}
     try:
-        made = built(builder, outputs)
+        made = built(builder, outputs, **more)
     except (Exception, SystemExit) as error:  # a user's function must not end the command
         raise CommandError(f"{where}: making the network raised {error!r}") from None
     if not isinstance(made, Network):

@@ -41,11 +41,16 @@ def text_network(
     return Network(inputs=inputs, outputs=Dense(outputs)(Dense(32, activation="relu")(joined)))
 
 
-def built(builder: Callable[..., Any], outputs: int) -> Any:
-    """What `builder` makes: called with `outputs=` (how many values a row must get) where it
-    takes a parameter of that name, else with nothing. The caller checks it is a Network."""
+def built(builder: Callable[..., Any], outputs: int, **more: Any) -> Any:
+    """What `builder` makes: called with `outputs=` (how many values a row must get) and each
+    of `more` it takes a parameter of that name for. The caller checks it is a Network."""
+    given = {"outputs": outputs, **more}
+    return builder(**{name: value for name, value in given.items() if takes(builder, name)})
+
+
+def takes(function: Callable[..., Any], name: str) -> bool:
+    """Whether a function takes a parameter of this name."""
     try:
-        takes = "outputs" in inspect.signature(builder).parameters
+        return name in inspect.signature(function).parameters
     except (TypeError, ValueError):  # a builtin without a signature
-        takes = False
-    return builder(outputs=outputs) if takes else builder()
+        return False
