@@ -577,6 +577,13 @@ def test_a_text_column_s_ids_and_several_inputs_are_served_by_onnxruntime(tmp_pa
     }
     got = served.run(None, given)[0]
     assert np.abs(got - run.trained.predict(rows)).max() < 1e-5
+    # The file carries the recipe a consumer cuts the text with (before: no vocabulary).
+    recipe = json.loads(metadata(out)["deepsharp.pipeline"])
+    (text,) = [column for column in recipe["columns"] if column["kind"] == "text"]
+    assert (text["tokens"], text["length"], text["padding"]) == ("words", 8, "end")
+    tokens = text["learned"]["vocabulary"]
+    ids = [tokens.index(w) + 2 if w in tokens else 1 for w in rows[0]["message"].lower().split()]
+    assert given["message"][0].tolist() == (ids + [0] * 8)[:8]
 
 
 def test_the_spam_sample_s_file_serves_its_ids_in_onnxruntime(tmp_path: Path) -> None:

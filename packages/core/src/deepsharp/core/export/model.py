@@ -206,7 +206,14 @@ def trained_model(
         out = write_network(writer, network, inputs, layers)
         name, width = _finish(writer, out, trained.loss, network)
     metadata = _metadata(
-        "trained network", source, trained.loss, pipeline.classes, described, name, width
+        "trained network",
+        source,
+        trained.loss,
+        pipeline.classes,
+        described,
+        name,
+        width,
+        pipeline.to_json(),
     )
     return _model(writer.graph, metadata)
 
@@ -278,6 +285,7 @@ def _metadata(
     inputs: list[dict[str, Any]],
     output: str,
     width: int,
+    pipeline: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     made = {
         "deepsharp.version": __version__,
@@ -290,6 +298,8 @@ def _metadata(
         made["deepsharp.loss"] = json.dumps(loss_to_json(loss))
     if classes is not None:
         made["deepsharp.classes"] = json.dumps(classes)
+    if pipeline is not None:  # its recipe and statistics: a text column's tokens among them
+        made["deepsharp.pipeline"] = json.dumps(pipeline, allow_nan=False)
     return made
 
 
