@@ -315,3 +315,24 @@ def test_class_weights_of_a_class_at_every_position_weigh_each_place() -> None:
         sample_weight=np.linspace(0.5, 1.5, 16),
     )
     assert math.isfinite(run.report.measures["loss"])
+
+
+def test_fit_takes_a_weight_a_place_for_a_class_at_every_position() -> None:
+    """Before: fit refused sample_weight of shape (N, L), though Trainer.step takes it; padded
+    places then always counted in a tagging run's loss. Places of weight 0 teach nothing: other
+    classes there give the same run, bit for bit."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((40, 4, 2)).astype(np.float32)
+    classes = rng.integers(0, 3, (40, 4))
+    kept = np.ones((40, 4), np.float32)
+    kept[:, 3] = 0.0  # the last place of every row is padding
+
+    def run(targets: np.ndarray, **extra: Any) -> Run:
+        return fit(None, (x, targets), Network([GRU(3, return_sequences=True), Dense(3)]),
+                   CrossEntropy(), Adam(0.01), FitOptions(seed=0, epochs=2, progress=False),
+                   sample_weight=kept, **extra)  # fmt: skip
+
+    other = classes.copy()
+    other[:, 3] = (other[:, 3] + 1) % 3
+    assert _bits(run(classes)) == _bits(run(other))
+    assert _bits(run(classes, class_weight={0: 2.0})) == _bits(run(other, class_weight={0: 2.0}))

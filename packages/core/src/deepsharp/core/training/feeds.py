@@ -213,16 +213,19 @@ class Arrays(Source):
         parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
         with rows_named(row_naming(self.x, parts[0])):  # a row named by its place in x
             pipeline.learn(take_features(x, parts[0]))
+        features = _shaped(x, pipeline, network)  # (the network built: its outputs known)
+        targets = loss.targets(y, network.outputs)
         weights = None
         if self.sample_weight is not None:
-            weights = checked_weights(self.sample_weight, count, "fit: sample_weight")
+            places = targets.shape[1] if loss.task == "classes" and targets.ndim == 2 else None
+            weights = checked_weights(self.sample_weight, count, "fit: sample_weight", places)
             if not np.any(weights[parts[0]]):
                 raise DataError(
                     f"fit: sample_weight: every training row's weight is zero (the "
                     f"{len(parts[0])} rows of {count} the split trains on), so no step would "
                     "learn anything; give the rows to learn from a weight above 0"
                 )
-        whole = ArrayFeed(_shaped(x, pipeline, network), loss.targets(y, network.outputs), weights)
+        whole = ArrayFeed(features, targets, weights)
         loss.check_training_targets(whole.targets[parts[0]])
         apart = None
         if test is not None:

@@ -418,7 +418,10 @@ def _weights(class_weights: ClassWeights | None, batch: Batch) -> NDArray[np.flo
     by_class = class_weights.of(batch.targets)  # (rows,), or (rows, places) of a sequence
     if batch.weights is None:
         return by_class
-    return by_class * batch.weights.reshape(-1, *(1,) * (by_class.ndim - 1))
+    own = batch.weights  # a weight a row (N,), or a place (N, L) where by_class is too
+    return by_class * (
+        own if own.ndim == by_class.ndim else own.reshape(-1, *(1,) * (by_class.ndim - 1))
+    )
 
 
 def _diverged(run: RunState, what: str, updated: bool = True) -> None:

@@ -3,7 +3,8 @@
 `fit(..., class_weight={0: 1.0, 1: 4.0})` weighs each row by its target's class (for a
 `CrossEntropy`, or a `BinaryCrossEntropy` of one output: classes 0 and 1; a class not named
 weighs 1, as in Keras); `fit(None, (x, y), ..., sample_weight=w)` gives each row a weight of its
-own (arrays only: the weights travel with the rows through the split). Given both, a row's
+own (arrays only: the weights travel with the rows through the split), or each place of a
+sequence where the targets are a class at every position (`(N, L)`). Given both, a row's
 weight is their product. The loss is weighted as Keras weighs it (the mean of weight·loss, see
 `deepsharp.core.nn.losses`); only the training steps are weighted: the validation loss, which
 judges the epochs, and the measures on the test rows are of the rows as they are.
