@@ -332,3 +332,29 @@ def test_sequences_joined_one_after_another_join_their_masks() -> None:
     text = {"title": np.array([[5, 3, 0]])}
     after = _padding_moves(lambda e, x: Concatenate(axis=1)([e[0], x]), text, [0, 1, 3, 4], 3)
     assert after == 0.0
+
+
+def test_an_embedding_told_id_0_is_a_token_makes_no_mask_and_files_keep_it(tmp_path: Path) -> None:
+    """Before: id 0 always marked padding: ids of one's own where 0 is a token were never
+    attended, silently."""
+    from deepsharp.core import Embedding, MultiHeadAttention
+    from deepsharp.core.random import Generator
+
+    ids = Input(4, dtype="int64", name="ids")
+    network = Network(
+        inputs=ids, outputs=MultiHeadAttention(2)(Embedding(5, 4, mask_zero=False)(ids))
+    )
+    network.initialize(Generator(0))
+    row = np.array([[3, 0, 2, 1]])
+    before = network.predict(row, MeanSquaredError())
+    slots = {name: np.array(value) for name, value in network.slots.items()}
+    slots["embedding.table"][0] = 9.0
+    network.set_slots(slots)
+    after = network.predict(row, MeanSquaredError()).reshape(1, 4, 4)
+    assert np.abs(after[0, [0, 2, 3]] - before.reshape(1, 4, 4)[0, [0, 2, 3]]).max() > 0
+    network.save(tmp_path / "n.safetensors")
+    loaded = Network.load(tmp_path / "n.safetensors")
+    assert "'mask_zero': False" in str(loaded.to_json())
+    assert np.array_equal(loaded.predict(row, MeanSquaredError()).reshape(1, 4, 4), after)
+    with pytest.raises(TypeError, match="mask_zero is True or False"):
+        Embedding(5, 4, mask_zero=0)  # type: ignore[arg-type]

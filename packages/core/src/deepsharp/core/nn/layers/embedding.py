@@ -22,17 +22,27 @@ class Embedding(Layer):
     table (slot `table`, (vocabulary, dim), drawn by `init`: a normal of deviation 0.05) is
     trained, each row by the positions that read it. Id 0 is a token like any other here, but
     on sequences (ids (N, L)) it marks padding (as a text column pads with it, 1 being an unknown
-    word): the output carries a mask that attention downstream reads, so padding takes none."""
+    word): the output carries a mask that attention downstream reads, so padding takes none.
+    `mask_zero=False` makes no mask: ids of your own where 0 is a token (a label encoder's) are
+    then all attended."""
 
     takes = ("int64",)
 
     def __init__(
-        self, vocabulary: int, dim: int, init: str = "normal", name: str | None = None
+        self,
+        vocabulary: int,
+        dim: int,
+        init: str = "normal",
+        name: str | None = None,
+        mask_zero: bool = True,
     ) -> None:
         super().__init__(name)
         self.vocabulary = whole("Embedding", "vocabulary", vocabulary)
         self.dim = whole("Embedding", "dim", dim)
         self.init = check_initializer(init, "Embedding")
+        if not isinstance(mask_zero, bool):
+            raise TypeError(f"Embedding: mask_zero is True or False, not {mask_zero!r}")
+        self.mask_zero = mask_zero
 
     def build(self, shape: Shape) -> Shape:
         self.slot("table", (self.vocabulary, self.dim), self.init, self.vocabulary, self.dim)
@@ -54,7 +64,7 @@ class Embedding(Layer):
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
         out = ops.take_rows(slots["table"], x)
-        if x.ndim == 2:  # a sequence: its padding (id 0) takes no attention downstream
+        if x.ndim == 2 and self.mask_zero:  # a sequence: its padding (id 0) takes no attention
             out.mask = ops.greater(x, 0.5)
         return out
 
@@ -62,4 +72,6 @@ class Embedding(Layer):
         made: dict[str, Any] = {"vocabulary": self.vocabulary, "dim": self.dim}
         if self.init != "normal":
             made["init"] = self.init
+        if not self.mask_zero:
+            made["mask_zero"] = False
         return made
