@@ -230,6 +230,25 @@ def test_a_user_s_callback_sees_each_epoch_and_may_stop_the_run() -> None:
     assert stopper.seen == plain == run.report.history
 
 
+class StopAfterStepTwo(Callback):
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def on_batch_end(self, run: RunState, batch: int, loss: float) -> None:
+        self.steps.append(batch)
+        if batch == 2:
+            run.stop = True
+
+
+def test_a_callback_may_stop_the_run_after_a_step() -> None:
+    """Before: run.stop set after a batch ended the run only at the epoch's end (Keras stops
+    after the batch)."""
+    stopper = StopAfterStepTwo()
+    run = fit_titanic(quick(epochs=10), callbacks=[stopper])
+    assert stopper.steps == [1, 2] and run.report.epochs_run == 1
+    assert run.report.steps.replayed + run.report.steps.recorded == 2
+
+
 class Watching(Distribution):
     """One process that says it does not write, watching when the loop calls it."""
 

@@ -137,7 +137,8 @@ class Callback:
     def on_batch_end(self, run: RunState, batch: int, loss: float) -> None:
         """After each training step: `batch` counts the epoch's steps from 1, `loss` is the
         step's (this process's rows' under a distributed run). Reading the slots here costs
-        transfers every step."""
+        transfers every step. Set `run.stop = True` to end the run after this step (the epoch
+        ends there, judged on the validation rows as any epoch is)."""
 
     def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
         """After each epoch, with its figures (set `run.stop = True` to end the run)."""

@@ -349,6 +349,8 @@ def _epoch(
         sums.add(value, len(batch))
         for part in run.callbacks:
             part.on_batch_end(run, step, value)
+        if run.stop:  # a callback ended the run after this step: the epoch ends here
+            break
     if step and trainer.skipped_steps - skipped == step:
         scale = trainer.loss_scale
         why = (
