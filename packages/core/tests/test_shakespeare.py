@@ -124,6 +124,8 @@ def test_windows_of_words_split_the_text_by_tokens() -> None:
     options = FitOptions(seed=0, epochs=1, engine=ENGINE, progress=False)
     run = fit(pipeline, windows, network, CrossEntropy(), Adam(0.001), options)
     assert run.report.epochs_run == 1
+    said = str(run.report)  # before: "test rows", though they were the validation windows
+    assert "on the 16 validation windows (the same as each epoch's" in said, said
 
 
 def test_a_text_too_short_for_windows_says_how_many_tokens_each_part_holds() -> None:

@@ -137,7 +137,8 @@ class Windows(Source):
         network.build()
         held_out = _evenly(ids[cut:], VALIDATION_WINDOWS)
         fixed = ArrayFeed((held_out[:, :-1],), held_out[:, 1:])
-        return Feeds(pipeline, _Drawn(ids[:cut], self.steps), fixed, fixed)
+        said = "validation windows (the same as each epoch's: Windows holds no test rows apart)"
+        return Feeds(pipeline, _Drawn(ids[:cut], self.steps), fixed, fixed, said)
 
 
 class _Drawn(Feed):

@@ -115,6 +115,9 @@ class Feeds:
     train: Feed
     validation: Feed
     test: Feed
+    test_said: str = "test rows"
+    """What the report calls the rows the test feed holds ("validation windows ..." where a
+    source measures on its validation rows, holding no test rows apart)."""
 
 
 class Source:

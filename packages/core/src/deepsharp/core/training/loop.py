@@ -252,6 +252,7 @@ def fit(
         skipped_steps=trainer.skipped_steps,
         shadow=[] if shadow is None else shadow.checks,
         steps=trainer.compiled.record(),
+        measured_on=feeds.test_said,
     )
     distribution.finish()
     return Run(TrainedNetwork(network, loss, feeds.pipeline), report)
