@@ -74,6 +74,27 @@ def test_the_report_draws_its_curves(sample: Run, tmp_path: Path) -> None:
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_the_report_s_epoch_axis_counts_whole_epochs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: a run of two epochs drew ticks at epochs 1.2, 1.4, ..."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    ticks: list[float] = []
+    drawn = Figure.savefig
+
+    def kept(figure: Any, *args: Any, **kwargs: Any) -> Any:
+        for axes in figure.axes:
+            low, high = axes.get_xlim()
+            ticks.extend(t for t in axes.get_xticks() if low <= t <= high)
+        return drawn(figure, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", kept)
+    fit_titanic(_options(epochs=2)).report.plot(tmp_path / "curves.png")
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
 def test_the_shipped_titanic_data_is_the_known_file() -> None:
     digest = hashlib.sha256(data_path("titanic.csv").read_bytes()).hexdigest()
     assert digest == titanic.SHA256

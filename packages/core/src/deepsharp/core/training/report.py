@@ -89,6 +89,7 @@ class Report:
 
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
+            from matplotlib.ticker import MaxNLocator
         except ImportError:
             raise ImportError(
                 "report.plot needs matplotlib: pip install 'deepsharp[plot]'"
@@ -107,6 +108,7 @@ class Report:
                 label=f"best epoch ({self.best_epoch})",
             )
             axes.set_xlabel("epoch")
+            axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # no epoch 1.5
             axes.legend()
         losses.set_ylabel("loss")
         losses.set_title(f"deepsharp run on {self.engine}")
