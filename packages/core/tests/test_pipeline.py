@@ -334,6 +334,12 @@ def test_a_missing_target_value_at_learn_names_row_and_column() -> None:
     pipe = Pipeline().number("x").target("y")
     with pytest.raises(DataError, match=r"row 3 \(counting from 1\), column 'y'.*missing"):
         pipe.learn([{"x": 1, "y": "0"}, {"x": 2, "y": "1"}, {"x": 3, "y": None}])
+    # Several missing: how many, and what to do (before: one row named, as if it were the one).
+    rows = [{"x": i, "y": "" if i % 7 == 0 else str(i % 2)} for i in range(100)]
+    for kind in ("binary", "number"):
+        pipeline = Pipeline().number("x").target("y", kind=kind)  # type: ignore[arg-type]
+        with pytest.raises(DataError, match=r"missing \(on 15 of these 100 rows: drop the rows"):
+            pipeline.learn(rows)
 
 
 def test_a_third_value_in_a_binary_target_names_row_column_value_and_the_two_seen() -> None:

@@ -62,8 +62,8 @@ class Target:
             if missing.any():
                 i = int(np.argmax(missing))
                 raise DataError(
-                    f"{row_text(i)}, column {self.name!r}: the target is missing; every row "
-                    f"needs one"
+                    f"{row_text(i)}, column {self.name!r}: the target is missing"
+                    f"{_how_many(int(missing.sum()), len(parsed))}; every row needs one"
                 )
             return np.ascontiguousarray(parsed.astype(np.float32).reshape(-1, 1))
         index = labels(values, self.name, self.lookup)
@@ -72,9 +72,10 @@ class Target:
             i = int(np.argmax(bad))
             value = values[i]
             if label(value) is None:
+                count = sum(label(v) is None for v in values)
                 raise DataError(
-                    f"{row_text(i)}, column {self.name!r}: the target is missing; every row "
-                    f"needs one"
+                    f"{row_text(i)}, column {self.name!r}: the target is missing"
+                    f"{_how_many(count, len(values))}; every row needs one"
                 )
             raise DataError(
                 f"{row_text(i)}, column {self.name!r}: the target value {shown_value(value)} was not in "
@@ -135,9 +136,10 @@ class TargetLearner:
         found, first_rows = column_labels(values, target.name)
         for found_label, i in zip(found, first_rows, strict=False):
             if found_label is None:
+                count = sum(label(v) is None for v in values)
                 raise DataError(
-                    f"{row_text(i)}, column {target.name!r}: the target is missing; every "
-                    f"training row needs one"
+                    f"{row_text(i)}, column {target.name!r}: the target is missing"
+                    f"{_how_many(count, len(values))}; every training row needs one"
                 )
         for found_label, i in zip(found, first_rows, strict=False):
             if found_label is None or found_label in self.known:
@@ -164,3 +166,10 @@ class TargetLearner:
                 )
             known = ["0", "1"]
         target.set_classes(sorted_labels(known))
+
+
+def _how_many(count: int, rows: int) -> str:
+    """How many of the rows miss their target, where more than one does, and what to do."""
+    if count < 2:
+        return ""
+    return f" (on {count} of these {rows} rows: drop the rows without a target first)"
