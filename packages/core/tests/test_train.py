@@ -268,8 +268,12 @@ def test_a_measure_the_file_is_sorted_by_is_no_row_number() -> None:
     areas = [30 + 3 * i + i % 2 for i in range(60)]
     rows = [{"area": a, "y": int(a > 120)} for a in areas]
     assert _kind(rows, "area").kind == "number"
-    named = [{"row_id": a, "area": a, "y": int(a > 120)} for a in areas]
-    assert _kind(named, "row_id").kind == "left out"  # rising, and named as an id
+    for name in ("row_id", "RowId", "ID", "userID", "index"):
+        named = [{name: a, "area": a, "y": int(a > 120)} for a in areas]
+        assert _kind(named, name).kind == "left out", name  # rising, and named as an id
+    for name in ("width", "paid", "ideas"):
+        named = [{name: a, "area": a, "y": int(a > 120)} for a in areas]
+        assert _kind(named, name).kind == "number", name
 
 
 def test_a_small_file_s_name_column_is_left_out_not_one_hot() -> None:

@@ -157,7 +157,7 @@ def _row_number(column: Profile) -> Choice | None:
 
 def _named_as_an_id(name: ColumnName) -> bool:
     """Whether a column's name says it numbers rows: id, index, row, no, ... or ends in id."""
-    words = re.findall(r"[a-z]+|[A-Z][a-z]*", str(name))
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", str(name))  # row_id, RowId, ID, userID
     last = words[-1].lower() if words else ""
     return last in ("id", "ids", "index", "idx", "row", "no", "number", "num", "key", "pk")
 
