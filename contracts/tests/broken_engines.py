@@ -49,6 +49,27 @@ class Float32LargeProducts(ExampleEngine):
         return np.matmul(a, b).astype(np.float32)
 
 
+class GuessesSquareTransposes(ExampleEngine):
+    """Products (and stacks of them) that guess from the shapes whether to transpose the first
+    operand: a square one looks the same either way, so it is never transposed."""
+
+    name = "guesses-square-transposes"
+
+    def matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        if a.ndim == 2 and a.shape[0] == a.shape[1]:
+            transpose_a = False
+        return super().matmul(a, b, transpose_a, transpose_b)
+
+    def batch_matmul(
+        self, a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+    ) -> Array:
+        if a.shape[-1] == a.shape[-2]:
+            transpose_a = False
+        return super().batch_matmul(a, b, transpose_a, transpose_b)
+
+
 class DropsLastTerm(ExampleEngine):
     """A sum that leaves out the last term along the last axis it reduces."""
 
@@ -156,6 +177,10 @@ def float16_products() -> ExampleEngine:
 
 def float32_large_products() -> ExampleEngine:
     return Float32LargeProducts()
+
+
+def guesses_square_transposes() -> ExampleEngine:
+    return GuessesSquareTransposes()
 
 
 def drops_last_term() -> ExampleEngine:

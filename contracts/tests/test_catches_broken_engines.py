@@ -45,6 +45,8 @@ LAYERS = "test_layer_operations::"
 ADVERSARIAL_ROWS = {
     f"{LAYERS}test_adversarial_rows_within_totals_bound[{n}]" for n in (16, 256, 4096, 16384)
 }
+SQUARE = f"{TOTALS}test_products_of_square_operands_take_each_transpose"
+SQUARES = {f"{SQUARE}[{m}-{k}-{n}]" for m, k, n in ((3, 3, 3), (5, 5, 2), (2, 4, 4), (33, 33, 33))}
 OUTPUTS = f"{LAYERS}test_a_products_output_meets_the_layer_operations"
 NEAR = f"{TOTALS}test_totals_near_float32_s_range_within_bound"
 
@@ -73,10 +75,17 @@ BROKEN: dict[str, set[str] | frozenset[str]] = {
         *SHORT_PRODUCTS,
         f"{NEAR}[matmul]",  # float16 overflows at 65,504
         *DENSE,
+        *SQUARES,
+    },
+    "broken_engines:guesses_square_transposes": {
+        *(f"{SQUARE}[{m}-{k}-{n}]" for m, k, n in ((3, 3, 3), (5, 5, 2), (33, 33, 33))),
+        f"{LAYERS}test_batch_products_of_square_operands_take_each_transpose[3-3-3]",
+        f"{LAYERS}test_batch_products_of_square_operands_take_each_transpose[4-4-2]",
     },
     "broken_engines:float32_large_products": {
         f"{TOTALS}test_large_totals_within_bound",
         f"{FAST}test_offered_matmul_bias_matches_the_reference_on_fixed_cases[projection]",
+        f"{SQUARE}[33-33-33]",
     },
     "broken_engines:drops_last_term": {
         f"{TOTALS}test_reduction_within_totals_bound[sum]",
@@ -108,9 +117,7 @@ BROKEN: dict[str, set[str] | frozenset[str]] = {
         *ADVERSARIAL_SUMS,
         *ADVERSARIAL_PRODUCTS,
         f"{NEAR}[mean]",  # NumPy's float32 mean overflows where its sum would
-        f"{FAST}test_offered_matmul_bias_matches_the_reference",
-        f"{FAST}test_offered_matmul_bias_matches_the_reference_on_fixed_cases[titanic]",
-        f"{FAST}test_offered_matmul_bias_matches_the_reference_on_fixed_cases[projection]",
+        f"{SQUARE}[33-33-33]",
     },
     "broken_engines:tf32_products": {
         f"{TOTALS}test_matmul_within_totals_bound",
@@ -118,6 +125,7 @@ BROKEN: dict[str, set[str] | frozenset[str]] = {
         *SHORT_PRODUCTS,
         f"{NEAR}[matmul]",
         *DENSE,
+        *SQUARES,
     },
     "broken_engines:bfloat16_products": {
         f"{TOTALS}test_matmul_within_totals_bound",
@@ -125,6 +133,7 @@ BROKEN: dict[str, set[str] | frozenset[str]] = {
         *SHORT_PRODUCTS,
         f"{NEAR}[matmul]",
         *DENSE,
+        *SQUARES,
     },
     # the same products stated as mixed: the mixed bound holds them, so nothing fails
     "broken_engines:mixed_bfloat16_products": set(),
@@ -166,6 +175,10 @@ BROKEN: dict[str, set[str] | frozenset[str]] = {
         f"{LAYERS}test_batch_matmul_within_totals_bound",
         f"{LAYERS}test_offered_batch_matmul_matches_the_reference",
         OUTPUTS,
+        *(
+            f"{LAYERS}test_batch_products_of_square_operands_take_each_transpose[{m}-{k}-{n}]"
+            for m, k, n in ((3, 3, 3), (4, 4, 2), (2, 5, 5))
+        ),
     },
     "broken_engines:tanh_erf": {
         f"{LAYERS}test_erf_within_value_tolerance",
@@ -226,6 +239,10 @@ def _dense(precision: str) -> str:
 REASONS: dict[str, str | tuple[str, ...]] = {
     "broken_engines:float16_products": (_totals("matmul", "strict"), _dense("strict")),
     "broken_engines:float32_large_products": (_totals("matmul", "strict"), _dense("strict")),
+    "broken_engines:guesses_square_transposes": (
+        _totals("matmul", "strict"),
+        _totals("batch_matmul", "strict"),
+    ),
     "broken_engines:drops_last_term": (
         _totals("sum", "strict"),
         "layer_norm_back (the scale's gradient) on {spec} (strict) breaks the values contract",
@@ -268,6 +285,11 @@ REASONS: dict[str, str | tuple[str, ...]] = {
 """What every check that catches a broken engine must say (`{spec}`: the engine's spec): the
 fault it was built with, not some other failure on the way (one of several, where the fault
 shows in more than one operation: a broken sum in LayerNorm's way back)."""
+
+BY_THE_MACHINE: dict[str, set[str]] = {"broken_engines:float32_claims_strict": DENSE}
+"""Checks a broken engine fails or passes by the luck of float32 rounding in the processor's BLAS
+kernels (OpenBLAS picks them by the processor: AVX2 or AVX-512 add in other orders), either
+outcome right; short float32 dense products under the strict bound."""
 
 TARGETS = sorted(
     {
@@ -465,7 +487,8 @@ def test_a_broken_engine_is_caught_by_the_check_meant_for_it(
         assert failed and not passed, f"{spec} should fail every check it runs\n" + outcome.output
         return
     ran = failed | passed
-    assert failed == expected, (
+    luck = BY_THE_MACHINE.get(spec, set())
+    assert failed - luck == expected, (
         f"{spec} should fail {sorted(expected)} and pass the rest; it failed {sorted(failed)}"
         f" and passed {sorted(passed)}\n" + outcome.output[-3000:]
     )

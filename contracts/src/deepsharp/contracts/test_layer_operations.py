@@ -29,6 +29,7 @@ reference run on the suite's float64 engine (`test_fast_paths.reference`).
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -187,6 +188,17 @@ def test_batch_matmul_within_totals_bound(
     a = draw(seed, (*lead, m, k), signs=sign)
     b = draw(seed + 1, (*lead, k, n), signs=sign)
     check_batch_matmul(engine, contract, a, b, transpose_a, transpose_b)
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(3, 3, 3), (4, 4, 2), (2, 5, 5)])
+def test_batch_products_of_square_operands_take_each_transpose(
+    engine: Engine, contract: Contract, m: int, k: int, n: int
+) -> None:
+    """Square stacks look the same transposed or not: only they tell an engine that guesses a
+    transpose from the shapes."""
+    a, b = draw(m * k, (2, m, k)), draw(k * n, (2, k, n))
+    for transpose_a, transpose_b in itertools.product([False, True], repeat=2):
+        check_batch_matmul(engine, contract, a, b, transpose_a, transpose_b)
 
 
 def _rows(draw_: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], int]:

@@ -272,6 +272,17 @@ def test_short_products_within_totals_bound(engine: Engine, contract: Contract, 
     check_every_transpose(engine, contract, a, b)
 
 
+@pytest.mark.parametrize(("m", "k", "n"), [(3, 3, 3), (5, 5, 2), (2, 4, 4), (33, 33, 33)])
+def test_products_of_square_operands_take_each_transpose(
+    engine: Engine, contract: Contract, m: int, k: int, n: int
+) -> None:
+    """A square operand looks the same transposed or not: an engine that guesses a transpose
+    from the shapes gives it untransposed, and only square operands tell (before, the drawn
+    sizes held none, so such an engine passed, its products wrong)."""
+    a, b = draw(m + k, (m, k)), draw(k + n, (k, n))
+    check_every_transpose(engine, contract, a, b)
+
+
 ADVERSARIAL_SIZES = [16, 256, 4096, 16384]
 """How many terms the adversarial totals add."""
 
