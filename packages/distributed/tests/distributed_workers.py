@@ -485,3 +485,26 @@ def titanic_handed(flipped_on: int | None, seed_on: int | None) -> dict[str, Any
     except ReplicasDifferError as error:
         return {"refused": str(error), "began": bool(began)}
     return {"refused": "", "began": bool(began)}
+
+
+def titanic_set_apart(what: str) -> dict[str, Any]:
+    """The Titanic sample data-parallel, where rank 1 runs with another learning rate (`what`
+    "rate") or on another precision ("engine"): what fit raised, and whether the run began."""
+    rank = DataParallel().join().rank
+    rate = 0.01 if what == "rate" and rank == 1 else 0.001
+    engine = "light:float32" if what == "engine" and rank == 1 else "light"
+    began: list[bool] = []
+
+    class Beginning(Callback):
+        def on_run_start(self, run: Any) -> None:
+            began.append(True)
+
+    options = FitOptions(
+        seed=SAMPLE_SEED, epochs=1, distributed=DataParallel(), progress=False, engine=engine
+    )
+    try:
+        fit(titanic.pipeline(), titanic.rows(), titanic.network(), BinaryCrossEntropy(),
+            Adam(rate), options, callbacks=[Beginning()])  # fmt: skip
+    except ReplicasDifferError as error:
+        return {"refused": str(error), "began": bool(began)}
+    return {"refused": "", "began": bool(began)}

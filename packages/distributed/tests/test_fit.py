@@ -198,6 +198,28 @@ def test_dropout_draws_one_process_s_masks_also_where_a_batch_leaves_ranks_no_ro
         assert np.max(np.abs(every[0][name] - value)) <= 1e-5, f"slot {name!r}"
 
 
+@pytest.mark.parametrize(
+    ("what", "says"),
+    [
+        ("rate", '"learning_rate": 0.001'),
+        ("engine", "rank 0: light numpy"),
+    ],
+)
+def test_ranks_set_apart_are_refused_before_the_first_step_naming_the_setting(
+    what: str, says: str
+) -> None:
+    """Failed before: rank 1 with ten times the learning rate, or on light:float32 beside
+    light, trained on, the replicas parting from the first step (docs/distributed.md says
+    every process returns the same run)."""
+    found = launch(workers.titanic_set_apart, 2, what, start_method=workers.START)
+    said = found["refused"]
+    name = {"rate": "optimizers", "engine": "engines"}[what]
+    assert said.startswith(f"the processes run with different {name} (rank 0: "), said
+    assert says in said and "rank 1: " in said
+    assert ("(float32)" in said) == (what == "engine")
+    assert not found["began"]
+
+
 def test_ranks_handed_different_data_are_refused_before_the_first_step_naming_them() -> None:
     """Failed before: rank 1's targets flipped (the same count of rows), the job trained on
     (the test accuracy fell from 0.78 to 0.53)."""

@@ -264,6 +264,47 @@ class Job:
                 "checkpoint file)"
             )
 
+    def check_same_settings(self, settings: Mapping[str, str]) -> None:
+        """Raise `ReplicasDifferError` on every process unless every process runs with the same
+        `settings` as rank 0 (each named, in words: the engine, the optimizer, the loss ...),
+        naming the first that differs, with rank 0's and the other rank's. One collective of
+        32 bytes where they agree."""
+        names = sorted(settings)
+        each = [hashlib.sha256(settings[name].encode()).digest() for name in names]
+        layout = hashlib.sha256(repr(names).encode()).digest()
+        every = self._gather_bytes(hashlib.sha256(layout + b"".join(each)).digest())
+        if all(seen == every[0] for seen in every):
+            return
+        layouts = self._gather_bytes(layout)
+        other = [rank for rank, seen in enumerate(layouts) if seen != layouts[0]]
+        if other:
+            raise ReplicasDifferError(
+                f"{_ranks(other)} {'check' if len(other) > 1 else 'checks'} other settings "
+                "than rank 0: every process must run the same deepsharp"
+            )
+        digests = self._gather_bytes(b"".join(each))
+        first = next(
+            index
+            for index in range(len(names))
+            if any(
+                d[32 * index : 32 * index + 32] != digests[0][32 * index : 32 * index + 32]
+                for d in digests
+            )
+        )
+        name = names[first]
+        shown = self._gather_bytes(_text(settings[name], 200))
+        part = slice(32 * first, 32 * first + 32)
+        other = [rank for rank, seen in enumerate(digests) if seen[part] != digests[0][part]]
+        said = "; ".join(
+            f"rank {rank}: {shown[rank].rstrip(bytes(1)).decode(errors='replace')}"
+            for rank in (0, *other)
+        )
+        raise ReplicasDifferError(
+            f"the processes run with different {name} ({said}): every process must run "
+            "with the same settings, or their replicas part at the first step (the same "
+            "engine and precision, optimizer, loss, loss scale and accumulation)"
+        )
+
     def check_same_run(self, seed: int, data: Mapping[str, Any]) -> None:
         """Raise `ReplicasDifferError` on every process unless every process runs from the
         same seed and holds the same data as rank 0 (`data`: its row counts per part, and
@@ -372,6 +413,10 @@ class Job:
         every = mine.new_empty((self.world_size * mine.numel(),))
         all_gather(every, mine.contiguous().view(-1))
         return every.view(self.world_size, *mine.shape)
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"{'ranks' if len(ranks) > 1 else 'rank'} {', '.join(map(str, ranks))}"
 
 
 def _text(text: str, width: int = 64) -> bytes:

@@ -9,7 +9,8 @@ Here each is one collective of the job, or none:
 - `check_data`: every process's seed, then its data (row counts, the learned recipe, a digest
   of the rows' features and targets), against rank 0's: one collective each, and a run whose
   processes differ ends on every one before its first step, naming them.
-- `start`: rank 0's slots to every process (a broadcast, then checked bit for bit); the
+- `start`: the run's settings (engine, optimizer, loss, loss scale, accumulation) against
+  rank 0's; rank 0's slots to every process (a broadcast, then checked bit for bit); the
   optimizer's memory and the run's counters checked the same on every process; then a
   `GradientSum` put first among the trainer's step hooks.
 - `share`: this process's contiguous rows of every batch (no collective).
@@ -36,6 +37,7 @@ from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.training.distribution import Distribution, Sums, data_fingerprint
 from deepsharp.core.training.feeds import Feeds
 from deepsharp.core.training.hooks import StepHook
+from deepsharp.core.training.state import optimizer_record
 from deepsharp.core.training.trainer import Trainer
 from deepsharp.distributed.bridge import host_bytes
 from deepsharp.distributed.job import Job
@@ -110,6 +112,7 @@ class Place(Distribution):
 
     def start(self, trainer: Trainer) -> None:
         job, engine = self.job, trainer.engine
+        job.check_same_settings(_settings(trainer))
         bound = trainer.bound
         job.start_identical(
             engine, {name: t.handle for name, t in {**bound.tensors, **bound.buffers}.items()}
@@ -157,3 +160,23 @@ class Place(Distribution):
     def finish(self) -> None:
         """Leave the job (its group ends here where this process started it: under torchrun)."""
         self.job.close()
+
+
+def _settings(trainer: Trainer) -> dict[str, str]:
+    """What must be the same on every process for the replicas to take the same steps, in
+    words: the engine (its name, version and precision; each process has its own device), the
+    optimizer (its kind and settings, clipping among them), the loss, the loss scale, and how
+    many batches' gradients one update adds."""
+    identity = trainer.engine.identity
+    scale = trainer.loss_scale
+    return {
+        "engines": f"{identity.name} {identity.version or ''} ({identity.precision})",
+        "optimizers": json.dumps(optimizer_record(trainer.optimizer), sort_keys=True),
+        "losses": repr(trainer.loss),
+        "loss scales": "none"
+        if scale is None
+        else json.dumps(
+            {k: getattr(scale, k) for k in ("initial", "dynamic", "growth", "backoff", "interval")}
+        ),
+        "accumulation": f"gradients of {trainer.accumulate} batches a step",
+    }
