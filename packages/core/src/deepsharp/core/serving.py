@@ -1,8 +1,9 @@
 """A trained network: the pipeline and the network together, predicting raw rows.
 
 Rows go through the pipeline, then through the network by the one path every door predicts
-through (`deepsharp.core.nn.predicting`): 32 rows at a time, the last chunk padded, so that a row's
-prediction is the same bits alone, in any order, in any company. A network trained on arrays has
+through (`deepsharp.core.nn.predicting`): 32 rows at a time, the last chunk padded, so that no
+prediction depends on how many rows share its pass (on strict, a row's is the same bits alone, in
+any order, in any company). A network trained on arrays has
 a pipeline of arrays: it predicts arrays.
 
 Rows too many for memory are predicted part by part: `predict_parts` takes a scanned file

@@ -2,8 +2,10 @@
 `TrainedNetwork.predict`, the command line).
 
 Features go through the network 32 rows at a time (Keras's default batch), the last chunk padded
-with zero rows, so that no prediction depends on which rows share its pass: a row's prediction
-is the same bits alone, in any order, in any company. On an engine whose precision promises that
+with zero rows, so that no prediction depends on how many rows share its pass. On strict a row's
+prediction is the same bits alone, in any order, in any company; on float32 and the mixed
+precisions its last bits may depend on its place among the 32, where the processor's BLAS kernels
+add a block's rows in different orders. On an engine whose precision promises batch invariance
 of its own (`Precision.batch_invariant`: strict), many chunks go in one pass, which gives the
 same bits with fewer calls. The first chunk goes through the layers and is traced; the others
 replay the trace (`deepsharp.core.autodiff.replay`): the same engine calls in the same order,
