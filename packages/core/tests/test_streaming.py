@@ -122,6 +122,16 @@ def test_a_split_that_leaves_a_part_empty_is_refused_naming_the_draws(tmp_path: 
         fit(None, scan_csv(path), titanic.network(), BinaryCrossEntropy(), Adam(), FitOptions(1))
 
 
+def test_a_file_of_a_header_and_no_rows_is_refused_as_no_rows(tmp_path: Path) -> None:
+    """Failed before: said "too few rows for the split ... give more rows, or larger fractions",
+    where rows read whole say "no rows" (docs/streaming.md promises the same)."""
+    path = tmp_path / "header.csv"
+    passengers.write_csv(path, 0)
+    assert path.read_text(encoding="utf-8").count("\n") == 1
+    with pytest.raises(DataError, match=r"header.csv: no rows: fit needs rows to learn from"):
+        _feeds(scan_csv(path))
+
+
 # --- the epoch order -------------------------------------------------------------------------
 
 

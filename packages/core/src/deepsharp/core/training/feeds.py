@@ -419,6 +419,8 @@ class _Split:
         train, validation, test = (int(c) for c in counts)
         if train and validation and (test or not self.with_test):
             return
+        if not train + validation + test:
+            raise DataError(f"{path}: no rows: fit needs rows to learn from (the file holds none)")
         wanted = "training, validation and test" if self.with_test else "training and validation"
         raise DataError(
             f"{path}: too few rows for the split: its {train + validation + test} rows drew "
