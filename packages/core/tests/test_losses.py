@@ -99,6 +99,18 @@ def test_a_target_that_is_not_finite_is_refused_naming_its_row(loss: Any, bad: f
         trainer.step(rows, [[0.0], [bad], [1.0]])
 
 
+@pytest.mark.parametrize("loss", [BinaryCrossEntropy(), MeanSquaredError()])
+def test_a_target_beyond_float32_s_range_is_refused_as_written(loss: Any) -> None:
+    """Failed before: 1e40 was reported as "the target is inf" (its float32 cast), a value the
+    user never wrote."""
+    trainer = Trainer(Network([Dense(1)], inputs=2), loss, Adam(), seed=0)
+    rows = np.zeros((3, 2), np.float32)
+    with pytest.raises(
+        DataError, match=r"row 2 .*output 0: the target is -1e\+40, beyond float32's range"
+    ):
+        trainer.step(rows, [0.0, -1e40, 1.0])
+
+
 def test_a_network_ending_in_a_sigmoid_handed_a_logits_loss_is_refused_naming_both_ways_out() -> (
     None
 ):

@@ -152,17 +152,25 @@ def float_targets(
             f"outputs (N, {outputs}); give one target per output per row"
         )
     if finite and not math.isfinite(array.sum(dtype=np.float64)):  # one pass; float64 cannot
-        _not_finite(loss, array)  # overflow here
+        _not_finite(loss, array, targets)  # overflow here
     return np.ascontiguousarray(array)
 
 
-def _not_finite(loss: Loss, array: NDArray[np.float32]) -> None:
-    """Raise naming the first target that is not finite, where one is not."""
+def _not_finite(loss: Loss, array: NDArray[np.float32], given: Any = None) -> None:
+    """Raise naming the first target that is not finite, where one is not: as it was `given`
+    where the cast to float32 made it so (1e40 is not infinity to whoever wrote it)."""
     if not np.isfinite(array).all():
         i, k = (int(v) for v in np.argwhere(~np.isfinite(array))[0])
+        value, beyond = float(array[i, k]), ""
+        try:
+            wide = np.asarray(given, dtype=np.float64).reshape(array.shape)
+        except (TypeError, ValueError):
+            wide = None
+        if wide is not None and math.isfinite(wide[i, k]):
+            value, beyond = float(wide[i, k]), ", beyond float32's range (±3.4e38)"
         raise DataError(
             f"{loss.kind}: row {i + 1} (counting from 1), output {k}: the target is "
-            f"{float(array[i, k])!r}; every target must be a finite float32 number"
+            f"{value!r}{beyond}; every target must be a finite float32 number"
         )
 
 
@@ -246,7 +254,7 @@ class BinaryCrossEntropy(Loss):
     def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
         array = float_targets(self, targets, outputs, finite=False)
         if np.count_nonzero(array * (array - 1.0)):  # 0 exactly where a target is 0 or 1 (NaN
-            _not_finite(self, array)  # and infinity are neither)
+            _not_finite(self, array, targets)  # and infinity are neither)
             wrong = (array != 0.0) & (array != 1.0)
             i, k = (int(v) for v in np.argwhere(wrong)[0])
             raise DataError(
