@@ -39,7 +39,7 @@ from deepsharp.core import (
 )
 from deepsharp.core import fit as fit_run
 from deepsharp.core.cli import main
-from deepsharp.core.engine import available_engines
+from deepsharp.core.engine import available_engines, make_engine
 from deepsharp.engines.light import LightEngine
 
 
@@ -366,3 +366,14 @@ def test_a_class_given_for_an_instance_and_other_slips_say_what_to_write(case: i
     made, error, said = _mistakes()[case]
     with pytest.raises(error, match=said):
         made()
+
+
+@pytest.mark.parametrize("spec", ["light", "light:float32"])
+def test_ids_beyond_int64_s_range_are_refused_by_put_not_wrapped(spec: str) -> None:
+    """Failed before: 2**63 + 5 as uint64 was put as -9223372036854775803 (hashed token ids kept
+    as uint64 read other rows, silently)."""
+    engine = make_engine(spec)
+    within = np.array([3, 2**63 - 1], np.uint64)
+    assert engine.get(engine.put(within)).tolist() == [3, 2**63 - 1]
+    with pytest.raises(DataError, match=r"9223372036854775813 at \[1\] is beyond int64's range"):
+        engine.put(np.array([3, 2**63 + 5, 2**64 - 1], np.uint64))

@@ -557,3 +557,10 @@ def test_take_rows_and_one_hot_take_indices_of_any_shape(engines: Any) -> None:
     ids = RNG.integers(0, 5, (3, 4)).astype(np.int64)
     same(*both(engines, "take_rows", rand(5, 2), ids))
     same(*both(engines, "one_hot", ids, 5))
+
+
+def test_ids_beyond_int64_s_range_are_refused_by_put_not_wrapped() -> None:
+    """Failed before: 2**63 + 5 as uint64 was put as a negative int64."""
+    engine = TestBufferEngine()
+    with pytest.raises(ValueError, match=r"9223372036854775813 at \[1\] is beyond int64's range"):
+        engine.put(np.array([3, 2**63 + 5], np.uint64))

@@ -101,6 +101,12 @@ def test_put_get_exact_and_owned(engine: TorchEngine) -> None:
     assert z.dtype == torch.float32 and engine.get(z).tolist() == [[0.0] * 4] * 2
 
 
+def test_ids_beyond_int64_s_range_are_refused_by_put_not_wrapped(engine: TorchEngine) -> None:
+    """Failed before: 2**63 + 5 as uint64 was put as a negative int64."""
+    with pytest.raises(ValueError, match=r"9223372036854775813 at \[1\] is beyond int64's"):
+        engine.put(np.array([3, 2**63 + 5], np.uint64))
+
+
 def test_get_of_a_view_is_contiguous(engine: TorchEngine) -> None:
     x = rand(4, 6)
     got = engine.get(engine.transpose(engine.put(x), (1, 0)))

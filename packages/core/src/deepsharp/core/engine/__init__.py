@@ -30,6 +30,7 @@ from deepsharp.core.engine.protocol import (
     Handle,
     Operand,
     Padding,
+    int64_put,
 )
 from deepsharp.core.engine.registry import (
     EngineDescription,
@@ -64,6 +65,7 @@ __all__ = [
     "describe_engine",
     "fused",
     "images_a_block",
+    "int64_put",
     "make_engine",
     "precision_named",
     "product_blocks",

@@ -31,9 +31,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Counters", "Engine", "EngineIdentity", "Handle", "Operand", "Padding"]
+from deepsharp.core.errors import DataError
+
+__all__ = ["Counters", "Engine", "EngineIdentity", "Handle", "Operand", "Padding", "int64_put"]
 
 Handle = Any
 """An engine's opaque reference to one tensor."""
@@ -246,3 +249,19 @@ class Engine(Protocol):
     ) -> Handle:
         """Sends each window's gradient to the place its selection names; zeros elsewhere."""
         ...
+
+
+def int64_put(source: NDArray[Any]) -> bool:
+    """Whether `put` holds `source` as int64 (integers and booleans; the rest is float32), after
+    refusing unsigned integers beyond int64's range, which a cast would wrap to negative values
+    (hashed ids kept as uint64 read as other rows): DataError naming the first."""
+    if source.dtype.kind == "u" and source.itemsize == 8 and source.size:
+        beyond = source > np.uint64(np.iinfo(np.int64).max)
+        if beyond.any():
+            place = tuple(int(i) for i in np.argwhere(beyond)[0])
+            raise DataError(
+                f"put: the integer {int(source[place])} at {list(place)} is beyond int64's "
+                "range, which an engine holds integers in: give ids below 2**63 (ids % "
+                "vocabulary, for hashed ones)"
+            )
+    return source.dtype.kind in "iub"

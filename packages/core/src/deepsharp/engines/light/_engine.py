@@ -19,7 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from deepsharp.core.engine import Counters, EngineIdentity, Precision, Totals, choose_totals
+from deepsharp.core.engine import (
+    Counters,
+    EngineIdentity,
+    Precision,
+    Totals,
+    choose_totals,
+    int64_put,
+)
 from deepsharp.core.engine.fused import (
     all_finite,
     gelu_back_given,
@@ -96,7 +103,7 @@ class LightEngine:
     def put(self, array: Array) -> Array:
         self.counters.transfers_in += 1
         source = np.asarray(array)
-        kind = np.int64 if source.dtype.kind in "iub" else self.dtype
+        kind = np.int64 if int64_put(source) else self.dtype
         return np.array(source, dtype=kind, order="C", copy=True)
 
     def put_checked(self, array: Array, *, owned: bool = False) -> tuple[Array, bool]:

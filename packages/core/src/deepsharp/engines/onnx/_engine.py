@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from deepsharp.core.engine import Counters, EngineIdentity
+from deepsharp.core.engine import Counters, EngineIdentity, int64_put
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.core.export.forms import FORMS, MOVES, Form, float_inputs
 from deepsharp.core.export.graph import DEFAULT_OPSET, OnnxGraph
@@ -135,7 +135,7 @@ class OnnxEngine:
     def put(self, array: Array) -> Array:
         self.counters.transfers_in += 1
         source = np.asarray(array)
-        kind = np.int64 if source.dtype.kind in "iub" else np.float32
+        kind = np.int64 if int64_put(source) else np.float32
         return np.array(source, dtype=kind, order="C", copy=True)
 
     def get(self, handle: Array) -> Array:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.engine import Counters, EngineIdentity
+from deepsharp.core.engine import Counters, EngineIdentity, int64_put
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.core.version import __version__ as _core_version
 from deepsharp.engines.testbuffer._erf import erf_into
@@ -133,7 +133,7 @@ class TestBufferEngine:
     # --- transfers -------------------------------------------------------------------------
     def put(self, array: Array) -> TestBuffer:
         source = np.asarray(array)
-        kind = I64 if source.dtype.kind in "iub" else F32
+        kind = I64 if int64_put(source) else F32
         handle, out = self._new(source.shape, kind)
         np.copyto(out, source, casting="unsafe")
         self.counters.transfers_in += 1

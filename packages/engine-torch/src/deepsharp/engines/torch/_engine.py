@@ -44,7 +44,14 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.engine import Counters, EngineIdentity, Precision, Totals, choose_totals
+from deepsharp.core.engine import (
+    Counters,
+    EngineIdentity,
+    Precision,
+    Totals,
+    choose_totals,
+    int64_put,
+)
 from deepsharp.core.engine.fused import all_finite
 from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
@@ -202,7 +209,7 @@ class TorchEngine:
     def put(self, array: NDArray[Any]) -> Tensor:
         self.counters.transfers_in += 1
         source = np.asarray(array)
-        kind = np.int64 if source.dtype.kind in "iub" else np.float32
+        kind = np.int64 if int64_put(source) else np.float32
         if self._cuda:
             return torch.from_numpy(np.ascontiguousarray(source, dtype=kind)).to(self._device)
         # A copy of our own: the caller's array may change after the put.
