@@ -97,6 +97,31 @@ def test_a_run_with_no_engine_named_says_which_ran_and_why_others_were_skipped(
     assert "skipped absent:card: absent needs a card, and none is here" in out
 
 
+def test_a_named_engine_that_cannot_be_made_stops_the_run_saying_why_once(
+    tmp_path: Path,
+) -> None:
+    """Failed before: every check of the suite erred on its own, each with the traceback (about
+    33,000 lines), and the summary still said the engine was held to the contract."""
+    (tmp_path / "unmade.py").write_text(
+        "def make():\n    raise RuntimeError('my-library: driver not found')\n", encoding="utf-8"
+    )
+    suite = ["--pyargs", "deepsharp.contracts", "-q", "-p", "no:cacheprovider"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *suite, "--engine", "unmade:make"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    said = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, said[-2000:]
+    assert len(said.splitlines()) < 10, said[-2000:]
+    assert "--engine unmade:make: the engine could not be made, so no check ran" in said
+    assert "my-library: driver not found" in said
+    assert "held to the contract" not in said
+
+
 def test_with_nothing_to_hold_the_summary_says_so() -> None:
     assert summary_lines([], ["absent:card: needs a card"]) == [
         "no engine was held to the contract: install one, or name one with --engine SPEC",

@@ -58,9 +58,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def choose_engines(specs: list[str]) -> tuple[list[str], list[str]]:
     """The specs to run (those named, or every installed engine that can be made, at its default
-    spec) and, for engines skipped, why."""
+    spec) and, for engines skipped, why. A named engine that cannot be made stops the run before
+    any check (`pytest.UsageError`, saying why), rather than failing each of them alike."""
     if specs:
-        return list(dict.fromkeys(specs)), []
+        named = list(dict.fromkeys(specs))
+        for spec in named:
+            try:
+                make_engine(spec)
+            except Exception as error:  # whatever the factory raised: said once, not 400 times
+                raise pytest.UsageError(
+                    f"--engine {spec}: the engine could not be made, so no check ran: "
+                    f"{type(error).__name__}: {error}"
+                ) from error
+        return named, []
     chosen, skipped = [], []
     for name in available_engines():
         spec = name
@@ -76,6 +86,8 @@ def choose_engines(specs: list[str]) -> tuple[list[str], list[str]]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_MEASUREMENTS] = Measurements()
+    if config.getoption("deepsharp_engines"):
+        _chosen(config)  # a named engine that cannot be made stops the run here
 
 
 def _chosen(config: pytest.Config) -> tuple[list[str], list[str]]:
