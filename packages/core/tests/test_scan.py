@@ -73,6 +73,30 @@ def test_a_row_of_the_wrong_width_is_named_by_the_line_read_csv_names(
 
 
 @pytest.mark.parametrize("read_rows", [1, 2, 1000])
+@pytest.mark.parametrize("closed", [False, True])
+def test_a_quote_left_open_is_named_by_the_line_it_opens_on(
+    tmp_path: Path, read_rows: int, closed: bool
+) -> None:
+    """Failed before: the row was named by the line it ended on (the file's last, where the
+    quote ran to its end) and its field count, never the line where the quote opened."""
+    path = tmp_path / "open.csv"
+    rest = "Gus,3,x\n" * 5 + ('end",5,y\n' if closed else "")  # lines 12-16 (and 17)
+    path.write_text(HOSTILE + "Eve,1,2\n\n" + 'Fay,"2,ok\n' + rest, encoding="utf-8")
+    with pytest.raises(DataError) as by_read_csv:
+        read_csv(path)
+    with pytest.raises(DataError) as by_scan:
+        for _ in scan_csv(path, read_rows=read_rows).parts():
+            pass
+    assert str(by_scan.value) == str(by_read_csv.value)
+    end = 17 if closed else 16
+    assert str(by_scan.value).startswith(
+        f"{path}, line 11: this row has {4 if closed else 2} fields but the header has 3: its "
+        f'field 2 opens a quote (") that is not closed on the line, so the row runs on to line '
+        f"{end}"
+    ), str(by_scan.value)
+
+
+@pytest.mark.parametrize("read_rows", [1, 2, 1000])
 def test_a_bad_value_is_named_by_file_and_line_even_after_blank_lines_and_long_records(
     tmp_path: Path, read_rows: int
 ) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, BinaryIO
 
 from deepsharp.core.data.paths import check_path, lines, open_rows, refuse_irregular
-from deepsharp.core.data.sources import Part, empty_message, read_csv_header
+from deepsharp.core.data.sources import Part, empty_message, read_csv_header, wrong_width
 from deepsharp.core.data.values import Column, ColumnName
 from deepsharp.core.errors import DataError, FileFormatError
 
@@ -186,10 +186,14 @@ class CsvScan(Scan):
                 naming = self._naming(first, offset, line, plain, ends)
                 if len(set(map(len, records))) > 1 or (records and len(records[0]) != width):
                     bad = next(i for i, r in enumerate(records) if len(r) != width)
-                    raise DataError(
-                        f"{naming(first + bad)}: this row has {len(records[bad])} fields but the "
-                        f"header has {width}; every row must have one field per column"
-                    )
+                    record = records[bad]
+                    end = self._line_of(first + bad, first, offset, line, plain, ends)
+                    # The lines a record spans are the line breaks inside its fields, but for
+                    # a quote left open to the end of the file: its field holds the last break.
+                    extra = sum(field.count("\n") for field in record)
+                    if extra and record[-1].endswith("\n") and bad == len(records) - 1:
+                        extra -= self._guarded(lambda: next(reader, None), reader) is None
+                    raise wrong_width(self.path, end - extra, end, record, width)
                 if not records:
                     continue
                 columns: dict[ColumnName, Column] = {
@@ -206,16 +210,20 @@ class CsvScan(Scan):
         `ends`: the line each of its records ends on, where it was kept (a stream's)."""
 
         def name(place: int) -> str:
-            index = place - first
-            if plain:
-                found = line + index
-            elif ends is not None:
-                found = ends[index]
-            else:
-                found = self._line(offset, line, index)
-            return f"{self.path}, line {found}"
+            return f"{self.path}, line {self._line_of(place, first, offset, line, plain, ends)}"
 
         return name
+
+    def _line_of(
+        self, place: int, first: int, offset: int, line: int, plain: bool, ends: list[int] | None
+    ) -> int:
+        """The line the row `place` ends on, of the part `_naming` names."""
+        index = place - first
+        if plain:
+            return line + index
+        if ends is not None:
+            return ends[index]
+        return self._line(offset, line, index)
 
     def _line(self, offset: int, line: int, index: int) -> int:
         """The line on which the part's record `index` ends, read again from the part's start

@@ -44,6 +44,7 @@ __all__ = [
     "row_naming",
     "rows_of",
     "take",
+    "wrong_width",
 ]
 
 
@@ -61,14 +62,13 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
         out: list[dict[str, str | None]] = []
         try:
             header = read_csv_header(name, reader, empty_message(name, opened))
+            start = reader.line_num + 1
             for record in reader:
+                if record and len(record) != len(header):
+                    raise wrong_width(name, start, reader.line_num, record, len(header))
+                start = reader.line_num + 1
                 if not record:
                     continue
-                if len(record) != len(header):
-                    raise DataError(
-                        f"{name}, line {reader.line_num}: this row has {len(record)} fields but "
-                        f"the header has {len(header)}; every row must have one field per column"
-                    )
                 out.append(
                     {k: (v if v != "" else None) for k, v in zip(header, record, strict=False)}
                 )
@@ -77,6 +77,21 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
         except UnicodeDecodeError as exc:
             raise DataError(f"{name}: not UTF-8 text: {exc}") from None
     return out
+
+
+def wrong_width(name: str, start: int, end: int, record: list[str], width: int) -> DataError:
+    """The error for a row (on lines `start` to `end`) of other than `width` fields. A row over
+    several lines names the line it begins on: most often a quote opened there and never closed,
+    whose field swallowed the lines after it."""
+    said = f"this row has {len(record)} fields but the header has {width}"
+    spanning = [i for i, text in enumerate(record) if "\n" in text]
+    if end <= start or not spanning:
+        return DataError(f"{name}, line {end}: {said}; every row must have one field per column")
+    return DataError(
+        f'{name}, line {start}: {said}: its field {spanning[0] + 1} opens a quote (") that '
+        f"is not closed on the line, so the row runs on to line {end}; close the quote where "
+        'the field ends (a quote inside a field is written twice: "")'
+    )
 
 
 def read_csv_header(name: str, reader: Iterator[list[str]], empty: str | None = None) -> list[str]:
