@@ -56,7 +56,10 @@ def test_no_spec_gives_the_light_engine_and_an_engine_passes_through() -> None:
     ("spec", "said"),
     [
         ("light:float32-totals", "now the precision 'float32': use light:float32"),
-        ("light:float16", "takes only a precision, not 'float16': light:strict, light:float32"),
+        (
+            "light:float16",
+            "'float16', which is no precision: did you mean 'float32' or 'mixed_float16'",
+        ),
         ("light:strict:float32", "takes only a precision"),
     ],
 )
@@ -111,6 +114,23 @@ def test_split_precision_takes_the_last_part_when_it_is_one() -> None:
         EngineUnavailableError, match=r"use x:cpu:float32 \(or x:cpu, its default\)"
     ):
         split_precision("x", "cpu:float32-totals", offered)
+
+
+@pytest.mark.parametrize(
+    ("option", "meant"),
+    [("cpu:strcit", "'strict'"), ("cuda:0:flaot32", "'float32'"), ("stric", "'strict'")],
+)
+def test_split_precision_refuses_a_mistyped_precision_naming_the_one_meant(
+    option: str, meant: str
+) -> None:
+    """Failed before: 'cpu:strcit' came back as the device 'cpu:strcit' at the default
+    precision, so an engine built on the documented template ran float32 where strict was
+    asked for, silently."""
+    with pytest.raises(
+        EngineUnavailableError, match=f"which is no precision: did you mean {meant}"
+    ):
+        split_precision("x", option, ("float32", "strict"))
+    assert split_precision("x", "cuda:1", ("float32",)) == ("cuda:1", "float32")
 
 
 def _module(name: str, monkeypatch: pytest.MonkeyPatch, **attributes: Any) -> None:

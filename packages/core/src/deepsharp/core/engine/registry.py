@@ -164,8 +164,9 @@ def describe_engine(name: str) -> EngineDescription:
 def split_precision(name: str, option: str, offered: Sequence[str]) -> tuple[str, str]:
     """A spec's option split into what precedes its precision and the precision, for the
     engine `name` that offers `offered` (its default first): `cuda:0:strict` -> (`cuda:0`,
-    `strict`); `cpu` -> (`cpu`, the default). A precision the engine does not offer, or an old
-    name (`float32-totals`), is refused with EngineUnavailableError naming what to write."""
+    `strict`); `cpu` -> (`cpu`, the default). A precision the engine does not offer, an old
+    name (`float32-totals`), or a last part close to a precision's name (`strcit`), is refused
+    with EngineUnavailableError naming what to write."""
     head, _, last = option.rpartition(":")
     word = last.strip().lower()
     place = f"{name}:{head}:" if head else f"{name}:"
@@ -177,6 +178,14 @@ def split_precision(name: str, option: str, offered: Sequence[str]) -> tuple[str
             f"use {place}{new}{default}"
         )
     if word not in PRECISIONS:
+        close = difflib.get_close_matches(word, list(PRECISIONS), n=2, cutoff=0.6)
+        if close:  # a precision mistyped would else be read as a device, at the default
+            raise EngineUnavailableError(
+                f"the spec {name}:{option} ends in {last!r}, which is no precision: did you mean "
+                + " or ".join(repr(c) for c in close)
+                + f"? The {name} engine offers "
+                + ", ".join(f"{precision} ({place}{precision})" for precision in offered)
+            )
         return option, offered[0]
     if word not in offered:
         raise EngineUnavailableError(
