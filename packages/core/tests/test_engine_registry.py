@@ -12,7 +12,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from deepsharp.core import Dense, EngineUnavailableError, MeanSquaredError, Network, make_engine
+from deepsharp.core import (
+    BinaryCrossEntropy,
+    Dense,
+    EngineUnavailableError,
+    MeanSquaredError,
+    Network,
+    compare,
+    make_engine,
+)
 from deepsharp.core.cli import main
 from deepsharp.core.engine import (
     PRECISIONS,
@@ -271,3 +279,31 @@ def test_each_public_module_imports_first_in_a_fresh_process(statement: str) -> 
         [sys.executable, "-c", statement], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+class _ShiftedSigmoid(LightEngine):
+    """A light engine of its own arithmetic, its author forgetting to name it."""
+
+    def sigmoid(self, x: Any) -> Any:
+        return (super().sigmoid(x) + np.float32(1e-3)).astype(np.float32)
+
+
+class _Named(_ShiftedSigmoid):
+    name = "shifted"
+
+
+def test_a_subclass_of_light_without_a_name_of_its_own_is_recorded_by_its_class() -> None:
+    """Failed before: it kept light's identity, so a light checkpoint went on with it and
+    compare refused the pair as 'one engine named twice'."""
+    assert _ShiftedSigmoid().identity.name == "_ShiftedSigmoid"
+    assert _ShiftedSigmoid().identity != LightEngine().identity
+    assert repr(_ShiftedSigmoid()).startswith("_ShiftedSigmoid(numpy ")
+    assert _Named().identity.name == "shifted"
+    assert LightEngine().identity.name == "light"
+    assert make_engine("light:float32").identity.name == "light"
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 4)).astype(np.float32)
+    y = (rng.random((8, 1)) > 0.5).astype(np.float32)
+    found = compare(Network([Dense(4), Dense(1)]), BinaryCrossEntropy(), (x, y),
+                    engines=("light", _ShiftedSigmoid()))  # fmt: skip
+    assert "_ShiftedSigmoid" in str(found)

@@ -36,7 +36,11 @@ def test_named_by_spec_and_carried_in_the_identity() -> None:
 def test_an_unknown_precision_is_refused_naming_those_it_offers() -> None:
     with pytest.raises(ValueError, match=r"no precision 'float16'.*offers 'strict', 'float32'"):
         LightEngine("float16")
-    with pytest.raises(EngineUnavailableError, match="light:strict, light:float32"):
+    with pytest.raises(
+        EngineUnavailableError,
+        match=r"did you mean 'float32' or 'mixed_float16'\? The light engine offers strict "
+        r"\(light:strict\), float32 \(light:float32\)",
+    ):
         from_spec("float16")
 
 

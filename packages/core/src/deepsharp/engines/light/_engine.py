@@ -94,10 +94,21 @@ class LightEngine:
 
     @property
     def identity(self) -> EngineIdentity:
-        return EngineIdentity(self.name, f"numpy {self.version}", self.device, self.precision)
+        return EngineIdentity(self.own_name, f"numpy {self.version}", self.device, self.precision)
+
+    @property
+    def own_name(self) -> str:
+        """The name its identity records: `name`, where the engine's own class sets it; else,
+        for a subclass, the class's name. A subclass changes what the engine does (its sigmoid,
+        its products): under the name it inherits, a checkpoint of its parent would go on with
+        it and `compare` take the two for one engine."""
+        kind = type(self)
+        if kind is LightEngine or "name" in vars(kind):
+            return self.name
+        return kind.__name__
 
     def __repr__(self) -> str:
-        return f"LightEngine(numpy {self.version}, {self.precision})"
+        return f"{type(self).__name__}(numpy {self.version}, {self.precision})"
 
     # --- transfers -------------------------------------------------------------------------
     def put(self, array: Array) -> Array:
