@@ -108,6 +108,11 @@ def test_the_batch_s_features_put_checked_are_judged_bit_for_bit() -> None:
     assert (first.operation, first.phase, first.family) == ("put_checked", "batch", "transfers")
     assert first.inputs == ((32, 14),) and first.outputs == ((32, 14),)
     assert math.isinf(first.ratio) and first.difference > 0
+    # Failed before: the verdict said "bound 0 (strict), ratio inf", unexplained.
+    assert "where a transfer must give the same bits on every engine (its bound is 0" in (
+        found.verdict()
+    )
+    assert "ratio inf" not in found.verdict()
     honest = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", "light:float32"))
     (put,) = [row for row in honest.rows if row.operation == "put_checked"]
     assert put.ratio == 0 and honest.within

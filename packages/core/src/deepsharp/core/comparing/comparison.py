@@ -228,10 +228,17 @@ class Comparison:
                 f"every operation within its bound ({len(self.rows)} operations); the nearest, "
                 f"{worst.where}, at {_figure(worst.ratio)} of it{apart}"
             )
+        detail = f"; {first.detail}" if first.detail else ""
+        if first.bound == 0.0 and first.family in ("moves", "transfers"):
+            return (
+                f"first past its bound: {first.where}, {first.shapes}: difference "
+                f"{_figure(first.difference)}, where a {first.family[:-1]} must give the same "
+                f"bits on every engine (its bound is 0, so any difference is past it){detail}"
+            )
         return (
             f"first past its bound: {first.where}, {first.shapes}: difference "
             f"{_figure(first.difference)}, bound {_figure(first.bound)} ({self._bound_named(first)}), "
-            f"ratio {_figure(first.ratio)}{'; ' + first.detail if first.detail else ''}"
+            f"ratio {_figure(first.ratio)}{detail}"
         )
 
     def _bound_named(self, row: Difference) -> str:
