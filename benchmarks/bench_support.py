@@ -290,6 +290,11 @@ EXTENSIONS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16"
 """The processor's vector extensions worth naming beside figures (bfloat16 needs the last three)."""
 
 
+def has_amx() -> bool:
+    """Whether the processor multiplies bfloat16 on AMX tiles (PyTorch's oneDNN uses them)."""
+    return "amx_bf16" in (_extensions() or [])
+
+
 def _extensions() -> list[str] | None:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
