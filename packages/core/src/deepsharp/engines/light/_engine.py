@@ -19,14 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from deepsharp.core.engine import (
-    Counters,
-    EngineIdentity,
-    Precision,
-    Totals,
-    choose_totals,
-    int64_put,
-)
+from deepsharp.core.engine import Counters, EngineIdentity, Precision, Totals, choose_totals
 from deepsharp.core.engine.fused import (
     all_finite,
     gelu_back_given,
@@ -37,6 +30,7 @@ from deepsharp.core.engine.fused import (
 )
 from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
+from deepsharp.core.engine.protocol import int64_put
 from deepsharp.engines.light._erf import erf as _erf64
 from deepsharp.engines.light._threads import PARALLEL as PARALLEL_VALUES
 from deepsharp.engines.light._threads import pool, thread_count

@@ -44,17 +44,11 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.engine import (
-    Counters,
-    EngineIdentity,
-    Precision,
-    Totals,
-    choose_totals,
-    int64_put,
-)
+from deepsharp.core.engine import Counters, EngineIdentity, Precision, Totals, choose_totals
 from deepsharp.core.engine.fused import all_finite
 from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
+from deepsharp.core.engine.protocol import int64_put
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
 from deepsharp.engines.torch import _exact, _groups, _recurrent, _totals
 from deepsharp.engines.torch._groups import FLATS_KEPT, flat_tensors, joined, lanes
