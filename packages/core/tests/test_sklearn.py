@@ -174,6 +174,20 @@ def test_losses_for_the_other_kind_of_estimator_are_refused_naming_it() -> None:
         NetworkClassifier(loss=BinaryCrossEntropy()).fit(x, y)
 
 
+def test_a_network_of_other_outputs_than_the_targets_ask_is_refused_before_training() -> None:
+    """Failed before: a network of 5 outputs for iris's 3 classes trained, predict_proba gave
+    5 columns beside 3 classes_, and predict raised an IndexError from inside."""
+    x, y = _iris()
+    with pytest.raises(ValueError, match=r"gives 5 values a row, and 3 classes .* Dense\(3\)"):
+        NetworkClassifier(network=Network([Dense(5)])).fit(x, y)
+    with pytest.raises(ValueError, match=r"takes one output a row .* Dense\(1\)"):
+        NetworkClassifier(network=Network([Dense(2)]), loss=BinaryCrossEntropy()).fit(
+            x, y == "setosa"
+        )
+    with pytest.raises(ValueError, match=r"gives 3 values a row, and targets of 1 value a row"):
+        NetworkRegressor(network=Network([Dense(3)])).fit(x, x[:, 0])
+
+
 def test_too_few_rows_for_the_validation_rows_say_how_many_there_are() -> None:
     x, y = _iris()
     with pytest.raises(ValueError, match="got 5 samples"):

@@ -50,7 +50,7 @@ from deepsharp.core import (
     TrainedNetwork,
     fit,
 )
-from deepsharp.core.errors import described
+from deepsharp.core.errors import ShapeError, described
 from deepsharp.core.nn.default import built, default_network
 
 __all__ = ["NetworkClassifier", "NetworkRegressor"]
@@ -165,6 +165,33 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
             )
         return made
 
+    def _check_outputs(self, network: Network, features: int, outputs: int, loss: Loss) -> None:
+        """Refuse a network whose rows' outputs are not the `outputs` the targets ask for (a
+        classifier's network of 5 outputs for 2 classes trained, then predicted classes past
+        `classes_`). Where the network cannot be built for the rows, fit says why."""
+        if not network.built:
+            try:
+                unknown = any(spec.shape is None for spec in network.input_specs)
+                network.build((features,) if unknown else None)
+            except ShapeError:
+                return
+        if network.outputs == outputs:
+            return
+        if isinstance(self, NetworkClassifier):
+            asked = f"{len(self.classes_)} classes with {described(loss)}, which takes " + (
+                "one output a row (the chance of the second)"
+                if outputs == 1
+                else f"{outputs} outputs a row (one a class)"
+            )
+        else:
+            asked = f"targets of {outputs} value{'s' if outputs > 1 else ''} a row"
+        raise ValueError(
+            f"{type(self).__name__}: the network gives {network.outputs} "
+            f"value{'s' if network.outputs > 1 else ''} a row, and {asked}: end it in "
+            f"Dense({outputs}), or give a builder that takes outputs= (it is called with "
+            f"outputs={outputs})"
+        )
+
     # --- a run ----------------------------------------------------------------------------
     def _run(
         self,
@@ -199,10 +226,12 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
                 "a larger validation fraction"
             ) from None
         options = self._options()
+        network = self._network(outputs)
+        self._check_outputs(network, x.shape[1], outputs, loss)
         run = fit(
             split,
             (x, targets),
-            self._network(outputs),
+            network,
             copy.deepcopy(loss),
             copy.deepcopy(self._optimizer()),
             options,
