@@ -377,3 +377,22 @@ def test_ids_beyond_int64_s_range_are_refused_by_put_not_wrapped(spec: str) -> N
     assert engine.get(engine.put(within)).tolist() == [3, 2**63 - 1]
     with pytest.raises(DataError, match=r"9223372036854775813 at \[1\] is beyond int64's range"):
         engine.put(np.array([3, 2**63 + 5, 2**64 - 1], np.uint64))
+
+
+def test_predict_and_export_refuse_what_is_no_loss_as_fit_does(tmp_path: Path) -> None:
+    """Failed before: a name or a class without parentheses raised an AttributeError or a
+    TypeError from inside the library (export/model.py), where fit says what to write."""
+    from deepsharp.core.random import Generator
+
+    network = Network([Dense(3)], inputs=5)
+    network.initialize(Generator(0))
+    rows = np.ones((2, 5), np.float32)
+    with pytest.raises(TypeError, match=r"predict: the loss must be a Loss, not 'mse'"):
+        network.predict(rows, "mse")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"write MeanSquaredError\(\.\.\.\)"):
+        network.predict(rows, MeanSquaredError)  # type: ignore[arg-type]
+    with pytest.raises(
+        ConfigurationError, match=r"export_onnx: the loss is the class CrossEntropy"
+    ):
+        network.export_onnx(tmp_path / "x.onnx", loss=CrossEntropy)  # type: ignore[arg-type]
+    assert not (tmp_path / "x.onnx").exists()

@@ -77,6 +77,20 @@ class DeepSharpWarning(UserWarning):
     a category column with thousands of values)."""
 
 
+def check_instance(what: str, value: Any, kind: type, where: str) -> None:
+    """Refuse `value` unless it is a `kind`, saying what to write: a class handed where one of
+    its instances belongs (`CrossEntropy` for `CrossEntropy()`) is a ConfigurationError, anything
+    else a TypeError."""
+    if isinstance(value, kind):
+        return
+    if isinstance(value, type) and issubclass(value, kind):
+        raise ConfigurationError(
+            f"{where}: the {what} is the class {value.__name__}, not one of its instances: "
+            f"write {value.__name__}(...) — e.g. {value.__name__}() — with the parentheses"
+        )
+    raise TypeError(f"{where}: the {what} must be a {kind.__name__}, not {described(value)}")
+
+
 def described(value: Any, width: int = 80) -> str:
     """A value as a message shows it: an array by its kind, shape and dtype (never its whole
     contents), anything else by a repr cut to `width` characters."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from deepsharp.core.atomic import write_atomically
 from deepsharp.core.autodiff.tensor import Tensor
-from deepsharp.core.errors import ExportError
+from deepsharp.core.errors import ExportError, check_instance
 from deepsharp.core.export.columns import Inputs, write_columns
 from deepsharp.core.export.graph import (
     DEFAULT_OPSET,
@@ -39,12 +39,11 @@ from deepsharp.core.export.writer import BATCH, Traced, WritingEngine
 from deepsharp.core.files import encode_safetensors
 from deepsharp.core.nn.binding import Bound
 from deepsharp.core.nn.layer import Pass, carry_mask
-from deepsharp.core.nn.losses import loss_to_json
+from deepsharp.core.nn.losses import Loss, loss_to_json
 from deepsharp.core.nn.saving import file_tensors, network_metadata
 from deepsharp.core.version import __version__
 
 if TYPE_CHECKING:
-    from deepsharp.core.nn.losses import Loss
     from deepsharp.core.nn.network import Network
     from deepsharp.core.serving import TrainedNetwork
 
@@ -335,6 +334,8 @@ def export_network(
     loss: Loss | None = None,
 ) -> None:
     """Write `network_model(network, opset, loss)` to `path`, atomically."""
+    if loss is not None:
+        check_instance("loss", loss, Loss, "export_onnx")
     write_atomically(path, network_model(network, opset, loss).SerializeToString())
 
 

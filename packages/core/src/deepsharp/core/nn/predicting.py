@@ -24,12 +24,12 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff.replay import Replay
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import PRECISIONS, Engine, default_engine, make_engine
-from deepsharp.core.errors import DataError
+from deepsharp.core.errors import DataError, check_instance
 from deepsharp.core.nn.binding import Bound
 from deepsharp.core.nn.layer import Pass
+from deepsharp.core.nn.losses import Loss
 
 if TYPE_CHECKING:
-    from deepsharp.core.nn.losses import Loss
     from deepsharp.core.nn.network import Features, Network
 
 __all__ = ["CHUNK", "PASS_VALUES", "Predictor", "predict"]
@@ -54,6 +54,7 @@ class Predictor:
     copy taken there (no transfer), on another brought back from it, whole."""
 
     def __init__(self, network: Network, loss: Loss, engine: Engine | str | None = None) -> None:
+        check_instance("loss", loss, Loss, "predict")
         self.network = network
         self.loss = loss
         self.engine = made = serving_engine(engine)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.errors import ConfigurationError, DataError, described
+from deepsharp.core.errors import DataError, check_instance, described
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Network, in_order
 from deepsharp.core.nn.optimizers import Optimizer
@@ -25,14 +25,7 @@ def check_parts(network: Any, loss: Any, optimizer: Any, where: str) -> None:
         ("loss", loss, Loss),
         ("optimizer", optimizer, Optimizer),
     ):
-        if isinstance(value, kind):
-            continue
-        if isinstance(value, type) and issubclass(value, kind):
-            raise ConfigurationError(
-                f"{where}: the {what} is the class {value.__name__}, not one of its instances: "
-                f"write {value.__name__}(...) — e.g. {value.__name__}() — with the parentheses"
-            )
-        raise TypeError(f"{where}: the {what} must be a {kind.__name__}, not {described(value)}")
+        check_instance(what, value, kind, where)
 
 
 def quiet() -> Any:
