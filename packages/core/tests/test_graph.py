@@ -358,3 +358,11 @@ def test_an_embedding_told_id_0_is_a_token_makes_no_mask_and_files_keep_it(tmp_p
     assert np.array_equal(loaded.predict(row, MeanSquaredError()).reshape(1, 4, 4), after)
     with pytest.raises(TypeError, match="mask_zero is True or False"):
         Embedding(5, 4, mask_zero=0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("merge", [Add(), Concatenate()])
+def test_a_merge_layer_in_a_chain_is_refused_saying_to_build_a_graph(merge: Any) -> None:
+    """Failed before: TypeErrors from inside ('int' object is not iterable; object of type 'int'
+    has no len()) when the chain was built."""
+    with pytest.raises(ConfigurationError, match=r"layer 1, .* takes a list of two or more inputs"):
+        Network([Dense(4), merge], inputs=4)

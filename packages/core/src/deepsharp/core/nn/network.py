@@ -86,6 +86,12 @@ class Network:
                     )
                 if not isinstance(layer, Layer):
                     raise TypeError(f"layer {index} is {layer!r}, not a Layer")
+                if layer.several:
+                    raise ConfigurationError(
+                        f"layer {index}, {layer.label}, takes a list of two or more inputs, and a "
+                        "chain gives each layer one: build a graph, calling it on the symbols "
+                        f"it joins ({layer.kind}()([a, b]); docs/layers.md)"
+                    )
             shape = None if inputs is None else row_shape(inputs, "inputs")
             graph = chain(layers, shape)
         self._start(graph, chained=outputs is None)
