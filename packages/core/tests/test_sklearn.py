@@ -23,6 +23,7 @@ from deepsharp.core import (
     SGD,
     Adam,
     BinaryCrossEntropy,
+    CosineDecay,
     Dense,
     FitOptions,
     MeanSquaredError,
@@ -88,6 +89,21 @@ def test_nested_optimizer_settings_keep_the_optimizer_s_kind_and_its_other_setti
     }
     assert given.learning_rate == 0.1  # the instance handed in is not changed
     assert NetworkRegressor().set_params(optimizer__beta1=0.8).optimizer.beta1 == 0.8
+
+
+def test_nested_settings_keep_a_learning_rate_schedule_as_it_is() -> None:
+    """Failed before: the optimizer was made again from its config, where the schedule is a
+    mapping, and Adam refused that mapping: set_params(optimizer__beta1=...) and a grid over
+    beta1 failed on the rate they left alone."""
+    schedule = CosineDecay(0.01, steps=10)
+    model = NetworkClassifier(optimizer=Adam(schedule), epochs=1)
+    assert model.get_params()["optimizer__learning_rate"] == schedule
+    model.set_params(optimizer__beta1=0.8)
+    assert isinstance(model.optimizer, Adam) and model.optimizer.beta1 == 0.8
+    assert model.optimizer.learning_rate == schedule
+    x, y = _iris()
+    search = GridSearchCV(model, {"optimizer__beta1": [0.8, 0.9]}, cv=2, error_score="raise")
+    assert search.fit(x, y).best_params_["optimizer__beta1"] in (0.8, 0.9)
 
 
 def test_an_unknown_nested_setting_names_the_ones_there_are() -> None:

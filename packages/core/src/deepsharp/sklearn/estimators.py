@@ -47,6 +47,7 @@ from deepsharp.core import (
     Optimizer,
     Pipeline,
     Report,
+    Schedule,
     TrainedNetwork,
     fit,
 )
@@ -89,7 +90,7 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
         `optimizer__<setting>` (those `set_params` and `GridSearchCV` take)."""
         params: dict[str, Any] = super().get_params(deep=False)
         if deep and (self.optimizer is None or isinstance(self.optimizer, Optimizer)):
-            settings = self._optimizer().config()
+            settings = _settings(self._optimizer())
             params.update({f"{_NESTED}{name}": value for name, value in settings.items()})
         return params
 
@@ -109,7 +110,7 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
         super().set_params(**params)
         if nested:
             optimizer = self._optimizer()
-            settings = optimizer.config()
+            settings = _settings(optimizer)
             unknown = sorted(set(nested) - set(settings))
             if unknown:
                 raise ValueError(
@@ -358,3 +359,13 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         return tags
+
+
+def _settings(optimizer: Optimizer) -> dict[str, Any]:
+    """An optimizer's settings as its constructor takes them: its config, with a schedule of
+    the learning rate as the schedule itself (the config records it as a mapping, which the
+    constructor refuses: a grid over another setting failed on the rate it left alone)."""
+    settings = optimizer.config()
+    if isinstance(getattr(optimizer, "learning_rate", None), Schedule):
+        settings["learning_rate"] = optimizer.learning_rate
+    return settings
