@@ -142,6 +142,28 @@ def test_a_folder_to_save_into_is_refused_before_the_run(
     assert said.out == ""  # refused before the run: nothing trained, nothing lost
 
 
+def test_a_plot_of_a_kind_matplotlib_cannot_draw_is_refused_before_the_run(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before: `sample --plot curves.txt` trained the whole run, then raised matplotlib's
+    traceback; `compare --plot FOLDER` drew FOLDER.png beside the folder; a name without a kind
+    was drawn as NAME.png while the message named NAME."""
+    pytest.importorskip("matplotlib")
+    assert main(["sample", "titanic", "--plot", str(tmp_path / "c.txt"), "--no-progress"]) == 1
+    said = capsys.readouterr()
+    assert "matplotlib draws no .txt files; name one of" in said.err and ".png" in said.err
+    assert said.out == ""
+    compare = ["compare", str(model), ROWS, "--engines", "light", "light:float32", "--rows", "4"]
+    assert main([*compare, "--plot", str(tmp_path)]) == 1
+    assert "is a folder" in capsys.readouterr().err
+    assert main([*compare, "--plot", str(tmp_path / "r.txt")]) == 1
+    assert "matplotlib draws no .txt files" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    assert main(["sample", "titanic", "--epochs", "1", "--plot", str(tmp_path / "c")]) == 0
+    assert f"drew the training curves into {tmp_path / 'c.png'}" in capsys.readouterr().out
+    assert [p.name for p in tmp_path.iterdir()] == ["c.png"]
+
+
 def test_a_folder_as_the_predictions_file_is_refused_in_one_line(
     model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

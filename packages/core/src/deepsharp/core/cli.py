@@ -182,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if arguments.command == "predict":
             return _predict(arguments)
         if arguments.command == "compare":
+            if arguments.plot:
+                arguments.plot = _plot_target(arguments.plot)
             return run_compare(arguments)
         if arguments.command == "export":
             return _export(arguments)
@@ -265,12 +267,31 @@ def _can_plot() -> None:
         ) from None
 
 
+def _plot_target(path: str) -> str:
+    """The file --plot draws into, checked before the run: matplotlib there, a file name (not a
+    folder) in a folder that takes files, of a kind matplotlib draws (a name without one gets
+    .png, as matplotlib would give it, and is said so)."""
+    _can_plot()
+    _writable(path, "--plot")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if not suffix:
+        return path + ".png"
+    if suffix not in kinds:
+        raise CommandError(
+            f"--plot {path!r}: matplotlib draws no .{suffix} files; name one of "
+            + ", ".join(f".{kind}" for kind in sorted(kinds))
+        )
+    return path
+
+
 def _sample(arguments: argparse.Namespace) -> int:
     if arguments.save:
         _writable(arguments.save, "--save")
     if arguments.plot:
-        _can_plot()
-        _writable(arguments.plot, "--plot")
+        arguments.plot = _plot_target(arguments.plot)
     module: Any = import_module(f"deepsharp.core.samples.{arguments.name}")
     engine = _engine(arguments.engine)
     extra = {} if arguments.epochs is None else {"epochs": arguments.epochs}
