@@ -597,3 +597,24 @@ def test_the_spam_sample_s_file_serves_its_ids_in_onnxruntime(tmp_path: Path) ->
     (entry,) = served.get_inputs()
     got = served.run(None, {entry.name: trained.pipeline.features(rows)})[0]
     assert np.abs(got - trained.predict(rows)).max() < 1e-5
+
+
+def test_an_id_outside_the_vocabulary_is_refused_by_the_file_as_by_deepsharp(
+    tmp_path: Path,
+) -> None:
+    """Failed before: id -1 was served as the table's last row (ONNX's Gather counts a negative
+    index from the end), where deepsharp refuses it."""
+    import onnxruntime
+
+    network = Network([Embedding(10, 4), Flatten(), Dense(1)], inputs=3)
+    network.initialize(Generator(0))
+    path = tmp_path / "ids.onnx"
+    network.export_onnx(path, loss=BinaryCrossEntropy())
+    served = onnxruntime.InferenceSession(str(path))
+    name = served.get_inputs()[0].name
+    ids = np.array([[2, 3, 9]], np.int64)
+    want = network.predict(ids, BinaryCrossEntropy())
+    assert np.allclose(served.run(None, {name: ids})[0], want, atol=1e-6)
+    for outside in (-1, -10, 10):
+        with pytest.raises(Exception, match="out of data bounds"):
+            served.run(None, {name: np.array([[2, 3, outside]], np.int64)})

@@ -177,7 +177,12 @@ def slice_(
 
 
 def take_rows(g: OnnxGraph, xs: list[str], shapes: Shapes) -> list[str]:
-    return [g.one("Gather", xs[0], xs[1], axis=0)]
+    # ONNX's Gather counts a negative index from the end (id -1: the table's last row, silently);
+    # made the row count, past the end, onnxruntime refuses it as it refuses any id too large,
+    # as deepsharp refuses both.
+    negative = g.one("Less", xs[1], g.ints([0]))
+    ids = g.one("Where", negative, g.ints([shapes[0][0]]), xs[1])
+    return [g.one("Gather", xs[0], ids, axis=0)]
 
 
 def concatenate(g: OnnxGraph, xs: list[str], shapes: Shapes, axis: int) -> list[str]:
