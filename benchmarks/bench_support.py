@@ -17,6 +17,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,8 +32,14 @@ from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.core.version import __version__ as deepsharp_version
 
 HERE = Path(__file__).parent
-RESULTS = Path(os.environ.get("DEEPSHARP_BENCHMARK_RESULTS", HERE / "results"))
-"""The folder of the results files (steps.json, scaling.json) the docs are generated from."""
+RESULTS = Path(
+    os.environ.get("DEEPSHARP_BENCHMARK_RESULTS")
+    or Path(tempfile.gettempdir()) / "deepsharp-benchmark-results"
+)
+"""The folder the results files (steps.json, scaling.json) are written into: the nox sessions
+name it (`results/`, which the docs are generated from, with `--publish`; their temporary
+folder otherwise). A run by hand (`pytest benchmarks`) writes into the system's temporary
+folder, never into the checkout's published figures."""
 
 SETTLE = 0.3
 """Seconds of rest before each side's round: a thread pool that has just worked spins a while,

@@ -28,8 +28,9 @@ are set to 1 where the environment does not set them): on a shared machine libto
 wait on each other at every operation (docs/performance.md, "Threads on a shared machine"), and
 the profile would show those waits rather than the work.
 
-The figures go to a JSON file (benchmarks/results/profiles.json unless told), with the machine
-and its load (the load averages, as `uptime` gives them); `performance_doc.py` writes the page's
+The figures go to a JSON file (`nox -s profiles -- --publish`: benchmarks/results/profiles.json;
+run by hand, `deepsharp-benchmark-results/profiles.json` in the system's temporary folder, unless
+told), with the machine and its load (the load averages, as `uptime` gives them); `performance_doc.py` writes the page's
 "Where the time goes" section from it. `nox -s profiles` runs it.
 """
 
