@@ -30,8 +30,9 @@ the profile would show those waits rather than the work.
 
 The figures go to a JSON file (`nox -s profiles -- --publish`: benchmarks/results/profiles.json;
 run by hand, `deepsharp-benchmark-results/profiles.json` in the system's temporary folder, unless
-told), with the machine and its load (the load averages, as `uptime` gives them); `performance_doc.py` writes the page's
-"Where the time goes" section from it. `nox -s profiles` runs it.
+told), with the machine and its load (the load averages, as `uptime` gives them);
+`performance_doc.py` writes the page's "Where the time goes" section from it. `nox -s profiles`
+runs it.
 """
 
 from __future__ import annotations
