@@ -19,7 +19,9 @@ from core_helpers import fit_titanic
 from deepsharp.core import (
     Adam,
     BinaryCrossEntropy,
+    Callback,
     CheckpointMismatchError,
+    ConfigurationError,
     DataError,
     Dense,
     EngineIdentity,
@@ -286,6 +288,46 @@ def test_a_run_resumed_without_its_callback_or_with_other_settings_for_it_is_ref
     with pytest.raises(CheckpointMismatchError, match=r"'patience': 2.*'patience': 3"):
         _resumed(tmp_path, callbacks=[ReduceOnPlateau(patience=3)])
     assert _resumed(tmp_path, callbacks=[ReduceOnPlateau(patience=2)]).report.epochs_run == 3
+
+
+def test_a_run_resumed_with_other_early_stopping_settings_is_refused(tmp_path: Path) -> None:
+    """Failed before: patience and restore_best were not in early stopping's state, so a run
+    resumed with patience 2 (taken with 100) stopped at once where the uninterrupted run went on
+    (the guide: callbacks must match, their settings too)."""
+    _resumed(tmp_path)
+    with pytest.raises(CheckpointMismatchError, match=r"'early_stopping' set \{'patience': 100"):
+        _resumed(tmp_path, patience=2)
+    with pytest.raises(CheckpointMismatchError, match=r"'restore_best': False"):
+        _resumed(tmp_path, restore_best=False)
+
+
+class _Named(Callback):
+    def __init__(self, name: str, state: Any = None) -> None:
+        self.name, self.kept = name, {} if state is None else state
+
+    def state(self) -> dict[str, Any]:
+        return self.kept  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("callbacks", "said"),
+    [
+        ([_Named("early_stopping")], "named 'early_stopping', the name of fit's own"),
+        ([_Named("checkpoints")], "named 'checkpoints', the name of fit's own"),
+        ([_Named("mine"), _Named("mine")], "two callbacks are named 'mine'"),
+        ([_Named("mine", {"best": math.inf})], "Out of range float values"),
+        ([_Named("mine", {"best": np.float32(1.5)})], "float32 is not JSON serializable"),
+    ],
+)
+def test_callbacks_whose_states_a_checkpoint_could_not_keep_apart_are_refused_at_the_start(
+    tmp_path: Path, callbacks: list[Callback], said: str
+) -> None:
+    """Failed before: a callback named as fit's own replaced its state in every checkpoint (a
+    resumed run lost early stopping's count and trained on); a state of inf or a NumPy number
+    stopped the run at its first checkpoint, after an epoch, with json's error naming nothing."""
+    with pytest.raises(ConfigurationError, match=said):
+        _resumed(tmp_path, callbacks=callbacks)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_resumed_run_on_other_rows_of_the_same_count_is_refused(tmp_path: Path) -> None:

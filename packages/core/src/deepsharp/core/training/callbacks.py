@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deepsharp.core.errors import DeepSharpWarning, FileFormatError, StateError
+from deepsharp.core.errors import ConfigurationError, DeepSharpWarning, FileFormatError, StateError
 from deepsharp.core.files import read_metadata
 from deepsharp.core.reals import brief
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
@@ -105,7 +105,7 @@ class RunState:
             history=list(self.history),
             best_epoch=self.best_epoch,
             network=self.trainer.network.to_json(),
-            callbacks={c.name: c.state() for c in self.callbacks if c.name},
+            callbacks={c.name: checked_state(c) for c in self.callbacks if c.name},
             distribution=self.distribution.state(),
             run=self.record,
         )
@@ -156,6 +156,27 @@ class Callback:
         """Take back what `state` gave; FileFormatError where it cannot be."""
 
 
+def checked_state(callback: Callback) -> dict[str, Any]:
+    """A named callback's `state()`, refused (ConfigurationError naming the callback) unless
+    it is what a checkpoint can hold: JSON values, numbers finite (a NumPy scalar, inf or NaN
+    stopped the run at its first checkpoint with json's own error, naming nothing)."""
+    state = callback.state()
+    try:
+        json.dumps(state, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ConfigurationError(
+            f"the callback {callback.name!r} ({type(callback).__name__}): its state() must be "
+            f"JSON values for checkpoints to hold it (text, finite numbers, lists, mappings; "
+            f"float(x) for a NumPy number, None for what is not finite): {error}"
+        ) from None
+    if not isinstance(state, dict):
+        raise ConfigurationError(
+            f"the callback {callback.name!r} ({type(callback).__name__}): its state() must be a "
+            f"dict, not {type(state).__name__}"
+        )
+    return state
+
+
 class EachEpoch(Callback):
     """A function of one argument, called with each epoch's `EpochRecord`."""
 
@@ -195,7 +216,8 @@ class EarlyStopping(Callback):
             run.trainer.restore(run.best)
 
     def state(self) -> dict[str, Any]:
-        return {"waited": self.waited}
+        settings = {"patience": self.patience, "restore_best": self.restore_best}
+        return {"waited": self.waited, "settings": settings}
 
     def restore(self, state: Mapping[str, Any]) -> None:
         waited = state.get("waited")

@@ -28,6 +28,7 @@ from deepsharp.core.engine import Engine, make_engine
 from deepsharp.core.engine.registry import check_spec
 from deepsharp.core.errors import (
     CheckpointMismatchError,
+    ConfigurationError,
     DeepSharpWarning,
     EngineMismatchError,
     TrainingDivergedError,
@@ -45,6 +46,7 @@ from deepsharp.core.training.callbacks import (
     EarlyStopping,
     ProgressBar,
     RunState,
+    checked_state,
 )
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.checks import check_parts
@@ -268,6 +270,40 @@ def _where(checkpoint: Checkpoint) -> str:
     return f"the checkpoint {checkpoint.path}" if checkpoint.path else "the checkpoint"
 
 
+def _check_names(made: list[Callback]) -> None:
+    """Refuse callbacks whose names would key two states alike in a checkpoint: two of one name,
+    or one named as fit's own (its state replaced theirs, and a resumed run went otherwise);
+    and a state a checkpoint could not hold, before the first epoch rather than after it."""
+    seen: dict[str, Callback] = {}
+    for callback in made:
+        name = callback.name
+        if not name:
+            continue
+        if not isinstance(name, str):
+            raise ConfigurationError(
+                f"fit: the callback {type(callback).__name__}'s name is text, not {name!r}"
+            )
+        if name in ("early_stopping", "checkpoints"):
+            own = (
+                "FitOptions(patience=..., restore_best=...)"
+                if name == "early_stopping"
+                else ("FitOptions(checkpoint_dir=..., checkpoint_every=...)")
+            )
+            raise ConfigurationError(
+                f"fit: the callback {type(callback).__name__} is named {name!r}, the name of "
+                f"fit's own, which {own} sets: give it a name of its own (or leave it out "
+                "and set those options)"
+            )
+        if name in seen:
+            raise ConfigurationError(
+                f"fit: two callbacks are named {name!r} ({type(seen[name]).__name__} and "
+                f"{type(callback).__name__}): checkpoints keep each state by its name; give "
+                "each a name of its own"
+            )
+        seen[name] = callback
+        checked_state(callback)
+
+
 def _callbacks(options: FitOptions, given: Sequence[Callback | EpochFunction]) -> list[Callback]:
     """Early stopping, the user's callbacks that keep a state in checkpoints (a `name`:
     ReduceOnPlateau), checkpoints, progress, then the user's others. A checkpoint is written
@@ -285,6 +321,7 @@ def _callbacks(options: FitOptions, given: Sequence[Callback | EpochFunction]) -
                 f"{callback!r}"
             )
     made = [c if isinstance(c, Callback) else EachEpoch(c) for c in given]
+    _check_names(made)
     parts: list[Callback] = [EarlyStopping(options.patience, options.restore_best)]
     parts.extend(c for c in made if c.name)
     if options.checkpoint_every:
