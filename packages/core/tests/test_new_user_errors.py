@@ -396,3 +396,10 @@ def test_predict_and_export_refuse_what_is_no_loss_as_fit_does(tmp_path: Path) -
     ):
         network.export_onnx(tmp_path / "x.onnx", loss=CrossEntropy)  # type: ignore[arg-type]
     assert not (tmp_path / "x.onnx").exists()
+
+
+def test_an_empty_checkpoint_folder_is_refused() -> None:
+    """Failed before: checkpoint_dir='' (os.environ.get('CKPT', '')) wrote, locked and pruned
+    checkpoints in the working folder."""
+    with pytest.raises(ValueError, match="checkpoint_dir is empty"):
+        FitOptions(seed=0, checkpoint_dir="", checkpoint_every=1)

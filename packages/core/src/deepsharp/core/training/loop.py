@@ -129,6 +129,11 @@ class FitOptions:
             self.checkpoint_dir, (str, os.PathLike)
         ):
             raise TypeError(f"FitOptions: checkpoint_dir is a path, not {self.checkpoint_dir!r}")
+        if self.checkpoint_dir is not None and not os.fspath(self.checkpoint_dir):
+            raise ValueError(
+                "FitOptions: checkpoint_dir is empty ('' would write checkpoints into the working "
+                "folder): name a folder, or None for no checkpoints"
+            )
         if self.checkpoint_every and self.checkpoint_dir is None:
             raise ValueError("FitOptions: checkpoint_every needs a checkpoint_dir to write into")
         if self.checkpoint_dir is not None and not self.checkpoint_every:

@@ -79,10 +79,13 @@ class LossScale(StepHook):
         interval: int = 2000,
     ) -> None:
         for what, value, low in (("initial", initial, 0.0), ("growth", growth, 1.0)):
-            if not _positive_number(value) or value < low or not math.isfinite(_float32(value)):
+            if not _positive_number(value) or value < low:
                 raise ValueError(
                     f"LossScale: {what} must be a finite number above {low:g}, not {value!r}"
                 )
+        _in_range(float(initial), "LossScale: initial")
+        if not math.isfinite(_float32(growth)):
+            raise ValueError(f"LossScale: growth {growth!r} is beyond float32's range (3.4e38)")
         if not _positive_number(backoff) or backoff >= 1.0:
             raise ValueError(f"LossScale: backoff must be a number in (0, 1), not {backoff!r}")
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
@@ -196,6 +199,23 @@ def check_setting(setting: object, where: str) -> None:
         raise (ValueError if number else TypeError)(  # a number of the wrong value, or no number
             f"{where}: loss_scale is 'auto', 'dynamic', a finite number above 0, a LossScale or "
             f"None, not {setting!r}"
+        )
+    _in_range(float(setting), f"{where}: loss_scale")  # type: ignore[arg-type]
+
+
+def _in_range(scale: float, where: str) -> None:
+    """Refuse a scale float32 cannot hold, or whose inverse (what the gradients are multiplied
+    by) it cannot: the first overflowed to inf, the second made every slot NaN, blamed on the
+    learning rate."""
+    if not math.isfinite(_float32(scale)):
+        raise ValueError(
+            f"{where} {scale!r} is beyond float32's range (3.4e38), in which the loss is "
+            "scaled: give a power of two such as 2**16"
+        )
+    if not math.isfinite(_float32(1.0 / scale)) or _float32(scale) == 0.0:
+        raise ValueError(
+            f"{where} {scale!r} is so small that its inverse, which unscales the gradients, is "
+            "beyond float32's range: give a power of two of at least 2**-126"
         )
 
 
