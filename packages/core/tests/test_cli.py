@@ -147,7 +147,7 @@ def test_a_plot_of_a_kind_matplotlib_cannot_draw_is_refused_before_the_run(
 ) -> None:
     """Failed before: `sample --plot curves.txt` trained the whole run, then raised matplotlib's
     traceback; `compare --plot FOLDER` drew FOLDER.png beside the folder; a name without a kind
-    was drawn as NAME.png while the message named NAME."""
+    was drawn as NAME.png while the message named NAME (now it is drawn as PNG under NAME)."""
     pytest.importorskip("matplotlib")
     assert main(["sample", "titanic", "--plot", str(tmp_path / "c.txt"), "--no-progress"]) == 1
     said = capsys.readouterr()
@@ -160,8 +160,9 @@ def test_a_plot_of_a_kind_matplotlib_cannot_draw_is_refused_before_the_run(
     assert "matplotlib draws no .txt files" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
     assert main(["sample", "titanic", "--epochs", "1", "--plot", str(tmp_path / "c")]) == 0
-    assert f"drew the training curves into {tmp_path / 'c.png'}" in capsys.readouterr().out
-    assert [p.name for p in tmp_path.iterdir()] == ["c.png"]
+    assert f"drew the training curves into {tmp_path / 'c'}" in capsys.readouterr().out
+    assert [p.name for p in tmp_path.iterdir()] == ["c"]
+    assert (tmp_path / "c").read_bytes().startswith(b"\x89PNG")
 
 
 def test_a_folder_as_the_predictions_file_is_refused_in_one_line(

@@ -97,6 +97,35 @@ def test_the_report_s_epoch_axis_counts_whole_epochs(
     assert ticks and all(float(t).is_integer() for t in ticks), ticks
 
 
+def test_a_plot_is_drawn_into_the_file_named_and_leaves_the_backend_alone(
+    sample: Run, tmp_path: Path
+) -> None:
+    """Failed before: a folder was drawn into FOLDER.png beside it, a name without a kind into
+    NAME.png, and matplotlib.use("Agg") switched the caller's backend (a notebook's) for the
+    whole process."""
+    matplotlib = pytest.importorskip("matplotlib")
+    before = matplotlib.get_backend()
+    matplotlib.use("svg")  # the caller's own
+    try:
+        _plots(sample, tmp_path)
+        assert matplotlib.get_backend() == "svg"
+    finally:
+        matplotlib.use(before)
+
+
+def _plots(sample: Run, tmp_path: Path) -> None:
+    with pytest.raises(IsADirectoryError, match="is a folder; give a file name"):
+        sample.report.plot(tmp_path)
+    with pytest.raises(ValueError, match=r"matplotlib draws no \.txt files; name one of"):
+        sample.report.plot(tmp_path / "curves.txt")
+    assert list(tmp_path.iterdir()) == []
+    sample.report.plot(tmp_path / "curves")
+    sample.report.plot(tmp_path / "curves.svg")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curves", "curves.svg"]
+    assert (tmp_path / "curves").read_bytes().startswith(b"\x89PNG")
+    assert b"<svg" in (tmp_path / "curves.svg").read_bytes()[:2000]
+
+
 def test_the_shipped_titanic_data_is_the_known_file() -> None:
     digest = hashlib.sha256(data_path("titanic.csv").read_bytes()).hexdigest()
     assert digest == titanic.SHA256

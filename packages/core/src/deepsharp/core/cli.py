@@ -33,6 +33,7 @@ from deepsharp.core.engine import (
 )
 from deepsharp.core.engine.registry import ENGINE_PACKAGES
 from deepsharp.core.errors import DeepSharpError
+from deepsharp.core.plotting import image_kind
 from deepsharp.core.version import __version__
 
 __all__ = ["main"]
@@ -269,21 +270,14 @@ def _can_plot() -> None:
 
 def _plot_target(path: str) -> str:
     """The file --plot draws into, checked before the run: matplotlib there, a file name (not a
-    folder) in a folder that takes files, of a kind matplotlib draws (a name without one gets
-    .png, as matplotlib would give it, and is said so)."""
+    folder) in a folder that takes files, of a kind matplotlib draws (a name without one is
+    drawn as PNG under that name)."""
     _can_plot()
     _writable(path, "--plot")
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    kinds = FigureCanvasBase.get_supported_filetypes()
-    suffix = Path(path).suffix.lower().lstrip(".")
-    if not suffix:
-        return path + ".png"
-    if suffix not in kinds:
-        raise CommandError(
-            f"--plot {path!r}: matplotlib draws no .{suffix} files; name one of "
-            + ", ".join(f".{kind}" for kind in sorted(kinds))
-        )
+    try:
+        image_kind(path, "--plot")
+    except ValueError as error:
+        raise CommandError(str(error)) from None
     return path
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deepsharp.core.engine import EngineIdentity, Precision
+from deepsharp.core.plotting import image_kind, new_figure
 
 __all__ = ["Comparison", "Difference", "totals_bound"]
 
@@ -281,17 +282,10 @@ class Comparison:
     def plot(self, path: str | os.PathLike[str]) -> None:
         """Draw each operation's ratio to its bound along the step into an image file (needs
         matplotlib): a line at 1, the phases apart, the first past its bound named."""
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            raise ImportError(
-                "Comparison.plot needs matplotlib: pip install 'deepsharp[plot]'"
-            ) from None
+        kind = image_kind(path, "Comparison.plot")
         floor = 1e-6
-        figure, axes = plt.subplots(figsize=(8, 4))
+        figure = new_figure(figsize=(8, 4))
+        axes = figure.subplots()
         for phase in PHASES:
             rows = [row for row in self.rows if row.phase == phase and row.family is not None]
             if rows:
@@ -320,8 +314,7 @@ class Comparison:
         )
         axes.legend(fontsize=8)
         figure.tight_layout()
-        figure.savefig(os.fspath(path))
-        plt.close(figure)
+        figure.savefig(os.fspath(path), format=kind)
 
 
 def _shown(ratio: float, floor: float) -> float:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from deepsharp.core.comparing.shadow import ShadowCheck, shadow_lines
 from deepsharp.core.engine import EngineIdentity
+from deepsharp.core.plotting import image_kind, new_figure
 from deepsharp.core.serving import TrainedNetwork
 from deepsharp.core.training.checkpoint import EpochRecord
 from deepsharp.core.training.compiled import StepsRun
@@ -83,20 +84,16 @@ class Report:
 
     def plot(self, path: str | os.PathLike[str]) -> None:
         """Draw the training and validation loss per epoch into an image file (needs
-        matplotlib), and beside them the validation metrics, where the run took some."""
-        try:
-            import matplotlib
+        matplotlib), and beside them the validation metrics, where the run took some. The file
+        is `path` itself, of the kind its suffix names (PNG where it has none); a folder or a
+        kind matplotlib cannot draw is refused before anything is drawn (`plotting`)."""
+        kind = image_kind(path, "report.plot")
+        from matplotlib.ticker import MaxNLocator
 
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-            from matplotlib.ticker import MaxNLocator
-        except ImportError:
-            raise ImportError(
-                "report.plot needs matplotlib: pip install 'deepsharp[plot]'"
-            ) from None
         names = self.metric_names
         epochs = [r.epoch for r in self.history]
-        figure, panels = plt.subplots(1, 2 if names else 1, figsize=(11 if names else 6, 4))
+        figure = new_figure(figsize=(11 if names else 6, 4))
+        panels = figure.subplots(1, 2 if names else 1)
         losses = panels[0] if names else panels
         losses.plot(epochs, [r.loss for r in self.history], label="training loss")
         losses.plot(epochs, [r.validation_loss for r in self.history], label="validation loss")
@@ -121,8 +118,7 @@ class Report:
             panels[1].set_title("metrics on the validation rows")
             panels[1].legend()
         figure.tight_layout()
-        figure.savefig(os.fspath(path))
-        plt.close(figure)
+        figure.savefig(os.fspath(path), format=kind)
 
 
 @dataclass
