@@ -228,6 +228,9 @@ def test_class_weights_for_cross_entropy_through_fit() -> None:
         (CrossEntropy(), {3: 2.0}, DataError, r"class\(es\) 3 that the training targets lack"),
         (BinaryCrossEntropy(), {1: -1.0}, ValueError, r"class_weight\[1\] must be a finite"),
         (BinaryCrossEntropy(), {1.5: 1.0}, TypeError, "keys are class indices"),
+        # Failed before (and the row weight below): refused at the first step as the batch's
+        # row with "the weight inf", a value never given, naming neither class nor row
+        (BinaryCrossEntropy(), {0: 1e39}, ValueError, r"class_weight\[0\] .* not 1e\+39"),
         (BinaryCrossEntropy(), [1.0, 2.0], TypeError, "maps each class to its weight"),
         (MeanSquaredError(), {0: 1.0}, ConfigurationError, "a regression .* sample_weight"),
         (BinaryCrossEntropy(), {0: 0.0, 1: 0.0}, DataError, r"every class .* \(0, 1\) zero"),
@@ -249,6 +252,7 @@ def test_bad_class_weights_are_refused(
         (np.ones(10), r"240 rows and weights of shape \(10,\)"),
         (np.full(240, -1.0), "row 1 .* has the weight -1.0"),
         (np.r_[np.ones(239), np.nan], "row 240 .* has the weight nan"),
+        (np.r_[np.ones(149), 1e39, np.ones(90)], r"row 150 .* 1e\+39 beyond float32's range"),
         (np.ones((240, 2)), "give one weight a row"),
         (np.zeros(240), r"every training row.s weight is zero \(the 168 rows of 240 the split"),
     ],

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,15 +63,19 @@ def checked_weights(
             f"shape ({rows},)"
             + ("" if positions is None else f", or one a place, shape ({rows}, {positions})")
         )
-    bad = np.flatnonzero(~np.isfinite(array) | (array < 0))
+    bad = np.flatnonzero(~np.isfinite(array) | (array < 0) | (array > FLOAT32_MAX))
     if bad.size:
         i = int(bad[0]) // (array.shape[1] if array.ndim == 2 else 1)
+        value = float(array.reshape(-1)[int(bad[0])])
+        beyond = " beyond float32's range (3.4e38)" if math.isfinite(value) and value > 0 else ""
         raise DataError(
-            f"{where}: row {i + 1} (counting from 1) has the weight "
-            f"{float(array.reshape(-1)[int(bad[0])])!r}; every "
-            "weight must be a finite number of 0 or more"
+            f"{where}: row {i + 1} (counting from 1) has the weight {value!r}{beyond}; every "
+            "weight must be a finite float32 number of 0 or more"
         )
     return array.astype(np.float32)
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def rows_in(features: Any) -> int:

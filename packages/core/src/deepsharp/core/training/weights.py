@@ -75,9 +75,11 @@ def class_weights_for(
             or not isinstance(value, numbers.Real)
             or not math.isfinite(float(value))
             or float(value) < 0
+            or float(value) > float(np.finfo(np.float32).max)
         ):
             raise ValueError(
-                f"fit: class_weight[{key!r}] must be a finite number of 0 or more, not {value!r}"
+                f"fit: class_weight[{key!r}] must be a finite float32 number of 0 or more (at "
+                f"most 3.4e38), not {value!r}"
             )
         weights[int(key)] = float(value)
     held: set[int] = set()
