@@ -105,6 +105,8 @@ def test_step_decay_multiplies_the_rate_every_so_many_steps() -> None:
         (lambda: StepDecay(0.1, every=0, factor=0.5), "StepDecay's every must be a whole number"),
         (lambda: StepDecay(0.0, every=2, factor=0.5), "StepDecay's initial must be .* > 0"),
         (lambda: StepDecay(0.1, every=2, factor=-0.5), "StepDecay's factor must be .* > 0"),
+        # failed before: accepted, then rate(5000) raised a raw OverflowError
+        (lambda: StepDecay(0.1, every=1, factor=2.0), "StepDecay's factor must be .* <= 1"),
     ],
 )
 def test_a_schedule_with_no_steps_or_a_negative_rate_is_refused(make: Any, said: str) -> None:

@@ -158,7 +158,10 @@ class StepDecay(Schedule):
     def __init__(self, initial: float, every: int, factor: float) -> None:
         self.initial: float = check_schedule_number("StepDecay", "initial", initial, above=0.0)
         self.every: int = check_schedule_count("StepDecay", "every", every, 1)
-        self.factor: float = check_schedule_number("StepDecay", "factor", factor, above=0.0)
+        # a decay: a factor above 1 grew the rate until a float overflowed (OverflowError)
+        self.factor: float = check_schedule_number(
+            "StepDecay", "factor", factor, above=0.0, at_most=1.0
+        )
 
     def rate(self, step: int) -> float:
         _check_step(self, step)
