@@ -23,6 +23,7 @@ from deepsharp.core import (
     CheckpointMismatchError,
     ConfigurationError,
     DataError,
+    DeepSharpWarning,
     Dense,
     EngineIdentity,
     EngineMismatchError,
@@ -357,6 +358,20 @@ def test_callbacks_whose_states_a_checkpoint_could_not_keep_apart_are_refused_at
     with pytest.raises(ConfigurationError, match=said):
         _resumed(tmp_path, callbacks=callbacks)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_resumed_past_its_epochs_warns_that_nothing_is_trained(tmp_path: Path) -> None:
+    """Failed before: resumed from epoch 3 with epochs=2, it returned a report of 3 epochs,
+    silently."""
+    _resumed(tmp_path)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 4)).astype(np.float32)
+    y = (x[:, 0] + x[:, 1] > 0).astype(np.float32)[:, None]
+    with pytest.warns(DeepSharpWarning, match=r"after epoch 3, past this run's epochs=2"):
+        run = fit(None, (x, y), Network([Dense(8), Relu(), Dense(1)]), BinaryCrossEntropy(),
+                  Adam(0.01), _options(epochs=2),
+                  resume_from=Checkpoint.path_in(tmp_path, 3))  # fmt: skip
+    assert run.report.epochs_run == 3
 
 
 def test_a_resumed_run_on_other_rows_of_the_same_count_is_refused(tmp_path: Path) -> None:

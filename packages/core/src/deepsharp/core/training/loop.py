@@ -365,6 +365,15 @@ def _checkpoint(
     check_sides(checkpoint.trainer, optimizer, options.seed, where)
     scale = loss_scale_for(options.loss_scale, str(engine.identity.precision))
     check_loss_scale(checkpoint.trainer.hooks, scale, where)
+    if checkpoint.epoch > options.epochs:
+        warnings.warn(
+            f"{where} was taken after epoch {checkpoint.epoch}, past this run's "
+            f"epochs={options.epochs}: nothing is trained, and the run ends where the "
+            f"checkpoint is (its report of {checkpoint.epoch} epochs); give epochs above "
+            f"{checkpoint.epoch} to train on",
+            DeepSharpWarning,
+            stacklevel=3,
+        )
     return checkpoint
 
 
