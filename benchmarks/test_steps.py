@@ -70,7 +70,8 @@ GUARDS: dict[tuple[str, str], float] = {
     ("transformer", "light:float32"): 12.0,
     ("transformer", "torch:cpu"): 1.8,
     ("lstm", "light:float32"): 3.5,
-    ("lstm", "torch:cpu"): 1.6,
+    ("lstm", "torch:cpu"): 2.2,  # 0.92-1.03x quiet; 1.72-1.97x in every round of one CI run
+    # whose rounds read quiet (its 50 steps' small operations wait on libtorch's threads)
 }
 
 SPECS = engine_specs()
