@@ -167,7 +167,8 @@ def memory(session: nox.Session) -> None:
 
 @nox.session(python="3.10")
 def oldest(session: nox.Session) -> None:
-    """The core's tests under the oldest NumPy deepsharp supports (1.26): the same bits."""
+    """The core's tests under the oldest NumPy deepsharp supports (1.26): the same bits (the
+    samples' whole runs, `once`, are left to tests-3.11: two minutes of the default matrix)."""
     session.install(
         "numpy==1.26.4", "pytest", "pytest-xdist", "hypothesis", CORE, TESTBUFFER, CONTRACTS
     )
@@ -178,7 +179,7 @@ def oldest(session: nox.Session) -> None:
         "-n",
         "2",
         "-m",
-        "not slow",
+        "not slow and not once",
         "-k",
         "not docs",
         *session.posargs,
