@@ -143,6 +143,55 @@ def test_features_are_the_values_divided_by_the_divisor(values: np.ndarray, scal
     assert np.array_equal(again.features(rows), expected)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "uint8", "int64"])
+@pytest.mark.parametrize("scale", [None, 3.0, "max"])
+def test_arrays_of_any_number_type_give_the_features_of_their_float64_values(
+    dtype: str, scale: Any
+) -> None:
+    """Rows stacked in their own type (float32 images are not widened first) give the very
+    bits of dividing their float64 values and rounding once to float32; an int8 image's -128
+    counts as 128 for scale="max"."""
+    info = np.iinfo(dtype) if dtype[0] in "iu" else np.finfo(dtype)
+    rng = np.random.default_rng(3)
+    values = rng.uniform(max(float(info.min), -1e4), min(float(info.max), 1e4), (5, 1, 2, 2))
+    values = values.astype(dtype)
+    values[0, 0, 0, 0] = info.min if dtype[0] in "iu" else -1e4
+    rows = [{"im": v} for v in values]
+    pipe = Pipeline().image("im", (1, 2, 2), scale=scale).learn(rows)
+    divisor = pipe.to_json()["columns"][0]["learned"]["divisor"]
+    wide = values.astype(np.float64).reshape(5, 4)
+    if scale == "max":
+        assert divisor == np.abs(wide).max()
+    assert np.array_equal(pipe.features(rows), (wide / divisor).astype(np.float32))
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        (np.nan, r"value 3 \(counting from 0\) is missing \(nan\)"),
+        (np.inf, r"value 3 \(counting from 0\), inf, is infinite"),
+        (-np.inf, r"value 3 \(counting from 0\), -inf, is infinite"),
+    ],
+)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_bad_value_in_typed_arrays_is_named(bad: float, said: str, dtype: str) -> None:
+    values = np.ones((4, 1, 2, 3), dtype=dtype)
+    values[2, 0, 1, 0] = bad
+    rows = [{"pixels": v, "label": "a"} for v in values]
+    with pytest.raises(DataError, match=r"row 3 \(counting from 1\), column 'pixels'.*" + said):
+        recipe().learn(rows)
+    with pytest.raises(DataError, match=r"row 3 .*" + said):
+        recipe().learn(rows[:2]).features(rows)
+
+
+def test_float64_arrays_beyond_float32s_range_are_named() -> None:
+    values = np.ones((3, 1, 2, 3))
+    values[1, 0, 0, 2] = -1e39
+    rows = [{"pixels": v, "label": "a"} for v in values]
+    with pytest.raises(DataError, match=r"row 2 .*value 2 .*-1e\+39, is beyond float32's range"):
+        recipe().learn(rows)
+
+
 # -- bad rows -----------------------------------------------------------------------------------
 
 

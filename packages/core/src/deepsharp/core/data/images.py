@@ -29,6 +29,15 @@ __all__ = ["Image", "ImageLearner", "ImageScale", "check_image_scale", "check_im
 ImageScale = float | Literal["max"] | None
 
 
+def _plain(values: npt.NDArray[np.floating[Any]]) -> bool:
+    """Whether floating-point values hold nothing to refuse (no NaN, none infinite or beyond
+    float32's range), told by two reductions that allocate nothing: NaN spreads to the least
+    and the largest value."""
+    if not values.size:
+        return True
+    return -FLOAT32_MAX <= float(values.min()) and float(values.max()) <= FLOAT32_MAX
+
+
 def _short(value: object, limit: int = 60) -> str:
     """A value's repr, cut short for an error message (an image's row may hold thousands)."""
     text = repr(value)
@@ -117,14 +126,16 @@ class Image(ColumnKind):
     def _expected(self) -> str:
         return f"{self.width()} numbers (an image of shape {self.shape})"
 
-    def _values(self, column: Column) -> npt.NDArray[np.float64]:
-        """The column as one float64 matrix (rows, width), checked: stacked by NumPy in one go
-        where it can, row by row (to name the bad row) where it cannot."""
+    def _values(self, column: Column) -> npt.NDArray[Any]:
+        """The column as one matrix of numbers (rows, width), checked: stacked by NumPy in one
+        go where it can (keeping the arrays' own type: float32 images are not widened to
+        float64 here), row by row (to name the bad row) where it cannot."""
         count = len(column)
         width = self.width()
-        values: npt.NDArray[np.float64] | None = None
         try:  # the usual case: equal arrays or lists, stacked by NumPy at once
-            stacked = np.asarray(column, dtype=np.float64)
+            stacked = np.asarray(column)
+            if stacked.dtype.kind not in "fiu":
+                stacked = np.asarray(column, dtype=np.float64)
         except (ValueError, TypeError, OverflowError):
             stacked = None
         if (
@@ -135,7 +146,10 @@ class Image(ColumnKind):
             and (stacked.ndim > 1 or width == 1)
         ):
             values = stacked.reshape(count, width)
-        if values is None:
+            if values.dtype.kind in "iu" or _plain(values):
+                return values  # integers are never missing nor beyond float32's range
+            values = values.astype(np.float64)  # something to refuse: named below
+        else:
             values = np.empty((count, width), dtype=np.float64)
             for i, value in enumerate(column):
                 values[i] = self._row(i, value)
@@ -199,9 +213,19 @@ class Image(ColumnKind):
     def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
         assert self.divisor is not None
         checked = self._values(values)
-        if self.divisor != 1.0:
-            checked /= self.divisor
-        out[:, at : at + self.width()] = checked
+        target = out[:, at : at + self.width()]
+        if self.divisor == 1.0 and (checked.dtype.kind == "f" or checked.dtype.itemsize <= 4):
+            np.copyto(target, checked, casting="unsafe")  # as exact as by way of float64
+            return
+        # each value divided in float64 and rounded once to the features' float32, whatever
+        # type the rows came in
+        np.divide(
+            checked,
+            np.float64(self.divisor),
+            out=target,
+            dtype=np.float64,
+            casting="unsafe",
+        )
 
     def forget(self) -> None:
         self.divisor = None
@@ -244,8 +268,9 @@ class ImageLearner(Learner):
 
     def add(self, values: Column) -> None:
         checked = self.column._values(values)  # checks every row, as the other columns do
-        if checked.size:
-            self.largest = max(self.largest, float(np.max(np.abs(checked))))
+        if checked.size:  # not np.abs: an int8 image's -128 has no int8 absolute value
+            largest = max(-float(checked.min()), float(checked.max()))
+            self.largest = max(self.largest, largest)
 
     def finish(self) -> None:
         self.column._settle(self.largest)
