@@ -219,6 +219,8 @@ def test_float64_arrays_beyond_float32s_range_are_named() -> None:
             [1, 2, float("nan"), 4, 5, 6],
             r"row 2 .*'pixels'.*value 2 \(counting from 0\) is missing \(nan\)",
         ),
+        (np.arange(6) * (1 + 2j), r"row 2 .*'pixels': expected 6 numbers .*found complex numbers"),
+        ([1, 2, 3, 4, 5, 6j], r"row 2 .*'pixels': expected 6 numbers .*found complex numbers"),
         ("1 2 3 inf 5 6", r"row 2 .*'pixels'.*value 3 \(counting from 0\), inf, is infinite"),
         ("1 2 3 1e300 5 6", r"row 2 .*'pixels'.*value 3 .*, 1e\+300, is beyond float32's range"),
     ],

@@ -38,6 +38,15 @@ def _plain(values: npt.NDArray[np.floating[Any]]) -> bool:
     return -FLOAT32_MAX <= float(values.min()) and float(values.max()) <= FLOAT32_MAX
 
 
+def _complex(value: object) -> bool:
+    """Whether a row holds complex numbers (which np.asarray(..., float64) drops the imaginary
+    parts of, warning at most)."""
+    try:
+        return np.asarray(value).dtype.kind == "c"
+    except (ValueError, TypeError):
+        return False  # rows of unequal length: refused below
+
+
 def _short(value: object, limit: int = 60) -> str:
     """A value's repr, cut short for an error message (an image's row may hold thousands)."""
     text = repr(value)
@@ -134,7 +143,9 @@ class Image(ColumnKind):
         width = self.width()
         try:  # the usual case: equal arrays or lists, stacked by NumPy at once
             stacked = np.asarray(column)
-            if stacked.dtype.kind not in "fiu":
+            if stacked.dtype.kind == "c":
+                stacked = None  # each row is read below, naming the first complex one
+            elif stacked.dtype.kind not in "fiu":
                 stacked = np.asarray(column, dtype=np.float64)
         except (ValueError, TypeError, OverflowError):
             stacked = None
@@ -186,6 +197,11 @@ class Image(ColumnKind):
                 f"found {type(value).__name__} {_short(value)}"
             )
         else:
+            if _complex(value):
+                raise DataError(
+                    f"{where}: expected {self._expected()}, found complex numbers; an image "
+                    f"takes real ones: give their magnitudes (np.abs) or their real parts (.real)"
+                )
             try:
                 parsed = np.asarray(value, dtype=np.float64)
             except (ValueError, TypeError, OverflowError):
