@@ -4,14 +4,19 @@ spec its entry point describes, and one that cannot be made here is skipped, say
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import json
+import math
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from deepsharp.contracts.measure import Measurements
 from deepsharp.contracts.plugin import choose_engines, default_spec, summary_lines
 from deepsharp.core.engine import available_engines, describe_engine, rescan_engines
 
@@ -127,3 +132,67 @@ def test_with_nothing_to_hold_the_summary_says_so() -> None:
         "no engine was held to the contract: install one, or name one with --engine SPEC",
         "skipped absent:card: needs a card",
     ]
+
+
+def _report_of(tmp_path: Path, name: str, *options: str) -> tuple[dict[str, Any], str]:
+    folder = tmp_path / name
+    folder.mkdir()
+    modules = [f"deepsharp.contracts.{m}" for m in ("test_moves", "test_totals", "test_values")]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            *modules,
+            "--engine",
+            "light:float32",
+            "--engine",
+            "light",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--contracts-report",
+            str(folder / "report.json"),
+            *options,
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    return json.loads((folder / "report.json").read_text(encoding="utf-8")), result.stdout
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xdist") is None, reason="pytest-xdist is not installed"
+)
+def test_a_run_over_workers_writes_the_report_of_one_process(tmp_path: Path) -> None:
+    """Failed before: under `-n 2` each worker and the controller wrote the report in turn, the
+    controller last, having run nothing: a report of no engine, and no closing summary."""
+    alone, _ = _report_of(tmp_path, "alone")
+    shared, said = _report_of(tmp_path, "shared", "-n", "2")
+    assert set(shared["engines"]) == {"light", "light:float32"}
+    assert shared == alone
+    assert "held to the contract: light:float32, light" in said
+
+
+def test_a_nan_worst_stays_the_worst_whatever_comes_after_it() -> None:
+    """Failed before: a NaN kept as the worst was replaced by the next finite value, so a run
+    that met a NaN could report a worst within the bound (by the order checks ran in)."""
+    first, second = Measurements(), Measurements()
+    first.record("e", "values", "tanh", float("nan"))
+    first.record("e", "values", "tanh", 0.5)
+    second.record("e", "values", "tanh", 0.25)
+    assert math.isnan(first.to_json()["engines"]["e"]["operations"]["tanh"]["worst"])
+    one, other = Measurements(), Measurements()  # a worker's measurements, in either order
+    one.merge(second.parts())
+    one.merge(first.parts())
+    other.merge(first.parts())
+    other.merge(second.parts())
+    for kept in (one, other):
+        entry = kept.to_json()["engines"]["e"]
+        assert math.isnan(entry["operations"]["tanh"]["worst"])
+        assert math.isnan(entry["families"]["values"]["worst"])
+        assert entry["operations"]["tanh"]["checks"] == 3

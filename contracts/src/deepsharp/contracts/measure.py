@@ -14,6 +14,7 @@ fraction of their bound, and by the size of the totals (n).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,22 +165,36 @@ class Worst:
 
     def keep(self, worst: float, of_bound: float) -> None:
         self.checks += 1
-        if not worst <= self.worst:  # NaN counts as worst
+        if _worse(worst, self.worst):
             self.worst = float(worst)
-        if not of_bound <= self.of_bound:
+        if _worse(of_bound, self.of_bound):
             self.of_bound = float(of_bound)
 
     def keep_sizes(self, sizes: dict[str, list[float]]) -> None:
         for size, (worst, of_bound, totals) in sizes.items():
             kept = self.by_size.setdefault(size, [0.0, 0.0, 0])
-            kept[0], kept[1] = max(kept[0], worst), max(kept[1], of_bound)
+            kept[0], kept[1] = _worst([kept[0], worst]), _worst([kept[1], of_bound])
             kept[2] += totals
+
+
+def _worse(found: float, kept: float) -> bool:
+    """Whether a measured value is worse than the one kept: NaN counts as the worst of all, and
+    once kept stays (whatever comes after it, in whatever order)."""
+    return math.isnan(found) or (not math.isnan(kept) and found > kept)
+
+
+def _worst(values: list[float]) -> float:
+    kept = values[0]
+    for value in values[1:]:
+        if _worse(value, kept):
+            kept = value
+    return kept
 
 
 def _worst_of(entries: list[Worst]) -> dict[str, Any]:
     return {
-        "worst": max(e.worst for e in entries),
-        "of_bound": max(e.of_bound for e in entries),
+        "worst": _worst([e.worst for e in entries]),
+        "of_bound": _worst([e.of_bound for e in entries]),
         "checks": sum(e.checks for e in entries),
     }
 
@@ -222,6 +237,34 @@ class Measurements:
         if of_bound is None:
             of_bound = value / bound if bound > 0 else float(value)
         self.entry(spec, family, operation).keep(value, of_bound)
+
+    def parts(self) -> dict[str, Any]:
+        """Everything kept, as plain lists and dicts: what a pytest-xdist worker hands its
+        controller (`merge` takes it back)."""
+        return {
+            "engines": {
+                spec: {
+                    name: [e.family, e.worst, e.of_bound, e.checks, e.by_size]
+                    for name, e in operations.items()
+                }
+                for spec, operations in self.engines.items()
+            },
+            "identities": self.identities,
+            "precisions": self.precisions,
+        }
+
+    def merge(self, parts: dict[str, Any]) -> None:
+        """Another session's `parts` kept beside these: the worse of each worst, the checks and
+        totals added (so the report of a run split over workers is the report of one process,
+        whatever order the workers end in)."""
+        for spec, operations in parts["engines"].items():
+            for name, (family, worst, of_bound, checks, by_size) in operations.items():
+                entry = self.entry(spec, family, name)
+                entry.keep(worst, of_bound)
+                entry.checks += checks - 1  # keep() counted one
+                entry.keep_sizes(by_size)
+        self.identities.update(parts["identities"])
+        self.precisions.update(parts["precisions"])
 
     def to_json(self) -> dict[str, Any]:
         engines: dict[str, Any] = {}

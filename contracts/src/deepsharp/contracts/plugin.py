@@ -176,9 +176,32 @@ def engine(engine_factory: Callable[[], Engine], contract: Contract) -> Engine:
     return watched
 
 
+_WORKER_OUTPUT = "deepsharp_contracts"
+"""Where a pytest-xdist worker hands its measurements to the controller (`-n 2`)."""
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    path = session.config.getoption("contracts_report")
-    if not path or _MEASUREMENTS not in session.config.stash:
+    config = session.config
+    if _MEASUREMENTS not in config.stash:
         return
-    report = session.config.stash[_MEASUREMENTS].to_json()
+    if hasattr(config, "workeroutput"):  # a pytest-xdist worker: the controller writes
+        parts = config.stash[_MEASUREMENTS].parts()
+        config.workeroutput[_WORKER_OUTPUT] = {"held": config.stash.get(_HELD, False), **parts}
+        return
+    path = config.getoption("contracts_report")
+    if not path:
+        return
+    report = config.stash[_MEASUREMENTS].to_json()
     Path(path).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: absent without it
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """A worker's measurements kept beside the others' (the report of `-n 2` is the report of
+    one process), and whether it held an engine to the contract (the closing summary)."""
+    parts = getattr(node, "workeroutput", {}).get(_WORKER_OUTPUT)
+    if parts is None or _MEASUREMENTS not in node.config.stash:
+        return
+    node.config.stash[_MEASUREMENTS].merge(parts)
+    if parts["held"]:
+        node.config.stash[_HELD] = True
