@@ -41,10 +41,11 @@ name it (`results/`, which the docs are generated from, with `--publish`; their 
 folder otherwise). A run by hand (`pytest benchmarks`) writes into the system's temporary
 folder, never into the checkout's published figures."""
 
-SETTLE = 0.3
+SETTLE = 0.15
 """Seconds of rest before each side's round: a thread pool that has just worked spins a while,
 waiting for more (OpenBLAS's under NumPy about 0.1 s, libgomp's under torch a few ms), and would
-take the cores from the next side's first calls. Rested, each side's round has the cores alone."""
+take the cores from the next side's first calls. Rested, each side's round has the cores alone.
+(0.3 s before: the rests were three quarters of the benchmarks' time, and no figure moved.)"""
 
 ROUND_SECONDS = 0.1
 """About how long each side works in a round: as many calls as fill it (at least one)."""

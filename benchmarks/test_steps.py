@@ -47,7 +47,8 @@ LIMITS: dict[tuple[str, str], float] = {
 # (provisional: from the ranges the 2-core CI machine measured before, best rounds then; a busy
 # comparison's breach is told apart, see bench_support.Rounds). Machines of this class differ: on
 # an Intel Xeon with AMX, oneDNN's convolutions gain over NumPy's, and light's 256-image step
-# read 4.8x quiet and 5.66x beside other work (3.2x on an AMD EPYC): its guard is 6.5x.
+# read 4.8-6.2x quiet (rounds of 4.0-7.1x) and 5.66x beside other work (3.2x on an AMD EPYC):
+# its guard is 8x.
 GUARDS: dict[tuple[str, str], float] = {
     ("titanic", "light"): 0.6,
     ("titanic", "light:float32"): 0.6,
@@ -59,7 +60,7 @@ GUARDS: dict[tuple[str, str], float] = {
     ("conv-32x8", "torch:cpu"): 1.8,
     ("conv-32x8", "torch:cpu:strict"): 2.5,
     ("conv-32x8", "testbuffer"): 30.0,
-    ("conv-256x32", "light"): 6.5,
+    ("conv-256x32", "light"): 8.0,
     ("conv-256x32", "light:float32"): 3.0,
     ("conv-256x32", "torch:cpu"): 1.8,
     ("conv-256x32", "torch:cpu:strict"): 4.0,

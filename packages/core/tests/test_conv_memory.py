@@ -20,7 +20,7 @@ STEPS = 2_000
 SETTLED = 30
 
 
-@pytest.mark.slow  # most of a minute on the test engine: the nox session `memory` runs it
+@pytest.mark.once  # most of a minute on the test engine: tests-3.11 runs it, beside the rest
 def test_2000_convolution_steps_keep_live_bytes_where_they_were_after_30() -> None:
     engine = testbuffer.TestBufferEngine()
     network = Network([Conv2D(8, 3), Relu(), Flatten(), Dense(10)], inputs=(1, 28, 28))

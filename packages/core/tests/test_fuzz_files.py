@@ -34,6 +34,7 @@ def _fuzz(*arguments: str) -> Any:
     return done
 
 
+@pytest.mark.once  # thousands of files: test_files.py takes each refusal on every Python
 def test_every_mutated_file_is_refused_with_file_format_error_or_loads_unchanged(
     tmp_path: Path,
 ) -> None:
@@ -67,6 +68,7 @@ def test_what_is_no_regular_file_is_refused_at_once_in_bounded_memory() -> None:
         assert outcome["growth_mib"] < 100, (case, outcome)
 
 
+@pytest.mark.once  # thousands of files: test_files.py takes each refusal on every Python
 def test_a_flipped_bit_in_any_byte_of_a_trained_file_is_refused_or_changes_nothing() -> None:
     done = _fuzz("--flips")
     census = json.loads(done.stdout)
@@ -75,6 +77,7 @@ def test_a_flipped_bit_in_any_byte_of_a_trained_file_is_refused_or_changes_nothi
     assert census["refused"] + census.get("loaded, identical", 0) == census["flips"]
 
 
+@pytest.mark.once  # thousands of files: test_files.py takes each refusal on every Python
 def test_every_number_of_the_metadata_made_hostile_is_refused_or_used_cleanly() -> None:
     done = _fuzz("--numbers")
     census = json.loads(done.stdout)

@@ -111,6 +111,7 @@ def test_a_run_repeats_bit_for_bit() -> None:
     assert losses[0] != losses[2]  # what is compared does tell runs apart
 
 
+@pytest.mark.once  # the samples' runs: the same on every Python
 def test_the_samples_reach_their_goals() -> None:
     run = titanic.run(engine=FAST, progress=False)
     assert run.report.engine.precision == "float32"

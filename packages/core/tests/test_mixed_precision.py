@@ -225,6 +225,7 @@ def test_float16_rounding_is_numpys_own_on_any_bits() -> None:
 # --- runs --------------------------------------------------------------------------------------
 
 
+@pytest.mark.once  # the samples' runs: the same on every Python
 @pytest.mark.parametrize("sample", [titanic, digits], ids=["titanic", "digits"])
 def test_the_samples_reach_their_float32_accuracy_within_one_point_in_float16(sample: Any) -> None:
     mixed = sample.run(engine="light:mixed_float16", progress=False)
