@@ -141,6 +141,7 @@ class Image(ColumnKind):
         float64 here), row by row (to name the bad row) where it cannot."""
         count = len(column)
         width = self.width()
+        stacked: npt.NDArray[Any] | None
         try:  # the usual case: equal arrays or lists, stacked by NumPy at once
             stacked = np.asarray(column)
             if stacked.dtype.kind == "c":
