@@ -236,8 +236,6 @@ def test_a_run_hands_each_process_its_share_of_the_global_batches(rows_csv: Path
 def test_a_streaming_run_on_several_processes_is_the_one_process_run(rows_csv: Path) -> None:
     distributed = pytest.importorskip("deepsharp.distributed")
     pytest.importorskip("torch.distributed")
-    if not issubclass(distributed.DataParallel, Distribution):
-        pytest.skip("deepsharp-distributed's DataParallel is not yet the loop's Distribution")
     from streaming_workers import streamed_run
 
     _, alone, test_rows = streamed_run(str(rows_csv), parallel=False)
