@@ -14,6 +14,7 @@ from deepsharp.core import (
     MeanSquaredError,
     Network,
     Pipeline,
+    PositionalEmbedding,
     TrainedNetwork,
 )
 from deepsharp.core.random import Generator
@@ -48,3 +49,25 @@ def test_a_temperature_so_small_the_logits_overflow_writes_the_likeliest_tokens(
     greedy = model.generate("ab", 20, temperature=1e-310, seed=3)
     assert greedy == model.generate("ab", 20, temperature=1e-310, seed=4)  # no draw: the argmax
     assert greedy == model.generate("ab", 20, temperature=1e-6, seed=5)
+
+
+@pytest.mark.parametrize("padding", ["end", "start"])
+def test_the_prompt_is_laid_out_as_the_column_lays_out_its_ids(padding: str) -> None:
+    """Failed before on padding="start": the prompt was written from the window's first place
+    and its logits read there, a layout the column (so training and predict) never made."""
+    pipeline = Pipeline().text("context", tokens="characters", length=8, padding=padding)
+    pipeline.learn([{"context": "the cat sat on the mat and the rat ate the hat"}])
+    ids = Input(8, dtype="int64", name="context")
+    vocabulary = pipeline.columns[0].vocabulary
+    embedded = PositionalEmbedding(8, 6)(Embedding(vocabulary, 6)(ids))
+    network = Network(inputs=ids, outputs=Dense(vocabulary)(embedded))
+    network.initialize(Generator(3))
+    model = TrainedNetwork(network, CrossEntropy(), pipeline)
+    tokens = pipeline.columns[0].tokens
+    for prompt in ("the", "ca", "t", "the mat"):
+        row = pipeline.features([{"context": prompt}])
+        logits = network.predict(row, CrossEntropy()).reshape(8, vocabulary)
+        last = 7 if padding == "start" else len(prompt) - 1
+        drawable = logits[last, 2 : 2 + len(tokens)]
+        expected = tokens[int(drawable.argmax())]
+        assert model.generate(prompt, 1, temperature=1e-6) == prompt + expected, prompt

@@ -4,8 +4,9 @@ A next-token model is a trained network whose pipeline is one text column (its v
 a prompt into ids and turns ids back into tokens), whose network takes one input of those ids,
 (L,) int64, and gives at every position the logits of the token that follows, (L, vocabulary),
 under `CrossEntropy` — the Shakespeare sample is one. Each new token is drawn from
-softmax(logits / temperature) at the last position the context fills (the last L tokens, from
-its start: a causal network reads no place after it), from deepsharp's own generator (`seed`),
+softmax(logits / temperature) at the last position the context fills (the last L tokens, laid
+out as the column lays out its ids: from its start, or ending at its last place where the column
+pads at the start; a causal network reads no place after it), from deepsharp's own generator (`seed`),
 so the same call gives the same text on the same engine. Padding and unknown ids are never
 drawn, nor ids the vocabulary holds no token for (a network of more outputs than the column
 learned tokens: text of fewer kinds of token than its vocabulary's size).
@@ -110,9 +111,10 @@ def generate(
         for _ in range(length):
             window = ids[-context_length:]
             row = np.zeros((1, context_length), np.int64)
-            row[0, : len(window)] = window
+            place = context_length - len(window) if column.padding == "start" else 0
+            row[0, place : place + len(window)] = window  # as the column lays out its ids
             out = network.forward([Tensor.put(made, row)], bound, context)
-            logits = _logits(trained, made.get(out.handle)[0, len(window) - 1])
+            logits = _logits(trained, made.get(out.handle)[0, place + len(window) - 1])
             chosen = _draw(logits, temperature, draws, 2 + len(tokens))
             ids.append(chosen)
             drawn.append(tokens[chosen - 2])
