@@ -403,3 +403,36 @@ def test_an_empty_checkpoint_folder_is_refused() -> None:
     checkpoints in the working folder."""
     with pytest.raises(ValueError, match="checkpoint_dir is empty"):
         FitOptions(seed=0, checkpoint_dir="", checkpoint_every=1)
+
+
+def test_complex_features_and_targets_are_refused_everywhere_fit_refuses_them() -> None:
+    """Failed before: Network.predict and Trainer.step took complex features, and every path
+    complex targets, keeping the real parts (NumPy's ComplexWarning at most), where fit and
+    TrainedNetwork.predict refused complex features."""
+    import warnings
+
+    from deepsharp.core import Adam, Trainer
+    from deepsharp.core.random import Generator
+
+    network = Network([Dense(2)], inputs=3)
+    network.initialize(Generator(0))
+    z = np.array([[1 + 5j, 2, 3]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ComplexWarning on the way to the refusal
+        with pytest.raises(DataError, match=r"^the features: complex numbers.*x\.real, x\.imag"):
+            network.predict(z, MeanSquaredError())
+        with pytest.raises(DataError, match=r"^the features: complex numbers"):
+            network.predict(list(z), MeanSquaredError())
+        with Trainer(network, MeanSquaredError(), Adam(), seed=0) as trainer:
+            with pytest.raises(DataError, match=r"complex numbers"):
+                trainer.step(z, np.ones((1, 2)))
+            with pytest.raises(DataError, match=r"^MeanSquaredError: the targets are complex"):
+                trainer.step(np.ones((1, 3)), np.array([[1 + 2j, 1]]))
+        with pytest.raises(DataError, match=r"^CrossEntropy: the targets are complex"):
+            CrossEntropy().targets(np.array([1 + 0j, 0]), 2)
+        with pytest.raises(DataError, match=r"^BinaryCrossEntropy: the targets are complex"):
+            BinaryCrossEntropy().targets([[1j], [0]], 1)
+        x, y = _arrays()
+        with pytest.raises(DataError, match=r"^MeanSquaredError: the targets are complex"):
+            fit_run(None, (x, y * 1j), _network(), MeanSquaredError(), SGD(0.1),
+                    FitOptions(seed=1))  # fmt: skip

@@ -134,6 +134,7 @@ def float_targets(
 ) -> NDArray[np.float32]:
     """Targets that are numbers, one an output a row: float32 (rows, outputs), checked finite
     (`finite=False`: by the caller, whose own check of the values finds what is not)."""
+    _refuse_complex(loss, targets)
     try:
         array = np.asarray(targets, dtype=np.float32)
     except (TypeError, ValueError):
@@ -312,6 +313,21 @@ def _pos_weighted_terms(z: Tensor, y: Tensor, pos_weight: float) -> Tensor:
     return ops.mul(ops.sub(1.0, y), z) + ops.mul(weight, softplus)
 
 
+def _refuse_complex(loss: Loss, targets: Any) -> None:
+    """A DataError for complex targets (a cast to real drops every imaginary part, warning at
+    most)."""
+    try:
+        complex_ = np.iscomplexobj(targets)
+    except (TypeError, ValueError):
+        return  # not an array of numbers: the caller says so
+    if complex_:
+        raise DataError(
+            f"{loss.kind}: the targets are complex numbers; a loss takes real ones: give their "
+            "real and imaginary parts as targets of their own (and as many outputs), or their "
+            "magnitudes, np.abs(y)"
+        )
+
+
 def _not_numbers(loss: Loss, targets: Any) -> DataError:
     """Targets that are not numbers (labels such as 'yes' and 'no'): what they are, and how to
     make them what the loss takes."""
@@ -439,6 +455,7 @@ class CrossEntropy(Loss):
                 "shape (N,), or one per position of a sequence, (N, L)"
             )
         if array.dtype.kind not in "iub":
+            _refuse_complex(self, array)
             try:
                 whole = np.asarray(array, dtype=np.float64)
             except (TypeError, ValueError):

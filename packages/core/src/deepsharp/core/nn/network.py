@@ -588,6 +588,16 @@ def checked_features(
         rows = features
     else:
         try:
+            complex_ = np.iscomplexobj(features)
+        except (TypeError, ValueError):
+            complex_ = False  # not an array of numbers: said below
+        if complex_:  # a cast to float32 would drop every imaginary part, warning at most
+            raise DataError(
+                f"{where}: complex numbers; a network takes real ones: give their real and "
+                "imaginary parts as features of their own, np.stack([x.real, x.imag], axis=-1), "
+                "or their magnitudes, np.abs(x)"
+            )
+        try:
             with np.errstate(over="ignore"):  # a value beyond float32 becomes inf: refused below
                 rows = np.asarray(features, dtype=np.float32)
         except (TypeError, ValueError) as error:
