@@ -436,3 +436,20 @@ def test_complex_features_and_targets_are_refused_everywhere_fit_refuses_them() 
         with pytest.raises(DataError, match=r"^MeanSquaredError: the targets are complex"):
             fit_run(None, (x, y * 1j), _network(), MeanSquaredError(), SGD(0.1),
                     FitOptions(seed=1))  # fmt: skip
+
+
+def test_predict_reshapes_only_rows_whose_values_keep_their_order() -> None:
+    """Failed before: rows of (3, 2) for a network of (2, 3) rows were reshaped and predicted,
+    every row's values moved (a transposed layout read as another); flat rows, and rows that
+    differ only by axes of length 1, are still reshaped."""
+    from deepsharp.core import Flatten
+    from deepsharp.core.random import Generator
+
+    network = Network([Flatten(), Dense(2)], inputs=(2, 3))
+    network.initialize(Generator(0))
+    rows = np.arange(12, dtype=np.float32).reshape(2, 2, 3)
+    expected = network.predict(rows, MeanSquaredError())
+    for same in (rows.reshape(2, 6), rows.reshape(2, 1, 2, 3), rows.reshape(2, 2, 1, 3)):
+        assert np.array_equal(network.predict(same, MeanSquaredError()), expected)
+    with pytest.raises(ShapeError, match=r"\(2, 3\).*\(3, 2\)|\(3, 2\).*\(2, 3\)"):
+        network.predict(rows.reshape(2, 3, 2), MeanSquaredError())

@@ -617,8 +617,11 @@ def checked_features(
 
 
 def _reshaped(spec: InputSpec, array: NDArray[Any]) -> NDArray[Any]:
-    """Flat rows of as many values as the input's rows hold, reshaped to them; refused where
-    they look like channels-last images (a reshape would scramble every image)."""
+    """Flat rows of as many values as the input's rows hold, reshaped to them, as are rows that
+    differ from them only by axes of length 1 ((28, 28) for (1, 28, 28): no value moves);
+    refused where they look like channels-last images (a reshape would scramble every image).
+    Rows of another shape are left as they are, for check_rows to name (a reshape of (L, D)
+    rows into (D, L) would scramble them too)."""
     shape = spec.shape
     rows = tuple(array.shape[1:])
     if shape is None or rows == shape:
@@ -630,7 +633,13 @@ def _reshaped(spec: InputSpec, array: NDArray[Any]) -> NDArray[Any]:
         )
     if math.prod(rows) != math.prod(shape):
         return array  # not a reshape: check_rows names what the network takes
+    if len(rows) > 1 and _without_ones(rows) != _without_ones(shape):
+        return array  # values would move: check_rows names what the network takes
     return array.reshape(array.shape[0], *shape)
+
+
+def _without_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(side for side in shape if side != 1)
 
 
 def _checked_values(
