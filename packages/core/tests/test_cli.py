@@ -427,3 +427,40 @@ def test_a_binary_target_of_named_labels_heads_its_column_with_the_positive_one(
     table.write_text("size\n3\n5\n")
     assert main(["predict", str(saved), str(table)]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "label=spam"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["sample", "titanic", "--save", ""], "--save is empty: give a file name (or leave"),
+        (["sample", "titanic", "--plot", ""], "--plot is empty: give a file name (or leave"),
+        (["predict", "MODEL", ROWS, "--output", ""], "--output is empty: give a file name (or"),
+        (["train", ROWS, "--target", "Survived", "--out", ""], "--out is empty: give a file name"),
+        (["export", "MODEL", ""], "OUT.onnx is empty: give a file name"),
+    ],
+)
+def test_a_file_to_write_named_by_empty_text_is_refused(
+    argv: list[str], said: str, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before: --save '' and --plot '' did nothing, saying nothing; --output '' wrote the
+    predictions to stdout; --out '' and export's '' were called a folder."""
+    argv = [str(model) if a == "MODEL" else a for a in argv]
+    assert main([*argv, "--no-progress"] if argv[0] == "sample" else argv) == 1
+    captured = capsys.readouterr()
+    assert said in captured.err and captured.out == ""
+
+
+def test_train_and_export_refuse_to_write_over_the_file_they_read(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before: train --out ROWS replaced the rows with the trained network, and export
+    MODEL MODEL the network with its ONNX file, both exiting 0."""
+    rows = tmp_path / "rows.csv"
+    shutil.copy(ROWS, rows)
+    before = rows.read_bytes(), model.read_bytes()
+    assert main(["train", str(rows), "--target", "Survived", "--out", str(rows)]) == 1
+    assert "--out" in capsys.readouterr().err and rows.read_bytes() == before[0]
+    assert main(["export", str(model), str(model)]) == 1
+    said = capsys.readouterr().err
+    assert "OUT.onnx" in said and "the trained network read" in said
+    assert model.read_bytes() == before[1]

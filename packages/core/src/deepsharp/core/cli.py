@@ -176,6 +176,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     try:
+        _no_empty_names(arguments)
         if arguments.command == "sample":
             return _sample(arguments)
         if arguments.command == "train":
@@ -243,9 +244,25 @@ def _writable(path: str, option: str) -> None:
         ) from None
 
 
-def _not_an_input(output: str, *inputs: tuple[str, str]) -> None:
-    """Refuse an --output that is one of the files read (or a link to one): the predictions
-    would replace what they are made from."""
+_FILES_WRITTEN = {"save": "--save", "plot": "--plot", "output": "--output", "out": "--out"}
+
+
+def _no_empty_names(arguments: argparse.Namespace) -> None:
+    """Refuse a file to write named by empty text (`--save ""`, from an unset variable): it
+    was taken as no file (nothing saved, the predictions on stdout) or called a folder."""
+    for attribute, option in _FILES_WRITTEN.items():
+        if getattr(arguments, attribute, None) == "":
+            if arguments.command == "export":
+                option = "OUT.onnx"
+            optional = "" if attribute == "out" else f" (or leave {option} out)"
+            raise CommandError(f"{option} is empty: give a file name{optional}")
+
+
+def _not_an_input(
+    output: str, *inputs: tuple[str, str], option: str = "--output", written: str = "predictions"
+) -> None:
+    """Refuse a file to write that is one of the files read (or a link to one): what is
+    written would replace what it is made from."""
     for path, what in inputs:
         try:
             same = os.path.samefile(output, path)
@@ -253,7 +270,7 @@ def _not_an_input(output: str, *inputs: tuple[str, str]) -> None:
             continue
         if same:
             raise CommandError(
-                f"--output {output!r} is {what} read ({path!r}): the predictions would replace "
+                f"{option} {output!r} is {what} read ({path!r}): the {written} would replace "
                 "it; name another file"
             )
 
@@ -333,6 +350,9 @@ def _train(arguments: argparse.Namespace) -> int:
     from deepsharp.core.training.loop import FitOptions, fit
 
     _writable(arguments.out, "--out")
+    _not_an_input(
+        arguments.out, (arguments.rows, "the rows"), option="--out", written="trained network"
+    )
     builder = _builder(arguments.network) if arguments.network else default_network
     engine = _engine(arguments.engine)
     rows = read_csv(arguments.rows)
@@ -570,6 +590,12 @@ def _export(arguments: argparse.Namespace) -> int:
     from deepsharp.core.serving import TrainedNetwork
 
     _writable(arguments.out, "OUT.onnx")
+    _not_an_input(
+        arguments.out,
+        (arguments.file, "the trained network"),
+        option="OUT.onnx",
+        written="ONNX file",
+    )
     trained = TrainedNetwork.load(arguments.file)
     with open(arguments.file, "rb") as stream:
         source = sha256_of(stream.read())
