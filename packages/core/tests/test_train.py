@@ -162,6 +162,12 @@ def test_rows_with_nothing_to_learn_from_are_refused_saying_why(
     assert "no column is left to predict 'label' from: 'id' a different whole number" in (
         _one_line_error(capsys)
     )
+    # failed before: "no column is left to predict 'label' from: ", cut off at the colon
+    path = _write(tmp_path / "label.csv", ["label"], [[i % 2] for i in range(20)])
+    assert main(["train", path, "--target", "label", "--out", str(tmp_path / "t")]) == 1
+    assert "no column but the target 'label', so there is nothing to predict it from" in (
+        _one_line_error(capsys)
+    )
 
 
 def test_the_engine_seed_and_epochs_are_the_run_s(

@@ -378,6 +378,11 @@ def infer_pipeline(
         for column in choice.declare(Pipeline()).declared:  # each made to feed its input
             column.input = next(n for n, named in inputs.items() if choice.column in named)
             pipeline.column(column)
+    if not choices:
+        raise DataError(
+            f"the rows hold no column but the target {target!r}, so there is nothing to predict "
+            "it from: give rows with the columns it depends on"
+        )
     if not any(choice.declare is not None for choice in choices):
         raise DataError(
             f"no column is left to predict {target!r} from: "
