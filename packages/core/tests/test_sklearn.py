@@ -236,3 +236,22 @@ def test_sample_weights_reach_the_estimator_through_a_pipeline_and_are_checked()
         NetworkClassifier().fit(x, y, sample_weight=weights[1:])
     with pytest.raises(ValueError, match=r"row 3 .* has the weight -1\.0"):
         NetworkClassifier().fit(x, y, sample_weight=np.r_[1.0, 1.0, -1.0, weights[3:]])
+
+
+def test_a_target_beyond_float32_is_named_as_given_without_a_numpy_warning() -> None:
+    """Failed before: NetworkRegressor named a target of 1e39 "inf" (it rounded them to float32
+    first), and both it and fit let NumPy's "overflow encountered in cast" out."""
+    import warnings
+
+    from deepsharp.core import DataError, fit
+
+    x, y = make_regression(n_samples=40, n_features=3, random_state=0)
+    y[7] = 1e39
+    said = r"row 8 \(counting from 1\), output 0: the target is 1e\+39, beyond float32's range"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DataError, match=said):
+            NetworkRegressor(epochs=1).fit(x, y)
+        with pytest.raises(DataError, match=said):
+            fit(None, (x, y), Network([Dense(1)]), MeanSquaredError(), Adam(),
+                FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip

@@ -344,7 +344,8 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
                 f"NetworkRegressor predicts numbers, and {described(loss)} is a loss for "
                 "classes: use NetworkClassifier, or leave loss as None (MeanSquaredError())"
             )
-        columns = np.asarray(targets, dtype=np.float32).reshape(len(x), -1)
+        # float64 here: fit rounds them to float32, naming a target beyond its range as given
+        columns = np.asarray(targets, dtype=np.float64).reshape(len(x), -1)
         self.n_outputs_ = columns.shape[1]
         self._one_target_ = np.ndim(targets) == 1
         return self._run(x, columns, loss, self.n_outputs_, sample_weight)  # type: ignore[no-any-return]

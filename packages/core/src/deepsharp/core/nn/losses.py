@@ -136,7 +136,8 @@ def float_targets(
     (`finite=False`: by the caller, whose own check of the values finds what is not)."""
     _refuse_complex(loss, targets)
     try:
-        array = np.asarray(targets, dtype=np.float32)
+        with np.errstate(over="ignore"):  # beyond float32 becomes inf: named below as given
+            array = np.asarray(targets, dtype=np.float32)
     except (TypeError, ValueError):
         raise _not_numbers(loss, targets) from None
     if array.ndim == 1 and outputs == 1:
