@@ -198,6 +198,8 @@ def test_a_target_of_one_class_warns() -> None:
         ({"patience": 0}, ValueError),
         ({"checkpoint_keep": 0}, ValueError),
         ({"seed": "7"}, TypeError),
+        ({"seed": 2**63}, ValueError),  # before: taken, and 2**64 was seed 0's run again
+        ({"seed": -(2**63) - 1}, ValueError),
         ({"restore_best": 1}, TypeError),
         ({"checkpoint_every": 2}, ValueError),
     ],
@@ -206,6 +208,8 @@ def test_fit_options_are_checked_where_they_are_made(options: dict[str, Any], er
     """Before: batch_size=2.5 failed mid-run with a raw TypeError; epochs=2.5 was accepted."""
     with pytest.raises(error, match="FitOptions"):
         FitOptions(**{"seed": 1, **options})
+    FitOptions(seed=2**63 - 1)  # the seeds' ends are taken
+    FitOptions(seed=-(2**63))
 
 
 # --- callbacks and extension points ----------------------------------------------------------

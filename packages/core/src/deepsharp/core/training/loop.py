@@ -115,6 +115,10 @@ class FitOptions:
 
     def __post_init__(self) -> None:
         self.seed = _whole("seed", self.seed, -(2**63))
+        if self.seed >= 2**63:  # the generator keeps 64 bits: 2**64 would be seed 0's run again
+            raise ValueError(
+                f"FitOptions: seed is a 64-bit whole number, -2**63 .. 2**63 - 1, not {self.seed}"
+            )
         check_spec(self.engine, "FitOptions: engine")
         for name in ("epochs", "batch_size", "patience", "checkpoint_keep", "accumulate"):
             setattr(self, name, _whole(name, getattr(self, name), 1))
