@@ -78,6 +78,33 @@ def test_a_row_of_the_wrong_width_is_named_by_the_line_read_csv_names(
     assert "bad.csv, line 9: this row has 4 fields but the header has 3" in said
 
 
+@pytest.mark.parametrize("read_rows", [1, 2, 3, 1000])
+@pytest.mark.parametrize("newline_at_end", [True, False])
+def test_a_quote_left_open_in_the_last_column_is_refused_not_read_as_one_field(
+    tmp_path: Path, read_rows: int, newline_at_end: bool
+) -> None:
+    """Failed before: a quote opened in the last column and never closed took the rest of the
+    file as that field, silently: 10 rows read as 3, the row's width unchanged."""
+    lines = [f"{i % 5},{i % 2},note {i}" for i in range(10)]
+    lines[2] = '2,0,"note 2 with a stray quote'
+    path = tmp_path / "open.csv"
+    path.write_text("x,label,comment\n" + "\n".join(lines) + ("\n" if newline_at_end else ""))
+    said = _refused_alike(path, read_rows)
+    assert said == (
+        f'{path}, line 4: field 3 of this row opens a quote (") that is never closed, so the row '
+        "runs on to the end of the file (line 11), taking every line after it as that field; "
+        'close the quote where the field ends (a quote inside a field is written twice: "")'
+    )
+    # a quoted field over lines that closes, last in the file, is read as it is
+    path.write_text('x,label,comment\n1,0,"two\nlines"\n2,1,"ends with a break\n"\n')
+    assert [row["comment"] for row in read_csv(path)] == ["two\nlines", "ends with a break\n"]
+    parts = list(scan_csv(path, read_rows=read_rows).parts())
+    assert [text for part in parts for text in part.columns["comment"]] == [
+        "two\nlines",
+        "ends with a break\n",
+    ]
+
+
 @pytest.mark.parametrize("read_rows", [1, 2, 1000])
 @pytest.mark.parametrize("closed", [False, True])
 def test_a_quote_left_open_is_named_by_the_line_it_opens_on(

@@ -22,6 +22,7 @@ FileFormatError naming it.
 from __future__ import annotations
 
 import csv
+import functools
 import importlib
 import itertools
 import os
@@ -29,7 +30,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, BinaryIO
 
 from deepsharp.core.data.paths import check_path, lines, open_rows, refuse_irregular
-from deepsharp.core.data.sources import Part, empty_message, read_csv_header, wrong_width
+from deepsharp.core.data.sources import (
+    Part,
+    empty_message,
+    open_to_the_end,
+    quote_open_to_the_end,
+    read_csv_header,
+    wrong_width,
+)
 from deepsharp.core.data.values import Column, ColumnName
 from deepsharp.core.errors import DataError, FileFormatError
 
@@ -158,6 +166,7 @@ class CsvScan(Scan):
         places = [self.names.index(name) for name in wanted]
         width = len(self.names)
         first = 0
+        last: Callable[[], None] = lambda: None  # noqa: E731 - the last record's check, at the end
         handle, reader = self._pass()
         with handle:
             while True:
@@ -180,10 +189,16 @@ class CsvScan(Scan):
                     chunk = [record for record, _ in read]
                     ends = [end for record, end in read if record]
                 if not chunk:
+                    last()
                     return
                 records = [record for record in chunk if record]  # blank lines are skipped
                 plain = len(records) == len(chunk) == reader.line_num - line + 1
                 naming = self._naming(first, offset, line, plain, ends)
+                if records:
+                    last = functools.partial(
+                        self._open_to_the_end, records[-1], first + len(records) - 1, first,
+                        offset, line, plain, ends,
+                    )  # fmt: skip
                 if len(set(map(len, records))) > 1 or (records and len(records[0]) != width):
                     bad = next(i for i, r in enumerate(records) if len(r) != width)
                     record = records[bad]
@@ -194,6 +209,8 @@ class CsvScan(Scan):
                     if extra and record[-1].endswith("\n") and bad == len(records) - 1:
                         extra -= self._guarded(lambda: next(reader, None), reader) is None
                     raise wrong_width(self.path, end - extra, end, record, width)
+                if len(chunk) < self.read_rows:  # the file's end: refused before its rows
+                    last()
                 if not records:
                     continue
                 columns: dict[ColumnName, Column] = {
@@ -202,6 +219,24 @@ class CsvScan(Scan):
                 }
                 yield Part(columns, len(records), first, naming)
                 first += len(records)
+
+    def _open_to_the_end(
+        self,
+        record: list[str],
+        place: int,
+        first: int,
+        offset: int,
+        line: int,
+        plain: bool,
+        ends: list[int] | None,
+    ) -> None:
+        """Refuse the file's last record where a quote it opened was never closed (its field
+        took the rest of the file: `quote_open_to_the_end`), naming the line it opens on."""
+        if not quote_open_to_the_end(self.path, record):
+            return
+        end = self._line_of(place, first, offset, line, plain, ends)
+        extra = sum(field.count("\n") for field in record) - record[-1].endswith("\n")
+        raise open_to_the_end(self.path, end - extra, end, len(record))
 
     def _naming(
         self, first: int, offset: int, line: int, plain: bool, ends: list[int] | None = None

@@ -62,16 +62,19 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
         out: list[dict[str, str | None]] = []
         try:
             header = read_csv_header(name, reader, empty_message(name, opened))
-            start = reader.line_num + 1
+            start = last = reader.line_num + 1
+            record: list[str] = []
             for record in reader:
                 if record and len(record) != len(header):
                     raise wrong_width(name, start, reader.line_num, record, len(header))
-                start = reader.line_num + 1
+                last, start = start, reader.line_num + 1
                 if not record:
                     continue
                 out.append(
                     {k: (v if v != "" else None) for k, v in zip(header, record, strict=False)}
                 )
+            if record and quote_open_to_the_end(name, record):
+                raise open_to_the_end(name, last, reader.line_num, len(record))
         except csv.Error as exc:
             raise DataError(f"{name}, line {reader.line_num}: not valid CSV: {exc}") from None
         except UnicodeDecodeError as exc:
@@ -91,6 +94,33 @@ def wrong_width(name: str, start: int, end: int, record: list[str], width: int) 
         f'{name}, line {start}: {said}: its field {spanning[0] + 1} opens a quote (") that '
         f"is not closed on the line, so the row runs on to line {end}; close the quote where "
         'the field ends (a quote inside a field is written twice: "")'
+    )
+
+
+def quote_open_to_the_end(path: str, record: list[str]) -> bool:
+    """Whether the last record of a file ends in a field whose quote was never closed: it runs
+    over lines (csv took the file's rest as that field) and the file does not end with the
+    quote that would close it. A field of the last column swallows the rows after it without
+    changing the row's width, so no other check sees it. (A regular file only: a stream's end
+    cannot be read again.)"""
+    if "\n" not in record[-1] or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as raw:
+            raw.seek(max(0, os.fstat(raw.fileno()).st_size - 64))
+            tail = raw.read()
+    except OSError:
+        return False
+    return not tail.rstrip(b"\r\n").endswith(b'"')
+
+
+def open_to_the_end(name: str, start: int, end: int, field: int) -> DataError:
+    """The error for a last row whose field `field` opened a quote never closed."""
+    return DataError(
+        f'{name}, line {start}: field {field} of this row opens a quote (") that is never '
+        f"closed, so the row runs on to the end of the file (line {end}), taking every line "
+        "after it as that field; close the quote where the field ends (a quote inside a field "
+        'is written twice: "")'
     )
 
 
