@@ -366,3 +366,15 @@ def test_a_merge_layer_in_a_chain_is_refused_saying_to_build_a_graph(merge: Any)
     has no len()) when the chain was built."""
     with pytest.raises(ConfigurationError, match=r"layer 1, .* takes a list of two or more inputs"):
         Network([Dense(4), merge], inputs=4)
+
+
+def test_a_layer_built_in_one_network_is_refused_by_another_of_other_shapes() -> None:
+    """Failed before: the second network rebuilt the layer for its rows, and the first's
+    summary then counted the second's slots for it (12 where the first holds 10); a layer of the
+    same shapes may still sit in two networks (each keeps its own slots)."""
+    shared = Dense(2)
+    first = Network([shared], inputs=4)
+    with pytest.raises(ShapeError, match=r"built for rows of shape \(4,\) \(in another network\)"):
+        Network([shared], inputs=5)
+    assert "dense (Dense)  (N, 2)        10" in first.summary()
+    Network([shared], inputs=4)

@@ -170,6 +170,14 @@ class Network:
                 shapes_of.append(check_shared(layer, taken))
                 continue
             done.add(node.layer)
+            if layer.input_shape is not None and layer.input_shape != taken:
+                raise ShapeError(
+                    f"{layer.label} is built for rows of shape {layer.input_shape} (in another "
+                    f"network), and this network gives it rows of shape {taken}: a layer's "
+                    "shapes belong to the network it is built in (the other's summary and output "
+                    f"would read this one's); give this network a layer of its own: "
+                    f"{layer.described()}"
+                )
             shapes_of.append(layer.built_for(taken))
             for source in node.sources:
                 if source < len(self.input_specs):
