@@ -196,3 +196,45 @@ def test_a_nan_worst_stays_the_worst_whatever_comes_after_it() -> None:
         assert math.isnan(entry["operations"]["tanh"]["worst"])
         assert math.isnan(entry["families"]["values"]["worst"])
         assert entry["operations"]["tanh"]["checks"] == 3
+
+
+def test_a_check_that_fails_says_its_own_message_not_hypothesis_s(tmp_path: Path) -> None:
+    """Failed before: an engine whose sum gave float64 failed the sums' check with "assert 1 <=
+    0" from inside Hypothesis's explain phase (the pinned version's shrinker), never the
+    check's own "sum: dtype float64, expected float32"."""
+    (tmp_path / "wide_sums.py").write_text(
+        "import numpy as np\n"
+        "from example_engine import ExampleEngine\n"
+        "class WideSums(ExampleEngine):\n"
+        "    name = 'wide-sums'\n"
+        "    def sum(self, x, axes, keepdims=False):\n"
+        "        return np.sum(x, axis=tuple(axes), keepdims=keepdims, dtype=np.float64)\n"
+        "def make():\n"
+        "    return WideSums()\n",
+        encoding="utf-8",
+    )
+    here = Path(__file__).parent
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "deepsharp.contracts.test_totals",
+            "--engine",
+            "wide_sums:make",
+            "-k",
+            "test_reduction_within_totals_bound and sum",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(here)])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "sum: dtype float64, expected float32" in result.stdout, result.stdout[-3000:]
+    assert "shrinker" not in result.stdout

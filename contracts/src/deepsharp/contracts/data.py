@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
-from hypothesis import HealthCheck, seed, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
@@ -42,6 +42,10 @@ CHECKS = settings(
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    # the profile's phases but explain: it re-ran a failing example to say which draws matter,
+    # and for an engine whose sum gave float64 it failed inside Hypothesis (the pinned 6.155.2:
+    # "assert 1 <= 0" from its shrinker) in place of the check's own message
+    phases=tuple(phase for phase in settings.default.phases if phase is not Phase.explain),
 )
 """Few examples each: the whole suite stays well under a minute."""
 
