@@ -307,3 +307,33 @@ def test_a_subclass_of_light_without_a_name_of_its_own_is_recorded_by_its_class(
     found = compare(Network([Dense(4), Dense(1)]), BinaryCrossEntropy(), (x, y),
                     engines=("light", _ShiftedSigmoid()))  # fmt: skip
     assert "_ShiftedSigmoid" in str(found)
+
+
+def test_an_engine_object_missing_a_primitive_is_refused_naming_it_everywhere() -> None:
+    """Failed before: FitOptions and compare refused it without saying what it lacked, and
+    Trainer took it, its first step failing with an AttributeError from inside the core."""
+    from deepsharp.core import Adam, CrossEntropy, Dense, FitOptions, Network, Trainer, compare
+
+    class NoFold:
+        def __init__(self) -> None:
+            self.inner = LightEngine()
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "conv2d_fold":
+                raise AttributeError(name)
+            return getattr(self.inner, name)
+
+    said = r"is not an engine: it lacks conv2d_fold \(an engine performs the operations"
+    with pytest.raises(EngineUnavailableError, match=said):
+        make_engine(NoFold())  # type: ignore[arg-type]
+    with pytest.raises(EngineUnavailableError, match="FitOptions: engine .*" + said):
+        FitOptions(seed=0, engine=NoFold())  # type: ignore[arg-type]
+    with pytest.raises(EngineUnavailableError, match=said):
+        Trainer(Network([Dense(2)], inputs=3), CrossEntropy(), Adam(), engine=NoFold(), seed=0)  # type: ignore[arg-type]
+    with pytest.raises(EngineUnavailableError, match="compare: engine 2 .*" + said):
+        compare(
+            Network([Dense(2)], inputs=3),
+            CrossEntropy(),
+            (np.ones((4, 3)), np.zeros(4, np.int64)),
+            engines=("light", NoFold()),  # type: ignore[arg-type]
+        )

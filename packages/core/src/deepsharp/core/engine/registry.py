@@ -210,12 +210,30 @@ def check_spec(spec: object, where: str = "engine") -> None:
         raise EngineUnavailableError(f"{where} {spec!r}: {_not_installed(name)}")
     if isinstance(spec, Engine):
         return
-    shown = repr(spec)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    shown = _shown(spec)
+    missing = _lacking(spec)
+    if len(missing) < len(_MEMBERS):  # an engine of one's own, with something missing
+        raise EngineUnavailableError(f"{where} {shown} is not an engine: {_lacks(missing)}")
     raise EngineUnavailableError(
         f"{where} is a spec string such as 'light', 'light:float32', 'torch:cpu' or "
         f"'torch:cuda:0', or an engine (such as LightEngine()), not {shown} "
         f"({type(spec).__name__}); None means the light engine"
+    )
+
+
+def _shown(made: object) -> str:
+    shown = repr(made)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _lacking(made: object) -> list[str]:
+    return [member for member in _MEMBERS if not hasattr(made, member)]
+
+
+def _lacks(missing: list[str]) -> str:
+    return (
+        f"it lacks {', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''} "
+        "(an engine performs the operations of deepsharp.core.Engine)"
     )
 
 
@@ -237,7 +255,11 @@ def make_engine(spec: str | Engine | None = None) -> Engine:
     if spec is None:
         spec = DEFAULT_SPEC
     if not isinstance(spec, str):
-        return spec
+        if type(spec) in _ENGINE_TYPES or isinstance(spec, Engine):
+            return spec
+        raise EngineUnavailableError(
+            f"engine {_shown(spec)} is not an engine: {_lacks(_lacking(spec))}"
+        )
     name, _, option = spec.partition(":")
     if name in _registered():
         return _checked(spec, describe_engine(name).make(option), "its entry point's make")
@@ -292,13 +314,9 @@ def _checked(spec: str, made: Any, maker: str) -> Engine:
     if isinstance(made, Engine):
         _ENGINE_TYPES.add(kind)
         return made
-    missing = [member for member in _MEMBERS if not hasattr(made, member)]
-    shown = repr(made)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
     raise EngineUnavailableError(
-        f"engine spec {spec!r}: {maker} gave {shown} ({type(made).__name__}), not an engine: "
-        f"it lacks {', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''} "
-        "(an engine performs the operations of deepsharp.core.Engine)"
+        f"engine spec {spec!r}: {maker} gave {_shown(made)} ({type(made).__name__}), not an "
+        f"engine: {_lacks(_lacking(made))}"
     )
 
 
