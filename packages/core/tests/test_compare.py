@@ -498,3 +498,20 @@ def test_every_layer_kind_is_within_its_bounds_on_the_processor_engines(other: s
             network, CrossEntropy(), batch, engines=("light", other), optimizer=AdamW(0.01)
         )
         assert found.within, found
+
+
+def test_an_operation_that_gives_other_types_than_the_reference_is_named() -> None:
+    """Failed before: an engine whose exp gave float64 was judged on its values alone, "every
+    operation within its bound", though the contract fails it at once on its dtype."""
+
+    class WideExp(LightEngine):
+        name = "wide-exp"
+
+        def exp(self, x: Any) -> Any:
+            return np.exp(x.astype(np.float64))
+
+    found = compare(_network(), BinaryCrossEntropy(), _batch(), engines=("light", WideExp()))
+    assert not found.within
+    first = found.first
+    assert first is not None and first.operation == "exp" and math.isinf(first.ratio)
+    assert "gave float64 values where the reference gives float32" in first.detail

@@ -201,6 +201,12 @@ class Witness:
             f"gave {np.shape(mine)} where the reference gives {np.shape(theirs)}"
             for mine, theirs in zip(got, reference)
             if np.shape(mine) != np.shape(theirs)
+        ] + [
+            f"gave {np.asarray(mine).dtype} values where the reference gives "
+            f"{np.asarray(theirs).dtype} (an engine's operations give the protocol's types)"
+            for mine, theirs in zip(got, reference)
+            if np.shape(mine) == np.shape(theirs)
+            and np.asarray(mine).dtype != np.asarray(theirs).dtype
         ]
         if apart or len(got) != len(reference):
             notes += apart or [
