@@ -198,19 +198,40 @@ def test_a_nan_worst_stays_the_worst_whatever_comes_after_it() -> None:
         assert entry["operations"]["tanh"]["checks"] == 3
 
 
-def test_a_check_that_fails_says_its_own_message_not_hypothesis_s(tmp_path: Path) -> None:
+PLANTED = {
+    "wide_sums": (
+        "    def sum(self, x, axes, keepdims=False):\n"
+        "        return np.sum(x, axis=tuple(axes), keepdims=keepdims, dtype=np.float64)\n",
+        "deepsharp.contracts.test_totals",
+        "test_reduction_within_totals_bound and sum",
+        "sum: dtype float64, expected float32",
+    ),
+    "kept_puts": (
+        "    def put(self, array):\n"
+        "        if isinstance(array, np.ndarray) and array.dtype == np.float32:\n"
+        "            return array\n"
+        "        return super().put(array)\n",
+        "deepsharp.contracts.test_transfers",
+        "put_keeps",
+        "put on kept_puts:make kept the caller's memory: writing into the array that was put "
+        "changed 232 bits of the engine's tensor",
+    ),
+}
+"""Engines broken in one operation: the check that fails them, and what it must say."""
+
+
+@pytest.mark.parametrize("name", list(PLANTED))
+def test_a_check_that_fails_says_its_own_message(tmp_path: Path, name: str) -> None:
     """Failed before: an engine whose sum gave float64 failed the sums' check with "assert 1 <=
     0" from inside Hypothesis's explain phase (the pinned version's shrinker), never the
-    check's own "sum: dtype float64, expected float32"."""
-    (tmp_path / "wide_sums.py").write_text(
+    check's own "sum: dtype float64, expected float32"; a put that kept the caller's array was
+    caught only by other operations' checks, each blaming itself (no check of put's copy)."""
+    body, module, selected, said = PLANTED[name]
+    (tmp_path / f"{name}.py").write_text(
         "import numpy as np\n"
         "from example_engine import ExampleEngine\n"
-        "class WideSums(ExampleEngine):\n"
-        "    name = 'wide-sums'\n"
-        "    def sum(self, x, axes, keepdims=False):\n"
-        "        return np.sum(x, axis=tuple(axes), keepdims=keepdims, dtype=np.float64)\n"
-        "def make():\n"
-        "    return WideSums()\n",
+        "class Planted(ExampleEngine):\n"
+        f"    name = {name!r}\n" + body + "def make():\n    return Planted()\n",
         encoding="utf-8",
     )
     here = Path(__file__).parent
@@ -220,11 +241,11 @@ def test_a_check_that_fails_says_its_own_message_not_hypothesis_s(tmp_path: Path
             "-m",
             "pytest",
             "--pyargs",
-            "deepsharp.contracts.test_totals",
+            module,
             "--engine",
-            "wide_sums:make",
+            f"{name}:make",
             "-k",
-            "test_reduction_within_totals_bound and sum",
+            selected,
             "-q",
             "-p",
             "no:cacheprovider",
@@ -236,5 +257,5 @@ def test_a_check_that_fails_says_its_own_message_not_hypothesis_s(tmp_path: Path
         timeout=300,
     )
     assert result.returncode == 1, result.stdout[-3000:]
-    assert "sum: dtype float64, expected float32" in result.stdout, result.stdout[-3000:]
+    assert said in result.stdout, result.stdout[-3000:]
     assert "shrinker" not in result.stdout

@@ -63,6 +63,23 @@ def test_zeros_are_made_on_the_engine_without_a_transfer(
     contract.moves("zeros", engine.get(handle), np.zeros((3, 1, 2), np.float32))
 
 
+def test_put_keeps_no_memory_of_the_caller_s(engine: Engine, contract: Contract) -> None:
+    """What `put` makes is the engine's: the caller may write into the array it put (a batch's
+    buffer refilled for the next batch) without changing the engine's tensor. (A put that kept
+    the caller's array failed other checks, each blaming another operation: an update in place
+    wrote into the caller's slots.)"""
+    values = draw(13, (3, 5), low=-3, high=3)
+    given = np.array(values, copy=True)
+    handle = engine.put(given)
+    given[...] = np.float32(7.0)  # the caller's array, refilled
+    changed = mismatching_bits(engine.get(handle), values)
+    assert not changed, (
+        f"put on {contract.spec} kept the caller's memory: writing into the array that was put "
+        f"changed {changed} bits of the engine's tensor; put must copy what it is given "
+        "(np.array(..., copy=True), or the device's own copy)"
+    )
+
+
 def test_get_gives_memory_the_caller_owns(engine: Engine, contract: Contract) -> None:
     """What `get` gives is the caller's: an array it can write into without changing the
     engine's tensor, and that nothing the engine does later (an update in place, as an
