@@ -36,6 +36,8 @@ __all__ = [
 
 Array = NDArray[Any]
 
+_PROFILE = settings.default or settings()  # the profile loaded (no_shrinking's, in its runs)
+
 CHECKS = settings(
     max_examples=30,
     deadline=None,
@@ -45,7 +47,7 @@ CHECKS = settings(
     # the profile's phases but explain: it re-ran a failing example to say which draws matter,
     # and for an engine whose sum gave float64 it failed inside Hypothesis (the pinned 6.155.2:
     # "assert 1 <= 0" from its shrinker) in place of the check's own message
-    phases=tuple(phase for phase in settings.default.phases if phase is not Phase.explain),
+    phases=tuple(phase for phase in _PROFILE.phases if phase is not Phase.explain),
 )
 """Few examples each: the whole suite stays well under a minute."""
 
