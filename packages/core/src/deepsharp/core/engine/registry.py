@@ -255,7 +255,10 @@ def make_engine(spec: str | Engine | None = None) -> Engine:
     if spec is None:
         spec = DEFAULT_SPEC
     if not isinstance(spec, str):
-        if type(spec) in _ENGINE_TYPES or isinstance(spec, Engine):
+        if type(spec) in _ENGINE_TYPES:  # checked once a class, as _checked does
+            return spec
+        if isinstance(spec, Engine):
+            _ENGINE_TYPES.add(type(spec))
             return spec
         raise EngineUnavailableError(
             f"engine {_shown(spec)} is not an engine: {_lacks(_lacking(spec))}"
