@@ -120,12 +120,13 @@ def _contracts_table(session: nox.Session, publish: bool) -> None:
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
     """The core's tests (light engine) and the test engine's on every Python, with the contracts
-    on the light engine. On 3.11 also the contract suite's own tests (it catches planted faults)
-    and the contracts at every other CPU precision: light:float32, the test engine, the mixed
-    ones. The default matrix must stay within 20 minutes on CI's 2 cores, so what does not
-    change with the Python version runs on one (`once`: the samples' runs, the long memory
-    check, the fuzzers' thousands of files). `-- --publish` on 3.11 writes the contract
-    reports into docs/contracts/ and docs/contracts.md's tables from them."""
+    on the light engine: 3.10 under the oldest NumPy deepsharp supports (1.26, pinned there by
+    ci/constraints.txt), the others under the newest. On 3.11 also the contract suite's own
+    tests (it catches planted faults) and the contracts at every other CPU precision:
+    light:float32, the test engine, the mixed ones. The default matrix must stay within 20
+    minutes on CI's 2 cores, so what does not change with the Python version runs on one
+    (`once`: the samples' runs, the fuzzers' thousands of files). `-- --publish` on 3.11
+    writes the contract reports into docs/contracts/ and docs/contracts.md's tables from them."""
     once = session.python == TORCH_PYTHON
     publish, posargs = _publishing(session)
     # The optional companions (pandas rows, plots, other safetensors readers, Parquet files,
@@ -172,28 +173,6 @@ def tests(session: nox.Session) -> None:
     more = ("light:float32", "testbuffer", "light:mixed_bfloat16", "light:mixed_float16", "onnx")
     _contracts(session, ("light", *(more if once else ())), publish)
     _contracts_table(session, publish)
-
-
-@nox.session(python="3.10")
-def oldest(session: nox.Session) -> None:
-    """The core's tests under the oldest NumPy deepsharp supports (1.26): the same bits (the
-    samples' whole runs, `once`, are left to tests-3.11: two minutes of the default matrix)."""
-    session.install(
-        "numpy==1.26.4", "pytest", "pytest-xdist", "hypothesis", CORE, TESTBUFFER, CONTRACTS
-    )
-    session.run(
-        "pytest",
-        "packages/core/tests",
-        "-q",
-        "-n",
-        "2",
-        "-m",
-        "not once",
-        "-k",
-        "not docs",
-        *session.posargs,
-        env=ONE_THREAD_EACH,
-    )
 
 
 @nox.session(python=TORCH_PYTHON)

@@ -67,7 +67,8 @@ GUARDS: dict[tuple[str, str], float] = {
     ("conv-256x32", "testbuffer"): 60.0,
     ("residual", "light"): 6.0,
     ("residual", "light:float32"): 6.0,
-    ("residual", "torch:cpu"): 2.0,
+    ("residual", "torch:cpu"): 3.0,  # 1.40-1.70x quiet here; 2.03x in a CI run whose rounds
+    # read quiet (as the LSTM's: its small BatchNorm and residual operations wait on libtorch)
     ("transformer", "light:float32"): 12.0,
     ("transformer", "torch:cpu"): 1.8,
     ("lstm", "light:float32"): 3.5,

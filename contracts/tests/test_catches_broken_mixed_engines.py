@@ -1,8 +1,9 @@
 """The mixed precisions' contract can fail: engines that claim `mixed_bfloat16` but compute
 otherwise are caught, each by the checks meant for it, and an honest engine that keeps products'
 outputs in the half format (as torch's does) passes. Each runs as users run it,
-`pytest --pyargs deepsharp.contracts --engine mixed_broken_engines:NAME`, in one subprocess, on the
-totals, mixed and value checks (mixed_broken_engines.py says what each breaks)."""
+`pytest --pyargs deepsharp.contracts --engine mixed_broken_engines:NAME`, in one subprocess: the
+honest engine on the totals, mixed, value and layer checks, each broken one on the checks meant
+to catch it (only_checks.py; mixed_broken_engines.py says what each breaks)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,16 @@ broken; only what is meant is required)."""
 
 HONEST = "mixed_broken_engines:half_outputs"
 
+ONLY = {
+    spec: sorted(
+        {check.partition("[")[0] for check in meant}
+        | ({"test_values"} if spec == "mixed_broken_engines:half_values" else set())
+    )
+    for spec, meant in MEANT.items()
+}
+"""What each broken engine runs (only_checks.py): the checks meant to catch it, every case of
+each; half values also every value check, which it must pass."""
+
 
 class Outcome:
     """What the run passed and failed per engine, as `module::test[id]` with the engine's part of
@@ -119,13 +130,16 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
         "no:randomly",
         "-p",
         "no_shrinking",
+        "-p",
+        "only_checks",
         f"--junitxml={folder / 'junit.xml'}",
         f"--contracts-report={folder / 'report.json'}",
     ]
+    (folder / "only.json").write_text(json.dumps(ONLY), encoding="utf-8")
     done = subprocess.run(
         command,
         cwd=folder,
-        env=dict(os.environ, PYTHONPATH=path),
+        env=dict(os.environ, PYTHONPATH=path, DEEPSHARP_CONTRACTS_ONLY=str(folder / "only.json")),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         timeout=600,

@@ -137,7 +137,7 @@ def test_with_nothing_to_hold_the_summary_says_so() -> None:
 def _report_of(tmp_path: Path, name: str, *options: str) -> tuple[dict[str, Any], str]:
     folder = tmp_path / name
     folder.mkdir()
-    modules = [f"deepsharp.contracts.{m}" for m in ("test_moves", "test_totals", "test_values")]
+    modules = [f"deepsharp.contracts.{m}" for m in ("test_moves", "test_totals")]
     result = subprocess.run(
         [
             sys.executable,

@@ -87,7 +87,7 @@ def test_a_checkpoint_of_format_2_loads_and_a_run_resumed_from_it_ends_where_it_
     y = (x.mean(axis=(1, 2, 3)) > 0).astype(np.int64)
     options = FitOptions(seed=3, epochs=5, progress=False, patience=50)
     here = make_engine("light").identity
-    if checkpoint.engine != here:  # another NumPy (the oldest session's): refused, as it must be
+    if checkpoint.engine != here:  # another NumPy (tests-3.10's, 1.26): refused, as it must be
         with pytest.raises(EngineMismatchError, match="resume there, or start the run afresh"):
             fit(
                 None,

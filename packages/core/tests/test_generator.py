@@ -9,7 +9,7 @@ from deepsharp.core.random import Generator, Streams
 
 
 def test_a_seed_gives_these_bits_under_every_numpy() -> None:
-    # Written down once; the `oldest` nox session checks them under NumPy 1.26 too.
+    # Written down once; tests-3.10 checks them under NumPy 1.26 (the oldest supported) too.
     bits = Generator(42).bits(3)
     assert [int(b) for b in bits] == [
         0xCD32F5BB1623F15E,

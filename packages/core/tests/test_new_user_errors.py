@@ -194,8 +194,7 @@ def test_fit_options_check_the_engine_where_they_are_made(engine: Any, says: str
 
 
 def test_fit_options_take_every_engine_spec_and_engine_without_making_one() -> None:
-    # Every installed engine's spec (the test engine where its package is installed: the
-    # oldest-NumPy session installs the core alone).
+    # Every installed engine's spec (the test engine where its package is installed).
     installed = [f"{name}:cpu" if name == "torch" else name for name in available_engines()]
     for engine in (
         None,
