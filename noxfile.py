@@ -269,13 +269,30 @@ def distributed(session: nox.Session) -> None:
     """Data-parallel training on gloo: jobs of 1, 2 and 3 processes through `launch` (the ordered
     sum bit for bit, the gradient bound, failing ranks ending the job; the Titanic sample through
     fit at 2 and 3 processes, twice, resumed and refused), and docs/distributed.md's scripts by
-    hand and under `torchrun --standalone --nproc-per-node 2`. About 80 s of tests."""
+    hand and under `torchrun --standalone --nproc-per-node 2`, with a scanned file's run over 2
+    and 3 processes (one of the core's streaming tests). Over two pytest workers: a job's
+    processes spend much of their time starting and meeting, not computing (80 s alone, 60 s)."""
     session.install(
-        *CONSTRAINTS, "torch", "pytest", "hypothesis", CORE, TESTBUFFER, TORCH, DISTRIBUTED
+        *CONSTRAINTS,
+        "torch",
+        "pytest",
+        "pytest-xdist",
+        "hypothesis",
+        CORE,
+        TESTBUFFER,
+        TORCH,
+        DISTRIBUTED,
     )
-    session.run("pytest", "packages/distributed/tests", "-q", *session.posargs)
-    # A scanned file's run over 2 and 3 processes (one of the core's streaming tests).
-    session.run("pytest", "packages/core/tests/test_streaming.py", "-q", "-k", "several_processes")
+    session.run(
+        "pytest",
+        "packages/distributed/tests",
+        "packages/core/tests/test_streaming.py::"
+        "test_a_streaming_run_on_several_processes_is_the_one_process_run",
+        "-q",
+        "-n",
+        "2",
+        *session.posargs,
+    )
 
 
 @nox.session(python=TORCH_PYTHON)

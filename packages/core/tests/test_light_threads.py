@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from deepsharp.core import SGD, Adam, Conv2D, CrossEntropy, Dense, Flatten, Network, Relu, Trainer
-from deepsharp.engines.light import LightEngine
+from deepsharp.engines.light import LightEngine, _erf
 from deepsharp.engines.light._threads import PARALLEL, pool, thread_count
 
 
@@ -46,6 +46,38 @@ def test_the_value_by_value_passes_split_give_the_bits_of_one_pass() -> None:
     assert one.relu(x).tobytes() == three.relu(x).tobytes()
     assert one.relu_back(x, grad).tobytes() == three.relu_back(x, grad).tobytes()
     assert len(pool(3).spans(x.size)) == 3 and len(pool(3).spans(PARALLEL)) == 1
+
+
+@pytest.mark.parametrize("precision", ["strict", "float32"])
+def test_erf_split_across_threads_and_blocks_gives_the_bits_of_one_whole_pass(
+    precision: str,
+) -> None:
+    """erf (GELU's costly pass) is worked in cache-sized blocks and, on a large array, across
+    the threads: each value's bits are those of the formula over the whole array at once, the
+    float64 result rounded once to the engine's type, whatever the intervals' mix in a block."""
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal(3 * PARALLEL + 7) * 2).astype(np.float32)
+    x[:: 1 << 12] = 5.0  # beyond 4: gathered apart
+    x[: 1 << 15] = np.clip(x[: 1 << 15], -0.4, 0.4)  # a block of small values only
+    x[-3:] = (np.nan, np.inf, -0.0)
+    one, three = LightEngine(precision, threads=1), LightEngine(precision, threads=3)
+    whole = _whole_erf(x.astype(np.float64)).astype(one.dtype)
+    assert one.erf(x).tobytes() == whole.tobytes()
+    assert three.erf(x).tobytes() == whole.tobytes()
+    strided = x[::3]  # not C-ordered: one thread, its values copied
+    assert three.erf(strided).tobytes() == whole[::3].tobytes()
+
+
+def _whole_erf(x: Any) -> Any:
+    """Cody's formulas (the module's helpers) over the whole array at once, each value's
+    interval chosen by np.where: what the blocks must give."""
+    y = np.abs(x)
+    with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+        middle = (0.5 - _erf._erfc_middle(np.minimum(y, 4.0))) + 0.5
+        large = (0.5 - _erf._erfc_large(np.clip(y, 4.0, 6.0))) + 0.5
+        near = x * _erf._ratio(x * x, _erf.SMALL)
+    tail = np.copysign(np.where(y > 4.0, np.where(y < 6.0, large, 1.0), middle), x)
+    return np.where(y <= 0.46875, near, tail)
 
 
 def test_the_thread_count_follows_the_engine_then_omp_num_threads_then_the_cores(
