@@ -17,9 +17,11 @@ from deepsharp.core import (
     ConfigurationError,
     DataError,
     Dense,
+    Embedding,
     FitOptions,
     Flatten,
     Input,
+    Layer,
     MeanSquaredError,
     Network,
     Relu,
@@ -275,6 +277,36 @@ def test_float_values_are_refused_where_ids_belong() -> None:
             DataError, match=r"row 2 .*id 5, outside layer 'embedding'.*vocabulary of 5"
         ):
             trainer.step(np.array([[1, 2], [5, 0]]), np.zeros((2, 1)))
+
+
+class _WrappedEmbedding(Layer):
+    """A layer of one's own around an Embedding, as docs/layers.md builds parts."""
+
+    takes = ("int64",)
+
+    def build(self, shape: Any) -> Any:
+        return self.sublayer("emb", Embedding(10, 3), shape)
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return self.call("emb", x, slots, context)
+
+
+@pytest.mark.parametrize("engine", ["light", "testbuffer"])
+def test_an_embedding_inside_a_layer_of_one_s_own_checks_its_ids(engine: str) -> None:
+    """Failed before: only layers reading an input directly checked it, so an Embedding built as
+    a part took id -1 as id 9 (NumPy's negative indexing), silently, in serving and training,
+    and id 10 raised NumPy's raw IndexError from inside the engine."""
+    network = Network([_WrappedEmbedding(), Flatten(), Dense(1)], inputs=4)
+    with Trainer(network, MeanSquaredError(), Adam(0.1), engine=engine, seed=0) as trainer:
+        trainer.step(np.array([[1, 2, 3, 4]] * 2), np.ones((2, 1)))
+        table = next(name for name in network.slots if name.endswith(".emb.table"))
+        before = network.slots[table].copy()
+        with pytest.raises(DataError, match=r"row 2 .*id -1, outside .*'s emb's vocabulary of 10"):
+            trainer.step(np.array([[1, 2, 3, 4], [-1, 0, 0, 0]]), np.ones((2, 1)))
+    assert np.array_equal(network.slots[table], before)
+    for bad in (-1, 10):
+        with pytest.raises(DataError, match=rf"id {bad}, outside"):
+            network.predict(np.array([[1, bad, 3, 4]]), MeanSquaredError(), engine)
 
 
 def test_a_sequence_longer_than_the_positional_table_is_refused() -> None:

@@ -252,7 +252,16 @@ class Layer:
     def check_input(self, values: NDArray[Any], where: str) -> None:
         """Called on the host with the values of an input this layer reads directly, before they
         go to the engine: refuse (DataError naming `where`) values it cannot take (an embedding,
-        ids outside its vocabulary)."""
+        ids outside its vocabulary).
+
+        By default a layer of one input that takes ids hands them to its parts that take ids
+        (an `Embedding` built by `sublayer`) to check: an engine can do little with ids but look
+        rows up, so the ids a part gets are those the layer got. Override it to check otherwise."""
+        if self.several or self.takes[:1] != ("int64",):
+            return
+        for part in self.parts.values():
+            if part.takes[:1] == ("int64",):
+                part.check_input(values, where)
 
     @property
     def ends_in(self) -> str | None:

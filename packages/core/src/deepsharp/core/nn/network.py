@@ -112,7 +112,10 @@ class Network:
             for node in graph.nodes
             for source in node.sources
             if source < len(graph.inputs)
-            and type(graph.layers[node.layer]).check_input is not Layer.check_input
+            and (
+                type(graph.layers[node.layer]).check_input is not Layer.check_input
+                or graph.layers[node.layer].takes[:1] == ("int64",)  # its parts check ids
+            )
         ]
         self.specs: dict[str, SlotSpec] = {}
         self.buffer_specs: dict[str, BufferSpec] = {}
