@@ -84,7 +84,9 @@ def test_settings_name_the_scale() -> None:
         # Failed before: accepted here, refused at the trainer "must be a finite number above
         # 0" (it is one), or (1e-39) trained to NaN slots blamed on the learning rate.
         (1e40, ValueError, "loss_scale 1e+40 is beyond float32's range (3.4e38)"),
-        (1e-39, ValueError, "loss_scale 1e-39 is so small that its inverse"),
+        (1e-39, ValueError, "loss_scale 1e-39 is below 2**-126, the least scale"),
+        # Failed before: 2**-127 was taken, though the docs say 2**-126 is the least
+        (2.0**-127, ValueError, "is below 2**-126, the least scale"),
     ],
 )
 def test_what_is_no_loss_scale_is_refused(setting: Any, error: type, said: str) -> None:
@@ -99,7 +101,7 @@ def test_what_is_no_loss_scale_is_refused(setting: Any, error: type, said: str) 
     [
         ({"initial": -1.0}, "initial must be a finite number above 0"),
         ({"initial": 1e39}, "initial 1e+39 is beyond float32's range (3.4e38)"),
-        ({"initial": 1e-39}, "initial 1e-39 is so small that its inverse"),
+        ({"initial": 1e-39}, "initial 1e-39 is below 2**-126, the least scale"),
         ({"growth": 1e39}, "growth 1e+39 is beyond float32's range"),
         ({"growth": 0.5}, "growth must be a finite number above 1"),
         ({"backoff": 1.0}, "backoff must be a number in (0, 1)"),
@@ -186,6 +188,30 @@ class Poison(StepHook):
         if self.steps == self.at:
             grads = [trainer.engine.add(grads[0], math.inf), *grads[1:]]
         return grads
+
+
+class PoisonEvery(Poison):
+    """Makes every step's first gradient infinite."""
+
+    def gradients(self, trainer: Trainer, grads: list[Handle]) -> list[Handle] | None:
+        return [trainer.engine.add(grads[0], math.inf), *grads[1:]]
+
+
+def test_the_scale_backs_off_no_lower_than_the_least_and_the_run_goes_on() -> None:
+    """Failed before: every step overflowing, the scale halved on below 2**-126 to 0 and the
+    170th step died in the loss scale with a raw ZeroDivisionError."""
+    scaled = scaled_trainer("light", "dynamic", seed=1)
+    scaled.hooks.insert(0, PoisonEvery(at=0))
+    rows, targets = titanic_shaped()
+    before = _slots(scaled)
+    for _ in range(200):
+        assert math.isfinite(scaled.step(rows, targets))
+    assert scaled.loss_scale is not None and scaled.loss_scale.scale == 2.0**-126
+    assert scaled.skipped_steps == 200
+    assert all(_slots(scaled)[k].tobytes() == v.tobytes() for k, v in before.items())
+    scaled.hooks.pop(0)  # the gradients finite again: the steps are taken, from the least
+    scaled.step(rows, targets)
+    assert scaled.skipped_steps == 200 and scaled.loss_scale.good_steps == 1
 
 
 def test_an_infinite_gradient_is_skipped_and_the_run_goes_on() -> None:

@@ -59,13 +59,18 @@ SCALED_BY_DEFAULT = ("mixed_float16",)
 SETTINGS = ("initial", "dynamic", "growth", "backoff", "interval")
 """What a checkpoint records of a loss scale's rule, beside its scale and count."""
 
+LEAST = 2.0**-126
+"""The least scale: float32's least normal number (its inverse, 2**126, is one too). The dynamic
+rule backs off no lower: a scale halved on from there reached 0, and unscaling divided by it."""
+
 
 class LossScale(StepHook):
     """A loss scale: the loss times `scale` before the way back, the gradients divided by it
     before the update, and a step with inf or NaN gradients skipped.
 
     Dynamic (PyTorch's GradScaler rule, its settings by default): an overflow multiplies the
-    scale by `backoff`; `interval` good steps in a row multiply it by `growth`."""
+    scale by `backoff` (down to 2**-126, where steps that overflow are still skipped);
+    `interval` good steps in a row multiply it by `growth`."""
 
     name = "loss_scale"
 
@@ -142,7 +147,7 @@ class LossScale(StepHook):
         if not self.dynamic:
             return
         if not finite:
-            self.scale = _float32(self.scale * self.backoff)
+            self.scale = max(_float32(self.scale * self.backoff), LEAST)
             self.good_steps = 0
             return
         self.good_steps += 1
@@ -212,10 +217,10 @@ def _in_range(scale: float, where: str) -> None:
             f"{where} {scale!r} is beyond float32's range (3.4e38), in which the loss is "
             "scaled: give a power of two such as 2**16"
         )
-    if not math.isfinite(_float32(1.0 / scale)) or _float32(scale) == 0.0:
+    if not _float32(scale) >= LEAST:
         raise ValueError(
-            f"{where} {scale!r} is so small that its inverse, which unscales the gradients, is "
-            "beyond float32's range: give a power of two of at least 2**-126"
+            f"{where} {scale!r} is below 2**-126, the least scale (float32's least normal "
+            "number; below it scales lose their bits): give a power of two of at least 2**-126"
         )
 
 
