@@ -235,6 +235,27 @@ def test_a_bad_row_names_its_row_column_and_what_was_expected(field: object, sai
         pipe.features(rows)
 
 
+def test_an_image_laid_out_in_another_shape_is_refused_saying_how() -> None:
+    """Failed before: any array of the right count was read in order, so a channels-last picture
+    (as PIL, OpenCV and Keras give them) had its channels interleaved, silently."""
+    chw = np.arange(12.0).reshape(3, 2, 2)
+    pipe = Pipeline().image("img", (3, 2, 2)).learn([{"img": chw}])
+    hwc = np.transpose(chw, (1, 2, 0))
+    said = r"'img': expected an image of shape \(3, 2, 2\) .*found an array of shape"
+    for rows, row in (([{"img": chw}, {"img": hwc}], 2), ([{"img": hwc}] * 2, 1)):  # one by one,
+        # or stacked at once
+        with pytest.raises(DataError, match=rf"row {row} .*{said} \(2, 2, 3\).*channels-last"):
+            pipe.features(rows)
+    for other in (chw.reshape(6, 2), chw.reshape(2, 3, 2)):
+        with pytest.raises(DataError, match=said):
+            pipe.features([{"img": chw}, {"img": other}])
+    # the image's shape, its numbers flat, and either with axes of length 1 are the same image
+    for same in (chw, chw.reshape(-1), chw.reshape(12, 1), chw.reshape(1, 3, 2, 2)):
+        assert np.array_equal(pipe.features([{"img": same}] * 2)[1], chw.reshape(-1))
+    gray = Pipeline().image("g", (1, 2, 2)).learn([{"g": np.ones((1, 2, 2))}])
+    assert gray.features([{"g": np.arange(4.0).reshape(2, 2, 1)}]).tolist() == [[0, 1, 2, 3]]
+
+
 def test_a_row_without_the_column_is_named() -> None:
     with pytest.raises(DataError, match=r"row 2 .*has no column 'pixels'"):
         recipe().learn([{"pixels": [0] * 6, "label": "a"}, {"label": "b"}])

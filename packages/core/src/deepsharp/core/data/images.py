@@ -157,6 +157,7 @@ class Image(ColumnKind):
             and stacked.size == count * width
             and (stacked.ndim > 1 or width == 1)
         ):
+            self._check_layout(0, stacked.shape[1:])  # every row has the first one's shape
             values = stacked.reshape(count, width)
             if values.dtype.kind in "iu" or _plain(values):
                 return values  # integers are never missing nor beyond float32's range
@@ -216,7 +217,28 @@ class Image(ColumnKind):
                 )
         if parsed.size != self.width():
             raise DataError(f"{where}: expected {self._expected()}, found {parsed.size} numbers")
+        self._check_layout(i, parsed.shape)
         return parsed.reshape(-1)
+
+    def _check_layout(self, i: int, shape: tuple[int, ...]) -> None:
+        """Refuse a row of the right count of numbers laid out in another shape than the image's:
+        its values read in order would mix the axes (an (H, W, C) picture read as (C, H, W)
+        interleaves its channels). The image's shape and its numbers flat are taken, and any
+        shape that is one of those but for axes of length 1 ((8, 8) for (1, 8, 8))."""
+        kept = tuple(n for n in shape if n != 1)
+        if kept in (tuple(n for n in self.shape if n != 1), (self.width(),)) or len(kept) <= 1:
+            return
+        said = (
+            f"{row_text(i)}, column {self.name!r}: expected an image of shape {self.shape} (or "
+            f"its {self.width()} numbers flat), found an array of shape {tuple(shape)}, whose "
+            "values in order would not be the image's"
+        )
+        if len(shape) == 3 == len(self.shape) and shape == (*self.shape[1:], self.shape[0]):
+            said += (
+                f": it looks channels-last (height, width, channels); the column takes "
+                f"(channels, height, width): give np.transpose(image, (2, 0, 1))"
+            )
+        raise DataError(said)
 
     def learner(self) -> Learner:
         return ImageLearner(self)
