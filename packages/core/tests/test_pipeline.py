@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from pathlib import Path
@@ -291,6 +292,44 @@ def test_missing_column_names_row_column_and_the_columns_it_has() -> None:
     pipe = Pipeline().number("Age").learn([{"Age": "1"}, {"Age": "2"}])
     with pytest.raises(DataError, match=r"row 2 \(counting from 1\) has no column 'Age'.*'Fare'"):
         pipe.features([{"Age": "3"}, {"Fare": "7.25"}])
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        np.datetime64("2020-01-03"),
+        np.datetime64("NaT"),
+        np.timedelta64("NaT"),
+        np.timedelta64(3, "D"),
+        datetime.date(2020, 1, 3),
+    ],
+)
+@pytest.mark.parametrize("distinct", [True, False])
+def test_dates_and_times_are_refused_where_numbers_belong(when: Any, distinct: bool) -> None:
+    """Failed before: NumPy took np.datetime64 as days since 1970 (18262) and NaT as -2**63, a
+    feature of -9.2e18 (a Titanic row with Age=NaT served a saturated 1.0), silently;
+    np.timedelta64('NaT') raised a raw TypeError."""
+    rows: list[dict[str, Any]] = [{"a": float(i) if distinct else 1.0} for i in range(40)]
+    rows[7]["a"] = when
+    said = r"row 8 \(counting from 1\), column 'a': expected a number, found .*"
+    with pytest.raises(DataError, match=said):
+        Pipeline().number("a").learn(rows)
+    pipe = Pipeline().number("a").learn(rows[:5])
+    with pytest.raises(DataError, match=said):
+        pipe.features(rows)
+    try:  # a DataFrame's column comes as one array, of objects here (pandas calls NaT missing)
+        import pandas
+    except ImportError:
+        pass
+    else:
+        if pandas.isna(when):
+            return
+        frame = pandas.DataFrame({"a": np.array([1.0, 2.0, when], dtype=object)})
+        with pytest.raises(DataError, match=r"row 3 .*column 'a': expected a number"):
+            pipe.features(frame)
+    image = Pipeline().image("i", (1, 2)).learn([{"i": [1, 2]}])
+    with pytest.raises(DataError, match=r"row 2 .*column 'i': expected"):
+        image.features([{"i": [1, 2]}, {"i": np.array([when, when])}])
 
 
 def test_text_in_a_number_column_names_row_and_column() -> None:

@@ -19,6 +19,7 @@ from deepsharp.core.data.values import (
     ColumnName,
     parse_number,
     refuse_beyond_float32,
+    refuse_times,
     row_text,
 )
 from deepsharp.core.errors import DataError
@@ -144,6 +145,7 @@ class Image(ColumnKind):
         stacked: npt.NDArray[Any] | None
         try:  # the usual case: equal arrays or lists, stacked by NumPy at once
             stacked = np.asarray(column)
+            refuse_times(stacked, self.name)
             if stacked.dtype.kind == "c":
                 stacked = None  # each row is read below, naming the first complex one
             elif stacked.dtype.kind not in "fiu":
@@ -205,12 +207,14 @@ class Image(ColumnKind):
                     f"takes real ones: give their magnitudes (np.abs) or their real parts (.real)"
                 )
             try:
-                parsed = np.asarray(value, dtype=np.float64)
+                given = np.asarray(value)
+                parsed = given.astype(np.float64)
             except (ValueError, TypeError, OverflowError):
                 raise DataError(
                     f"{where}: expected {self._expected()}, found {_short(value)}, which holds "
                     f"something that is no number (or rows of unequal length)"
                 ) from None
+            refuse_times(given.reshape(1, -1), self.name, i)
             if parsed.ndim == 0:
                 raise DataError(
                     f"{where}: expected {self._expected()}, found the single value {_short(value)}"
@@ -235,8 +239,8 @@ class Image(ColumnKind):
         )
         if len(shape) == 3 == len(self.shape) and shape == (*self.shape[1:], self.shape[0]):
             said += (
-                f": it looks channels-last (height, width, channels); the column takes "
-                f"(channels, height, width): give np.transpose(image, (2, 0, 1))"
+                ": it looks channels-last (height, width, channels); the column takes "
+                "(channels, height, width): give np.transpose(image, (2, 0, 1))"
             )
         raise DataError(said)
 

@@ -16,6 +16,7 @@ naming its row and column: the network computes in float32, where it would becom
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -121,10 +122,17 @@ def is_missing(value: object) -> bool:
     return False
 
 
+_TIMES = (np.datetime64, np.timedelta64, datetime.date, datetime.timedelta)
+"""Dates and times: no numbers, though NumPy turns them into counts since 1970 (np.timedelta64
+is even an np.integer; an array of NumPy dates made an array of objects holds datetime.date)."""
+
+
 def parse_number(value: object) -> float | None:
     """A float (NaN for a missing value, possibly infinite), or None for what is no number."""
     if value is None:
         return _NAN
+    if isinstance(value, _TIMES):
+        return None
     if isinstance(value, str):
         text = value.strip()
         if text == "" or text in MISSING_TEXTS:
@@ -275,15 +283,40 @@ def _too_big(value: float) -> str:
 def numbers(column: Column, name: ColumnName) -> npt.NDArray[np.float64]:
     """Parse a column to float64; NaN marks a missing value (see the module's rule).
 
-    Text that is no number, an infinite value or one beyond float32's range is a DataError
-    naming the row and the column.
+    Text that is no number, an infinite value or one beyond float32's range, a date or a time
+    is a DataError naming the row and the column.
     """
     if isinstance(column, np.ndarray):
+        refuse_times(column, name)
         values = column.astype(np.float64)
     else:
         values = _parsed(column, name)
     refuse_beyond_float32(values, column, name)
     return values
+
+
+def refuse_times(values: npt.NDArray[Any], name: ColumnName, first: int = 0) -> None:
+    """Refuse NumPy dates and times among `values` (an array, of them or of objects, a row a
+    place of its first axis, row `first` first): NumPy turns them into numbers, as counts of
+    their unit since 1970, and NaT into -2**63."""
+    if values.dtype.kind in "Mm":
+        found: Any = values.reshape(-1)[0] if values.size else None
+        i = 0
+    elif values.dtype.kind == "O" and any(
+        issubclass(t, _TIMES) for t in set(map(type, values.flat))
+    ):
+        i = next(k for k, v in enumerate(values.reshape(-1)) if isinstance(v, _TIMES))
+        found = values.reshape(-1)[i]
+        i = np.unravel_index(i, values.shape)[0] if values.ndim else 0
+    else:
+        return
+    if found is None:
+        return
+    raise DataError(
+        f"{row_text(first + int(i))}, column {name!r}: expected a number, found {found!r}, a date "
+        "or time: give numbers (a count of days, say, or the date's parts in columns of their "
+        "own)"
+    )
 
 
 _LEAD = 1024  # the rows that tell whether a column's values repeat
@@ -315,7 +348,8 @@ def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
         except _NoNumber as refused:
             i = _first_row(column, refused.value)
             raise DataError(
-                f"{row_text(i)}, column {name!r}: expected a number, found {refused.value!r}"
+                f"{row_text(i)}, column {name!r}: expected a number, found "
+                f"{shown_value(refused.value)}"
             ) from None
         if parsed is not None:
             return parsed
@@ -323,22 +357,25 @@ def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
     if found is None:
         i = _first_unhashable(column)
         raise DataError(f"{row_text(i)}, column {name!r}: expected a number, found {column[i]!r}")
-    # Mostly distinct values: let NumPy parse them in one go (None becomes NaN).
+    # Mostly distinct values: let NumPy parse them in one go (None becomes NaN), but dates and
+    # times, which it would take as counts since 1970.
+    if any(issubclass(kind, _TIMES) for kind in set(map(type, found))):
+        refuse_times(np.array([*column, None], dtype=object)[:-1], name)
     try:
         values = np.array(column, dtype=np.float64)
-        if values.shape != (count,):
-            raise ValueError("not a flat column")
-        return values
+        if values.shape == (count,):
+            return values
     except (ValueError, TypeError, OverflowError):
-        parsed = np.empty(count, dtype=np.float64)
-        for i, value in enumerate(column):
-            number = parse_number(value)
-            if number is None:
-                raise DataError(
-                    f"{row_text(i)}, column {name!r}: expected a number, found {value!r}"
-                ) from None
-            parsed[i] = number
-        return parsed
+        pass
+    parsed = np.empty(count, dtype=np.float64)
+    for i, value in enumerate(column):
+        number = parse_number(value)
+        if number is None:
+            raise DataError(
+                f"{row_text(i)}, column {name!r}: expected a number, found {shown_value(value)}"
+            ) from None
+        parsed[i] = number
+    return parsed
 
 
 def labels(
