@@ -305,15 +305,15 @@ def refuse_times(values: npt.NDArray[Any], name: ColumnName, first: int = 0) -> 
     elif values.dtype.kind == "O" and any(
         issubclass(t, _TIMES) for t in set(map(type, values.flat))
     ):
-        i = next(k for k, v in enumerate(values.reshape(-1)) if isinstance(v, _TIMES))
-        found = values.reshape(-1)[i]
-        i = np.unravel_index(i, values.shape)[0] if values.ndim else 0
+        at = next(k for k, v in enumerate(values.reshape(-1)) if isinstance(v, _TIMES))
+        found = values.reshape(-1)[at]
+        i = int(np.unravel_index(at, values.shape)[0]) if values.ndim else 0
     else:
         return
     if found is None:
         return
     raise DataError(
-        f"{row_text(first + int(i))}, column {name!r}: expected a number, found {found!r}, a date "
+        f"{row_text(first + i)}, column {name!r}: expected a number, found {found!r}, a date "
         "or time: give numbers (a count of days, say, or the date's parts in columns of their "
         "own)"
     )
