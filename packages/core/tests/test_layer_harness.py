@@ -130,3 +130,54 @@ def test_the_harness_catches_a_wrong_way_back() -> None:
         AssertionError, match=r"towards halfback\.bias at \(\d,\) is 0\..*its way back is wrong"
     ):
         check_layer(HalfBack(3), (2,))
+
+
+# --- the mistakes a layer of one's own is first written with -----------------------------------
+
+
+class _NoReturn(Layer):
+    def build(self, shape: Any) -> Any:
+        self.slot("w", shape, "ones")  # and no `return shape`
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return x * slots["w"]
+
+
+class _NoSuper(Layer):
+    def __init__(self, k: float = 2.0) -> None:  # and no super().__init__()
+        self.k = k
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return x * self.k
+
+
+class _TwoOutputs(Layer):
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return x, x * 2.0
+
+
+@pytest.mark.parametrize(
+    ("made", "said"),
+    [
+        (_NoReturn, r"'_noreturn'.*: build must return the shape of one output row .*not None"),
+        (_NoSuper, r"_NoSuper: its __init__ did not call super\(\).__init__\(\)"),
+        (_TwoOutputs, r"layer '_twooutputs': its forward gave tuple .*one tensor belongs"),
+    ],
+)
+def test_a_layer_s_first_mistakes_are_named_with_what_to_do(
+    made: Callable[[], Layer], said: str
+) -> None:
+    """Failed before: each raised a raw error from inside deepsharp (TypeError: 'NoneType' object
+    is not iterable; AttributeError: no attribute 'name'; AttributeError: 'tuple' object has no
+    attribute 'mask')."""
+    from deepsharp.core import Adam, Input, MeanSquaredError, Network, Trainer
+    from deepsharp.core.errors import ConfigurationError
+
+    x = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    with pytest.raises(ConfigurationError, match=said):
+        network = Network([made(), Dense(1)], inputs=4)
+        with Trainer(network, MeanSquaredError(), Adam(0.01)) as trainer:
+            trainer.step(x, x[:, :1])
+    if made is _NoSuper:  # called on a symbol, as a graph is built
+        with pytest.raises(ConfigurationError, match=said):
+            made()(Input(4))

@@ -131,10 +131,22 @@ class Call:
     inputs: tuple[Symbol, ...]
 
 
+def check_made(layer: Layer) -> None:
+    """Refuse a layer whose class's `__init__` did not run `Layer.__init__` (what every layer
+    keeps, its name and slots, is not there: its first use raised a raw AttributeError)."""
+    if "parts" not in vars(layer):
+        raise ConfigurationError(
+            f"{type(layer).__name__}: its __init__ did not call super().__init__(), which sets "
+            "what every layer keeps (its name, slots and parts): call super().__init__(name) "
+            "first (docs/layers.md)"
+        )
+
+
 def apply_layer(layer: Layer, given: Symbol | Sequence[Symbol]) -> Symbol:
     """`layer(given)`: checked (one symbol, or a list for a layer that takes several; dtypes the
     layer takes; a shared layer's shapes), the layer built where it is not yet, and the symbol of
     its output."""
+    check_made(layer)
     if isinstance(given, (list, tuple)):
         least = 2 if layer.several else 1
         if not least <= len(given) <= layer.most_inputs:

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor, open_recording
 from deepsharp.core.engine import Engine
+from deepsharp.core.errors import ConfigurationError
 from deepsharp.core.kinds import Kinds
 from deepsharp.core.nn.graph import Symbol, apply_layer, check_layer_name
 from deepsharp.core.nn.initializers import check_initializer, initial_values
@@ -274,7 +275,17 @@ class Layer:
         """Build for rows of `shape` (declaring slots and buffers afresh); the output row shape."""
         self.specs, self.buffer_specs, self.parts = {}, {}, {}
         self.input_shape = shape
-        self.output_shape = tuple(self.build(list(shape) if isinstance(shape, list) else shape))
+        made = self.build(list(shape) if isinstance(shape, list) else shape)
+        if isinstance(made, (int, np.integer)) and not isinstance(made, bool):
+            made = (made,)
+        if not isinstance(made, (tuple, list)) or not all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1 for n in made
+        ):
+            raise ConfigurationError(
+                f"{self.label}: build must return the shape of one output row (a tuple of sizes, "
+                f"such as `return shape` where it keeps its input's), not {made!r}"
+            )
+        self.output_shape = tuple(int(n) for n in made)
         return self.output_shape
 
     def __call__(self, inputs: Symbol | Sequence[Symbol]) -> Symbol:
@@ -294,6 +305,11 @@ class Layer:
         return f"{self.kind}({args})"
 
 
+def _brief(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def carry_mask(out: Tensor, given: Any) -> Tensor:
     """A layer's output carries on its inputs' padding masks (1 where a token is, 0 where
     padding is), where it made no mask of its own: where it keeps the batch's positions (the
@@ -301,6 +317,14 @@ def carry_mask(out: Tensor, given: Any) -> Tensor:
     is padding where any masked input's is (the masks multiplied, whatever the inputs' order);
     where it joins its inputs' positions one after another (`Concatenate(axis=1)`), the masks
     are joined the same way, an input without one taking every position as a token's."""
+    if not isinstance(out, Tensor):
+        recording = open_recording()
+        layer = f"layer {recording.layer!r}" if recording and recording.layer else "a layer"
+        raise ConfigurationError(
+            f"{layer}: its forward gave {type(out).__name__} {_brief(out)}, where one tensor "
+            "belongs: a layer gives one output (for two, make two layers, or join them with "
+            "ops.concatenate)"
+        )
     inputs = list(given) if isinstance(given, (list, tuple)) else [given]
     masked = [x for x in inputs if getattr(x, "mask", None) is not None]
     if out.mask is not None or not masked or len(out.shape) < 2:

@@ -28,7 +28,16 @@ from deepsharp.core.export.graph import DEFAULT_OPSET
 from deepsharp.core.export.model import export_network
 from deepsharp.core.nn import predicting, saving
 from deepsharp.core.nn.binding import Bound, put_values
-from deepsharp.core.nn.graph import Graph, InputSpec, Symbol, chain, check_shared, row_shape, trace
+from deepsharp.core.nn.graph import (
+    Graph,
+    InputSpec,
+    Symbol,
+    chain,
+    check_made,
+    check_shared,
+    row_shape,
+    trace,
+)
 from deepsharp.core.nn.layer import BufferSpec, Layer, Pass, Shape, SlotSpec, carry_mask
 from deepsharp.core.nn.summary import summarized
 from deepsharp.core.random import Generator
@@ -86,6 +95,7 @@ class Network:
                     )
                 if not isinstance(layer, Layer):
                     raise TypeError(f"layer {index} is {layer!r}, not a Layer")
+                check_made(layer)
                 if layer.several:
                     raise ConfigurationError(
                         f"layer {index}, {layer.label}, takes a list of two or more inputs, and a "
