@@ -193,6 +193,29 @@ def test_unseen_category_gives_zeros_by_default() -> None:
     assert pipe.features([{"c": "z"}, {"c": "b"}]).tolist() == [[0, 0], [0, 1]]
 
 
+def test_a_category_s_integral_numbers_are_one_label_however_written() -> None:
+    """Failed before: "3.0" (what pandas writes of a column of numbers with a gap) was a label of
+    its own, unseen, its one-hot all zeros, silently; b"b" was the label "b'b'"."""
+    pipe = Pipeline().category("c").learn([{"c": "1"}, {"c": "3"}, {"c": "b"}])
+    assert pipe.feature_names == ["c=1", "c=3", "c=b"]
+    forms = ["3", 3, 3.0, np.float32(3.0), "3.0", " 3.00 ", b"3", b"3.0"]
+    assert pipe.features([{"c": form} for form in forms]).tolist() == [[0, 1, 0]] * len(forms)
+    assert pipe.features([{"c": b"b"}, {"c": "3.5"}, {"c": "03"}]).tolist() == [
+        [0, 0, 1],
+        [0, 0, 0],  # not integral: a label of its own
+        [0, 0, 0],  # "03" is text, not a number's text
+    ]
+    # a network written before learned "3.0" as it was given: its rows still find it
+    earlier = Pipeline().category("c").learn([{"c": "1"}, {"c": "2"}])
+    column = earlier.columns[0]
+    column.set_learned(["1.0", "3.0"], False)  # type: ignore[attr-defined]
+    assert earlier.features([{"c": "3.0"}, {"c": 3}, {"c": "1"}]).tolist()[:3] == [
+        [0, 1],
+        [0, 1],
+        [1, 0],
+    ]
+
+
 def test_numeric_categories_sort_as_numbers() -> None:
     pipe = Pipeline().category("n").learn([{"n": "10"}, {"n": "9"}, {"n": "1"}])
     assert pipe.feature_names == ["n=1", "n=9", "n=10"]

@@ -18,6 +18,7 @@ from deepsharp.core.data.values import (
     ColumnName,
     each_distinct,
     is_missing,
+    label_lookup,
     labels,
     row_text,
     shown,
@@ -109,7 +110,7 @@ class Category(ColumnKind):
     def set_learned(self, values: list[str], has_missing: bool) -> None:
         self.values = values
         self.has_missing = has_missing
-        self.lookup = {v: i for i, v in enumerate(values)}
+        self.lookup = label_lookup(values)
         if has_missing:
             self.lookup[None] = len(values)
 

@@ -13,6 +13,7 @@ from deepsharp.core.data.values import (
     Column,
     column_labels,
     label,
+    label_lookup,
     labels,
     numbers,
     row_text,
@@ -43,7 +44,7 @@ class Target:
 
     def set_classes(self, classes: list[str] | None) -> None:
         self.classes = classes
-        self.lookup = {c: i for i, c in enumerate(classes or [])}
+        self.lookup = label_lookup(classes or [])
 
     def learn(self, values: Column) -> None:
         learner = self.learner()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -149,16 +150,32 @@ def parse_number(value: object) -> float | None:
     return None
 
 
+_INTEGRAL_TEXT = re.compile(r"([+-]?\d+)\.0*")
+"""Text of an integral number with a point, "3.0": what pandas writes of a column of numbers
+that has a gap (a float column), its integer text "3" as a label."""
+
+
 def label(value: object) -> str | None:
     """A value's text as a category or a target label; None when it is missing.
 
-    Text is stripped; an integral number gives its integer text (3, 3.0 and "3" are one label), so a
-    pandas column of numbers and a CSV column of text give the same labels.
+    Text is stripped; an integral number gives its integer text (3, 3.0, "3" and "3.0" are one
+    label), so a pandas column of numbers, a CSV column of text and the CSV pandas writes of
+    that column (floats, where it has a gap) give the same labels. Bytes are read as UTF-8.
     """
     if value is None:
         return None
+    if isinstance(value, (bytes, bytearray)):
+        given = bytes(value)
+        try:
+            value = given.decode("utf-8")
+        except UnicodeDecodeError:
+            return repr(given)
     if isinstance(value, str):
         text = value.strip()
+        if "." in text:
+            integral = _INTEGRAL_TEXT.fullmatch(text)
+            if integral:
+                return str(int(integral.group(1)))
         return text if text else None
     if isinstance(value, (bool, np.bool_)):
         return "True" if value else "False"
@@ -376,6 +393,15 @@ def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
             ) from None
         parsed[i] = number
     return parsed
+
+
+def label_lookup(learned: Sequence[str]) -> dict[str | None, int]:
+    """Each learned label's index, under the label it is now read as too: a file written before
+    "3.0" was read as "3" holds "3.0", which rows now give as "3"."""
+    lookup: dict[str | None, int] = {v: i for i, v in enumerate(learned)}
+    for value, index in list(lookup.items()):
+        lookup.setdefault(label(value), index)
+    return lookup
 
 
 def labels(
