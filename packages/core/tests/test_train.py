@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -129,6 +131,61 @@ def test_a_network_of_your_own_is_made_by_module_function_from_the_current_folde
     assert "module 'nosuchmodule' cannot be imported" in _one_line_error(capsys)
     assert main([*command, "--network", "mynetworks"]) == 1
     assert "--network takes MODULE:FUNCTION" in _one_line_error(capsys)
+
+
+@pytest.mark.once  # five processes of the command line: the same on every Python
+def test_a_file_with_a_layer_of_your_own_is_served_and_exported_after_import_module(
+    tmp_path: Path,
+) -> None:
+    """Failed before: `train --network` wrote a file with a layer of one's own that `predict` and
+    `export` then could not read, and offered no way to import its module."""
+    (tmp_path / "ownlayers_cli.py").write_text(
+        "from deepsharp.core import Dense, Layer, Network\n"
+        "class Twice(Layer):\n"
+        "    def forward(self, x, slots, context):\n"
+        "        return x * 2.0\n"
+        "def make(outputs):\n"
+        "    return Network([Twice(), Dense(outputs)])\n"
+    )
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from deepsharp.core.cli import main; sys.exit(main(sys.argv[1:]))",
+    ]
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*command, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
+
+    out = str(tmp_path / "own.safetensors")
+    made = cli(
+        "train",
+        TITANIC,
+        "--target",
+        "Survived",
+        "--out",
+        out,
+        "--epochs",
+        "1",
+        "--network",
+        "ownlayers_cli:make",
+        "--no-progress",
+    )
+    assert made.returncode == 0, made.stderr
+    refused = cli("predict", out, TITANIC)
+    assert refused.returncode == 1
+    assert "unknown layer kind 'ownlayers_cli.Twice'" in refused.stderr
+    assert "on the command line, --import ownlayers_cli" in refused.stderr
+    served = cli("predict", out, TITANIC, "--import", "ownlayers_cli")
+    assert served.returncode == 0, served.stderr
+    assert len(served.stdout.splitlines()) == 892  # a header and the 891 rows
+    missing = cli("predict", out, TITANIC, "--import", "nosuchmodule")
+    assert missing.returncode == 1
+    assert "--import 'nosuchmodule': the module cannot be imported" in missing.stderr
+    pytest.importorskip("onnx")
+    exported = cli("export", out, str(tmp_path / "own.onnx"), "--import", "ownlayers_cli")
+    assert exported.returncode == 0, exported.stderr
 
 
 def test_mistakes_are_one_line_each_before_any_training(

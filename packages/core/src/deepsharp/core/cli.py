@@ -24,14 +24,8 @@ from typing import Any
 
 from deepsharp.core.comparing.command import add_command as add_compare
 from deepsharp.core.comparing.command import run_command as run_compare
-from deepsharp.core.engine import (
-    Engine,
-    EngineDescription,
-    available_engines,
-    describe_engine,
-    make_engine,
-)
-from deepsharp.core.engine.registry import ENGINE_PACKAGES
+from deepsharp.core.doctor import doctor
+from deepsharp.core.engine import Engine, make_engine
 from deepsharp.core.errors import DeepSharpError
 from deepsharp.core.plotting import image_kind
 from deepsharp.core.version import __version__
@@ -138,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     predict.add_argument(
         "--output", metavar="FILE", help="write the predictions to FILE (default: stdout)"
     )
+    _add_imports(predict)
 
     add_compare(commands, ENGINE_HELP)
     export = commands.add_parser(
@@ -154,6 +149,7 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--opset", type=_at_least_one, default=17, help="the ONNX opset to write (default 17)"
     )
+    _add_imports(export)
 
     seal = commands.add_parser(
         "seal",
@@ -173,6 +169,33 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_imports(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (again for more): where the file's layers, losses or "
+        "activations of your own are defined; looked for in the current folder first",
+    )
+
+
+def _import_modules(arguments: argparse.Namespace) -> None:
+    """Import the modules `--import` names (the current folder first on the path), so that a
+    file naming kinds of one's own can be read; a file never imports code itself."""
+    for name in arguments.imports:
+        sys.path.insert(0, os.getcwd())
+        try:
+            import_module(name)
+        except ImportError as error:
+            raise CommandError(
+                f"--import {name!r}: the module cannot be imported ({error})"
+            ) from None
+        finally:
+            sys.path.remove(os.getcwd())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     try:
@@ -181,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sample(arguments)
         if arguments.command == "train":
             return _train(arguments)
+        if arguments.command in ("predict", "export"):
+            _import_modules(arguments)
         if arguments.command == "predict":
             return _predict(arguments)
         if arguments.command == "compare":
@@ -191,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _export(arguments)
         if arguments.command == "seal":
             return _seal(arguments)
-        return _doctor()
+        return doctor()
     except (DeepSharpError, CommandError, FileNotFoundError) as error:
         return _fail(str(error))
     except OSError as error:
@@ -622,64 +647,6 @@ def _seal(arguments: argparse.Namespace) -> int:
         ) from None
     print(f"recorded the digest of {arguments.file}")
     return 0
-
-
-def _doctor() -> int:
-    print(f"deepsharp {__version__} on Python {sys.version.split()[0]}")
-    names = available_engines()
-    print(f"engines installed: {', '.join(names) or 'none'}")
-    usable = 0
-    for name in names:
-        try:
-            description = describe_engine(name)
-        except DeepSharpError as error:
-            print(f"  {name:<12} not usable: {error}")
-            continue
-        usable += _doctor_engine(description)
-    print(f"  {ENGINE_PACKAGES}")
-    return 0 if usable else 1
-
-
-def _doctor_engine(description: EngineDescription) -> int:
-    """Print what one engine says of itself and whether it can be made here: 1 if it can."""
-    spec = description.default_spec
-    stated = "not stated by its entry point"
-    try:
-        engine = make_engine(spec)
-    except DeepSharpError as error:
-        made = 0
-        print(f"  {spec:<12} not usable: {error}")
-        if description.install and description.doctor is None:  # else its lines advise
-            print(f"  {'':<12} to use it, install {description.install}")
-    else:
-        made = 1
-        stated += f" (its identity says {engine.identity.precision})"
-        print(f"  {spec:<12} usable: {engine.identity}")
-    precisions, refused = [], []
-    for i, precision in enumerate(description.precisions):
-        spec_at = description.spec_with(precision)
-        if made and i:  # where the engine is usable, only the precisions it makes here are listed
-            try:
-                make_engine(spec_at)
-            except DeepSharpError as error:
-                refused.append(f"{precision} ({spec_at}: {error})")
-                continue
-        precisions.append(f"{precision} ({spec_at}{', default' if i == 0 else ''})")
-    # An engine that cannot be made here offers none of them yet: said apart, so that no one
-    # reads them as specs to use.
-    label = "precisions:" if made else "precisions once usable:"
-    print(f"  {'':<12} {label} {', '.join(precisions) or stated}")
-    for line in refused:
-        print(f"  {'':<12} not here: {line}")
-    lines: Sequence[str] = []
-    if description.doctor is not None:
-        try:
-            lines = description.doctor()
-        except Exception as error:  # what an engine says of itself never stops the doctor
-            lines = [f"{description.name}: asking what it runs on failed: {error!r}"]
-    for line in lines:
-        print(f"  {'':<12} {line}")
-    return made
 
 
 if __name__ == "__main__":

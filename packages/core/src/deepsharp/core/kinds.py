@@ -43,9 +43,15 @@ class Kinds(Generic[T]):
     def unknown(self, key: object) -> str:
         """The message for a key no imported class has."""
         known = ", ".join(sorted(self._classes))
+        module = key.rpartition(".")[0] if isinstance(key, str) else ""
+        where = (
+            f" (import {module} first; on the command line, --import {module})"
+            if module and module != "__main__"
+            else ""
+        )
         return (
             f"unknown {self.what} {key!r} (known: {known}); a {self.what} written as code must be "
-            "imported (from the module it was defined in) before the file is read"
+            f"imported (from the module it was defined in) before the file is read{where}"
         )
 
     def __contains__(self, key: object) -> bool:
