@@ -340,6 +340,12 @@ def test_predictions_stream_part_by_part_as_the_same_bits(rows_csv: Path, traine
     rows = read_csv(rows_csv)
     batches = (rows[i : i + 1500] for i in range(0, len(rows), 1500))
     np.testing.assert_array_equal(np.concatenate(list(network.predict_parts(batches))), whole)
+    # Failed before: an empty part (a filter's, a grouping's) was refused as "no rows: the rows
+    # handed in are empty", after the parts before it were served.
+    given = [rows[:3], [], rows[3:4]]
+    parts = list(network.predict_parts(given))
+    assert [p.shape for p in parts] == [(3, 1), (0, 1), (1, 1)]
+    np.testing.assert_array_equal(np.concatenate(parts), whole[:4])
 
 
 def test_a_file_without_the_target_column_is_predicted(tmp_path: Path, trained: Path) -> None:

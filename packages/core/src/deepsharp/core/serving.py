@@ -74,8 +74,8 @@ class TrainedNetwork:
     ) -> Iterator[NDArray[np.float32]]:
         """The predictions of each part of the rows in turn: a scanned file's parts, or each
         batch of an iterable of row batches (lists of mappings, DataFrames, or arrays for a
-        network trained on arrays). The slots go to the engine once; each part's predictions
-        are the same bits as `predict` gives its rows."""
+        network trained on arrays; an empty one gives no predictions). The slots go to the
+        engine once; each part's predictions are the same bits as `predict` gives its rows."""
         if isinstance(rows, Scan) and self.pipeline.takes_arrays:
             raise DataError(
                 f"{rows.path}: this network was trained on arrays (fit(None, (x, y), ...)), so "
@@ -90,6 +90,9 @@ class TrainedNetwork:
         predictor = Predictor(self.network, self.loss, engine)
         count = 0
         for part in parts:
+            if len(part) == 0:  # a part a filter or a grouping left empty: no predictions
+                yield np.zeros((0, self.outputs), np.float32)
+                continue
             count += len(part)
             yield predictor.predict(self.pipeline.features(self._named(part)))
         if count == 0 and isinstance(rows, Scan):  # as rows read whole are refused: no rows
