@@ -355,6 +355,19 @@ def test_dates_and_times_are_refused_where_numbers_belong(when: Any, distinct: b
         image.features([{"i": [1, 2]}, {"i": np.array([when, when])}])
 
 
+def test_pandas_missing_markers_in_rows_are_missing_values() -> None:
+    """Failed before: pd.NA in a row was refused ("expected a number, found <NA>") and as a
+    category was the label "<NA>"; pd.NaT was taken as a date."""
+    pd = pytest.importorskip("pandas")
+    rows = [{"a": 1.0, "c": "x"}, {"a": 3.0, "c": "y"}]
+    pipe = Pipeline().number("a", missing_flag=True).category("c").learn(rows)
+    for marker in (pd.NA, pd.NaT):
+        assert pipe.features([{"a": marker, "c": marker}]).tolist() == [[0.0, 1.0, 0.0, 0.0]]
+    image = Pipeline().image("i", (1, 2)).learn([{"i": [1, 2]}])
+    with pytest.raises(DataError, match=r"row 1 .*'i': the image is missing"):
+        image.features([{"i": pd.NA}])
+
+
 def test_text_in_a_number_column_names_row_and_column() -> None:
     rows = [{"Age": str(i)} for i in range(20)]
     rows[16]["Age"] = "abc"

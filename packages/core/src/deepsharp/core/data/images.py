@@ -17,6 +17,7 @@ from deepsharp.core.data.values import (
     FLOAT32_TINY,
     Column,
     ColumnName,
+    pandas_missing,
     parse_number,
     refuse_beyond_float32,
     refuse_times,
@@ -180,7 +181,11 @@ class Image(ColumnKind):
 
     def _row(self, i: int, value: object) -> npt.NDArray[np.float64]:
         where = f"{row_text(i)}, column {self.name!r}"
-        if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        if (
+            value is None
+            or pandas_missing(value)
+            or (isinstance(value, (float, np.floating)) and math.isnan(value))
+        ):
             raise DataError(f"{where}: the image is missing; expected {self._expected()}")
         if isinstance(value, str):
             tokens = value.replace(",", " ").split()

@@ -112,7 +112,8 @@ missing (`read_csv`'s default `na_values`), so a file reads as a DataFrame of it
 
 
 def is_missing(value: object) -> bool:
-    """None, an empty (or blank) text, one of `MISSING_TEXTS`, or a float NaN."""
+    """None, an empty (or blank) text, one of `MISSING_TEXTS`, a float NaN, or pandas' own
+    markers (pd.NA, pd.NaT)."""
     if value is None:
         return True
     if isinstance(value, str):
@@ -120,7 +121,22 @@ def is_missing(value: object) -> bool:
         return text == "" or text in MISSING_TEXTS
     if isinstance(value, (float, np.floating)):
         return bool(math.isnan(value))
-    return False
+    return pandas_missing(value)
+
+
+def pandas_missing(value: object) -> bool:
+    """pandas' missing markers, pd.NA and pd.NaT (a nullable column's missing value), told by
+    their types without importing pandas."""
+    return _pandas_marker(type(value))
+
+
+def _pandas_marker(kind: type) -> bool:
+    return kind.__name__ in ("NAType", "NaTType") and kind.__module__.startswith("pandas")
+
+
+def _a_time(kind: type) -> bool:
+    """A type of dates or times (but pd.NaT's, which is missing)."""
+    return issubclass(kind, _TIMES) and not _pandas_marker(kind)
 
 
 _TIMES = (np.datetime64, np.timedelta64, datetime.date, datetime.timedelta)
@@ -132,8 +148,8 @@ def parse_number(value: object) -> float | None:
     """A float (NaN for a missing value, possibly infinite), or None for what is no number."""
     if value is None:
         return _NAN
-    if isinstance(value, _TIMES):
-        return None
+    if isinstance(value, _TIMES):  # pd.NaT is a datetime too
+        return _NAN if pandas_missing(value) else None
     if isinstance(value, str):
         text = value.strip()
         if text == "" or text in MISSING_TEXTS:
@@ -147,7 +163,7 @@ def parse_number(value: object) -> float | None:
             return float(value)
         except OverflowError:  # an int beyond float64
             return math.inf
-    return None
+    return _NAN if pandas_missing(value) else None
 
 
 _INTEGRAL_TEXT = re.compile(r"([+-]?\d+)\.0*")
@@ -188,7 +204,7 @@ def label(value: object) -> str | None:
         if number.is_integer():
             return str(int(number))
         return repr(number)
-    return str(value)
+    return None if pandas_missing(value) else str(value)
 
 
 def sorted_labels(labels: Iterable[str]) -> list[str]:
@@ -319,10 +335,8 @@ def refuse_times(values: npt.NDArray[Any], name: ColumnName, first: int = 0) -> 
     if values.dtype.kind in "Mm":
         found: Any = values.reshape(-1)[0] if values.size else None
         i = 0
-    elif values.dtype.kind == "O" and any(
-        issubclass(t, _TIMES) for t in set(map(type, values.flat))
-    ):
-        at = next(k for k, v in enumerate(values.reshape(-1)) if isinstance(v, _TIMES))
+    elif values.dtype.kind == "O" and any(_a_time(t) for t in set(map(type, values.flat))):
+        at = next(k for k, v in enumerate(values.reshape(-1)) if _a_time(type(v)))
         found = values.reshape(-1)[at]
         i = int(np.unravel_index(at, values.shape)[0]) if values.ndim else 0
     else:
@@ -376,7 +390,7 @@ def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
         raise DataError(f"{row_text(i)}, column {name!r}: expected a number, found {column[i]!r}")
     # Mostly distinct values: let NumPy parse them in one go (None becomes NaN), but dates and
     # times, which it would take as counts since 1970.
-    if any(issubclass(kind, _TIMES) for kind in set(map(type, found))):
+    if any(_a_time(kind) for kind in set(map(type, found))):
         refuse_times(np.array([*column, None], dtype=object)[:-1], name)
     try:
         values = np.array(column, dtype=np.float64)
