@@ -439,7 +439,10 @@ def test_an_unseen_class_in_the_targets_is_a_data_error() -> None:
 
 
 def test_negative_value_for_log_names_row_and_column() -> None:
-    with pytest.raises(DataError, match=r"row 2 \(counting from 1\), column 'Fare'.*log"):
+    # (the value as given, -2.0, not NumPy's np.float64(-2.0): failed before)
+    with pytest.raises(
+        DataError, match=r"row 2 \(counting from 1\), column 'Fare': found -2.0, .*log"
+    ):
         Pipeline().number("Fare", log=True).learn([{"Fare": "1"}, {"Fare": "-2"}])
 
 

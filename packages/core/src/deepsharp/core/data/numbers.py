@@ -22,6 +22,7 @@ from deepsharp.core.data.values import (
     ColumnName,
     numbers,
     row_text,
+    shown_value,
 )
 from deepsharp.core.errors import DataError
 from deepsharp.core.reals import brief, finite_real
@@ -116,7 +117,7 @@ class Number(ColumnKind):
             if negative.any():
                 i = int(np.argmax(negative))
                 raise DataError(
-                    f"{row_text(i)}, column {self.name!r}: found {values[i]!r}, but this column "
+                    f"{row_text(i)}, column {self.name!r}: found {shown_value(values[i])}, but this column "
                     f"takes the logarithm (log=True) and needs values of 0 or more"
                 )
             values = np.log1p(values)
