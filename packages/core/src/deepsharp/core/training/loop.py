@@ -55,7 +55,7 @@ from deepsharp.core.training.feeds import Batch, Feed, feeds_for
 from deepsharp.core.training.hooks import StepHook
 from deepsharp.core.training.metrics import check_metric_names, check_metrics_fit, measure
 from deepsharp.core.training.report import Report, Run
-from deepsharp.core.training.resuming import check_run, run_record
+from deepsharp.core.training.resuming import check_run, first_difference, run_record
 from deepsharp.core.training.scaling import (
     LossScaleSetting,
     check_loss_scale,
@@ -201,8 +201,10 @@ def fit(
     feeds = feeds_for(pipeline, data, network, loss, streams, test_rows, sample_weight)
     if checkpoint is not None and checkpoint.network != network.to_json():
         raise CheckpointMismatchError(
-            f"the checkpoint {checkpoint.path or ''} is of another network "
-            f"({checkpoint.network}); this run trains {network.to_json()}"
+            f"the checkpoint {checkpoint.path or ''} is of another network than this run "
+            f"trains: {first_difference(checkpoint.network, network.to_json())} (there: the "
+            "checkpoint's; here: this run's): resume with the network it was taken with, or "
+            "start the run afresh"
         )
     check_metrics_fit(options.metrics, loss, network.outputs)
     weights = class_weights_for(class_weight, loss, network.outputs, _targets(feeds.train))

@@ -114,6 +114,45 @@ def check_run(
             )
 
 
+def first_difference(kept: Any, ours: Any, where: str = "") -> str | None:
+    """Where two architectures (JSON values: a checkpoint's and this run's) first differ, and
+    how, in words: "layer 'dense_3' (Dense): its units are 8 there and 9 here"; None where
+    they are the same."""
+    if isinstance(kept, dict) and isinstance(ours, dict):
+        for key in [*kept, *(k for k in ours if k not in kept)]:
+            if key not in ours or key not in kept:
+                return f"{where or 'the network'}: {key!r} is {'only there' if key in kept else 'only here'}"
+            found = first_difference(kept[key], ours[key], _step(where, key, kept))
+            if found:
+                return found
+        return None
+    if isinstance(kept, list) and isinstance(ours, list):
+        for index, (one, other) in enumerate(zip(kept, ours)):
+            named = one.get("name") if isinstance(one, dict) else None
+            step = (
+                f"{where.removesuffix('s') or 'item'} {named!r}" if named else f"{where}[{index}]"
+            )
+            if isinstance(one, dict) and "kind" in one:
+                step += f" ({one['kind']})"
+            found = first_difference(one, other, step)
+            if found:
+                return found
+        if len(kept) != len(ours):
+            return f"{where or 'the network'}: {len(kept)} there and {len(ours)} here"
+        return None
+    if kept != ours:
+        return f"{where or 'the network'}: {kept!r} there and {ours!r} here"
+    return None
+
+
+def _step(where: str, key: str, within: Mapping[str, Any]) -> str:
+    if key == "config":
+        return where
+    if where and not isinstance(within.get(key), (dict, list)):
+        return f"{where}: its {key}"
+    return f"{where}, {key}" if where else key
+
+
 def checked_record(value: object) -> dict[str, Any]:
     """A checkpoint's run record, each entry of its kind (ValueError naming the first that is
     not: the file was written otherwise, or changed)."""
