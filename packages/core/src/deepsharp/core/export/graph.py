@@ -190,6 +190,30 @@ class OnnxGraph:
         self.constants[made] = np.array(array, order="C")  # keeps a shape of () as it is
         return made
 
+    def first_difference(self, other: OnnxGraph) -> str | None:
+        """Where this graph and another traced of the same pass first differ, in words (the
+        scope that wrote it: a layer's name); None where they are the same."""
+        for one, two in zip(self.nodes, other.nodes):
+            if (one.op, one.inputs, one.outputs, one.domain) != (
+                two.op,
+                two.inputs,
+                two.outputs,
+                two.domain,
+            ) or not _same(one.attrs, two.attrs):
+                return f"the {one.op} node written by {_where(one.scope)}"
+        if len(self.nodes) != len(other.nodes):
+            return "the graph's count of nodes"
+        for name, values in self.constants.items():
+            theirs = other.constants.get(name)
+            if theirs is None or not _same(values, theirs):
+                return f"the constant {name!r} written by {_where(name.rpartition('/')[0])}"
+        if set(other.constants) != set(self.constants) or (self.inputs, self.outputs) != (
+            other.inputs,
+            other.outputs,
+        ):
+            return "the graph's constants, inputs or outputs"
+        return None
+
     def scalar(self, value: float, dtype: Any = np.float32) -> str:
         """A constant of one value (shape ()), written once however often it is used."""
         array = np.asarray(value, dtype)
@@ -268,6 +292,23 @@ class OnnxGraph:
         if metadata:
             helper.set_model_props(made, metadata)
         return made
+
+
+def _where(scope: str) -> str:
+    return repr(scope) if scope else "the graph itself"
+
+
+def _same(one: Any, two: Any) -> bool:
+    """Two attributes' or constants' values are the same, arrays compared value by value (and
+    dtype and shape)."""
+    if isinstance(one, dict) and isinstance(two, dict):
+        return one.keys() == two.keys() and all(_same(one[k], two[k]) for k in one)
+    if isinstance(one, (list, tuple)) and isinstance(two, (list, tuple)):
+        return len(one) == len(two) and all(_same(a, b) for a, b in zip(one, two))
+    if isinstance(one, np.ndarray) or isinstance(two, np.ndarray):
+        a, b = np.asarray(one), np.asarray(two)
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    return bool(one == two)
 
 
 def _ir_version(opset: int) -> int:

@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from deepsharp.core.export.graph import (
     onnx_module,
 )
 from deepsharp.core.export.layers import export_of
-from deepsharp.core.export.writer import BATCH, Traced, WritingEngine
+from deepsharp.core.export.writer import AGAIN, BATCH, Traced, WritingEngine
 from deepsharp.core.files import encode_safetensors
 from deepsharp.core.nn.binding import Bound
 from deepsharp.core.nn.layer import Pass, carry_mask
@@ -170,19 +171,22 @@ def network_model(
     tensors = file_tensors(network)  # refuses a network without values, or with non-finite ones
     if source is None:
         source = sha256_of(encode_safetensors(tensors, network_metadata(network)))
-    writer = WritingEngine(OnnxGraph(opset))
-    inputs = []
-    described = []
-    for spec in network.input_specs:
-        assert spec.shape is not None
-        dtype = np.int64 if spec.dtype == "int64" else np.float32
-        inputs.append(writer.input(spec.name, dtype, spec.shape))
-        described.append({"name": spec.name, "type": spec.dtype, "shape": ["N", *spec.shape]})
-    with np.errstate(all="ignore"):
-        out = write_network(writer, network, inputs, layers)
-        name, width = _finish(writer, out, loss, network)
-    metadata = _metadata("network", source, loss, None, described, name, width)
-    return _model(writer.graph, metadata)
+
+    def traced(batch: int) -> tuple[OnnxGraph, dict[str, str]]:
+        writer = WritingEngine(OnnxGraph(opset), batch)
+        inputs = []
+        described = []
+        for spec in network.input_specs:
+            assert spec.shape is not None
+            dtype = np.int64 if spec.dtype == "int64" else np.float32
+            inputs.append(writer.input(spec.name, dtype, spec.shape))
+            described.append({"name": spec.name, "type": spec.dtype, "shape": ["N", *spec.shape]})
+        with np.errstate(all="ignore"):
+            out = write_network(writer, network, inputs, layers)
+            name, width = _finish(writer, out, loss, network)
+        return writer.graph, _metadata("network", source, loss, None, described, name, width)
+
+    return _model(*_traced_twice(traced))
 
 
 def trained_model(
@@ -199,22 +203,46 @@ def trained_model(
     tensors, saved = trained.contents()
     if source is None:
         source = sha256_of(encode_safetensors(tensors, saved))
-    writer = WritingEngine(OnnxGraph(opset))
-    with np.errstate(all="ignore"):
-        inputs, described = _pipeline_inputs(writer, trained)
-        out = write_network(writer, network, inputs, layers)
-        name, width = _finish(writer, out, trained.loss, network)
-    metadata = _metadata(
-        "trained network",
-        source,
-        trained.loss,
-        pipeline.classes,
-        described,
-        name,
-        width,
-        pipeline.to_json(),
-    )
-    return _model(writer.graph, metadata)
+
+    def traced(batch: int) -> tuple[OnnxGraph, dict[str, str]]:
+        writer = WritingEngine(OnnxGraph(opset), batch)
+        with np.errstate(all="ignore"):
+            inputs, described = _pipeline_inputs(writer, trained)
+            out = write_network(writer, network, inputs, layers)
+            name, width = _finish(writer, out, trained.loss, network)
+        metadata = _metadata(
+            "trained network",
+            source,
+            trained.loss,
+            pipeline.classes,
+            described,
+            name,
+            width,
+            pipeline.to_json(),
+        )
+        return writer.graph, metadata
+
+    return _model(*_traced_twice(traced))
+
+
+def _traced_twice(
+    traced: Callable[[int], tuple[OnnxGraph, dict[str, str]]],
+) -> tuple[OnnxGraph, dict[str, str]]:
+    """The graph traced at `BATCH` rows, refused where tracing at `AGAIN` rows writes another:
+    the pass then depends on the count of rows in a way no operation named (a layer dividing by
+    `x.shape[0]`, a Python number), and the file would serve only the count it was traced
+    with."""
+    graph, metadata = traced(BATCH)
+    again, _ = traced(AGAIN)
+    differs = graph.first_difference(again)
+    if differs is not None:
+        raise ExportError(
+            f"{differs} depends on the count of rows the pass is traced with (written one way "
+            f"for {BATCH} rows, another for {AGAIN}): a layer's forward reads the batch's size "
+            "as a number (x.shape[0]), which would tie the file to the rows it is traced with; "
+            "compute it with the tensors' operations (a mean over the rows), or export without it"
+        )
+    return graph, metadata
 
 
 def _pipeline_inputs(
@@ -248,10 +276,12 @@ def _pipeline_inputs(
         features = write_columns(writer.graph, group, inputs)
         ids = group[0].dtype == "int64"
         width = sum(column.width() for column in group)
-        shadow = writer.shadow.put(np.zeros((BATCH, width), np.int64 if ids else np.float32))
+        shadow = writer.shadow.put(np.zeros((writer.batch, width), np.int64 if ids else np.float32))
         if writer.batch_source is None:
             first = writer.graph.inputs[0][0]
-            writer.batch_source = Traced(first, writer.shadow.put(np.zeros((BATCH, 1))), True)
+            writer.batch_source = Traced(
+                first, writer.shadow.put(np.zeros((writer.batch, 1))), True
+            )
         assert spec.shape is not None
         made.append(_shaped(writer, Traced(features, shadow, True), spec.shape))
     described = [

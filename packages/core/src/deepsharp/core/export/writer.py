@@ -7,7 +7,8 @@ a light engine, on rows of zeros. The pass is traced at one batch size (`BATCH`)
 operation names the batch's size (a reshape of the rows, a broadcast to them) the form is
 written for any count of rows (-1, or the rows' size read from the input), and what would tie
 the file to the traced size is refused, as is what ONNX cannot state: values brought back to the
-host during the pass.
+host during the pass. The exporter traces the pass a second time, at `AGAIN` rows, and refuses a
+graph written otherwise: what depends on the count of rows without an operation naming it.
 """
 
 from __future__ import annotations
@@ -25,11 +26,16 @@ from deepsharp.core.export.forms import FORMS, float_inputs
 from deepsharp.core.export.graph import OnnxGraph
 from deepsharp.engines.light._engine import LightEngine  # not the package: it imports the core
 
-__all__ = ["BATCH", "Traced", "WritingEngine"]
+__all__ = ["AGAIN", "BATCH", "Traced", "WritingEngine"]
 
 BATCH = 17
 """The rows a pass is traced with: a prime no layer's size is likely to be a multiple of, so an
 operation that names the batch's size is told apart from one that names a size of its own."""
+
+AGAIN = 19
+"""The rows a pass is traced with a second time: a graph that differs from the first one's
+depends on the count of rows in a way no operation named (a layer's forward dividing by
+`x.shape[0]`, a Python number), and is refused."""
 
 Padding = tuple[int, int]
 Paddings = tuple[Padding, Padding]
@@ -68,8 +74,10 @@ class WritingEngine:
 
     name = "onnx writer"
 
-    def __init__(self, graph: OnnxGraph) -> None:
+    def __init__(self, graph: OnnxGraph, batch: int = BATCH) -> None:
         self.graph = graph
+        self.batch = batch
+        """The rows the pass is traced with (`BATCH`, or `AGAIN` for the second trace)."""
         self.shadow = LightEngine()
         self.counters = Counters()
         self.batch_source: Traced | None = None
@@ -82,7 +90,7 @@ class WritingEngine:
     def input(self, name: str, dtype: Any, row: tuple[int, ...]) -> Traced:
         """A graph input of rows of shape `row`: its traced value of `BATCH` rows (zeros)."""
         self.graph.input(name, dtype, ["N", *row])
-        made = Traced(name, self.shadow.put(np.zeros((BATCH, *row), dtype)), True)
+        made = Traced(name, self.shadow.put(np.zeros((self.batch, *row), dtype)), True)
         if self.batch_source is None:
             self.batch_source = made
         return made
@@ -132,7 +140,7 @@ class WritingEngine:
         if x.batched and axis % max(len(x.shape), 1) == 0:
             raise ExportError(
                 f"it {what} along the batch's axis (the rows), which would tie the file to the "
-                f"{BATCH} rows it is traced with"
+                f"{self.batch} rows it is traced with"
             )
 
     # --- transfers -----------------------------------------------------------------------------
@@ -141,7 +149,7 @@ class WritingEngine:
         are as many as the traced rows (made for the batch, they would not fit another)."""
         self.counters.transfers_in += 1
         values = np.asarray(array)
-        if values.ndim and values.shape[0] == BATCH:
+        if values.ndim and values.shape[0] == self.batch:
             raise ExportError(
                 "it puts host values made for the batch's rows on the engine during its pass "
                 f"(shape {values.shape}): a graph must not depend on the count of rows"
@@ -155,7 +163,7 @@ class WritingEngine:
         )
 
     def zeros(self, shape: tuple[int, ...]) -> Traced:
-        if shape and shape[0] == BATCH and self.batch_source is not None:
+        if shape and shape[0] == self.batch and self.batch_source is not None:
             g = self.graph
             full = g.one("Concat", self._rows(), g.ints(shape[1:]), axis=0)
             name = g.one("Expand", g.scalar(0.0), full)
@@ -276,7 +284,7 @@ class WritingEngine:
         if not x.batched:
             return self._one("reshape", x, shape=shape)
         rest = math.prod(shape[1:])
-        if not shape or shape[0] % BATCH or rest * shape[0] != math.prod(x.shape):
+        if not shape or shape[0] % self.batch or rest * shape[0] != math.prod(x.shape):
             raise ExportError(
                 f"it reshapes rows of shape {x.shape} to {shape}, moving the batch's axis "
                 "(the rows) away from the first: a graph written for any count of rows cannot"
@@ -309,7 +317,7 @@ class WritingEngine:
 
     def broadcast_to(self, x: Traced, shape: tuple[int, ...]) -> Traced:
         shape = tuple(int(s) for s in shape)
-        if shape and shape[0] == BATCH and (x.batched or self.batch_source is not None):
+        if shape and shape[0] == self.batch and (x.batched or self.batch_source is not None):
             if x.batched:  # Expand keeps an axis given as 1: the rows stay as many as they are
                 return self._write("broadcast_to", [x], {"shape": shape}, shape=(1, *shape[1:]))[0]
             g = self.graph
