@@ -367,6 +367,18 @@ def test_a_class_given_for_an_instance_and_other_slips_say_what_to_write(case: i
         made()
 
 
+def test_an_array_pipeline_refuses_ids_beyond_int64_s_range_naming_them() -> None:
+    """Failed before: a trained network's pipeline of arrays wrapped 2**63 (uint64) to
+    -9223372036854775808 and the network then named that id, which the user never gave."""
+    from deepsharp.core.data.features import array_features
+
+    with pytest.raises(
+        DataError, match=r"row 2 .*feature \[1\]: 9223372036854775808 is beyond int64's range"
+    ):
+        array_features(np.array([[1, 2], [3, 2**63]], np.uint64))
+    assert array_features(np.array([[1, 2**63 - 1]], np.uint64)).tolist() == [[1, 2**63 - 1]]
+
+
 @pytest.mark.parametrize("spec", ["light", "light:float32"])
 def test_ids_beyond_int64_s_range_are_refused_by_put_not_wrapped(spec: str) -> None:
     """Failed before: 2**63 + 5 as uint64 was put as -9223372036854775803 (hashed token ids kept

@@ -106,6 +106,12 @@ def _array(data: object, where: str = "") -> npt.NDArray[Any]:
             )
         )
     if values.dtype.kind in "iu":
+        if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
+            place = tuple(int(v) for v in np.argwhere(values > np.iinfo(np.int64).max)[0])
+            raise DataError(
+                f"{where}{row_text(place[0])}, feature {list(place[1:])}: {int(values[place])} is "
+                "beyond int64's range (what ids and whole numbers are taken as)"
+            )
         return np.ascontiguousarray(values, dtype=np.int64)
     if values.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
