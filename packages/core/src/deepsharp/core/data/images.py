@@ -147,8 +147,10 @@ class Image(ColumnKind):
         try:  # the usual case: equal arrays or lists, stacked by NumPy at once
             stacked = np.asarray(column)
             refuse_times(stacked, self.name)
-            if stacked.dtype.kind == "c":
-                stacked = None  # each row is read below, naming the first complex one
+            if stacked.dtype.kind in "cO":
+                # each row is read below, naming the first complex one, or one that is no
+                # array of numbers (NumPy 1.26 makes an array of NaT dates objects of None)
+                stacked = None
             elif stacked.dtype.kind not in "fiu":
                 stacked = np.asarray(column, dtype=np.float64)
         except (ValueError, TypeError, OverflowError):
