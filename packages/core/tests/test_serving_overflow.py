@@ -54,6 +54,18 @@ def test_a_prediction_that_overflows_inside_the_network_is_refused_naming_its_ro
         assert trained.predict(rows[:2]).shape == (2, 1)
 
 
+def test_on_mixed_float16_the_refusal_names_float16_s_range() -> None:
+    """Failed before: a row of 70,000s (finite, served on light and light:float32) was refused
+    on light:mixed_float16 with no word of float16, whose range ends at 65,504."""
+    trained = _trained()
+    rows = [{"x": "1"}, {"x": "70000"}]
+    assert np.isfinite(trained.predict(rows, "light:float32")).all()
+    with pytest.raises(
+        DataError, match=r"row 2 .*overflowed.*float16's, whose range ends at 65,504"
+    ):
+        trained.predict(rows, "light:mixed_float16")
+
+
 def test_the_command_line_says_it_in_one_line_and_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

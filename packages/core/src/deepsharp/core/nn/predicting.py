@@ -78,11 +78,18 @@ class Predictor:
         finite = np.isfinite(result)
         if not finite.all():
             row = int(np.argwhere(~finite)[0][0])
+            precision = self.engine.identity.precision
+            half = (
+                f"; on {precision} products are float16's, whose range ends at 65,504: serve "
+                "on a float32 or mixed_bfloat16 engine, or scale the features smaller"
+                if precision == "mixed_float16"
+                else ""
+            )
             raise DataError(
                 f"row {row + 1} (counting from 1) of {where}: its prediction is "
                 f"{float(result[row][~finite[row]][0])!r}: a value overflowed inside the network "
                 "although the features are finite; look for huge values in this row's features "
-                "(scale them: a pipeline's number column does unless scale=False)"
+                f"(scale them: a pipeline's number and image columns can){half}"
             )
         return result
 
