@@ -577,10 +577,15 @@ def _set(key: str, value: Any) -> Any:
 def test_a_checkpoint_whose_contents_lie_is_refused_at_load(
     adam_checkpoint: Path, tmp_path: Path, change: Any, says: str
 ) -> None:
-    """Before: such files loaded, and resuming failed with raw errors (or went on wrongly)."""
+    """Before: such files loaded, and resuming failed with raw errors (or went on wrongly); and
+    a slot or buffer missing (as a layer's code changed since gives it) was said without the
+    file's name."""
     path = _lying(adam_checkpoint, tmp_path / "lying.safetensors", change)
-    with pytest.raises(FileFormatError, match=says):
+    with pytest.raises(FileFormatError, match=says) as refused:
         Checkpoint.load(path)
+    assert str(refused.value).startswith(f"checkpoint {str(path)!r}: ")
+    if says.startswith("its slots"):
+        assert "a layer's code changed since the file was written" in str(refused.value)
 
 
 def test_a_checkpoint_on_arrays_resumes_to_the_uninterrupted_run_s_bits(tmp_path: Path) -> None:

@@ -252,7 +252,7 @@ def check_declared(network: Network, declared: Mapping[str, Declared], where: st
     for name, spec in wanted.items():
         what = "slot" if name in network.specs else "buffer"
         if name not in declared:
-            raise FileFormatError(f"{where}: {what} {name!r} is missing")
+            raise FileFormatError(f"{where}: {what} {name!r} is missing {_CHANGED}")
         dtype, shape = declared[name]
         if tuple(shape) != spec.shape or dtype != np.float32:
             raise FileFormatError(
@@ -261,7 +261,15 @@ def check_declared(network: Network, declared: Mapping[str, Declared], where: st
             )
     extra = sorted(set(declared) - set(wanted))
     if extra:
-        raise FileFormatError(f"{where}: slots the architecture does not hold: {extra}")
+        raise FileFormatError(
+            f"{where}: slots or buffers the architecture does not hold: {extra} {_CHANGED}"
+        )
+
+
+_CHANGED = (
+    "(a layer's code changed since the file was written, a slot or buffer added or removed: "
+    "load it with that code; or the file is damaged)"
+)
 
 
 # --- files --------------------------------------------------------------------------------

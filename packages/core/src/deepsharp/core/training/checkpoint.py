@@ -237,7 +237,7 @@ def _expectation(where: str) -> Expectation:
             memories = _optimizer(state["optimizer"])["memories"]
             _parts(declared, network, memories, declared=True)
         except (KeyError, ValueError, TypeError) as error:
-            if isinstance(error, FileFormatError):
+            if isinstance(error, FileFormatError) and str(error).startswith(where):
                 raise
             raise FileFormatError(f"{where}: {error}") from None
 
