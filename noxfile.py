@@ -125,7 +125,8 @@ def tests(session: nox.Session) -> None:
     tests (it catches planted faults) and the contracts at every other CPU precision:
     light:float32, the test engine, the mixed ones. The default matrix must stay within 20
     minutes on CI's 2 cores, so what does not change with the Python version runs on one
-    (`once`: the samples' runs, the fuzzers' thousands of files). `-- --publish` on 3.11
+    (`once`: the samples' runs, the fuzzers' thousands of files, the long memory, crash and
+    peak-memory checks). `-- --publish` on 3.11
     writes the contract reports into docs/contracts/ and docs/contracts.md's tables from them."""
     once = session.python == TORCH_PYTHON
     publish, posargs = _publishing(session)
@@ -177,8 +178,10 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=TORCH_PYTHON)
 def torch(session: nox.Session) -> None:
-    """The torch engine's tests, the memory tests on it, and the contracts on torch:cpu (float32,
-    strict and mixed_bfloat16); `-- --publish` writes their reports into docs/contracts/."""
+    """The torch engine's tests, the memory tests on it, data-parallel training on gloo (the
+    `distributed` session's tests: one install of torch for both) and the contracts on
+    torch:cpu (float32, strict and mixed_bfloat16); `-- --publish` writes their reports into
+    docs/contracts/."""
     publish, posargs = _publishing(session)
     # The test engine too: the compiled-step tests borrow the core's harness, which imports it.
     session.install(
@@ -191,11 +194,13 @@ def torch(session: nox.Session) -> None:
         TORCH,
         TESTBUFFER,
         CONTRACTS,
+        DISTRIBUTED,
     )
     session.run(
         "pytest",
         "packages/engine-torch/tests",
         "packages/core/tests/test_memory.py",
+        *DISTRIBUTED_TESTS,
         "-q",
         "-n",
         "2",
@@ -264,14 +269,22 @@ def lint(session: nox.Session) -> None:
     )
 
 
-@nox.session(python=TORCH_PYTHON)
+DISTRIBUTED_TESTS = (
+    "packages/distributed/tests",
+    "packages/core/tests/test_streaming.py::"
+    "test_a_streaming_run_on_several_processes_is_the_one_process_run",
+)
+"""Data-parallel training's tests: the default matrix runs them in the `torch` session."""
+
+
+@nox.session(python=TORCH_PYTHON, default=False)
 def distributed(session: nox.Session) -> None:
-    """Data-parallel training on gloo: jobs of 1, 2 and 3 processes through `launch` (the ordered
-    sum bit for bit, the gradient bound, failing ranks ending the job; the Titanic sample through
-    fit at 2 and 3 processes, twice, resumed and refused), and docs/distributed.md's scripts by
-    hand and under `torchrun --standalone --nproc-per-node 2`, with a scanned file's run over 2
-    and 3 processes (one of the core's streaming tests). Over two pytest workers: a job's
-    processes spend much of their time starting and meeting, not computing (80 s alone, 60 s)."""
+    """Data-parallel training on gloo alone (the default matrix runs these in `torch`): jobs of
+    1, 2 and 3 processes through `launch` (the ordered sum bit for bit, the gradient bound,
+    failing ranks ending the job; the Titanic sample through fit at 2 and 3 processes, twice,
+    resumed and refused), docs/distributed.md's scripts by hand and under `torchrun
+    --standalone --nproc-per-node 2`, and a scanned file's run over 2 and 3 processes. Over two
+    pytest workers: a job's processes spend much of their time starting and meeting."""
     session.install(
         *CONSTRAINTS,
         "torch",
@@ -283,16 +296,7 @@ def distributed(session: nox.Session) -> None:
         TORCH,
         DISTRIBUTED,
     )
-    session.run(
-        "pytest",
-        "packages/distributed/tests",
-        "packages/core/tests/test_streaming.py::"
-        "test_a_streaming_run_on_several_processes_is_the_one_process_run",
-        "-q",
-        "-n",
-        "2",
-        *session.posargs,
-    )
+    session.run("pytest", *DISTRIBUTED_TESTS, "-q", "-n", "2", *session.posargs)
 
 
 @nox.session(python=TORCH_PYTHON)
@@ -417,12 +421,12 @@ def _benchmarks(session: nox.Session, marks: str, name: str) -> None:
 
 @nox.session(python=TORCH_PYTHON)
 def samples(session: nox.Session) -> None:
-    """The samples from the command line, as a user runs them."""
+    """The README's main job (the Titanic sample), a short Shakespeare run writing its text, and
+    the doctor, from the command line as a user runs them."""
     session.install(*CONSTRAINTS, CORE)
-    session.run("deepsharp", "sample", "titanic")
-    session.run("deepsharp", "sample", "digits")
-    session.run("deepsharp", "sample", "spam", "--epochs", "1")  # a short run: 5-10 s
-    session.run("deepsharp", "sample", "resnet", "--epochs", "1")  # the full runs: nox -s figures
+    session.run("deepsharp", "sample", "titanic")  # the README's main job
+    # (digits, spam and resnet: their commands run in tests-3.11, `once`; their full runs:
+    # nox -s figures)
     session.run("deepsharp", "sample", "shakespeare", "--steps", "10", "--engine", "light:float32")
     session.run("deepsharp", "doctor")
 

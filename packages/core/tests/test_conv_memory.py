@@ -21,6 +21,7 @@ STEPS = 2_000
 SETTLED = 30
 
 
+@pytest.mark.once  # 2,000 steps: the same on every Python
 def test_2000_convolution_steps_keep_live_bytes_where_they_were_after_30() -> None:
     engine = testbuffer.TestBufferEngine()
     network = Network([Conv2D(8, 3), Relu(), Flatten(), Dense(10)], inputs=(1, 14, 14))

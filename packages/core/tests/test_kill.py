@@ -123,6 +123,7 @@ class Runs:
         self.process.wait(timeout=60)
 
 
+@pytest.mark.once  # runs killed and resumed in processes: the same on every Python
 def test_runs_killed_while_writing_checkpoints_resume_to_the_same_bits(
     uninterrupted: bytes, tmp_path: Path
 ) -> None:

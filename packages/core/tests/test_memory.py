@@ -95,6 +95,7 @@ def test_the_application_can_leave_malloc_alone() -> None:
     assert float(str(result["faults"])) > 1000, result
 
 
+@pytest.mark.once  # the C library's malloc, the same on every Python
 @pytest.mark.skipif(not GLIBC, reason="glibc's malloc is what the engines tune")
 def test_malloc_limits_the_application_set_are_kept() -> None:
     result = _run(MALLOC_TRIM_THRESHOLD_="1048576")

@@ -416,6 +416,7 @@ def _peak(*arguments: str) -> int:
 MIB = 1 << 20
 
 
+@pytest.mark.once  # a whole run's peak memory: the same on every Python
 @pytest.mark.skipif(not LINUX, reason="peak memory as Linux's /proc states it")
 @pytest.mark.parametrize("kind", ["parquet", "csv"])
 def test_training_on_twenty_times_the_rows_keeps_peak_memory(tmp_path: Path, kind: str) -> None:
@@ -434,6 +435,7 @@ def test_training_on_twenty_times_the_rows_keeps_peak_memory(tmp_path: Path, kin
     assert high - low < held, (low / MIB, high / MIB)  # less than holding its rows would add
 
 
+@pytest.mark.once  # peak memory: the same on every Python
 @pytest.mark.skipif(not LINUX, reason="peak memory as Linux's /proc states it")
 def test_serving_twenty_times_the_rows_keeps_peak_memory(tmp_path: Path, trained: Path) -> None:
     small, big = tmp_path / "small.csv", tmp_path / "big.csv"
