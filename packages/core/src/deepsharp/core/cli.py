@@ -182,18 +182,22 @@ def _add_imports(command: argparse.ArgumentParser) -> None:
 
 
 def _import_modules(arguments: argparse.Namespace) -> None:
-    """Import the modules `--import` names (the current folder first on the path), so that a
-    file naming kinds of one's own can be read; a file never imports code itself."""
+    """Import the modules `--import` names, so that a file naming kinds of one's own can be
+    read; a file never imports code itself."""
     for name in arguments.imports:
-        sys.path.insert(0, os.getcwd())
-        try:
-            import_module(name)
-        except ImportError as error:
-            raise CommandError(
-                f"--import {name!r}: the module cannot be imported ({error})"
-            ) from None
-        finally:
-            sys.path.remove(os.getcwd())
+        _imported(name, f"--import {name!r}: the module")
+
+
+def _imported(name: str, said: str) -> Any:
+    """The module `name`, looked for in the current folder first; a CommandError beginning with
+    `said` where it cannot be imported."""
+    sys.path.insert(0, os.getcwd())
+    try:
+        return import_module(name)
+    except ImportError as error:
+        raise CommandError(f"{said} cannot be imported ({error})") from None
+    finally:
+        sys.path.remove(os.getcwd())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -450,15 +454,7 @@ def _builder(spec: str) -> Any:
             f"--network takes MODULE:FUNCTION, a function that makes the network (e.g. "
             f"mynetworks:small), not {spec!r}"
         )
-    sys.path.insert(0, os.getcwd())
-    try:
-        module = import_module(module_name)
-    except ImportError as error:
-        raise CommandError(
-            f"--network {spec!r}: module {module_name!r} cannot be imported ({error})"
-        ) from None
-    finally:
-        sys.path.remove(os.getcwd())
+    module = _imported(module_name, f"--network {spec!r}: module {module_name!r}")
     function = getattr(module, name, None)
     if not callable(function):
         own = [
