@@ -116,7 +116,7 @@ def check_run(
 
 def first_difference(kept: Any, ours: Any, where: str = "") -> str | None:
     """Where two architectures (JSON values: a checkpoint's and this run's) first differ, and
-    how, in words: "layer 'dense_3' (Dense): its units are 8 there and 9 here"; None where
+    how, in words: "layer 'dense_3' (Dense): its units: 8 there and 9 here"; None where
     they are the same."""
     if isinstance(kept, dict) and isinstance(ours, dict):
         for key in [*kept, *(k for k in ours if k not in kept)]:
