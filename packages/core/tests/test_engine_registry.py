@@ -16,6 +16,7 @@ from deepsharp.core import (
     BinaryCrossEntropy,
     Dense,
     EngineUnavailableError,
+    FitOptions,
     MeanSquaredError,
     Network,
     compare,
@@ -69,12 +70,21 @@ def test_no_spec_gives_the_light_engine_and_an_engine_passes_through() -> None:
             "'float16', which is no precision: did you mean 'float32' or 'mixed_float16'",
         ),
         ("light:strict:float32", "takes only a precision"),
+        # Before: an empty part was read as the parts around it ("light:" as light, strict).
+        ("light:", "'light:' has a colon too many (a part of it is empty): write 'light'"),
+        ("light::float32", "write 'light:float32'"),
     ],
 )
 def test_light_refuses_what_it_does_not_offer(spec: str, said: str) -> None:
     with pytest.raises(EngineUnavailableError) as refused:
         make_engine(spec)
     assert said in str(refused.value)
+
+
+@pytest.mark.parametrize("spec", ["light:", ":light", "light::float32", "torch:cuda:0:"])
+def test_fit_options_refuse_a_spec_with_an_empty_part_before_making_anything(spec: str) -> None:
+    with pytest.raises(EngineUnavailableError, match="a colon too many"):
+        FitOptions(seed=0, engine=spec)
 
 
 def test_an_engine_not_installed_names_those_that_are_and_the_package_convention() -> None:

@@ -202,6 +202,7 @@ def check_spec(spec: object, where: str = "engine") -> None:
     if spec is None or (not isinstance(spec, str) and type(spec) in _ENGINE_TYPES):
         return
     if isinstance(spec, str):
+        _refuse_empty_parts(spec, where)
         name, _, option = spec.partition(":")
         if name in _registered():
             return  # an installed engine: its option is checked when it is made
@@ -219,6 +220,18 @@ def check_spec(spec: object, where: str = "engine") -> None:
         f"'torch:cuda:0', or an engine (such as LightEngine()), not {shown} "
         f"({type(spec).__name__}); None means the light engine"
     )
+
+
+def _refuse_empty_parts(spec: str, where: str = "engine") -> None:
+    """A spec with an empty part ("light:", "torch::strict") would be read as the parts around
+    it, a typo taken silently: refused, naming what to write."""
+    parts = spec.split(":")
+    if len(parts) > 1 and not all(part.strip() for part in parts):
+        said = ":".join(part for part in parts if part.strip())
+        raise EngineUnavailableError(
+            f"{where} spec {spec!r} has a colon too many (a part of it is empty): write "
+            f"{said or 'light'!r} (a precision left out is the engine's default)"
+        )
 
 
 def _shown(made: object) -> str:
@@ -266,6 +279,7 @@ def make_engine(spec: str | Engine | None = None) -> Engine:
         raise EngineUnavailableError(
             f"engine {_shown(spec)} is not an engine: {_lacks(_lacking(spec))}"
         )
+    _refuse_empty_parts(spec)
     name, _, option = spec.partition(":")
     if name in _registered():
         return _checked(spec, describe_engine(name).make(option), "its entry point's make")
