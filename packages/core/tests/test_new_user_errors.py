@@ -464,3 +464,39 @@ def test_predict_reshapes_only_rows_whose_values_keep_their_order() -> None:
         assert np.array_equal(network.predict(same, MeanSquaredError()), expected)
     with pytest.raises(ShapeError, match=r"\(2, 3\).*\(3, 2\)|\(3, 2\).*\(2, 3\)"):
         network.predict(rows.reshape(2, 3, 2), MeanSquaredError())
+
+
+_SCRIPT = """
+import numpy as np
+from deepsharp.core import SGD, Dense, FitOptions, Layer, MeanSquaredError, Network, fit
+from deepsharp.core.autodiff import functions as ops
+
+class Doubler(Layer):
+    def forward(self, x, slots, context):
+        return ops.mul(x, 2.0)
+
+x, y = np.ones((8, 3), np.float32), np.ones((8, 1), np.float32)
+for layers in ([Dense(2), Dense(1)], [Dense(2), Doubler(), Dense(1)]):
+    network = Network(layers, inputs=3)
+    run = fit(None, (x, y), network, MeanSquaredError(), SGD(0.1), FitOptions(seed=0, epochs=1))
+    run.trained.save("trained.safetensors")
+    network.save("network.safetensors")
+"""
+
+
+def test_saving_a_layer_class_of_the_script_being_run_warns_that_nothing_else_reads_it(
+    tmp_path: Path,
+) -> None:
+    """Before: a file naming '__main__.Doubler' was written silently; no other script, nor the
+    command line, could read it."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run(
+        [sys.executable, "-c", _SCRIPT], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode == 0, ran.stderr
+    warned = [line for line in ran.stderr.splitlines() if "UserWarning" in line]
+    assert len(warned) == 2, ran.stderr  # the second network's two files, not the first's
+    assert all("names '__main__.Doubler', defined in the script being run" in w for w in warned)
+    assert "trained.safetensors" in warned[0] and "network.safetensors" in warned[1]

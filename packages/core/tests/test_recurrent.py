@@ -139,6 +139,27 @@ def test_a_chain_that_starts_with_an_embedding_takes_int64_ids() -> None:
         network.arrange(ids.astype(np.float64))
 
 
+def test_a_trained_network_of_ids_names_the_floats_or_flags_it_is_given() -> None:
+    """Before: through TrainedNetwork.predict (its pipeline of arrays reads floats as float32
+    first) float64 and bool ids were both refused as "given float32 values"."""
+    from deepsharp.core import CrossEntropy, FitOptions, Flatten, fit
+
+    ids, aims = np.array([[1, 2, 3, 4]] * 20), np.array([0, 1] * 10)
+    network = Network([Embedding(10, 3), Flatten(), Dense(2)], inputs=4)
+    run = fit(
+        None,
+        (ids, aims),
+        network,
+        CrossEntropy(),
+        Adam(0.01),
+        FitOptions(seed=0, epochs=1, progress=False),
+    )
+    for given, said in ((np.float64, "float64"), (bool, "bool")):
+        with pytest.raises(DataError, match=f"takes int64 ids, and is given {said} values"):
+            run.trained.predict(ids[:1].astype(given))
+    assert run.trained.predict(ids[:2].astype(np.int32)).shape == (2, 2)
+
+
 @pytest.mark.parametrize("other", ["light:float32", "light:mixed_bfloat16", "testbuffer"])
 def test_compare_holds_every_operation_of_a_recurrent_step_within_its_bound(other: str) -> None:
     from deepsharp.core import GRU, BinaryCrossEntropy, compare

@@ -31,13 +31,14 @@ from deepsharp.core.export.graph import DEFAULT_OPSET
 from deepsharp.core.export.model import export_trained
 from deepsharp.core.files import read_safetensors, write_safetensors
 from deepsharp.core.nn.losses import Loss, loss_from_json, loss_to_json
-from deepsharp.core.nn.network import Network
+from deepsharp.core.nn.network import Network, checked_ids
 from deepsharp.core.nn.predicting import CHUNK, Predictor
 from deepsharp.core.nn.saving import (
     expectation,
     file_tensors,
     network_from_file,
     network_metadata,
+    warn_of_scripts,
 )
 
 __all__ = ["CHUNK", "TrainedNetwork"]
@@ -117,8 +118,25 @@ class TrainedNetwork:
 
     def _named(self, rows: Any) -> Any:
         """Arrays of several inputs given as a list in their order, keyed by the inputs' names
-        as the pipeline of arrays learned them (rows of named columns as they are)."""
-        return self.network.named(rows) if self.pipeline.takes_arrays else rows
+        as the pipeline of arrays learned them (rows of named columns as they are). An input of
+        ids given floats or flags is refused here, naming what was given: the pipeline of
+        arrays would read them as float32 first."""
+        if not self.pipeline.takes_arrays:
+            return rows
+        named = self.network.named(rows)
+        specs = self.network.input_specs
+        given = named if isinstance(named, dict) else {specs[0].name: named}
+        for spec in specs:
+            value = given.get(spec.name)
+            if spec.dtype == "int64" and value is not None:
+                try:
+                    kind = np.asarray(value).dtype.kind
+                except (ValueError, TypeError):  # ragged rows: the pipeline says what they are
+                    continue
+                if kind not in "iu":
+                    several = f" (input {spec.name!r})" if len(specs) > 1 else ""
+                    checked_ids(value, f"the features{several}")
+        return named
 
     def predict_features(
         self, features: Any, engine: Engine | str | None = None
@@ -131,6 +149,9 @@ class TrainedNetwork:
         """One safetensors file: the slots; in its metadata the format version, the
         architecture, the loss, the pipeline's recipe and statistics — and no engine."""
         write_safetensors(path, *self.contents())
+        layers = [layer.key for layer in self.network.graph.layers]
+        columns = [column.key for column in self.pipeline.columns]
+        warn_of_scripts(path, [*layers, self.loss.key, *columns], depth=3)
 
     def contents(self) -> tuple[dict[str, NDArray[np.float32]], dict[str, str]]:
         """What its file holds: the slots and buffers, and the metadata (`save` writes them)."""

@@ -574,11 +574,12 @@ def _checked(
     """One input's values as the network takes them (float32 features or int64 ids), checked."""
     place = f"{where} (input {spec.name!r})" if several else where
     if spec.dtype == "int64":
-        return _ids(value, place)
+        return checked_ids(value, place)
     return checked_features(value, place, finite=finite)
 
 
-def _ids(value: Any, where: str) -> NDArray[np.int64]:
+def checked_ids(value: Any, where: str) -> NDArray[np.int64]:
+    """Ids as int64, or a DataError naming what was given (floats, flags) and what to do."""
     array = np.asarray(value)
     if array.dtype.kind not in "iu":
         raise DataError(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ __all__ = [
     "network_from_file",
     "network_from_json",
     "network_metadata",
+    "warn_of_scripts",
     "network_to_json",
     "save_network",
     "take_tensors",
@@ -287,6 +289,23 @@ def network_metadata(network: Network) -> dict[str, str]:
 def save_network(network: Network, path: str | os.PathLike[str]) -> None:
     """The architecture, slots and buffers in one safetensors file (no engine, no code)."""
     write_safetensors(path, file_tensors(network), network_metadata(network))
+    warn_of_scripts(path, [layer.key for layer in network.graph.layers], depth=4)
+
+
+def warn_of_scripts(path: str | os.PathLike[str], kinds: list[str], depth: int) -> None:
+    """Warn where a file names a class defined in the script being run ("__main__.Doubler"):
+    a file never brings code, and no other script, nor the command line, can import it (the
+    warning points `depth` frames up: the caller's line)."""
+    scripts = sorted({kind for kind in kinds if kind.startswith("__main__.")})
+    if scripts:
+        warnings.warn(
+            f"{os.fspath(path)}: names {', '.join(map(repr, scripts))}, defined in the script "
+            "being run (__main__): only a script that defines the same class can read the "
+            "file, not another one nor the command line; define the class in a module of its "
+            "own and import it from there (the command line takes --import MODULE)",
+            UserWarning,
+            stacklevel=depth,
+        )
 
 
 def load_network(cls: type[Network], path: str | os.PathLike[str]) -> Network:
