@@ -151,6 +151,11 @@ class _NoSuper(Layer):
         return x * self.k
 
 
+class _KerasForward(Layer):
+    def forward(self, x: Any) -> Any:  # as Keras's call(self, x): no slots nor pass
+        return x * 2.0
+
+
 class _TwoOutputs(Layer):
     def forward(self, x: Any, slots: Any, context: Any) -> Any:
         return x, x * 2.0
@@ -162,6 +167,10 @@ class _TwoOutputs(Layer):
         (_NoReturn, r"'_noreturn'.*: build must return the shape of one output row .*not None"),
         (_NoSuper, r"_NoSuper: its __init__ did not call super\(\).__init__\(\)"),
         (_TwoOutputs, r"layer '_twooutputs': its forward gave tuple .*one tensor belongs"),
+        (
+            _KerasForward,
+            r"_KerasForward: its forward is forward\(x\).*write def forward\(self, x, ",
+        ),
     ],
 )
 def test_a_layer_s_first_mistakes_are_named_with_what_to_do(
@@ -169,7 +178,7 @@ def test_a_layer_s_first_mistakes_are_named_with_what_to_do(
 ) -> None:
     """Failed before: each raised a raw error from inside deepsharp (TypeError: 'NoneType' object
     is not iterable; AttributeError: no attribute 'name'; AttributeError: 'tuple' object has no
-    attribute 'mask')."""
+    attribute 'mask'; TypeError: forward() takes 2 positional arguments but 4 were given)."""
     from deepsharp.core import Adam, Input, MeanSquaredError, Network, Trainer
     from deepsharp.core.errors import ConfigurationError
 
@@ -178,6 +187,6 @@ def test_a_layer_s_first_mistakes_are_named_with_what_to_do(
         network = Network([made(), Dense(1)], inputs=4)
         with Trainer(network, MeanSquaredError(), Adam(0.01)) as trainer:
             trainer.step(x, x[:, :1])
-    if made is _NoSuper:  # called on a symbol, as a graph is built
+    if made in (_NoSuper, _KerasForward):  # called on a symbol, as a graph is built
         with pytest.raises(ConfigurationError, match=said):
             made()(Input(4))

@@ -9,6 +9,7 @@ reads: that order is the network's, and its layers are named in it. A chain
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import re
@@ -133,13 +134,25 @@ class Call:
 
 def check_made(layer: Layer) -> None:
     """Refuse a layer whose class's `__init__` did not run `Layer.__init__` (what every layer
-    keeps, its name and slots, is not there: its first use raised a raw AttributeError)."""
+    keeps, its name and slots, is not there: its first use raised a raw AttributeError), or
+    whose forward does not take (x, slots, context) (its first call raised a raw TypeError)."""
     if "parts" not in vars(layer):
         raise ConfigurationError(
             f"{type(layer).__name__}: its __init__ did not call super().__init__(), which sets "
             "what every layer keeps (its name, slots and parts): call super().__init__(name) "
             "first (docs/layers.md)"
         )
+    try:
+        inspect.signature(layer.forward).bind(None, None, None)
+    except TypeError:
+        raise ConfigurationError(
+            f"{type(layer).__name__}: its forward is forward"
+            f"({', '.join(inspect.signature(layer.forward).parameters)}), "
+            "and a layer's forward is given the batch, the layer's slots and the pass: write "
+            "def forward(self, x, slots, context) (docs/layers.md)"
+        ) from None
+    except ValueError:  # no signature to read (a builtin): its first call will say
+        pass
 
 
 def apply_layer(layer: Layer, given: Symbol | Sequence[Symbol]) -> Symbol:
