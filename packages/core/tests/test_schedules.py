@@ -18,6 +18,7 @@ from deepsharp.core import (
     BinaryCrossEntropy,
     Checkpoint,
     CheckpointMismatchError,
+    ConfigurationError,
     CosineDecay,
     Dense,
     FitOptions,
@@ -117,6 +118,19 @@ def test_a_schedule_with_no_steps_or_a_negative_rate_is_refused(make: Any, said:
 def test_a_schedule_s_settings_of_the_wrong_kind_are_type_errors() -> None:
     with pytest.raises(TypeError, match="steps must be a whole number"):
         CosineDecay(0.1, steps=2.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("given", [-0.1, None, "0.1", math.nan, math.inf, True])
+def test_a_rate_a_schedule_of_one_s_own_gives_is_checked_where_it_is_read(given: Any) -> None:
+    """Before: a negative rate climbed the loss silently (fit returned its report), None and
+    text raised a raw TypeError inside the optimizer, NaN blamed the learning rate's size."""
+
+    class Giving(Halving):
+        def rate(self, step: int) -> float:
+            return given if step >= 2 else super().rate(step)  # type: ignore[no-any-return]
+
+    with pytest.raises(ConfigurationError, match=r"Giving.rate\(2\) gave .*finite number of at"):
+        _fit(Adam(Giving(0.01, 5)), 1)
 
 
 def test_each_update_takes_the_schedule_s_rate_at_the_trainer_s_step_count() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepsharp.core.engine import Engine, Handle, fused
+from deepsharp.core.errors import ConfigurationError
 from deepsharp.core.nn.optimizers.schedules import Schedule
 from deepsharp.core.reals import brief, finite_real
 
@@ -70,7 +71,7 @@ class Optimizer:
         """The learning rate of the update about to be applied: the number, or the schedule at
         the updates applied so far, times what the run's callbacks put on it."""
         rate = self.learning_rate
-        base = rate.rate(state.steps) if isinstance(rate, Schedule) else rate
+        base = _scheduled(rate, state.steps) if isinstance(rate, Schedule) else rate
         return base * state.rate_scale if state.rate_scale != 1.0 else base
 
     def apply(
@@ -181,3 +182,20 @@ def setting(
     ):
         raise ValueError(f"{optimizer}'s {name} must be {must}, not {brief(value)}")
     return number
+
+
+def _scheduled(schedule: Schedule, steps: int) -> float:
+    """A schedule's rate at `steps`, checked as a number given is where it is made (a schedule
+    of one's own may give anything): a finite number of at least 0 (a warm-up starts at 0)."""
+    value = schedule.rate(steps)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not (math.isfinite(value) and value >= 0)
+    ):
+        raise ConfigurationError(
+            f"{type(schedule).__name__}.rate({steps}) gave {brief(value)}: a schedule's rate is a "
+            "finite number of at least 0 (below 0 each update would climb the loss): mend "
+            "its rate()"
+        )
+    return float(value)
