@@ -500,3 +500,24 @@ def test_saving_a_layer_class_of_the_script_being_run_warns_that_nothing_else_re
     assert len(warned) == 2, ran.stderr  # the second network's two files, not the first's
     assert all("names '__main__.Doubler', defined in the script being run" in w for w in warned)
     assert "trained.safetensors" in warned[0] and "network.safetensors" in warned[1]
+
+
+def test_one_callback_or_hook_not_in_a_list_is_refused_naming_the_list_to_write() -> None:
+    """Before: TypeError: Value after * must be an iterable, not ReduceOnPlateau (and 'StepHook'
+    object is not iterable), naming neither the argument nor what to write."""
+    from deepsharp.core import ReduceOnPlateau, StepHook
+
+    x, y = np.ones((8, 3), np.float32), np.ones((8, 1), np.float32)
+    network = Network([Dense(1)], inputs=3)
+    options = FitOptions(seed=0, epochs=1, progress=False)
+    given: dict[str, Any]
+    for given, said in (
+        ({"callbacks": ReduceOnPlateau()}, r"callbacks=\[ReduceOnPlateau\(\.\.\.\)\]"),
+        ({"hooks": StepHook()}, r"hooks=\[StepHook\(\.\.\.\)\]"),
+    ):
+        with pytest.raises(TypeError, match=f"fit: .* is a list of them, not .*: give {said}"):
+            fit_run(None, (x, y), network, MeanSquaredError(), SGD(0.1), options, **given)
+    with pytest.raises(TypeError, match=r"Trainer: hooks is a list of them"):
+        Trainer(network, MeanSquaredError(), SGD(0.1), hooks=StepHook())  # type: ignore[arg-type]
+    run = fit_run(None, (x, y), network, MeanSquaredError(), SGD(0.1), options, hooks=(StepHook(),))
+    assert len(run.report.history) == 1  # a tuple (or any iterable) of them is taken

@@ -5,6 +5,7 @@ Every message says what was wrong, where (row, column, layer, file) and what to 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = [
@@ -99,3 +100,14 @@ def described(value: Any, width: int = 80) -> str:
         return f"{type(value).__name__} of shape {shape} and dtype {dtype}"
     shown = repr(value)
     return shown if len(shown) <= width else shown[: width - 3] + "..."
+
+
+def listed(given: Any, name: str, where: str) -> list[Any]:
+    """The parts `given` as a list (a list, a tuple, any iterable of them); one part given alone,
+    not in a list, is refused naming the list to write."""
+    if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, Iterable):
+        raise TypeError(
+            f"{where}: {name} is a list of them, not {described(given)}: give "
+            f"{name}=[{type(given).__name__}(...)]"
+        )
+    return list(given)

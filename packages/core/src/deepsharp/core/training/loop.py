@@ -33,6 +33,7 @@ from deepsharp.core.errors import (
     EngineMismatchError,
     TrainingDivergedError,
     described,
+    listed,
 )
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Network
@@ -193,6 +194,7 @@ def fit(
     check_parts(network, loss, optimizer, "fit")
     if not isinstance(options, FitOptions):
         raise TypeError(f"fit: options must be FitOptions, not {described(options)}")
+    callbacks, hooks = listed(callbacks, "callbacks", "fit"), listed(hooks, "hooks", "fit")
     engine = make_engine(options.engine)
     checkpoint = _checkpoint(resume_from, engine, optimizer, options)
     parts = _callbacks(options, [*callbacks, *([on_epoch] if on_epoch is not None else [])])

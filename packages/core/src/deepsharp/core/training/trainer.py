@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 
 from deepsharp.core.autodiff.tensor import Recording, Tensor
 from deepsharp.core.engine import Engine, Handle, fused, make_engine
-from deepsharp.core.errors import ConfigurationError, DataError, StateError
+from deepsharp.core.errors import ConfigurationError, DataError, StateError, listed
 from deepsharp.core.nn.layer import Pass
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Features, Network, in_order
@@ -98,6 +98,7 @@ class Trainer:
     ) -> None:
         check_parts(network, loss, optimizer, "Trainer")
         loss.check_network(network)
+        hooks = listed(hooks, "hooks", "Trainer")
         for hook in hooks:
             if not isinstance(hook, StepHook):
                 raise TypeError(
