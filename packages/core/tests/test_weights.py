@@ -160,6 +160,9 @@ def test_the_new_settings_go_into_files_and_back(loss: Loss, tmp_path: Path) -> 
         (lambda: CrossEntropy(label_smoothing=-0.1), "label_smoothing must be a finite number"),
         (lambda: Huber(delta=0.0), "delta must be a finite number above 0"),
         (lambda: Huber(delta=math.inf), "delta must be"),
+        # Before: below 0 said "from 0", which 0 itself is not.
+        (lambda: BinaryCrossEntropy(pos_weight=-1), "pos_weight must be a finite number above 0"),
+        (lambda: Huber(delta=-1), "delta must be a finite number above 0"),
     ],
 )
 def test_bad_loss_settings_are_refused(make: Any, said: str) -> None:

@@ -182,23 +182,26 @@ def _from_logits(kind: str, value: object) -> bool:
     return value
 
 
-def _number(kind: str, name: str, value: object, low: float, high: float | None = None) -> float:
-    """A loss's setting: a finite number from `low` (and below `high`, where given), refused
-    with a message naming the loss and the setting."""
-    wanted = f"a finite number from {low:g}" + (f" below {high:g}" if high is not None else "")
+def _number(
+    kind: str, name: str, value: object, low: float, high: float | None = None, above: bool = False
+) -> float:
+    """A loss's setting: a finite number from `low` (`above` it, where `above`; and below
+    `high`, where given), refused with a message naming the loss and the setting."""
+    wanted = f"a finite number {'above' if above else 'from'} {low:g}" + (
+        f" below {high:g}" if high is not None else ""
+    )
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{kind}: {name} must be {wanted}, not {value!r}")
     number = float(value)
-    if not math.isfinite(number) or number < low or (high is not None and number >= high):
+    if not math.isfinite(number) or number < low or (above and number == low):
+        raise ValueError(f"{kind}: {name} must be {wanted}, not {value!r}")
+    if high is not None and number >= high:
         raise ValueError(f"{kind}: {name} must be {wanted}, not {value!r}")
     return number
 
 
 def _positive(kind: str, name: str, value: object) -> float:
-    number = _number(kind, name, value, 0.0)
-    if number <= 0.0:
-        raise ValueError(f"{kind}: {name} must be a finite number above 0, not {value!r}")
-    return number
+    return _number(kind, name, value, 0.0, above=True)
 
 
 class BinaryCrossEntropy(Loss):
