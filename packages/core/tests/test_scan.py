@@ -215,6 +215,20 @@ def test_without_pyarrow_a_parquet_scan_says_what_to_install(
         scan_parquet(path)
 
 
+def test_a_parquet_file_naming_a_column_twice_is_refused_as_a_csv_header_is(
+    tmp_path: Path,
+) -> None:
+    """Before: pyarrow read both columns for the name, every column after it shifted one place:
+    the category took the second 'x''s numbers and the target the category's text, silently."""
+    arrow = pytest.importorskip("pyarrow")
+    parquet = pytest.importorskip("pyarrow.parquet")
+    columns = [arrow.array([1.0, 2.0]), arrow.array(["a", "b"]), arrow.array([0, 1])]
+    table = arrow.Table.from_arrays([*columns, arrow.array([5.0, 6.0])], ["x", "c", "y", "x"])
+    parquet.write_table(table, tmp_path / "twice.parquet")
+    with pytest.raises(DataError, match=r"twice.parquet: its schema names column 'x' twice"):
+        scan_parquet(tmp_path / "twice.parquet")
+
+
 def test_a_parquet_scan_gives_numbers_as_arrays_and_the_rest_as_python_values(
     tmp_path: Path,
 ) -> None:

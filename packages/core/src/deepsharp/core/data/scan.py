@@ -21,6 +21,7 @@ FileFormatError naming it.
 
 from __future__ import annotations
 
+import collections
 import csv
 import functools
 import importlib
@@ -290,6 +291,12 @@ class ParquetScan(Scan):
                 raise self._corrupt(error) from None
         if not all(isinstance(name, str) for name in names):
             raise FileFormatError(f"{self.path}: its schema names columns by other than text")
+        twice = [name for name, count in collections.Counter(names).items() if count > 1]
+        if twice:  # pyarrow would read both for the name, and every column after it shift
+            raise DataError(
+                f"{self.path}: its schema names column {twice[0]!r} twice; give each column "
+                "its own name"
+            )
         return names
 
     def _open(self) -> BinaryIO:
