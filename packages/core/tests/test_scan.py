@@ -428,3 +428,32 @@ def test_a_path_with_a_nul_or_a_loop_of_links_is_said_to_be_so(tmp_path: Path, r
     with pytest.raises(OSError, match="is a loop of symbolic links") as caught:
         reader(tmp_path / "one.csv")  # before: "no such CSV file"
     assert not isinstance(caught.value, FileNotFoundError)
+
+
+def test_a_file_changed_since_it_was_scanned_is_refused_as_a_pass_opens_or_ends_it(
+    tmp_path: Path,
+) -> None:
+    """Before: a file rewritten between a run's passes (a log still written, rotated) was read
+    as it then was: the recipe learned from 1,000 rows, the features and split made of 400,
+    a category renamed in them taken as unseen, silently."""
+    path = tmp_path / "grow.csv"
+    path.write_text("x,c\n" + "".join(f"{i},a\n" for i in range(100)), encoding="utf-8")
+    scan = scan_csv(path, read_rows=10)
+    assert sum(part.count for part in scan.parts()) == 100
+    os.utime(path, ns=(0, 10**18))  # rewritten: another time (contents alike or not)
+    with pytest.raises(DataError, match=r"grow.csv: the file changed since it was scanned: 4"):
+        next(scan.parts())
+    scan = scan_csv(path, read_rows=10)
+    reading = scan.parts()
+    next(reading)
+    with open(path, "a", encoding="utf-8") as more:  # appended to while a pass reads it
+        more.write("100,b\n")
+    with pytest.raises(DataError, match=r"as a pass ends; every pass over a scan reads the same"):
+        list(reading)
+    parquet = pytest.importorskip("pyarrow.parquet")
+    arrow = pytest.importorskip("pyarrow")
+    parquet.write_table(arrow.table({"x": [1.0, 2.0]}), tmp_path / "rows.parquet")
+    scan = scan_parquet(tmp_path / "rows.parquet")
+    parquet.write_table(arrow.table({"x": [1.0, 2.0, 3.0]}), tmp_path / "rows.parquet")
+    with pytest.raises(DataError, match=r"rows.parquet: the file changed since it was scanned"):
+        list(scan.parts())

@@ -27,6 +27,7 @@ import functools
 import importlib
 import itertools
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, BinaryIO
 
@@ -80,6 +81,26 @@ class Scan:
         self.spill_dir = None if spill_dir is None else os.fspath(spill_dir)
         check_path(self.path, self.kind)
         self.names: list[ColumnName] = self._header()
+        self._stamp = _stamp(os.stat(self.path)) if self._regular() else None
+
+    def _regular(self) -> bool:
+        """Whether the file can be read again (each pass from its start): not a pipe."""
+        return True
+
+    def _unchanged(self, handle: IO[Any], when: str) -> None:
+        """Refuse a file changed since it was scanned (`handle` open on it, `when` a pass
+        opens or ends): a run reads it on every pass, and a recipe learned from other rows
+        than the features were made of, or a split of other rows, would be taken silently."""
+        if self._stamp is None:
+            return
+        now = _stamp(os.fstat(handle.fileno()))
+        if now != self._stamp:
+            raise DataError(
+                f"{self.path}: the file changed since it was scanned: {self._stamp[0]:,} bytes "
+                f"written {_when(self._stamp[1])} then, {now[0]:,} bytes written "
+                f"{_when(now[1])} {when}; every pass over a scan reads the same rows: scan it "
+                "again once nothing writes to it, or copy it and scan the copy"
+            )
 
     def _header(self) -> list[ColumnName]:
         """The file's column names, from its header (CSV) or schema (Parquet)."""
@@ -134,6 +155,9 @@ class CsvScan(Scan):
     def _open(self) -> IO[str]:
         return open_rows(self.path, self.kind).handle
 
+    def _regular(self) -> bool:
+        return self.regular
+
     def _guarded(self, read: Callable[[], Any], reader: Any) -> Any:
         """`read()`, its CSV and decoding errors said as read_csv says them."""
         try:
@@ -156,6 +180,7 @@ class CsvScan(Scan):
         handle = self._open()
         reader = csv.reader(lines(handle, self.path))
         try:
+            self._unchanged(handle, "as a pass opens it")
             self._guarded(lambda: read_csv_header(self.path, reader), reader)
         except BaseException:
             handle.close()
@@ -191,6 +216,7 @@ class CsvScan(Scan):
                     ends = [end for record, end in read if record]
                 if not chunk:
                     last()
+                    self._unchanged(handle, "as a pass ends")
                     return
                 records = [record for record in chunk if record]  # blank lines are skipped
                 plain = len(records) == len(chunk) == reader.line_num - line + 1
@@ -333,6 +359,7 @@ class ParquetScan(Scan):
         wanted = self._wanted(names)
         first = 0
         with self._open() as stream:
+            self._unchanged(stream, "as a pass opens it")
             file = self._file(stream)
             try:
                 # One thread: as fast here (Python's conversion dominates), and 10-15 MiB less.
@@ -345,6 +372,7 @@ class ParquetScan(Scan):
                 try:
                     batch = next(batches, None)
                     if batch is None:
+                        self._unchanged(stream, "as a pass ends")
                         return
                     columns = {name: self._column(batch.column(i)) for i, name in enumerate(wanted)}
                 except _unreadable(self._arrow) as error:
@@ -411,3 +439,13 @@ def scan_parquet(
     """A Parquet file read in parts of at most `read_rows` rows (needs pyarrow: pip install
     'deepsharp[parquet]'); otherwise as `scan_csv`."""
     return ParquetScan(path, read_rows, buffer_rows, spill_dir)
+
+
+def _stamp(info: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells a file changed: its size, when it was last written, and which file it is."""
+    return info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev
+
+
+def _when(nanoseconds: int) -> str:
+    seconds, rest = divmod(nanoseconds, 10**9)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) + f".{rest // 10**6:03d}"
