@@ -316,3 +316,34 @@ def test_a_large_half_tensors_sum_is_a_float32_total(
     assert ((got.double() - ref).abs() <= (count + 1) * 2.0**-24 * terms).all()
     mean = engine.mean(half, axes)
     assert ((mean.double() - ref / count).abs() <= (count + 1) * 2.0**-24 * terms / count).all()
+
+
+def test_an_lstm_runs_in_onednn_s_float32_kernel_on_inputs_rounded_to_bfloat16(
+    engine: TorchEngine,
+) -> None:
+    """Before: the positions ran the reference a dozen widening calls each, their products in
+    the half kernels: the benchmarks' LSTM step took 24 ms against float32's 4.9 (4.75 times
+    autocast's). The float32 kernel reads x and the weights rounded to bfloat16 (the bias
+    float32); the way back of its own states reads what the forward kept, states of any other
+    making are made again: the same bits either way."""
+    from deepsharp.engines.torch import _recurrent
+
+    if not _recurrent.available(torch):
+        pytest.skip("this torch has no oneDNN LSTM kernel")
+    rng = np.random.default_rng(4)
+    rows, length, features, units = 3, 5, 4, 6
+    arrays = [
+        rng.standard_normal(shape).astype(np.float32)
+        for shape in ((rows, length, features), (4 * units, features), (4 * units, units))
+    ]
+    bias = rng.standard_normal(4 * units).astype(np.float32)
+    x, w_ih, w_hh, b = (engine.put(a) for a in (*arrays, bias))
+    states = fused.lstm_sequence(engine, x, w_ih, w_hh, b)
+    half = [torch.from_numpy(a).to(BF16).float() for a in arrays]
+    want = _recurrent.forward(torch, *half, torch.from_numpy(bias))
+    assert states.dtype == torch.float32 and torch.equal(states, want)
+    grads = engine.put(rng.standard_normal((rows, length, units)).astype(np.float32))
+    kept = fused.lstm_sequence_back(engine, grads, None, x, w_ih, w_hh, b, states)
+    again = engine.put(engine.get(states))  # no kept workspace: the forward made again
+    made = fused.lstm_sequence_back(engine, grads, None, x, w_ih, w_hh, b, again)
+    assert all(torch.equal(k, m) for k, m in zip(kept, made, strict=True))

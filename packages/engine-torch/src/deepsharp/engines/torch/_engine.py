@@ -417,19 +417,12 @@ class TorchEngine:
         calls and sigmoid's careful five; at another precision, the reference."""
         if self.precision != "float32":
             return lstm_cell_reference(self, share, state, cell, weight_hh)
-        units = weight_hh.shape[1]
         if state is None:
             gates = share
         else:
             with self._guard:
                 gates = torch.addmm(share, state, weight_hh.t())
-        entering, forget, _, out = torch.sigmoid(gates).split(units, 1)
-        candidate = torch.tanh(gates[:, 2 * units : 3 * units])
-        new_cell = entering * candidate
-        if cell is not None:
-            new_cell.addcmul_(forget, cell)
-        squashed = torch.tanh(new_cell)
-        return out * squashed, new_cell, entering, forget, candidate, out, squashed
+        return _recurrent.cell(torch, gates, cell, weight_hh.shape[1])
 
     def lstm_cell_back(
         self,
@@ -449,24 +442,7 @@ class TorchEngine:
             return lstm_cell_back_reference(
                 self, dh, dc, entering, forget, candidate, out, squashed, cell
             )
-        rows, units = dh.shape
-        gates = torch.empty((rows, 4 * units), dtype=F32, device=dh.device)
-        to_entering, to_forget, to_candidate, to_out = gates.split(units, 1)
-        towards_cell = (dh * out).mul_(torch.rsub(squashed * squashed, 1.0))
-        if dc is not None:
-            towards_cell.add_(dc)
-        torch.mul(towards_cell, candidate, out=to_entering)
-        to_entering.mul_(torch.addcmul(entering, entering, entering, value=-1.0))
-        if cell is None:
-            to_forget.zero_()
-        else:
-            torch.mul(towards_cell, cell, out=to_forget)
-            to_forget.mul_(torch.addcmul(forget, forget, forget, value=-1.0))
-        torch.mul(towards_cell, entering, out=to_candidate)
-        to_candidate.mul_(torch.rsub(candidate * candidate, 1.0))
-        torch.mul(dh, squashed, out=to_out)
-        to_out.mul_(torch.addcmul(out, out, out, value=-1.0))
-        return gates, None if cell is None else towards_cell * forget
+        return _recurrent.cell_back(torch, dh, dc, entering, forget, candidate, out, squashed, cell)
 
     lstm_sequence: Any
     lstm_sequence_back: Any

@@ -11,7 +11,7 @@ from typing import Any
 from numpy.typing import NDArray
 
 from deepsharp.core.engine import Precision
-from deepsharp.engines.torch import _engine
+from deepsharp.engines.torch import _engine, _recurrent
 from deepsharp.engines.torch._engine import Tensor, TorchEngine
 
 __all__ = ["HalfOutputs"]
@@ -39,6 +39,32 @@ class HalfOutputs(TorchEngine, mixed=True):
         super().__init__(device, precision)  # binds torch
         self._half = getattr(_engine.torch, str(self.totals.precision.half))
         self._float32, self._tensor, self._add = _engine.F32, _engine.TorchTensor, _engine.torch.add
+        if not self._cuda and _recurrent.available(_engine.torch):
+            # oneDNN's float32 LSTM kernel on inputs rounded to the half format (_recurrent)
+            self.lstm_sequence = self._half_lstm_sequence
+            self.lstm_sequence_back = self._half_lstm_sequence_back
+
+    def _half_lstm_sequence(
+        self, x: Tensor, weight_ih: Tensor, weight_hh: Tensor, bias: Tensor
+    ) -> Tensor:
+        """Fast path: a whole LSTM sequence forward in oneDNN's float32 kernel, on its inputs
+        rounded to the half format (faster at an LSTM's sizes than the half kernels)."""
+        return _recurrent.forward(_engine.torch, x, weight_ih, weight_hh, bias, self._half)
+
+    def _half_lstm_sequence_back(
+        self,
+        grad_states: Tensor | None,
+        grad_last: Tensor | None,
+        x: Tensor,
+        weight_ih: Tensor,
+        weight_hh: Tensor,
+        bias: Tensor,
+        states: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Fast path: its way back in the same kernel, from what its forward kept."""
+        torch = _engine.torch
+        given = (grad_states, grad_last, x, weight_ih, weight_hh, bias, states)
+        return _recurrent.backward(torch, *given, half=self._half)
 
     def _wide(self, x: Any) -> Any:
         return x.to(self._float32) if isinstance(x, self._tensor) and x.dtype is self._half else x
@@ -125,6 +151,32 @@ class HalfOutputs(TorchEngine, mixed=True):
         if x.dtype is not grad.dtype:
             x, grad = self._wide(x), self._wide(grad)
         return super().relu_back(x, grad)
+
+    def lstm_cell(
+        self, share: Tensor, state: Tensor | None, cell: Tensor | None, weight_hh: Tensor
+    ) -> tuple[Tensor, ...]:
+        """Fast path: the state's product in the half format, as `matmul` gives it, added to
+        the share in float32 (as `add` adds two half handles), then the gates in float32 as
+        float32's fast path works them (the reference widens at each of a dozen calls)."""
+        gates = self._wide(share)
+        if state is not None:
+            gates = self._add(gates, self._wide(self.matmul(state, weight_hh, False, True)))
+        return _recurrent.cell(_engine.torch, gates, self._wide(cell), weight_hh.shape[1])
+
+    def lstm_cell_back(
+        self,
+        dh: Tensor,
+        dc: Tensor | None,
+        entering: Tensor,
+        forget: Tensor,
+        candidate: Tensor,
+        out: Tensor,
+        squashed: Tensor,
+        cell: Tensor | None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Fast path: one position's way back in float32, as float32's fast path works it."""
+        wide = [self._wide(x) for x in (dh, dc, entering, forget, candidate, out, squashed, cell)]
+        return _recurrent.cell_back(_engine.torch, *wide)
 
     def concatenate(self, xs: Sequence[Tensor], axis: int) -> Tensor:
         parts = list(xs)
