@@ -521,3 +521,5 @@ def test_one_callback_or_hook_not_in_a_list_is_refused_naming_the_list_to_write(
         Trainer(network, MeanSquaredError(), SGD(0.1), hooks=StepHook())  # type: ignore[arg-type]
     run = fit_run(None, (x, y), network, MeanSquaredError(), SGD(0.1), options, hooks=(StepHook(),))
     assert len(run.report.history) == 1  # a tuple (or any iterable) of them is taken
+    run = fit_run(None, (x, y), network, MeanSquaredError(), SGD(0.1), options, callbacks=None)
+    assert len(run.report.history) == 1  # None is none

@@ -103,8 +103,10 @@ def described(value: Any, width: int = 80) -> str:
 
 
 def listed(given: Any, name: str, where: str) -> list[Any]:
-    """The parts `given` as a list (a list, a tuple, any iterable of them); one part given alone,
-    not in a list, is refused naming the list to write."""
+    """The parts `given` as a list (a list, a tuple, any iterable of them; None for none); one
+    part given alone, not in a list, is refused naming the list to write."""
+    if given is None:
+        return []
     if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, Iterable):
         raise TypeError(
             f"{where}: {name} is a list of them, not {described(given)}: give "
