@@ -258,3 +258,17 @@ def test_words_are_cut_before_they_are_lowered_and_accents_typed_apart_join_thei
     pipeline = Pipeline().text("t", length=3).learn([{"t": "café latte"}])
     ids = pipeline.features([{"t": "CAFE\u0301"}, {"t": "café"}])
     assert ids[0].tolist() == ids[1].tolist() and 1 not in ids[0]  # one known word, not unknown
+
+
+def test_words_keep_the_vowel_signs_and_viramas_of_indic_scripts() -> None:
+    """Before: Python's \\w leaves out the marks of Devanagari, Tamil and other scripts (vowel
+    signs, viramas): 'हिन्दी भाषा' was cut into ['ह', 'न', 'द', 'भ', 'ष'], and two other
+    messages, 'हुन्दा भूषा', got the same ids."""
+    from deepsharp.core.data.text import words
+
+    assert words("हिन्दी भाषा") == ["हिन्दी", "भाषा"]
+    assert words("தமிழ் மொழி") == ["தமிழ்", "மொழி"]
+    assert words("ก้า 한국어, naïve") == ["ก้า", "한국어", "naïve"]
+    pipeline = Pipeline().text("t", length=4).learn([{"t": "हिन्दी भाषा"}, {"t": "हुन्दा भूषा"}])
+    ids = pipeline.features([{"t": "हिन्दी भाषा"}, {"t": "हुन्दा भूषा"}])
+    assert ids[0].tolist() != ids[1].tolist()
