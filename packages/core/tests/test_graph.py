@@ -366,6 +366,33 @@ def test_sequences_joined_one_after_another_join_their_masks() -> None:
     assert after == 0.0
 
 
+def test_a_mask_given_as_attention_s_second_input_stands_in_for_the_one_carried() -> None:
+    """As docs/sequences.md says: the mask given decides, padding it leaves unmarked is
+    attended (the Embedding's mask is not also applied)."""
+    from deepsharp.core import Embedding, MultiHeadAttention
+    from deepsharp.core.random import Generator
+
+    ids, mask = Input(4, dtype="int64", name="ids"), Input(4, name="mask")
+    embedding = Embedding(10, 8, name="emb")
+    network = Network(inputs=[ids, mask], outputs=MultiHeadAttention(2)([embedding(ids), mask]))
+    network.initialize(Generator(0))
+    row = np.array([[5, 3, 0, 0]])
+
+    def moved(given: np.ndarray) -> float:
+        feed = {"ids": row, "mask": given}
+        before = network.predict(feed, MeanSquaredError()).reshape(4, 8)
+        slots = {name: np.array(value) for name, value in network.slots.items()}
+        table = slots["emb.table"].copy()
+        slots["emb.table"][0] = 50.0
+        network.set_slots(slots)
+        after = network.predict(feed, MeanSquaredError()).reshape(4, 8)
+        network.set_slots({**slots, "emb.table": table})
+        return float(np.abs(before[:2] - after[:2]).max())
+
+    assert moved(np.array([[1.0, 1.0, 0.0, 0.0]], np.float32)) == 0.0
+    assert moved(np.ones((1, 4), np.float32)) > 0.1
+
+
 def test_an_embedding_told_id_0_is_a_token_makes_no_mask_and_files_keep_it(tmp_path: Path) -> None:
     """Before: id 0 always marked padding: ids of one's own where 0 is a token were never
     attended, silently."""

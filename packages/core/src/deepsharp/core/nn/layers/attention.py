@@ -4,7 +4,8 @@ PositionalEmbedding (learned positions added to an embedding).
 Padding takes no attention: an `Embedding` marks the positions of id 0 (its output carries a
 mask, 1 where a token is, 0 where padding is, and the layers after it that keep the positions
 carry it on), or a mask is given as a second input, `MultiHeadAttention(4)([x, mask])` with
-`mask` rows of L values, above 0.5 to attend and not (0) not to; no gradient flows into it. A key that takes no attention gets a score
+`mask` rows of L values, above 0.5 to attend and not (0) not to (it stands in for the mask `x`
+carries); no gradient flows into it. A key that takes no attention gets a score
 of -10⁹ before the softmax (its weight underflows to exactly 0), never -inf: a row whose every
 key is masked stays finite.
 """
