@@ -482,6 +482,20 @@ def test_other_opsets_serve_the_same_predictions(opset: int, tmp_path: Path) -> 
     assert within_bound(got, network, CrossEntropy(), inputs) < 1.0
 
 
+def test_the_onnx_engine_refuses_an_opset_onnxruntime_cannot_run_naming_the_highest() -> None:
+    """Before: onnx:opset99 was made (its identity said opset 99) and its first operation raised
+    onnxruntime's raw Fail ("Unsupported model IR version"), naming neither spec nor fix."""
+    pytest.importorskip("onnxruntime")
+    from deepsharp.core.engine import make_engine
+    from deepsharp.core.errors import EngineUnavailableError
+
+    with pytest.raises(
+        EngineUnavailableError, match=r"cannot run opset 99 here .* is the highest it serves; use"
+    ):
+        make_engine("onnx:opset99")
+    assert make_engine("onnx:opset18").identity.version.endswith("opset 18")
+
+
 def test_a_file_that_is_no_trained_network_is_refused_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

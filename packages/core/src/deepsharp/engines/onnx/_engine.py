@@ -74,6 +74,30 @@ class OnnxEngine:
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
         self._options = options
+        if not self._serves(opset):
+            served = [n for n in range(opset - 1, DEFAULT_OPSET - 1, -1) if self._serves(n)]
+            highest = f"opset {served[0]} is the highest it serves" if served else "it serves none"
+            raise EngineUnavailableError(
+                f"the onnx engine cannot run opset {opset} here (onnxruntime {self.version}): "
+                f"{highest}; use onnx (opset {DEFAULT_OPSET}, the one deepsharp's operators are "
+                "held to the contract at)"
+                + (f" up to onnx:opset{served[0]}" if served and served[0] > DEFAULT_OPSET else "")
+            )
+
+    def _serves(self, opset: int) -> bool:
+        """Whether onnxruntime runs a file written for `opset` (one Identity of it)."""
+        graph = OnnxGraph(opset)
+        graph.output(
+            graph.node("Identity", [graph.input("x", np.float32, [1])])[0], np.float32, [1]
+        )
+        try:
+            made = graph.model(doc="a probe of the opset")
+            self._runtime.InferenceSession(
+                made.SerializeToString(), self._options, providers=["CPUExecutionProvider"]
+            )
+        except Exception:  # onnx's and onnxruntime's refusals have no common type
+            return False
+        return True
 
     @property
     def identity(self) -> EngineIdentity:
