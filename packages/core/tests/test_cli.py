@@ -255,6 +255,40 @@ def test_permission_denied_is_one_line(model: Path, shared_folder: Path) -> None
     _one_line(done, "--output", "Permission denied")
 
 
+def test_a_file_to_write_through_a_link_to_nowhere_is_refused_before_training(
+    shared_folder: Path,
+) -> None:
+    """Before: `train --out LINK` (a link into a missing folder, or a loop) trained the whole run
+    and then failed to save it, the trained network lost."""
+    (shared_folder / "dangling").symlink_to("/nowhere/m.safetensors")
+    (shared_folder / "one").symlink_to(shared_folder / "two")
+    (shared_folder / "two").symlink_to(shared_folder / "one")
+    for link in ("dangling", "one"):
+        out = str(shared_folder / link)
+        done = _cli("train", ROWS, "--target", "Survived", "--out", out, "--no-progress")
+        error = _one_line(done, "--out", "is a symbolic link to", "leads to no folder")
+        assert "epoch" not in done.stdout, error  # refused before the run, not after it
+
+
+def test_a_checkpoint_dir_that_takes_no_file_is_named_not_its_probe(shared_folder: Path) -> None:
+    """Before: PermissionError named the random temporary file the check made in it."""
+    locked = shared_folder / "locked-checkpoints"
+    locked.mkdir()
+    locked.chmod(0o555)
+    prefix = _unprivileged(locked)
+    script = (
+        "from deepsharp.core.samples import titanic; "
+        f"titanic.run(epochs=1, checkpoint_dir={str(locked)!r}, progress=False)"
+    )
+    done = subprocess.run(
+        [*prefix, sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1
+    assert f"PermissionError: [Errno 13] checkpoint_dir {str(locked)!r}: cannot write into it" in (
+        done.stderr
+    )
+
+
 def test_a_read_only_file_system_is_one_line(model: Path, shared_folder: Path) -> None:
     mount = shared_folder / "readonly"
     mount.mkdir()

@@ -465,6 +465,22 @@ def test_a_checkpoint_dir_that_is_a_file_is_refused_before_the_first_epoch(tmp_p
     assert seen == []
 
 
+def test_a_checkpoint_dir_that_is_a_link_to_nothing_is_refused_naming_where_it_leads(
+    tmp_path: Path,
+) -> None:
+    """Before: pathlib's mkdir raised a raw FileExistsError ('File exists'), of a folder that
+    does not exist, from inside the run."""
+    (tmp_path / "nowhere").symlink_to(tmp_path / "not-made-yet")
+    (tmp_path / "one").symlink_to(tmp_path / "two")
+    (tmp_path / "two").symlink_to(tmp_path / "one")
+    for link in ("nowhere", "one"):
+        with pytest.raises(FileNotFoundError, match=f"checkpoint_dir .*{link}' is a symbolic link"):
+            fit_titanic(quick(checkpoint_dir=tmp_path / link, checkpoint_every=1))
+    (tmp_path / "not-made-yet").mkdir()  # once the folder it names is there, it is written into
+    fit_titanic(quick(epochs=1, checkpoint_dir=tmp_path / "nowhere", checkpoint_every=1))
+    assert (tmp_path / "not-made-yet" / "checkpoint-000001.safetensors").exists()
+
+
 def test_temporaries_of_killed_checkpoint_writes_are_removed_when_a_run_starts(
     tmp_path: Path,
 ) -> None:

@@ -255,8 +255,23 @@ def _engine(spec: str | None) -> Engine:
 
 def _writable(path: str, option: str) -> None:
     """Refuse, before any work, a FILE that cannot be written: a folder, a missing folder,
-    a folder that cannot take a new file (permission, read-only file system)."""
+    a folder that cannot take a new file (permission, read-only file system); a symbolic link
+    is judged by where it leads, as the file is written through it."""
     target = Path(path)
+    if target.is_symlink():
+        try:
+            os.stat(path)
+            leads = True
+        except FileNotFoundError:  # to a file not yet there: its folder must be
+            leads = Path(os.path.realpath(path)).parent.is_dir()
+        except OSError:  # a loop of links
+            leads = False
+        if not leads:
+            raise CommandError(
+                f"{option} {path!r} is a symbolic link to {os.readlink(path)!r}, which leads to "
+                "no folder (or back to itself): make the folder it names, or give another file"
+            )
+        target = Path(os.path.realpath(path))
     if target.is_dir():
         raise CommandError(f"{option} {path!r} is a folder; give a file name (in it, or elsewhere)")
     if target.exists() and not target.is_file():

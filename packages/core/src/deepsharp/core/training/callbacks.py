@@ -9,6 +9,7 @@ state in every checkpoint (`state`, `restore`), so a resumed run goes on where i
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -417,14 +418,26 @@ def prepare_folder(folder: Path) -> FolderLock:
     """Make the checkpoint folder (or find it), check it takes files, hold it for this run, and
     remove what killed writes of our checkpoints left there: before the first epoch, not after
     many. A folder another live run holds is refused (StateError)."""
+    shown = os.fspath(folder)
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(
-            f"checkpoint_dir {os.fspath(folder)!r} is a file, not a folder: name a folder "
+            f"checkpoint_dir {shown!r} is a file, not a folder: name a folder "
             "(it is made if it does not exist)"
         )
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryFile(dir=folder):  # a folder we cannot write into fails here
-        pass
+    if folder.is_symlink() and not folder.exists():  # a link to nothing, or a loop of links
+        raise FileNotFoundError(
+            errno.ENOENT,
+            f"checkpoint_dir {shown!r} is a symbolic link to {os.readlink(folder)!r}, which leads "
+            "to no folder: make the folder it names, or name another",
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):  # a folder we cannot write into fails here
+            pass
+    except OSError as error:  # said of the folder, not of a temporary file's name
+        raise type(error)(
+            error.errno, f"checkpoint_dir {shown!r}: cannot write into it: {error.strerror}"
+        ) from None
     lock = FolderLock(folder)  # from here no other live run writes here: its leftovers are dead
     for name in os.listdir(folder):
         if _STALE.fullmatch(name):
