@@ -482,6 +482,21 @@ def test_other_opsets_serve_the_same_predictions(opset: int, tmp_path: Path) -> 
     assert within_bound(got, network, CrossEntropy(), inputs) < 1.0
 
 
+def test_an_input_named_as_the_file_s_output_is_refused_naming_both(tmp_path: Path) -> None:
+    """Before: the file named two values 'outputs' and the onnx checker's refusal was reported
+    as deepsharp's own fault ("please report it")."""
+    from deepsharp.core import Dense, Input, MeanSquaredError, Network
+    from deepsharp.core.random import Generator
+
+    for name, loss in (("outputs", None), ("predictions", MeanSquaredError())):
+        given = Input(3, name=name)
+        network = Network(inputs=given, outputs=Dense(1)(given))
+        network.initialize(Generator(0))
+        with pytest.raises(ExportError, match=f"an input of the network is named '{name}', the"):
+            network.export_onnx(tmp_path / "x.onnx", loss)
+        assert not (tmp_path / "x.onnx").exists()
+
+
 def test_the_onnx_engine_refuses_an_opset_onnxruntime_cannot_run_naming_the_highest() -> None:
     """Before: onnx:opset99 was made (its identity said opset 99) and its first operation raised
     onnxruntime's raw Fail ("Unsupported model IR version"), naming neither spec nor fix."""

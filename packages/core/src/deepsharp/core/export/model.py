@@ -150,6 +150,11 @@ def _finish(
     except ExportError as error:
         raise ExportError(f"the loss's link cannot be exported to ONNX: {error}") from None
     name = "predictions" if loss is not None else "outputs"
+    if any(taken == name for taken, _, _ in graph.inputs):  # a file names each value once
+        raise ExportError(
+            f"an input of the network is named {name!r}, the name the file gives its output: "
+            f"rename that input (Input(..., name=...), or the column) and export again"
+        )
     graph.scope = ""
     graph.nodes.append(Written("Identity", [rows.name], [name]))
     graph.output(name, np.float32, ["N", width])
