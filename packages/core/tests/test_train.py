@@ -348,6 +348,28 @@ def test_a_small_file_s_name_column_is_left_out_not_one_hot() -> None:
     )
 
 
+def test_grouped_numbers_and_dates_left_out_are_said_so_with_what_to_do() -> None:
+    """Before: income written '25,011' (as spreadsheets export it) and ISO dates were left out
+    as "a different value on every row (a name, an id)", the reason misleading."""
+    rows = [
+        {
+            "income": f"{1000 + i * 997:,}",
+            "day": f"2024-{i % 12 + 1:02d}-{i % 28 + 1:02d}",
+            "x": i % 3,
+            "y": i,
+        }
+        for i in range(60)
+    ]
+    income, day = _kind(rows, "income"), _kind(rows, "day")
+    assert income.kind == "left out" and "numbers written with their thousands grouped" in (
+        income.why
+    )
+    assert "thousands=','" in income.why
+    assert day.kind == "left out" and day.why.startswith("dates (2024-")
+    names = [{"name": f"Smith, {i}", "x": i % 3, "y": i % 2} for i in range(60)]  # a comma
+    assert "a different value on every one" in _kind(names, "name").why
+
+
 def test_a_target_of_one_value_and_a_file_of_semicolons_are_refused_saying_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

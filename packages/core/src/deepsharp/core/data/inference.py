@@ -243,6 +243,39 @@ def _numbers_but_strays(column: Profile) -> Choice | None:
     )
 
 
+_GROUPED = re.compile(r"[-+]?\d{1,3}(?:[,\u00a0\u202f' ]\d{3})+(?:\.\d+)?")
+"""A number written with its thousands grouped ('25,011', '1 234 567.5')."""
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?Z?")
+"""A date (and time) written as ISO 8601 writes it ('2024-03-01', '2024-03-01 12:30')."""
+
+
+def _written_numbers(column: Profile) -> Choice | None:
+    """Text that is numbers with their thousands grouped, or dates: left out, saying what they
+    are and how to give them (every row's value is checked: a column of names is not)."""
+    if column.numbers is not None or column.present == 0 or column.distinct <= FEW_CATEGORIES:
+        return None
+    for pattern, what, how in (
+        (
+            _GROUPED,
+            "numbers written with their thousands grouped",
+            "write them without the separators (25011), or read the file with "
+            "pandas.read_csv(path, thousands=',') and train on the DataFrame",
+        ),
+        (
+            _DATE,
+            "dates",
+            "give what matters of them as numbers (the year, the month, the day of the week, "
+            "days since a date) in columns of their own",
+        ),
+    ):
+        if all(pattern.fullmatch(value.strip()) for value in column.values):
+            return Choice(
+                column.name, "left out", f"{what} ({column.some(2)}), not read as such: {how}"
+            )
+    return None
+
+
 def _one_value_a_row(column: Profile) -> Choice | None:
     """Text of a different value on every row (of ten rows or more): a name, an id."""
     if column.numbers is None and column.missing == 0 and column.distinct == column.rows >= 10:
@@ -292,6 +325,7 @@ RULES: list[ColumnRule] = [
     _mostly_missing,
     _text,
     _numbers_but_strays,
+    _written_numbers,
     _one_value_a_row,
     _categories,
     _identifier,
