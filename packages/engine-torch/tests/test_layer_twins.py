@@ -31,6 +31,7 @@ from deepsharp.core import (
     LeakyRelu,
     MaxPool2D,
     Network,
+    Rescaling,
     Reshape,
     Silu,
     Tensor,
@@ -92,6 +93,11 @@ CASES: dict[str, tuple[Callable[[], Layer], list[tuple[int, ...]], Twin]] = {
     "add": (lambda: Add(), [(5,), (5,)], lambda x, s: x[0] + x[1]),
     "concatenate": (lambda: Concatenate(), [(2, 3), (2, 4)], lambda x, s: torch.cat(x, -1)),
     "reshape": (lambda: Reshape((3, 4)), [(12,)], lambda x, s: x[0].reshape(-1, 3, 4)),
+    "rescaling": (
+        lambda: Rescaling([2.0, 0.5, 3.0], [1.0, 0.0, -2.0]),
+        [(4, 3)],
+        lambda x, s: x[0] * x[0].new_tensor([2.0, 0.5, 3.0]) + x[0].new_tensor([1.0, 0.0, -2.0]),
+    ),
 }
 ROWS = 4
 

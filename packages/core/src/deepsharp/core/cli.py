@@ -388,7 +388,7 @@ def _at_least_one(text: str) -> int:
 def _train(arguments: argparse.Namespace) -> int:
     from deepsharp.core.data.inference import infer_pipeline
     from deepsharp.core.data.sources import read_csv
-    from deepsharp.core.nn.default import default_network, text_network
+    from deepsharp.core.nn.default import default_network, targets_scale, text_network
     from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
     from deepsharp.core.nn.optimizers import Adam
     from deepsharp.core.training.loop import FitOptions, fit
@@ -409,13 +409,22 @@ def _train(arguments: argparse.Namespace) -> int:
     outputs = len(inferred.classes) if inferred.target_kind == "classes" else 1
     print(f"{len(rows)} rows of {arguments.rows}; the pipeline the columns suggest:")
     print(inferred)
+    # A number target's scale ends the network made here, so that its layers learn values near
+    # 0 and 1 (the targets' spread and mean, over the rows the run trains on).
+    last = (
+        targets_scale(_training(inferred.pipeline, rows, arguments.seed)[1])
+        if inferred.target_kind == "number" and not arguments.network
+        else None
+    )
     if inferred.inputs:
         texts, features = _inputs(inferred.pipeline, rows, arguments.seed)
         network = (
             _network_from(builder, outputs, arguments.network, texts, features)
             if arguments.network
-            else text_network(outputs, texts, features)
+            else text_network(outputs, texts, features, last)
         )
+    elif last is not None:
+        network = default_network(outputs, last)
     else:
         network = _network_from(builder, outputs, arguments.network)
     print(f"network: {network!r}; loss: {loss!r}; optimizer: Adam(0.001)", flush=True)
@@ -444,20 +453,28 @@ def _inputs(
     """The network inputs of rows with text, as wide as the pipeline makes them from the rows
     a run of this seed learns from: each text input's (length, vocabulary) by name, and the
     other features' input (its name and width), if any."""
-    from deepsharp.core.data.sources import row_naming, take
     from deepsharp.core.data.text import Text
+
+    shapes = _training(pipeline, rows, seed)[0].input_shapes or {}
+    texts = {
+        str(c.input): (c.length, c.vocabulary) for c in pipeline.declared if isinstance(c, Text)
+    }
+    features = next(((name, shape[0]) for name, shape in shapes.items() if name not in texts), None)
+    return texts, features
+
+
+def _training(pipeline: Any, rows: Any, seed: int) -> tuple[Any, Any]:
+    """The pipeline learned from the rows a run of this seed trains on, and their targets."""
+    from deepsharp.core.data.sources import row_naming, take
     from deepsharp.core.data.values import rows_named
     from deepsharp.core.random import Streams
     from deepsharp.core.training.feeds import Rows
 
     training, _, _ = Rows(rows).parts(pipeline, Streams(seed))
     with rows_named(row_naming(rows, training)):
-        shapes = pipeline.learn(take(rows, training)).input_shapes or {}
-    texts = {
-        str(c.input): (c.length, c.vocabulary) for c in pipeline.declared if isinstance(c, Text)
-    }
-    features = next(((name, shape[0]) for name, shape in shapes.items() if name not in texts), None)
-    return texts, features
+        taken = take(rows, training)
+        learned = pipeline.learn(taken)
+        return learned, learned.targets(taken)
 
 
 def _builder(spec: str) -> Any:

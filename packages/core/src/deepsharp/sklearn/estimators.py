@@ -52,7 +52,7 @@ from deepsharp.core import (
     fit,
 )
 from deepsharp.core.errors import ShapeError, described
-from deepsharp.core.nn.default import built, default_network
+from deepsharp.core.nn.default import built, default_network, targets_scale
 
 __all__ = ["NetworkClassifier", "NetworkRegressor"]
 
@@ -150,7 +150,7 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
         default one."""
         given = self.network
         if given is None:
-            return default_network(outputs)
+            return self._default_network(outputs)
         if isinstance(given, Network):
             return copy.deepcopy(given)
         if not callable(given):
@@ -165,6 +165,9 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
                 f"{described(made)}, not a Network"
             )
         return made
+
+    def _default_network(self, outputs: int) -> Network:
+        return default_network(outputs)
 
     def _check_outputs(self, network: Network, features: int, outputs: int, loss: Loss) -> None:
         """Refuse a network whose rows' outputs are not the `outputs` the targets ask for (a
@@ -328,8 +331,10 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
     """A network that predicts numbers, one or several per row, for scikit-learn.
 
     The parameters are `NetworkClassifier`'s; the default loss is `MeanSquaredError()` and the
-    default network `Dense(32), ReLU, Dense(targets)`. The targets are taken as they are: scale
-    them when they are large (`TransformedTargetRegressor` with a `StandardScaler`).
+    default network `Dense(32), ReLU, Dense(targets)` and a `Rescaling` to the targets' scale
+    (their spread and mean, a column's own for each: the layers before it learn values near 0
+    and 1 whatever the targets' size). A network given is trained as it is: scale large
+    targets (a `Rescaling` last, or `TransformedTargetRegressor` with a `StandardScaler`).
 
     After `fit`: `n_features_in_`, `n_outputs_`, `trained_` and `report_`.
     """
@@ -348,7 +353,12 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
         columns = np.asarray(targets, dtype=np.float64).reshape(len(x), -1)
         self.n_outputs_ = columns.shape[1]
         self._one_target_ = np.ndim(targets) == 1
+        self._targets_scale = targets_scale(columns)
         return self._run(x, columns, loss, self.n_outputs_, sample_weight)  # type: ignore[no-any-return]
+
+    def _default_network(self, outputs: int) -> Network:
+        """`Dense(32), ReLU, Dense(targets)`, then `Rescaling` to the targets' scale."""
+        return default_network(outputs, self._targets_scale)
 
     def predict(self, X: Any) -> NDArray[np.float64]:
         """Each row's predicted numbers: (N,) where fit was given one target a row, else

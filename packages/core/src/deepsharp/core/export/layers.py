@@ -42,6 +42,7 @@ LAYER_EXPORTS: dict[str, LayerExport | str] = {
     "Dropout": identity,  # serving keeps every value
     "Flatten": forward,  # Reshape to (-1, C*H*W)
     "Reshape": forward,  # Reshape to (-1, *shape)
+    "Rescaling": forward,  # Mul and Add of its buffers (constants)
     # activations
     "Relu": forward,
     "Sigmoid": forward,

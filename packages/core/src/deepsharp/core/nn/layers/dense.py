@@ -1,4 +1,4 @@
-"""Layers of rows of features: Dense, Dropout, Flatten, Reshape."""
+"""Layers of rows of features: Dense, Dropout, Flatten, Reshape, Rescaling."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from deepsharp.core.nn.layer import Layer, Pass, Shape, whole
 from deepsharp.core.nn.layers.activations import activation, check_activation, ends_in
 from deepsharp.core.random import Generator
 
-__all__ = ["Dense", "Dropout", "Flatten", "Reshape", "dropout"]
+__all__ = ["Dense", "Dropout", "Flatten", "Rescaling", "Reshape", "dropout"]
 
 
 class Dense(Layer):
@@ -165,3 +165,56 @@ class Reshape(Layer):
 
     def config(self) -> dict[str, Any]:
         return {"shape": list(self.shape)}
+
+
+class Rescaling(Layer):
+    """x · scale + offset, as Keras's `Rescaling`: each value of the last axis by a number, or
+    by its own (a list of one a feature). Nothing in it trains: its numbers are buffers. After
+    a regression's last Dense it puts the outputs on the targets' scale (`scale` the training
+    targets' spread, `offset` their mean), so the layers before it learn values near 0 and 1
+    from the first step: `deepsharp train` and `NetworkRegressor` end their networks so."""
+
+    def __init__(
+        self,
+        scale: float | Sequence[float] = 1.0,
+        offset: float | Sequence[float] = 0.0,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.scale, self.offset = _numbers("scale", scale), _numbers("offset", offset)
+
+    def build(self, shape: Shape) -> Shape:
+        width = shape[-1]
+        for name, given in (("scale", self.scale), ("offset", self.offset)):
+            if isinstance(given, list) and len(given) != width:
+                raise ShapeError(
+                    f"{self.label}: its {name} holds {len(given)} numbers, one a feature, and "
+                    f"its rows hold {width} features on their last axis ({shape})"
+                )
+            self.buffer(name, (width,), np.broadcast_to(np.asarray(given, np.float32), (width,)))
+        return shape
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        return x * slots["scale"] + slots["offset"]
+
+    def config(self) -> dict[str, Any]:
+        return {"scale": self.scale, "offset": self.offset}
+
+
+def _numbers(name: str, given: object) -> float | list[float]:
+    """A Rescaling's number, or list of numbers: finite, and within float32's range."""
+    several = isinstance(given, (list, tuple, np.ndarray))
+    values: list[Any] = list(given) if isinstance(given, (list, tuple, np.ndarray)) else [given]
+    numbers = [
+        float(v)
+        for v in values
+        if isinstance(v, (int, float, np.integer, np.floating))
+        and not isinstance(v, (bool, np.bool_))
+    ]
+    largest = float(np.finfo(np.float32).max)
+    if not values or len(numbers) < len(values) or not all(abs(v) <= largest for v in numbers):
+        raise ValueError(
+            f"Rescaling: {name} is a finite number, or a list of them (one a feature), not "
+            f"{given!r}"
+        )
+    return numbers if several else numbers[0]
