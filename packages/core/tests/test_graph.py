@@ -309,6 +309,29 @@ def test_an_embedding_inside_a_layer_of_one_s_own_checks_its_ids(engine: str) ->
             network.predict(np.array([[1, bad, 3, 4]]), MeanSquaredError(), engine)
 
 
+class _OnePartTwice(Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Dense(4)
+
+    def build(self, shape: Any) -> Any:
+        self.sublayer("first", self.inner, shape)
+        return self.sublayer("second", self.inner, (4,))
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return self.call("second", self.call("first", x, slots, context), slots, context)
+
+
+def test_one_layer_object_as_two_parts_or_a_network_called_is_refused_saying_what_to_do() -> None:
+    """Before: one Dense given as two parts trained two sets of slots, silently (sharing was
+    meant); a Network called on a symbol raised "'Network' object is not callable"."""
+    with pytest.raises(ValueError, match=r"is already its part 'first'.*self.call\('first'"):
+        Network([_OnePartTwice()], inputs=4)
+    inner = Network([Dense(2)], inputs=3)
+    with pytest.raises(TypeError, match=r"a Network is not a layer.*\*network.layers"):
+        inner(Input(3))
+
+
 def test_a_sequence_longer_than_the_positional_table_is_refused() -> None:
     from deepsharp.core import PositionalEmbedding
 

@@ -207,6 +207,13 @@ class Layer:
         """Build `layer` as a part of this one (called from `build`): its slots and buffers are
         this layer's, named '<name>.<slot>'. `self.call(name, x, slots, context)` runs it."""
         self._check_new(name)
+        twice = next((held for held, part in self.parts.items() if part is layer), None)
+        if twice is not None:  # two parts of one object would still train two sets of slots
+            raise ValueError(
+                f"{self.label}: the layer given as part {name!r} is already its part {twice!r}: "
+                f"a part is a layer of its own; to use one part's slots twice, call it twice "
+                f"(self.call({twice!r}, ...))"
+            )
         layer.label = f"{self.label}'s {name}"
         out = layer.built_for(shape)
         self.parts[name] = layer

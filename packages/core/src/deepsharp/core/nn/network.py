@@ -502,6 +502,12 @@ class Network:
         network._start(graph, chained)
         return network
 
+    def __call__(self, *given: Any) -> Any:
+        raise TypeError(
+            "a Network is not a layer, to call on symbols: call its layers on them (a function "
+            "that adds them to a graph), or put them in a chain: Network([*network.layers, ...])"
+        )
+
     def __repr__(self) -> str:
         if self.chained:
             inner = ", ".join(layer.described() for layer in self.layers)
