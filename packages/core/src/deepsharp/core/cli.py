@@ -388,7 +388,14 @@ def _at_least_one(text: str) -> int:
 def _train(arguments: argparse.Namespace) -> int:
     from deepsharp.core.data.inference import infer_pipeline
     from deepsharp.core.data.sources import read_csv
-    from deepsharp.core.nn.default import default_network, targets_scale, text_network
+    from deepsharp.core.nn.default import (
+        default_network,
+        rescaled,
+        standardised,
+        targets_scale,
+        text_network,
+    )
+    from deepsharp.core.nn.layers import Rescaling
     from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss, MeanSquaredError
     from deepsharp.core.nn.optimizers import Adam
     from deepsharp.core.training.loop import FitOptions, fit
@@ -409,13 +416,16 @@ def _train(arguments: argparse.Namespace) -> int:
     outputs = len(inferred.classes) if inferred.target_kind == "classes" else 1
     print(f"{len(rows)} rows of {arguments.rows}; the pipeline the columns suggest:")
     print(inferred)
-    # A number target's scale ends the network made here, so that its layers learn values near
-    # 0 and 1 (the targets' spread and mean, over the rows the run trains on).
-    last = (
-        targets_scale(_training(inferred.pipeline, rows, arguments.seed)[1])
-        if inferred.target_kind == "number" and not arguments.network
-        else None
-    )
+    # A number target is learned standardised (by its spread and mean over the rows a run of
+    # this seed trains on); the network made here ends in a Rescaling, the identity while it
+    # trains, then set to them: its predictions on the target's own scale.
+    scaled = inferred.target_kind == "number" and not arguments.network
+    learned: list[Any] = list(rows)
+    last = Rescaling() if scaled else None
+    if scaled:
+        spread, mean = targets_scale(_training(inferred.pipeline, rows, arguments.seed)[1])
+        given = standardised(inferred.pipeline.targets(rows), spread, mean)[:, 0]
+        learned = [dict(row) | {arguments.target: float(v)} for row, v in zip(rows, given)]
     if inferred.inputs:
         texts, features = _inputs(inferred.pipeline, rows, arguments.seed)
         network = (
@@ -431,8 +441,14 @@ def _train(arguments: argparse.Namespace) -> int:
     options = FitOptions(
         seed=arguments.seed, engine=engine, epochs=arguments.epochs, progress=arguments.progress
     )
-    run = fit(inferred.pipeline, rows, network, loss, Adam(0.001), options)
+    run = fit(inferred.pipeline, learned, network, loss, Adam(0.001), options)
     print(run.report)
+    if scaled:
+        rescaled(run.trained.network, spread, mean)
+        print(
+            f"(its losses are of {arguments.target} standardised, ({arguments.target} - "
+            f"{mean[0]:g}) / {spread[0]:g}; the saved network predicts in its own units)"
+        )
     try:
         run.trained.save(arguments.out)
     except OSError as error:

@@ -47,12 +47,19 @@ from deepsharp.core import (
     Optimizer,
     Pipeline,
     Report,
+    Rescaling,
     Schedule,
     TrainedNetwork,
     fit,
 )
 from deepsharp.core.errors import ShapeError, described
-from deepsharp.core.nn.default import built, default_network, targets_scale
+from deepsharp.core.nn.default import (
+    built,
+    default_network,
+    rescaled,
+    standardised,
+    targets_scale,
+)
 
 __all__ = ["NetworkClassifier", "NetworkRegressor"]
 
@@ -331,10 +338,12 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
     """A network that predicts numbers, one or several per row, for scikit-learn.
 
     The parameters are `NetworkClassifier`'s; the default loss is `MeanSquaredError()` and the
-    default network `Dense(32), ReLU, Dense(targets)` and a `Rescaling` to the targets' scale
-    (their spread and mean, a column's own for each: the layers before it learn values near 0
-    and 1 whatever the targets' size). A network given is trained as it is: scale large
-    targets (a `Rescaling` last, or `TransformedTargetRegressor` with a `StandardScaler`).
+    default network `Dense(32), ReLU, Dense(targets)` and a `Rescaling`: it learns the targets
+    standardised, each column by its own spread and mean (each weighs alike in the loss,
+    whatever its units), and the Rescaling, the identity while it trains, then takes their
+    spread and mean, so that `predict` (and `trained_`) give the targets' own scale; `report_`
+    measures the standardised targets. A network given is trained on the targets as they are:
+    scale large or small ones (`TransformedTargetRegressor` with a `StandardScaler`).
 
     After `fit`: `n_features_in_`, `n_outputs_`, `trained_` and `report_`.
     """
@@ -353,12 +362,21 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
         columns = np.asarray(targets, dtype=np.float64).reshape(len(x), -1)
         self.n_outputs_ = columns.shape[1]
         self._one_target_ = np.ndim(targets) == 1
-        self._targets_scale = targets_scale(columns)
-        return self._run(x, columns, loss, self.n_outputs_, sample_weight)  # type: ignore[no-any-return]
+        if self.network is not None:  # a network given is trained as it is
+            return self._run(x, columns, loss, self.n_outputs_, sample_weight)  # type: ignore[no-any-return]
+        # The default network learns the targets standardised, a column at a time (each column
+        # weighs alike in the loss, whatever its units, and the gradients are of a size the
+        # optimizer's settings suit), then ends in a Rescaling to their spread and mean.
+        loss.targets(columns, self.n_outputs_)  # refused as fit refuses them (float32's range)
+        spread, mean = targets_scale(columns)
+        self._run(x, standardised(columns, spread, mean), loss, self.n_outputs_, sample_weight)
+        rescaled(self.trained_.network, spread, mean)
+        return self
 
     def _default_network(self, outputs: int) -> Network:
-        """`Dense(32), ReLU, Dense(targets)`, then `Rescaling` to the targets' scale."""
-        return default_network(outputs, self._targets_scale)
+        """`Dense(32), ReLU, Dense(targets)`, then a `Rescaling`: the identity while it trains
+        on the targets standardised, their spread and mean once trained."""
+        return default_network(outputs, Rescaling())
 
     def predict(self, X: Any) -> NDArray[np.float64]:
         """Each row's predicted numbers: (N,) where fit was given one target a row, else

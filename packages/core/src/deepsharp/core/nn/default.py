@@ -15,7 +15,14 @@ from deepsharp.core.nn.layer import Layer
 from deepsharp.core.nn.layers import LSTM, Concatenate, Dense, Embedding, Relu, Rescaling
 from deepsharp.core.nn.network import Network
 
-__all__ = ["built", "default_network", "targets_scale", "text_network"]
+__all__ = [
+    "built",
+    "default_network",
+    "rescaled",
+    "standardised",
+    "targets_scale",
+    "text_network",
+]
 
 
 def default_network(outputs: int, last: Layer | None = None) -> Network:
@@ -24,16 +31,36 @@ def default_network(outputs: int, last: Layer | None = None) -> Network:
     return Network([Dense(32), Relu(), Dense(outputs), *([last] if last is not None else [])])
 
 
-def targets_scale(targets: Any) -> Rescaling:
-    """`Rescaling` to number targets' scale: their spread (standard deviation; 1 where they are
-    all alike) and mean, a column's own for each column of (N, targets)."""
+def targets_scale(targets: Any) -> tuple[Any, Any]:
+    """Number targets' spread (standard deviation) and mean, a column's own for each column of
+    (N, targets): what a `Rescaling` at the end of a network trained on the targets standardised
+    (`standardised`) takes, to predict on their scale. A column whose values are all alike (to
+    a millionth of their size) has a spread of 1."""
     values = np.asarray(targets, np.float64).reshape(len(targets), -1)
-    spread = values.std(axis=0)
-    spread[~(spread > 1e-12)] = 1.0
     mean = values.mean(axis=0)
-    if values.shape[1] == 1:
-        return Rescaling(float(spread[0]), float(mean[0]))
-    return Rescaling(spread.tolist(), mean.tolist())
+    spread = values.std(axis=0)
+    spread[~(spread > 1e-6 * np.abs(mean))] = 1.0
+    return spread, mean
+
+
+def standardised(targets: Any, spread: Any, mean: Any) -> Any:
+    """(targets - mean) / spread, a column at a time, in the targets' shape."""
+    values = np.asarray(targets, np.float64)
+    columns = values.reshape(len(values), -1)
+    return ((columns - mean) / spread).reshape(values.shape)
+
+
+def rescaled(network: Network, spread: Any, mean: Any) -> None:
+    """Set the network's last layer, a `Rescaling` trained as the identity (on standardised
+    targets), to the targets' spread and mean: its predictions then on their scale."""
+    last = network.layers[-1]
+    assert isinstance(last, Rescaling), last
+    last.scale = [float(v) for v in spread] if len(spread) > 1 else float(spread[0])
+    last.offset = [float(v) for v in mean] if len(mean) > 1 else float(mean[0])
+    buffers = network.buffers
+    buffers[f"{last.name}.scale"] = np.asarray(spread, np.float32)
+    buffers[f"{last.name}.offset"] = np.asarray(mean, np.float32)
+    network.set_buffers(buffers)
 
 
 def text_network(

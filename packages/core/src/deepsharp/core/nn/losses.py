@@ -153,7 +153,9 @@ def float_targets(
             f"{loss.kind}: targets of shape {np.shape(targets)} do not match the network's "
             f"outputs (N, {outputs}); give one target per output per row"
         )
-    if finite and not math.isfinite(array.sum(dtype=np.float64)):  # one pass; float64 cannot
+    with np.errstate(invalid="ignore"):  # inf + -inf: NaN, named below, not warned of
+        total = array.sum(dtype=np.float64)
+    if finite and not math.isfinite(total):  # one pass; float64 cannot
         _not_finite(loss, array, targets)  # overflow here
     return np.ascontiguousarray(array)
 

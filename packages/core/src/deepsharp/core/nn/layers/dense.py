@@ -169,10 +169,10 @@ class Reshape(Layer):
 
 class Rescaling(Layer):
     """x · scale + offset, as Keras's `Rescaling`: each value of the last axis by a number, or
-    by its own (a list of one a feature). Nothing in it trains: its numbers are buffers. After
-    a regression's last Dense it puts the outputs on the targets' scale (`scale` the training
-    targets' spread, `offset` their mean), so the layers before it learn values near 0 and 1
-    from the first step: `deepsharp train` and `NetworkRegressor` end their networks so."""
+    by its own (a list of one a feature). Nothing in it trains: its numbers are buffers. Last
+    in a regression's network it gives predictions on the targets' scale: `deepsharp train`
+    and `NetworkRegressor` train their networks on the targets standardised, this layer the
+    identity, then set it to the targets' spread and mean (`nn.default.rescaled`)."""
 
     def __init__(
         self,
@@ -203,6 +203,8 @@ class Rescaling(Layer):
 
 def _numbers(name: str, given: object) -> float | list[float]:
     """A Rescaling's number, or list of numbers: finite, and within float32's range."""
+    if isinstance(given, np.ndarray) and given.ndim == 0:  # np.array(2.0): one number
+        given = given[()]
     several = isinstance(given, (list, tuple, np.ndarray))
     values: list[Any] = list(given) if isinstance(given, (list, tuple, np.ndarray)) else [given]
     numbers = [
