@@ -460,6 +460,39 @@ def dropout_fit(distributed: bool) -> list[Any]:
     return every
 
 
+class _StopsOn(Callback):
+    """Ends the run on one rank only: after `epoch`, or after step 2 of it (`mid`)."""
+
+    def __init__(self, rank: int, epoch: int, mid: bool) -> None:
+        self.rank, self.epoch, self.mid = rank, epoch, mid
+
+    def on_batch_end(self, run: Any, batch: int, loss: float) -> None:
+        if self.mid and run.epoch + 1 == self.epoch and batch == 2 and _rank() == self.rank:
+            run.stop = True
+
+    def on_epoch_end(self, run: Any, record: Any) -> None:
+        if not self.mid and record.epoch >= self.epoch and _rank() == self.rank:
+            run.stop = True
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def stopped_on_one_rank(rank: int, mid: bool) -> list[Any]:
+    """A run one rank's callback ends (after epoch 2, or after step 2 of epoch 2): every
+    rank's epochs run and slots."""
+    network = Network([Dense(8), Relu(), Dense(1)])
+    options = FitOptions(seed=5, epochs=5, batch_size=8, distributed=DataParallel(), progress=False)
+    run = fit(None, dropout_arrays(), network, BinaryCrossEntropy(), SGD(0.1), options,
+              callbacks=[_StopsOn(rank, 2, mid)])  # fmt: skip
+    import torch.distributed as dist
+
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, (run.report.epochs_run, network.slots))
+    return every
+
+
 # --- ranks handed different data or seeds -----------------------------------------------------
 
 

@@ -198,6 +198,17 @@ def test_dropout_draws_one_process_s_masks_also_where_a_batch_leaves_ranks_no_ro
         assert np.max(np.abs(every[0][name] - value)) <= 1e-5, f"slot {name!r}"
 
 
+@pytest.mark.parametrize("mid", [False, True], ids=["after-an-epoch", "after-a-step"])
+def test_one_rank_s_callback_ending_the_run_ends_it_on_every_rank(mid: bool) -> None:
+    """Failed before: rank 1 went on training while rank 0 evaluated, the collectives parted
+    and gloo aborted rank 0 ('Received data size doesn't match expected size'). A process's
+    stop is every process's: the same epochs and the same slots on every rank."""
+    every = launch(workers.stopped_on_one_rank, 2, 1, mid, start_method=workers.START)
+    assert [epochs for epochs, _ in every] == [2, 2]
+    first, second = (slots for _, slots in every)
+    assert all(first[n].tobytes() == v.tobytes() for n, v in second.items())
+
+
 @pytest.mark.parametrize(
     ("what", "says"),
     [

@@ -143,6 +143,9 @@ class Place(Distribution):
         # The whole batch's loss, the same bits on every process: all go on, or all stop.
         return math.isfinite(self.hook.batch_loss_value())
 
+    def any_process(self, flag: bool) -> bool:
+        return self.job.totals({"flag": float(flag)})["flag"] > 0
+
     def combine(self, sums: Sums) -> Sums:
         total = self.job.totals({"loss": sums.loss, "right": sums.right, "rows": sums.rows})
         return Sums(total["loss"], total["right"], round(total["rows"]))

@@ -146,6 +146,11 @@ class Distribution(Spread):
         """The sums of every process."""
         return sums
 
+    def any_process(self, flag: bool) -> bool:
+        """Whether `flag` holds on any process (a callback's `run.stop`: one process's decision
+        to end the run is every process's, so that their steps stay in step)."""
+        return flag
+
     def gather(self, arrays: Sequence[NDArray[Any]]) -> list[NDArray[Any]]:
         """Each array's rows from every process, joined in rank order (each process passes
         arrays of the same kinds and widths, of any number of rows)."""

@@ -246,6 +246,7 @@ def fit(
                 run.end_epoch(record)
                 for part in parts:
                     part.on_epoch_end(run, record)
+                run.stop = distribution.any_process(run.stop)  # one process's stop is all's
             for part in parts:
                 part.on_run_end(run)
             test, figures = _evaluate(run, feeds.test)
@@ -398,6 +399,9 @@ def _epoch(
     if trainer.network.whole_batch:
         batches = _no_lone_last_row(batches)
     skipped, step = trainer.skipped_steps, 0
+    # A callback of one's own may end the run after a step, on one process: every process then
+    # ends it there (asked only where one may: the built-in callbacks end runs between epochs).
+    stops = any(type(part).on_batch_end is not Callback.on_batch_end for part in run.callbacks)
     for step, batch in enumerate(batches, start=1):
         if shadow is not None:
             shadow.before_step(trainer, batch.features, batch.targets, epoch, step)
@@ -409,6 +413,8 @@ def _epoch(
         sums.add(value, len(batch))
         for part in run.callbacks:
             part.on_batch_end(run, step, value)
+        if stops:
+            run.stop = distribution.any_process(run.stop)
         if run.stop:  # a callback ended the run after this step: the epoch ends here
             break
     if step and trainer.skipped_steps - skipped == step:
