@@ -108,3 +108,29 @@ def test_fit_outside_any_job_says_how_to_start_one(monkeypatch: pytest.MonkeyPat
     with pytest.raises(DistributedError, match="start the script with torchrun"):
         titanic.run(distributed=DataParallel(), progress=False)
     assert FitOptions  # the options took DataParallel; joining is what was refused
+
+
+@pytest.mark.parametrize(
+    ("rank", "world", "said"),
+    [
+        ("2", "2", "RANK='2', which must be a whole number from 0 to 1"),
+        ("-1", "2", "RANK='-1', which must be a whole number from 0 to 1"),
+        ("abc", "2", "RANK='abc', which must be a whole number from 0 to 1"),
+        ("0", "two", "WORLD_SIZE='two', which must be a whole number from 1"),
+    ],
+)
+def test_a_job_environment_out_of_place_is_refused_before_joining(
+    monkeypatch: pytest.MonkeyPatch, rank: str, world: str, said: str
+) -> None:
+    """Failed before: a rank outside the world waited out the timeout and ended in torch's
+    DistNetworkError ('client socket has timed out'); RANK=abc in int()'s raw ValueError."""
+    pytest.importorskip("torch")
+    from deepsharp.core.samples import titanic
+
+    for name, value in (("RANK", rank), ("WORLD_SIZE", world), ("MASTER_ADDR", "127.0.0.1")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MASTER_PORT", "29533")
+    with pytest.raises(DistributedError, match=said):
+        titanic.run(distributed=DataParallel(timeout=5), progress=False)
+    with pytest.raises(DistributedError, match=said):
+        assert DataParallel().rank is not None

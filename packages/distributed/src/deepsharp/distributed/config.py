@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from deepsharp.core.training.distribution import Spread
 from deepsharp.distributed._torch import require_torch
 from deepsharp.distributed.errors import DistributedError
-from deepsharp.distributed.job import TORCHRUN_VARIABLES, Job, join
+from deepsharp.distributed.job import TORCHRUN_VARIABLES, Job, environment_place, join
 from deepsharp.distributed.training import Place
 
 __all__ = ["BACKENDS", "DEFAULT_TIMEOUT", "REDUCTIONS", "DataParallel"]
@@ -112,8 +112,7 @@ def _in_job() -> tuple[int, int, int]:
     """This process's rank, the world size and its local rank: from torchrun's (or launch's)
     environment, else from the group torch.distributed runs; refused outside any job."""
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        rank = int(os.environ["RANK"])
-        return rank, int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", rank))
+        return environment_place()
     _, dist = require_torch()
     if dist.is_initialized():
         rank = dist.get_rank()

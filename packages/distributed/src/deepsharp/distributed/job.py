@@ -29,9 +29,38 @@ from deepsharp.distributed.shares import Share, check_world_size, share_of
 if TYPE_CHECKING:  # the settings make jobs; a job reads its settings and imports nothing above
     from deepsharp.distributed.config import DataParallel
 
-__all__ = ["Job", "join"]
+__all__ = ["Job", "environment_place", "join"]
 
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def environment_place() -> tuple[int, int, int]:
+    """This process's rank, the world size and its local rank, as the job's environment sets
+    them (torchrun's, launch's), checked before any process waits on another: a value that is
+    no whole number, or a rank outside the world, is a DistributedError naming it (torch waited
+    out its timeout, or raised int()'s ValueError)."""
+
+    def whole(name: str, least: int, below: int | None = None) -> int:
+        said = os.environ[name]
+        try:
+            value = int(said)
+        except ValueError:
+            value = least - 1
+        if value < least or (below is not None and value >= below):
+            within = f"from {least}" + ("" if below is None else f" to {below - 1}")
+            raise DistributedError(
+                f"the environment sets {name}={said!r}, which must be a whole number {within} "
+                "(the launcher sets it: torchrun or deepsharp.distributed.launch; set by hand, "
+                "give each process its own RANK from 0 to WORLD_SIZE - 1)"
+            )
+        return value
+
+    world_size = whole("WORLD_SIZE", 1)
+    rank = whole("RANK", 0, world_size)
+    local = whole("LOCAL_RANK", 0) if "LOCAL_RANK" in os.environ else rank
+    if "MASTER_PORT" in os.environ:
+        whole("MASTER_PORT", 1, 65536)
+    return rank, world_size, local
 
 
 def join(config: DataParallel) -> Job:
@@ -48,6 +77,7 @@ def join(config: DataParallel) -> Job:
                 "--nproc-per-node 2 script.py` on one machine), or call "
                 "deepsharp.distributed.launch(function, nprocs, ...) to start the processes"
             )
+        environment_place()
         dist.init_process_group(
             resolve_backend(config.backend),
             init_method="env://",
