@@ -493,6 +493,34 @@ def stopped_on_one_rank(rank: int, mid: bool) -> list[Any]:
     return every
 
 
+class _Steps(Callback):
+    def __init__(self) -> None:
+        self.taken = 0
+
+    def on_batch_end(self, run: Any, batch: int, loss: float) -> None:
+        self.taken += 1
+
+
+def batchnorm_last_batch(batch_size: int) -> int:
+    """A BatchNorm network on 210 training rows (300 given, fit's 0.7 of them) in batches of
+    `batch_size`: the steps it took (none, where refused)."""
+    from deepsharp.core import BatchNorm, Pipeline
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 4)).astype(np.float32)
+    y = (x[:, :1] > 0).astype(np.float32)
+    network = Network([Dense(8), BatchNorm(), Relu(), Dense(1)])
+    options = FitOptions(seed=5, epochs=1, batch_size=batch_size, distributed=DataParallel(),
+                         progress=False)  # fmt: skip
+    steps = _Steps()
+    try:
+        fit(Pipeline().split(0.7, 0.15), (x, y), network, BinaryCrossEntropy(), SGD(0.1), options,
+            callbacks=[steps])  # fmt: skip
+    except Exception as error:
+        raise type(error)(f"{error} [after {steps.taken} steps]") from None
+    return steps.taken
+
+
 # --- ranks handed different data or seeds -----------------------------------------------------
 
 

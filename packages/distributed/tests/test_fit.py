@@ -176,6 +176,18 @@ def test_a_rank_that_raises_in_fit_ends_the_job_naming_it(tmp_path: Path) -> Non
     assert not multiprocessing.active_children()
 
 
+def test_a_last_batch_leaving_a_process_no_rows_of_batchnorm_is_refused_before_any_step() -> None:
+    """Failed before: 210 rows in batches of 19 (a last batch of 1 row) over 2 processes ran a
+    whole epoch's steps, then were refused at the last one; one process joins that row to the
+    batch before, as docs/layers.md says."""
+    with pytest.raises(ProcessFailedError) as caught:
+        launch(workers.batchnorm_last_batch, 2, 19, timeout=60.0, start_method=workers.START)
+    said = str(caught.value)
+    assert "the 210 training rows leave a last batch of 1 row in steps of 19 over 2" in said
+    assert "(near this one: 18, 20," in said and "[after 0 steps]" in said
+    assert launch(workers.batchnorm_last_batch, 2, 20, start_method=workers.START) == 11
+
+
 def test_a_run_that_diverges_at_once_puts_back_rank_0_s_starting_slots_on_every_rank() -> None:
     """Failed before: each rank put back the slots it had drawn itself, not those it started
     from (rank 0's, broadcast)."""

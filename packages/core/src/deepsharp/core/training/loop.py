@@ -237,6 +237,7 @@ def fit(
                 run.resume(checkpoint)
             distribution.check_data(options.seed, feeds)
             distribution.start(trainer)
+            _check_last_batch(network, feeds.train, size_of(options), distribution.world_size)
             if checkpoint is None:  # the slots it starts from may be another process's now
                 trainer.snapshot(run.best)
             for part in parts:
@@ -394,7 +395,7 @@ def _epoch(
     started = time.perf_counter()
     trainer, distribution, epoch = run.trainer, run.distribution, run.epoch + 1
     sums = Sums()
-    size = run.options.batch_size * run.options.accumulate
+    size = size_of(run.options)
     batches = train.batches(size, trainer.streams.order, distribution.share)
     if trainer.network.whole_batch:
         batches = _no_lone_last_row(batches)
@@ -441,6 +442,31 @@ def _epoch(
         _diverged(run, f"the validation loss turned {judged.mean_loss} at epoch {epoch} (its end)")
     train_loss = distribution.combine(sums).mean_loss
     return EpochRecord(epoch, train_loss, judged.mean_loss, time.perf_counter() - started, figures)
+
+
+def size_of(options: FitOptions) -> int:
+    """The rows a training step takes: the batch size, times the batches it accumulates."""
+    return options.batch_size * options.accumulate
+
+
+def _check_last_batch(network: Network, train: Any, size: int, world: int) -> None:
+    """Refuse, before the first step, training rows whose last batch would leave a process no
+    rows where the network's BatchNorm sums its statistics over every process's (the step
+    refused it after an epoch's work)."""
+    rows = len(train) if hasattr(train, "__len__") else 0
+    last = rows % size
+    if world < 2 or not network.whole_batch or not 0 < last < world:
+        return
+    near = sorted(range(max(world, size - 8), size + 9), key=lambda b: (abs(b - size), b))
+    fits = [b for b in near if not 0 < rows % b < world]
+    raise ConfigurationError(
+        f"the {rows} training rows leave a last batch of {last} row{'s' * (last > 1)} in steps "
+        f"of {size} over {world} processes, and this network's BatchNorm sums its statistics "
+        f"over every process's rows: each process needs a row of every batch; give a batch "
+        f"size that leaves the last batch {world} rows or more, or none"
+        + (f" (near this one: {', '.join(map(str, fits[:4]))})" if fits else "")
+        + f", or leave out {last} row{'s' * (last > 1)}"
+    )
 
 
 def _no_lone_last_row(batches: Iterator[Batch]) -> Iterator[Batch]:
