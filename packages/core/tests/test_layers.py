@@ -83,3 +83,24 @@ def test_a_file_naming_a_layer_no_one_imported_is_refused(tmp_path: Path) -> Non
     (tmp_path / "bad.safetensors").write_bytes(encode_safetensors(tensors, metadata))
     with pytest.raises(FileFormatError, match=r"unknown layer kind 'elsewhere\.Dense'.*imported"):
         Network.load(tmp_path / "bad.safetensors")
+
+
+@pytest.mark.parametrize("engine", ["light", "testbuffer"])
+def test_a_convolution_s_softmax_is_over_its_filters_at_each_place(engine: str) -> None:
+    """Before: Conv2D's and Conv1D's activation="softmax" normalised over the last axis (the
+    width, the length), each filter's row summing to 1, silently; Keras's channels-last softmax
+    and PyTorch's softmax(dim=1) are over the filters."""
+    from deepsharp.core import Conv1D, Conv2D, MeanSquaredError, Network
+    from deepsharp.core.random import Generator
+
+    rng = np.random.default_rng(0)
+    for layer, shape in (
+        (Conv2D(4, 3, activation="softmax"), (2, 6, 7)),
+        (Conv1D(3, 2, activation="softmax"), (2, 9)),
+    ):
+        network = Network([layer], inputs=shape)
+        network.initialize(Generator(1))
+        x = rng.standard_normal((3, *shape)).astype(np.float32)
+        out = network.predict(x, MeanSquaredError(), engine).reshape(3, layer.filters, -1)
+        assert np.allclose(out.sum(axis=1), 1.0, atol=1e-6)
+        assert not np.allclose(out.sum(axis=2), 1.0, atol=1e-3)

@@ -149,6 +149,12 @@ def seal_safetensors(path: str | os.PathLike[str], what: str = "file") -> None:
     """Record the digest in a file written before deepsharp recorded them (checked otherwise
     as any file is); a file that already carries one must match it."""
     tensors, metadata = _read(path, what, require_digest=False)
+    if not str(metadata.get("format", "")).startswith("deepsharp."):
+        raise FileFormatError(
+            f"{os.fspath(path)}: a safetensors file deepsharp did not save (its metadata names "
+            "no deepsharp format): its digest is recorded only in a network, trained-network or "
+            "checkpoint file; the file is left as it is"
+        )
     write_safetensors(path, tensors, metadata)
 
 

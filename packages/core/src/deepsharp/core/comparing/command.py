@@ -100,6 +100,18 @@ def run_command(arguments: argparse.Namespace) -> int:
     """Run `deepsharp compare` (0: every operation within its bound; 1: one past it)."""
     reference, engine = _engines(arguments.engines)
     kind = _kind(arguments.file)
+    given = [f"--{name}" for name in ("pipeline", "target") if getattr(arguments, name)]
+    if kind == "trained" and given:
+        raise ConfigurationError(
+            f"{arguments.file} is a trained file: its own pipeline reads the rows, its target "
+            f"among them; {' and '.join(given)} {'are' if len(given) > 1 else 'is'} for a "
+            "checkpoint or network file: leave it out"
+        )
+    if len(given) > 1:
+        raise ConfigurationError(
+            "--pipeline and --target each say how the rows are read: give one (--pipeline "
+            "TRAINED reads them as that trained file does, its target among them)"
+        )
     state: TrainerState | None = None
     loss_scale: LossScaleSetting = "auto"
     optimizer: Optimizer = Adam(0.001)

@@ -41,6 +41,17 @@ def _padding(layer: str, padding: object) -> str:
     return str(padding)
 
 
+def _activated(name: str | None, out: Tensor) -> Tensor:
+    """A convolution's output (N, F, ...) through its activation; softmax over the filters at
+    each place (as Keras's channels-last softmax and PyTorch's softmax(dim=1) take it), not
+    over the last axis of the places."""
+    if name != "softmax":
+        return activation(name, out)
+    last = out.ndim - 1
+    moved = ops.transpose(out, (0, *range(2, out.ndim), 1))  # the filters last
+    return ops.transpose(activation(name, moved), (0, last, *range(1, last)))
+
+
 class Conv2D(Layer):
     """Filters slid over images (N, C, H, W) -> (N, filters, H', W'); weights (filters, C, kh, kw)
     and one bias a filter, as in PyTorch, then the `activation` named, if any. `padding="same"`
@@ -110,7 +121,7 @@ class Conv2D(Layer):
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
         out = ops.conv2d(x, slots["weights"], self.stride, self.pads, slots["bias"])
-        return activation(self.activation, out)
+        return _activated(self.activation, out)
 
     @property
     def ends_in(self) -> str | None:
@@ -178,7 +189,7 @@ class Conv1D(Layer):
         images = ops.reshape(x, (count, channels, 1, length))  # a signal: an image one place high
         filters = ops.reshape(weights, (weights.shape[0], channels, 1, self.kernel))
         out = ops.conv2d(images, filters, self.stride, self.pads, slots["bias"])
-        return activation(self.activation, ops.reshape(out, (count, out.shape[1], out.shape[3])))
+        return _activated(self.activation, ops.reshape(out, (count, out.shape[1], out.shape[3])))
 
     @property
     def ends_in(self) -> str | None:
