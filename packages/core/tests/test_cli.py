@@ -423,6 +423,22 @@ def test_a_header_only_csv_is_refused_as_read_csv_s_rows_are(model: Path, tmp_pa
     assert done.stdout == ""
 
 
+def test_seal_leaves_a_safetensors_file_deepsharp_did_not_save_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: it wrote a digest into another tool's file and said it had recorded it."""
+    import numpy as np
+
+    from deepsharp.core.files import write_safetensors
+
+    foreign = tmp_path / "foreign.safetensors"
+    write_safetensors(foreign, {"w": np.ones(3, np.float32)}, {})
+    before = foreign.read_bytes()
+    assert main(["seal", str(foreign)]) == 1
+    assert "a safetensors file deepsharp did not save" in capsys.readouterr().err
+    assert foreign.read_bytes() == before
+
+
 def test_seal_writes_through_a_link_and_names_a_folder_it_cannot_write_into(
     model: Path, shared_folder: Path
 ) -> None:

@@ -441,6 +441,16 @@ def test_the_command_says_what_it_needs_in_one_line(
     assert main(["compare", ROWS, ROWS, "--engines", "light", "light:float32"]) == 1
     assert main(["compare", str(network), ROWS, "--engines", "light", "light"]) == 1
     assert "one engine named twice" in capsys.readouterr().err
+    # Before: --target (or --pipeline) with a trained file was ignored, a missing column too.
+    trained = tmp_path / "trained.safetensors"
+    fit_titanic(FitOptions(seed=0, epochs=1, progress=False)).trained.save(trained)
+    engines = ["--engines", "light", "light:float32"]
+    assert main(["compare", str(trained), ROWS, "--target", "NoSuchColumn", *engines]) == 1
+    said = capsys.readouterr().err
+    assert "is a trained file: its own pipeline reads the rows" in said and "--target is" in said
+    both = ["--pipeline", str(trained), "--target", "Survived"]
+    assert main(["compare", str(network), ROWS, *both, *engines]) == 1
+    assert "--pipeline and --target each say how the rows are read" in capsys.readouterr().err
 
 
 def test_the_command_on_a_next_token_model_says_to_compare_in_python(
