@@ -663,3 +663,36 @@ def test_values_from_a_data_frame_are_named_as_python_writes_them() -> None:
     said = str(refused.value)
     assert "this row holds a third, 1, after '0' and '2'" in said, said
     assert "DataFrame index 12" in said and "np." not in said
+
+
+def test_a_flag_true_and_the_number_1_are_two_labels_in_any_order_whole_or_in_parts() -> None:
+    """Before: True == 1 as a dict key, so whichever came first stood for both: learned from
+    [1, True, 'a'] a category held '1' alone, from [True, 1, 'a'] 'True' alone; the row 1 served
+    after a row True was unknown (all zeros); parts learned 4 values where the whole learned 3;
+    a classes target trained the row labelled 1 as class 'True'."""
+    for order in ([1, True, "a"], [True, 1, "a"]):
+        rows = [{"x": v, "y": v} for v in order]
+        whole = Pipeline().category("x").target("y", kind="classes").learn(rows)
+        assert whole.to_json()["columns"][0]["learned"]["values"] == ["1", "True", "a"]
+        assert whole.classes == ["1", "True", "a"]
+        assert whole.targets(rows).tolist() == [["1", "True", "a"].index(str(v)) for v in order]
+    learned = Pipeline().category("x").learn([{"x": 1}, {"x": 2}])
+    served = learned.features([{"x": True}, {"x": 1}])
+    assert served.tolist() == [[0.0, 0.0], [1.0, 0.0]]  # True unseen; 1 the first value
+    rows = [{"x": v} for v in [True, "a", 1, "b"]]
+    learning = Pipeline().category("x").learning(["x"])
+    learning.add(rows[:2])
+    learning.add(rows[2:])
+    parts = learning.finish().to_json()["columns"][0]["learned"]["values"]
+    assert (
+        parts == Pipeline().category("x").learn(rows).to_json()["columns"][0]["learned"]["values"]
+    )
+
+
+def test_a_constant_column_whose_mean_rounds_is_not_scaled_by_the_rounding() -> None:
+    """Before: six rows of 0.1 learned a std of 1.4e-17 (the float64 sums' rounding): the
+    training rows came out as +1.0 and a row of 0.2 as 7.2e15."""
+    for count in (3, 6, 10):
+        pipeline = Pipeline().number("x").learn([{"x": 0.1}] * count)
+        features = pipeline.features([{"x": 0.1}, {"x": 0.2}])
+        assert abs(features[0, 0]) < 1e-6 and abs(features[1, 0] - 0.1) < 1e-6

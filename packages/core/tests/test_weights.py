@@ -343,3 +343,29 @@ def test_fit_takes_a_weight_a_place_for_a_class_at_every_position() -> None:
     other[:, 3] = (other[:, 3] + 1) % 3
     assert _bits(run(classes)) == _bits(run(other))
     assert _bits(run(classes, class_weight={0: 2.0})) == _bits(run(other, class_weight={0: 2.0}))
+
+
+def test_class_weights_may_name_the_target_s_labels_and_a_key_both_label_and_index_is_refused() -> (
+    None
+):
+    """Before: keys were class indices only: {'3': 5.0} was a raw TypeError, and {1: 0.0, 2: 0.0}
+    meant to leave grades 1 and 2 out zeroed grades 2 and 3 silently (grade 3 never
+    predicted)."""
+    from deepsharp.core import SGD, Pipeline, fit
+
+    rng = np.random.default_rng(0)
+    rows = [{"a": float(v), "grade": str(int(np.digitize(v, [-0.5, 0.5])) + 1)}
+            for v in rng.normal(size=90)]  # fmt: skip
+
+    def run(weights: Any) -> Run:
+        pipeline = Pipeline().number("a").target("grade", kind="classes")
+        options = FitOptions(seed=0, epochs=1, progress=False)
+        return fit(pipeline, rows, Network([Dense(3)]), CrossEntropy(), SGD(0.1), options,
+                   class_weight=weights)  # fmt: skip
+
+    assert _bits(run({"1": 5.0})) == _bits(run({0: 5.0}))  # 0 is no label: class 0
+    assert _bits(run({"3": 5.0})) == _bits(run({3: 5.0}))  # 3 is no class index: the label
+    with pytest.raises(DataError, match=r"key 1 is the label '1' \(class 0\) and the index of"):
+        run({1: 0.0, 2: 0.0})
+    with pytest.raises(DataError, match=r"names '4', which is no label of the target"):
+        run({"4": 1.0})

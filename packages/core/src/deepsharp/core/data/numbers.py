@@ -155,8 +155,10 @@ class Number(ColumnKind):
                 f"(mean {mean!r}, standard deviation {std!r}): scale the column, or use log=True"
             )
         self.fill_value, self.mean = fill, mean
-        # A column (nearly) constant in float32 is left unscaled rather than blown up.
-        self.std = std if std >= FLOAT32_TINY else 1.0
+        # A column (nearly) constant in float32 is left unscaled rather than blown up: a spread
+        # within a float32 unit or two of its mean is the float64 sums' rounding (six rows of
+        # 0.1 have a std of 1.4e-17, and 0.2 became 7.2e15), not the values'.
+        self.std = std if std >= FLOAT32_TINY and std > abs(mean) * 2.0**-22 else 1.0
 
     def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
         assert self.fill_value is not None and self.mean is not None and self.std is not None

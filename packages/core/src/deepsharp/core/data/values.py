@@ -20,7 +20,7 @@ import datetime
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -35,6 +35,7 @@ __all__ = [
     "FLOAT32_TINY",
     "Column",
     "ColumnName",
+    "bools_apart",
     "column_labels",
     "distinct",
     "each_distinct",
@@ -234,16 +235,31 @@ class _TooMany(Exception):
 class _Made(dict):  # type: ignore[type-arg]
     """Each value's result, made when the value is first looked up (a hit stays in C)."""
 
-    def __init__(self, make: Callable[[Any], Any], most: int | None) -> None:
+    def __init__(
+        self, make: Callable[[Any], Any], most: int | None, kept: dict[Any, Any] | None = None
+    ) -> None:
         super().__init__()
         self.make = make
         self.most = most
+        self.kept = kept
 
     def __missing__(self, key: Any) -> Any:
         if self.most is not None and len(self) >= self.most:
             raise _TooMany
         made = self[key] = self.make(key)
+        if self.kept is not None:
+            self.kept[key] = made
         return made
+
+
+def bools_apart(values: list[Any], keys: Container[Any]) -> list[Any]:
+    """The values with each bool as its label's text ("True", "False") where a bool would share
+    a dict key with a number (True == 1 == 1.0, False == 0): a label column's True and 1 are two
+    values, and as one key each was read as the other, whichever came first. `keys`: the
+    column's distinct values as dict keys; a bool is looked for only where 0 or 1 is one."""
+    if (0 in keys or 1 in keys) and any(value.__class__ is bool for value in values):
+        return ["True" if v is True else "False" if v is False else v for v in values]
+    return values
 
 
 def each_distinct(
@@ -251,14 +267,16 @@ def each_distinct(
     make: Callable[[Any], Any],
     dtype: npt.DTypeLike,
     most: int | None = None,
+    made: dict[Any, Any] | None = None,
 ) -> npt.NDArray[Any] | None:
     """``make(value)`` for every value of the column, as an array, in one pass.
 
     `make` is called once for each distinct value (values equal as dict keys, like 1, 1.0 and
     True, are one value: the first met is made), in the order met; what it raises propagates.
     None when a value is not hashable, or when the column holds more than `most` distinct values.
+    `made`: a dict the distinct values and what they made are kept in (to look at after).
     """
-    made = _Made(make, most)
+    made = _Made(make, most, made)
     try:
         return np.fromiter(map(made.__getitem__, column), dtype=dtype, count=len(column))
     except _TooMany:
@@ -423,7 +441,11 @@ def labels(
 ) -> npt.NDArray[np.intp]:
     """Map a column to indices through ``lookup`` (label -> index); -1 for an unknown label."""
     values = column.tolist() if isinstance(column, np.ndarray) else column
-    index = each_distinct(values, lambda key: lookup.get(label(key), -1), np.intp)
+    seen: dict[Any, Any] = {}
+    index = each_distinct(values, lambda key: lookup.get(label(key), -1), np.intp, made=seen)
+    apart = values if index is None else bools_apart(values, seen)
+    if apart is not values:
+        index = each_distinct(apart, lambda key: lookup.get(label(key), -1), np.intp)
     if index is None:
         i = _first_unhashable(values)
         raise DataError(
@@ -458,10 +480,13 @@ def label_counts(column: Column, name: ColumnName) -> dict[str | None, int]:
 
 
 def _hashable(column: Column, name: ColumnName) -> list[object]:
+    """The column's values as labels are keyed: hashable (else a DataError naming the row), a
+    bool apart from the number it equals (`bools_apart`)."""
     values: list[object] = column.tolist() if isinstance(column, np.ndarray) else column
-    if distinct(values) is None:
+    keys = distinct(values)
+    if keys is None:
         i = _first_unhashable(values)
         raise DataError(
             f"{row_text(i)}, column {name!r}: expected text or a number, found {values[i]!r}"
         )
-    return values
+    return bools_apart(values, keys)

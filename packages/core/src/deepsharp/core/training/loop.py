@@ -209,7 +209,8 @@ def fit(
             "start the run afresh"
         )
     check_metrics_fit(options.metrics, loss, network.outputs)
-    weights = class_weights_for(class_weight, loss, network.outputs, _targets(feeds.train))
+    labels = getattr(feeds.pipeline, "classes", None) if class_weight is not None else None
+    weights = class_weights_for(class_weight, loss, network.outputs, _targets(feeds.train), labels)
     made: dict[str, Any] = {}  # what the run is made of, where checkpoints keep it
     if checkpoint is not None or options.checkpoint_every:
         made = run_record(loss, options.batch_size, options.accumulate, weights, feeds)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from deepsharp.core.data.values import label, label_lookup
 from deepsharp.core.errors import ConfigurationError, DataError
 from deepsharp.core.nn.losses import Loss
 
@@ -40,11 +41,16 @@ class ClassWeights:
 
 
 def class_weights_for(
-    class_weight: object, loss: Loss, outputs: int, training_targets: Iterable[NDArray[Any]]
+    class_weight: object,
+    loss: Loss,
+    outputs: int,
+    training_targets: Iterable[NDArray[Any]],
+    labels: Sequence[str] | None = None,
 ) -> ClassWeights | None:
     """The class weights of a run, checked against its loss and its training targets: a
     mapping from class index to a finite weight of 0 or more, for a loss of classes, naming
-    classes the training targets hold (DataError naming those they lack)."""
+    classes the training targets hold (DataError naming those they lack). Where the pipeline
+    read the target's `labels`, a class is keyed by its label too ("spam", "3")."""
     if class_weight is None:
         return None
     if not isinstance(class_weight, Mapping):
@@ -52,6 +58,8 @@ def class_weights_for(
             f"fit: class_weight maps each class to its weight, such as {{0: 1.0, 1: 4.0}}, not "
             f"{class_weight!r}"
         )
+    if labels is not None:
+        class_weight = _by_index(class_weight, list(labels))
     task = loss.task
     if task not in ("binary", "classes") or (task == "binary" and outputs != 1):
         what = "a regression" if task == "regression" else "no loss of classes"
@@ -100,3 +108,32 @@ def class_weights_for(
             "give the classes to learn from a weight above 0"
         )
     return ClassWeights(weights, task)
+
+
+def _by_index(class_weight: Mapping[Any, Any], labels: list[str]) -> dict[Any, Any]:
+    """Class weights keyed by the target's labels (as the rows hold them) or by the classes'
+    places among the labels, as class indices. A whole number that is one label's text and
+    another class's index ({1: 0.0} where the labels are "1", "2", "3") is refused: which
+    class it weighs is the user's to say."""
+    lookup = label_lookup(labels)
+    shown = ", ".join(f"{name!r} (class {i})" for i, name in enumerate(labels))
+    made: dict[Any, Any] = {}
+    for key, value in class_weight.items():
+        named = lookup.get(label(key)) if not isinstance(key, bool) else None
+        index = int(key) if isinstance(key, numbers.Integral) and not isinstance(key, bool) else -1
+        if 0 <= index < len(labels):
+            if named is not None and named != index:
+                raise DataError(
+                    f"fit: class_weight's key {key!r} is the label {labels[named]!r} (class "
+                    f"{named}) and the index of class {index}: key each weight by its label "
+                    f"as text, {{{labels[named]!r}: ...}} (the target's labels: {shown})"
+                )
+            made[index] = value
+        elif named is not None:
+            made[named] = value
+        else:
+            raise DataError(
+                f"fit: class_weight names {key!r}, which is no label of the target: its labels "
+                f"are {shown}; key each weight by its label or its class index"
+            )
+    return made
