@@ -449,14 +449,27 @@ def test_a_column_kind_the_exporter_cannot_write_is_refused_naming_it(tmp_path: 
 def test_a_category_that_refuses_unknown_values_is_exported_with_a_warning(tmp_path: Path) -> None:
     pipeline = Pipeline().category("a", unknown="error").target("y")
     trained = _trained(pipeline, ROWS, tmp_path)
-    with pytest.warns(DeepSharpWarning, match="cannot refuse a row.*all zeros"):
+    with pytest.warns(DeepSharpWarning, match="cannot refuse a row.*all zeros") as warned:
         trained.export_onnx(tmp_path / "x.onnx")
+    assert len(warned) == 1  # before: twice, once a trace
     served = session(tmp_path / "x.onnx")
     unknown = served.run(None, {"a": np.array([["7"]], object)})[0]
     zeros = trained.network.predict(
         np.zeros((1, trained.pipeline.feature_count), np.float32), trained.loss
     )
     np.testing.assert_allclose(unknown, zeros, atol=1e-6)
+
+
+def test_a_log_column_s_negative_value_is_served_as_nan_as_the_docs_say(tmp_path: Path) -> None:
+    """Before: a value in (-1, 0), which predict refuses, was served as a prediction like any
+    other (log1p of it is finite); -1 gave -inf, which a network may turn into any value."""
+    rows = [{"a": str(i % 5 * 0.7), "y": str(i % 2)} for i in range(40)]
+    trained = _trained(Pipeline().number("a", log=True).target("y"), rows, tmp_path)
+    trained.export_onnx(tmp_path / "x.onnx")
+    served = session(tmp_path / "x.onnx")
+    given = np.array([[-0.5], [-1.0], [-3.0], [0.7]], np.float64)
+    got = served.run(None, {"a": given})[0][:, 0]
+    assert np.isnan(got[:3]).all() and np.isfinite(got[3])
 
 
 def test_an_opset_below_what_an_operator_needs_is_refused_naming_both(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ here (`COLUMN_EXPORTS[MyKind.key] = function`), or refused naming it.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -88,7 +89,11 @@ def number(g: OnnxGraph, inputs: Inputs, column: Number) -> str:
     assert column.fill_value is not None and column.mean is not None and column.std is not None
     x = inputs.take(column, "float64")
     missing = g.one("IsNaN", x)
-    values = _log1p(g, x) if column.log else x
+    values = x
+    if column.log:  # a negative value, refused by the pipeline, is NaN here: log1p of one in
+        # (-1, 0) is finite and would be served as a value like any other
+        below = g.one("Less", x, _double(g, 0.0))
+        values = g.one("Where", below, _double(g, math.nan), _log1p(g, x))
     values = g.one("Where", missing, _double(g, column.fill_value), values)
     if column.scale:
         values = g.one("Div", g.one("Sub", values, _double(g, column.mean)), _double(g, column.std))
