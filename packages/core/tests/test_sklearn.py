@@ -297,3 +297,14 @@ def test_a_target_beyond_float32_is_named_as_given_without_a_numpy_warning() -> 
         with pytest.raises(DataError, match=said):
             fit(None, (x, y), Network([Dense(1)]), MeanSquaredError(), Adam(),
                 FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip
+
+
+def test_one_number_for_sample_weight_weighs_every_row_as_scikit_learn_takes_it() -> None:
+    """Before: fit(x, y, sample_weight=2.0) was refused by core fit ("weights of shape ()")."""
+    x, y = make_regression(n_samples=60, n_features=3, random_state=0)
+    every = NetworkRegressor(epochs=3).fit(x, y, sample_weight=np.full(60, 2.0)).predict(x)
+    one = NetworkRegressor(epochs=3).fit(x, y, sample_weight=2.0).predict(x)
+    assert one.tobytes() == every.tobytes()
+    plain = NetworkClassifier(epochs=3).fit(x, y > 0).predict_proba(x)
+    ones = NetworkClassifier(epochs=3).fit(x, y > 0, sample_weight=1).predict_proba(x)
+    assert ones.tobytes() == plain.tobytes()  # weights of one are no weights, bit for bit

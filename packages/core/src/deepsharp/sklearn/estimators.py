@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -213,8 +214,13 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
         sample_weight: Any,
     ) -> Any:
         """Train on (x, targets), holding `validation` of the rows back for early stopping; the
-        report's measures are taken on every row given. `sample_weight` (one weight a row, or
-        None) weighs the training steps' loss, as core `fit` weighs it."""
+        report's measures are taken on every row given. `sample_weight` (one weight a row, one
+        number for every row as scikit-learn's estimators take it, or None) weighs the training
+        steps' loss, as core `fit` weighs it."""
+        if isinstance(sample_weight, (numbers.Real, np.number)) and not isinstance(
+            sample_weight, (bool, np.bool_)
+        ):
+            sample_weight = np.full(len(x), sample_weight)
         validation = self.validation
         if isinstance(validation, bool) or not isinstance(validation, (int, float)):
             raise TypeError(
@@ -290,7 +296,7 @@ class NetworkClassifier(ClassifierMixin, _NetworkEstimator):  # type: ignore[mis
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> NetworkClassifier:
         """Train on the rows of X (numbers, (N, features)) and their labels y (any labels);
         `sample_weight`, where given, is each row's weight in the training loss (N numbers of 0
-        or more, not all zero)."""
+        or more, not all zero; one number weighs every row alike)."""
         x, labels = validate_data(self, X, y, dtype=np.float32)
         check_classification_targets(labels)
         classes, indices = np.unique(labels, return_inverse=True)
@@ -342,7 +348,9 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
     standardised, each column by its own spread and mean (each weighs alike in the loss,
     whatever its units), and the Rescaling, the identity while it trains, then takes their
     spread and mean, so that `predict` (and `trained_`) give the targets' own scale; `report_`
-    measures the standardised targets. A network given is trained on the targets as they are:
+    measures the standardised targets. Predictions are float32 numbers: targets of a small
+    spread on a large offset (1e8 plus a signal of 2) keep about 7 significant digits of it;
+    subtract the offset first. A network given is trained on the targets as they are:
     scale large or small ones (`TransformedTargetRegressor` with a `StandardScaler`).
 
     After `fit`: `n_features_in_`, `n_outputs_`, `trained_` and `report_`.
