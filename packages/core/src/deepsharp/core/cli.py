@@ -422,12 +422,14 @@ def _train(arguments: argparse.Namespace) -> int:
     scaled = inferred.target_kind == "number" and not arguments.network
     learned: list[Any] = list(rows)
     last = Rescaling() if scaled else None
+    if scaled or inferred.inputs:  # learned once from the rows the run trains on
+        pipeline, targets = _training(inferred.pipeline, rows, arguments.seed, scaled)
     if scaled:
-        spread, mean = targets_scale(_training(inferred.pipeline, rows, arguments.seed)[1])
-        given = standardised(inferred.pipeline.targets(rows), spread, mean)[:, 0]
+        spread, mean = targets_scale(targets)
+        given = standardised(pipeline.targets(rows), spread, mean)[:, 0]
         learned = [dict(row) | {arguments.target: float(v)} for row, v in zip(rows, given)]
     if inferred.inputs:
-        texts, features = _inputs(inferred.pipeline, rows, arguments.seed)
+        texts, features = _inputs(pipeline)
         network = (
             _network_from(builder, outputs, arguments.network, texts, features)
             if arguments.network
@@ -463,15 +465,13 @@ def _train(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _inputs(
-    pipeline: Any, rows: Any, seed: int
-) -> tuple[dict[str, tuple[int, int]], tuple[str, int] | None]:
-    """The network inputs of rows with text, as wide as the pipeline makes them from the rows
-    a run of this seed learns from: each text input's (length, vocabulary) by name, and the
-    other features' input (its name and width), if any."""
+def _inputs(pipeline: Any) -> tuple[dict[str, tuple[int, int]], tuple[str, int] | None]:
+    """The network inputs of rows with text, as wide as the pipeline (learned from the rows a
+    run trains on: `_training`) makes them: each text input's (length, vocabulary) by name,
+    and the other features' input (its name and width), if any."""
     from deepsharp.core.data.text import Text
 
-    shapes = _training(pipeline, rows, seed)[0].input_shapes or {}
+    shapes = pipeline.input_shapes or {}
     texts = {
         str(c.input): (c.length, c.vocabulary) for c in pipeline.declared if isinstance(c, Text)
     }
@@ -479,8 +479,9 @@ def _inputs(
     return texts, features
 
 
-def _training(pipeline: Any, rows: Any, seed: int) -> tuple[Any, Any]:
-    """The pipeline learned from the rows a run of this seed trains on, and their targets."""
+def _training(pipeline: Any, rows: Any, seed: int, targets: bool) -> tuple[Any, Any]:
+    """The pipeline learned from the rows a run of this seed trains on, and (`targets`) their
+    targets."""
     from deepsharp.core.data.sources import row_naming, take
     from deepsharp.core.data.values import rows_named
     from deepsharp.core.random import Streams
@@ -490,7 +491,7 @@ def _training(pipeline: Any, rows: Any, seed: int) -> tuple[Any, Any]:
     with rows_named(row_naming(rows, training)):
         taken = take(rows, training)
         learned = pipeline.learn(taken)
-        return learned, learned.targets(taken)
+        return learned, learned.targets(taken) if targets else None
 
 
 def _builder(spec: str) -> Any:
