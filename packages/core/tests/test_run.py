@@ -127,6 +127,17 @@ def _plots(sample: Run, tmp_path: Path) -> None:
     assert b"<svg" in (tmp_path / "curves.svg").read_bytes()[:2000]
 
 
+def test_a_plot_into_a_missing_folder_names_the_folder(sample: Run, tmp_path: Path) -> None:
+    """Failed before: matplotlib's own "[Errno 2] No such file or directory", after drawing,
+    naming neither the folder nor the call."""
+    pytest.importorskip("matplotlib")
+    with pytest.raises(FileNotFoundError, match=r"report\.plot: .*there is no folder .*missing"):
+        sample.report.plot(tmp_path / "missing" / "curves.png")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotADirectoryError, match=r"report\.plot: .* is not a folder"):
+        sample.report.plot(tmp_path / "file" / "curves.png")
+
+
 def test_the_shipped_titanic_data_is_the_known_file() -> None:
     digest = hashlib.sha256(data_path("titanic.csv").read_bytes()).hexdigest()
     assert digest == titanic.SHA256

@@ -18,7 +18,8 @@ __all__ = ["image_kind", "new_figure"]
 
 def image_kind(path: str | os.PathLike[str], where: str) -> str:
     """The format `path` is drawn in (its suffix, or "png" where it has none): IsADirectoryError
-    for a folder, ValueError naming the kinds matplotlib draws for another suffix, ImportError
+    for a folder, FileNotFoundError (NotADirectoryError) where the folder it names is missing
+    (a file), ValueError naming the kinds matplotlib draws for another suffix, ImportError
     without matplotlib, each saying `where`."""
     try:
         from matplotlib.backend_bases import FigureCanvasBase
@@ -26,6 +27,16 @@ def image_kind(path: str | os.PathLike[str], where: str) -> str:
         raise ImportError(f"{where} needs matplotlib: pip install 'deepsharp[plot]'") from None
     if Path(path).is_dir():
         raise IsADirectoryError(f"{where}: {os.fspath(path)!r} is a folder; give a file name")
+    folder = Path(path).parent
+    if not folder.exists():
+        raise FileNotFoundError(
+            f"{where}: {os.fspath(path)!r}: there is no folder {os.fspath(folder)!r}; make it "
+            "first (os.makedirs) or name a file in one that is"
+        )
+    if not folder.is_dir():
+        raise NotADirectoryError(
+            f"{where}: {os.fspath(path)!r}: {os.fspath(folder)!r} is not a folder"
+        )
     kinds = FigureCanvasBase.get_supported_filetypes()
     suffix = Path(path).suffix.lower().lstrip(".")
     if not suffix:
