@@ -5,6 +5,7 @@ OMP_NUM_THREADS, else the cores; a pool made before a fork works in the child.""
 from __future__ import annotations
 
 import multiprocessing
+import warnings
 from typing import Any
 
 import numpy as np
@@ -92,6 +93,22 @@ def test_the_thread_count_follows_the_engine_then_omp_num_threads_then_the_cores
     assert thread_count() >= 1
     with pytest.raises(ValueError, match="threads is a whole number from 1"):
         LightEngine(threads=0)
+
+
+def test_an_omp_num_threads_that_is_no_number_is_said_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Failed before: OMP_NUM_THREADS=abc (or 0) was passed over without a word, the engine
+    taking every core where one thread was meant (libgomp itself warns of it)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "four")
+    with pytest.warns(RuntimeWarning, match=r"OMP_NUM_THREADS='four' is not a number of threads"):
+        assert LightEngine().threads >= 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        LightEngine()  # said once a value
+    monkeypatch.setenv("OMP_NUM_THREADS", "0")
+    with pytest.warns(RuntimeWarning, match=r"OMP_NUM_THREADS='0'"):
+        thread_count()
 
 
 def _relu_in_child(queue: Any) -> None:

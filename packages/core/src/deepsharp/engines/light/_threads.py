@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -38,6 +39,7 @@ def thread_count(asked: int | None = None) -> int:
             raise ValueError(f"LightEngine: threads is a whole number from 1, not {asked!r}")
         return asked
     said = os.environ.get("OMP_NUM_THREADS", "").strip()
+    cores = _cores()
     if said:
         try:
             number = int(said.split(",")[0])  # OpenMP allows a list, one a nesting level
@@ -45,10 +47,33 @@ def thread_count(asked: int | None = None) -> int:
             number = 0
         if number >= 1:
             return number
+        _unread(said, cores)
+    return cores
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # no affinity on this system
         return max(1, os.cpu_count() or 1)
+
+
+_WARNED: set[str] = set()
+
+
+def _unread(said: str, cores: int) -> None:
+    """OMP_NUM_THREADS set to what is no number of threads: said once a value (OpenMP's own
+    runtime says so too, and goes on with its default, as the light engine does)."""
+    if said in _WARNED:
+        return
+    _WARNED.add(said)
+    warnings.warn(
+        f"OMP_NUM_THREADS={said!r} is not a number of threads (a whole number from 1): the "
+        f"light engine uses one a core, {cores}",
+        RuntimeWarning,
+        stacklevel=4,
+    )
 
 
 class Pool:
