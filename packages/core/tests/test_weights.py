@@ -5,6 +5,7 @@ gradient nudge-checked; and what is refused."""
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +264,23 @@ def test_bad_class_weights_are_refused(
 def test_bad_sample_weights_are_refused(weights: Any, said: str) -> None:
     with pytest.raises(DataError, match=said):
         _fit(_binary_data(), BinaryCrossEntropy(), sample_weight=weights)
+
+
+def test_class_and_sample_weights_are_refused_together_where_their_products_are() -> None:
+    """Failed before (trial AB): class_weight={0: 0} and sample_weight 0 on every row of class
+    1 weighed every row 0, each alone accepted, and the run trained nothing and reported it;
+    weights of 1e30 each made a product of inf that the first step refused with NumPy's raw
+    overflow warning, naming 'row 1' of a shuffled batch and a weight nobody gave."""
+    x, y = _binary_data()
+    none = np.where(y[:, 0] == 1.0, 0.0, 1.0)
+    with pytest.raises(DataError, match="times sample_weight is zero for every training row"):
+        _fit((x, y), BinaryCrossEntropy(), class_weight={0: 0.0}, sample_weight=none)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NumPy's overflow warning stays in
+        with pytest.raises(DataError, match=r"beyond float32 .* class weighs 1e\+30 and the row"):
+            _fit((x, y), BinaryCrossEntropy(), class_weight={0: 1e30, 1: 1e30},
+                 sample_weight=np.full(240, 1e30))  # fmt: skip
+    _fit((x, y), BinaryCrossEntropy(), class_weight={0: 0.0}, sample_weight=1.0 - none / 2)
 
 
 def test_sample_weights_are_for_arrays() -> None:

@@ -65,7 +65,7 @@ from deepsharp.core.training.scaling import (
 )
 from deepsharp.core.training.state import check_sides
 from deepsharp.core.training.trainer import Trainer
-from deepsharp.core.training.weights import ClassWeights, class_weights_for
+from deepsharp.core.training.weights import ClassWeights, check_products, class_weights_for
 
 __all__ = ["FitOptions", "Report", "Run", "fit"]  # Report and Run live in .report
 
@@ -211,6 +211,8 @@ def fit(
     check_metrics_fit(options.metrics, loss, network.outputs)
     labels = getattr(feeds.pipeline, "classes", None) if class_weight is not None else None
     weights = class_weights_for(class_weight, loss, network.outputs, _targets(feeds.train), labels)
+    if weights is not None and sample_weight is not None:
+        check_products(weights, _batches(feeds.train))
     made: dict[str, Any] = {}  # what the run is made of, where checkpoints keep it
     if checkpoint is not None or options.checkpoint_every:
         made = run_record(loss, options.batch_size, options.accumulate, weights, feeds)
@@ -276,9 +278,14 @@ def fit(
     return Run(TrainedNetwork(network, loss, feeds.pipeline), report)
 
 
+def _batches(feed: Feed) -> Iterator[Batch]:
+    """The training rows in order, a large batch at a time."""
+    return feed.batches(4096, None, lambda count: (0, count))
+
+
 def _targets(feed: Feed) -> Iterator[NDArray[Any]]:
     """The training targets, a batch at a time (what class weights are checked against)."""
-    for batch in feed.batches(4096, None, lambda count: (0, count)):
+    for batch in _batches(feed):
         yield batch.targets
 
 

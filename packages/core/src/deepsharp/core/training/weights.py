@@ -24,7 +24,7 @@ from deepsharp.core.data.values import label, label_lookup
 from deepsharp.core.errors import ConfigurationError, DataError
 from deepsharp.core.nn.losses import Loss
 
-__all__ = ["ClassWeights", "class_weights_for"]
+__all__ = ["ClassWeights", "check_products", "class_weights_for"]
 
 
 class ClassWeights:
@@ -108,6 +108,37 @@ def class_weights_for(
             "give the classes to learn from a weight above 0"
         )
     return ClassWeights(weights, task)
+
+
+def check_products(class_weights: ClassWeights, batches: Iterable[Any]) -> None:
+    """Where rows weigh by their class and by their own weight: refused before the first step
+    where a product is beyond float32 (each factor finite, the product inf: the step would
+    refuse it mid-run, naming a weight nobody gave) or where every product is zero (each
+    factor weighs some rows, together none: the run would train nothing and report it)."""
+    weighed = False
+    for batch in batches:
+        own = batch.weights
+        if own is None or len(batch) == 0:
+            continue
+        by_class = class_weights.of(batch.targets)
+        own = own if own.ndim == by_class.ndim else own.reshape(-1, *(1,) * (by_class.ndim - 1))
+        with np.errstate(over="ignore"):
+            product = by_class * own
+        if not np.isfinite(product).all():
+            place = tuple(int(i) for i in np.argwhere(~np.isfinite(product))[0])
+            raise DataError(
+                f"fit: class_weight times sample_weight is beyond float32 (3.4e38) for a "
+                f"training row: its class weighs {float(by_class[place]):g} and the row "
+                f"{float(own[place]):g}; scale one of them down (only their ratios matter to "
+                "what is learned, with the learning rate)"
+            )
+        weighed = weighed or bool(np.any(product))
+    if not weighed:
+        raise DataError(
+            "fit: class_weight times sample_weight is zero for every training row (each row's "
+            "class or its own weight is 0), so no step would learn anything; give the rows to "
+            "learn from a weight above 0 in both"
+        )
 
 
 def _by_index(class_weight: Mapping[Any, Any], labels: list[str]) -> dict[Any, Any]:
