@@ -379,6 +379,21 @@ def test_an_array_pipeline_refuses_ids_beyond_int64_s_range_naming_them() -> Non
     assert array_features(np.array([[1, 2**63 - 1]], np.uint64)).tolist() == [[1, 2**63 - 1]]
 
 
+def test_float16_features_are_checked_without_numpy_s_overflow_warning() -> None:
+    """Failed before (trial AB): every fit on clean float16 arrays let out NumPy's
+    'overflow encountered in cast' (float32's largest value cast to float16 for the check)."""
+    from deepsharp.core.data.features import array_features
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        made = array_features(np.array([[0.5, -2.0], [65504.0, 1.0]], np.float16))
+        assert made.dtype == np.float32 and made.tolist() == [[0.5, -2.0], [65504.0, 1.0]]
+        with pytest.raises(DataError, match=r"row 2 .*feature \[0\]: inf, beyond"):
+            array_features(np.array([[1.0, 2.0], [np.inf, 1.0]], np.float16))
+        with pytest.raises(DataError, match=r"row 1 .*feature \[1\]: missing \(nan\)"):
+            array_features(np.array([[1.0, np.nan]], np.float16))
+
+
 @pytest.mark.parametrize("spec", ["light", "light:float32"])
 def test_ids_beyond_int64_s_range_are_refused_by_put_not_wrapped(spec: str) -> None:
     """Failed before: 2**63 + 5 as uint64 was put as -9223372036854775803 (hashed token ids kept

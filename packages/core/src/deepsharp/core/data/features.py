@@ -114,8 +114,11 @@ def _array(data: object, where: str = "") -> npt.NDArray[Any]:
             )
         return np.ascontiguousarray(values, dtype=np.int64)
     if values.dtype.kind == "f":
-        with np.errstate(invalid="ignore"):
-            bad = ~(np.abs(values) <= FLOAT32_MAX)  # NaN, inf and beyond float32
+        if values.dtype.itemsize <= 4:  # float16, float32: beyond float32 is infinite
+            bad = ~np.isfinite(values)  # (the bound cast to float16 is inf itself)
+        else:
+            with np.errstate(invalid="ignore"):
+                bad = ~(np.abs(values) <= FLOAT32_MAX)  # NaN, inf and beyond float32
         if bad.any():
             place = tuple(int(v) for v in np.argwhere(bad)[0])
             value = float(values[place])
