@@ -5,6 +5,7 @@ refused saying what fits."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,17 @@ def test_regression_metrics_are_scikit_learn_s(seed: int) -> None:
     for name, value in expected.items():
         ours = _ours(name, "regression", predictions, targets)
         assert ours == pytest.approx(value, rel=1e-9, abs=1e-12), name
+
+
+def test_r2_of_one_row_is_nan_as_scikit_learn_s() -> None:
+    """Failed before (trial AB): R² of one row was 0.0, which reads as a score; scikit-learn's
+    r2_score gives NaN (it is not defined for fewer than two rows)."""
+    one = (np.array([[2.5]], np.float32), np.array([[3.0]], np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn's UndefinedMetricWarning
+        assert np.isnan(sklearn.r2_score(one[1], one[0]))
+    assert np.isnan(_ours("r2", "regression", *one))
+    assert _ours("mae", "regression", *one) == 0.5  # the others are defined on one row
 
 
 def test_auc_of_rows_of_one_class_is_nan() -> None:

@@ -20,7 +20,7 @@ loss's link applied: probabilities) and target, as scikit-learn computes it:
   a row of the classification metrics, as the loss takes them;
 - `mae`, `mse`, `rmse`, `r2`: `mean_absolute_error`, `mean_squared_error`,
   `root_mean_squared_error`, `r2_score`, each output's averaged (multioutput="uniform_average";
-  R² of a constant target is 1 when predicted exactly, else 0).
+  R² of a constant target is 1 when predicted exactly, else 0; of one row NaN).
 """
 
 from __future__ import annotations
@@ -148,6 +148,8 @@ def _rmse(predictions: Array, targets: Array, task: str) -> float:
 
 
 def _r2(predictions: Array, targets: Array, task: str) -> float:
+    if predictions.shape[0] < 2:  # not defined (scikit-learn: NaN, with a warning)
+        return math.nan
     true = np.asarray(targets, np.float64).reshape(predictions.shape)
     residual = np.sum(_errors(predictions, targets) ** 2, axis=0)
     spread = np.sum((true - true.mean(axis=0)) ** 2, axis=0)
