@@ -13,6 +13,7 @@ import pytest
 
 from deepsharp.core import (
     SGD,
+    Adam,
     BinaryCrossEntropy,
     Checkpoint,
     ConfigurationError,
@@ -277,6 +278,21 @@ def test_a_run_diverging_before_any_update_does_not_blame_the_learning_rate(
     message = str(refused.value)
     assert "epoch 1, step 1, before any update" in message and "not the learning rate" in message
     assert re.search(said, message) and "smaller learning rate" not in message
+
+
+def test_a_run_diverging_at_float32_s_edge_blames_the_values_not_the_learning_rate() -> None:
+    """Failed before (trial AB): targets near 1e19 (a squared error near 1e38) diverge whatever
+    the learning rate, and the error said to try a smaller one (Adam's 1e-12: 'say 1e-13') and
+    to look at the features, never at the targets."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(20, 3)).astype(np.float32)
+    y = np.full(20, 1e19) + np.arange(20) * 1e17
+    with pytest.raises(TrainingDivergedError) as refused, np.errstate(all="ignore"):
+        fit_run(None, (x, y), Network([Dense(1)]), MeanSquaredError(), Adam(1e-12),
+                FitOptions(seed=0, epochs=2))  # fmt: skip
+    message = str(refused.value)
+    assert re.search(r"The loss was already 1\.\d+e\+38 at epoch 1, near float32's", message)
+    assert "scale the targets" in message and "smaller learning rate" not in message
 
 
 def test_predict_on_the_command_line_with_a_network_trained_on_arrays_says_what_to_do(

@@ -549,6 +549,21 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
             "learning rate. Look for huge or broken values in the batch, its features or its "
             f"targets (scale them){narrow}. The network holds {kept}"
         )
+    huge = [
+        (loss, record.epoch)
+        for record in run.history
+        for loss in (record.loss, record.validation_loss)
+        if math.isfinite(loss) and abs(loss) >= HUGE_LOSS
+    ]
+    if huge:
+        loss, epoch = max(huge)
+        raise TrainingDivergedError(
+            f"{what}: the training diverged. The network holds {kept}. The loss was already "
+            f"{loss:.3g} at epoch {epoch}, near float32's largest value (3.4e38), where a "
+            "gradient's square or a sum overflows whatever the learning rate: scale the "
+            "targets (a number target: subtract its mean, divide by its spread), the features "
+            "or the rows' weights"
+        )
     optimizer = run.trainer.optimizer
     rate = optimizer.learning_rate
     lower = (
@@ -559,8 +574,13 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
     )
     raise TrainingDivergedError(
         f"{what}: the training diverged. The network holds {kept}. To go on, "
-        f"{lower}, or look for huge or broken values in the features (scale them)"
+        f"{lower}, or look for huge or broken values in the features or the targets (scale "
+        "them)"
     )
+
+
+HUGE_LOSS = 1e30
+"""A loss this large is near float32's range: what diverges then is the values, not the rate."""
 
 
 def _evaluate(run: RunState, feed: Feed) -> tuple[Sums, dict[str, float]]:
