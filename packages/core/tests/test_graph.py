@@ -389,6 +389,30 @@ def test_sequences_joined_one_after_another_join_their_masks() -> None:
     assert after == 0.0
 
 
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_a_sequence_s_last_state_carries_no_mask_even_as_wide_as_the_sequence(kind: str) -> None:
+    """Failed before (trial AA): an LSTM's (GRU's) last state (N, units) took the Embedding's
+    mask where units equalled the sequence's length L, and attention after it left out the
+    hidden units at the padding's places: the prediction moved with mask_zero."""
+    import deepsharp.core as core
+    from deepsharp.core import Embedding, Flatten, MultiHeadAttention, Reshape
+    from deepsharp.core.random import Generator
+
+    def build(mask_zero: bool) -> Network:
+        ids = Input(4, dtype="int64", name="ids")
+        state = getattr(core, kind)(4, name="rnn")(Embedding(10, 3, mask_zero=mask_zero)(ids))
+        attended = MultiHeadAttention(1, name="mha")(Reshape((4, 1))(state))
+        return Network(inputs=ids, outputs=Dense(1, name="out")(Flatten()(attended)))
+
+    masked, plain = build(True), build(False)
+    masked.initialize(Generator(0))
+    plain.set_slots(masked.slots)
+    row = np.array([[3, 4, 0, 0]])
+    assert np.array_equal(
+        masked.predict(row, MeanSquaredError()), plain.predict(row, MeanSquaredError())
+    )
+
+
 def test_a_mask_given_as_attention_s_second_input_stands_in_for_the_one_carried() -> None:
     """As docs/sequences.md says: the mask given decides, padding it leaves unmarked is
     attended (the Embedding's mask is not also applied)."""

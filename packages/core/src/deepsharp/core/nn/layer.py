@@ -320,8 +320,11 @@ def _brief(value: object) -> str:
 def carry_mask(out: Tensor, given: Any) -> Tensor:
     """A layer's output carries on its inputs' padding masks (1 where a token is, 0 where
     padding is), where it made no mask of its own: where it keeps the batch's positions (the
-    same leading two sizes: a layer of one input, `Add`, `Concatenate` of features), a position
-    is padding where any masked input's is (the masks multiplied, whatever the inputs' order);
+    same leading two sizes, and as many axes or more: a layer of one input, `Add`, `Concatenate`
+    of features; an output of fewer axes — a sequence's last state, flattened or reshaped — has
+    no positions left, as in Keras, even where its width happens to be the sequence's length),
+    a position is padding where any masked input's is (the masks multiplied, whatever the
+    inputs' order);
     where it joins its inputs' positions one after another (`Concatenate(axis=1)`), the masks
     are joined the same way, an input without one taking every position as a token's."""
     if not isinstance(out, Tensor):
@@ -336,14 +339,15 @@ def carry_mask(out: Tensor, given: Any) -> Tensor:
     masked = [x for x in inputs if getattr(x, "mask", None) is not None]
     if out.mask is not None or not masked or len(out.shape) < 2:
         return out
-    if all(x.shape[:2] == out.shape[:2] for x in masked):
+    if all(x.shape[:2] == out.shape[:2] and len(out.shape) >= len(x.shape) for x in masked):
         mask = masked[0].mask
         for x in masked[1:]:
             if x.mask is not mask:
                 mask = ops.mul(mask, x.mask)
         out.mask = mask
     elif (
-        all(len(x.shape) >= 2 and x.shape[0] == out.shape[0] for x in inputs)
+        len(inputs) > 1
+        and all(len(x.shape) == len(out.shape) and x.shape[0] == out.shape[0] for x in inputs)
         and sum(x.shape[1] for x in inputs) == out.shape[1]
     ):
         out.mask = ops.concatenate([_mask_of(x) for x in inputs], axis=1)
