@@ -125,6 +125,19 @@ def test_a_text_column_learned_in_parts_learns_what_it_learns_at_once(tmp_path: 
     assert parts.to_json() == whole.to_json()
 
 
+def test_rows_in_memory_count_their_tokens_in_the_table_a_scan_counts_in() -> None:
+    """As docs/sequences.md says (trial AA found the page promising exact counts for rows in
+    memory): past the table's 131,072 distinct tokens, a token as rare as its bound may be
+    left out where a free place would have taken it; one more frequent is kept."""
+    rows = [
+        {"m": " ".join(f"w{i:06d}" for i in range(r * 1000, (r + 1) * 1000))} for r in range(140)
+    ]
+    rows[0]["m"] += " zz"
+    rows[1]["m"] += " zz"  # 'zz' twice, 140,000 other words once each
+    pipeline = Pipeline().text("m", vocabulary=5).learn(rows)
+    assert pipeline.to_json()["columns"][0]["learned"]["vocabulary"] == ["zz"]
+
+
 def _zipf(count: int) -> np.ndarray:
     weights = 1.0 / np.arange(1, count + 1)
     return np.asarray(weights / weights.sum())
