@@ -43,12 +43,13 @@ class NoPooling(LightEngine):
 
 class FlippedPut(LightEngine):
     """The light engine whose checked put (the batch's features) flips the last bit of the
-    first value it puts."""
+    first value it puts (in a copy of its own: the array it is given is the caller's)."""
 
     name = "flipped-put"
 
     def put_checked(self, array: Array, *, owned: bool = False) -> tuple[Array, bool]:
         handle, finite = super().put_checked(array, owned=owned)
+        handle = handle.copy()
         flat = handle.reshape(-1).view(np.uint32)
         flat[0] ^= np.uint32(1)
         return handle, finite

@@ -347,18 +347,17 @@ class WatchedPlace(Place):
             targets: Any,
             share: Any = None,
             weights: Any = None,
-            owned: bool = False,
         ) -> float:
-            # The loop hands its batches over (owned): the rows are copied before the step.
+            # The step may take the rows as they are: they are copied before it.
             if "rows" not in SEEN:
                 SEEN["slots"] = list(trainer.network.slots.values())
                 SEEN["rows"] = (np.array(features[0]), np.array(targets))  # one input
-                return step(features, targets, share, weights, owned=owned)
+                return step(features, targets, share, weights)
             if "transfers" in SEEN:
-                return step(features, targets, share, weights, owned=owned)
+                return step(features, targets, share, weights)
             counters = trainer.engine.counters  # the second step's (FirstStep reads the first's)
             before = (counters.transfers_in, counters.transfers_out)
-            value = step(features, targets, share, weights, owned=owned)
+            value = step(features, targets, share, weights)
             SEEN["transfers"] = (
                 counters.transfers_in - before[0],
                 counters.transfers_out - before[1],

@@ -416,7 +416,7 @@ def _epoch(
             shadow.before_step(trainer, batch.features, batch.targets, epoch, step)
         weights = _weights(run.class_weights, batch)
         updated = trainer.held.state.steps > 0  # whether any update came before this loss
-        value = trainer.step(batch.features, batch.targets, batch.share, weights, owned=True)
+        value = trainer.step(batch.features, batch.targets, batch.share, weights)
         if not distribution.all_finite(value):
             _diverged(run, f"the loss turned {value} at epoch {epoch}, step {step}", updated)
         sums.add(value, len(batch))

@@ -211,14 +211,14 @@ class Trainer:
         targets: Any,
         share: Share | None = None,
         weights: Any = None,
-        owned: bool = False,
     ) -> float:
         """One step: forward, the way back towards the slots, the hooks, the optimizer's update.
         The loss (of these rows: a process's own, under a distributed run). `weights`: one
         number a row (None: every row weighs 1), weighting the loss as Keras does — the mean
-        over the rows of weight·loss. `owned`: the features' arrays are handed over (the loop's
-        own batches): an engine may take them as they are, without a copy."""
-        value = self.step_tensor(features, targets, share, weights, owned)
+        over the rows of weight·loss. The features' arrays are read while the step runs, never
+        changed, and not kept after it: an engine may take a float32 array as it is, without a
+        copy (as `torch.from_numpy` does)."""
+        value = self.step_tensor(features, targets, share, weights)
         if self._value_read is not None:  # a hook's read brought it back already
             return self._value_read
         return float(self.engine.get(value.handle))
@@ -229,7 +229,6 @@ class Trainer:
         targets: Any,
         share: Share | None = None,
         weights: Any = None,
-        owned: bool = False,
     ) -> Tensor:
         """A step whose loss stays on the engine (the caller reads it when it chooses).
 
@@ -240,11 +239,9 @@ class Trainer:
         # stops a run whose loss is not finite, naming epoch and step): NumPy need not warn.
         # One context for the whole step: each costs a few microseconds.
         with quiet():
-            return self._step(features, targets, share, weights, owned)
+            return self._step(features, targets, share, weights)
 
-    def _step(
-        self, features: Any, targets: Any, share: Share | None, weights: Any, owned: bool
-    ) -> Tensor:
+    def _step(self, features: Any, targets: Any, share: Share | None, weights: Any) -> Tensor:
         self._check_open("step")
         self._value_read = None
         if share is not None and share[2] < self.processes and self.network.whole_batch:
@@ -268,7 +265,7 @@ class Trainer:
                 wanted = self.loss.targets(targets, self.network.outputs)
                 if len(wanted) != rows:
                     raise DataError(f"{rows} rows of features but {len(wanted)} targets")
-                xs = self._put_features(features, arranged, owned)
+                xs = self._put_features(features, arranged)
                 y = Tensor.put(engine, wanted)
                 w = None
                 if weights is not None:
@@ -363,19 +360,19 @@ class Trainer:
             return self.loss.value(outputs, targets)
         return self.loss.value(outputs, targets, weights)
 
-    def _put_features(self, features: Any, arranged: Features, owned: bool) -> list[Tensor]:
+    def _put_features(self, features: Any, arranged: Features) -> list[Tensor]:
         """The batch's features on the engine, each float input checked finite as it is put
-        (`fused.put_checked`: one pass in libtorch); an array the trainer made (a conversion)
-        or was handed over (`owned`) may be taken as it is. A value that is not finite is
-        refused as `Network.arrange` refuses it, naming its row and feature."""
-        engine, given = self.engine, _arrays_in(features)
+        (`fused.put_checked`: one pass in libtorch), each taken as it is where the engine can
+        (`owned`: a step reads its features only while it runs, and no operation changes its
+        inputs). A value that is not finite is refused as `Network.arrange` refuses it, naming
+        its row and feature."""
+        engine = self.engine
         xs = []
         for array in arranged:
             if array.dtype.kind != "f":
                 xs.append(Tensor.put(engine, array))
                 continue
-            mine = owned or id(array) not in given
-            handle, finite = fused.put_checked(engine, array, owned=mine)
+            handle, finite = fused.put_checked(engine, array, owned=True)
             if not finite:
                 self.network.arrange(features, "the batch")  # raises, saying where
             xs.append(Tensor(handle, array.shape, engine))
@@ -521,16 +518,6 @@ class Trainer:
                 "with block brought its slots back and let go of its optimizer's memory); make "
                 "a new Trainer(network, loss, optimizer, ...) to train the network further"
             )
-
-
-def _arrays_in(features: Any) -> set[int]:
-    """The identities of the arrays a caller handed in as a batch's features (one, a list or
-    tuple, or a dict's values): what the trainer did not make."""
-    if isinstance(features, Mapping):
-        return {id(value) for value in features.values()}
-    if isinstance(features, (list, tuple)):
-        return {id(value) for value in features}
-    return {id(features)}
 
 
 def parts_of(rows: int, count: int) -> list[tuple[int, int]]:
