@@ -665,6 +665,23 @@ def test_values_from_a_data_frame_are_named_as_python_writes_them() -> None:
     assert "DataFrame index 12" in said and "np." not in said
 
 
+@pytest.mark.parametrize("dtype", ["float32", "Float32", "float[pyarrow]", "float16"])
+def test_a_float32_column_s_values_are_the_labels_of_the_same_values_written(dtype: str) -> None:
+    """Failed before (trial AE): a category learned from a float32 DataFrame column took 0.1
+    as '0.10000000149011612' (its float64 widening); 0.1 given as a number, as text or in a
+    float64 frame was then unknown, its one-hot all zeros, silently — and the other way."""
+    pd = pytest.importorskip("pandas")
+    if "pyarrow" in dtype:
+        pytest.importorskip("pyarrow")
+    frame = pd.DataFrame({"g": pd.array([0.5, 0.1, 0.2, 0.1], dtype=dtype)})
+    pipe = Pipeline().category("g").learn(frame)
+    assert pipe.feature_names == ["g=0.1", "g=0.2", "g=0.5"]
+    given = [{"g": 0.1}, {"g": "0.2"}, {"g": np.float32(0.1)}]
+    assert pipe.features(given).tolist() == [[1, 0, 0], [0, 1, 0], [1, 0, 0]]
+    from_text = Pipeline().category("g").learn([{"g": "0.1"}, {"g": "0.2"}])
+    assert from_text.features(frame).tolist() == [[0, 0], [1, 0], [0, 1], [1, 0]]
+
+
 def test_a_flag_true_and_the_number_1_are_two_labels_in_any_order_whole_or_in_parts() -> None:
     """Before: True == 1 as a dict key, so whichever came first stood for both: learned from
     [1, True, 'a'] a category held '1' alone, from [True, 1, 'a'] 'True' alone; the row 1 served

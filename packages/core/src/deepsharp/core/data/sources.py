@@ -371,6 +371,8 @@ def _frame_columns(frame: Any, names: Sequence[ColumnName]) -> tuple[int, dict[C
         kind = getattr(getattr(series, "dtype", None), "kind", "O")
         if isinstance(series.dtype, np.dtype) and kind in "biuf":
             out[name] = series.to_numpy()
+        elif kind == "f":  # pandas' Float32, pyarrow's float: their width kept, NA as NaN
+            out[name] = series.to_numpy(dtype=series.dtype.numpy_dtype, na_value=np.nan)
         else:
             out[name] = series.to_numpy(dtype=object, na_value=None).tolist()
     return count, out

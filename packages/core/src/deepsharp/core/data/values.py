@@ -177,7 +177,9 @@ def label(value: object) -> str | None:
 
     Text is stripped; an integral number gives its integer text (3, 3.0, "3" and "3.0" are one
     label), so a pandas column of numbers, a CSV column of text and the CSV pandas writes of
-    that column (floats, where it has a gap) give the same labels. Bytes are read as UTF-8.
+    that column (floats, where it has a gap) give the same labels; a float32 (float16) value
+    gives its shortest text at its own precision (0.1 is "0.1" at any width). Bytes are read as
+    UTF-8.
     """
     if value is None:
         return None
@@ -204,6 +206,11 @@ def label(value: object) -> str | None:
             return None
         if number.is_integer():
             return str(int(number))
+        if isinstance(value, np.floating) and value.dtype.itemsize < 8:
+            # the shortest text of a float32 (float16) value at its own precision: 0.1 of a
+            # float32 column is "0.1" as the same value written or read as float64 is, not
+            # its float64 widening "0.10000000149011612"
+            return repr(float(str(value)))
         return repr(number)
     return None if pandas_missing(value) else str(value)
 
@@ -436,11 +443,24 @@ def label_lookup(learned: Sequence[str]) -> dict[str | None, int]:
     return lookup
 
 
+def listed(column: Column) -> list[Any]:
+    """A column's values as a list of Python values (as labels read them): a float32 (float16)
+    array's each as the float64 of its shortest text at its own precision — 0.1, not the
+    widening 0.10000000149011612, so that it is the label the same value written as text or
+    held as float64 gives."""
+    if not isinstance(column, np.ndarray):
+        return column
+    if column.dtype.kind == "f" and column.dtype.itemsize < 8:
+        return column.astype(str).astype(np.float64).tolist()
+    values: list[Any] = column.tolist()
+    return values
+
+
 def labels(
     column: Column, name: ColumnName, lookup: Mapping[str | None, int]
 ) -> npt.NDArray[np.intp]:
     """Map a column to indices through ``lookup`` (label -> index); -1 for an unknown label."""
-    values = column.tolist() if isinstance(column, np.ndarray) else column
+    values = listed(column)
     seen: dict[Any, Any] = {}
     index = each_distinct(values, lambda key: lookup.get(label(key), -1), np.intp, made=seen)
     apart = values if index is None else bools_apart(values, seen)
@@ -482,7 +502,7 @@ def label_counts(column: Column, name: ColumnName) -> dict[str | None, int]:
 def _hashable(column: Column, name: ColumnName) -> list[object]:
     """The column's values as labels are keyed: hashable (else a DataError naming the row), a
     bool apart from the number it equals (`bools_apart`)."""
-    values: list[object] = column.tolist() if isinstance(column, np.ndarray) else column
+    values: list[object] = listed(column)
     keys = distinct(values)
     if keys is None:
         i = _first_unhashable(values)
