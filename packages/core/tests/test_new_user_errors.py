@@ -3,6 +3,7 @@ argument, the file) and what to do."""
 
 from __future__ import annotations
 
+import datetime
 import re
 import warnings
 from pathlib import Path
@@ -408,6 +409,29 @@ def test_float16_features_are_checked_without_numpy_s_overflow_warning() -> None
             array_features(np.array([[1.0, 2.0], [np.inf, 1.0]], np.float16))
         with pytest.raises(DataError, match=r"row 1 .*feature \[1\]: missing \(nan\)"):
             array_features(np.array([[1.0, np.nan]], np.float16))
+
+
+def test_dates_and_times_among_arrays_of_features_are_refused_as_a_number_column_refuses_them() -> (
+    None
+):
+    """Failed before (trial AE): a pipeline of no columns (fit(None, (x, y))) took a
+    DataFrame's datetime64 or timedelta column, or NumPy's dates, as counts since 1970 in
+    float32 and trained on them, where the guide says a date is refused everywhere."""
+    pd = pytest.importorskip("pandas")
+    from deepsharp.core.data.features import array_features
+
+    frames = [
+        pd.DataFrame({"x": [1.0, 2.0], "when": pd.date_range("2020-01-01", periods=2)}),
+        pd.DataFrame({"wait": pd.to_timedelta([1, 2], unit="D")}),
+        pd.DataFrame({"when": pd.date_range("2020-01-01", periods=2, tz="UTC")}),
+    ]
+    for frame, name in zip(frames, ["when", "wait", "when"], strict=True):
+        with pytest.raises(DataError, match=rf"column '{name}' holds dates or times"):
+            array_features(frame)
+    with pytest.raises(DataError, match=r"row 1 .*feature \[0\]: np\.datetime64.* a date"):
+        array_features(np.array([["2020-01-01"], ["2020-01-02"]], "datetime64[D]"))
+    with pytest.raises(DataError, match=r"row 1 .*feature \[1\]: datetime\.date\(2020, 1, 1\)"):
+        array_features([[1.0, datetime.date(2020, 1, 1)]])
 
 
 @pytest.mark.parametrize("spec", ["light", "light:float32"])

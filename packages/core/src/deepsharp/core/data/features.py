@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deepsharp.core.data.columns import ColumnKind
-from deepsharp.core.data.values import FLOAT32_MAX, ColumnName, row_text
+from deepsharp.core.data.values import FLOAT32_MAX, ColumnName, a_time, row_text
 from deepsharp.core.errors import DataError
 
 __all__ = ["array_features", "column_groups", "feature_matrix", "feature_rows", "take_features"]
@@ -80,6 +80,10 @@ def array_features(data: object) -> Any:
 def _array(data: object, where: str = "") -> npt.NDArray[Any]:
     try:
         values = np.asarray(data)
+    except (ValueError, TypeError):
+        values = np.asarray(data, dtype=object)  # ragged: refused below, as it cannot be read
+    _refuse_times(data, values, where)
+    try:
         if values.dtype.kind not in "biufc":
             values = values.astype(np.float64)
     except (ValueError, TypeError) as error:
@@ -128,6 +132,38 @@ def _array(data: object, where: str = "") -> npt.NDArray[Any]:
                 "taken as they are: fill or drop such rows first"
             )
     return np.ascontiguousarray(values, dtype=np.float32)
+
+
+def _refuse_times(data: object, values: npt.NDArray[Any], where: str) -> None:
+    """Dates and times among arrays of features (a DataFrame's datetime64 or timedelta column,
+    NumPy's dates, datetime objects) refused, as a number column refuses them: NumPy would take
+    each as a count of its unit since 1970 (a DataFrame's column named)."""
+    dtypes = getattr(data, "dtypes", None)
+    for name, dtype in dtypes.items() if hasattr(dtypes, "items") else ():
+        if getattr(dtype, "kind", "") in ("M", "m"):
+            found = data[name].iloc[0]  # type: ignore[index]
+            raise DataError(
+                f"{where}column {name!r} holds dates or times ({found!r} first): "
+                f"{_TIMES_ADVICE}"
+            )
+    flat = values.reshape(-1)
+    if values.dtype.kind in "Mm":
+        at = 0
+    elif values.dtype.kind == "O" and any(a_time(kind) for kind in set(map(type, flat))):
+        at = next(k for k, value in enumerate(flat) if a_time(type(value)))
+    else:
+        return
+    place = np.unravel_index(at, values.shape) if values.ndim else (0,)
+    raise DataError(
+        f"{where}{row_text(int(place[0]))}, feature {[int(p) for p in place[1:]]}: "
+        f"{flat[at]!r} is a date or time: {_TIMES_ADVICE}"
+    )
+
+
+_TIMES_ADVICE = (
+    "a network takes numbers, and NumPy would read a date as a count since 1970: give numbers "
+    "(a count of days, say, or the date's parts in columns of their own)"
+)
 
 
 def feature_rows(features: Any) -> int:

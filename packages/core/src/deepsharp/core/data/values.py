@@ -33,6 +33,7 @@ from deepsharp.core.errors import DataError
 __all__ = [
     "FLOAT32_MAX",
     "FLOAT32_TINY",
+    "a_time",
     "Column",
     "ColumnName",
     "bools_apart",
@@ -44,6 +45,7 @@ __all__ = [
     "label",
     "label_counts",
     "labels",
+    "listed",
     "numbers",
     "parse_number",
     "refuse_beyond_float32",
@@ -135,7 +137,7 @@ def _pandas_marker(kind: type) -> bool:
     return kind.__name__ in ("NAType", "NaTType") and kind.__module__.startswith("pandas")
 
 
-def _a_time(kind: type) -> bool:
+def a_time(kind: type) -> bool:
     """A type of dates or times (but pd.NaT's, which is missing)."""
     return issubclass(kind, _TIMES) and not _pandas_marker(kind)
 
@@ -360,8 +362,8 @@ def refuse_times(values: npt.NDArray[Any], name: ColumnName, first: int = 0) -> 
     if values.dtype.kind in "Mm":
         found: Any = values.reshape(-1)[0] if values.size else None
         i = 0
-    elif values.dtype.kind == "O" and any(_a_time(t) for t in set(map(type, values.flat))):
-        at = next(k for k, v in enumerate(values.reshape(-1)) if _a_time(type(v)))
+    elif values.dtype.kind == "O" and any(a_time(t) for t in set(map(type, values.flat))):
+        at = next(k for k, v in enumerate(values.reshape(-1)) if a_time(type(v)))
         found = values.reshape(-1)[at]
         i = int(np.unravel_index(at, values.shape)[0]) if values.ndim else 0
     else:
@@ -415,7 +417,7 @@ def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
         raise DataError(f"{row_text(i)}, column {name!r}: expected a number, found {column[i]!r}")
     # Mostly distinct values: let NumPy parse them in one go (None becomes NaN), but dates and
     # times, which it would take as counts since 1970.
-    if any(_a_time(kind) for kind in set(map(type, found))):
+    if any(a_time(kind) for kind in set(map(type, found))):
         refuse_times(np.array([*column, None], dtype=object)[:-1], name)
     try:
         values = np.array(column, dtype=np.float64)
