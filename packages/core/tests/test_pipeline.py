@@ -682,6 +682,18 @@ def test_a_float32_column_s_values_are_the_labels_of_the_same_values_written(dty
     assert from_text.features(frame).tolist() == [[0, 0], [1, 0], [0, 1], [1, 0]]
 
 
+def test_a_flag_of_rows_holding_pandas_na_after_bools_flags_it_missing() -> None:
+    """Failed before (trial AE): rows from a nullable boolean Series ([True, pd.NA, False], or
+    pd.NA first) raised pandas' 'boolean value of NA is ambiguous' while the flag learned."""
+    pd = pytest.importorskip("pandas")
+    for rows in (
+        [{"c": np.True_}, {"c": pd.NA}, {"c": np.False_}],
+        [{"c": pd.NA}, {"c": True}, {"c": "False"}],
+    ):
+        pipe = Pipeline().flag("c").learn(rows)
+        assert pipe.features(rows).ravel().tolist() == [float(r["c"] is not pd.NA) for r in rows]
+
+
 def test_a_flag_true_and_the_number_1_are_two_labels_in_any_order_whole_or_in_parts() -> None:
     """Before: True == 1 as a dict key, so whichever came first stood for both: learned from
     [1, True, 'a'] a category held '1' alone, from [True, 1, 'a'] 'True' alone; the row 1 served

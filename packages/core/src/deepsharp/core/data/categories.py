@@ -217,7 +217,8 @@ class _FlagLearner(Learner):
                 self.booleans = values.dtype.kind == "b"
             else:
                 self.booleans = all(
-                    isinstance(v, (bool, np.bool_)) or v in ("True", "False", "true", "false")
+                    isinstance(v, (bool, np.bool_))
+                    or (isinstance(v, str) and v in ("True", "False", "true", "false"))
                     for v in values
                 )
 

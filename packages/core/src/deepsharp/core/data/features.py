@@ -143,8 +143,7 @@ def _refuse_times(data: object, values: npt.NDArray[Any], where: str) -> None:
         if getattr(dtype, "kind", "") in ("M", "m"):
             found = data[name].iloc[0]  # type: ignore[index]
             raise DataError(
-                f"{where}column {name!r} holds dates or times ({found!r} first): "
-                f"{_TIMES_ADVICE}"
+                f"{where}column {name!r} holds dates or times ({found!r} first): {_TIMES_ADVICE}"
             )
     flat = values.reshape(-1)
     if values.dtype.kind in "Mm":
