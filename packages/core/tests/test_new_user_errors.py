@@ -85,6 +85,29 @@ def test_a_bad_value_in_a_dataframe_names_its_index_label(bad: int) -> None:
         _fit_rows(frame)
 
 
+@pytest.mark.parametrize("dtype", ["Int64", "string"])
+def test_a_bad_value_in_a_dataframe_whose_index_holds_pandas_na_is_named(dtype: str) -> None:
+    """Failed before (trial AE): an index of nullable numbers or text holding NA (set_index on
+    such a column) turned the row's DataError into pandas' 'boolean value of NA is ambiguous'."""
+    pandas = pytest.importorskip("pandas")
+    pipeline = Pipeline().number("a").learn([{"a": 1.0}, {"a": 2.0}])
+    index = pandas.Index(pandas.array([5, None, 7] if dtype == "Int64" else ["x", None, "z"]))
+    frame = pandas.DataFrame({"a": [1.0, "oops", 3.0]}, index=index.astype(dtype))
+    with pytest.raises(DataError, match=r"^row 2 \(counting from 1; DataFrame index <NA>\)"):
+        pipeline.features(frame)
+
+
+def test_one_row_of_a_dataframe_as_a_series_is_refused_saying_how_to_give_it() -> None:
+    """Before (trial AE): 'row 1 (counting from 1) is of type float, not a mapping', of a
+    DataFrame's row given as the Series df.iloc[0]."""
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]})
+    pipeline = Pipeline().number("a").number("b").learn(frame)
+    with pytest.raises(DataError, match=r"not a pandas Series: .* df\.iloc\[\[i\]\]"):
+        pipeline.features(frame.iloc[0])
+    assert pipeline.features(frame.iloc[[0]]).tolist() == pipeline.features(frame)[:1].tolist()
+
+
 def test_a_closed_trainer_refuses_to_step_naming_itself_and_the_way_on() -> None:
     x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(8, 3)
     y = (x[:, :1] > 0).astype(np.float32)

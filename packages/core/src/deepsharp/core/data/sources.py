@@ -216,6 +216,11 @@ def rows_of(rows: object) -> Any:
     once."""
     if is_frame(rows) or isinstance(rows, Part):
         return rows
+    if _a_series_of_values(rows):
+        raise DataError(
+            "rows must be a list of mappings or a pandas DataFrame, not a pandas Series: for "
+            "one row of a DataFrame give a DataFrame of it, df.iloc[[i]] (or [series.to_dict()])"
+        )
     if isinstance(rows, (str, bytes, Mapping, np.ndarray)) or not isinstance(rows, Iterable):
         raise DataError(
             f"rows must be a list of mappings (dicts from column name to value) or a pandas "
@@ -227,6 +232,13 @@ def rows_of(rows: object) -> Any:
             )
         )
     return rows if isinstance(rows, Sequence) else list(rows)
+
+
+def _a_series_of_values(rows: object) -> bool:
+    """A pandas Series of values, not of mappings: one row of a DataFrame (`df.iloc[0]`)."""
+    if not (type(rows).__module__.startswith("pandas") and type(rows).__name__ == "Series"):
+        return False
+    return len(rows) > 0 and not isinstance(rows.iloc[0], Mapping)  # type: ignore[attr-defined]
 
 
 def row_naming(
@@ -241,11 +253,20 @@ def row_naming(
     def naming(index: int) -> str:
         place = index if places is None else int(places[index])
         text = f"row {place + 1}{suffix} (counting from 1"
-        if labels is not None and labels[place] != place:
+        if labels is not None and not _same(labels[place], place):
             text += f"; DataFrame index {shown_value(labels[place])}"
         return text + ")"
 
     return naming
+
+
+def _same(label: object, place: int) -> bool:
+    """Whether an index label is the row's place (pandas' NA is no place: its == gives NA,
+    which no bool can be made of)."""
+    try:
+        return bool(label == place)
+    except TypeError:
+        return False
 
 
 def named_in_messages(rows: object) -> AbstractContextManager[None]:
