@@ -229,6 +229,31 @@ def test_a_parquet_file_naming_a_column_twice_is_refused_as_a_csv_header_is(
         scan_parquet(tmp_path / "twice.parquet")
 
 
+def test_the_index_pandas_saved_in_a_parquet_file_is_no_column_of_its_scan(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial AC): a filtered DataFrame saved with to_parquet keeps its index as
+    the column '__index_level_0__', which pandas reads back as the index; the scan gave it as a
+    column, learned as a feature by .numbers() that the DataFrame then lacked."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    frame = pd.DataFrame({"a": np.arange(12.0), "y": np.arange(12) % 2})
+    kept = frame[frame.a % 3 != 0]
+    kept.to_parquet(tmp_path / "rows.parquet")
+    named = frame.set_index("a")
+    named.to_parquet(tmp_path / "named.parquet")
+    assert scan_parquet(tmp_path / "rows.parquet").names == list(pd.read_parquet(
+        tmp_path / "rows.parquet").columns) == ["a", "y"]  # fmt: skip
+    assert scan_parquet(tmp_path / "named.parquet").names == ["y"]
+    scanned = scan_parquet(tmp_path / "rows.parquet")
+    learned = Pipeline().numbers().target("y")
+    learning = learned.learning(scanned.names)
+    for part in scanned.parts(learning.reads):
+        learning.add(part)
+    learning.finish()
+    assert learned.feature_names == Pipeline().numbers().target("y").learn(kept).feature_names
+
+
 def test_a_parquet_scan_gives_numbers_as_arrays_and_the_rest_as_python_values(
     tmp_path: Path,
 ) -> None:

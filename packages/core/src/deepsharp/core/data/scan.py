@@ -313,8 +313,10 @@ class ParquetScan(Scan):
             try:
                 self.rows = _whole_count(file.metadata.num_rows)
                 names = list(file.schema_arrow.names)
+                index = _pandas_index(file.schema_arrow)
             except _unreadable(self._arrow) as error:
                 raise self._corrupt(error) from None
+        names = [name for name in names if name not in index]
         if not all(isinstance(name, str) for name in names):
             raise FileFormatError(f"{self.path}: its schema names columns by other than text")
         twice = [name for name, count in collections.Counter(names).items() if count > 1]
@@ -393,6 +395,18 @@ class ParquetScan(Scan):
             return values
         listed: list[object] = array.to_pylist()
         return listed
+
+
+def _pandas_index(schema: Any) -> set[str]:
+    """The columns a file pandas wrote holds its DataFrame's index in (`__index_level_0__`
+    where the index was not a plain range): pandas reads them back as the index, not as
+    columns, and so does a scan (they would be learned as features the DataFrame lacks)."""
+    try:
+        metadata = schema.pandas_metadata or {}
+    except ValueError:  # metadata that is not JSON: a file of another tool
+        return set()
+    index = metadata.get("index_columns", []) if isinstance(metadata, dict) else []
+    return {name for name in index if isinstance(name, str)}
 
 
 def _unreadable(arrow: Any) -> tuple[type[BaseException], ...]:
