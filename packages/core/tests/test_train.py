@@ -349,6 +349,26 @@ def test_numbers_with_missing_values_written_as_text_stay_numbers() -> None:
     assert "give those fields empty (or NA)" in choice.why
 
 
+def test_few_numbers_with_a_text_for_unknown_are_no_categories_of_each_number() -> None:
+    """Failed before (trial AC): 40 prices with '?' (or '-') on 4 rows, 37 distinct values,
+    were one-hot as 37 categories (each price a class, their order lost); the advice to give
+    those fields empty came only past 50 distinct values. A few whole numbers with a '?'
+    (grades) stay categories."""
+    prices = [round(1 + 2.47 * i, 2) for i in range(40)]
+    for marker in ("?", "-"):
+        rows = [
+            {"price": marker if i % 10 == 3 else p, "x": i % 3, "y": i % 2}
+            for i, p in enumerate(prices)
+        ]
+        choice = _kind(rows, "price")
+        assert choice.kind == "left out", choice
+        assert f"numbers but for the text {marker!r} on 4 rows" in choice.why
+    grades = [
+        {"grade": "?" if i % 10 == 3 else i % 4 + 1, "x": i % 3, "y": i % 2} for i in range(40)
+    ]
+    assert _kind(grades, "grade").kind == "category"
+
+
 def test_a_measure_the_file_is_sorted_by_is_no_row_number() -> None:
     """Before: distinct whole numbers rising row by row were taken for a row's number, whatever
     their gaps and name: a file sorted by a real measure lost it."""

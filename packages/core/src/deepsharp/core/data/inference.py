@@ -229,9 +229,13 @@ def _text(column: Profile) -> Choice | None:
 
 
 def _numbers_but_strays(column: Profile) -> Choice | None:
-    """Numbers of many values but for a few texts that are no number ('?', '-'): left out,
-    saying which texts and how to make them missing."""
-    if not column.strays or column.distinct <= FEW_CATEGORIES:
+    """Numbers but for a few texts that are no number ('?', '-'): left out, saying which texts
+    and how to make them missing — unless the numbers are a few whole ones (grades 1 to 5 and
+    a '?'), which are categories with or without the texts."""
+    if not column.strays:
+        return None
+    numbers = [float(value) for value in column.values if value not in column.strays]
+    if len(numbers) <= FEW_WHOLE_NUMBERS and all(number.is_integer() for number in numbers):
         return None
     said = ", ".join(f"{text!r} on {count} row{'s' * (count != 1)}" for text, count in
                      column.strays.items())  # fmt: skip
