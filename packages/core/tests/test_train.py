@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deepsharp.core import DeepSharpWarning, Pipeline, TrainedNetwork, read_csv
+from deepsharp.core import DataError, DeepSharpWarning, Pipeline, TrainedNetwork, read_csv
 from deepsharp.core.cli import main
 from deepsharp.core.data.inference import RULES, Choice, Profile, infer_pipeline
 from deepsharp.core.samples import data_path, titanic
@@ -367,6 +367,23 @@ def test_few_numbers_with_a_text_for_unknown_are_no_categories_of_each_number() 
         {"grade": "?" if i % 10 == 3 else i % 4 + 1, "x": i % 3, "y": i % 2} for i in range(40)
     ]
     assert _kind(grades, "grade").kind == "category"
+
+
+def test_a_target_of_numbers_with_a_text_for_unknown_is_refused_as_missing() -> None:
+    """Failed before (trial AC): a number target with '?' on one row became a classes target
+    with '?' a class of its own, and trained; a 0/1 target with 'NA' was refused as 'a third
+    value', advising kind='classes' (which would have made 'NA' a class). Labels of text keep
+    'NA' as a label ('NA' and 'EU')."""
+    prices = [{"x": i % 3, "y": "?" if i == 7 else round(0.5 * i, 1)} for i in range(40)]
+    with pytest.raises(DataError, match=r"target 'y' holds numbers but for the text '\?' on 1 row"):
+        infer_pipeline(prices, "y")
+    flags = [{"x": i % 9, "y": "NA" if i % 10 == 3 else i % 2} for i in range(60)]
+    for rows in (flags, flags[3:]):  # 'NA' after 0 and 1, and first
+        inferred = infer_pipeline(rows, "y")
+        with pytest.raises(DataError, match=r"the target is missing \('NA', read as missing"):
+            inferred.pipeline.learn(rows)
+    places = [{"x": i, "y": ("NA", "EU")[i % 2]} for i in range(10)]
+    assert Pipeline().number("x").target("y").learn(places).classes == ["EU", "NA"]
 
 
 def test_a_measure_the_file_is_sorted_by_is_no_row_number() -> None:

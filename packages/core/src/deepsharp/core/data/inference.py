@@ -466,6 +466,13 @@ def _target_kind(column: Profile) -> tuple[TargetKind, str]:
             f"the target {column.name!r} holds {held}: there is nothing to learn to predict; "
             "check the column (or the rows: each class needs rows of its own)"
         )
+    if column.strays and _numbers_but_strays(column) is not None:
+        said = ", ".join(f"{text!r} on {count} row{'s' * (count != 1)}" for text, count in
+                         column.strays.items())  # fmt: skip
+        raise DataError(
+            f"the target {column.name!r} holds numbers but for the text {said}: a target needs "
+            "a number on every row, so drop the rows without one (or give their numbers)"
+        )
     if column.distinct <= 2:
         return "binary", f"two values ({column.some(2)}): the chance of the second"
     if column.numbers is not None and not (column.whole and column.distinct <= MANY_VALUES):

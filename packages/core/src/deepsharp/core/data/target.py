@@ -12,10 +12,12 @@ from deepsharp.core.data.columns import Recipe, check_name
 from deepsharp.core.data.values import (
     Column,
     column_labels,
+    is_missing,
     label,
     label_lookup,
     labels,
     numbers,
+    parse_number,
     row_text,
     shown,
     shown_value,
@@ -142,6 +144,7 @@ class TargetLearner:
                     f"{row_text(i)}, column {target.name!r}: the target is missing"
                     f"{_how_many(count, len(values))}; every training row needs one"
                 )
+        _refuse_missing_texts(target.name, found, first_rows, self.known)
         for found_label, i in zip(found, first_rows, strict=False):
             if found_label is None or found_label in self.known:
                 continue
@@ -167,6 +170,23 @@ class TargetLearner:
                 )
             known = ["0", "1"]
         target.set_classes(sorted_labels(known))
+
+
+def _refuse_missing_texts(
+    name: object, found: list[str | None], rows: list[int], known: list[str]
+) -> None:
+    """A label that is a text read as missing ('NA', 'NULL') among labels that are numbers (0
+    and 1; grades): a missing target, refused as one (it would be learned as a class of its
+    own, and a binary target's third value) — beside text labels it is a label ('NA' and 'EU')."""
+    missing = [(text, i) for text, i in zip(found, rows) if text is not None and is_missing(text)]
+    others = [text for text in [*found, *known] if text is not None and not is_missing(text)]
+    if missing and others and all(parse_number(text) is not None for text in others):
+        text, i = missing[0]
+        raise DataError(
+            f"{row_text(i)}, column {name!r}: the target is missing ({text!r}, read as missing "
+            f"beside the numbers {', '.join(map(repr, sorted_labels(set(others))[:3]))}); every "
+            "training row needs one: drop the rows without a target first"
+        )
 
 
 def _how_many(count: int, rows: int) -> str:
