@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from deepsharp.core import DataError, DeepSharpWarning, Pipeline, TrainedNetwork, read_csv
+from deepsharp.core import (
+    DataError,
+    DeepSharpWarning,
+    Pipeline,
+    TrainedNetwork,
+    read_csv,
+    scan_csv,
+)
 from deepsharp.core.cli import main
 from deepsharp.core.data.inference import RULES, Choice, Profile, infer_pipeline
 from deepsharp.core.samples import data_path, titanic
@@ -384,6 +391,28 @@ def test_a_target_of_numbers_with_a_text_for_unknown_is_refused_as_missing() -> 
             inferred.pipeline.learn(rows)
     places = [{"x": i, "y": ("NA", "EU")[i % 2]} for i in range(10)]
     assert Pipeline().number("x").target("y").learn(places).classes == ["EU", "NA"]
+
+
+def test_numbers_written_with_a_decimal_comma_are_named_so_feature_or_target(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial AC): '0,5', '1,5' were one-hot as categories (a few values) or left
+    out as 'a name, an id' (many), a target of them taken as classes; a ';' file whose decimal
+    commas split its rows was refused without a word of the ';'."""
+    for count in (4, 60):
+        rows = [{"price": f"{i % count},{i % 7}5", "x": i % 3, "y": i % 2} for i in range(60)]
+        choice = _kind(rows, "price")
+        assert choice.kind == "left out" and "numbers written with a decimal comma" in choice.why
+        assert "pandas.read_csv(path, decimal=',')" in choice.why
+    targets = [{"x": i % 3, "y": f"{i},5"} for i in range(20)]
+    with pytest.raises(DataError, match="target 'y' holds numbers written with a decimal comma"):
+        infer_pipeline(targets, "y")
+    path = tmp_path / "euro.csv"
+    path.write_text("price;y\n0,37;1\n1,5;0\n", encoding="utf-8")
+    said = r"euro\.csv, line 2: .*header has 1, which holds ';': the file is separated by ';'"
+    for read in (read_csv, lambda p: list(scan_csv(p).parts())):
+        with pytest.raises(DataError, match=said):
+            read(path)
 
 
 def test_a_measure_the_file_is_sorted_by_is_no_row_number() -> None:

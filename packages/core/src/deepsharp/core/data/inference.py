@@ -250,30 +250,44 @@ def _numbers_but_strays(column: Profile) -> Choice | None:
 _GROUPED = re.compile(r"[-+]?\d{1,3}(?:[,\u00a0\u202f' ]\d{3})+(?:\.\d+)?")
 """A number written with its thousands grouped ('25,011', '1 234 567.5')."""
 
+_DECIMAL_COMMA = re.compile(r"[-+]?\d*,\d+")
+"""A number written with a decimal comma ('0,37', '-12,5'), as European spreadsheets write it."""
+
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?Z?")
 """A date (and time) written as ISO 8601 writes it ('2024-03-01', '2024-03-01 12:30')."""
 
 
 def _written_numbers(column: Profile) -> Choice | None:
-    """Text that is numbers with their thousands grouped, or dates: left out, saying what they
-    are and how to give them (every row's value is checked: a column of names is not)."""
-    if column.numbers is not None or column.present == 0 or column.distinct <= FEW_CATEGORIES:
+    """Text that is numbers with their thousands grouped or a decimal comma, or dates (of
+    many values: a few dates may be categories): left out, saying what they are and how to
+    give them (every row's value is checked: a column of names is not)."""
+    if column.numbers is not None or column.present == 0:
         return None
-    for pattern, what, how in (
+    for pattern, what, how, fewest in (
         (
             _GROUPED,
             "numbers written with their thousands grouped",
             "write them without the separators (25011), or read the file with "
             "pandas.read_csv(path, thousands=',') and train on the DataFrame",
+            0,
+        ),
+        (
+            _DECIMAL_COMMA,
+            "numbers written with a decimal comma",
+            "write them with a decimal point (0.37), or read the file with "
+            "pandas.read_csv(path, decimal=',') (sep=';' where ';' separates the fields) and "
+            "train on the DataFrame",
+            0,
         ),
         (
             _DATE,
             "dates",
             "give what matters of them as numbers (the year, the month, the day of the week, "
             "days since a date) in columns of their own",
+            FEW_CATEGORIES,
         ),
     ):
-        if all(pattern.fullmatch(value.strip()) for value in column.values):
+        if column.distinct > fewest and all(pattern.fullmatch(v.strip()) for v in column.values):
             return Choice(
                 column.name, "left out", f"{what} ({column.some(2)}), not read as such: {how}"
             )
@@ -473,6 +487,9 @@ def _target_kind(column: Profile) -> tuple[TargetKind, str]:
             f"the target {column.name!r} holds numbers but for the text {said}: a target needs "
             "a number on every row, so drop the rows without one (or give their numbers)"
         )
+    written = _written_numbers(column)
+    if written is not None:
+        raise DataError(f"the target {column.name!r} holds {written.why}")
     if column.distinct <= 2:
         return "binary", f"two values ({column.some(2)}): the chance of the second"
     if column.numbers is not None and not (column.whole and column.distinct <= MANY_VALUES):

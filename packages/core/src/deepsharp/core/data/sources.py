@@ -66,7 +66,7 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
             record: list[str] = []
             for record in reader:
                 if record and len(record) != len(header):
-                    raise wrong_width(name, start, reader.line_num, record, len(header))
+                    raise wrong_width(name, start, reader.line_num, record, header)
                 last, start = start, reader.line_num + 1
                 if not record:
                     continue
@@ -82,13 +82,25 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
     return out
 
 
-def wrong_width(name: str, start: int, end: int, record: list[str], width: int) -> DataError:
-    """The error for a row (on lines `start` to `end`) of other than `width` fields. A row over
-    several lines names the line it begins on: most often a quote opened there and never closed,
-    whose field swallowed the lines after it."""
-    said = f"this row has {len(record)} fields but the header has {width}"
+def wrong_width(
+    name: str, start: int, end: int, record: list[str], header: Sequence[str]
+) -> DataError:
+    """The error for a row (on lines `start` to `end`) of other than the header's count of
+    fields. A row over several lines names the line it begins on: most often a quote opened
+    there and never closed, whose field swallowed the lines after it. A header of one field
+    holding ';' or a tab is a file separated by it (a European spreadsheet's export, its
+    decimal commas splitting each row's numbers), said so."""
+    said = f"this row has {len(record)} fields but the header has {len(header)}"
     spanning = [i for i, text in enumerate(record) if "\n" in text]
     if end <= start or not spanning:
+        for mark, what in ((";", "';'"), ("\t", "tabs")):
+            if len(header) == 1 and mark in header[0]:
+                return DataError(
+                    f"{name}, line {end}: {said}, which holds {what}: the file is separated "
+                    f"by {what}, and this reads CSV, separated by commas; write it with "
+                    "commas (and decimal points), or read it with pandas.read_csv(path, "
+                    f"sep={mark!r}, decimal=',') and give the DataFrame"
+                )
         return DataError(f"{name}, line {end}: {said}; every row must have one field per column")
     return DataError(
         f'{name}, line {start}: {said}: its field {spanning[0] + 1} opens a quote (") that '
