@@ -3,7 +3,9 @@ every error; scan_parquet reads Parquet's columns as a DataFrame's would be."""
 
 from __future__ import annotations
 
+import gzip
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -227,6 +229,27 @@ def test_a_parquet_file_naming_a_column_twice_is_refused_as_a_csv_header_is(
     parquet.write_table(table, tmp_path / "twice.parquet")
     with pytest.raises(DataError, match=r"twice.parquet: its schema names column 'x' twice"):
         scan_parquet(tmp_path / "twice.parquet")
+
+
+def test_a_file_that_is_not_utf8_is_named_by_its_line_or_by_what_it_is(tmp_path: Path) -> None:
+    """Before (trial AC): "not UTF-8 text: 'utf-8' codec can't decode byte 0xe9 in position
+    7508" — an offset in a decoder's buffer (the byte was on line 2,501), no line, nothing to
+    do; a gzip, UTF-16 or Parquet file said the same."""
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b"name,y\n" + b"abc,1\n" * 2499 + "Ren\u00e9,0\n".encode("latin-1"))
+    said = r"latin\.csv, line 2501: not UTF-8 text \(the byte 0xe9 at its character 4\): save"
+    for read in (read_csv, lambda p: [part.count for part in scan_csv(p).parts()]):
+        with pytest.raises(DataError, match=said):
+            read(latin)
+    kinds = {
+        "rows.csv.gz": (gzip.compress(b"a,y\n1,0\n"), "gzip-compressed: decompress it first"),
+        "u16.csv": ("a,y\n1,0\n".encode("utf-16"), "UTF-16 text: save it as UTF-8"),
+        "rows.parquet": (b"PAR1\xf0\x9f\xff\x00PAR1", "a Parquet file: scan it with scan_parquet"),
+    }
+    for name, (data, what) in kinds.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(DataError, match=rf"{re.escape(name)}: not UTF-8 text but {what}"):
+            read_csv(tmp_path / name)
 
 
 def test_the_index_pandas_saved_in_a_parquet_file_is_no_column_of_its_scan(

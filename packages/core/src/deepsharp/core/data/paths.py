@@ -120,3 +120,50 @@ def lines(handle: IO[str], name: str) -> Iterator[str]:
             )
         number += 1
         yield line
+
+
+_SIGNATURES = (
+    (b"\x1f\x8b", "gzip-compressed: decompress it first (gunzip), or read it with "
+     "pandas.read_csv(path) and give the DataFrame"),
+    (b"PAR1", "a Parquet file: scan it with scan_parquet(path)"),
+    (b"PK\x03\x04", "a zip archive (an Excel workbook is one): save the sheet as CSV (UTF-8), "
+     "or read it with pandas and give the DataFrame"),
+    (b"\xff\xfe", "UTF-16 text: save it as UTF-8, or read it with pandas.read_csv(path, "
+     "encoding='utf-16') and give the DataFrame"),
+    (b"\xfe\xff", "UTF-16 text: save it as UTF-8, or read it with pandas.read_csv(path, "
+     "encoding='utf-16') and give the DataFrame"),
+)  # fmt: skip
+"""What a file that is no UTF-8 text is, told by its first bytes, and what to do with it."""
+
+
+def not_utf8(name: str) -> DataError:
+    """The error for a CSV file whose bytes are not UTF-8: what it is where its first bytes
+    say (gzip, Parquet, zip, UTF-16), else the line and place of its first byte that is no
+    UTF-8 (one pass over its lines: a character's bytes never span a line break), and what to
+    do. A file that cannot be read again (a pipe) is named without its line."""
+    advice = (
+        "save it as UTF-8, or read it with pandas.read_csv(path, encoding='latin-1') (or the "
+        "encoding it was written in) and give the DataFrame"
+    )
+    try:
+        if not stat.S_ISREG(os.stat(name).st_mode):
+            return DataError(f"{name}: not UTF-8 text: {advice}")
+        with open(name, "rb") as raw:
+            first = raw.read(4)
+            for signature, what in _SIGNATURES:
+                if first.startswith(signature):
+                    return DataError(f"{name}: not UTF-8 text but {what}")
+            raw.seek(0)
+            for number, line in enumerate(raw, start=1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    byte = line[error.start]
+                    place = len(line[: error.start].decode("utf-8")) + 1
+                    return DataError(
+                        f"{name}, line {number}: not UTF-8 text (the byte 0x{byte:02x} at its "
+                        f"character {place}): {advice}"
+                    )
+    except OSError:
+        pass
+    return DataError(f"{name}: not UTF-8 text: {advice}")

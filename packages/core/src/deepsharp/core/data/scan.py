@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, BinaryIO
 
-from deepsharp.core.data.paths import check_path, lines, open_rows, refuse_irregular
+from deepsharp.core.data.paths import check_path, lines, not_utf8, open_rows, refuse_irregular
 from deepsharp.core.data.sources import (
     Part,
     empty_message,
@@ -164,8 +164,8 @@ class CsvScan(Scan):
             return read()
         except csv.Error as exc:
             raise DataError(f"{self.path}, line {reader.line_num}: not valid CSV: {exc}") from None
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{self.path}: not UTF-8 text: {exc}") from None
+        except UnicodeDecodeError:
+            raise not_utf8(self.path) from None
 
     def _pass(self) -> tuple[IO[str], Any]:
         """The file opened for a pass and its reader past the header (a stream: its one pass)."""

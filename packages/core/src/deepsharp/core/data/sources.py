@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.data.paths import Opened, lines, open_rows
+from deepsharp.core.data.paths import Opened, lines, not_utf8, open_rows
 from deepsharp.core.data.values import (
     Column,
     ColumnName,
@@ -77,8 +77,8 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
                 raise open_to_the_end(name, last, reader.line_num, len(record))
         except csv.Error as exc:
             raise DataError(f"{name}, line {reader.line_num}: not valid CSV: {exc}") from None
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{name}: not UTF-8 text: {exc}") from None
+        except UnicodeDecodeError:
+            raise not_utf8(name) from None
     return out
 
 
