@@ -16,6 +16,7 @@ from deepsharp.core import (
     Adam,
     AdamW,
     BinaryCrossEntropy,
+    Callback,
     Checkpoint,
     CheckpointMismatchError,
     ConfigurationError,
@@ -28,6 +29,7 @@ from deepsharp.core import (
     Run,
     Schedule,
     StepDecay,
+    StepHook,
     Trainer,
     fit,
 )
@@ -183,6 +185,102 @@ def test_a_checkpoint_records_the_schedule_and_refuses_another(tmp_path: Path) -
     assert checkpoint.trainer.optimizer["steps"] == 11  # 168 training rows, 16 a batch
     with pytest.raises(CheckpointMismatchError, match=r"CosineDecay.*steps': 40.*steps': 30"):
         _fit(Adam(CosineDecay(0.05, steps=30)), epochs=2, resume_from=tmp_path)
+
+
+class Piecewise(Schedule):
+    """A schedule of one's own whose settings are tuples (JSON keeps them as lists)."""
+
+    def __init__(self, rates: tuple[float, ...], bounds: tuple[int, ...]) -> None:
+        self.rates, self.bounds = rates, bounds
+
+    def rate(self, step: int) -> float:
+        return next((r for r, b in zip(self.rates, self.bounds) if step < b), self.rates[-1])
+
+    def config(self) -> dict[str, Any]:
+        return {"rates": self.rates, "bounds": self.bounds}
+
+
+class Windowed(Callback):
+    """A callback of one's own whose settings hold a tuple."""
+
+    name = "windowed"
+
+    def state(self) -> dict[str, Any]:
+        return {"settings": {"window": (1, 2)}}
+
+
+class Halved(StepHook):
+    """A named step hook of one's own: every gradient times `factor`."""
+
+    name = "halved"
+
+    def __init__(self, factor: float = 0.5) -> None:
+        self.factor = factor
+
+    def gradients(self, trainer: Trainer, grads: Any) -> Any:
+        return [trainer.engine.mul(g, self.factor) for g in grads]
+
+    def state(self) -> dict[str, Any]:
+        return {"settings": {"factor": self.factor}}
+
+
+def test_settings_of_tuples_resume_as_the_checkpoint_holds_them_as_lists(tmp_path: Path) -> None:
+    """Failed before (trial AD): a schedule's config() or a callback's settings holding a tuple
+    were refused on resuming with the very same ones (the checkpoint's, read back from JSON,
+    held lists)."""
+    make = lambda: Adam(Piecewise((0.05, 0.01), (10, 20)))  # noqa: E731
+    whole = _fit(make(), epochs=4, callbacks=[Windowed()])
+    _fit(make(), epochs=2, folder=tmp_path, callbacks=[Windowed()])
+    resumed = _fit(make(), epochs=4, resume_from=tmp_path, callbacks=[Windowed()])
+    assert _bits(resumed) == _bits(whole) and _losses(resumed) == _losses(whole)
+
+
+def test_a_named_step_hook_lacking_added_or_set_otherwise_on_resuming_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial AD): a checkpoint holding a named step hook's state resumed without
+    the hook, or with other settings, and the run went another way, silently (a named
+    callback's are refused)."""
+    whole = _fit(SGD(0.5), epochs=4, hooks=[Halved()])
+    _fit(SGD(0.5), epochs=2, folder=tmp_path, hooks=[Halved()])
+    resumed = _fit(SGD(0.5), epochs=4, resume_from=tmp_path, hooks=[Halved()])
+    assert _bits(resumed) == _bits(whole)
+    for hooks, said in (
+        ([], r"holds the state of the step hook\(s\) 'halved', which this run lacks"),
+        ([Halved(0.1)], r"the step hook 'halved' set \{'factor': 0\.5\}; this run's is set"),
+    ):
+        with pytest.raises(CheckpointMismatchError, match=said):
+            _fit(SGD(0.5), epochs=4, resume_from=tmp_path, hooks=hooks)
+    plain = tmp_path / "plain"
+    _fit(SGD(0.5), epochs=2, folder=plain)
+    with pytest.raises(CheckpointMismatchError, match=r"was taken without the step hook"):
+        _fit(SGD(0.5), epochs=4, resume_from=plain, hooks=[Halved()])
+
+
+def test_what_a_checkpoint_cannot_hold_or_resume_from_is_refused_before_the_first_epoch(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial AD): a NumPy number in a schedule's config() stopped the run after
+    its first epoch with json's 'Object of type float32 is not JSON serializable';
+    resume_from=True raised os.fspath's TypeError."""
+    epochs: list[int] = []
+    with pytest.raises(ConfigurationError, match=r"optimizer Adam: its settings .* JSON values"):
+        _fit(Adam(Halving(np.float32(0.05), 10)), epochs=2, folder=tmp_path,  # type: ignore[arg-type]
+             callbacks=[lambda record: epochs.append(record.epoch)])  # fmt: skip
+    assert epochs == []
+    with pytest.raises(
+        TypeError, match=r"resume_from is a checkpoint's file, a folder .* not True"
+    ):
+        _fit(Adam(0.01), epochs=2, resume_from=True)
+
+
+def test_other_sample_weights_are_named_as_such_when_resuming(tmp_path: Path) -> None:
+    """Before (trial AD): resuming with other sample weights was refused as 'other training
+    rows', the rows being the same."""
+    weights = np.linspace(0.5, 1.5, 240)
+    _fit(Adam(0.01), epochs=2, folder=tmp_path, sample_weight=weights)
+    with pytest.raises(CheckpointMismatchError, match="or other sample weights"):
+        _fit(Adam(0.01), epochs=4, resume_from=tmp_path, sample_weight=weights[::-1].copy())
 
 
 def test_reduce_on_plateau_lowers_the_rate_and_its_checkpoints_resume_bit_for_bit(

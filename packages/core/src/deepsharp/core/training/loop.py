@@ -63,7 +63,7 @@ from deepsharp.core.training.scaling import (
     check_setting,
     loss_scale_for,
 )
-from deepsharp.core.training.state import check_sides
+from deepsharp.core.training.state import check_sides, optimizer_record
 from deepsharp.core.training.trainer import Trainer
 from deepsharp.core.training.weights import ClassWeights, check_products, class_weights_for
 
@@ -216,6 +216,7 @@ def fit(
     made: dict[str, Any] = {}  # what the run is made of, where checkpoints keep it
     if checkpoint is not None or options.checkpoint_every:
         made = run_record(loss, options.batch_size, options.accumulate, weights, feeds)
+        optimizer_record(optimizer)  # what checkpoints will hold of it: refused now, not later
     if checkpoint is not None:
         check_run(checkpoint.run, made, checkpoint.callbacks, parts, _where(checkpoint))
     distribution = (options.distributed or OneProcess()).for_run()
@@ -370,6 +371,11 @@ def _checkpoint(
     size is the run's distribution's to refuse, once it has joined its processes)."""
     if resume_from is None:
         return None
+    if not isinstance(resume_from, (str, os.PathLike, Checkpoint)):
+        raise TypeError(
+            f"fit: resume_from is a checkpoint's file, a folder of them (its latest) or a "
+            f"Checkpoint, not {described(resume_from)}"
+        )
     checkpoint = (
         resume_from if isinstance(resume_from, Checkpoint) else Checkpoint.load(resume_from)
     )

@@ -82,7 +82,8 @@ def check_run(
     for name, what in (
         ("pipeline", "a pipeline that learned other statistics (other training rows, or "
          "another recipe: a vocabulary learned again gives its ids to other words)"),
-        ("training_rows", "other training rows (the same count, other values or order)"),
+        ("training_rows", "other training rows (the same count, other values or order) or "
+         "other sample weights (or none where it had some)"),
     ):  # fmt: skip
         if kept.get(name) is not None and record[name] is not None and kept[name] != record[name]:
             raise CheckpointMismatchError(
@@ -106,6 +107,8 @@ def check_run(
     for name, state in kept_callbacks.items():
         settings = state.get("settings")
         ours = named[name].state().get("settings") if name in named else None
+        if ours is not None:  # as the checkpoint holds it: JSON (a tuple read back a list)
+            ours = json.loads(json.dumps(ours))
         if settings is not None and ours is not None and settings != ours:
             raise CheckpointMismatchError(
                 f"{where} was taken with the callback {name!r} set {settings}; this run's is "

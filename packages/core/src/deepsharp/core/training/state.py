@@ -5,6 +5,7 @@ from it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.engine import Engine, Handle
-from deepsharp.core.errors import CheckpointMismatchError, FileFormatError, ShapeError
+from deepsharp.core.errors import (
+    CheckpointMismatchError,
+    ConfigurationError,
+    FileFormatError,
+    ShapeError,
+)
 from deepsharp.core.nn.binding import Bound
 from deepsharp.core.nn.optimizers import Optimizer, OptimizerState
 
@@ -160,8 +166,20 @@ class TrainerState:
 
 
 def optimizer_record(optimizer: Optimizer) -> dict[str, Any]:
-    """An optimizer's kind and settings, as a checkpoint records them."""
-    return {"kind": type(optimizer).__name__, "config": optimizer.config()}
+    """An optimizer's kind and settings, as a checkpoint records them: JSON values (a tuple a
+    list, as a checkpoint reads it back), else a ConfigurationError naming the setting (a
+    NumPy number in a schedule's config stopped the run at its first checkpoint with json's
+    own error, naming nothing)."""
+    config = optimizer.config()
+    try:
+        config = json.loads(json.dumps(config, allow_nan=False))
+    except (TypeError, ValueError) as error:
+        raise ConfigurationError(
+            f"the optimizer {type(optimizer).__name__}: its settings (config(): {config!r}) "
+            "must be JSON values for checkpoints to hold them (text, finite numbers, lists, "
+            f"mappings; float(x) for a NumPy number, in a schedule's config() too): {error}"
+        ) from None
+    return {"kind": type(optimizer).__name__, "config": config}
 
 
 def check_sides(state: TrainerState, optimizer: Optimizer, seed: int, where: str) -> None:

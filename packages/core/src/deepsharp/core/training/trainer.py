@@ -49,7 +49,7 @@ from deepsharp.core.training.checks import (
     rows_in,
 )
 from deepsharp.core.training.compiled import CompiledSteps
-from deepsharp.core.training.hooks import Share, StepHook
+from deepsharp.core.training.hooks import Share, StepHook, check_hooks
 from deepsharp.core.training.scaling import (
     LossScale,
     LossScaleSetting,
@@ -489,6 +489,7 @@ class Trainer:
         """Refuse a state another run made (CheckpointMismatchError naming both sides)."""
         check_sides(state, self.optimizer, self.streams.seed, where)
         check_loss_scale(state.hooks, self.loss_scale, where)
+        check_hooks(state.hooks, self.hooks, where, apart=(LossScale.name,))
 
     def load_state(self, state: TrainerState, where: str) -> None:
         """Go on from a checkpoint's state (checked first: nothing changes when it is refused)."""
