@@ -138,7 +138,7 @@ def _refuse_times(data: object, values: npt.NDArray[Any], where: str) -> None:
     """Dates and times among arrays of features (a DataFrame's datetime64 or timedelta column,
     NumPy's dates, datetime objects) refused, as a number column refuses them: NumPy would take
     each as a count of its unit since 1970 (a DataFrame's column named)."""
-    dtypes = getattr(data, "dtypes", None)
+    dtypes: Any = getattr(data, "dtypes", None)
     for name, dtype in dtypes.items() if hasattr(dtypes, "items") else ():
         if getattr(dtype, "kind", "") in ("M", "m"):
             found = data[name].iloc[0]  # type: ignore[index]

@@ -235,7 +235,9 @@ class CsvScan(Scan):
                     extra = sum(field.count("\n") for field in record)
                     if extra and record[-1].endswith("\n") and bad == len(records) - 1:
                         extra -= self._guarded(lambda: next(reader, None), reader) is None
-                    raise wrong_width(self.path, end - extra, end, record, self.names)
+                    raise wrong_width(
+                        self.path, end - extra, end, record, list(map(str, self.names))
+                    )
                 if len(chunk) < self.read_rows:  # the file's end: refused before its rows
                     last()
                 if not records:

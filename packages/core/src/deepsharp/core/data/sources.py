@@ -250,7 +250,8 @@ def _a_series_of_values(rows: object) -> bool:
     """A pandas Series of values, not of mappings: one row of a DataFrame (`df.iloc[0]`)."""
     if not (type(rows).__module__.startswith("pandas") and type(rows).__name__ == "Series"):
         return False
-    return len(rows) > 0 and not isinstance(rows.iloc[0], Mapping)  # type: ignore[attr-defined]
+    series: Any = rows
+    return len(series) > 0 and not isinstance(series.iloc[0], Mapping)
 
 
 def row_naming(

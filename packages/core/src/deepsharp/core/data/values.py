@@ -453,7 +453,7 @@ def listed(column: Column) -> list[Any]:
     if not isinstance(column, np.ndarray):
         return column
     if column.dtype.kind == "f" and column.dtype.itemsize < 8:
-        return column.astype(str).astype(np.float64).tolist()
+        column = column.astype(str).astype(np.float64)
     values: list[Any] = column.tolist()
     return values
 
