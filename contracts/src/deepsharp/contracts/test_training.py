@@ -215,20 +215,24 @@ class LiveHandles:
         self._engine = engine
         self.alive = 0
         self.unwatchable = 0
+        self._watched: set[int] = set()  # each live handle counted once (a put may give back
+        # the caller's own array, the same one every step: `put_checked(owned=True)`)
 
-    def _gone(self) -> None:
+    def _gone(self, key: int) -> None:
         self.alive -= 1
+        self._watched.discard(key)
 
     def _watch(self, result: Any) -> None:
         for item in result if isinstance(result, (tuple, list)) else (result,):
-            if item is None:
+            if item is None or id(item) in self._watched:
                 continue
             try:
-                weakref.finalize(item, self._gone)
+                weakref.finalize(item, self._gone, id(item))
             except TypeError:
                 self.unwatchable += 1
             else:
                 self.alive += 1
+                self._watched.add(id(item))
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._engine, name)
