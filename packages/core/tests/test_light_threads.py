@@ -4,7 +4,9 @@ OMP_NUM_THREADS, else the cores; a pool made before a fork works in the child.""
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
+import pickle
 import warnings
 from typing import Any
 
@@ -126,3 +128,28 @@ def test_a_pool_made_before_a_fork_works_in_the_child() -> None:
     child.join(60)
     assert child.exitcode == 0, "the child hung or failed on the pool its parent made"
     assert queue.get(timeout=5) == float(np.arange(3 * PARALLEL, dtype=np.float64).sum())
+
+
+@pytest.mark.parametrize("spec", ["light", "light:float32", "onnx"])
+def test_an_engine_pickles_and_copies_as_its_settings(spec: str) -> None:
+    """Failed before (trial AF): a light engine (its thread pool's lock) and the onnx engine
+    (onnxruntime's module) raised 'cannot pickle' on pickle and deepcopy, so an estimator or
+    FitOptions holding one could not be cloned (cross_val_score, GridSearchCV) nor saved."""
+    if spec == "onnx":
+        pytest.importorskip("onnxruntime")
+    from deepsharp.core import make_engine
+
+    engine = make_engine(spec)
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    engine.relu(x)
+    for made in (pickle.loads(pickle.dumps(engine)), copy.deepcopy(engine)):
+        assert made.identity == engine.identity
+        assert np.array_equal(made.get(made.relu(made.put(x))), engine.get(engine.relu(x)))
+
+
+def test_a_trainer_is_refused_a_pickle_or_a_copy_saying_what_to_keep() -> None:
+    """Before (trial AF): the thread pool's 'cannot pickle _thread.lock object'."""
+    trainer = Trainer(Network([Dense(2)], inputs=2), CrossEntropy(), Adam())
+    for copied in (pickle.dumps, copy.deepcopy, copy.copy):
+        with pytest.raises(TypeError, match=r"a Trainer is not pickled or copied: .*Network\.save"):
+            copied(trainer)

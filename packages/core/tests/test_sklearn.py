@@ -67,6 +67,20 @@ def test_a_classifier_in_a_pipeline_scores_in_cross_validation() -> None:
     assert scores.min() > 0.85, scores
 
 
+def test_an_estimator_given_an_engine_object_clones_and_pickles() -> None:
+    """Failed before (trial AF): NetworkClassifier(engine=make_engine("light")) could not be
+    cloned ('cannot pickle _thread.lock object'), so cross_val_score and GridSearchCV failed
+    before fitting, and a fitted one could not be pickled for a service."""
+    from deepsharp.core import make_engine
+
+    x, y = _iris()
+    model = NetworkClassifier(engine=make_engine("light"), epochs=5)
+    assert len(cross_val_score(model, x, y, cv=2)) == 2
+    fitted = clone(model).fit(x, y)
+    again = pickle.loads(pickle.dumps(fitted))
+    assert np.array_equal(again.predict_proba(x), fitted.predict_proba(x))
+
+
 def test_a_grid_search_sets_the_optimizer_s_learning_rate() -> None:
     x, y = _iris()
     search = GridSearchCV(

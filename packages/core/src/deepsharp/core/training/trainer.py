@@ -502,6 +502,13 @@ class Trainer:
                 hooks[name].restore(hook_state)
         self.skipped_steps = state.skipped_steps
 
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a Trainer is not pickled or copied: it holds its engine's memory for a run under "
+            "way. Save what it trains (trainer.network after close(), Network.save) or take "
+            "checkpoints (fit's checkpoint_dir), and make a new Trainer from them"
+        )
+
     def close(self) -> None:
         """Bring the slots and buffers back to the host network and let go of the engine's
         memory. A closed trainer takes no more steps (StateError); closing it again does

@@ -86,6 +86,12 @@ class LightEngine:
         self._gelu_kept: dict[int, tuple[Any, Array]] = {}
         keep_freed_memory()  # a step's freed arrays stay in the heap for the next
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (copied: scikit-learn's clone) as its settings and counters: its thread pool
+        as the count of its threads, without what it keeps of arrays it was handed (held
+        weakly, by their identities in this process)."""
+        return {**vars(self), "_groups": {}, "_gelu_kept": {}}
+
     @property
     def identity(self) -> EngineIdentity:
         return EngineIdentity(self.own_name, f"numpy {self.version}", self.device, self.precision)

@@ -86,6 +86,10 @@ class Pool:
         self._pid = 0
         self._lock = threading.Lock()
 
+    def __reduce__(self) -> tuple[Any, tuple[int]]:
+        """Pickled (or copied) as its count of threads: the process's own pool of that count."""
+        return pool, (self.threads,)
+
     def _workers(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._executor is None or self._pid != os.getpid():

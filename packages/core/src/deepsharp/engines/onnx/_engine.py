@@ -99,6 +99,10 @@ class OnnxEngine:
             return False
         return True
 
+    def __reduce__(self) -> tuple[Any, tuple[int]]:
+        """Pickled (copied) as its opset: onnxruntime's module and sessions are made anew."""
+        return type(self), (self.opset,)
+
     @property
     def identity(self) -> EngineIdentity:
         return EngineIdentity(
