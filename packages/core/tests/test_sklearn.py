@@ -123,11 +123,58 @@ def test_nested_settings_keep_a_learning_rate_schedule_as_it_is() -> None:
 
 def test_an_unknown_nested_setting_names_the_ones_there_are() -> None:
     with pytest.raises(
-        ValueError, match=r"optimizer__lr .* takes beta1, beta2, epsilon, learning_rate"
+        ValueError,
+        match=r"optimizer__lr .* Adam takes beta1, beta2, clip_norm, epsilon, global_clip_norm, "
+        r"learning_rate",
     ):
         NetworkClassifier().set_params(optimizer__lr=0.1)
     with pytest.raises(ValueError, match=r"functools\.partial"):
         NetworkClassifier().set_params(network__units=8)
+    model = NetworkClassifier(epochs=3)
+    with pytest.raises(ValueError, match="optimizer__lr"):
+        model.set_params(epochs=50, optimizer__lr=0.1)
+    assert model.epochs == 3  # refused before anything was set
+
+
+def test_clipping_is_a_nested_setting_and_a_refused_setting_fails_its_fit_only() -> None:
+    """Failed before (trial AG): optimizer__clip_norm and optimizer__global_clip_norm were
+    refused ('Adam takes beta1, beta2, epsilon, learning_rate'), though every optimizer takes
+    them; a setting the optimizer refuses (beta1=1.0) raised in set_params, which GridSearchCV
+    calls outside its error_score's reach: the whole search stopped."""
+    x, y = _iris()
+    model = NetworkClassifier(epochs=3).set_params(optimizer__clip_norm=1.0)
+    assert isinstance(model.optimizer, Adam) and model.optimizer.clip_norm == 1.0
+    assert model.get_params()["optimizer__global_clip_norm"] is None
+    search = GridSearchCV(
+        NetworkClassifier(epochs=3), {"optimizer__beta1": [0.9, 1.0]}, cv=2, error_score=np.nan
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn's FitFailedWarning
+        search.fit(x, y)
+    scores = search.cv_results_["mean_test_score"]
+    assert np.isfinite(scores[0]) and np.isnan(scores[1])
+    refused = NetworkClassifier(epochs=3).set_params(optimizer__beta1=1.0)
+    assert (
+        "beta1=1.0" in repr(refused.optimizer) and refused.get_params()["optimizer__beta1"] == 1.0
+    )
+    with pytest.raises(ValueError, match="beta1 must be"):
+        refused.fit(x, y)
+    assert clone(refused).set_params(optimizer__beta1=0.5).optimizer.beta1 == 0.5
+
+
+def test_random_state_seeds_the_run() -> None:
+    """Before (trial AG): no random_state; the seed was reachable only inside options, which
+    set_params and a grid cannot reach ('options__seed' was refused)."""
+    x, y = _iris()
+    first, again, other = (
+        NetworkClassifier(epochs=3, random_state=seed).fit(x, y) for seed in (1, 1, 2)
+    )
+    assert np.array_equal(first.predict_proba(x), again.predict_proba(x))
+    assert not np.array_equal(first.predict_proba(x), other.predict_proba(x))
+    seeded = NetworkClassifier(epochs=3, options=FitOptions(seed=1, progress=False)).fit(x, y)
+    assert np.array_equal(seeded.predict_proba(x), first.predict_proba(x))
+    with pytest.raises(ValueError, match="random_state is the run's seed"):
+        NetworkClassifier(random_state=-1).fit(x, y)
 
 
 def test_a_fitted_estimator_pickles_and_clones_to_the_same_predictions() -> None:

@@ -83,6 +83,7 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
         epochs: int | None = None,
         engine: Engine | str | None = None,
         validation: float = 0.15,
+        random_state: int | None = None,
     ) -> None:
         self.network = network
         self.loss = loss
@@ -91,20 +92,24 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
         self.epochs = epochs
         self.engine = engine
         self.validation = validation
+        self.random_state = random_state
 
     # --- parameters -------------------------------------------------------------------------
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The estimator's parameters; with `deep`, the optimizer's settings too, each as
         `optimizer__<setting>` (those `set_params` and `GridSearchCV` take)."""
         params: dict[str, Any] = super().get_params(deep=False)
-        if deep and (self.optimizer is None or isinstance(self.optimizer, Optimizer)):
-            settings = _settings(self._optimizer())
+        if deep and (self.optimizer is None or isinstance(self.optimizer, (Optimizer, _Refused))):
+            settings = self._made_of()[1]
             params.update({f"{_NESTED}{name}": value for name, value in settings.items()})
         return params
 
     def set_params(self, **params: Any) -> Any:
         """Set parameters, `optimizer__<setting>` among them: the optimizer is made again, of
-        its kind, with that setting changed (the default `Adam()` when none is given)."""
+        its kind, with that setting changed (the default `Adam()` when none is given). A name
+        no parameter has is refused before anything is set; a setting the optimizer refuses
+        (Adam's beta1=1.0) is refused by `fit`, as scikit-learn's estimators check their
+        parameters there (a search scores that candidate NaN and goes on)."""
         nested = {
             key[len(_NESTED) :]: params.pop(key) for key in list(params) if key.startswith(_NESTED)
         }
@@ -112,25 +117,41 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
             if "__" in key:
                 raise ValueError(
                     f"invalid parameter {key!r} for {type(self).__name__}: the nested parameters "
-                    f"are the optimizer's ({_NESTED}learning_rate, ...); give a network builder "
-                    "its settings with functools.partial(builder, ...)"
+                    f"are the optimizer's ({_NESTED}learning_rate, ...); the seed is "
+                    "random_state; give a network builder its settings with "
+                    "functools.partial(builder, ...)"
                 )
-        super().set_params(**params)
         if nested:
-            optimizer = self._optimizer()
-            settings = _settings(optimizer)
+            optimizer = params.get("optimizer", self.optimizer)
+            kind, settings = _NetworkEstimator(optimizer=optimizer)._made_of()
             unknown = sorted(set(nested) - set(settings))
             if unknown:
                 raise ValueError(
                     f"invalid parameter {_NESTED}{unknown[0]} for {type(self).__name__}: its "
-                    f"optimizer {optimizer!r} takes {', '.join(sorted(settings))}"
+                    f"optimizer {kind.__name__} takes {', '.join(sorted(settings))}"
                 )
-            self.optimizer = type(optimizer)(**{**settings, **nested})
+        super().set_params(**params)
+        if nested:
+            kind, settings = self._made_of()
+            try:
+                self.optimizer = kind(**{**settings, **nested})
+            except (TypeError, ValueError) as error:
+                refused: Any = _Refused(kind, {**settings, **nested}, error)
+                self.optimizer = refused
         return self
+
+    def _made_of(self) -> tuple[type[Optimizer], dict[str, Any]]:
+        """The optimizer's kind and settings (of one a setting refused, as it was asked)."""
+        if isinstance(self.optimizer, _Refused):
+            return self.optimizer.kind, dict(self.optimizer.settings)
+        optimizer = self._optimizer()
+        return type(optimizer), _settings(optimizer)
 
     def _optimizer(self) -> Optimizer:
         if self.optimizer is None:
             return Adam()
+        if isinstance(self.optimizer, _Refused):
+            raise self.optimizer.error
         if not isinstance(self.optimizer, Optimizer):
             raise TypeError(
                 f"{type(self).__name__}: optimizer must be an Optimizer such as Adam(0.01), or "
@@ -151,6 +172,14 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
             changes["epochs"] = self.epochs
         if self.engine is not None:
             changes["engine"] = self.engine
+        if self.random_state is not None:
+            seed = self.random_state
+            if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+                raise ValueError(
+                    f"{type(self).__name__}: random_state is the run's seed, a whole number of "
+                    f"0 or more (or None: the options' seed, 0 by default), not {seed!r}"
+                )
+            changes["seed"] = int(seed)
         return dataclasses.replace(options, **changes) if changes else options
 
     def _network(self, outputs: int) -> Network:
@@ -283,7 +312,8 @@ class NetworkClassifier(ClassifierMixin, _NetworkEstimator):  # type: ignore[mis
     (the default) or, for two classes, `BinaryCrossEntropy()` with a network of one output.
     `optimizer`: `Adam()` unless given; its settings are the nested parameters
     `optimizer__<setting>`. `options`: the run's `FitOptions` (seed 0 and no progress bar when
-    None); `epochs` and `engine`, where given, take the place of theirs. `validation`: the
+    None); `epochs`, `engine` and `random_state` (the seed), where given, take the place of
+    theirs. `validation`: the
     fraction of the rows held back to judge each epoch (early stopping). `fit` takes each
     row's weight in the training loss, `sample_weight` (also through a `Pipeline`:
     `fit(X, y, networkclassifier__sample_weight=w)`).
@@ -401,8 +431,25 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
 def _settings(optimizer: Optimizer) -> dict[str, Any]:
     """An optimizer's settings as its constructor takes them: its config, with a schedule of
     the learning rate as the schedule itself (the config records it as a mapping, which the
-    constructor refuses: a grid over another setting failed on the rate it left alone)."""
+    constructor refuses: a grid over another setting failed on the rate it left alone), and
+    its clipping settings where it has them, None when off (the config leaves them out then,
+    and a grid over them was refused)."""
     settings = optimizer.config()
     if isinstance(getattr(optimizer, "learning_rate", None), Schedule):
         settings["learning_rate"] = optimizer.learning_rate
+    for name in ("clip_norm", "global_clip_norm"):
+        if hasattr(optimizer, name):
+            settings.setdefault(name, getattr(optimizer, name))
     return settings
+
+
+class _Refused:
+    """An optimizer `set_params` could not make (a setting it refuses), kept as it was asked:
+    `fit` raises its error, as scikit-learn's estimators check their parameters there."""
+
+    def __init__(self, kind: type[Optimizer], settings: dict[str, Any], error: Exception) -> None:
+        self.kind, self.settings, self.error = kind, settings, error
+
+    def __repr__(self) -> str:
+        said = ", ".join(f"{name}={value!r}" for name, value in self.settings.items())
+        return f"{self.kind.__name__}({said}) (refused: {self.error})"
