@@ -89,7 +89,10 @@ def check_instance(what: str, value: Any, kind: type, where: str) -> None:
             f"{where}: the {what} is the class {value.__name__}, not one of its instances: "
             f"write {value.__name__}(...) — e.g. {value.__name__}() — with the parentheses"
         )
-    raise TypeError(f"{where}: the {what} must be a {kind.__name__}, not {described(value)}")
+    article = "an" if kind.__name__[:1] in "AEIOU" else "a"
+    raise TypeError(
+        f"{where}: the {what} must be {article} {kind.__name__}, not {described(value)}"
+    )
 
 
 def described(value: Any, width: int = 80) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import numbers
 from collections.abc import Callable
 from typing import Any
@@ -437,9 +438,13 @@ def _settings(optimizer: Optimizer) -> dict[str, Any]:
     settings = optimizer.config()
     if isinstance(getattr(optimizer, "learning_rate", None), Schedule):
         settings["learning_rate"] = optimizer.learning_rate
-    for name in ("clip_norm", "global_clip_norm"):
-        if hasattr(optimizer, name):
-            settings.setdefault(name, getattr(optimizer, name))
+    try:
+        taken = inspect.signature(type(optimizer)).parameters
+    except (TypeError, ValueError):  # no signature to read: the config as it is
+        return settings
+    for name in ("clip_norm", "global_clip_norm"):  # where its constructor takes them
+        if name in taken:
+            settings.setdefault(name, getattr(optimizer, name, None))
     return settings
 
 

@@ -18,6 +18,8 @@ float targets, `float_targets(self, targets, outputs)`); `task` ("binary", "clas
 
 from __future__ import annotations
 
+import inspect
+import json
 import math
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -69,7 +71,11 @@ class Loss:
     def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
         """The loss of a batch: one value, recorded (its gradient flows back to the outputs).
         `weights`: one number a row (shape (rows,)), or None for every row weighing 1."""
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__}: a Loss of one's own writes value(self, outputs, targets, "
+            "weights=None), giving one number: weighted_mean(terms, weights) of each value's "
+            "terms"
+        )
 
     def link(self, engine: Engine, outputs: Handle) -> Handle:
         """Outputs to predictions, on the engine (no gradient)."""
@@ -84,11 +90,18 @@ class Loss:
 
     def targets(self, targets: Any, outputs: int) -> NDArray[Any]:
         """Targets as this loss takes them: checked, and in the dtype the engine is given."""
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__}: a Loss of one's own writes targets(self, targets, outputs): "
+            "return float_targets(self, targets, outputs) for numbers, one an output a row "
+            "(from deepsharp.core.nn.losses)"
+        )
 
     def correct(self, predictions: NDArray[Any], targets: NDArray[Any]) -> NDArray[np.bool_]:
         """Which rows were predicted right (for losses that measure accuracy)."""
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__}: measures_accuracy is set, so it writes correct(self, "
+            "predictions, targets), a bool a row"
+        )
 
     def check_network(self, network: Network) -> None:
         """Refuse a network this loss does not fit (ConfigurationError saying the ways out)."""
@@ -598,4 +611,46 @@ def loss_from_json(data: Any) -> Loss:
 
 
 def loss_to_json(loss: Loss) -> dict[str, Any]:
-    return {"kind": loss.key, "config": loss.config()}
+    """The loss as a file records it: its kind and its settings, JSON values (else a
+    ConfigurationError naming the loss: a NumPy number in a config() of one's own stopped a
+    run at its first checkpoint, and `save`, with json's own error)."""
+    config = loss.config()
+    try:
+        config = json.loads(json.dumps(config, allow_nan=False))
+    except (TypeError, ValueError) as error:
+        raise ConfigurationError(
+            f"the loss {type(loss).__name__}: its config() must be JSON values for files to "
+            f"record it (text, finite numbers, lists, mappings; float(x) for a NumPy number), "
+            f"not {config!r}: {error}"
+        ) from None
+    _warn_unrecorded(loss, config)
+    return {"kind": loss.key, "config": config}
+
+
+_WARNED: set[type[Loss]] = set()
+
+
+def _warn_unrecorded(loss: Loss, config: dict[str, Any]) -> None:
+    """Warn, once a kind, where a loss of one's own takes settings its constructor is given
+    and records none (the base config(), {}): a file loaded makes it with its defaults, and a
+    setting given is silently lost."""
+    kind = type(loss)
+    if config or type(loss).config is not Loss.config or kind in _WARNED:
+        return
+    try:
+        taken = [
+            name
+            for name, parameter in inspect.signature(kind).parameters.items()
+            if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        return
+    if taken:
+        _WARNED.add(kind)
+        warnings.warn(
+            f"the loss {kind.__name__} takes {', '.join(taken)} and records none of them (it "
+            "has no config() of its own): a file saved with it loads it with its defaults. "
+            f"Write config(self) returning them ({{{taken[0]!r}: self.{taken[0]}, ...}})",
+            DeepSharpWarning,
+            stacklevel=3,
+        )

@@ -27,6 +27,7 @@ from deepsharp.core.files import read_metadata
 from deepsharp.core.reals import brief
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.distribution import Distribution
+from deepsharp.core.training.hooks import StepHook
 from deepsharp.core.training.state import Snapshot
 from deepsharp.core.training.trainer import Trainer
 from deepsharp.core.training.weights import ClassWeights
@@ -157,22 +158,22 @@ class Callback:
         """Take back what `state` gave; FileFormatError where it cannot be."""
 
 
-def checked_state(callback: Callback) -> dict[str, Any]:
-    """A named callback's `state()`, refused (ConfigurationError naming the callback) unless
-    it is what a checkpoint can hold: JSON values, numbers finite (a NumPy scalar, inf or NaN
-    stopped the run at its first checkpoint with json's own error, naming nothing)."""
+def checked_state(callback: Callback | StepHook, what: str = "callback") -> dict[str, Any]:
+    """A named callback's (step hook's) `state()`, refused (ConfigurationError naming it)
+    unless it is what a checkpoint can hold: JSON values, numbers finite (a NumPy scalar, inf
+    or NaN stopped the run at its first checkpoint with json's own error, naming nothing)."""
     state = callback.state()
     try:
         json.dumps(state, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise ConfigurationError(
-            f"the callback {callback.name!r} ({type(callback).__name__}): its state() must be "
+            f"the {what} {callback.name!r} ({type(callback).__name__}): its state() must be "
             f"JSON values for checkpoints to hold it (text, finite numbers, lists, mappings; "
             f"float(x) for a NumPy number, None for what is not finite): {error}"
         ) from None
     if not isinstance(state, dict):
         raise ConfigurationError(
-            f"the callback {callback.name!r} ({type(callback).__name__}): its state() must be a "
+            f"the {what} {callback.name!r} ({type(callback).__name__}): its state() must be a "
             f"dict, not {type(state).__name__}"
         )
     return state

@@ -235,6 +235,9 @@ def fit(
             compile=options.compile,
         ) as trainer:
             run = RunState(trainer, options, distribution, parts)
+            for hook in trainer.hooks:  # what checkpoints will hold: refused now, not later
+                if hook.name and options.checkpoint_every:
+                    checked_state(hook, "step hook")
             run.class_weights = weights
             run.record = made
             if checkpoint is not None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from deepsharp.core.errors import CheckpointMismatchError
-from deepsharp.core.nn.losses import Loss
+from deepsharp.core.nn.losses import Loss, loss_to_json
 from deepsharp.core.training.feeds import ArrayFeed, Feeds
 from deepsharp.core.training.weights import ClassWeights
 
@@ -41,7 +41,7 @@ def run_record(
 ) -> dict[str, Any]:
     """What a checkpoint records of the run: each entry JSON, compared as it is."""
     return {
-        "loss": {"kind": type(loss).__name__, "config": loss.config()},
+        "loss": {"kind": type(loss).__name__, "config": loss_to_json(loss)["config"]},
         "batch_size": batch_size,
         "accumulate": accumulate,
         "class_weight": None if class_weights is None else class_weights.weights.tolist(),

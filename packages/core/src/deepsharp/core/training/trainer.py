@@ -35,7 +35,14 @@ from numpy.typing import NDArray
 
 from deepsharp.core.autodiff.tensor import Recording, Tensor
 from deepsharp.core.engine import Engine, Handle, fused, make_engine
-from deepsharp.core.errors import ConfigurationError, DataError, StateError, listed
+from deepsharp.core.errors import (
+    ConfigurationError,
+    DataError,
+    ShapeError,
+    StateError,
+    described,
+    listed,
+)
 from deepsharp.core.nn.layer import Pass
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Features, Network, in_order
@@ -286,6 +293,18 @@ class Trainer:
                     if grads is None:
                         self.skipped_steps += 1
                         return value
+                    if not isinstance(grads, (list, tuple)) or len(grads) != len(self._slots):
+                        raise ConfigurationError(
+                            f"the step hook {type(hook).__name__}: gradients() gave "
+                            + (
+                                f"{len(grads)} gradients"
+                                if isinstance(grads, (list, tuple))
+                                else described(grads)
+                            )
+                            + "; it gives a list of one gradient a slot "
+                            f"({len(self._slots)}, in the order it was given them), or None "
+                            "to skip the step"
+                        )
             finally:
                 self._value, self.step_share = None, None
             assert grads is not None
@@ -356,9 +375,19 @@ class Trainer:
         return loss, grads
 
     def _loss(self, outputs: Tensor, targets: Tensor, weights: Tensor | None) -> Tensor:
-        if weights is None:
-            return self.loss.value(outputs, targets)
-        return self.loss.value(outputs, targets, weights)
+        value = (
+            self.loss.value(outputs, targets)
+            if weights is None
+            else self.loss.value(outputs, targets, weights)
+        )
+        if not isinstance(value, Tensor) or value.shape != ():
+            shape = value.shape if isinstance(value, Tensor) else type(value).__name__
+            raise ShapeError(
+                f"the loss {type(self.loss).__name__}: value() gave {shape}, where one number "
+                "belongs (the way back starts from it): end it in weighted_mean(terms, weights) "
+                "(deepsharp.core.nn.losses), the mean of each value's terms"
+            )
+        return value
 
     def _put_features(self, features: Any, arranged: Features) -> list[Tensor]:
         """The batch's features on the engine, each float input checked finite as it is put

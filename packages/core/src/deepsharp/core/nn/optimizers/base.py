@@ -46,8 +46,11 @@ class Optimizer:
     is made on an engine by `start`, laid out as the slots are: the parts of one flat tensor.
 
     An optimizer of one's own sets `learning_rate` (through `learning_rate_setting`), reads the
-    step's rate with `self.rate(state)` in its `update`, and lists its settings in `config()`;
-    clipping is the base class's (`clipping(clip_norm, global_clip_norm)` in its constructor).
+    step's rate with `self.rate(state)` in its `update` (the updates applied so far are
+    `state.steps`, counted after each update where the update does not count it itself), and
+    lists its settings in `config()`; clipping is the base class's (`clipping(clip_norm,
+    global_clip_norm)` in its constructor, its settings in `config()` through
+    `clipping_config()`).
     """
 
     memories: tuple[str, ...] = ()
@@ -81,12 +84,17 @@ class Optimizer:
         grads: Sequence[Handle],
         state: OptimizerState,
     ) -> None:
-        """The step's update: the gradients clipped as asked, then `update`."""
+        """The step's update: the gradients clipped as asked, then `update`, counted in
+        `state.steps` (what a schedule reads): an `update` of one's own that does not count its
+        updates (SGD's and Adam's do, to read the count in their arithmetic) is counted here."""
         if self.clip_norm is not None:
             grads = fused.clip_norm(engine, grads, clip_norm=self.clip_norm)
         if self.global_clip_norm is not None:
             grads = fused.global_clip_norm(engine, grads, clip_norm=self.global_clip_norm)
+        before = state.steps
         self.update(engine, slots, grads, state)
+        if state.steps == before:
+            state.steps += 1
 
     def clipping_config(self) -> dict[str, Any]:
         """The clipping settings for `config()` (none where clipping is off: older records hold
@@ -119,11 +127,18 @@ class Optimizer:
         state: OptimizerState,
     ) -> None:
         """Change the slots in place from their gradients (and the memory in `state`)."""
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__}: an Optimizer of one's own writes update(self, engine, "
+            "slots, grads, state), changing each slot in place (fused.sgd_update, say)"
+        )
 
     def config(self) -> dict[str, Any]:
         """The settings, as the constructor takes them (checkpoints record them)."""
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__}: an Optimizer of one's own writes config(self), its "
+            "settings as its constructor takes them ({'learning_rate': self.rate_config(), ...}): "
+            "checkpoints and saved runs record them"
+        )
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())

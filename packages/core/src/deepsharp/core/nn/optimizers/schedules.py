@@ -38,11 +38,17 @@ class Schedule:
 
     def rate(self, step: int) -> float:
         """The learning rate of the update after `step` updates."""
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__}: a Schedule of one's own writes rate(self, step), the "
+            "learning rate after `step` updates"
+        )
 
     def config(self) -> dict[str, Any]:
         """Its settings, as JSON values (checkpoints record them, with the schedule's kind)."""
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__}: a Schedule of one's own writes config(self), its settings "
+            "as JSON values (checkpoints record them)"
+        )
 
     def record(self) -> dict[str, Any]:
         """What an optimizer's settings hold of it: its kind and its settings."""
