@@ -33,6 +33,7 @@ from deepsharp.core import (
     Trainer,
     fit,
 )
+from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.plan import capture
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import fused, make_engine
@@ -378,3 +379,103 @@ def test_every_sample_s_run_compiled_gives_the_recorded_run_s_bits(sample: str) 
     steps = compiled.report.steps
     assert steps.compiled and steps.replayed > 0 and steps.why == (), (sample, steps)
     assert recorded.report.steps.replayed == 0
+
+
+class Counts(Layer):
+    """Keeps a count of its passes in what an attribute holds, not in the attribute."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.seen = [0]
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        self.seen[0] += 1
+        return ops.mul(x, 1.0 + 0.1 * self.seen[0])
+
+
+def _steps(network: Network, compiled: bool, between: Any = None) -> list[float]:
+    rows, targets = titanic_shaped()
+    with Trainer(network, BinaryCrossEntropy(), Adam(0.05), seed=0, compile=compiled) as trainer:
+        losses = []
+        for step in range(5):
+            if between is not None:
+                between(step, network)
+            losses.append(trainer.step(rows, targets))
+    return losses
+
+
+def test_a_layer_changing_what_an_attribute_holds_in_its_forward_runs_as_recorded() -> None:
+    """Failed before (trial AH): `self.seen[0] += 1` in a forward changed no attribute's
+    identity, so the plan replayed the first pass's count: other losses than compile=False,
+    silently."""
+    make = lambda: Network([Dense(4), Counts(name="counts"), Dense(1)], inputs=14)  # noqa: E731
+    assert _steps(make(), True) == _steps(make(), False)
+    network = make()
+    _steps(network, True)
+    with Trainer(network, BinaryCrossEntropy(), Adam(0.05), seed=0) as trainer:
+        rows, targets = titanic_shaped()
+        trainer.step(rows, targets)
+        assert any("sets (or changes what holds) its attribute 'seen'" in why for why in
+                   trainer.compiled.why)  # fmt: skip
+
+
+def test_a_layer_setting_changed_between_steps_is_read_by_the_next_step() -> None:
+    """Failed before (trial AH): Dropout.rate set to 0 after two steps was ignored by the
+    plans traced before (its rate baked into their calls)."""
+
+    def stop_dropping(step: int, network: Network) -> None:
+        if step == 2:
+            network.layers[1].rate = 0.0
+
+    make = lambda: Network([Dense(8), Dropout(0.5), Dense(1)], inputs=14)  # noqa: E731
+    assert _steps(make(), True, stop_dropping) == _steps(make(), False, stop_dropping)
+
+
+def test_captures_on_one_engine_in_two_threads_keep_apart() -> None:
+    """Failed before (trial AH): two trainers tracing their first steps on one engine object
+    in two threads replaced each other's watchers — the second fell back for the whole run
+    ('the step gives back a value it did not make'), the engine kept the first's watchers for
+    good, and at times a capture raised 'dictionary changed size during iteration'."""
+    import threading
+
+    a_in, b_in, a_done = threading.Event(), threading.Event(), threading.Event()
+    first = {"A": True, "B": True}
+
+    class Gate(Layer):  # orders the two threads' first passes (it keeps no state of its own)
+        def __init__(self, who: str, name: str | None = None) -> None:
+            super().__init__(name)
+            self.who = who
+
+        def forward(self, x: Any, slots: Any, context: Any) -> Any:
+            if first[self.who]:
+                first[self.who] = False
+                if self.who == "A":  # A is tracing: B starts tracing too
+                    a_in.set()
+                    b_in.wait(10)
+                else:  # B is tracing: A ends its trace first
+                    b_in.set()
+                    a_done.wait(10)
+            return x
+
+    engine = make_engine("light")
+    rows, targets = titanic_shaped()
+    said: dict[str, str] = {}
+
+    def train(who: str) -> None:
+        network = Network([Dense(4), Gate(who), Relu(), Dense(1)], inputs=14)
+        with Trainer(network, BinaryCrossEntropy(), Adam(0.05), engine=engine, seed=0) as t:
+            if who == "B":
+                a_in.wait(10)
+            for step in range(3):
+                t.step(rows, targets)
+                if who == "A" and step == 0:
+                    a_done.set()
+            said[who] = t.compiled.summary()
+
+    threads = [threading.Thread(target=train, args=(who,)) for who in "AB"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert said["A"] == said["B"] == "steps: 2 replayed a compiled plan (1 made), 1 ran as recorded"
+    assert not [name for name, value in vars(engine).items() if callable(value)]

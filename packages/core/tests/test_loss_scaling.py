@@ -313,8 +313,11 @@ def test_a_resumed_mixed_float16_run_ends_bit_for_bit_where_the_whole_one_does(
     # From 2^50 the first steps overflow float16 and are skipped, halving the scale each time,
     # across the checkpoint: the scale and its counter must travel with it.
     setting = LossScale(2.0**50, interval=7)
-    with pytest.warns(DeepSharpWarning, match="it halves at each, so start it lower"):
+    with pytest.warns(DeepSharpWarning, match="it is multiplied by 0.5 at each, so start it"):
         whole = _titanic("light:mixed_float16", epochs=4, loss_scale=setting)
+    quartered = LossScale(2.0**100, interval=7, backoff=0.25)  # said as it is (it said halves)
+    with pytest.warns(DeepSharpWarning, match="it is multiplied by 0.25 at each"):
+        _titanic("light:mixed_float16", epochs=1, loss_scale=quartered)
     assert whole.report.skipped_steps > 20
     with pytest.warns(DeepSharpWarning, match="every step of epoch 1"):
         _titanic(

@@ -241,37 +241,15 @@ def capture(
     if _watches.active is not None:
         return Captured(function(), None, "a step is already being captured in this thread")
     watch = _Watch(engine, inputs, fixed)
-    names = operations(engine)
-    # What the engine holds as its own (an operation it offers only at some settings, set on
-    # it when made): put back as it was once the capture's watchers go.
-    held = {name: value for name, value in getattr(engine, "__dict__", {}).items() if name in names}
-    installed: list[str] = []
+    watch.why = _install(engine)
     try:
-        for name in names:
-            own = getattr(engine, name)
-            try:
-                setattr(engine, name, _watched(watch, name, own))
-            except (AttributeError, TypeError):
-                watch.why = watch.why or (
-                    f"the engine {type(engine).__name__}'s operation {name} cannot be watched (its "
-                    "methods cannot be set on it)"
-                )
-                continue
-            installed.append(name)
         _watches.active = watch
         try:
             result = function()
         finally:
             _watches.active = None
     finally:
-        for name in installed:
-            try:
-                if name in held:
-                    setattr(engine, name, held[name])
-                else:
-                    delattr(engine, name)
-            except AttributeError:
-                pass
+        _uninstall(engine)
     if watch.why is not None:
         return Captured(result, None, watch.why)
     returned = watch.encoded(outputs(result))
@@ -280,8 +258,74 @@ def capture(
     return Captured(result, Plan(engine, watch, returned), None)
 
 
-def _watched(watch: _Watch, name: str, own: Callable[..., Any]) -> Callable[..., Any]:
+class _Installed:
+    """The watchers set on one engine while captures run on it (in any threads): how many
+    captures use them, what the engine held as its own before (put back when the last ends),
+    the names set, and why an operation could not be watched."""
+
+    def __init__(self, held: dict[str, Any], names: list[str], why: str | None) -> None:
+        self.users = 1
+        self.held, self.names, self.why = held, names, why
+
+
+_installed: dict[int, _Installed] = {}
+_installing = threading.Lock()
+
+
+def _install(engine: Engine) -> str | None:
+    """Set a watcher on each of the engine's operations, once for every capture running on it
+    (two threads each tracing a step on one engine share them: each call goes to the capture
+    of the thread that makes it, or to the operation where that thread captures nothing);
+    why an operation could not be watched, where one could not."""
+    with _installing:
+        found = _installed.get(id(engine))
+        if found is not None:
+            found.users += 1
+            return found.why
+        names = operations(engine)
+        # What the engine holds as its own (an operation it offers only at some settings, set
+        # on it when made): put back as it was once the watchers go.
+        own = getattr(engine, "__dict__", {})
+        held = {name: value for name, value in own.items() if name in names}
+        set_: list[str] = []
+        why = None
+        for name in names:
+            try:
+                setattr(engine, name, _watched(engine, name, getattr(engine, name)))
+            except (AttributeError, TypeError):
+                why = why or (
+                    f"the engine {type(engine).__name__}'s operation {name} cannot be watched (its "
+                    "methods cannot be set on it)"
+                )
+                continue
+            set_.append(name)
+        _installed[id(engine)] = _Installed(held, set_, why)
+        return why
+
+
+def _uninstall(engine: Engine) -> None:
+    """One capture on the engine ended: the watchers go with the last."""
+    with _installing:
+        found = _installed[id(engine)]
+        found.users -= 1
+        if found.users:
+            return
+        del _installed[id(engine)]
+        for name in found.names:
+            try:
+                if name in found.held:
+                    setattr(engine, name, found.held[name])
+                else:
+                    delattr(engine, name)
+            except AttributeError:
+                pass
+
+
+def _watched(engine: Engine, name: str, own: Callable[..., Any]) -> Callable[..., Any]:
     def call(*args: Any, **kw: Any) -> Any:
+        watch = _watches.active
+        if watch is None or watch.engine is not engine:
+            return own(*args, **kw)
         return watch.call(name, own, args, kw)
 
     return call

@@ -22,6 +22,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
 from deepsharp.core.autodiff.plan import Plan, capture
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, Handle
@@ -83,6 +85,7 @@ class CompiledSteps:
         self.recorded = 0
         self.made = 0
         self._whole = True  # every part of the step under way replayed a plan
+        self._layers: dict[int, list[Layer]] = {}  # a network's layers, its parts' too
 
     def begin(self) -> None:
         """A step's parts begin."""
@@ -137,7 +140,7 @@ class CompiledSteps:
         held = trainer.held
         fixed = [*held.kept, *(h for kind in held.state.memory.values() for h in kind)]
         layers = _every_layer(trainer.network.layers)
-        attributes = [dict(vars(layer)) for layer in layers]
+        attributes = [_attributes(layer) for layer in layers]
         captured = capture(engine, recorded, handles, fixed, lambda part: (part[0].handle, part[1]))
         why = captured.why or _changed(layers, attributes)
         if captured.plan is None or why is not None:
@@ -190,6 +193,10 @@ class CompiledSteps:
                 key.append(None)
             else:
                 key += (tensor.shape, tensor.dtype)
+        layers = self._layers.get(id(trainer.network))
+        if layers is None:
+            layers = self._layers[id(trainer.network)] = _every_layer(trainer.network.layers)
+        key.append(sum(layer.edits for layer in layers))  # a setting changed: traced again
         return tuple(key)
 
     def _because(self, why: str) -> None:
@@ -222,16 +229,46 @@ def _every_layer(layers: Sequence[Layer]) -> list[Layer]:
     return found
 
 
+def _attributes(layer: Layer) -> dict[str, Any]:
+    """A layer's attributes as they stand: each value, and of a list, dict, set or array what
+    it holds (a forward that adds to `self.seen[0]` changes no attribute's identity)."""
+    return {
+        name: (value, _contents(value)) for name, value in vars(layer).items() if name != "_edits"
+    }
+
+
+def _contents(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [id(item) for item in value]
+    if isinstance(value, dict):
+        return [(key, id(item)) for key, item in value.items()]
+    if isinstance(value, set):
+        return sorted(map(id, value))
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return None
+
+
+def _same(was: Any, now: Any) -> bool:
+    if was[0] is not now[0]:
+        return False
+    if isinstance(was[1], np.ndarray):
+        return bool(np.array_equal(was[1], now[1], equal_nan=True))
+    return bool(was[1] == now[1])
+
+
 def _changed(layers: Sequence[Layer], before: Sequence[dict[str, Any]]) -> str | None:
-    """Why a pass cannot be replayed where a layer's forward set an attribute of its own (a
-    count of its passes, a tensor it keeps): a replay runs no forward, so it would not."""
+    """Why a pass cannot be replayed where a layer's forward set an attribute of its own, or
+    changed what one holds (a count of its passes, a tensor it keeps): a replay runs no
+    forward, so it would not."""
     for layer, was in zip(layers, before):
-        now = vars(layer)
+        now = _attributes(layer)
+        gone = (_GONE, None)
         for name in [*was, *(n for n in now if n not in was)]:
-            if was.get(name, _GONE) is not now.get(name, _GONE):
+            if not _same(was.get(name, gone), now.get(name, gone)):
                 return (
-                    f"layer {layer.name or layer.label!r} ({type(layer).__name__}) sets its "
-                    f"attribute {name!r} in its forward pass: a replay runs no forward, so its "
+                    f"layer {layer.name or layer.label!r} ({type(layer).__name__}) sets (or changes "
+                    f"what holds) its attribute {name!r} in its forward pass: a replay runs no forward, so its "
                     "steps ran as recorded (a layer's forward reads its inputs, slots and buffers)"
                 )
     return None

@@ -443,7 +443,8 @@ def _epoch(
             else f"their gradients not finite under the loss scale {scale!r}: a scale too "
             "large for the half format overflows every step; "
             + (
-                "it halves at each, so start it lower (LossScale(2**16), the default)"
+                f"it is multiplied by {scale.backoff:g} at each, so start it lower "
+                "(LossScale(2**16), the default)"
                 if scale.dynamic
                 else 'give a smaller one, or loss_scale="dynamic"'
             )
