@@ -680,6 +680,29 @@ def test_a_float32_column_s_values_are_the_labels_of_the_same_values_written(dty
     assert pipe.features(given).tolist() == [[1, 0, 0], [0, 1, 0], [1, 0, 0]]
     from_text = Pipeline().category("g").learn([{"g": "0.1"}, {"g": "0.2"}])
     assert from_text.features(frame).tolist() == [[0, 0], [1, 0], [0, 1], [1, 0]]
+    # the frame's own rows as records (widened to float64) and a float64 copy of it find
+    # their categories too (failed with this round's first form of the change: trial AJ)
+    records = frame.astype("float64").to_dict("records")
+    assert pipe.features(records).tolist() == pipe.features(frame).tolist()
+
+
+def test_a_float32_column_s_whole_numbers_and_classes_keep_their_values_as_labels() -> None:
+    """Failed with this round's first form of the float32 labels (trial AJ): 123456792 (a
+    float32 exactly) became the label '123456790' on the column's path and '123456792' on a
+    row's; a float32 classes target's records were refused as unseen."""
+    pd = pytest.importorskip("pandas")
+    values = np.array([0.1, 123456792.0, 7.0, 0.1], np.float32)
+    frame = pd.DataFrame({"g": values, "y": values})
+    pipe = Pipeline().category("g").target("y", kind="classes").learn(frame)
+    assert pipe.feature_names == ["g=0.1", "g=7", "g=123456792"]
+    assert pipe.classes == ["0.1", "7", "123456792"]
+    records = frame.to_dict("records")
+    assert pipe.features(records).tolist() == pipe.features(frame).tolist()
+    assert pipe.targets(records).tolist() == pipe.targets(frame).tolist() == [0, 2, 1, 0]
+    # a file written before this round learned a float32's widening: its rows still find it
+    earlier = Pipeline().category("g").learn([{"g": "1"}, {"g": "2"}])
+    earlier.columns[0].set_learned(["0.10000000149011612"], False)  # type: ignore[attr-defined]
+    assert earlier.features(frame).tolist()[:1] == [[1]]
 
 
 def test_a_flag_of_rows_holding_pandas_na_after_bools_flags_it_missing() -> None:

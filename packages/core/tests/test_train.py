@@ -391,6 +391,11 @@ def test_a_target_of_numbers_with_a_text_for_unknown_is_refused_as_missing() -> 
             inferred.pipeline.learn(rows)
     places = [{"x": i, "y": ("NA", "EU")[i % 2]} for i in range(10)]
     assert Pipeline().number("x").target("y").learn(places).classes == ["EU", "NA"]
+    # 'NA' on most rows beside 'EU' is two labels, as a target and as a feature (it raised
+    # float()'s ValueError with this round's first form of the change: trial AJ)
+    regions = [{"x": i % 7, "r": "EU" if i % 5 < 2 else "NA", "y": i % 2} for i in range(30)]
+    assert infer_pipeline(regions, "r").target_kind == "binary"
+    assert _kind(regions, "r").kind == "category"
 
 
 def test_numbers_written_with_a_decimal_comma_are_named_so_feature_or_target(

@@ -234,7 +234,8 @@ def _numbers_but_strays(column: Profile) -> Choice | None:
     a '?'), which are categories with or without the texts."""
     if not column.strays:
         return None
-    numbers = [float(value) for value in column.values if value not in column.strays]
+    parsed = [parse_number(value) for value in column.values if value not in column.strays]
+    numbers = [number for number in parsed if number is not None and not math.isnan(number)]
     if len(numbers) <= FEW_WHOLE_NUMBERS and all(number.is_integer() for number in numbers):
         return None
     said = ", ".join(f"{text!r} on {count} row{'s' * (count != 1)}" for text, count in
@@ -396,8 +397,9 @@ def profile(name: ColumnName, values: Column) -> Profile:
     counts = np.array([len(w) for w in said], np.int64)
     vocabulary = len({word for w in said for word in w})
     strays = Counter(text for text, n in zip(found, parsed) if n is None and text is not None)
-    if len(strays) > FEW_STRAYS or sum(strays.values()) * 2 >= len(found) - missing:
-        strays.clear()  # text, not numbers with a few texts among them
+    counted = sum(1 for n in parsed if n is not None and not math.isnan(n))
+    if len(strays) > FEW_STRAYS or sum(strays.values()) >= counted:
+        strays.clear()  # text, not numbers with a few texts among them ('NA' beside 'EU': none)
     return Profile(
         name, len(found), missing, distinct, None, counts, vocabulary, dict(strays.most_common())
     )

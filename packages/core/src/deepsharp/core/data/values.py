@@ -58,6 +58,8 @@ __all__ = [
 ]
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+_NARROW = ((np.float16, float(np.finfo(np.float16).max)), (np.float32, FLOAT32_MAX))
+"""The narrower floats a label reads a value as, where it is exactly one of theirs."""
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 _NAN = float("nan")
 _SHOWN_VALUES = 20  # how many known values an error message lists before it says "and N more"
@@ -208,11 +210,13 @@ def label(value: object) -> str | None:
             return None
         if number.is_integer():
             return str(int(number))
-        if isinstance(value, np.floating) and value.dtype.itemsize < 8:
-            # the shortest text of a float32 (float16) value at its own precision: 0.1 of a
-            # float32 column is "0.1" as the same value written or read as float64 is, not
-            # its float64 widening "0.10000000149011612"
-            return repr(float(str(value)))
+        for kind, largest in _NARROW:
+            # a float16 (float32) value, as a float16 (float32) column holds it, read as it
+            # is or widened to float64 (a DataFrame's rows as records): its shortest text at
+            # that precision, "0.1" as the same value written as text is, not its widening
+            # "0.10000000149011612"
+            if abs(number) <= largest and float(kind(number)) == number:
+                return str(kind(number))
         return repr(number)
     return None if pandas_missing(value) else str(value)
 
@@ -442,18 +446,17 @@ def label_lookup(learned: Sequence[str]) -> dict[str | None, int]:
     lookup: dict[str | None, int] = {v: i for i, v in enumerate(learned)}
     for value, index in list(lookup.items()):
         lookup.setdefault(label(value), index)
+        number = parse_number(value) if isinstance(value, str) and "." in value else None
+        if number is not None and not math.isnan(number):  # a float32's widening learned
+            lookup.setdefault(label(number), index)  # before as it was: its label now
     return lookup
 
 
 def listed(column: Column) -> list[Any]:
-    """A column's values as a list of Python values (as labels read them): a float32 (float16)
-    array's each as the float64 of its shortest text at its own precision — 0.1, not the
-    widening 0.10000000149011612, so that it is the label the same value written as text or
-    held as float64 gives."""
+    """A column's values as a list of Python values, as labels read them (a float32's
+    widened to float64, which `label` reads as the float32 value it is)."""
     if not isinstance(column, np.ndarray):
         return column
-    if column.dtype.kind == "f" and column.dtype.itemsize < 8:
-        column = column.astype(str).astype(np.float64)
     values: list[Any] = column.tolist()
     return values
 
