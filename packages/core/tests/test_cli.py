@@ -351,6 +351,45 @@ def test_a_reader_that_has_gone_ends_the_predictions_quietly(model: Path) -> Non
     assert child.stderr.read() == ""  # before: a BrokenPipeError traceback
 
 
+def test_predictions_to_dev_stdout_go_where_standard_output_goes(
+    model: Path, tmp_path: Path
+) -> None:
+    """Failed before (trial AK): --output /dev/stdout into a file the shell appends to
+    replaced that file (renamed over: its earlier lines gone), and into a pipe was refused
+    ('cannot write into /proc/N/fd')."""
+    log = tmp_path / "log.csv"
+    log.write_text("earlier line\n")
+    with open(log, "ab") as appended:
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, "0", "", "predict", str(model), ROWS, "--output",
+             "/dev/stdout"],
+            stdout=appended, stderr=subprocess.PIPE, text=True, timeout=300,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    expected = _cli("predict", str(model), ROWS).stdout
+    assert log.read_text() == "earlier line\n" + expected
+    piped = _cli("predict", str(model), ROWS, "--output", "/dev/stdout")  # stdout: a pipe
+    assert piped.returncode == 0 and piped.stdout == expected, piped.stderr
+
+
+def test_a_closed_or_full_standard_output_is_said_in_one_line(model: Path) -> None:
+    """Failed before (trial AK): with stdout closed (>&-) a traceback ('NoneType' object has no
+    attribute 'buffer'); into /dev/full, 'cannot open: No space left on device', of no file."""
+    closed = _cli("predict", str(model), ROWS, prefix=["bash", "-c", '"$0" "$@" >&-'])
+    _one_line(closed, "standard output is closed", "--output FILE")
+    full = _cli("predict", str(model), ROWS, prefix=["bash", "-c", '"$0" "$@" > /dev/full'])
+    _one_line(full, "cannot write to standard output: No space left on device")
+
+
+def test_import_from_a_removed_working_folder_says_so(model: Path, tmp_path: Path) -> None:
+    """Before (trial AK): '[Errno 2] No such file or directory', naming nothing."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f'cd {gone} && rmdir {gone} && exec "$0" "$@"'
+    done = _cli("predict", str(model), ROWS, "--import", "json", prefix=["bash", "-c", script])
+    _one_line(done, "the current folder, which no longer exists")
+
+
 # --- rows from what is not a regular file ----------------------------------------------------
 
 

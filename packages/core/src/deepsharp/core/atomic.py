@@ -12,11 +12,12 @@ import re
 import secrets
 import socket
 import stat
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["write_atomically"]
+__all__ = ["descriptor_of", "write_atomically"]
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) -> None:
@@ -24,10 +25,19 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) 
     flat) to a temporary file beside `path`,
     flush it to disk, then rename it into place: a crash, a kill or a full disk leaves either the
     old file or the new one, never half of one. The new file keeps the old one's mode, or takes
-    the umask's. A device or a pipe (`/dev/stdout`) is written straight into; a symbolic link
-    is written through (the file it names is replaced; the link stays)."""
-    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    the umask's. A device or a pipe (`/dev/stdout`) is written straight into; a path naming
+    one of this process's descriptors (`/dev/stdout`, `/dev/fd/3`) is written through that
+    descriptor, where the shell's other writes go (a file it appends to is not replaced); a
+    symbolic link is written through (the file it names is replaced; the link stays)."""
     parts = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
+    descriptor = descriptor_of(path)
+    if descriptor is not None:
+        if descriptor in (1, 2):  # what Python holds for it goes first
+            (sys.stdout if descriptor == 1 else sys.stderr).flush()
+        with os.fdopen(os.dup(descriptor), "wb") as stream:  # its offset shared
+            _write_parts(stream, parts)
+        return
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     try:
         before: os.stat_result | None = os.stat(target)
     except (FileNotFoundError, NotADirectoryError):
@@ -69,6 +79,24 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) 
         temporary.unlink(missing_ok=True)
         raise
     _sync_folder(folder)
+
+
+_DESCRIPTOR = re.compile(r"/dev/(stdout|stderr)|/dev/fd/(\d+)|/proc/(?:self|(\d+))/fd/(\d+)")
+
+
+def descriptor_of(path: str | os.PathLike[str]) -> int | None:
+    """The descriptor of this process a path names (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`,
+    `/proc/self/fd/N`), where it names one that is open; else None."""
+    found = _DESCRIPTOR.fullmatch(os.fspath(path))
+    if found is None or (found.group(3) is not None and int(found.group(3)) != os.getpid()):
+        return None
+    named = found.group(1)
+    number = (1 if named == "stdout" else 2) if named else int(found.group(2) or found.group(4))
+    try:
+        os.fstat(number)
+    except OSError:
+        return None
+    return number
 
 
 def _write_parts(stream: BinaryIO, parts: Iterable[Any]) -> None:

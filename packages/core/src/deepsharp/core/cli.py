@@ -16,12 +16,18 @@ import io
 import itertools
 import os
 import sys
-import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from importlib import import_module
-from pathlib import Path
 from typing import Any
 
+from deepsharp.core.cli_output import (
+    CommandError,
+    left_behind,
+    quiet_stdout,
+    system_said,
+    to_stdout,
+    writable,
+)
 from deepsharp.core.comparing.command import add_command as add_compare
 from deepsharp.core.comparing.command import run_command as run_compare
 from deepsharp.core.doctor import doctor
@@ -34,10 +40,6 @@ __all__ = ["main"]
 
 SAMPLES = ("titanic", "digits", "resnet", "spam", "shakespeare")
 ENGINE_HELP = "light (default), testbuffer, torch:cpu, torch:cuda:N, or module:factory"
-
-
-class CommandError(Exception):
-    """What the command line refuses before it starts, or reports when the system fails it."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -191,13 +193,20 @@ def _import_modules(arguments: argparse.Namespace) -> None:
 def _imported(name: str, said: str) -> Any:
     """The module `name`, looked for in the current folder first; a CommandError beginning with
     `said` where it cannot be imported."""
-    sys.path.insert(0, os.getcwd())
+    try:
+        here = os.getcwd()
+    except FileNotFoundError:
+        raise CommandError(
+            f"{said} is looked for in the current folder, which no longer exists (it was "
+            "removed): run from a folder that does"
+        ) from None
+    sys.path.insert(0, here)
     try:
         return import_module(name)
     except ImportError as error:
         raise CommandError(f"{said} cannot be imported ({error})") from None
     finally:
-        sys.path.remove(os.getcwd())
+        sys.path.remove(here)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -223,8 +232,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return doctor()
     except (DeepSharpError, CommandError, FileNotFoundError) as error:
         return _fail(str(error))
+    except BrokenPipeError:  # a reader that stopped early: what is left goes nowhere
+        quiet_stdout()
+        return _fail("standard output was closed by its reader (Broken pipe)")
     except OSError as error:
-        return _fail(_system(error))
+        return _fail(system_said(error))
     except KeyboardInterrupt:
         return _fail("interrupted", code=130)
 
@@ -232,14 +244,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _fail(message: str, code: int = 1) -> int:
     print(f"deepsharp: {message}", file=sys.stderr)
     return code
-
-
-def _system(error: OSError, doing: str = "", path: str | None = None) -> str:
-    """An error of the operating system as one line: the file, what failed, and why."""
-    reason = error.strerror or str(error) or type(error).__name__
-    named = path if path is not None else error.filename
-    where = f" {os.fspath(named)!r}" if named is not None else ""
-    return f"{doing or 'cannot open'}{where}: {reason}"
 
 
 def _engine(spec: str | None) -> Engine:
@@ -250,41 +254,6 @@ def _engine(spec: str | None) -> Engine:
         raise CommandError(
             f"the engine {spec!r} exited the program (exit code {stopped.code!r}) instead of "
             "making an engine; give an engine spec or a module:factory that returns one"
-        ) from None
-
-
-def _writable(path: str, option: str) -> None:
-    """Refuse, before any work, a FILE that cannot be written: a folder, a missing folder,
-    a folder that cannot take a new file (permission, read-only file system); a symbolic link
-    is judged by where it leads, as the file is written through it."""
-    target = Path(path)
-    if target.is_symlink():
-        try:
-            os.stat(path)
-            leads = True
-        except FileNotFoundError:  # to a file not yet there: its folder must be
-            leads = Path(os.path.realpath(path)).parent.is_dir()
-        except OSError:  # a loop of links
-            leads = False
-        if not leads:
-            raise CommandError(
-                f"{option} {path!r} is a symbolic link to {os.readlink(path)!r}, which leads to "
-                "no folder (or back to itself): make the folder it names, or give another file"
-            )
-        target = Path(os.path.realpath(path))
-    if target.is_dir():
-        raise CommandError(f"{option} {path!r} is a folder; give a file name (in it, or elsewhere)")
-    if target.exists() and not target.is_file():
-        return  # a device or a pipe (/dev/stdout): written in place
-    folder = target.parent
-    if not folder.is_dir():
-        raise CommandError(f"{option} {path!r}: there is no folder {os.fspath(folder)!r}")
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        raise CommandError(
-            f"{option} {path!r}: cannot write into {os.fspath(folder)!r}: {error.strerror or error}"
         ) from None
 
 
@@ -334,7 +303,7 @@ def _plot_target(path: str) -> str:
     folder) in a folder that takes files, of a kind matplotlib draws (a name without one is
     drawn as PNG under that name)."""
     _can_plot()
-    _writable(path, "--plot")
+    writable(path, "--plot")
     try:
         image_kind(path, "--plot")
     except ValueError as error:
@@ -344,7 +313,7 @@ def _plot_target(path: str) -> str:
 
 def _sample(arguments: argparse.Namespace) -> int:
     if arguments.save:
-        _writable(arguments.save, "--save")
+        writable(arguments.save, "--save")
     if arguments.plot:
         arguments.plot = _plot_target(arguments.plot)
     module: Any = import_module(f"deepsharp.core.samples.{arguments.name}")
@@ -364,8 +333,8 @@ def _sample(arguments: argparse.Namespace) -> int:
             run.trained.save(arguments.save)
         except OSError as error:
             raise CommandError(
-                _system(error, "could not save the trained network to", arguments.save)
-                + _left(arguments.save)
+                system_said(error, "could not save the trained network to", arguments.save)
+                + left_behind(arguments.save)
             ) from None
         print(f"saved the trained network to {arguments.save}")
     if arguments.plot:
@@ -400,7 +369,7 @@ def _train(arguments: argparse.Namespace) -> int:
     from deepsharp.core.nn.optimizers import Adam
     from deepsharp.core.training.loop import FitOptions, fit
 
-    _writable(arguments.out, "--out")
+    writable(arguments.out, "--out")
     _not_an_input(
         arguments.out, (arguments.rows, "the rows"), option="--out", written="trained network"
     )
@@ -455,8 +424,8 @@ def _train(arguments: argparse.Namespace) -> int:
         run.trained.save(arguments.out)
     except OSError as error:
         raise CommandError(
-            _system(error, "could not save the trained network to", arguments.out)
-            + _left(arguments.out)
+            system_said(error, "could not save the trained network to", arguments.out)
+            + left_behind(arguments.out)
         ) from None
     print(
         f"saved the trained network to {arguments.out} "
@@ -569,7 +538,7 @@ def _predict(arguments: argparse.Namespace) -> int:
     from deepsharp.core.serving import TrainedNetwork
 
     if arguments.output:
-        _writable(arguments.output, "--output")
+        writable(arguments.output, "--output")
         _not_an_input(
             arguments.output, (arguments.rows, "the rows"), (arguments.file, "the trained network")
         )
@@ -596,12 +565,12 @@ def _predict(arguments: argparse.Namespace) -> int:
             write_atomically(arguments.output, predictions)
         except OSError as error:
             raise CommandError(
-                _system(error, "could not write the predictions to", arguments.output)
-                + _left(arguments.output)
+                system_said(error, "could not write the predictions to", arguments.output)
+                + left_behind(arguments.output)
             ) from None
         print(f"wrote {predictions.rows} predictions to {arguments.output}", file=sys.stderr)
         return 0
-    return _to_stdout(predictions)
+    return to_stdout(predictions)
 
 
 class _PredictionLines:
@@ -635,31 +604,11 @@ class _PredictionLines:
             yield "".join(",".join(map(repr, row)) + "\n" for row in predictions.tolist()).encode()
 
 
-def _left(path: str) -> str:
-    """What a failed atomic write left behind, said after its error."""
-    if Path(path).is_file():
-        return "; the file that was there is unchanged"
-    return "" if Path(path).exists() else "; nothing was written"
-
-
-def _to_stdout(parts: Iterable[bytes]) -> int:
-    """Write the parts to standard output as they come."""
-    try:
-        for part in parts:
-            sys.stdout.buffer.write(part)
-        sys.stdout.flush()
-    except BrokenPipeError:  # the reader stopped early (`deepsharp predict ... | head`): quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
-    return 0
-
-
 def _export(arguments: argparse.Namespace) -> int:
     from deepsharp.core.export.model import export_trained, sha256_of
     from deepsharp.core.serving import TrainedNetwork
 
-    _writable(arguments.out, "OUT.onnx")
+    writable(arguments.out, "OUT.onnx")
     _not_an_input(
         arguments.out,
         (arguments.file, "the trained network"),
@@ -673,7 +622,8 @@ def _export(arguments: argparse.Namespace) -> int:
         export_trained(trained, arguments.out, arguments.opset, source)
     except OSError as error:
         raise CommandError(
-            _system(error, "could not write the ONNX file", arguments.out) + _left(arguments.out)
+            system_said(error, "could not write the ONNX file", arguments.out)
+            + left_behind(arguments.out)
         ) from None
     print(f"wrote {arguments.out} (opset {arguments.opset}; from {arguments.file}, {source})")
     return 0
@@ -688,7 +638,8 @@ def _seal(arguments: argparse.Namespace) -> int:
         if isinstance(error, FileNotFoundError) and not error.filename:
             raise  # no file to seal: said as the loaders say it
         raise CommandError(
-            _system(error, "could not record the digest in", arguments.file) + _left(arguments.file)
+            system_said(error, "could not record the digest in", arguments.file)
+            + left_behind(arguments.file)
         ) from None
     print(f"recorded the digest of {arguments.file}")
     return 0

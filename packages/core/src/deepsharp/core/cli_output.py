@@ -1,0 +1,95 @@
+"""The command line's files and standard output: what a FILE option is checked for before
+any work, what a failed write left behind, the predictions written to standard output, and an
+error of the system said as one line."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from deepsharp.core.atomic import descriptor_of
+
+__all__ = ["CommandError", "left_behind", "quiet_stdout", "system_said", "to_stdout", "writable"]
+
+
+class CommandError(Exception):
+    """What the command line refuses before it starts, or reports when the system fails it."""
+
+
+def system_said(error: OSError, doing: str = "", path: str | None = None) -> str:
+    """An error of the operating system as one line: the file, what failed, and why."""
+    reason = error.strerror or str(error) or type(error).__name__
+    named = path if path is not None else error.filename
+    where = f" {os.fspath(named)!r}" if named is not None else ""
+    return f"{doing or 'cannot open'}{where}: {reason}"
+
+
+def writable(path: str, option: str) -> None:
+    """Refuse, before any work, a FILE that cannot be written: a folder, a missing folder,
+    a folder that cannot take a new file (permission, read-only file system); a symbolic link
+    is judged by where it leads, as the file is written through it."""
+    if descriptor_of(path) is not None:
+        return  # one of this process's descriptors (/dev/stdout): written through it
+    target = Path(path)
+    if target.is_symlink():
+        try:
+            os.stat(path)
+            leads = True
+        except FileNotFoundError:  # to a file not yet there: its folder must be
+            leads = Path(os.path.realpath(path)).parent.is_dir()
+        except OSError:  # a loop of links
+            leads = False
+        if not leads:
+            raise CommandError(
+                f"{option} {path!r} is a symbolic link to {os.readlink(path)!r}, which leads to "
+                "no folder (or back to itself): make the folder it names, or give another file"
+            )
+        target = Path(os.path.realpath(path))
+    if target.is_dir():
+        raise CommandError(f"{option} {path!r} is a folder; give a file name (in it, or elsewhere)")
+    if target.exists() and not target.is_file():
+        return  # a device or a pipe (/dev/stdout): written in place
+    folder = target.parent
+    if not folder.is_dir():
+        raise CommandError(f"{option} {path!r}: there is no folder {os.fspath(folder)!r}")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise CommandError(
+            f"{option} {path!r}: cannot write into {os.fspath(folder)!r}: {error.strerror or error}"
+        ) from None
+
+
+def left_behind(path: str) -> str:
+    """What a failed atomic write left behind, said after its error."""
+    if Path(path).is_file():
+        return "; the file that was there is unchanged"
+    return "" if Path(path).exists() else "; nothing was written"
+
+
+def to_stdout(parts: Iterable[bytes]) -> int:
+    """Write the parts to standard output as they come."""
+    if sys.stdout is None:
+        raise CommandError("standard output is closed (>&-): give --output FILE, or leave it open")
+    try:
+        for part in parts:
+            sys.stdout.buffer.write(part)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped early (`deepsharp predict ... | head`): quietly
+        quiet_stdout()
+        return 1
+    except OSError as error:  # a full disk, a device that takes nothing (> /dev/full)
+        quiet_stdout()
+        raise CommandError(system_said(error, "cannot write to standard output")) from None
+    return 0
+
+
+def quiet_stdout() -> None:
+    """Standard output to the null device: what is left in Python's buffer goes nowhere (it
+    would fail again as the program ends)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
