@@ -160,16 +160,10 @@ class Layer:
             cls.key = LAYERS.add(cls)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        """Set an attribute, counted in `edits` (a compiled step's plan is traced again after
-        one: `Dropout.rate` set to 0 between steps is read at the next)."""
+        """Set an attribute, counted (`_edits`: a compiled step's plan is traced again after
+        one, so that `Dropout.rate` set to 0 between steps is read at the next)."""
         object.__setattr__(self, name, value)
         self.__dict__["_edits"] = self.__dict__.get("_edits", 0) + 1
-
-    @property
-    def edits(self) -> int:
-        """How many times an attribute of this layer has been set."""
-        edits: int = self.__dict__.get("_edits", 0)
-        return edits
 
     def __init__(self, name: str | None = None) -> None:
         self.name: str | None = None if name is None else check_layer_name(name, self.kind)

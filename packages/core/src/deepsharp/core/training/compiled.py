@@ -196,7 +196,7 @@ class CompiledSteps:
         layers = self._layers.get(id(trainer.network))
         if layers is None:
             layers = self._layers[id(trainer.network)] = _every_layer(trainer.network.layers)
-        key.append(sum(layer.edits for layer in layers))  # a setting changed: traced again
+        key.append(sum(vars(layer).get("_edits", 0) for layer in layers))  # a setting changed
         return tuple(key)
 
     def _because(self, why: str) -> None:
