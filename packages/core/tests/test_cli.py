@@ -370,6 +370,13 @@ def test_predictions_to_dev_stdout_go_where_standard_output_goes(
     assert log.read_text() == "earlier line\n" + expected
     piped = _cli("predict", str(model), ROWS, "--output", "/dev/stdout")  # stdout: a pipe
     assert piped.returncode == 0 and piped.stdout == expected, piped.stderr
+    # a trained network or an ONNX file into the standard output the command prints its
+    # report to would hold both: refused (trial AL: a file that did not load, exit 0)
+    for argv in (
+        ["sample", "titanic", "--save", "/dev/stdout", "--no-progress"],
+        ["export", str(model), "/dev/stdout"],
+    ):
+        _one_line(_cli(*argv), "is standard output, where the command prints what it did too")
 
 
 def test_a_closed_or_full_standard_output_is_said_in_one_line(model: Path) -> None:

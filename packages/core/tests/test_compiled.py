@@ -429,6 +429,17 @@ def test_a_layer_setting_changed_between_steps_is_read_by_the_next_step() -> Non
 
     make = lambda: Network([Dense(8), Dropout(0.5), Dense(1)], inputs=14)  # noqa: E731
     assert _steps(make(), True, stop_dropping) == _steps(make(), False, stop_dropping)
+    # the value it holds set again is no change: the plan goes on replaying (every step was
+    # traced again with this round's first form of the counting: trial AL)
+    network = make()
+    with Trainer(network, BinaryCrossEntropy(), Adam(0.05), seed=0) as trainer:
+        rows, targets = titanic_shaped()
+        for _ in range(4):
+            network.layers[1].rate = 0.5
+            trainer.step(rows, targets)
+        assert trainer.compiled.summary() == (
+            "steps: 3 replayed a compiled plan (1 made), 1 ran as recorded"
+        )
 
 
 def test_captures_on_one_engine_in_two_threads_keep_apart() -> None:

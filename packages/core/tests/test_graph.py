@@ -413,6 +413,45 @@ def test_a_sequence_s_last_state_carries_no_mask_even_as_wide_as_the_sequence(ki
     )
 
 
+def test_a_convolution_s_filters_carry_no_mask_and_a_reshape_of_each_place_keeps_it() -> None:
+    """Failed before (trial AM): Conv1D over an Embedding's (L, D) with as many filters as
+    positions put the padding mask on its filters axis (attention then left filter rows out);
+    a Reshape keeping the positions, (N, 6, 2, 4) to (N, 6, 8), dropped the mask (padding was
+    attended: outputs at tokens moved by 39.6 with the padding's embedding)."""
+    from deepsharp.core import Conv1D, Embedding, MultiHeadAttention, Reshape
+    from deepsharp.core.random import Generator
+
+    def moved(build: Any) -> float:
+        ids = Input(6, dtype="int64", name="ids")
+        network = Network(inputs=ids, outputs=build(Embedding(10, 8, name="emb")(ids)))
+        network.initialize(Generator(0))
+        row = np.array([[5, 3, 7, 0, 0, 0]])
+        before = network.predict(row, MeanSquaredError())
+        slots = {name: np.array(value) for name, value in network.slots.items()}
+        slots["emb.table"][0] = 50.0
+        network.set_slots(slots)
+        return float(
+            np.abs(before - network.predict(row, MeanSquaredError())).reshape(6, -1)[:3].max()
+        )
+
+    kept = lambda e: MultiHeadAttention(2)(Reshape((6, 8))(Reshape((6, 2, 4))(e)))  # noqa: E731
+    assert moved(kept) == 0.0
+
+    def filtered(mask_zero: bool) -> Network:  # (N, 6 filters, 6): no positions of the ids
+        ids = Input(6, dtype="int64", name="ids")
+        embedded = Embedding(10, 6, mask_zero=mask_zero, name="emb")(ids)
+        attended = MultiHeadAttention(1, name="mha")(Conv1D(6, 1, name="conv")(embedded))
+        return Network(inputs=ids, outputs=attended)
+
+    masked, plain = filtered(True), filtered(False)
+    masked.initialize(Generator(0))
+    plain.set_slots(masked.slots)
+    row = np.array([[5, 3, 7, 0, 0, 0]])
+    assert np.array_equal(
+        masked.predict(row, MeanSquaredError()), plain.predict(row, MeanSquaredError())
+    )
+
+
 def test_a_mask_given_as_attention_s_second_input_stands_in_for_the_one_carried() -> None:
     """As docs/sequences.md says: the mask given decides, padding it leaves unmarked is
     attended (the Embedding's mask is not also applied)."""

@@ -81,17 +81,19 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) 
     _sync_folder(folder)
 
 
-_DESCRIPTOR = re.compile(r"/dev/(stdout|stderr)|/dev/fd/(\d+)|/proc/(?:self|(\d+))/fd/(\d+)")
+_DESCRIPTOR = re.compile(r"/dev/(stdin|stdout|stderr)|/dev/fd/(\d+)|/proc/(?:self|(\d+))/fd/(\d+)")
+_NAMED = {"stdin": 0, "stdout": 1, "stderr": 2}
 
 
 def descriptor_of(path: str | os.PathLike[str]) -> int | None:
-    """The descriptor of this process a path names (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`,
-    `/proc/self/fd/N`), where it names one that is open; else None."""
+    """The descriptor of this process a path names (`/dev/stdin`, `/dev/stdout`,
+    `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`), where it names one that is open; else
+    None."""
     found = _DESCRIPTOR.fullmatch(os.fspath(path))
     if found is None or (found.group(3) is not None and int(found.group(3)) != os.getpid()):
         return None
     named = found.group(1)
-    number = (1 if named == "stdout" else 2) if named else int(found.group(2) or found.group(4))
+    number = _NAMED[named] if named else int(found.group(2) or found.group(4))
     try:
         os.fstat(number)
     except OSError:

@@ -538,7 +538,7 @@ def _predict(arguments: argparse.Namespace) -> int:
     from deepsharp.core.serving import TrainedNetwork
 
     if arguments.output:
-        writable(arguments.output, "--output")
+        writable(arguments.output, "--output", printed=False)
         _not_an_input(
             arguments.output, (arguments.rows, "the rows"), (arguments.file, "the trained network")
         )

@@ -27,11 +27,20 @@ def system_said(error: OSError, doing: str = "", path: str | None = None) -> str
     return f"{doing or 'cannot open'}{where}: {reason}"
 
 
-def writable(path: str, option: str) -> None:
+def writable(path: str, option: str, printed: bool = True) -> None:
     """Refuse, before any work, a FILE that cannot be written: a folder, a missing folder,
     a folder that cannot take a new file (permission, read-only file system); a symbolic link
-    is judged by where it leads, as the file is written through it."""
-    if descriptor_of(path) is not None:
+    is judged by where it leads, as the file is written through it. One of the process's
+    descriptors is written through; standard output is refused where the command `printed`
+    to it too (the report beside a trained network's bytes)."""
+    descriptor = descriptor_of(path)
+    if descriptor == 1 and printed:
+        raise CommandError(
+            f"{option} {path!r} is standard output, where the command prints what it did too: "
+            "the file would hold both; give a file, or another descriptor (/dev/fd/3 with "
+            "3>FILE)"
+        )
+    if descriptor is not None:
         return  # one of this process's descriptors (/dev/stdout): written through it
     target = Path(path)
     if target.is_symlink():

@@ -58,8 +58,6 @@ __all__ = [
 ]
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
-_NARROW = ((np.float16, float(np.finfo(np.float16).max)), (np.float32, FLOAT32_MAX))
-"""The narrower floats a label reads a value as, where it is exactly one of theirs."""
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 _NAN = float("nan")
 _SHOWN_VALUES = 20  # how many known values an error message lists before it says "and N more"
@@ -210,13 +208,12 @@ def label(value: object) -> str | None:
             return None
         if number.is_integer():
             return str(int(number))
-        for kind, largest in _NARROW:
-            # a float16 (float32) value, as a float16 (float32) column holds it, read as it
-            # is or widened to float64 (a DataFrame's rows as records): its shortest text at
-            # that precision, "0.1" as the same value written as text is, not its widening
-            # "0.10000000149011612"
-            if abs(number) <= largest and float(kind(number)) == number:
-                return str(kind(number))
+        if abs(number) <= FLOAT32_MAX and float(np.float32(number)) == number:
+            # a float32 value, as a float32 column holds it, read as it is or widened to
+            # float64 (a DataFrame's rows as records): its shortest text at float32's
+            # precision, "0.1" as the same value written as text is, not its widening
+            # "0.10000000149011612" (two numbers within float32's rounding are one label)
+            return str(np.float32(number))
         return repr(number)
     return None if pandas_missing(value) else str(value)
 
@@ -453,10 +450,13 @@ def label_lookup(learned: Sequence[str]) -> dict[str | None, int]:
 
 
 def listed(column: Column) -> list[Any]:
-    """A column's values as a list of Python values, as labels read them (a float32's
-    widened to float64, which `label` reads as the float32 value it is)."""
+    """A column's values as a list of Python values, as labels read them: a float32's widened
+    to float64 (which `label` reads as the float32 value it is), a float16's each the float64
+    of its shortest text (0.1, not 0.0999755859375)."""
     if not isinstance(column, np.ndarray):
         return column
+    if column.dtype == np.float16:
+        return [float(np.format_float_positional(v, unique=True)) for v in column.ravel()]
     values: list[Any] = column.tolist()
     return values
 

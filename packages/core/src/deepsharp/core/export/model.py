@@ -115,7 +115,7 @@ def write_network(
             made = export(layer, x, bound.per_layer[node.layer], context)
         except ExportError as error:
             raise ExportError(f"{layer.label} cannot be exported to ONNX: {error}") from None
-        values.append(carry_mask(made, x))
+        values.append(carry_mask(made, x, layer.keeps_positions))
         if layers:
             _shown(graph, values[-1], f"layer {place}")
     out: Tensor = values[-1]

@@ -152,6 +152,11 @@ class Layer:
     parallelism every process then needs rows of every batch."""
     takes: ClassVar[tuple[str, ...]] = ("float32",)
     """The dtypes of the inputs it takes (an embedding takes int64 ids)."""
+    keeps_positions: bool | None = None
+    """Whether its output keeps its inputs' positions (a sequence's: their padding mask goes
+    on): None judges by the shapes (the leading two sizes kept), False for a layer whose
+    output's second axis is no position of its input's (a convolution's filters, a sequence's
+    last state, Flatten) however the sizes fall."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -160,10 +165,21 @@ class Layer:
             cls.key = LAYERS.add(cls)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        """Set an attribute, counted (`_edits`: a compiled step's plan is traced again after
-        one, so that `Dropout.rate` set to 0 between steps is read at the next)."""
+        """Set an attribute, counted where it changes (`_edits`: a compiled step's plan is
+        traced again after one, so that `Dropout.rate` set to 0 between steps is read at the
+        next; the value it holds set again is no change)."""
+        held = self.__dict__.get(name, _UNSET)
         object.__setattr__(self, name, value)
+        if held is value or (
+            type(held) is type(value) and isinstance(value, _PLAIN) and held == value
+        ):
+            return
         self.__dict__["_edits"] = self.__dict__.get("_edits", 0) + 1
+
+    def carried(self, x: Any, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        """`forward`, its output carrying its inputs' padding masks where it keeps their
+        positions (`carry_mask`, as `keeps_positions` says): how networks run their layers."""
+        return carry_mask(self.forward(x, slots, context), x, self.keeps_positions)
 
     def __init__(self, name: str | None = None) -> None:
         self.name: str | None = None if name is None else check_layer_name(name, self.kind)
@@ -235,11 +251,11 @@ class Layer:
         own = {key[len(prefix) :]: value for key, value in slots.items() if key.startswith(prefix)}
         recording = open_recording()
         if recording is None:
-            return carry_mask(self.parts[name].forward(x, own, context), x)
+            return self.parts[name].carried(x, own, context)
         outer = recording.layer  # a recorded pass names the part's nodes '<layer>.<part>'
         recording.layer = f"{outer}.{name}" if outer else name
         try:
-            return carry_mask(self.parts[name].forward(x, own, context), x)
+            return self.parts[name].carried(x, own, context)
         finally:
             recording.layer = outer
 
@@ -318,21 +334,27 @@ class Layer:
         return f"{self.kind}({args})"
 
 
+_UNSET = object()
+_PLAIN = (bool, int, float, str, tuple, type(None))
+"""Values compared by equality when set again (a tuple of them too)."""
+
+
 def _brief(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def carry_mask(out: Tensor, given: Any) -> Tensor:
+def carry_mask(out: Tensor, given: Any, keeps: bool | None = None) -> Tensor:
     """A layer's output carries on its inputs' padding masks (1 where a token is, 0 where
     padding is), where it made no mask of its own: where it keeps the batch's positions (the
-    same leading two sizes, and as many axes or more: a layer of one input, `Add`, `Concatenate`
-    of features; an output of fewer axes — a sequence's last state, flattened or reshaped — has
-    no positions left, as in Keras, even where its width happens to be the sequence's length),
-    a position is padding where any masked input's is (the masks multiplied, whatever the
-    inputs' order);
-    where it joins its inputs' positions one after another (`Concatenate(axis=1)`), the masks
-    are joined the same way, an input without one taking every position as a token's."""
+    same leading two sizes: a layer of one input, `Add`, `Concatenate` of features, a
+    `Reshape` of each position's values), a position is padding where any masked input's is
+    (the masks multiplied, whatever the inputs' order); where it joins its inputs' positions
+    one after another (`Concatenate(axis=1)`), the masks are joined the same way, an input
+    without one taking every position as a token's. None where the layer says its output keeps
+    no positions (`keeps=False`: a convolution's filters, a sequence's last state, Flatten,
+    however the sizes fall), nor on an output of one value a row's place, (N, k), from a
+    sequence of several values a place: no positions are left (as in Keras)."""
     if not isinstance(out, Tensor):
         recording = open_recording()
         layer = f"layer {recording.layer!r}" if recording and recording.layer else "a layer"
@@ -345,7 +367,11 @@ def carry_mask(out: Tensor, given: Any) -> Tensor:
     masked = [x for x in inputs if getattr(x, "mask", None) is not None]
     if out.mask is not None or not masked or len(out.shape) < 2:
         return out
-    if all(x.shape[:2] == out.shape[:2] and len(out.shape) >= len(x.shape) for x in masked):
+    if keeps is False:
+        return out
+    if all(
+        x.shape[:2] == out.shape[:2] and (len(out.shape) > 2 or len(x.shape) <= 2) for x in masked
+    ):
         mask = masked[0].mask
         for x in masked[1:]:
             if x.mask is not mask:

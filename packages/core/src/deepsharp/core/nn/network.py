@@ -38,7 +38,7 @@ from deepsharp.core.nn.graph import (
     row_shape,
     trace,
 )
-from deepsharp.core.nn.layer import BufferSpec, Layer, Pass, Shape, SlotSpec, carry_mask
+from deepsharp.core.nn.layer import BufferSpec, Layer, Pass, Shape, SlotSpec
 from deepsharp.core.nn.summary import summarized
 from deepsharp.core.random import Generator
 
@@ -114,7 +114,7 @@ class Network:
         _name(graph)
         # Each node as the forward pass takes it: the layer's forward, its index, what it reads.
         self._plan = [
-            (graph.layers[n.layer].forward, n.layer, n.sources, len(n.sources) > 1)
+            (graph.layers[n.layer].carried, n.layer, n.sources, len(n.sources) > 1)
             for n in graph.nodes
         ]
         self._checkers: list[tuple[Layer, int]] = [
@@ -432,7 +432,7 @@ class Network:
             return self._named_forward(values, per_layer, context, recording)
         for forward, index, sources, several in self._plan:
             x = [values[i] for i in sources] if several else values[sources[0]]
-            values.append(carry_mask(forward(x, per_layer[index], context), x))
+            values.append(forward(x, per_layer[index], context))
         out: Tensor = values[-1]
         return out
 
@@ -444,7 +444,7 @@ class Network:
             for forward, index, sources, several in self._plan:
                 recording.layer = layers[index].name
                 x = [values[i] for i in sources] if several else values[sources[0]]
-                values.append(carry_mask(forward(x, per_layer[index], context), x))
+                values.append(forward(x, per_layer[index], context))
         finally:
             recording.layer = None
         out: Tensor = values[-1]

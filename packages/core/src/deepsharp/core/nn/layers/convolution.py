@@ -57,6 +57,8 @@ class Conv2D(Layer):
     and one bias a filter, as in PyTorch, then the `activation` named, if any. `padding="same"`
     keeps H' = ceil(H / stride) (TensorFlow's rule: an extra zero goes after)."""
 
+    keeps_positions = False  # its output's axis 1: filters, channels
+
     def __init__(
         self,
         filters: int,
@@ -145,6 +147,8 @@ class Conv1D(Layer):
     """Filters slid along signals (N, C, L) -> (N, filters, L'); weights (filters, C, k) and one
     bias a filter, as PyTorch's `nn.Conv1d`, then the `activation` named, if any."""
 
+    keeps_positions = False  # its output's axis 1: filters, channels
+
     def __init__(
         self,
         filters: int,
@@ -213,6 +217,8 @@ class _Pool(Layer):
     """Windows of pool_size (a size, or (height, width)), stride the window, no padding: rows
     and columns a window does not fill are dropped (PyTorch's and Keras's default)."""
 
+    keeps_positions = False  # its output's axis 1: filters, channels
+
     def __init__(self, pool_size: int | tuple[int, int] = 2, name: str | None = None) -> None:
         super().__init__(name)
         self.pool = _pair(self.kind, "pool_size", pool_size)
@@ -252,6 +258,8 @@ class AvgPool2D(_Pool):
 
 class GlobalAvgPool(Layer):
     """The mean over every place of each channel: (N, C, ...) -> (N, C) — images, signals."""
+
+    keeps_positions = False  # its output's axis 1: filters, channels
 
     def build(self, shape: Shape) -> Shape:
         if len(shape) < 2:

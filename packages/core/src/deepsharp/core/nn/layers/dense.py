@@ -118,6 +118,8 @@ def _mask(
 class Flatten(Layer):
     """Each row's values in one line: (N, C, H, W) -> (N, C*H*W)."""
 
+    keeps_positions = False  # every place's values in one row
+
     def build(self, shape: Shape) -> Shape:
         return (math.prod(shape),)
 

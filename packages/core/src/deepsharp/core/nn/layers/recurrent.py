@@ -45,6 +45,7 @@ class _Recurrent(Layer):
                 f"{self.kind}: return_sequences is True or False, not {return_sequences!r}"
             )
         self.return_sequences = return_sequences
+        self.keeps_positions = None if return_sequences else False  # the last state: none
         self.init = None if init is None else check_initializer(init, self.kind)
 
     def build(self, shape: Shape) -> Shape:
