@@ -376,7 +376,34 @@ def test_predictions_to_dev_stdout_go_where_standard_output_goes(
         ["sample", "titanic", "--save", "/dev/stdout", "--no-progress"],
         ["export", str(model), "/dev/stdout"],
     ):
-        _one_line(_cli(*argv), "is standard output, where the command prints what it did too")
+        _one_line(_cli(*argv), "is standard output, where the command says what it does too")
+
+
+def test_standard_input_and_error_and_a_link_to_output_are_no_files_to_write(
+    model: Path, tmp_path: Path
+) -> None:
+    """Failed before (trial AN): --output /dev/stdin with a file as standard input replaced
+    that file; --plot /dev/stderr wrote the PNG and the message into one file; a link to
+    /dev/stdout as --save, with output appended to a file, replaced that file."""
+    precious = tmp_path / "precious.csv"
+    precious.write_bytes(Path(ROWS).read_bytes())
+    script = f'exec "$0" "$@" < {precious}'
+    stdin = _cli(
+        "predict", str(model), ROWS, "--output", "/dev/stdin", prefix=["bash", "-c", script]
+    )
+    _one_line(stdin, "is standard input")
+    assert precious.read_bytes() == Path(ROWS).read_bytes()
+    plot = _cli("sample", "titanic", "--plot", "/dev/stderr", "--no-progress")
+    _one_line(plot, "is standard error")
+    link, log = tmp_path / "link", tmp_path / "log.txt"
+    link.symlink_to("/dev/stdout")
+    log.write_text("earlier\n")
+    appended = f'exec "$0" "$@" >> {log}'
+    save = _cli(
+        "sample", "titanic", "--save", str(link), "--no-progress", prefix=["bash", "-c", appended]
+    )
+    _one_line(save, "is standard output")
+    assert log.read_text() == "earlier\n"
 
 
 def test_a_closed_or_full_standard_output_is_said_in_one_line(model: Path) -> None:

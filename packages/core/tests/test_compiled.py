@@ -440,6 +440,17 @@ def test_a_layer_setting_changed_between_steps_is_read_by_the_next_step() -> Non
         assert trainer.compiled.summary() == (
             "steps: 3 replayed a compiled plan (1 made), 1 ran as recorded"
         )
+        # an equal list, NumPy number or tuple of arrays set again is no change either (a new
+        # equal list each step traced every step again, and the tuple raised NumPy's
+        # 'truth value of an array' in the check: trial AN)
+        layer = network.layers[1]
+        layer.bounds = (np.zeros(2), np.ones(2))
+        layer.bounds = (np.zeros(2), np.ones(2))  # arrays: a change (no NumPy error)
+        for _ in range(3):
+            layer.notes = [1, 2.5, "x"]
+            layer.level = np.float32(0.5)
+            trainer.step(rows, targets)
+        assert trainer.compiled.made == 2  # the first setting of each traced once; the rest replay
 
 
 def test_captures_on_one_engine_in_two_threads_keep_apart() -> None:

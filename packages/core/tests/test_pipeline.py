@@ -682,25 +682,28 @@ def test_a_float32_column_s_values_are_the_labels_of_the_same_values_written(dty
     assert from_text.features(frame).tolist() == [[0, 0], [1, 0], [0, 1], [1, 0]]
     # the frame's own rows as records (widened to float64) and a float64 copy of it find
     # their categories too (failed with this round's first form of the change: trial AJ)
-    if dtype != "float16":  # a float16 widened reads as the float32 value it also is
-        records = frame.astype("float64").to_dict("records")
-        assert pipe.features(records).tolist() == pipe.features(frame).tolist()
+    records = frame.astype("float64").to_dict("records")
+    assert pipe.features(records).tolist() == pipe.features(frame).tolist()
+    narrow = np.float16 if dtype == "float16" else np.float32  # as NumPy's scalars too
+    assert pipe.features([{"g": narrow(0.1)}]).tolist() == [[1, 0, 0]]
 
 
-def test_numbers_apart_at_float32_s_precision_stay_apart_as_labels() -> None:
-    """Failed with this round's second form of the narrow labels (trial AL): every value
-    exactly a float16 took float16's shortest text, so 1.001 and 1.0009765625 were one
-    category and one class (targets silently merged), and 0.0009765625 became '0.000977'."""
+def test_numbers_apart_as_float64_stay_apart_as_labels() -> None:
+    """Failed with this round's second and third forms of the narrow labels (trials AL, AN):
+    every number exactly a float16 (a float32) took that precision's text, so 1.001 and
+    1.0009765625, or 0.1 and 0.10000000149011612, were one category and one class (targets
+    silently merged), and a pipeline saved before that learned both served one as the other.
+    A number is its own text; a float32 widened finds a label learned from float32s only
+    where it is no label as it stands."""
     from deepsharp.core.data.values import label
 
-    assert label(1.001) == "1.001" and label(1.0009765625) == "1.0009766"
-    assert label(0.0009765625) == "0.0009765625"
-    rows = [{"g": 1.0009765625}, {"g": 1.001}, {"g": 2.5}]
-    pipe = Pipeline().category("g").learn(rows)
-    assert pipe.feature_names == ["g=1.0009766", "g=1.001", "g=2.5"]
-    assert pipe.features([{"g": "0.0009765625"}]).tolist() == [[0, 0, 0]]
-    learned = Pipeline().category("g").learn([{"g": 0.0009765625}, {"g": 0.5}])
-    assert learned.features([{"g": "0.0009765625"}]).tolist() == [[1, 0]]
+    assert label(1.001) == "1.001" and label(1.0009765625) == "1.0009765625"
+    assert label(np.float32(0.1)) == "0.1" and label(np.float16(0.1)) == "0.1"
+    rows = [{"g": v, "y": v} for v in (1.0009765625, 1.001, 0.1, 0.10000000149011612, 2.5)]
+    pipe = Pipeline().category("g").target("y", kind="classes").learn(rows)
+    assert len(pipe.feature_names) == len(pipe.classes) == 5
+    assert pipe.targets(rows).tolist() == [2, 3, 0, 1, 4]  # sorted: 0.1, 0.1000..., 1.0009...
+    assert pipe.features([{"g": 0.10000000149011612}]).tolist() == [[0, 1, 0, 0, 0]]
 
 
 def test_a_float32_column_s_whole_numbers_and_classes_keep_their_values_as_labels() -> None:

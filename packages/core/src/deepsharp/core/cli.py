@@ -303,7 +303,7 @@ def _plot_target(path: str) -> str:
     folder) in a folder that takes files, of a kind matplotlib draws (a name without one is
     drawn as PNG under that name)."""
     _can_plot()
-    writable(path, "--plot")
+    writable(path, "--plot", through=False)
     try:
         image_kind(path, "--plot")
     except ValueError as error:

@@ -27,19 +27,25 @@ def system_said(error: OSError, doing: str = "", path: str | None = None) -> str
     return f"{doing or 'cannot open'}{where}: {reason}"
 
 
-def writable(path: str, option: str, printed: bool = True) -> None:
+def writable(path: str, option: str, printed: bool = True, through: bool = True) -> None:
     """Refuse, before any work, a FILE that cannot be written: a folder, a missing folder,
     a folder that cannot take a new file (permission, read-only file system); a symbolic link
     is judged by where it leads, as the file is written through it. One of the process's
-    descriptors is written through; standard output is refused where the command `printed`
-    to it too (the report beside a trained network's bytes)."""
+    descriptors is written through (`through`; --plot's file is opened by matplotlib: it takes
+    none); standard input is refused, and standard output and error where the command
+    `printed` to them too (a report beside a trained network's bytes): by name or by being the
+    very file or pipe."""
     descriptor = descriptor_of(path)
-    if descriptor == 1 and printed:
-        raise CommandError(
-            f"{option} {path!r} is standard output, where the command prints what it did too: "
-            "the file would hold both; give a file, or another descriptor (/dev/fd/3 with "
-            "3>FILE)"
+    if descriptor == 0 or (printed and descriptor in (1, 2)):
+        what = (
+            "standard input, which the command may read"
+            if descriptor == 0
+            else f"standard {'output' if descriptor == 1 else 'error'}, where the command "
+            "says what it does too: the file would hold both"
         )
+        raise CommandError(f"{option} {path!r} is {what}; give a file of its own")
+    if descriptor is not None and not through:
+        raise CommandError(f"{option} {path!r} is a descriptor of the process; give a file name")
     if descriptor is not None:
         return  # one of this process's descriptors (/dev/stdout): written through it
     target = Path(path)

@@ -44,6 +44,7 @@ __all__ = [
     "is_missing",
     "label",
     "label_counts",
+    "label_index",
     "labels",
     "listed",
     "numbers",
@@ -58,6 +59,8 @@ __all__ = [
 ]
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+_NARROW = ((np.float32, FLOAT32_MAX), (np.float16, float(np.finfo(np.float16).max)))
+"""The narrower floats a widened value is looked for as (`label_index`)."""
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 _NAN = float("nan")
 _SHOWN_VALUES = 20  # how many known values an error message lists before it says "and N more"
@@ -180,8 +183,9 @@ def label(value: object) -> str | None:
     Text is stripped; an integral number gives its integer text (3, 3.0, "3" and "3.0" are one
     label), so a pandas column of numbers, a CSV column of text and the CSV pandas writes of
     that column (floats, where it has a gap) give the same labels; a float32 (float16) value
-    gives its shortest text at its own precision (0.1 is "0.1" at any width). Bytes are read as
-    UTF-8.
+    gives its shortest text at its own precision (NumPy's: `np.float32(0.1)` is "0.1", not its
+    widening's "0.10000000149011612"; a widened one is looked for so too, `label_index`).
+    Bytes are read as UTF-8.
     """
     if value is None:
         return None
@@ -208,12 +212,8 @@ def label(value: object) -> str | None:
             return None
         if number.is_integer():
             return str(int(number))
-        if abs(number) <= FLOAT32_MAX and float(np.float32(number)) == number:
-            # a float32 value, as a float32 column holds it, read as it is or widened to
-            # float64 (a DataFrame's rows as records): its shortest text at float32's
-            # precision, "0.1" as the same value written as text is, not its widening
-            # "0.10000000149011612" (two numbers within float32's rounding are one label)
-            return str(np.float32(number))
+        if isinstance(value, np.floating) and value.dtype.itemsize < 8:
+            return str(value)  # its shortest text at its own precision
         return repr(number)
     return None if pandas_missing(value) else str(value)
 
@@ -439,24 +439,50 @@ def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
 
 def label_lookup(learned: Sequence[str]) -> dict[str | None, int]:
     """Each learned label's index, under the label it is now read as too: a file written before
-    "3.0" was read as "3" holds "3.0", which rows now give as "3"."""
+    "3.0" was read as "3" holds "3.0", which rows now give as "3"; one that learned a float32
+    column's values widened ("0.10000000149011612") is found by their own text ("0.1") too."""
     lookup: dict[str | None, int] = {v: i for i, v in enumerate(learned)}
     for value, index in list(lookup.items()):
         lookup.setdefault(label(value), index)
         number = parse_number(value) if isinstance(value, str) and "." in value else None
-        if number is not None and not math.isnan(number):  # a float32's widening learned
-            lookup.setdefault(label(number), index)  # before as it was: its label now
+        for text in _narrow_texts(number):
+            lookup.setdefault(text, index)
     return lookup
 
 
+def label_index(lookup: Mapping[str | None, int], value: object) -> int:
+    """The index of a value's label in `lookup`, -1 where it has none; a number that is a
+    float32 (float16) value widened to float64 (a float32 DataFrame's rows as records: 0.1 as
+    0.10000000149011612) and is no label as it stands is looked for by its text at that
+    precision ("0.1"), as the column it came from was learned."""
+    index = lookup.get(label(value), -1)
+    if index < 0 and isinstance(value, (float, np.floating)) and not isinstance(value, bool):
+        for text in _narrow_texts(float(value)):
+            index = lookup.get(text, -1)
+            if index >= 0:
+                break
+    return index
+
+
+def _narrow_texts(number: float | None) -> list[str]:
+    """The texts of a number at float32's and float16's precision, where it is exactly a value
+    of theirs (and no whole number: those are their own text at any width)."""
+    if number is None or not math.isfinite(number) or number.is_integer():
+        return []
+    return [
+        str(kind(number))
+        for kind, largest in _NARROW
+        if abs(number) <= largest and float(kind(number)) == number
+    ]
+
+
 def listed(column: Column) -> list[Any]:
-    """A column's values as a list of Python values, as labels read them: a float32's widened
-    to float64 (which `label` reads as the float32 value it is), a float16's each the float64
-    of its shortest text (0.1, not 0.0999755859375)."""
+    """A column's values as a list, as labels read them: a float32 (float16) array's as NumPy's
+    scalars of it (each labelled at its own precision), any other's as Python's values."""
     if not isinstance(column, np.ndarray):
         return column
-    if column.dtype == np.float16:
-        return [float(np.format_float_positional(v, unique=True)) for v in column.ravel()]
+    if column.dtype.kind == "f" and column.dtype.itemsize < 8:
+        return list(column)
     values: list[Any] = column.tolist()
     return values
 
@@ -467,10 +493,10 @@ def labels(
     """Map a column to indices through ``lookup`` (label -> index); -1 for an unknown label."""
     values = listed(column)
     seen: dict[Any, Any] = {}
-    index = each_distinct(values, lambda key: lookup.get(label(key), -1), np.intp, made=seen)
+    index = each_distinct(values, lambda key: label_index(lookup, key), np.intp, made=seen)
     apart = values if index is None else bools_apart(values, seen)
     if apart is not values:
-        index = each_distinct(apart, lambda key: lookup.get(label(key), -1), np.intp)
+        index = each_distinct(apart, lambda key: label_index(lookup, key), np.intp)
     if index is None:
         i = _first_unhashable(values)
         raise DataError(

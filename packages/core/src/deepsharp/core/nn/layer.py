@@ -170,9 +170,7 @@ class Layer:
         next; the value it holds set again is no change)."""
         held = self.__dict__.get(name, _UNSET)
         object.__setattr__(self, name, value)
-        if held is value or (
-            type(held) is type(value) and isinstance(value, _PLAIN) and held == value
-        ):
+        if held is value or (type(held) is type(value) and _equal(held, value)):
             return
         self.__dict__["_edits"] = self.__dict__.get("_edits", 0) + 1
 
@@ -335,8 +333,23 @@ class Layer:
 
 
 _UNSET = object()
-_PLAIN = (bool, int, float, str, tuple, type(None))
-"""Values compared by equality when set again (a tuple of them too)."""
+
+
+def _equal(held: Any, value: Any) -> bool:
+    """Whether a setting set again is the one it held: plain values, NumPy's scalars, lists,
+    tuples and dicts of them by equality (an array, or what gives no one bool, is a change)."""
+    if isinstance(value, (bool, int, float, str, type(None), np.generic)):
+        same = held == value
+        return bool(same) if isinstance(same, (bool, np.bool_)) else False
+    if isinstance(value, (list, tuple)):
+        return len(held) == len(value) and all(
+            type(a) is type(b) and _equal(a, b) for a, b in zip(held, value)
+        )
+    if isinstance(value, dict):
+        return held.keys() == value.keys() and all(
+            type(held[k]) is type(value[k]) and _equal(held[k], value[k]) for k in value
+        )
+    return False
 
 
 def _brief(value: object) -> str:

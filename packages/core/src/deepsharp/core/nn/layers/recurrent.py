@@ -31,6 +31,11 @@ class _Recurrent(Layer):
     gates: ClassVar[int] = 1
     """How many gates share the slots' rows."""
 
+    @property
+    def keeps_positions(self) -> bool | None:  # type: ignore[override]
+        """Every state keeps the positions; the last state alone keeps none."""
+        return None if self.return_sequences else False
+
     def __init__(
         self,
         units: int,
@@ -45,7 +50,6 @@ class _Recurrent(Layer):
                 f"{self.kind}: return_sequences is True or False, not {return_sequences!r}"
             )
         self.return_sequences = return_sequences
-        self.keeps_positions = None if return_sequences else False  # the last state: none
         self.init = None if init is None else check_initializer(init, self.kind)
 
     def build(self, shape: Shape) -> Shape:
