@@ -376,7 +376,7 @@ def test_predictions_to_dev_stdout_go_where_standard_output_goes(
         ["sample", "titanic", "--save", "/dev/stdout", "--no-progress"],
         ["export", str(model), "/dev/stdout"],
     ):
-        _one_line(_cli(*argv), "is standard output, where the command says what it does too")
+        _one_line(_cli(*argv), "is standard output, where the command prints what it did too")
 
 
 def test_standard_input_and_error_and_a_link_to_output_are_no_files_to_write(
@@ -395,6 +395,15 @@ def test_standard_input_and_error_and_a_link_to_output_are_no_files_to_write(
     assert precious.read_bytes() == Path(ROWS).read_bytes()
     plot = _cli("sample", "titanic", "--plot", "/dev/stderr", "--no-progress")
     _one_line(plot, "is standard error")
+    out = tmp_path / "out.csv"  # the very file standard error goes to (trial AO: mixed)
+    mixed = _cli("predict", str(model), ROWS, "--output", str(out),
+                 prefix=["bash", "-c", f'exec "$0" "$@" 2> {out}'])  # fmt: skip
+    assert mixed.returncode == 1 and "is standard error" in out.read_text()
+    unread = f'exec "$0" "$@" < {precious}'  # a file that is standard input, never read
+    fine = _cli(
+        "predict", str(model), ROWS, "--output", str(precious), prefix=["bash", "-c", unread]
+    )
+    assert fine.returncode == 0, fine.stderr
     link, log = tmp_path / "link", tmp_path / "log.txt"
     link.symlink_to("/dev/stdout")
     log.write_text("earlier\n")

@@ -416,6 +416,8 @@ def test_a_sequence_s_last_state_carries_no_mask_even_as_wide_as_the_sequence(ki
     later = getattr(core, kind)(4, name="rnn")
     later.return_sequences = True
     assert later.keeps_positions is None and getattr(core, kind)(4).keeps_positions is False
+    later.keeps_positions = False  # as any layer's, it may be set (trial AO)
+    assert later.keeps_positions is False
 
 
 def test_a_convolution_s_filters_carry_no_mask_and_a_reshape_of_each_place_keeps_it() -> None:

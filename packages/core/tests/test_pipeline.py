@@ -682,8 +682,9 @@ def test_a_float32_column_s_values_are_the_labels_of_the_same_values_written(dty
     assert from_text.features(frame).tolist() == [[0, 0], [1, 0], [0, 1], [1, 0]]
     # the frame's own rows as records (widened to float64) and a float64 copy of it find
     # their categories too (failed with this round's first form of the change: trial AJ)
-    records = frame.astype("float64").to_dict("records")
-    assert pipe.features(records).tolist() == pipe.features(frame).tolist()
+    if dtype != "float16":  # a float16 widened is read as the float32 value it also is
+        records = frame.astype("float64").to_dict("records")
+        assert pipe.features(records).tolist() == pipe.features(frame).tolist()
     narrow = np.float16 if dtype == "float16" else np.float32  # as NumPy's scalars too
     assert pipe.features([{"g": narrow(0.1)}]).tolist() == [[1, 0, 0]]
 
@@ -704,6 +705,12 @@ def test_numbers_apart_as_float64_stay_apart_as_labels() -> None:
     assert len(pipe.feature_names) == len(pipe.classes) == 5
     assert pipe.targets(rows).tolist() == [2, 3, 0, 1, 4]  # sorted: 0.1, 0.1000..., 1.0009...
     assert pipe.features([{"g": 0.10000000149011612}]).tolist() == [[0, 1, 0, 0, 0]]
+    # learned alone, one is not served as the other (failed with this round's fourth form,
+    # whose look-up went through float16's texts too: trial AO)
+    for learned, served in ((1.0009765625, 1.001), (1.001, 1.0009765625), (0.0999755859375, 0.1)):
+        alone = Pipeline().category("g", unknown="error").learn([{"g": learned}, {"g": 2.5}])
+        with pytest.raises(DataError, match="was not in the training rows"):
+            alone.features([{"g": served}])
 
 
 def test_a_float32_column_s_whole_numbers_and_classes_keep_their_values_as_labels() -> None:

@@ -88,7 +88,7 @@ _NAMED = {"stdin": 0, "stdout": 1, "stderr": 2}
 def descriptor_of(path: str | os.PathLike[str]) -> int | None:
     """The descriptor of this process a path names (`/dev/stdin`, `/dev/stdout`,
     `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`), where it names one that is open; else,
-    where the path is the very file or pipe standard input, output or error is (a link to
+    where the path is the very file or pipe standard output or error is (a link to
     `/dev/stdout`, the file the shell sends output to), that one; else None."""
     found = _DESCRIPTOR.fullmatch(os.fspath(path))
     if found is None or (found.group(3) is not None and int(found.group(3)) != os.getpid()):
@@ -103,14 +103,16 @@ def descriptor_of(path: str | os.PathLike[str]) -> int | None:
 
 
 def _same_as_standard(path: str | os.PathLike[str]) -> int | None:
-    """The standard descriptor (0, 1, 2) whose file or pipe `path` is, where one is."""
+    """The standard descriptor (output or error: 1, 2) whose file or pipe `path` is, where
+    one is (standard input's file is a file like another where the command does not read
+    it)."""
     try:
         info = os.stat(path)
     except (OSError, ValueError):
         return None
     if not (stat.S_ISREG(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
         return None  # a device (/dev/null) is no one's own
-    for number in (0, 1, 2):
+    for number in (1, 2):
         try:
             held = os.fstat(number)
         except OSError:

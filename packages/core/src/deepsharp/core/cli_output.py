@@ -32,17 +32,18 @@ def writable(path: str, option: str, printed: bool = True, through: bool = True)
     a folder that cannot take a new file (permission, read-only file system); a symbolic link
     is judged by where it leads, as the file is written through it. One of the process's
     descriptors is written through (`through`; --plot's file is opened by matplotlib: it takes
-    none); standard input is refused, and standard output and error where the command
-    `printed` to them too (a report beside a trained network's bytes): by name or by being the
-    very file or pipe."""
+    none); standard input and error are refused, and standard output where the command
+    `printed` to it too (a report beside a trained network's bytes): by name, or (output and
+    error) by being the very file or pipe."""
     descriptor = descriptor_of(path)
-    if descriptor == 0 or (printed and descriptor in (1, 2)):
-        what = (
-            "standard input, which the command may read"
-            if descriptor == 0
-            else f"standard {'output' if descriptor == 1 else 'error'}, where the command "
-            "says what it does too: the file would hold both"
-        )
+    if descriptor in (0, 2) or (printed and descriptor == 1):
+        what = {
+            0: "standard input",
+            1: "standard output, where the command prints what it did too: the file would "
+            "hold both",
+            2: "standard error, where the command reports its progress and errors: the file "
+            "would hold them too",
+        }[descriptor]
         raise CommandError(f"{option} {path!r} is {what}; give a file of its own")
     if descriptor is not None and not through:
         raise CommandError(f"{option} {path!r} is a descriptor of the process; give a file name")

@@ -59,8 +59,6 @@ __all__ = [
 ]
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
-_NARROW = ((np.float32, FLOAT32_MAX), (np.float16, float(np.finfo(np.float16).max)))
-"""The narrower floats a widened value is looked for as (`label_index`)."""
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 _NAN = float("nan")
 _SHOWN_VALUES = 20  # how many known values an error message lists before it says "and N more"
@@ -452,9 +450,10 @@ def label_lookup(learned: Sequence[str]) -> dict[str | None, int]:
 
 def label_index(lookup: Mapping[str | None, int], value: object) -> int:
     """The index of a value's label in `lookup`, -1 where it has none; a number that is a
-    float32 (float16) value widened to float64 (a float32 DataFrame's rows as records: 0.1 as
-    0.10000000149011612) and is no label as it stands is looked for by its text at that
-    precision ("0.1"), as the column it came from was learned."""
+    float32 value widened to float64 (a float32 DataFrame's rows as records: 0.1 as
+    0.10000000149011612) and is no label as it stands is looked for by its text at float32's
+    precision ("0.1"), as the column it came from was learned (a float64 value within float32's
+    rounding of a learned one is so read as it)."""
     index = lookup.get(label(value), -1)
     if index < 0 and isinstance(value, (float, np.floating)) and not isinstance(value, bool):
         for text in _narrow_texts(float(value)):
@@ -465,15 +464,15 @@ def label_index(lookup: Mapping[str | None, int], value: object) -> int:
 
 
 def _narrow_texts(number: float | None) -> list[str]:
-    """The texts of a number at float32's and float16's precision, where it is exactly a value
-    of theirs (and no whole number: those are their own text at any width)."""
+    """The text of a number at float32's precision, where it is exactly a float32 value whose
+    own text that is not (a float32 widened: 0.10000000149011612, whose text is "0.1"; no
+    whole number, whose text is its own at any width)."""
     if number is None or not math.isfinite(number) or number.is_integer():
         return []
-    return [
-        str(kind(number))
-        for kind, largest in _NARROW
-        if abs(number) <= largest and float(kind(number)) == number
-    ]
+    if abs(number) > FLOAT32_MAX or float(np.float32(number)) != number:
+        return []
+    text = str(np.float32(number))
+    return [] if text == repr(number) else [text]
 
 
 def listed(column: Column) -> list[Any]:

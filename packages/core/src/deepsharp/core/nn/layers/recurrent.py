@@ -32,9 +32,16 @@ class _Recurrent(Layer):
     """How many gates share the slots' rows."""
 
     @property
-    def keeps_positions(self) -> bool | None:  # type: ignore[override]
-        """Every state keeps the positions; the last state alone keeps none."""
+    def keeps_positions(self) -> bool | None:
+        """Every state keeps the positions; the last state alone keeps none (unless set)."""
+        if "_keeps" in vars(self):
+            kept: bool | None = vars(self)["_keeps"]
+            return kept
         return None if self.return_sequences else False
+
+    @keeps_positions.setter
+    def keeps_positions(self, value: bool | None) -> None:
+        self.__dict__["_keeps"] = value
 
     def __init__(
         self,
