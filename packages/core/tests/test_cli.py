@@ -383,7 +383,8 @@ def test_standard_input_and_error_and_a_link_to_output_are_no_files_to_write(
     model: Path, tmp_path: Path
 ) -> None:
     """Failed before (trial AN): --output /dev/stdin with a file as standard input replaced
-    that file; --plot /dev/stderr wrote the PNG and the message into one file; a link to
+    that file; --plot /dev/stderr wrote the PNG and the message into one file (any FILE to
+    standard error would); a link to
     /dev/stdout as --save, with output appended to a file, replaced that file."""
     precious = tmp_path / "precious.csv"
     precious.write_bytes(Path(ROWS).read_bytes())
@@ -393,8 +394,8 @@ def test_standard_input_and_error_and_a_link_to_output_are_no_files_to_write(
     )
     _one_line(stdin, "is standard input")
     assert precious.read_bytes() == Path(ROWS).read_bytes()
-    plot = _cli("sample", "titanic", "--plot", "/dev/stderr", "--no-progress")
-    _one_line(plot, "is standard error")
+    stderr = _cli("sample", "titanic", "--save", "/dev/stderr", "--no-progress")
+    _one_line(stderr, "is standard error")
     out = tmp_path / "out.csv"  # the very file standard error goes to (trial AO: mixed)
     mixed = _cli("predict", str(model), ROWS, "--output", str(out),
                  prefix=["bash", "-c", f'exec "$0" "$@" 2> {out}'])  # fmt: skip

@@ -446,6 +446,7 @@ def test_a_layer_setting_changed_between_steps_is_read_by_the_next_step() -> Non
         layer = network.layers[1]
         layer.bounds = (np.zeros(2), np.ones(2))
         layer.bounds = (np.zeros(2), np.ones(2))  # arrays: a change (no NumPy error)
+        layer.names = np.array(["a", "b"])  # an array of text held: compared without isnan
         for _ in range(3):
             layer.notes = [1, 2.5, "x"]
             layer.level = np.float32(0.5)

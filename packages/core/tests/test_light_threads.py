@@ -137,6 +137,7 @@ def test_an_engine_pickles_and_copies_as_its_settings(spec: str) -> None:
     FitOptions holding one could not be cloned (cross_val_score, GridSearchCV) nor saved."""
     if spec == "onnx":
         pytest.importorskip("onnxruntime")
+        pytest.importorskip("onnx")
     from deepsharp.core import make_engine
 
     engine = make_engine(spec)

@@ -253,7 +253,10 @@ def _same(was: Any, now: Any) -> bool:
     if was[0] is not now[0]:
         return False
     if isinstance(was[1], np.ndarray):
-        return bool(np.array_equal(was[1], now[1], equal_nan=True))
+        try:  # NaN equal to NaN where there can be one (isnan takes no text nor objects)
+            return bool(np.array_equal(was[1], now[1], equal_nan=was[1].dtype.kind in "fc"))
+        except (TypeError, ValueError):
+            return False
     return bool(was[1] == now[1])
 
 
