@@ -430,6 +430,11 @@ def test_import_from_a_removed_working_folder_says_so(model: Path, tmp_path: Pat
     gone = tmp_path / "gone"
     gone.mkdir()
     script = f'cd {gone} && rmdir {gone} && exec "$0" "$@"'
+    numpy = subprocess.run(["bash", "-c", script, sys.executable, "-c", "import numpy"],
+                           capture_output=True, timeout=120)  # fmt: skip
+    gone.mkdir()
+    if numpy.returncode:  # Python 3.13's NumPy 2.4 raises SystemError there, before any of ours
+        pytest.skip("NumPy itself cannot be imported from a removed working folder here")
     done = _cli("predict", str(model), ROWS, "--import", "json", prefix=["bash", "-c", script])
     _one_line(done, "the current folder, which no longer exists")
 
