@@ -5,6 +5,7 @@ Every message says what was wrong, where (row, column, layer, file) and what to 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -116,3 +117,16 @@ def listed(given: Any, name: str, where: str) -> list[Any]:
             f"{name}=[{type(given).__name__}(...)]"
         )
     return list(given)
+
+
+def json_values(value: Any, whose: str) -> Any:
+    """`value` as a file reads it back (a tuple a list), where it is JSON values; else a
+    ConfigurationError saying `whose` it is (a NumPy number in a config() of one's own stopped a
+    run at its first checkpoint with json's own error, naming nothing)."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as error:
+        raise ConfigurationError(
+            f"{whose} must be JSON values for files to record them (text, finite numbers, "
+            f"lists, mappings; float(x) for a NumPy number), not {value!r}: {error}"
+        ) from None

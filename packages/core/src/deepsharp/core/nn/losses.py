@@ -19,7 +19,6 @@ float targets, `float_targets(self, targets, outputs)`); `task` ("binary", "clas
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -30,7 +29,13 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, Handle
-from deepsharp.core.errors import ConfigurationError, DataError, DeepSharpWarning, ShapeError
+from deepsharp.core.errors import (
+    ConfigurationError,
+    DataError,
+    DeepSharpWarning,
+    ShapeError,
+    json_values,
+)
 from deepsharp.core.kinds import Kinds
 
 if TYPE_CHECKING:
@@ -614,15 +619,7 @@ def loss_to_json(loss: Loss) -> dict[str, Any]:
     """The loss as a file records it: its kind and its settings, JSON values (else a
     ConfigurationError naming the loss: a NumPy number in a config() of one's own stopped a
     run at its first checkpoint, and `save`, with json's own error)."""
-    config = loss.config()
-    try:
-        config = json.loads(json.dumps(config, allow_nan=False))
-    except (TypeError, ValueError) as error:
-        raise ConfigurationError(
-            f"the loss {type(loss).__name__}: its config() must be JSON values for files to "
-            f"record it (text, finite numbers, lists, mappings; float(x) for a NumPy number), "
-            f"not {config!r}: {error}"
-        ) from None
+    config = json_values(loss.config(), f"the loss {type(loss).__name__}: its config()")
     _warn_unrecorded(loss, config)
     return {"kind": loss.key, "config": config}
 

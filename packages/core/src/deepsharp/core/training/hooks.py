@@ -4,13 +4,12 @@ own (gradient clipping, say)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Handle
-from deepsharp.core.errors import CheckpointMismatchError
+from deepsharp.core.errors import CheckpointMismatchError, json_values
 
 if TYPE_CHECKING:
     from deepsharp.core.training.trainer import Trainer
@@ -79,7 +78,7 @@ def check_hooks(
     for name, state in states.items():
         settings = state.get("settings") if isinstance(state, Mapping) else None
         ours = named[name].state().get("settings")
-        ours = None if ours is None else json.loads(json.dumps(ours))
+        ours = None if ours is None else json_values(ours, f"the step hook {name!r}'s settings")
         if settings is not None and ours is not None and settings != ours:
             raise CheckpointMismatchError(
                 f"{where} was taken with the step hook {name!r} set {settings}; this run's is "

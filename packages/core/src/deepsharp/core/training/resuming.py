@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from deepsharp.core.errors import CheckpointMismatchError
+from deepsharp.core.errors import CheckpointMismatchError, json_values
 from deepsharp.core.nn.losses import Loss, loss_to_json
 from deepsharp.core.training.feeds import ArrayFeed, Feeds
 from deepsharp.core.training.weights import ClassWeights
@@ -108,7 +108,7 @@ def check_run(
         settings = state.get("settings")
         ours = named[name].state().get("settings") if name in named else None
         if ours is not None:  # as the checkpoint holds it: JSON (a tuple read back a list)
-            ours = json.loads(json.dumps(ours))
+            ours = json_values(ours, f"the callback {name!r}'s settings")
         if settings is not None and ours is not None and settings != ours:
             raise CheckpointMismatchError(
                 f"{where} was taken with the callback {name!r} set {settings}; this run's is "

@@ -5,7 +5,6 @@ from it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,9 +15,9 @@ from numpy.typing import NDArray
 from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.errors import (
     CheckpointMismatchError,
-    ConfigurationError,
     FileFormatError,
     ShapeError,
+    json_values,
 )
 from deepsharp.core.nn.binding import Bound
 from deepsharp.core.nn.optimizers import Optimizer, OptimizerState
@@ -170,15 +169,8 @@ def optimizer_record(optimizer: Optimizer) -> dict[str, Any]:
     list, as a checkpoint reads it back), else a ConfigurationError naming the setting (a
     NumPy number in a schedule's config stopped the run at its first checkpoint with json's
     own error, naming nothing)."""
-    config = optimizer.config()
-    try:
-        config = json.loads(json.dumps(config, allow_nan=False))
-    except (TypeError, ValueError) as error:
-        raise ConfigurationError(
-            f"the optimizer {type(optimizer).__name__}: its settings (config(): {config!r}) "
-            "must be JSON values for checkpoints to hold them (text, finite numbers, lists, "
-            f"mappings; float(x) for a NumPy number, in a schedule's config() too): {error}"
-        ) from None
+    whose = f"the optimizer {type(optimizer).__name__}: its settings (config(), a schedule's too)"
+    config = json_values(optimizer.config(), whose)
     return {"kind": type(optimizer).__name__, "config": config}
 
 
