@@ -100,6 +100,13 @@ def test_a_busy_comparison_is_marked_and_its_goals_not_judged() -> None:
     )
 
 
+def test_a_figure_measured_again_after_a_breach_says_its_first_ratio() -> None:
+    again = copy.deepcopy(STEPS)
+    again["steps"]["conv-32x8"]["engines"]["light"]["first_ratio"] = 3.94
+    text = page(again, None)
+    assert "| 1.71–2.28 (measured again after 3.94× over its guard) |" in text
+
+
 def test_the_page_holds_no_history() -> None:
     text = page(STEPS, None)
     for history in ("Earlier", "earlier run", "Since 20", "until 20", "previous"):

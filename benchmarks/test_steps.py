@@ -85,20 +85,47 @@ def specs_of(workload: Workload) -> list[str]:
     return [spec for spec in (workload.engines or SPECS) if spec in SPECS]
 
 
-@functools.cache
-def measured(name: str) -> dict[str, Any]:
-    """The workload timed once on all its engines and its peer, in the same rounds; recorded."""
-    workload = WORKLOADS[name]
+def timed_once(workload: Workload) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The workload timed once on all its engines, its references and its peer, in the same
+    rounds: the engines' figures, the references' and the peer's."""
     sides: dict[str, Any] = {spec: workload.step(spec) for spec in specs_of(workload)}
     others = {label: make() for label, make in workload.references.items()}
     if workload.floor is not None:  # the step written by hand, timed in the same rounds
         others[FLOOR] = workload.floor()
     found, peer = compare({**sides, **others}, workload.peer(), workload.rounds)
-    engines = {spec: found[spec] for spec in sides}
     references = {label: found[label] for label in others}
     for label, step in others.items():
         if label != FLOOR:
             references[label]["compile_seconds"] = getattr(step, "compile_seconds", None)
+    return {spec: found[spec] for spec in sides}, references, peer
+
+
+def over_guard(name: str, engines: dict[str, Any]) -> dict[str, float]:
+    """The engines whose ratio is over their guard: spec -> ratio."""
+    return {
+        spec: figures["ratio"]
+        for spec, figures in engines.items()
+        if (guard := GUARDS.get((name, spec))) is not None and figures["ratio"] > guard
+    }
+
+
+@functools.cache
+def measured(name: str) -> dict[str, Any]:
+    """The workload timed once on all its engines and its peer, in the same rounds; recorded.
+
+    A breach of a guard in rounds that read quiet is measured again, fresh steps in fresh
+    rounds, before it fails: on the shared 2-core machine one comparison in a few dozen reads
+    an engine at twice its figure in every round, the next one reads it back (conv-32x8 on
+    torch:cpu: 1.99x and 1.91x in two CI runs, 0.94x and 0.96x on the same clone right
+    after). A regression is over its guard both times; the figures kept are the second
+    measurement's, the first's ratios stated beside them (`first_ratio`)."""
+    workload = WORKLOADS[name]
+    engines, references, peer = timed_once(workload)
+    first = over_guard(name, engines) if not peer["busy"] else {}
+    if first:
+        engines, references, peer = timed_once(workload)
+        for spec, ratio in first.items():
+            engines[spec]["first_ratio"] = ratio
     compiled = references.get(TORCH_COMPILE)
     for spec, figures in engines.items():
         figures.update(goal=LIMITS.get((name, spec)), guard=GUARDS.get((name, spec)))
@@ -108,7 +135,7 @@ def measured(name: str) -> dict[str, Any]:
             figures["to_compiled"] = round(
                 statistics.median(each) if each else figures["ratio"] / compiled["ratio"], 3
             )
-    for figures in found.values():
+    for figures in [*engines.values(), *references.values()]:
         del figures["ratio_each_round"]  # said by "ratios" where every round was timed
     figures = {
         "title": workload.title,
@@ -133,10 +160,12 @@ def test_step_against_its_peer(workload: str, engine: str) -> None:
     ratio = figures["engines"][engine]["ratio"]
     limit, guard = LIMITS.get((workload, engine)), GUARDS.get((workload, engine))
     measured_rounds = len(figures["others_share_each_round"])
+    first = figures["engines"][engine].get("first_ratio")
+    again = "" if first is None else f", measured again after {first:.3f}x"
     message = (
         f"{workload} on {engine}: {ratio:.3f}x {figures['peer']}'s step (the median of "
-        f"{measured_rounds} interleaved rounds; goal {'none' if limit is None else f'{limit}x'}, "
-        f"regression guard {guard}x)"
+        f"{measured_rounds} interleaved rounds{again}; goal "
+        f"{'none' if limit is None else f'{limit}x'}, regression guard {guard}x)"
     )
     if guard is not None and ratio > guard and figures["busy"]:
         pytest.xfail(f"{message}: over the guard, on a busy machine ({busy(figures)})")
