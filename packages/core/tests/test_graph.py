@@ -26,11 +26,13 @@ from deepsharp.core import (
     Network,
     Relu,
     ShapeError,
+    StateError,
     Tanh,
     TrainedNetwork,
     Trainer,
     fit,
 )
+from deepsharp.core.random import Generator
 
 
 def residual() -> Network:
@@ -89,6 +91,34 @@ def test_inserting_a_layer_renames_nothing_else() -> None:
 def test_two_layers_of_one_given_name_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="two layers are named 'same'"):
         Network([Dense(4, name="same"), Dense(1, name="same")], inputs=3)
+
+
+def test_an_input_and_a_layer_of_one_name_are_refused_and_automatic_names_avoid_inputs() -> None:
+    """Failed before: Input(name='x') and Dense(name='x') were taken, and the summary showed two
+    rows named x, both layers reading 'x'."""
+    x = Input(3, name="x")
+    with pytest.raises(ConfigurationError, match="an input and a layer are both named 'x'"):
+        Network(inputs=x, outputs=Dense(2)(Dense(3, name="x")(x)))
+    named = Input(3, name="dense")
+    network = Network(inputs=named, outputs=Dense(2)(named))
+    assert [layer.name for layer in network.layers] == ["dense_1"]
+    assert network.summary().splitlines()[0] == "Network: a graph of 1 layer"
+
+
+def test_an_input_in_a_chain_and_a_network_sharing_layers_say_what_to_do() -> None:
+    """Failed before: an Input in a chain's list was 'not a Layer', no more; the encoder of a
+    trained autoencoder said 'train it or load it', not where the values are."""
+    with pytest.raises(TypeError, match="a chain's rows are given by inputs="):
+        Network([Input(3), Dense(2)])
+    x = Input(3)
+    code = Dense(2, name="code")(x)
+    whole = Network(inputs=x, outputs=Dense(3, name="out")(code))
+    encoder = Network(inputs=x, outputs=code)
+    whole.initialize(Generator(0))
+    with pytest.raises(StateError, match=r"values are a network's, not its layers'"):
+        encoder.predict(np.ones((1, 3), np.float32), MeanSquaredError())
+    encoder.set_slots({name: whole.slots[name] for name in encoder.specs})  # as the docs say
+    assert encoder.predict(np.ones((1, 3), np.float32), MeanSquaredError()).shape == (1, 2)
 
 
 def test_a_name_with_a_dot_is_refused() -> None:

@@ -7,20 +7,25 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from fuzz_files import seal, split
 
 from deepsharp.core import (
+    BatchNorm,
     BinaryCrossEntropy,
     CrossEntropy,
     DataError,
     Dense,
+    FileFormatError,
     Network,
     Pipeline,
     TrainedNetwork,
 )
 from deepsharp.core.cli import main
+from deepsharp.core.random import Generator
 
 
 def _trained() -> TrainedNetwork:
@@ -90,3 +95,45 @@ def test_a_softmax_of_logits_far_apart_serves_finite_probabilities_quietly(spec:
         warnings.simplefilter("error")
         got = network.predict(np.array([[1.0], [-1.0]], np.float32), CrossEntropy(), spec)
     assert np.array_equal(got, np.array([[1.0, 0.0], [0.0, 1.0]], np.float32))
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ({"d.weights": np.full((3, 2), np.nan)}, r"slot 'd\.weights' holds NaN or infinite"),
+        ({"d.weights": np.full((3, 2), 1e39)}, r"slot 'd\.weights' holds NaN or infinite"),
+    ],
+)
+def test_slots_a_network_cannot_hold_are_refused_where_they_are_set(
+    values: dict[str, Any], said: str
+) -> None:
+    """Failed before: NaN (or float32's infinity) set as slots was taken, and predict then
+    blamed the rows ('its prediction is nan ... look for huge values in this row')."""
+    network = Network([Dense(2, name="d"), BatchNorm(name="bn")], inputs=3)
+    network.initialize(Generator(0))
+    slots = {**network.slots, **values}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DataError, match=said):
+            network.set_slots(slots)
+    assert np.isfinite(network.slots["d.weights"]).all()  # the old ones kept
+
+
+def test_a_negative_moving_variance_is_refused_where_it_is_set_and_in_a_file(
+    tmp_path: Path,
+) -> None:
+    network = Network([Dense(2, name="d"), BatchNorm(name="bn")], inputs=3)
+    network.initialize(Generator(0))
+    negative = {"bn.moving_mean": np.zeros(2), "bn.moving_variance": np.array([-5.0, 1.0])}
+    with pytest.raises(DataError, match=r"buffer 'bn\.moving_variance' holds -5, below its least"):
+        network.set_buffers(negative)
+    network.set_buffers({**negative, "bn.moving_variance": np.array([0.0, 1.0])})  # 0 is held
+    path = tmp_path / "n.safetensors"
+    network.save(path)
+    Network.load(path)
+    header, body = split(path.read_bytes())  # the variance's first value made -0.5, resealed
+    start = header["bn.moving_variance"]["data_offsets"][0]
+    body = body[:start] + np.float32(-0.5).tobytes() + body[start + 4 :]
+    path.write_bytes(seal(header, body))
+    with pytest.raises(FileFormatError, match=r"buffer 'bn\.moving_variance' holds -0\.5, below"):
+        Network.load(path)

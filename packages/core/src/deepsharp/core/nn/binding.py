@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,8 +20,10 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff.functions import parts
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine
+from deepsharp.core.errors import DataError, ShapeError
+from deepsharp.core.nn.layer import BufferSpec, SlotSpec, value_refusal
 
-__all__ = ["Bound", "put_values"]
+__all__ = ["Bound", "checked_values", "put_values"]
 
 Values = Mapping[str, NDArray[np.float32]]
 
@@ -94,3 +97,29 @@ def put_values(
     return Bound(
         engine, _flat(engine, slots, slot_shapes), _flat(engine, buffers, buffer_shapes), layers
     )
+
+
+def checked_values(
+    values: Mapping[str, Any], specs: Mapping[str, SlotSpec | BufferSpec], what: str
+) -> dict[str, NDArray[np.float32]]:
+    """Values set for a network's slots or buffers (`what`), as float32 arrays: refused where a
+    name is unknown or missing, a shape differs, or a value cannot be held (NaN, infinity, a
+    variance below 0): a network never holds NaN, and its predictions would blame the rows."""
+    checked = {}
+    unknown = [str(name) for name in values if name not in specs]
+    if unknown:  # a misspelt name first: it is why the right one is missing
+        raise ShapeError(f"{what}s {unknown} are not the network's; its {what}s are {list(specs)}")
+    for name, spec in specs.items():
+        if name not in values:
+            raise ShapeError(f"{what} {name!r} is missing; the network has {list(specs)}")
+        with np.errstate(over="ignore"):  # beyond float32: infinite, refused below
+            value = np.ascontiguousarray(values[name], dtype=np.float32)
+        if value.shape != spec.shape:
+            raise ShapeError(
+                f"{what} {name!r} has shape {value.shape}, the network's is {spec.shape}"
+            )
+        refusal = value_refusal(what, name, value, spec)
+        if refusal is not None:
+            raise DataError(f"{refusal} (as float32): set values a network can hold")
+        checked[name] = value
+    return checked

@@ -34,6 +34,7 @@ __all__ = [
     "Symbol",
     "chain",
     "check_layer_name",
+    "name_graph",
     "row_shape",
     "trace",
 ]
@@ -334,3 +335,34 @@ def trace(inputs: Sequence[Symbol], output: Symbol) -> Graph:
         nodes.append(Node(index[id(call.layer)], sources))
     specs = [InputSpec(symbol.name or "", symbol.shape, symbol.dtype) for symbol in inputs]
     return Graph(specs, layers, nodes)
+
+
+def name_graph(graph: Graph) -> None:
+    """Name the inputs and layers that have no name: `input`, `input_1`, ...; a layer by its kind
+    in lower case, `dense`, `dense_1`, ... in the order the graph meets them. Given names must
+    differ."""
+    taken: dict[str, object] = {}  # an automatic name is neither an input's nor a layer's
+    for family, named in (("input", graph.inputs), ("layer", graph.layers)):
+        given: dict[str, object] = {}
+        for item in named:
+            if item.name:
+                if item.name in given and given[item.name] is not item:
+                    raise ConfigurationError(
+                        f"two {family}s are named {item.name!r}: names tell slots and inputs "
+                        "apart, so each must differ"
+                    )
+                given[item.name] = item
+        taken.update(given)
+    for family, named in (("input", graph.inputs), ("layer", graph.layers)):
+        for item in named:
+            if item.name:
+                continue
+            base = "input" if family == "input" else type(item).__name__.lower()
+            name, count = base, 0
+            while name in taken:
+                count += 1
+                name = f"{base}_{count}"
+            item.name = name
+            taken[name] = item
+    for layer in graph.layers:
+        layer.label = f"layer {layer.name!r} ({layer.described()})"

@@ -81,11 +81,26 @@ class BufferSpec:
 
     shape: Shape
     init: str | NDArray[np.float32] = "zeros"
+    least: float | None = None
+    """The smallest value the buffer may hold (a variance's 0), or None."""
 
     def initial(self) -> NDArray[np.float32]:
         if not isinstance(self.init, str):
             return np.array(self.init, np.float32)
         return np.full(self.shape, 1.0 if self.init == "ones" else 0.0, np.float32)
+
+
+def value_refusal(
+    what: str, name: str, value: NDArray[Any], spec: SlotSpec | BufferSpec
+) -> str | None:
+    """Why a slot's or buffer's values cannot be held (NaN or infinity; below the buffer's
+    `least`), in words naming it, or None."""
+    if not np.all(np.isfinite(value)):
+        return f"{what} {name!r} holds NaN or infinite values"
+    least = getattr(spec, "least", None)
+    if least is not None and value.size and float(value.min()) < least:
+        return f"{what} {name!r} holds {float(value.min()):g}, below its least value {least:g}"
+    return None
 
 
 class Pass:
@@ -202,10 +217,17 @@ class Layer:
         init = check_initializer(init, f"{self.label}: slot {name!r}")
         self.specs[name] = SlotSpec(tuple(int(s) for s in shape), init, fan_in, fan_out)
 
-    def buffer(self, name: str, shape: Sequence[int], init: str | NDArray[Any] = "zeros") -> None:
+    def buffer(
+        self,
+        name: str,
+        shape: Sequence[int],
+        init: str | NDArray[Any] = "zeros",
+        least: float | None = None,
+    ) -> None:
         """Declare a buffer (called from `build`): state that is not trained, starting at zeros,
         ones, or the values given (an array of `shape`). A training pass may change it
-        (`ops.assign`); no optimizer does."""
+        (`ops.assign`); no optimizer does. `least`: the smallest value it may hold (a
+        variance's 0), checked where values are set or loaded."""
         self._check_new(name)
         made = tuple(int(s) for s in shape)
         if isinstance(init, str):
@@ -214,14 +236,14 @@ class Layer:
                     f"{self.label}: buffer {name!r} starts at 'zeros', 'ones' or values given, "
                     f"not {init!r}"
                 )
-            self.buffer_specs[name] = BufferSpec(made, init)
+            self.buffer_specs[name] = BufferSpec(made, init, least)
             return
         values = np.array(init, np.float32)
         if values.shape != made:
             raise ValueError(
                 f"{self.label}: buffer {name!r} of shape {made} given values of {values.shape}"
             )
-        self.buffer_specs[name] = BufferSpec(made, values)
+        self.buffer_specs[name] = BufferSpec(made, values, least)
 
     def sublayer(self, name: str, layer: Layer, shape: Shape | list[Shape]) -> Shape:
         """Build `layer` as a part of this one (called from `build`): its slots and buffers are

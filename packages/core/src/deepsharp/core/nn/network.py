@@ -27,7 +27,7 @@ from deepsharp.core.errors import ConfigurationError, DataError, ShapeError, Sta
 from deepsharp.core.export.graph import DEFAULT_OPSET
 from deepsharp.core.export.model import export_network
 from deepsharp.core.nn import predicting, saving
-from deepsharp.core.nn.binding import Bound, put_values
+from deepsharp.core.nn.binding import Bound, checked_values, put_values
 from deepsharp.core.nn.graph import (
     Graph,
     InputSpec,
@@ -35,6 +35,7 @@ from deepsharp.core.nn.graph import (
     chain,
     check_made,
     check_shared,
+    name_graph,
     row_shape,
     trace,
 )
@@ -94,7 +95,15 @@ class Network:
                         f"{layer.__name__}(...)"
                     )
                 if not isinstance(layer, Layer):
-                    raise TypeError(f"layer {index} is {layer!r}, not a Layer")
+                    raise TypeError(
+                        f"layer {index} is {layer!r}, not a Layer"
+                        + (
+                            ": a chain's rows are given by inputs=, Network([layers], "
+                            "inputs=shape); an Input starts a graph (docs/layers.md)"
+                            if isinstance(layer, Symbol)
+                            else ""
+                        )
+                    )
                 check_made(layer)
                 if layer.several:
                     raise ConfigurationError(
@@ -105,13 +114,19 @@ class Network:
             shape = None if inputs is None else row_shape(inputs, "inputs")
             graph = chain(layers, shape)
         self._start(graph, chained=outputs is None)
+        clash = {spec.name for spec in self.input_specs} & {layer.name for layer in self.layers}
+        if clash:  # (a file of an older deepsharp may hold one: it loads)
+            raise ConfigurationError(
+                f"an input and a layer are both named {sorted(clash)[0]!r}: a summary and what "
+                "each layer reads name them, so each name must differ"
+            )
 
     def _start(self, graph: Graph, chained: bool) -> None:
         self.chained = chained
         self.graph: Graph = graph
         self.layers: list[Layer] = graph.layers
         self.input_specs: list[InputSpec] = graph.inputs
-        _name(graph)
+        name_graph(graph)
         # Each node as the forward pass takes it: the layer's forward, its index, what it reads.
         self._plan = [
             (graph.layers[n.layer].carried, n.layer, n.sources, len(n.sources) > 1)
@@ -363,7 +378,7 @@ class Network:
 
     def set_slots(self, values: Mapping[str, Any]) -> None:
         """Replace every slot's values (names and shapes must match the network's)."""
-        checked = _checked_values(values, self.specs, "slot")
+        checked = checked_values(values, self.specs, "slot")
         if self._bound is not None:
             raise StateError("a run is training this network: set its slots before or after")
         self._values = checked
@@ -372,7 +387,7 @@ class Network:
 
     def set_buffers(self, values: Mapping[str, Any]) -> None:
         """Replace every buffer's values (names and shapes must match the network's)."""
-        checked = _checked_values(values, self.buffer_specs, "buffer")
+        checked = checked_values(values, self.buffer_specs, "buffer")
         if self._bound is not None:
             raise StateError("a run is training this network: set its buffers before or after")
         self._buffers = checked
@@ -399,7 +414,12 @@ class Network:
         """The slots and buffers (or `values`: slots and buffers) on `engine`, without binding."""
         slots, buffers = (self._values, self._buffers) if values is None else values
         if slots is None:
-            raise StateError("the network has no slot values yet: train it or load it")
+            raise StateError(
+                "the network has no slot values yet: train it, load it or set them (values are a "
+                "network's, not its layers': a network sharing layers with a trained one takes "
+                "its values with network.set_slots({name: trained.slots[name] for name in "
+                "network.specs}))"
+            )
         return put_values(
             engine,
             slots,
@@ -546,34 +566,6 @@ def _symbols(inputs: object) -> bool:
     return isinstance(inputs, (list, tuple)) and any(isinstance(i, Symbol) for i in inputs)
 
 
-def _name(graph: Graph) -> None:
-    """Name the inputs and layers that have no name: `input`, `input_1`, ...; a layer by its kind
-    in lower case, `dense`, `dense_1`, ... in the order the graph meets them. Given names must
-    differ."""
-    for family, named in (("input", graph.inputs), ("layer", graph.layers)):
-        taken: dict[str, object] = {}
-        for item in named:
-            if item.name:
-                if item.name in taken and taken[item.name] is not item:
-                    raise ConfigurationError(
-                        f"two {family}s are named {item.name!r}: names tell slots and inputs "
-                        "apart, so each must differ"
-                    )
-                taken[item.name] = item
-        for item in named:
-            if item.name:
-                continue
-            base = "input" if family == "input" else type(item).__name__.lower()
-            name, count = base, 0
-            while name in taken:
-                count += 1
-                name = f"{base}_{count}"
-            item.name = name
-            taken[name] = item
-    for layer in graph.layers:
-        layer.label = f"layer {layer.name!r} ({layer.described()})"
-
-
 def _checked(
     spec: InputSpec, value: Any, where: str, several: bool, finite: bool = True
 ) -> NDArray[Any]:
@@ -668,25 +660,6 @@ def _reshaped(spec: InputSpec, array: NDArray[Any]) -> NDArray[Any]:
 
 def _without_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(side for side in shape if side != 1)
-
-
-def _checked_values(
-    values: Mapping[str, Any], specs: Mapping[str, SlotSpec | BufferSpec], what: str
-) -> dict[str, NDArray[np.float32]]:
-    checked = {}
-    unknown = [str(name) for name in values if name not in specs]
-    if unknown:  # a misspelt name first: it is why the right one is missing
-        raise ShapeError(f"{what}s {unknown} are not the network's; its {what}s are {list(specs)}")
-    for name, spec in specs.items():
-        if name not in values:
-            raise ShapeError(f"{what} {name!r} is missing; the network has {list(specs)}")
-        value = np.ascontiguousarray(values[name], dtype=np.float32)
-        if value.shape != spec.shape:
-            raise ShapeError(
-                f"{what} {name!r} has shape {value.shape}, the network's is {spec.shape}"
-            )
-        checked[name] = value
-    return checked
 
 
 def channels_last_hint(rows: tuple[int, ...], inputs: tuple[int, ...]) -> str:

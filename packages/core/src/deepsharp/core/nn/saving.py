@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from deepsharp.core.errors import FileFormatError, StateError
 from deepsharp.core.files import Declared, Expectation, read_safetensors, write_safetensors
 from deepsharp.core.nn.graph import DTYPES, Graph, InputSpec, Node, check_layer_name, row_shape
-from deepsharp.core.nn.layer import BufferSpec, SlotSpec, layer_from_json
+from deepsharp.core.nn.layer import BufferSpec, SlotSpec, layer_from_json, value_refusal
 from deepsharp.core.version import __version__
 
 if TYPE_CHECKING:
@@ -234,16 +234,19 @@ def take_tensors(
 
 def check_tensors(network: Network, tensors: Mapping[str, NDArray[Any]], where: str) -> None:
     """Refuse (a FileFormatError naming `where`) tensors that are not every slot and buffer of
-    the architecture, each float32 at its shape and finite, and nothing else."""
+    the architecture, each float32 at its shape, finite and within its least value, and
+    nothing else."""
     check_declared(
         network,
         {name: Declared(value.dtype, tuple(value.shape)) for name, value in tensors.items()},
         where,
     )
-    for name in (*network.specs, *network.buffer_specs):
-        if not np.all(np.isfinite(tensors[name])):
-            what = "slot" if name in network.specs else "buffer"
-            raise FileFormatError(f"{where}: {what} {name!r} holds NaN or infinite values")
+    specs: dict[str, SlotSpec | BufferSpec] = {**network.specs, **network.buffer_specs}
+    for name, spec in specs.items():
+        what = "slot" if name in network.specs else "buffer"
+        refusal = value_refusal(what, name, tensors[name], spec)
+        if refusal is not None:
+            raise FileFormatError(f"{where}: {refusal}")
 
 
 def check_declared(network: Network, declared: Mapping[str, Declared], where: str) -> None:

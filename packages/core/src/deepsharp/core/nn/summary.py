@@ -41,7 +41,8 @@ def summarized(network: Network) -> str:
     shown = 3 if network.chained else 4
     widths = [max(len(row[i]) for row in [heads, *rows]) for i in range(shown)]
     lines = [
-        f"Network: {'a chain' if network.chained else 'a graph'} of {len(network.layers)} layers"
+        f"Network: {'a chain' if network.chained else 'a graph'} of {len(network.layers)} "
+        f"layer{'' if len(network.layers) == 1 else 's'}"
     ]
     lines.append("  ".join(h.ljust(w) for h, w in zip(heads, widths)).rstrip())
     lines.append("  ".join("-" * w for w in widths))

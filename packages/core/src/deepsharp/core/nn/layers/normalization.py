@@ -43,7 +43,7 @@ class BatchNorm(Layer):
         for name, init in (("scale", "ones"), ("shift", "zeros")):
             self.slot(name, (channels,), init)
         self.buffer("moving_mean", (channels,), "zeros")
-        self.buffer("moving_variance", (channels,), "ones")
+        self.buffer("moving_variance", (channels,), "ones", least=0.0)
         return shape
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
