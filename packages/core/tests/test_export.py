@@ -38,6 +38,7 @@ from deepsharp.core import (
     Concatenate,
     Conv2D,
     CrossEntropy,
+    DataError,
     DeepSharpWarning,
     Dense,
     Embedding,
@@ -452,6 +453,7 @@ def test_a_category_that_refuses_unknown_values_is_exported_with_a_warning(tmp_p
     with pytest.warns(DeepSharpWarning, match="cannot refuse a row.*all zeros") as warned:
         trained.export_onnx(tmp_path / "x.onnx")
     assert len(warned) == 1  # before: twice, once a trace
+    assert warned[0].filename == __file__  # before: the exporter's own line in model.py
     served = session(tmp_path / "x.onnx")
     unknown = served.run(None, {"a": np.array([["7"]], object)})[0]
     zeros = trained.network.predict(
@@ -470,6 +472,57 @@ def test_a_log_column_s_negative_value_is_served_as_nan_as_the_docs_say(tmp_path
     given = np.array([[-0.5], [-1.0], [-3.0], [0.7]], np.float64)
     got = served.run(None, {"a": given})[0][:, 0]
     assert np.isnan(got[:3]).all() and np.isfinite(got[3])
+
+
+def test_values_predict_refuses_are_served_as_nan_not_as_a_confident_prediction(
+    tmp_path: Path,
+) -> None:
+    """Failed before: an infinite number, one beyond float32's range, an image's NaN or
+    infinite value (each a DataError from predict) were served as 0.0 or 1.0."""
+    rows = [{"x": float(i), "img": [i % 3, 1.0], "y": i % 2} for i in range(40)]
+    pipeline = Pipeline().number("x").image("img", (2,)).target("y")
+    trained = _trained(pipeline, rows, tmp_path)
+    trained.export_onnx(tmp_path / "x.onnx")
+    served = session(tmp_path / "x.onnx")
+    bad = [(np.inf, [1.0, 1.0]), (-1e39, [1.0, 1.0]), (1.0, [np.nan, 1.0]), (1.0, [1.0, -1e39])]
+    for x, image in [*bad, (np.nan, [1.0, 1.0]), (1.0, [1.0, 1.0])]:
+        feeds = {"x": np.array([[x]], np.float64), "img": np.array([image], np.float64)}
+        got = served.run(None, feeds)[0][0, 0]
+        if (x, image) in bad:
+            assert np.isnan(got), (x, image)
+        else:  # a missing number is filled, as predict fills it
+            expected = trained.predict([{"x": None if np.isnan(x) else x, "img": image}])
+            np.testing.assert_allclose(got, expected[0, 0], rtol=1e-6)
+
+
+def test_a_column_named_as_a_slot_is_served(tmp_path: Path) -> None:
+    """Failed before: the column's input and the slot's constant shared a name, and the onnx
+    checker's refusal came out as 'deepsharp wrote an ONNX graph ...; please report it'."""
+    rows = [{"dense.weights": str(i % 5), "y": str(i % 2)} for i in range(40)]
+    trained = _trained(Pipeline().number("dense.weights").target("y"), rows, tmp_path)
+    trained.export_onnx(tmp_path / "x.onnx")
+    got = session(tmp_path / "x.onnx").run(None, {"dense.weights": np.array([[3.0]])})[0]
+    np.testing.assert_allclose(got, trained.predict([{"dense.weights": "3"}]), rtol=1e-6)
+
+
+def test_a_column_read_two_ways_and_an_unlearned_pipeline_say_what_to_do(tmp_path: Path) -> None:
+    """Failed before: 'declare it once' (the trained network cannot be changed so), and 'call
+    pipeline.learn(...) before row_shape' (an attribute of deepsharp's own)."""
+    rows = [{"a": str(i % 4), "y": str(i % 2)} for i in range(40)]
+    trained = _trained(Pipeline().number("a").category("a").target("y"), rows, tmp_path)
+    with pytest.raises(ExportError, match=r"export the network alone .*pipeline\.features"):
+        trained.export_onnx(tmp_path / "x.onnx")
+    unlearned = TrainedNetwork(_small(), BinaryCrossEntropy(), Pipeline().number("a").target("y"))
+    with pytest.raises(DataError, match=r"not learned its statistics yet: call") as refused:
+        unlearned.export_onnx(tmp_path / "x.onnx")
+    assert "row_shape" not in str(refused.value)
+
+
+def test_a_bytes_path_is_written_as_open_takes_it(tmp_path: Path) -> None:
+    """Failed before: a raw TypeError from a regular expression of text."""
+    path = tmp_path / "x.onnx"
+    _small().export_onnx(os.fsencode(path))
+    assert session(path).run(None, {"input": np.ones((1, 3), np.float32)})[0].shape == (1, 1)
 
 
 def test_an_opset_below_what_an_operator_needs_is_refused_naming_both(tmp_path: Path) -> None:

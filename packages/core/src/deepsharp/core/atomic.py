@@ -30,6 +30,7 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) 
     descriptor, where the shell's other writes go (a file it appends to is not replaced); a
     symbolic link is written through (the file it names is replaced; the link stays)."""
     parts = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
+    path = os.fsdecode(path)  # a bytes path too, as open() takes it
     descriptor = descriptor_of(path)
     if descriptor is not None:
         if descriptor in (1, 2):  # what Python holds for it goes first
@@ -90,7 +91,7 @@ def descriptor_of(path: str | os.PathLike[str]) -> int | None:
     `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`), where it names one that is open; else,
     where the path is the very file or pipe standard output or error is (a link to
     `/dev/stdout`, the file the shell sends output to), that one; else None."""
-    found = _DESCRIPTOR.fullmatch(os.fspath(path))
+    found = _DESCRIPTOR.fullmatch(os.fsdecode(path))  # a bytes path too, as open() takes it
     if found is None or (found.group(3) is not None and int(found.group(3)) != os.getpid()):
         return _same_as_standard(path)
     named = found.group(1)

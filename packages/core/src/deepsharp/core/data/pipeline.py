@@ -517,8 +517,9 @@ class Pipeline:
     def _require_learned(self, what: str) -> None:
         if not self._learned:
             raise DataError(
-                f"the pipeline has not learned its statistics yet; call "
-                f"pipeline.learn(training_rows) before {what}"
+                "the pipeline has not learned its statistics yet"
+                + (f", which {what} needs" if what.endswith("()") else "")
+                + ": call pipeline.learn(training_rows) first (fit learns them from its rows)"
             )
 
     # -- files ----------------------------------------------------------------------------------

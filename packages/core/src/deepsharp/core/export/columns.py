@@ -17,8 +17,11 @@ as the pipeline does, with the statistics it learned as constants:
 
 Text is given as the pipeline reads it: stripped, a whole number as its digits ('3' for 3 or
 3.0). What ONNX cannot do is said where it matters: it cannot refuse a row, so a category
-declared `unknown="error"` gives unknown values all zeros (a warning says so at export), and a
-log column's negative value gives NaN instead of a DataError. A kind of your own is entered
+declared `unknown="error"` gives unknown values all zeros (a warning says so at export), and
+each value the pipeline refuses that ONNX can see gives NaN features instead of a DataError: a
+log column's negative value, a number infinite or beyond float32's range, an image's value
+missing (NaN), infinite or beyond float32's range — so the row's prediction is NaN, never a
+plausible number. A kind of your own is entered
 here (`COLUMN_EXPORTS[MyKind.key] = function`), or refused naming it.
 """
 
@@ -36,7 +39,7 @@ from deepsharp.core.data.columns import ColumnKind
 from deepsharp.core.data.images import Image
 from deepsharp.core.data.numbers import Number
 from deepsharp.core.data.text import Text
-from deepsharp.core.data.values import MISSING_TEXTS
+from deepsharp.core.data.values import FLOAT32_MAX, MISSING_TEXTS
 from deepsharp.core.errors import DeepSharpWarning, ExportError
 from deepsharp.core.export.graph import OnnxGraph
 
@@ -64,7 +67,9 @@ class Inputs:
         elif found[0] != kind or found[2] != width:
             raise ExportError(
                 f"column {column.name!r} is read as a {column.kind} ({kind}) and as a "
-                f"{found[1]} ({found[0]}), and an ONNX input has one type: declare it once"
+                f"{found[1]} ({found[0]}), and an ONNX input has one type: export the network "
+                "alone (trained.network.export_onnx(path)) and make its features with "
+                "trained.pipeline.features(rows), or train on the column read one way"
             )
         return name
 
@@ -84,12 +89,18 @@ def _log1p(g: OnnxGraph, x: str) -> str:
     return g.one("Where", g.one("Equal", shifted, _double(g, 0.0)), x, corrected)
 
 
+def _beyond(g: OnnxGraph, x: str) -> str:
+    """Where a float64 value is infinite or beyond float32's range (NaN: not)."""
+    return g.one("Greater", g.one("Abs", x), _double(g, FLOAT32_MAX))
+
+
 def number(g: OnnxGraph, inputs: Inputs, column: Number) -> str:
-    """Filled, log1p-taken, standardised in float64, then float32; its missing flag after it."""
+    """Filled, log1p-taken, standardised in float64, then float32; its missing flag after it.
+    A value infinite or beyond float32's range, refused by the pipeline, is NaN here."""
     assert column.fill_value is not None and column.mean is not None and column.std is not None
     x = inputs.take(column, "float64")
     missing = g.one("IsNaN", x)
-    values = x
+    values = g.one("Where", _beyond(g, x), _double(g, math.nan), x)
     if column.log:  # a negative value, refused by the pipeline, is NaN here: log1p of one in
         # (-1, 0) is finite and would be served as a value like any other
         below = g.one("Less", x, _double(g, 0.0))
@@ -144,9 +155,14 @@ def flag(g: OnnxGraph, inputs: Inputs, column: Flag) -> str:
 
 
 def image(g: OnnxGraph, inputs: Inputs, column: Image) -> str:
-    """The values divided by the column's divisor in float64, then float32."""
+    """The values divided by the column's divisor in float64, then float32. A value the pipeline
+    refuses (NaN, infinite, beyond float32's range) makes the whole row's features NaN."""
     assert column.divisor is not None
     x = inputs.take(column, "float64", column.width())
+    bad = g.one("Cast", g.one("Or", g.one("IsNaN", x), _beyond(g, x)), to=_FLOAT)
+    count = g.one("ReduceSum", bad, g.ints([1]), keepdims=1)  # (N, 1): a row's bad values
+    row_bad = g.one("Greater", count, g.scalar(0.0, np.float32))
+    x = g.one("Where", row_bad, _double(g, math.nan), x)
     if column.divisor != 1.0:
         x = g.one("Div", x, _double(g, column.divisor))
     return g.one("Cast", x, to=_FLOAT)

@@ -62,6 +62,7 @@ SINCE: dict[str, int] = {
     "MaxPool": MIN_OPSET,
     "Mod": MIN_OPSET,
     "Mul": MIN_OPSET,
+    "Or": MIN_OPSET,
     "Neg": MIN_OPSET,
     "OneHot": MIN_OPSET,
     "Pad": MIN_OPSET,
@@ -185,6 +186,8 @@ class OnnxGraph:
     def constant(self, array: NDArray[Any], name: str | None = None) -> str:
         """A constant (an initializer): given a name (a slot's), or a fresh one."""
         made = self.fresh("constant") if name is None else name
+        if any(made == taken for taken, _, _ in self.inputs):  # a column named as a slot
+            made = self.fresh(made)
         if made in self.constants:
             raise ExportError(f"two constants are named {made!r}")
         self.constants[made] = np.array(array, order="C")  # keeps a shape of () as it is

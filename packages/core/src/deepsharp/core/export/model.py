@@ -19,8 +19,10 @@ import hashlib
 import json
 import math
 import os
+import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -238,19 +240,36 @@ def _traced_twice(
     the pass then depends on the count of rows in a way no operation named (a layer dividing by
     `x.shape[0]`, a Python number), and the file would serve only the count it was traced
     with."""
-    graph, metadata = traced(BATCH)
-    with warnings.catch_warnings():  # what the first trace warned of, said once
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        graph, metadata = traced(BATCH)
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         again, _ = traced(AGAIN)
+    level = _outside_level()
+    for warning in said:  # what the first trace warned of, said once, at the caller's line
+        # (the exporter's own lines are no use to whoever reads it)
+        warnings.warn(warning.message, warning.category, stacklevel=level)
     differs = graph.first_difference(again)
     if differs is not None:
         raise ExportError(
             f"{differs} depends on the count of rows the pass is traced with (written one way "
             f"for {BATCH} rows, another for {AGAIN}): a layer's forward reads the batch's size "
-            "as a number (x.shape[0]), which would tie the file to the rows it is traced with; "
-            "compute it with the tensors' operations (a mean over the rows), or export without it"
+            "as a number (x.shape[0]), which would tie the file to the rows it is traced with: "
+            "a row's prediction is made from its own row alone (predict serves rows in chunks, "
+            "a file rows as they come), so compute it without the batch, or export without it"
         )
     return graph, metadata
+
+
+def _outside_level() -> int:
+    """The stacklevel, for a warning said by its caller, of the first frame outside deepsharp's
+    core package: the line of the user's call (or of the command line's entry)."""
+    package = str(Path(__file__).resolve().parents[1])
+    frame, level = sys._getframe(2), 2
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _pipeline_inputs(
