@@ -6,6 +6,8 @@ file."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import subprocess
@@ -21,6 +23,7 @@ from deepsharp.core import (
     Adam,
     BinaryCrossEntropy,
     Checkpoint,
+    CheckpointMismatchError,
     DataError,
     FitOptions,
     Pipeline,
@@ -37,6 +40,7 @@ from deepsharp.core.samples import passengers, titanic
 from deepsharp.core.training.distribution import Distribution
 from deepsharp.core.training.feeds import Feeds, SpillFeed, Streamed
 from deepsharp.core.training.hooks import StepHook
+from deepsharp.core.training.spill import Spill
 from deepsharp.core.training.trainer import Trainer
 
 LINUX = sys.platform.startswith("linux")
@@ -292,6 +296,47 @@ def test_a_resumed_streaming_run_ends_where_the_whole_run_does(
         resume_from=Checkpoint.path_in(tmp_path, 2),
     )
     assert _bits(resumed) == _bits(whole)
+
+
+def test_resuming_a_streaming_run_on_other_values_or_another_buffer_is_refused(
+    rows_csv: Path, tmp_path: Path
+) -> None:
+    """Failed before: a file of the same rows with half the targets flipped resumed (the counts
+    and the statistics the same), and so did another buffer_rows (another order each epoch)."""
+    _run(rows_csv, epochs=2, checkpoint_dir=tmp_path / "ck", checkpoint_every=1)
+    lines = rows_csv.read_text().splitlines()
+    place = lines[0].split(",").index("Survived")
+    flipped = tmp_path / "flipped.csv"
+    changed = [lines[0]]
+    for i, line in enumerate(lines[1:]):
+        fields = next(csv.reader([line]))
+        if 200 <= i < 600:
+            fields[place] = "1" if fields[place] == "0" else "0"
+        out = io.StringIO()
+        csv.writer(out, lineterminator="").writerow(fields)
+        changed.append(out.getvalue())
+    flipped.write_text("\n".join(changed) + "\n")
+    checkpoint = Checkpoint.path_in(tmp_path / "ck", 2)
+    for data, said in (
+        (scan_csv(flipped, read_rows=700, buffer_rows=512), "other training rows"),
+        (scan_csv(rows_csv, read_rows=700, buffer_rows=64), r"buffer_rows.* of 512; .* is 64"),
+    ):
+        with pytest.raises(CheckpointMismatchError, match=said):
+            fit(titanic.pipeline(), data, titanic.network(), BinaryCrossEntropy(), Adam(0.01),
+                FitOptions(seed=5, epochs=3, progress=False), resume_from=checkpoint)  # fmt: skip
+
+
+def test_a_spill_s_digest_is_of_its_rows_however_they_were_written() -> None:
+    rng = np.random.default_rng(0)
+    features, targets = rng.random((10, 3)).astype(np.float32), rng.random((10, 1))
+    whole, cut = Spill(None), Spill(None)
+    whole.write([features, targets])
+    for start in range(0, 10, 3):
+        cut.write([features[start : start + 3], targets[start : start + 3]])
+    assert whole.digest.hexdigest() == cut.digest.hexdigest()
+    other = Spill(None)
+    other.write([features, 1 - targets])
+    assert other.digest.hexdigest() != whole.digest.hexdigest()
 
 
 def test_test_rows_given_apart_are_measured_the_same_from_a_file_or_in_memory(

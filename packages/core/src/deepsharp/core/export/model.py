@@ -23,6 +23,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -266,7 +267,8 @@ def _outside_level() -> int:
     """The stacklevel, for a warning said by its caller, of the first frame outside deepsharp's
     core package: the line of the user's call (or of the command line's entry)."""
     package = str(Path(__file__).resolve().parents[1])
-    frame, level = sys._getframe(2), 2
+    frame: FrameType | None = sys._getframe(2)
+    level = 2
     while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(package):
         frame, level = frame.f_back, level + 1
     return level

@@ -47,6 +47,7 @@ def run_record(
         "class_weight": None if class_weights is None else class_weights.weights.tolist(),
         "rows": [_rows(feeds.train), _rows(feeds.validation), _rows(feeds.test)],
         "training_rows": _digest_of(feeds.train),
+        "buffer_rows": getattr(feeds.train, "buffer_rows", None),
         "pipeline": _digest(json.dumps(feeds.pipeline.to_json(), sort_keys=True).encode()),
     }
 
@@ -66,6 +67,7 @@ def check_run(
         ("batch_size", "a batch size of"),
         ("accumulate", "gradients accumulated over (batches)"),
         ("class_weight", "class weights"),
+        ("buffer_rows", "scanned rows shuffled in buffers (buffer_rows, each epoch's order) of"),
     ):
         if name in kept and kept[name] != record[name]:
             raise CheckpointMismatchError(
@@ -168,6 +170,7 @@ def checked_record(value: object) -> dict[str, Any]:
         ("class_weight", lambda v: v is None or (isinstance(v, list) and all(map(_real, v)))),
         ("rows", lambda v: isinstance(v, list) and len(v) == 3 and all(map(_count, v))),
         ("training_rows", lambda v: v is None or isinstance(v, str)),
+        ("buffer_rows", lambda v: v is None or _whole(v)),
         ("pipeline", lambda v: v is None or isinstance(v, str)),
     ):
         if name in value and not fits(value[name]):
@@ -188,8 +191,11 @@ def _real(value: object) -> bool:
 
 
 def _digest_of(feed: object) -> str | None:
-    """A digest of the rows a feed holds in memory (features, targets, weights); None for rows
-    read from a file (their count and the pipeline's statistics stand for them)."""
+    """A digest of the rows a feed holds (features, targets, weights): in memory, or as a scan
+    spilled them; None for a feed of one's own."""
+    spill = getattr(feed, "spill", None)
+    if spill is not None:
+        return str(spill.digest.hexdigest()[:32])
     if not isinstance(feed, ArrayFeed):
         return None
     made = hashlib.sha256()

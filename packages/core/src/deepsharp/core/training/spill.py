@@ -59,9 +59,7 @@ class Spill:
         self.rows = 0
         self._files: list[IO[bytes]] = []
         self._kinds: list[tuple[np.dtype[Any], tuple[int, ...]]] = []
-        self.digest = hashlib.sha256()
-        """Of every byte written (each kind's, a write at a time): what a process of a
-        data-parallel run compares with the others' before its first step."""
+        self._digests: list[Any] = []  # each kind's bytes, as written one after another
 
     def __len__(self) -> int:
         return self.rows
@@ -74,13 +72,28 @@ class Spill:
                 weakref.finalize(self, handle.close)
                 self._files.append(handle)
                 self._kinds.append((array.dtype, tuple(array.shape[1:])))
+                self._digests.append(hashlib.sha256())
         if len(arrays[0]) == 0:
             return
-        for handle, array, (dtype, _) in zip(self._files, arrays, self._kinds, strict=True):
+        for handle, array, (dtype, _), digest in zip(
+            self._files, arrays, self._kinds, self._digests, strict=True
+        ):
             written = np.ascontiguousarray(array, dtype).tobytes()
             handle.write(written)
-            self.digest.update(written)
+            digest.update(written)
         self.rows += len(arrays[0])
+
+    @property
+    def digest(self) -> Any:
+        """A SHA-256 digest of every kind's bytes (each kind's rows in their order, however
+        they were cut into writes), with each kind's dtype and row shape: what a process of a
+        data-parallel run compares with the others' before its first step, and what a resumed
+        run compares with its checkpoint's."""
+        made = hashlib.sha256()
+        for (dtype, shape), digest in zip(self._kinds, self._digests, strict=True):
+            made.update(f"{dtype.str}{shape}".encode())
+            made.update(digest.digest())
+        return made
 
     def read(self, start: int, stop: int) -> list[NDArray[Any]]:
         """Rows start .. stop - 1, one array a kind."""
