@@ -602,3 +602,19 @@ def test_train_and_export_refuse_to_write_over_the_file_they_read(
     said = capsys.readouterr().err
     assert "OUT.onnx" in said and "the trained network read" in said
     assert model.read_bytes() == before[1]
+
+
+def test_running_out_of_memory_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before: a MemoryError (a hostile file's network, a machine too small) came out as
+    a traceback."""
+    from deepsharp.core import cli
+
+    def exhausted() -> int:
+        raise MemoryError("Unable to allocate 2.00 GiB for an array with shape (32, 8, 2097152)")
+
+    monkeypatch.setattr(cli, "doctor", exhausted)
+    assert main(["doctor"]) == 1
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and said.startswith("deepsharp: out of memory: Unable to")

@@ -11,12 +11,13 @@ import struct
 import subprocess
 import sys
 import threading
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from core_helpers import XOR_ROWS, XOR_TARGETS, xor_trainer
-from fuzz_files import load_in_child, make_originals
+from fuzz_files import load_in_child, make_originals, seal, split
 
 from deepsharp.core import BinaryCrossEntropy, Dense, FileFormatError, Network
 from deepsharp.core.atomic import write_atomically
@@ -265,6 +266,64 @@ def test_a_sealed_file_whose_tensor_claims_a_gib_is_refused_before_its_values_ar
     assert said["outcome"] == "FileFormatError", said
     assert "the architecture needs float32 of shape" in said["message"]
     assert said["growth_mib"] < 32
+
+
+@pytest.mark.parametrize("kind", ["network", "trained", "checkpoint"])
+def test_an_architecture_whose_outputs_would_exhaust_memory_is_refused_as_it_loads(
+    tmp_path: Path, originals: dict[str, bytes], kind: str
+) -> None:
+    """Failed before: the file loaded (its slots are those the architecture needs), and
+    predict then asked 2 GiB under a cap (a raw MemoryError), 64 GiB a row without one."""
+    header, body = split(originals[kind])
+    architecture = json.loads(header["__metadata__"]["network"])
+    layers, nodes = architecture["layers"], architecture["nodes"]
+    first = nodes[0]
+    layers.append({"kind": "Reshape", "name": "rs", "config": {"shape": [6, 1]}})
+    grown = [first, [len(layers) - 1, [1]]]
+    for i in range(30):  # each Concatenate of the last output with itself doubles it
+        layers.append({"kind": "Concatenate", "name": f"c{i}", "config": {"axis": -1}})
+        grown.append([len(layers) - 1, [len(grown), len(grown)]])
+    layers.append({"kind": "GlobalAvgPool", "name": "gap", "config": {}})
+    grown.append([len(layers) - 1, [len(grown)]])
+    for layer, _ in nodes[1:]:  # the rest of the network after it
+        grown.append([layer, [len(grown)]])
+    architecture.update(nodes=grown, chain=False)
+    header["__metadata__"]["network"] = json.dumps(architecture)
+    path = tmp_path / "grown.safetensors"
+    path.write_bytes(seal(header, body))
+    said = load_in_child(kind, path)
+    assert said["outcome"] == "FileFormatError", said
+    assert "values a row (48 GiB), beyond the 1,073,741,824" in said["message"]
+    assert said["growth_mib"] < 32
+
+
+def test_a_file_lacking_an_entry_or_a_zip_is_said_so_naming_the_file(
+    tmp_path: Path, originals: dict[str, bytes]
+) -> None:
+    """Failed before: "its architecture cannot be read: 'inputs'" (a KeyError's repr), a
+    pipeline's missing key named no file, and a zip of text was 'a pickle'."""
+    from deepsharp.core import TrainedNetwork
+
+    header, body = split(originals["trained"])
+    architecture = json.loads(header["__metadata__"]["network"])
+    del architecture["inputs"]
+    header["__metadata__"]["network"] = json.dumps(architecture)
+    (tmp_path / "a.safetensors").write_bytes(seal(header, body))
+    with pytest.raises(FileFormatError, match=r"cannot be read: it lacks the entry 'inputs'"):
+        TrainedNetwork.load(tmp_path / "a.safetensors")
+    header, body = split(originals["trained"])
+    pipeline = json.loads(header["__metadata__"]["pipeline"])
+    del pipeline["columns"]
+    header["__metadata__"]["pipeline"] = json.dumps(pipeline)
+    (tmp_path / "p.safetensors").write_bytes(seal(header, body))
+    with pytest.raises(
+        FileFormatError, match=r"^trained-network file .*p\.safetensors.*: pipeline"
+    ):
+        TrainedNetwork.load(tmp_path / "p.safetensors")
+    with zipfile.ZipFile(tmp_path / "z.safetensors", "w") as archive:
+        archive.writestr("notes.txt", "plain text " * 100)
+    with pytest.raises(FileFormatError, match=r"is a zip archive \(torch\.save writes"):
+        TrainedNetwork.load(tmp_path / "z.safetensors")
 
 
 def test_tensors_larger_than_the_process_can_hold_are_refused_unread(tmp_path: Path) -> None:

@@ -239,6 +239,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(system_said(error))
     except KeyboardInterrupt:
         return _fail("interrupted", code=130)
+    except MemoryError as error:  # NumPy's names the array it could not make
+        return _fail(
+            f"out of memory: {error or 'an array could not be made'} (the network or its rows "
+            "need more memory than this process may take)"
+        )
 
 
 def _fail(message: str, code: int = 1) -> int:

@@ -379,11 +379,11 @@ def _header_length(stream: BinaryIO, size: int, where: str) -> int:
     pickle = start[:2] in _PICKLE_MAGIC or start[:4] in _PICKLE_MAGIC
     if size < 8:
         if pickle:
-            refuse_pickle(where)
+            refuse_pickle(where, zipped=start[:2] == b"PK")
         raise FileFormatError(f"{where} is truncated: {size} bytes, too short for a header")
     (length,) = struct.unpack("<Q", start)
     if pickle and (length > size - 8 or length > MAX_HEADER):
-        refuse_pickle(where)
+        refuse_pickle(where, zipped=start[:2] == b"PK")
     if length > size - 8:
         if length > max(MAX_HEADER, size):
             raise FileFormatError(

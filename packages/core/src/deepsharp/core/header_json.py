@@ -21,10 +21,15 @@ MAX_DEPTH = 64  # deepsharp nests 3 deep in a header and 5 in its metadata's JSO
 _MAX_DIGITS = 1000
 
 
-def refuse_pickle(where: str) -> None:
+def refuse_pickle(where: str, zipped: bool = False) -> None:
+    if zipped:
+        raise FileFormatError(
+            f"{where} is a zip archive (torch.save writes its pickles in one), not a "
+            "safetensors file; deepsharp never loads pickles, since loading one can run any code"
+        )
     raise FileFormatError(
-        f"{where} is a pickle (or a zip of pickles, as torch.save writes), not a safetensors "
-        "file; deepsharp never loads pickles, since loading one can run any code"
+        f"{where} is a pickle, not a safetensors file; deepsharp never loads pickles, since "
+        "loading one can run any code"
     )
 
 

@@ -180,10 +180,12 @@ class TrainedNetwork:
             loss = loss_from_json(json.loads(metadata["loss"]))
             pipeline_data = json.loads(metadata["pipeline"])
         except (KeyError, ValueError, RecursionError) as error:
-            raise FileFormatError(
-                f"{where}: its loss or pipeline cannot be read ({error})"
-            ) from None
-        pipeline = Pipeline.from_json(pipeline_data)
+            said = f"lacks the entry {error}" if isinstance(error, KeyError) else f"({error})"
+            raise FileFormatError(f"{where}: its loss or pipeline cannot be read: {said}") from None
+        try:
+            pipeline = Pipeline.from_json(pipeline_data)
+        except FileFormatError as error:  # it names the entry; the file is named here
+            raise FileFormatError(f"{where}: {error}") from None
         if not pipeline.is_learned:
             raise FileFormatError(f"{where}: its pipeline has learned no statistics")
         _check_inputs(where, pipeline, network)

@@ -12,6 +12,7 @@ and a bad file raises FileFormatError saying what is wrong.
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 from collections.abc import Mapping
@@ -118,7 +119,8 @@ def network_from_json(
     except (KeyError, TypeError, ValueError, IndexError) as error:
         if isinstance(error, FileFormatError):
             raise
-        raise FileFormatError(f"{where}: its architecture cannot be read: {error}") from None
+        said = f"it lacks the entry {error}" if isinstance(error, KeyError) else str(error)
+        raise FileFormatError(f"{where}: its architecture cannot be read: {said}") from None
 
 
 def _chain_of_format_1(cls: type[Network], data: Any) -> Network:
@@ -171,7 +173,26 @@ def _graph(cls: type[Network], data: Any) -> Network:
     network = cls.of_graph(Graph(inputs, layers, nodes), chained)
     if all(spec.shape is not None for spec in inputs):
         network.build()
+        made = sum(_values(layers[node.layer].output_shape) for node in nodes)
+        if made > MOST_VALUES_A_ROW:  # its slots are bounded by the file's bytes; these not
+            raise ValueError(
+                f"its layers' outputs would take {made:,} values a row ({made * 4 / 2**30:,.0f} "
+                f"GiB), beyond the {MOST_VALUES_A_ROW:,} a file's network may: the file is "
+                "damaged or made to exhaust memory"
+            )
     return network
+
+
+MOST_VALUES_A_ROW = 2**30
+"""The most values one row's pass may make in a loaded network (its layers' outputs, 4 GiB at
+float32): a file's architecture can ask for any size however few its slots' bytes."""
+
+
+def _values(shape: Any) -> int:
+    """How many values an output shape (or a list of them) holds a row."""
+    if isinstance(shape, list):
+        return sum(_values(part) for part in shape)
+    return math.prod(shape) if shape is not None else 0
 
 
 def _list(value: object, what: str) -> list[Any]:
