@@ -121,6 +121,17 @@ def test_an_input_in_a_chain_and_a_network_sharing_layers_say_what_to_do() -> No
     assert encoder.predict(np.ones((1, 3), np.float32), MeanSquaredError()).shape == (1, 2)
 
 
+def test_keras_s_call_arguments_and_init_none_say_what_to_do() -> None:
+    """Failed before: a raw TypeError of an unexpected keyword 'training'; Dense(init=None)
+    suggested 'ones'."""
+    with pytest.raises(
+        TypeError, match=r"Dense\(\) is called on symbols alone, not with training="
+    ):
+        Dense(3)(Input(3), training=True)
+    with pytest.raises(ValueError, match=r"leave init out for the layer's own default"):
+        Dense(3, init=None)
+
+
 def test_a_name_with_a_dot_is_refused() -> None:
     with pytest.raises(ValueError, match="no dots"):
         Dense(4, name="a.b")

@@ -71,8 +71,12 @@ def check_initializer(name: object, where: str) -> str:
         return _ALIASES[name]
     if isinstance(name, str) and name in INITIALIZERS:
         return name
-    close = difflib.get_close_matches(str(name), list(INITIALIZERS), n=2)
+    close = (
+        difflib.get_close_matches(name, list(INITIALIZERS), n=2) if isinstance(name, str) else []
+    )
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    if name is None:  # a layer whose default is None (LSTM's) draws by its own rule
+        hint = " (leave init out for the layer's own default)"
     raise ValueError(
         f"{where}: no initialiser {name!r}{hint}; the initialisers are "
         + ", ".join(repr(known) for known in INITIALIZERS)

@@ -337,9 +337,15 @@ class Layer:
         self.output_shape = tuple(int(n) for n in made)
         return self.output_shape
 
-    def __call__(self, inputs: Symbol | Sequence[Symbol]) -> Symbol:
+    def __call__(self, inputs: Symbol | Sequence[Symbol], **given: Any) -> Symbol:
         """This layer applied to symbols (`Input`s, or other layers' outputs): a symbol of its
         output, for `Network(inputs=..., outputs=...)`."""
+        if given:  # Keras's training=, mask=
+            raise TypeError(
+                f"{self.kind}() is called on symbols alone, not with {', '.join(given)}=: "
+                "whether a pass trains is the run's to say (fit trains, predict serves), and a "
+                "padding mask travels with the symbols (Embedding(mask_zero=True))"
+            )
         return apply_layer(self, inputs)
 
     def described(self) -> str:
