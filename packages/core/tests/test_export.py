@@ -469,9 +469,9 @@ def test_a_log_column_s_negative_value_is_served_as_nan_as_the_docs_say(tmp_path
     trained = _trained(Pipeline().number("a", log=True).target("y"), rows, tmp_path)
     trained.export_onnx(tmp_path / "x.onnx")
     served = session(tmp_path / "x.onnx")
-    given = np.array([[-0.5], [-1.0], [-3.0], [0.7]], np.float64)
-    got = served.run(None, {"a": given})[0][:, 0]
-    assert np.isnan(got[:3]).all() and np.isfinite(got[3])
+    given = np.array([[-0.5], [-1.0], [-3.0], [1e39], [3.5e38], [np.inf], [0.7]], np.float64)
+    got = served.run(None, {"a": given})[0][:, 0]  # beyond float32: before, 4.5e-26 for 1e39
+    assert np.isnan(got[:6]).all() and np.isfinite(got[6])
 
 
 def test_values_predict_refuses_are_served_as_nan_not_as_a_confident_prediction(

@@ -13,13 +13,14 @@ import sys
 import threading
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from core_helpers import XOR_ROWS, XOR_TARGETS, xor_trainer
 from fuzz_files import load_in_child, make_originals, seal, split
 
-from deepsharp.core import BinaryCrossEntropy, Dense, FileFormatError, Network
+from deepsharp.core import BinaryCrossEntropy, Dense, FileFormatError, Network, Relu
 from deepsharp.core.atomic import write_atomically
 from deepsharp.core.files import _canonical_digest, encode_safetensors, read_safetensors
 
@@ -293,8 +294,25 @@ def test_an_architecture_whose_outputs_would_exhaust_memory_is_refused_as_it_loa
     path.write_bytes(seal(header, body))
     said = load_in_child(kind, path)
     assert said["outcome"] == "FileFormatError", said
-    assert "values a row (48 GiB), beyond the 1,073,741,824" in said["message"]
+    assert "output would take 6,442,450,944 values a row (24 GiB), beyond the" in said["message"]
     assert said["growth_mib"] < 32
+
+
+def test_a_deep_network_of_large_images_loads_and_a_bytes_path_is_read(tmp_path: Path) -> None:
+    """Failed before: the outputs' values a row were added up over every layer, so 22 blocks
+    of 64 channels on 512 x 512 images were refused as made to exhaust memory; and a bytes
+    path, written, was a raw TypeError when read."""
+    from deepsharp.core import BatchNorm, Conv2D, GlobalAvgPool
+    from deepsharp.core.random import Generator
+
+    layers: list[Any] = []
+    for _ in range(22):
+        layers += [Conv2D(64, 3, padding="same"), BatchNorm(), Relu()]
+    network = Network([*layers, GlobalAvgPool(), Dense(10)], inputs=(3, 512, 512))
+    network.initialize(Generator(0))
+    path = tmp_path / "deep.safetensors"
+    network.save(os.fsencode(path))
+    assert Network.load(os.fsencode(path)).specs.keys() == network.specs.keys()
 
 
 def test_a_file_lacking_an_entry_or_a_zip_is_said_so_naming_the_file(

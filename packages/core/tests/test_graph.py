@@ -99,6 +99,8 @@ def test_an_input_and_a_layer_of_one_name_are_refused_and_automatic_names_avoid_
     x = Input(3, name="x")
     with pytest.raises(ConfigurationError, match="an input and a layer are both named 'x'"):
         Network(inputs=x, outputs=Dense(2)(Dense(3, name="x")(x)))
+    chain = Network([Dense(3, name="input"), Relu(), Dense(1)], inputs=4)  # a chain's input
+    assert "input.weights" in chain.specs  # is 'input' by itself: its layers may be named so
     named = Input(3, name="dense")
     network = Network(inputs=named, outputs=Dense(2)(named))
     assert [layer.name for layer in network.layers] == ["dense_1"]

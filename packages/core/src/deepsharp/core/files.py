@@ -325,7 +325,8 @@ class _Regular:
 
 
 def _open_regular(path: str | os.PathLike[str], what: str, where: str) -> _Regular:
-    if "\0" in os.fspath(path):
+    path = os.fsdecode(path)  # a bytes path too, as open() takes it
+    if "\0" in path:
         raise FileNotFoundError(
             f"no {what} at {os.fspath(path)!r}: a path cannot hold a NUL character"
         )

@@ -104,7 +104,7 @@ def number(g: OnnxGraph, inputs: Inputs, column: Number) -> str:
     if column.log:  # a negative value, refused by the pipeline, is NaN here: log1p of one in
         # (-1, 0) is finite and would be served as a value like any other
         below = g.one("Less", x, _double(g, 0.0))
-        values = g.one("Where", below, _double(g, math.nan), _log1p(g, x))
+        values = g.one("Where", below, _double(g, math.nan), _log1p(g, values))
     values = g.one("Where", missing, _double(g, column.fill_value), values)
     if column.scale:
         values = g.one("Div", g.one("Sub", values, _double(g, column.mean)), _double(g, column.std))

@@ -115,7 +115,8 @@ class Network:
             graph = chain(layers, shape)
         self._start(graph, chained=outputs is None)
         clash = {spec.name for spec in self.input_specs} & {layer.name for layer in self.layers}
-        if clash:  # (a file of an older deepsharp may hold one: it loads)
+        if clash and not self.chained:  # a graph's inputs are named by their maker (a chain's
+            # is 'input', which a layer may be: its slots are named so); a file loads as it is
             raise ConfigurationError(
                 f"an input and a layer are both named {sorted(clash)[0]!r}: a summary and what "
                 "each layer reads name them, so each name must differ"

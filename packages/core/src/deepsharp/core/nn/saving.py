@@ -173,10 +173,10 @@ def _graph(cls: type[Network], data: Any) -> Network:
     network = cls.of_graph(Graph(inputs, layers, nodes), chained)
     if all(spec.shape is not None for spec in inputs):
         network.build()
-        made = sum(_values(layers[node.layer].output_shape) for node in nodes)
-        if made > MOST_VALUES_A_ROW:  # its slots are bounded by the file's bytes; these not
+        made = max(_values(layers[node.layer].output_shape) for node in nodes)
+        if made > MOST_VALUES_A_ROW:  # its slots are bounded by the file's bytes; this not
             raise ValueError(
-                f"its layers' outputs would take {made:,} values a row ({made * 4 / 2**30:,.0f} "
+                f"a layer's output would take {made:,} values a row ({made * 4 / 2**30:,.0f} "
                 f"GiB), beyond the {MOST_VALUES_A_ROW:,} a file's network may: the file is "
                 "damaged or made to exhaust memory"
             )
@@ -184,8 +184,9 @@ def _graph(cls: type[Network], data: Any) -> Network:
 
 
 MOST_VALUES_A_ROW = 2**30
-"""The most values one row's pass may make in a loaded network (its layers' outputs, 4 GiB at
-float32): a file's architecture can ask for any size however few its slots' bytes."""
+"""The most values one layer's output may hold a row in a loaded network (4 GiB at float32; a
+512 x 512 image of 64 channels is 2^24): a file's architecture can ask for any size however few
+its slots' bytes."""
 
 
 def _values(shape: Any) -> int:
