@@ -88,3 +88,13 @@ class ClipsByTheFirst(LightEngine):
 
 def drifting() -> Drifting:
     return Drifting()
+
+
+class LayerNormOff(LightEngine):
+    """The light engine whose LayerNorm comes out 0.3% too large, at its own precision."""
+
+    name = "layernorm-off"
+
+    def layer_norm(self, x: Array, scale: Array, shift: Array, epsilon: float) -> Array:
+        made = super().layer_norm(x, scale, shift, epsilon)
+        return (made * np.float32(1.003)).astype(np.float32)

@@ -11,7 +11,14 @@ from typing import Any
 import compare_samples
 import numpy as np
 import pytest
-from compare_helpers import ClipsByTheFirst, DoubtingPut, Drifting, FlippedPut, NoPooling
+from compare_helpers import (
+    ClipsByTheFirst,
+    DoubtingPut,
+    Drifting,
+    FlippedPut,
+    LayerNormOff,
+    NoPooling,
+)
 from core_helpers import fit_titanic, titanic_shaped
 
 from deepsharp.core import (
@@ -30,6 +37,7 @@ from deepsharp.core import (
     Flatten,
     Input,
     Layer,
+    LayerNorm,
     MaxPool2D,
     Network,
     Relu,
@@ -99,6 +107,17 @@ def test_the_first_operation_past_its_bound_is_named_with_its_layer_and_figures(
     said = found.verdict()
     assert "first past its bound: matmul_bias in layer 'dense' (forward, affine)" in said
     assert "(32, 14), (14, 16), (16,) -> (32, 16)" in said
+
+
+@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16", "mixed_float16"])
+def test_a_layer_norm_off_by_a_few_thousandths_is_named_at_every_precision(precision: str) -> None:
+    """Failed before at the mixed precisions: every add of a smaller tensor was bounded as a
+    bias onto a product's output kept in the half format, LayerNorm's shift too (its bound
+    15-20 times float32's), and the fault passed."""
+    x, y = _batch()
+    network = Network([Dense(8), LayerNorm(), Dense(4)])
+    found = compare(network, CrossEntropy(), (x, y % 4), engines=("light", LayerNormOff(precision)))
+    assert found.first is not None and found.first.operation == "layer_norm", found.verdict()
 
 
 def test_the_batch_s_features_put_checked_are_judged_bit_for_bit() -> None:

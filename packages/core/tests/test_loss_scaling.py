@@ -15,6 +15,7 @@ import pytest
 from core_helpers import titanic_shaped, titanic_trainer
 
 from deepsharp.core import (
+    SGD,
     Adam,
     BinaryCrossEntropy,
     CheckpointMismatchError,
@@ -313,10 +314,12 @@ def test_a_resumed_mixed_float16_run_ends_bit_for_bit_where_the_whole_one_does(
     # From 2^50 the first steps overflow float16 and are skipped, halving the scale each time,
     # across the checkpoint: the scale and its counter must travel with it.
     setting = LossScale(2.0**50, interval=7)
-    with pytest.warns(DeepSharpWarning, match="it is multiplied by 0.5 at each, so start it"):
+    with pytest.warns(
+        DeepSharpWarning, match=r"multiplied by 0\.5 at each skipped step\): a scale"
+    ):
         whole = _titanic("light:mixed_float16", epochs=4, loss_scale=setting)
     quartered = LossScale(2.0**100, interval=7, backoff=0.25)  # said as it is (it said halves)
-    with pytest.warns(DeepSharpWarning, match="it is multiplied by 0.25 at each"):
+    with pytest.warns(DeepSharpWarning, match=r"now \d.*multiplied by 0\.25 at each skipped step"):
         _titanic("light:mixed_float16", epochs=1, loss_scale=quartered)
     assert whole.report.skipped_steps > 20
     with pytest.warns(DeepSharpWarning, match="every step of epoch 1"):
@@ -380,3 +383,49 @@ def test_a_checkpoint_refuses_another_loss_scale_and_a_lying_one(tmp_path: Path)
             FitOptions(seed=5, engine="light:mixed_float16", epochs=2, progress=False),
             resume_from=saved,
         )
+
+
+class _Penalty(StepHook):
+    """Adds half the squared first slot to the objective (an L2 penalty)."""
+
+    def objective(self, trainer: Trainer, value: Any, share: Any) -> Any:
+        from deepsharp.core.autodiff.functions import add, mul
+        from deepsharp.core.autodiff.functions import sum as total
+
+        weights = trainer._slots[0]
+        return add(value, mul(total(mul(weights, weights)), 0.5))
+
+    def objective_key(self) -> int:
+        return 0
+
+
+def test_a_hook_s_term_of_the_objective_is_scaled_with_the_loss() -> None:
+    """Failed before: the loss scale multiplied the loss before the hooks added their terms,
+    and unscaling then divided the penalty's gradient by the scale: one SGD step 0.08 off."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(16, 8)).astype(np.float32)
+
+    def slots(engine: str, **settings: Any) -> np.ndarray:
+        trainer = Trainer(
+            Network([Dense(1)]), MeanSquaredError(), SGD(0.1), engine, seed=0,
+            hooks=[_Penalty()], **settings,
+        )  # fmt: skip
+        trainer.step(x, x[:, :1] * 2)
+        return np.concatenate([np.ravel(trainer.engine.get(h)) for h in trainer.held.slots])
+
+    unscaled = slots("light:float32")
+    assert np.abs(slots("light:float32", loss_scale=1024.0) - unscaled).max() < 1e-6
+    assert np.abs(slots("light:mixed_float16") - unscaled).max() < 1e-3
+
+
+def test_finite_gradients_whose_largest_values_add_up_past_float32_are_not_skipped() -> None:
+    """Failed before: the largest |g| of each slot were added up, and four finite ones of
+    about 1e38 made inf: the step was skipped as an overflow."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(16, 4)).astype(np.float32)
+    trainer = Trainer(
+        Network([Dense(4), Dense(1)]), MeanSquaredError(), SGD(1e-3), "light:float32", seed=0,
+        loss_scale=LossScale(2.0**126, dynamic=False),
+    )  # fmt: skip
+    trainer.step(x, 2 * x[:, :1])
+    assert trainer.skipped_steps == 0

@@ -51,11 +51,14 @@ class Bounded:
     """A value as it is exactly (`value`, float64; int64 for ids) and the bound (`bound`, one
     number a value) on how far an engine of the precision may be from it."""
 
-    __slots__ = ("bound", "value")
+    __slots__ = ("bound", "product", "value")
 
-    def __init__(self, value: Array, bound: Array) -> None:
+    def __init__(self, value: Array, bound: Array, product: bool = False) -> None:
         self.value = value
         self.bound = bound
+        self.product = product
+        """Whether it is a product's or a convolution's output (or one moved: reshaped,
+        transposed): at a mixed precision a bias added onto it may stay in the half format."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -77,7 +80,7 @@ class Propagated:
     """An engine of `Bounded` values: each operation's exact value and the propagated bound of
     an engine that keeps the contract at `precision` (strict, float32 or a mixed one: its
     products' and convolutions' totals then held to the half format's bound, and a bias added
-    onto a larger tensor allowed the half format's two roundings)."""
+    onto a product's output allowed the half format's two roundings)."""
 
     name = "propagated bound"
 
@@ -121,9 +124,10 @@ class Propagated:
     def add(self, a: Any, b: Any) -> Bounded:
         (va, ea), (vb, eb) = _parts(a), _parts(b)
         made = self._value(va + vb, np.broadcast_to(ea + eb, np.broadcast(va, vb).shape))
-        if self.precision.mixed and np.size(vb) < np.size(va):
+        if self.precision.mixed and np.size(vb) < np.size(va) and getattr(a, "product", False):
             # A bias onto a product's output may stay in the half format, as a product's
-            # kernel adds it: the bias rounded to it and the sum rounded once more.
+            # kernel adds it: the bias rounded to it and the sum rounded once more. (Any other
+            # value by value, LayerNorm's shift, is float32's.)
             half = self.precision.half_unit
             bound = made.bound + half * (np.abs(made.value) + made.bound + np.abs(vb) + eb)
             made = Bounded(made.value, bound)
@@ -231,7 +235,7 @@ class Propagated:
         bound = spread + self._totals(count, product) * size
         if product:
             bound = bound + self.precision.totals_floor(count, inputs)
-        return Bounded(np.asarray(value), np.asarray(bound))
+        return Bounded(np.asarray(value), np.asarray(bound), product)
 
     def matmul(
         self, a: Bounded, b: Bounded, transpose_a: bool = False, transpose_b: bool = False
@@ -320,11 +324,13 @@ class Propagated:
     def _moved(self, x: Bounded, name: str, *args: Any, **kwargs: Any) -> Bounded:
         f = self.exact
         return Bounded(
-            getattr(f, name)(x.value, *args, **kwargs), getattr(f, name)(x.bound, *args, **kwargs)
+            getattr(f, name)(x.value, *args, **kwargs),
+            getattr(f, name)(x.bound, *args, **kwargs),
+            x.product,
         )
 
     def copy(self, x: Bounded) -> Bounded:
-        return Bounded(x.value.copy(), x.bound.copy())
+        return Bounded(x.value.copy(), x.bound.copy(), x.product)
 
     def reshape(self, x: Bounded, shape: tuple[int, ...]) -> Bounded:
         return self._moved(x, "reshape", shape)

@@ -440,13 +440,15 @@ def _epoch(
         why = (
             "by the run's step hooks"
             if scale is None
-            else f"their gradients not finite under the loss scale {scale!r}: a scale too "
-            "large for the half format overflows every step; "
+            else f"their gradients not finite under the loss scale {scale!r}, "
             + (
-                f"it is multiplied by {scale.backoff:g} at each, so start it lower "
-                "(LossScale(2**16), the default)"
+                f"now {scale.scale:g} (multiplied by {scale.backoff:g} at each skipped step): "
+                "a scale still too large for the half format goes on down, but where the "
+                "gradients overflow at any scale the run is diverging — a learning rate too "
+                "large, or values too large for the half format (scale them)"
                 if scale.dynamic
-                else 'give a smaller one, or loss_scale="dynamic"'
+                else 'a scale too large for the half format overflows every step: give a '
+                'smaller one, or loss_scale="dynamic"'
             )
         )
         warnings.warn(

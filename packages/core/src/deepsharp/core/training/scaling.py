@@ -129,11 +129,13 @@ class LossScale(StepHook):
 
     def gradients(self, trainer: Trainer, grads: list[Handle]) -> list[Handle] | None:
         engine = trainer.engine
-        # The largest |g| of each is inf (or NaN) where it holds inf or NaN: their total says.
+        # The largest |g| of each is inf (or NaN) where it holds inf or NaN: that times 0 is
+        # NaN, a finite one's 0, and their total says (a total of the largest values could
+        # overflow where every gradient is finite).
         flag: Handle | None = None
         for grad in grads:
             axes = tuple(range(len(engine.shape(grad))))
-            part = engine.max(engine.abs(grad), axes) if axes else engine.abs(grad)
+            part = engine.mul(engine.max(engine.abs(grad), axes) if axes else engine.abs(grad), 0.0)
             flag = part if flag is None else engine.add(flag, part)
         finite = flag is None or math.isfinite(trainer.read(flag))
         inverse = float(np.float32(1.0 / self.scale))  # as GradScaler: 1/S rounded to float32
