@@ -1,4 +1,5 @@
-"""Every operation leaves its inputs as they were, bit for bit.
+"""Every operation leaves its inputs as they were, bit for bit, and hands out nothing it will
+change later: its result and its inputs keep their bits when it is called again.
 
 Every check of the suite runs on the engine watched (`deepsharp.contracts.inputs.InputsKept`),
 which reads each handle an operation is handed before and after it; here each operation is
@@ -102,6 +103,45 @@ def test_operation_leaves_its_inputs_unchanged(
 ) -> None:
     arguments = OPERATIONS[operation](engine)
     getattr(engine, operation)(*arguments)  # the watched engine fails here on a changed input
+
+
+@pytest.mark.parametrize("operation", sorted(set(OPERATIONS) - {"assign"}))
+def test_operation_s_result_and_inputs_keep_their_bits_after_its_next_call(
+    engine: Engine, contract: Contract, operation: str
+) -> None:
+    """An engine reuses no buffer it has handed out: an output written into again by the next
+    call (a result that a Tensor kept then reads another's values), or an input kept and
+    changed later, passed every check made right after one call."""
+    first = OPERATIONS[operation](engine)
+    made = getattr(engine, operation)(*first)
+    kept = _bits(engine, (first, made))
+    getattr(engine, operation)(*_other(engine, first))
+    assert _bits(engine, (first, made)) == kept, (
+        f"{operation} on {contract.spec}: a result or an input of one call changed at its next "
+        "call (an engine hands out no memory it writes into later)"
+    )
+
+
+def _bits(engine: Engine, value: Any) -> Any:
+    """Every handle's bits (and dtype) within arguments or results; the rest as it is."""
+    if isinstance(value, (list, tuple)):
+        return [_bits(engine, item) for item in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    array = np.asarray(engine.get(value))
+    return array.dtype.str, array.shape, array.tobytes()
+
+
+def _other(engine: Engine, value: Any) -> Any:
+    """Arguments of the same shapes and kinds with other values (ids and 0/1 flags kept)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_other(engine, item) for item in value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    array = np.asarray(engine.get(value))
+    if array.dtype.kind != "f" or np.isin(array, (0.0, 1.0)).all():
+        return engine.put(array.copy())
+    return engine.put((array * 0.5 + 0.25).astype(array.dtype))
 
 
 def test_every_operation_has_a_check(contract: Contract) -> None:
