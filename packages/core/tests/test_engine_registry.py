@@ -7,6 +7,7 @@ import importlib.metadata
 import sys
 import types
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -193,6 +194,26 @@ def test_a_module_factory_that_is_an_engine_is_made(monkeypatch: pytest.MonkeyPa
     assert isinstance(made, LightEngine) and made.precision == "float32"
     with pytest.raises(EngineUnavailableError, match="has no callable 'missing'"):
         make_engine("engine_of_mine:missing")
+
+
+def test_a_module_that_imports_what_is_missing_says_so_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before: 'no engine named ... is installed here' and the wheels' advice came
+    first, the missing import last (cut off in a terminal line)."""
+    (tmp_path / "engine_importing_a_missing_one.py").write_text(
+        "import a_missing_blas_library\n\ndef make():\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(EngineUnavailableError) as refused:
+        make_engine("engine_importing_a_missing_one:make")
+    said = str(refused.value)
+    assert said.startswith(
+        "engine spec 'engine_importing_a_missing_one:make': module "
+        "'engine_importing_a_missing_one' cannot be imported: No module named "
+        "'a_missing_blas_library'"
+    )
+    assert "installed here" not in said
 
 
 def _point(name: str, value: str) -> importlib.metadata.EntryPoint:

@@ -306,16 +306,26 @@ def _from_factory(spec: str, module_name: str, attribute: str) -> Engine:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
+        if error.name is not None and error.name != module_name.partition(".")[0]:
+            # the module is there, and something it imports is not: that is the news
+            raise EngineUnavailableError(
+                f"engine spec {spec!r}: module {module_name!r} cannot be imported: {error} "
+                "(install what it imports, or put it on the path)"
+            ) from error
         raise EngineUnavailableError(
             f"engine spec {spec!r}: {_not_installed(module_name)}; read as module:factory, "
-            f"module {module_name!r} cannot be imported ({error})"
+            f"module {module_name!r} cannot be imported ({error}: put its folder on the path, "
+            "PYTHONPATH)"
         ) from error
     factory = getattr(module, attribute, None)
     if not callable(factory):
+        offered = sorted(
+            name for name, value in vars(module).items() if callable(value) and name.islower()
+        )
         raise EngineUnavailableError(
             f"engine spec {spec!r}: module {module_name!r} has no callable {attribute!r} "
-            f"(a module:factory spec names a function that makes the engine); "
-            f"{_not_installed(module_name)}"
+            f"(a module:factory spec names a function that makes the engine; its functions: "
+            f"{', '.join(offered[:8]) or 'none'})"
         )
     try:
         made = factory()

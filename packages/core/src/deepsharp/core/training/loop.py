@@ -447,7 +447,7 @@ def _epoch(
                 "gradients overflow at any scale the run is diverging — a learning rate too "
                 "large, or values too large for the half format (scale them)"
                 if scale.dynamic
-                else 'a scale too large for the half format overflows every step: give a '
+                else "a scale too large for the half format overflows every step: give a "
                 'smaller one, or loss_scale="dynamic"'
             )
         )
