@@ -287,6 +287,23 @@ def test_the_doctor_lists_no_precision_of_an_engine_it_cannot_make(
     assert onnx[1].strip().startswith("precisions once usable: float32 (onnx, default)")
 
 
+def test_the_doctor_names_a_card_only_precision_by_its_card_s_spec(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before: without torch the torch engine's line offered
+    'mixed_float16 (torch:cpu:mixed_float16)', a spec the engine refuses on the processor."""
+    pytest.importorskip("deepsharp.engines.torch")
+    monkeypatch.setitem(sys.modules, "torch", None)
+    rescan_engines()
+    main(["doctor"])
+    rescan_engines()
+    out = capsys.readouterr().out
+    torch_lines = out[out.index("  torch:cpu ") :].splitlines()
+    assert "not usable" in torch_lines[0]
+    assert "mixed_float16 (torch:cuda:0:mixed_float16)" in torch_lines[1]
+    assert "torch:cpu:mixed_float16" not in out
+
+
 @pytest.mark.parametrize(
     "statement",
     [

@@ -4,6 +4,7 @@ within its precision, and a file round trip. The torch engine's run is in its ow
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ from deepsharp.core import (
     Tanh,
     TransformerBlock,
 )
+from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.nn.layer import LAYERS, Layer
 from deepsharp.core.nn.testing import check_layer
 
@@ -193,3 +195,21 @@ def test_a_layer_s_first_mistakes_are_named_with_what_to_do(
     if made in (_NoSuper, _KerasForward):  # called on a symbol, as a graph is built
         with pytest.raises(ConfigurationError, match=said):
             made()(Input(4))
+
+
+def _doubled(self: Layer, x: Any, slots: Any, context: Any) -> Any:
+    return ops.mul(x, 2.0)
+
+
+# A layer as a script defines it: its class lives in __main__ (and is registered so).
+_ScriptScaled: Any = type("ScriptScaled", (Layer,), {"__module__": "__main__", "forward": _doubled})
+
+
+def test_the_harness_says_nothing_of_its_own_file_and_names_a_wrong_shape() -> None:
+    """Failed before: a layer of the script being run warned of 'layer.safetensors', a file
+    the harness saves for itself; rows given as the shape were a raw ValueError of NumPy's."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_layer(_ScriptScaled(), (3,))
+    with pytest.raises(TypeError, match=r"shape is one row's shape, .*the rows themselves go"):
+        check_layer(_ScriptScaled(), np.ones((3, 4), np.float32))  # type: ignore[arg-type]

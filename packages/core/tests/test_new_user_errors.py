@@ -601,3 +601,14 @@ def test_one_callback_or_hook_not_in_a_list_is_refused_naming_the_list_to_write(
     assert len(run.report.history) == 1  # a tuple (or any iterable) of them is taken
     run = fit_run(None, (x, y), network, MeanSquaredError(), SGD(0.1), options, callbacks=None)
     assert len(run.report.history) == 1  # None is none
+
+
+def test_a_number_target_read_as_binary_says_to_declare_it_a_number() -> None:
+    """Failed before: a price column under .target('price') advised kind='classes' only."""
+    rows = [{"size": float(i), "price": float(i * 3 + 1)} for i in range(40)]
+    with pytest.raises(DataError, match=r"declare \.target\('price', kind='number'\) for a number"):
+        Pipeline().number("size").target("price").learn(rows)
+    with pytest.raises(DataError, match=r"kind='classes'\) for more than two\)$"):
+        Pipeline().number("size").target("c").learn(
+            [{"size": 1.0, "c": c} for c in ("red", "blue", "green")]
+        )

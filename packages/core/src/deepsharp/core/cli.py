@@ -39,7 +39,10 @@ from deepsharp.core.version import __version__
 __all__ = ["main"]
 
 SAMPLES = ("titanic", "digits", "resnet", "spam", "shakespeare")
-ENGINE_HELP = "light (default), testbuffer, torch:cpu, torch:cuda:N, or module:factory"
+ENGINE_HELP = (
+    "light (default), light:float32, torch:cpu, torch:cuda:N, onnx, testbuffer (each its own "
+    "package: deepsharp doctor says which are here), or module:factory"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -125,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
         "predictions as CSV.",
     )
     predict.add_argument(
-        "file", metavar="FILE", help="a trained network (from fit, or sample --save)"
+        "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
     )
     predict.add_argument(
         "rows", metavar="ROWS.csv", help="rows with the columns the pipeline reads"

@@ -54,6 +54,9 @@ def _engine(description: EngineDescription) -> int:
     precisions, refused = [], []
     for i, precision in enumerate(description.precisions):
         spec_at = description.spec_with(precision)
+        if not made and description.specs and spec_at not in description.specs:
+            # a precision the default device does not offer: the spec the engine gives for it
+            spec_at = next((s for s in description.specs if s.endswith(f":{precision}")), spec_at)
         if made and i:  # where the engine is usable, only the precisions it makes here are listed
             try:
                 make_engine(spec_at)

@@ -150,10 +150,17 @@ class TargetLearner:
                 continue
             if target.kind == "binary" and len(self.known) == 2:
                 first, second = self.known
+                numbers = all(parse_number(text) is not None for text in (*self.known, found_label))
+                declare = (
+                    f"declare .target({target.name!r}, kind='number') for a number to predict, "
+                    f"or kind='classes' for more than two classes"
+                    if numbers
+                    else f"declare .target({target.name!r}, kind='classes') for more than two"
+                )
                 raise DataError(
                     f"{row_text(i)}, column {target.name!r}: a binary target holds two values, "
-                    f"but this row holds a third, {shown_value(values[i])}, after {first!r} and {second!r} "
-                    f"(declare .target({target.name!r}, kind='classes') for more than two)"
+                    f"but this row holds a third, {shown_value(values[i])}, after {first!r} and "
+                    f"{second!r} ({declare})"
                 )
             self.known.append(found_label)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,11 @@ def check_layer(
     training one (BatchNorm's batch statistics, Dropout's masks drawn from a fixed key).
     `nudged`: how many values of each input and slot are nudged (a sample: nudging every value
     of a large slot takes long)."""
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(
+            f"check_layer: shape is one row's shape, (3,) or (1, 28, 28) (a list of them for "
+            f"several inputs), not {type(shape).__name__}; the rows themselves go in inputs="
+        )
     listed = bool(shape) and isinstance(shape[0], (tuple, list))
     given_shapes: list[Any] = list(shape) if listed else [shape]
     shapes = [tuple(int(size) for size in s) for s in given_shapes]
@@ -263,7 +269,9 @@ def _survives_a_file(
         )
     network.set_slots({n: v.astype(np.float32) for n, v in slots.items()})
     network.set_buffers(buffers)
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+        # (a layer of the script being run is warned of where one saves a file, not here)
+        warnings.filterwarnings("ignore", message=r".*defined in the script being run")
         path = Path(folder) / "layer.safetensors"
         network.save(path)
         loaded = Network.load(path)

@@ -50,7 +50,8 @@ class Report:
     def __str__(self) -> str:
         names = self.metric_names
         lines = [
-            f"deepsharp run on {self.engine}: {self.epochs_run} epochs in {self.seconds:.2f} s, "
+            f"deepsharp run on {self.engine}: {self.epochs_run} epoch{'' if self.epochs_run == 1 else 's'} "
+            f"in {self.seconds:.2f} s, "
             f"best epoch {self.best_epoch}",
             "",
             f"{'epoch':>6}  {'loss':>9}  {'validation':>10}"
