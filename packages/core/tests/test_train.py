@@ -133,7 +133,9 @@ def test_a_number_target_of_any_size_is_learned_on_its_scale(
     path = _write(tmp_path / "prices.csv", ["size", "kind", "price"], rows)
     out = str(tmp_path / "net.safetensors")
     assert main(["train", path, "--target", "price", "--out", out, "--epochs", "60"]) == 0
-    assert "its losses are of price standardised, (price - " in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "its losses are of price standardised, (price - " in said
+    assert "(its Rescaling set to the targets' scale once trained)" in said  # not read as 1, 0
     served = TrainedNetwork.load(out).predict(read_csv(path))[:, 0]
     wanted = np.array([float(row[2]) for row in rows])
     assert 1 - ((served - wanted) ** 2).sum() / ((wanted - wanted.mean()) ** 2).sum() > 0.9

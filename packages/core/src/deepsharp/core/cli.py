@@ -416,7 +416,8 @@ def _train(arguments: argparse.Namespace) -> int:
         network = default_network(outputs, last)
     else:
         network = _network_from(builder, outputs, arguments.network)
-    print(f"network: {network!r}; loss: {loss!r}; optimizer: Adam(0.001)", flush=True)
+    later = " (its Rescaling set to the targets' scale once trained)" if scaled else ""
+    print(f"network: {network!r}{later}; loss: {loss!r}; optimizer: Adam(0.001)", flush=True)
     options = FitOptions(
         seed=arguments.seed, engine=engine, epochs=arguments.epochs, progress=arguments.progress
     )

@@ -176,9 +176,9 @@ def _graph(cls: type[Network], data: Any) -> Network:
         made = max(_values(layers[node.layer].output_shape) for node in nodes)
         if made > MOST_VALUES_A_ROW:  # its slots are bounded by the file's bytes; this not
             raise ValueError(
-                f"a layer's output would take {made:,} values a row ({made * 4 / 2**30:,.0f} "
-                f"GiB), beyond the {MOST_VALUES_A_ROW:,} a file's network may: the file is "
-                "damaged or made to exhaust memory"
+                f"a layer's output would take {_large(made)} values a row "
+                f"({_large(made * 4 // 2**30)} GiB), beyond the {MOST_VALUES_A_ROW:,} a file's "
+                "network may: the file is damaged or made to exhaust memory"
             )
     return network
 
@@ -187,6 +187,12 @@ MOST_VALUES_A_ROW = 2**30
 """The most values one layer's output may hold a row in a loaded network (4 GiB at float32; a
 512 x 512 image of 64 channels is 2^24): a file's architecture can ask for any size however few
 its slots' bytes."""
+
+
+def _large(count: int) -> str:
+    """A whole number as a message shows it: with commas, or its power of two past 2^60 (a
+    file's shapes may hold numbers of hundreds of digits, beyond what str() writes)."""
+    return f"{count:,}" if count < 2**60 else f"about 2^{count.bit_length() - 1}"
 
 
 def _values(shape: Any) -> int:
