@@ -55,3 +55,15 @@ def test_the_clipped_norm_is_the_summed_gradient_s() -> None:
         mine = np.frombuffer(parallel[name], np.float32)
         theirs = np.frombuffer(value, np.float32)
         np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-7)
+
+
+def test_a_loss_scale_scales_a_data_parallel_step_once() -> None:
+    """Failed with this round's first form of the hooks' order: the loss scale's objective ran
+    after the other hooks' by skipping the first hook, which in a data-parallel run is the
+    gradients' sum: the loss was scaled twice and the update came out 1,024 times too large."""
+    parallel = launch(tools.one_scaled_step, 2, "light", True, start_method=workers.START)
+    alone = tools.one_scaled_step("light", False)
+    for name, value in alone.items():
+        mine = np.frombuffer(parallel[name], np.float32)
+        theirs = np.frombuffer(value, np.float32)
+        np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-7)

@@ -368,8 +368,9 @@ class Trainer:
             outputs = self.network.forward(xs, self.held.bound, context)
             loss = self._loss(outputs, y, w)
             objective = loss
-            for hook in self.hooks[1:] if self.loss_scale else self.hooks:
-                objective = hook.objective(self, objective, share)
+            for hook in self.hooks:  # (a data-parallel run's sum may come before the scale)
+                if hook is not self.loss_scale:
+                    objective = hook.objective(self, objective, share)
             if self.loss_scale:  # the whole objective scaled, the hooks' terms too: its
                 # gradients come back unscaled before the other hooks see them
                 objective = self.loss_scale.objective(self, objective, share)
