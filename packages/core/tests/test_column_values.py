@@ -72,3 +72,18 @@ def test_a_flag_column_of_unhashable_values_is_still_read() -> None:
     pipe = Pipeline().flag("f").learn([{"f": "x"}, {"f": None}])
     features = pipe.features([{"f": [1]}, {"f": None}, {"f": ""}, {"f": "y"}])
     np.testing.assert_array_equal(features[:, 0], [1.0, 0.0, 0.0, 1.0])
+
+
+def test_a_number_is_written_in_ascii_digits_without_underscores() -> None:
+    """Failed before: Python's float read "1_5" as 15 and full-width "12" as 12 (pandas reads them
+    as text): a typo became a number, silently."""
+    from deepsharp.core.data.values import parse_number
+
+    for text in ("1_5", "0_0_1_2", "\uff11\uff12", "\u0661\u0662"):
+        assert parse_number(text) is None, text
+    assert parse_number(" 12 ") == 12.0 and parse_number("-1e3") == -1000.0
+    many = [f"{i}_0" for i in range(300)]  # mostly distinct: NumPy's path, refused too
+    with pytest.raises(
+        DataError, match=r"row 1 \(counting from 1\), column 'n': expected a number"
+    ):
+        Pipeline().number("n").learn([{"n": v} for v in many])

@@ -495,6 +495,18 @@ def test_values_predict_refuses_are_served_as_nan_not_as_a_confident_prediction(
             np.testing.assert_allclose(got, expected[0, 0], rtol=1e-6)
 
 
+def test_a_label_s_plain_form_finds_it_in_the_file_as_predict_does(tmp_path: Path) -> None:
+    """A learned '02' is found by '2' (a DataFrame's value of it) in the file as by predict."""
+    rows = [{"code": f"0{i % 3 + 1}", "y": str(int(i % 3 == 1))} for i in range(40)]
+    trained = _trained(Pipeline().category("code").target("y"), rows, tmp_path)
+    trained.export_onnx(tmp_path / "x.onnx")
+    served = session(tmp_path / "x.onnx")
+    got = served.run(None, {"code": np.array([["2"], ["02"], ["9"]], object)})[0]
+    wanted = trained.predict([{"code": 2}, {"code": "02"}, {"code": "9"}])
+    np.testing.assert_allclose(got, wanted, rtol=1e-6)
+    assert got[0, 0] == got[1, 0] != got[2, 0]
+
+
 def test_a_column_named_as_a_slot_is_served(tmp_path: Path) -> None:
     """Failed before: the column's input and the slot's constant shared a name, and the onnx
     checker's refusal came out as 'deepsharp wrote an ONNX graph ...; please report it'."""
@@ -543,9 +555,10 @@ def test_an_opset_below_what_an_operator_needs_is_refused_naming_both(tmp_path: 
 def test_other_opsets_serve_the_same_predictions(opset: int, tmp_path: Path) -> None:
     network = _planted_network()
     inputs = [np.random.default_rng(1).normal(size=(5, 3, 6, 6)).astype(np.float32)]
-    network.export_onnx(tmp_path / "x.onnx", CrossEntropy(), opset=opset)
+    loss = CrossEntropy(from_logits=False)  # the network ends in its softmax
+    network.export_onnx(tmp_path / "x.onnx", loss, opset=opset)
     got = session(tmp_path / "x.onnx").run(None, {"input": inputs[0]})[0]
-    assert within_bound(got, network, CrossEntropy(), inputs) < 1.0
+    assert within_bound(got, network, loss, inputs) < 1.0
 
 
 def test_an_input_named_as_the_file_s_output_is_refused_naming_both(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ def test_a_category_s_integral_numbers_are_one_label_however_written() -> None:
     assert pipe.features([{"c": b"b"}, {"c": "3.5"}, {"c": "03"}]).tolist() == [
         [0, 0, 1],
         [0, 0, 0],  # not integral: a label of its own
-        [0, 0, 0],  # "03" is text, not a number's text
+        [0, 1, 0],  # "03", learned as no label of its own, is "3"'s (pandas reads it as 3)
     ]
     # a network written before learned "3.0" as it was given: its rows still find it
     earlier = Pipeline().category("c").learn([{"c": "1"}, {"c": "2"}])
@@ -154,3 +154,18 @@ def test_a_flag_true_and_the_number_1_are_two_labels_in_any_order_whole_or_in_pa
     assert (
         parts == Pipeline().category("x").learn(rows).to_json()["columns"][0]["learned"]["values"]
     )
+
+
+def test_a_label_written_otherwise_than_it_was_learned_finds_it_where_it_names_one_alone() -> None:
+    """Failed before: trained on a DataFrame pandas read ("02" became 2, "true" True), a
+    category column served from the same CSV file read "02" and "true" as unknown (all zeros,
+    silently: predictions off by up to 0.94)."""
+    from_frame = Pipeline().category("code").category("member")
+    from_frame.learn([{"code": 1, "member": True}, {"code": 2, "member": False}])
+    given = [{"code": "02", "member": "true"}, {"code": "001", "member": "FALSE"}]
+    assert from_frame.features(given).tolist() == [[0, 1, 0, 1], [1, 0, 1, 0]]
+    from_text = Pipeline().category("code").category("member")
+    from_text.learn([{"code": "01", "member": "true"}, {"code": "02", "member": "false"}])
+    assert from_text.features([{"code": 2, "member": True}]).tolist() == [[0, 1, 0, 1]]
+    both = Pipeline().category("code").learn([{"code": "02"}, {"code": "002"}, {"code": "7"}])
+    assert both.features([{"code": 2}, {"code": "007"}]).tolist() == [[0, 0, 0], [0, 0, 1]]

@@ -166,7 +166,7 @@ def test_serving_without_an_engine_looks_for_installed_engines_once(
     0.71 ms one-row call)."""
     import deepsharp.core.engine.registry as registry
 
-    trained = untrained([Dense(4), Relu(), Dense(1)], (3,), 7)
+    trained = untrained([Dense(4), Relu(), Dense(2)], (3,), 7)
     trained.predict_features(np.zeros((1, 3), np.float32))  # the own engine exists from here
     scans: list[int] = []
     found = registry._registered
@@ -175,3 +175,39 @@ def test_serving_without_an_engine_looks_for_installed_engines_once(
         trained.predict_features(np.zeros((1, 3), np.float32))
         trained.network.predict(np.zeros((1, 3), np.float32), trained.loss)
     assert scans == []
+
+
+def test_a_pipeline_given_to_a_second_fit_leaves_the_first_run_s_predictions_as_they_were() -> None:
+    """Failed before: the first run's trained network held the very Pipeline, which the second
+    fit learned again in place: its predictions moved (0.09 with other training rows)."""
+    from deepsharp.core import FitOptions, Pipeline, fit
+
+    rng = np.random.default_rng(0)
+    rows = [{"x": float(v), "y": int(v > 0)} for v in rng.normal(size=80)]
+    others = [{"x": float(v) * 5 + 3, "y": int(v > 0)} for v in rng.normal(size=80)]
+    recipe = Pipeline().number("x").target("y")
+    options = FitOptions(seed=0, epochs=2, progress=False)
+    first = fit(recipe, rows, Network([Dense(1)]), BinaryCrossEntropy(), Adam(0.01), options)
+    before = first.trained.predict(rows[:5])
+    fit(recipe, others, Network([Dense(1)]), BinaryCrossEntropy(), Adam(0.01), options)
+    np.testing.assert_array_equal(first.trained.predict(rows[:5]), before)
+    assert recipe.is_learned  # the recipe given is learned, as before
+
+
+def test_serving_refuses_a_loss_a_run_refuses_and_rows_where_parts_are_asked_for() -> None:
+    """Failed before: one output under CrossEntropy served 1.0 for every row (fit refuses it);
+    predict_parts given rows said 'not dict' (or 'not str', of a DataFrame's column names)."""
+    from deepsharp.core import ConfigurationError, CrossEntropy, DataError, FitOptions, fit
+
+    network = Network([Dense(1)], inputs=3)
+    network.initialize(Generator(0))
+    with pytest.raises(ConfigurationError, match="one output a row, and CrossEntropy picks"):
+        network.predict(np.ones((2, 3), np.float32), CrossEntropy())
+    rows = [{"a": float(i), "y": i % 2} for i in range(20)]
+    from deepsharp.core import Pipeline
+
+    run = fit(Pipeline().number("a").target("y"), rows, Network([Dense(1)]),
+              BinaryCrossEntropy(), Adam(0.01), FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip
+    with pytest.raises(DataError, match=r"predict_parts takes its rows in parts.*\[rows\], not"):
+        list(run.trained.predict_parts(rows))
+    assert len(next(run.trained.predict_parts([rows]))) == 20

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from deepsharp.core import generating
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.scan import Scan
+from deepsharp.core.data.sources import is_frame
 from deepsharp.core.engine import Engine
 from deepsharp.core.errors import DataError, FileFormatError
 from deepsharp.core.export.graph import DEFAULT_OPSET
@@ -82,6 +83,15 @@ class TrainedNetwork:
                 f"{rows.path}: this network was trained on arrays (fit(None, (x, y), ...)), so "
                 "it has no recipe for a file's named columns and cannot read its rows; predict "
                 "with an array of its features: TrainedNetwork.load(path).predict(x)"
+            )
+        if is_frame(rows) or (
+            isinstance(rows, (list, tuple)) and bool(rows) and isinstance(rows[0], Mapping)
+        ):
+            raise DataError(
+                "predict_parts takes its rows in parts: a scan (scan_csv, scan_parquet) or an "
+                f"iterable of batches, each rows as predict takes them ([rows], not rows; this is "
+                f"{'a DataFrame' if is_frame(rows) else 'a list of rows'}: predict(rows) serves "
+                "it whole)"
             )
         parts = (
             rows.parts(self.pipeline.reads(rows.names, target=False))

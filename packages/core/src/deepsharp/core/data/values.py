@@ -158,6 +158,8 @@ def parse_number(value: object) -> float | None:
         text = value.strip()
         if text == "" or text in MISSING_TEXTS:
             return _NAN
+        if "_" in text or not text.isascii():  # Python's float reads "1_5" as 15, and digits
+            return None  # of other scripts (full-width ones) as ASCII's: no file's number
         try:
             return float(text)
         except ValueError:
@@ -418,7 +420,10 @@ def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
     # times, which it would take as counts since 1970.
     if any(a_time(kind) for kind in set(map(type, found))):
         refuse_times(np.array([*column, None], dtype=object)[:-1], name)
+    texts = "".join(value for value in found if type(value) is str)
     try:
+        if "_" in texts or not texts.isascii():  # NumPy reads them as float() does: one by one
+            raise ValueError("a text parse_number refuses")
         values = np.array(column, dtype=np.float64)
         if values.shape == (count,):
             return values
@@ -438,14 +443,47 @@ def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
 def label_lookup(learned: Sequence[str]) -> dict[str | None, int]:
     """Each learned label's index, under the label it is now read as too: a file written before
     "3.0" was read as "3" holds "3.0", which rows now give as "3"; one that learned a float32
-    column's values widened ("0.10000000149011612") is found by their own text ("0.1") too."""
+    column's values widened ("0.10000000149011612") is found by their own text ("0.1") too; and
+    under its plain form (`plain_label`), where no other learned label has it: "02" as "2",
+    "true" as "True"."""
     lookup: dict[str | None, int] = {v: i for i, v in enumerate(learned)}
     for value, index in list(lookup.items()):
         lookup.setdefault(label(value), index)
         number = parse_number(value) if isinstance(value, str) and "." in value else None
         for text in _narrow_texts(number):
             lookup.setdefault(text, index)
+    for text, index in plain_labels(learned).items():
+        lookup.setdefault(text, index)
     return lookup
+
+
+_WHOLE_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def plain_label(text: str | None) -> str | None:
+    """A label's plain form, where it has another: a whole number's digits without leading
+    zeros ("02" -> "2": pandas reads a CSV's "02" as 2), a truth value as Python writes it
+    ("true" -> "True": pandas reads a CSV's true as True); None otherwise."""
+    if text is None:
+        return None
+    if _WHOLE_TEXT.fullmatch(text):
+        plain = str(int(text))
+        return plain if plain != text else None
+    lowered = text.lower()
+    if lowered in ("true", "false") and text not in ("True", "False"):
+        return lowered.capitalize()
+    return None
+
+
+def plain_labels(learned: Sequence[str]) -> dict[str, int]:
+    """The plain forms of the learned labels that name one of them alone: plain form -> its
+    index (two labels of one plain form, "02" and "002", give it to neither)."""
+    found: dict[str, list[int]] = {}
+    for index, value in enumerate(learned):
+        plain = plain_label(value)
+        if plain is not None:
+            found.setdefault(plain, []).append(index)
+    return {plain: held[0] for plain, held in found.items() if len(held) == 1}
 
 
 def label_index(lookup: Mapping[str | None, int], value: object) -> int:
@@ -454,7 +492,10 @@ def label_index(lookup: Mapping[str | None, int], value: object) -> int:
     0.10000000149011612) and is no label as it stands is looked for by its text at float32's
     precision ("0.1"), as the column it came from was learned (a float64 value within float32's
     rounding of a learned one is so read as it)."""
-    index = lookup.get(label(value), -1)
+    text = label(value)
+    index = lookup.get(text, -1)
+    if index < 0 and (plain := plain_label(text)) is not None:  # "02" where "2" was learned,
+        index = lookup.get(plain, -1)  # "true" where True was
     if index < 0 and isinstance(value, (float, np.floating)) and not isinstance(value, bool):
         for text in _narrow_texts(float(value)):
             index = lookup.get(text, -1)

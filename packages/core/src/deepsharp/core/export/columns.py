@@ -16,8 +16,11 @@ as the pipeline does, with the statistics it learned as constants:
   input and the tokens stay deepsharp's to cut.
 
 Text is given as the pipeline reads it: stripped, a whole number as its digits ('3' for 3 or
-3.0). What ONNX cannot do is said where it matters: it cannot refuse a row, so a category
-declared `unknown="error"` gives unknown values all zeros (a warning says so at export), and
+3.0). A learned label is found by its plain form too ('2' for a learned '02', 'True' for
+'true'), as predict finds it; the other way round ('02' given, '2' learned) predict finds it and
+the file does not: give a whole number's digits without leading zeros. What ONNX cannot do is
+said where it matters: it cannot refuse a row, so a category declared `unknown="error"` gives
+unknown values all zeros (a warning says so at export), and
 each value the pipeline refuses that ONNX can see gives NaN features instead of a DataError: a
 log column's negative value, a number infinite or beyond float32's range, an image's value
 missing (NaN), infinite or beyond float32's range — so the row's prediction is NaN, never a
@@ -39,7 +42,7 @@ from deepsharp.core.data.columns import ColumnKind
 from deepsharp.core.data.images import Image
 from deepsharp.core.data.numbers import Number
 from deepsharp.core.data.text import Text
-from deepsharp.core.data.values import FLOAT32_MAX, MISSING_TEXTS
+from deepsharp.core.data.values import FLOAT32_MAX, MISSING_TEXTS, plain_labels
 from deepsharp.core.errors import DeepSharpWarning, ExportError
 from deepsharp.core.export.graph import OnnxGraph
 
@@ -129,12 +132,17 @@ def category(g: OnnxGraph, inputs: Inputs, column: Category) -> str:
     x = inputs.take(column, "text")
     keys = [*column.values, *([""] if column.has_missing else [])]
     width = column.width()
+    indices = list(range(width))
+    for plain, index in plain_labels(column.values).items():  # "2" for a learned "02"
+        if plain not in keys:
+            keys.append(plain)
+            indices.append(index)
     index = g.one(
         "LabelEncoder",
         x,
         domain=_ML,
         keys_strings=keys,
-        values_int64s=list(range(width)),
+        values_int64s=indices,
         default_int64=-1,
     )
     return g.one("Cast", g.one("Equal", index, g.ints(range(width))), to=_FLOAT)

@@ -55,6 +55,7 @@ class Predictor:
 
     def __init__(self, network: Network, loss: Loss, engine: Engine | str | None = None) -> None:
         check_instance("loss", loss, Loss, "predict")
+        loss.check_network(network)  # as a run does: one output under CrossEntropy served 1.0
         self.network = network
         self.loss = loss
         self.engine = made = serving_engine(engine)

@@ -12,6 +12,7 @@ engine tensor itself.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import time
@@ -279,7 +280,9 @@ def fit(
         measured_on=feeds.test_said,
     )
     distribution.finish()
-    return Run(TrainedNetwork(network, loss, feeds.pipeline), report)
+    # The pipeline as this run learned it: the same Pipeline given to another fit learns again
+    # in place, and this run's predictions keep the statistics its slots were trained on.
+    return Run(TrainedNetwork(network, loss, copy.deepcopy(feeds.pipeline)), report)
 
 
 def _batches(feed: Feed) -> Iterator[Batch]:
