@@ -133,10 +133,10 @@ def category(g: OnnxGraph, inputs: Inputs, column: Category) -> str:
     keys = [*column.values, *([""] if column.has_missing else [])]
     width = column.width()
     indices = list(range(width))
-    for plain, index in plain_labels(column.values).items():  # "2" for a learned "02"
+    for plain, place in plain_labels(column.values).items():  # "2" for a learned "02"
         if plain not in keys:
             keys.append(plain)
-            indices.append(index)
+            indices.append(place)
     index = g.one(
         "LabelEncoder",
         x,
