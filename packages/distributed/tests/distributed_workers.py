@@ -22,6 +22,7 @@ from deepsharp.core import (
     BinaryCrossEntropy,
     Callback,
     CheckpointMismatchError,
+    CrossEntropy,
     Dense,
     Dropout,
     FitOptions,
@@ -553,6 +554,11 @@ def titanic_set_apart(what: str) -> dict[str, Any]:
     rank = DataParallel().join().rank
     rate = 0.01 if what == "rate" and rank == 1 else 0.001
     engine = "light:float32" if what == "engine" and rank == 1 else "light"
+    apart = rank == 1
+    sizes = {"batch": 17 if apart and what == "batch" else 32}
+    extra: dict[str, Any] = {}
+    if what == "class_weight":
+        extra["class_weight"] = {0: 1.0, 1: 5.0 if apart else 1.0}
     began: list[bool] = []
 
     class Beginning(Callback):
@@ -560,11 +566,34 @@ def titanic_set_apart(what: str) -> dict[str, Any]:
             began.append(True)
 
     options = FitOptions(
-        seed=SAMPLE_SEED, epochs=1, distributed=DataParallel(), progress=False, engine=engine
+        seed=SAMPLE_SEED,
+        epochs=2 if apart and what == "epochs" else 1,
+        batch_size=sizes["batch"],
+        distributed=DataParallel(),
+        progress=False,
+        engine=engine,
     )
     try:
         fit(titanic.pipeline(), titanic.rows(), titanic.network(), BinaryCrossEntropy(),
-            Adam(rate), options, callbacks=[Beginning()])  # fmt: skip
+            Adam(rate), options, callbacks=[Beginning()], **extra)  # fmt: skip
     except ReplicasDifferError as error:
         return {"refused": str(error), "began": bool(began)}
     return {"refused": "", "began": bool(began)}
+
+
+def arrays_weighed_apart() -> dict[str, Any]:
+    """Arrays data-parallel, rank 1's rows weighing 2 and rank 0's 1: what fit raised, and
+    whether the run began."""
+    rank = DataParallel().join().rank
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(67, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    options = FitOptions(
+        seed=0, epochs=1, batch_size=16, distributed=DataParallel(), progress=False
+    )
+    try:
+        run = fit(None, (x, y), Network([Dense(3)]), CrossEntropy(), Adam(0.01), options,
+                  sample_weight=np.full(67, 2.0 if rank == 1 else 1.0))  # fmt: skip
+    except ReplicasDifferError as error:
+        return {"refused": str(error), "began": False}
+    return {"refused": "", "began": bool(run.report.history)}

@@ -226,6 +226,9 @@ def test_one_rank_s_callback_ending_the_run_ends_it_on_every_rank(mid: bool) -> 
     [
         ("rate", '"learning_rate": 0.001'),
         ("engine", "rank 0: light numpy"),
+        ("batch", "rank 0: 32; rank 1: 17"),
+        ("epochs", "rank 0: 1; rank 1: 2"),
+        ("class_weight", "rank 1: [1.0, 5.0]"),
     ],
 )
 def test_ranks_set_apart_are_refused_before_the_first_step_naming_the_setting(
@@ -233,10 +236,17 @@ def test_ranks_set_apart_are_refused_before_the_first_step_naming_the_setting(
 ) -> None:
     """Failed before: rank 1 with ten times the learning rate, or on light:float32 beside
     light, trained on, the replicas parting from the first step (docs/distributed.md says
-    every process returns the same run)."""
+    every process returns the same run); so did another batch size or other class weights
+    (trial BA: each trained on a mix of the two), and other epochs ended in gloo's abort."""
     found = launch(workers.titanic_set_apart, 2, what, start_method=workers.START)
     said = found["refused"]
-    name = {"rate": "optimizers", "engine": "engines"}[what]
+    name = {
+        "rate": "optimizers",
+        "engine": "engines",
+        "batch": "batch sizes",
+        "epochs": "epochs",
+        "class_weight": "class weights",
+    }[what]
     assert said.startswith(f"the processes run with different {name} (rank 0: "), said
     assert says in said and "rank 1: " in said
     assert ("(float32)" in said) == (what == "engine")
@@ -250,6 +260,14 @@ def test_ranks_handed_different_data_are_refused_before_the_first_step_naming_th
     said = found["refused"]
     assert said.startswith("rank 1 holds other data than rank 0"), said
     assert "the same count of rows (891), with other values" in said
+    assert not found["began"]
+
+
+def test_ranks_handed_other_sample_weights_are_refused_before_the_first_step() -> None:
+    """Failed before (trial BA): rank 1's rows weighing 2 beside rank 0's weighing 1 trained
+    on, the loss a mix of the two."""
+    found = launch(workers.arrays_weighed_apart, 2, start_method=workers.START)
+    assert "rank 1 holds other data than rank 0" in found["refused"], found
     assert not found["began"]
 
 

@@ -332,7 +332,8 @@ class Job:
         raise ReplicasDifferError(
             f"the processes run with different {name} ({said}): every process must run "
             "with the same settings, or their replicas part at the first step (the same "
-            "engine and precision, optimizer, loss, loss scale and accumulation)"
+            "FitOptions and class weights; the same engine and precision, optimizer, loss, loss "
+            "scale and accumulation)"
         )
 
     def check_same_run(self, seed: int, data: Mapping[str, Any]) -> None:

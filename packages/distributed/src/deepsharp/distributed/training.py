@@ -107,6 +107,9 @@ class Place(Distribution):
         share = self.job.share(count)
         return share.start, share.stop
 
+    def check_settings(self, settings: Mapping[str, str]) -> None:
+        self.job.check_same_settings(settings)
+
     def check_data(self, seed: int, feeds: Feeds) -> None:
         self.job.check_same_run(seed, data_fingerprint(feeds))
 

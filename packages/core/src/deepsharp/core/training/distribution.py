@@ -50,8 +50,8 @@ __all__ = ["Distribution", "OneProcess", "Spread", "Sums", "data_fingerprint"]
 def data_fingerprint(feeds: Feeds) -> dict[str, Any]:
     """What must be the same on every process of a run, to tell data apart without sending it:
     the rows of each part (training, validation, test), the recipe the pipeline learned, and a
-    SHA-256 digest of every row's features (each input's) and targets (held in memory, or as
-    they were spilled)."""
+    SHA-256 digest of every row's features (each input's), targets and own weights (held in
+    memory, or as they were spilled)."""
     values = hashlib.sha256()
     rows = []
     for feed in (feeds.train, feeds.validation, feeds.test):
@@ -60,7 +60,11 @@ def data_fingerprint(feeds: Feeds) -> dict[str, Any]:
         if spill is not None:
             values.update(spill.digest.digest())
             continue
-        arrays = [*getattr(feed, "features", ()), getattr(feed, "targets", None)]
+        arrays = [
+            *getattr(feed, "features", ()),
+            getattr(feed, "targets", None),
+            getattr(feed, "weights", None),  # the rows' own weights, where given
+        ]
         for array in arrays:
             if array is not None:
                 values.update(repr((array.dtype.str, array.shape)).encode())
@@ -130,6 +134,11 @@ class Distribution(Spread):
     def share(self, count: int) -> tuple[int, int]:
         """The rows [start, stop) of a batch of `count` rows that this process takes."""
         return 0, count
+
+    def check_settings(self, settings: Mapping[str, str]) -> None:
+        """Before anything else: refuse a run whose processes were given different run settings
+        (`settings`, each named, in words: the batch size, the epochs, the class weights ...),
+        on every process, naming the first that differs."""
 
     def check_data(self, seed: int, feeds: Feeds) -> None:
         """Before anything else: refuse a run whose processes were given different seeds or

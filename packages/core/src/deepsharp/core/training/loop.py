@@ -53,7 +53,7 @@ from deepsharp.core.training.callbacks import (
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.checks import check_parts
 from deepsharp.core.training.distribution import OneProcess, Spread, Sums
-from deepsharp.core.training.feeds import Batch, Feed, feeds_for
+from deepsharp.core.training.feeds import Batch, Feed, Feeds, feeds_for
 from deepsharp.core.training.hooks import StepHook
 from deepsharp.core.training.metrics import check_metric_names, check_metrics_fit, measure
 from deepsharp.core.training.report import Report, Run
@@ -243,6 +243,7 @@ def fit(
             run.record = made
             if checkpoint is not None:
                 run.resume(checkpoint)
+            distribution.check_settings(_run_settings(options, weights, feeds))
             distribution.check_data(options.seed, feeds)
             distribution.start(trainer)
             _check_last_batch(network, feeds.train, size_of(options), distribution.world_size)
@@ -294,6 +295,23 @@ def _targets(feed: Feed) -> Iterator[NDArray[Any]]:
     """The training targets, a batch at a time (what class weights are checked against)."""
     for batch in _batches(feed):
         yield batch.targets
+
+
+def _run_settings(
+    options: FitOptions, weights: ClassWeights | None, feeds: Feeds
+) -> dict[str, str]:
+    """What every process of a run must be given alike beside its trainer's settings, in
+    words: how batches are cut and ordered, how long the run goes, what it weighs and judges
+    (a process of another batch size takes its share of other batches; of other epochs, it
+    waits at a sum the others never reach)."""
+    return {
+        "batch sizes": str(size_of(options)),
+        "epochs": str(options.epochs),
+        "early stopping": f"patience {options.patience}, restore_best {options.restore_best}",
+        "class weights": "none" if weights is None else repr(weights.weights.tolist()),
+        "metrics": repr(list(options.metrics)),
+        "scan buffers": repr(getattr(feeds.train, "buffer_rows", None)),
+    }
 
 
 def _where(checkpoint: Checkpoint) -> str:
