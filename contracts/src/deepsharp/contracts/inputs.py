@@ -4,13 +4,17 @@ The suite's operation checks run on `InputsKept(engine)`: each call reads every 
 handed before and after the operation (through the engine's own `get`) and fails when one
 changed. `assign` updates its target, and the optimizer updates their slots and what they
 remember of them (velocities; first and second moments), in place; everything else they are
-handed must stay as it was. The reads count as transfers out, so the checks that count
-transfers run on engines made fresh, unwatched.
+handed must stay as it was. And what an operation handed out stays too: the results and inputs
+of its last `KEPT` calls are read again after each later call of it, and a change fails (an
+engine that writes each result into one buffer a shape, or keeps an input and changes it at
+its next call, passes every check made right after one call). The reads count as transfers
+out, so the checks that count transfers run on engines made fresh, unwatched.
 """
 
 from __future__ import annotations
 
 import numbers
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +33,10 @@ IN_PLACE: dict[str, tuple[tuple[int, ...], frozenset[str]]] = {
 """The operations that update arguments in place: their positions, and their names as keywords."""
 
 _NOT_OPERATIONS = frozenset({"put", "get", "shape", "zeros", "identity", "counters", "name"})
+
+KEPT = 2
+"""How many of an operation's earlier calls are read again after each later one (two: an
+engine alternating between two buffers is caught too)."""
 
 
 def _handles(value: Any, where: str) -> Iterator[tuple[str, Any]]:
@@ -49,6 +57,7 @@ class InputsKept:
     def __init__(self, engine: Any, contract: Contract) -> None:
         self._engine = engine
         self._contract = contract
+        self._earlier: dict[str, deque[list[tuple[str, Any, np.ndarray]]]] = {}
 
     def __repr__(self) -> str:
         return f"InputsKept({self._engine!r})"
@@ -60,11 +69,39 @@ class InputsKept:
 
         def operation(*args: Any, **kwargs: Any) -> Any:
             before = self._read(name, args, kwargs)
+            if name in IN_PLACE:  # what it updates may be an earlier result, or what one is
+                self._earlier.clear()  # a view of (parts, a reshape): nothing earlier is kept
             result = value(*args, **kwargs)
             self._compare(name, before)
+            self._compare_earlier(name)
+            handed = list(before)
+            for where, handle in _handles(result, "its result"):
+                try:
+                    handed.append((where, handle, np.array(self._engine.get(handle))))
+                except Exception:  # not one of the engine's handles
+                    continue
+            self._earlier.setdefault(name, deque(maxlen=KEPT)).append(handed)
             return result
 
         return operation
+
+    def _compare_earlier(self, name: str) -> None:
+        for call in self._earlier.get(name, ()):
+            for where, handle, values in call:
+                after = np.asarray(self._engine.get(handle))
+                if after.shape == values.shape and after.dtype == values.dtype:
+                    bits = mismatching_bits(after, values)
+                else:
+                    bits = 8 * max(values.nbytes, 1)
+                if bits:
+                    self._contract.measurements.record(
+                        self._contract.spec, "inputs", f"inputs of {name}", float(bits)
+                    )
+                    raise AssertionError(
+                        f"{name} on {self._contract.spec}: a later call changed what an earlier "
+                        f"call handed out or was handed ({where}): {bits} bits differ. An engine "
+                        "hands out no memory it writes into later, nor changes an input it kept."
+                    )
 
     def _read(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
