@@ -214,6 +214,9 @@ def test_a_module_that_imports_what_is_missing_says_so_first(
         "'a_missing_blas_library'"
     )
     assert "installed here" not in said
+    for missing in ("json.not_a_module_of_json", "no_package_of_that_name.module"):  # the module
+        with pytest.raises(EngineUnavailableError, match="no engine named"):  # itself: not news
+            make_engine(f"{missing}:make")  # of something it imports (trial AW)
 
 
 def _point(name: str, value: str) -> importlib.metadata.EntryPoint:

@@ -213,3 +213,4 @@ def test_the_harness_says_nothing_of_its_own_file_and_names_a_wrong_shape() -> N
         check_layer(_ScriptScaled(), (3,))
     with pytest.raises(TypeError, match=r"shape is one row's shape, .*the rows themselves go"):
         check_layer(_ScriptScaled(), np.ones((3, 4), np.float32))  # type: ignore[arg-type]
+    check_layer(_ScriptScaled(), np.array([3]))  # type: ignore[arg-type]  # a shape, as NumPy's

@@ -306,7 +306,8 @@ def _from_factory(spec: str, module_name: str, attribute: str) -> Engine:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        if error.name is not None and error.name != module_name.partition(".")[0]:
+        missing = error.name
+        if missing is not None and not (module_name + ".").startswith(missing + "."):
             # the module is there, and something it imports is not: that is the news
             raise EngineUnavailableError(
                 f"engine spec {spec!r}: module {module_name!r} cannot be imported: {error} "

@@ -70,6 +70,8 @@ def check_layer(
     training one (BatchNorm's batch statistics, Dropout's masks drawn from a fixed key).
     `nudged`: how many values of each input and slot are nudged (a sample: nudging every value
     of a large slot takes long)."""
+    if isinstance(shape, np.ndarray) and shape.ndim == 1 and shape.dtype.kind in "iu":
+        shape = tuple(int(size) for size in shape)  # a shape given as NumPy's array of it
     if not isinstance(shape, (tuple, list)):
         raise TypeError(
             f"check_layer: shape is one row's shape, (3,) or (1, 28, 28) (a list of them for "
