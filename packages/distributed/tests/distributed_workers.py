@@ -597,3 +597,12 @@ def arrays_weighed_apart() -> dict[str, Any]:
     except ReplicasDifferError as error:
         return {"refused": str(error), "began": False}
     return {"refused": "", "began": bool(run.report.history)}
+
+
+def report_of_a_small_run() -> str:
+    """A small data-parallel run's report, as it prints."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    options = FitOptions(seed=0, epochs=1, batch_size=8, distributed=DataParallel(), progress=False)
+    return str(fit(None, (x, y), Network([Dense(2)]), CrossEntropy(), Adam(0.01), options).report)

@@ -278,3 +278,10 @@ def test_ranks_started_with_different_seeds_are_reported_as_such() -> None:
     assert said.startswith("the processes were started with different seeds"), said
     assert "rank 0: 42, rank 1: 43" in said
     assert not found["began"]
+
+
+def test_the_report_says_the_run_was_data_parallel() -> None:
+    """Failed before (trial BA): a run over 2 processes read as one process's."""
+    said = launch(workers.report_of_a_small_run, 2, start_method=workers.START)
+    assert said.startswith("deepsharp run on light numpy"), said
+    assert ", data-parallel over 2 processes: 1 epoch in " in said.splitlines()[0]

@@ -5,7 +5,10 @@ the rank and the traceback's text, within the timeout: never a hang."""
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import distributed_workers as workers
 import pytest
@@ -84,3 +87,24 @@ def test_when_every_rank_failed_in_a_collective_the_earliest_is_blamed() -> None
     assert error.rank == 1 and error.exit_code == 1 and error.remote_traceback == "trace 1"
     assert str(error).startswith("rank 1 of 2 failed in a collective: RuntimeError: first")
     assert "rank 0 failed in a collective: RuntimeError: later" in str(error)
+
+
+def test_a_function_defined_under_the_main_guard_is_said_to_be_so(tmp_path: Path) -> None:
+    """Failed before (trial BA): it pickled in the parent and each new process failed with
+    pickle's raw "AttributeError: Can't get attribute 'closure' on <module '__mp_main__'>"."""
+    script = tmp_path / "guarded.py"
+    script.write_text(
+        "from deepsharp.distributed import launch\n"
+        "if __name__ == '__main__':\n"
+        "    def closure():\n"
+        "        return 1\n"
+        "    try:\n"
+        "        launch(closure, 2, timeout=60)\n"
+        "    except Exception as error:\n"
+        "        print(type(error).__name__, error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert "ProcessFailedError" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert 'defined under `if __name__ == "__main__":`' in done.stdout

@@ -350,7 +350,16 @@ def _run_rank(
         if threads is not None:  # as torchrun does: the cores shared out, unless the app said
             os.environ["OMP_NUM_THREADS"] = str(threads)
             torch.set_num_threads(threads)
-        function, args = pickle.loads(work) if isinstance(work, bytes) else work
+        try:
+            function, args = pickle.loads(work) if isinstance(work, bytes) else work
+        except AttributeError as error:  # pickled by name in the parent, absent here
+            raise DistributedError(
+                f"a new process cannot find the function or an argument's class ({error}): "
+                "what launch runs is imported by name in each new process, and a function "
+                'defined under `if __name__ == "__main__":` (or after it runs) is not there '
+                "when the script is imported: define it at the top level of the script or of "
+                "a module"
+            ) from None
 
         dist.init_process_group(
             backend,

@@ -279,6 +279,7 @@ def fit(
         shadow=[] if shadow is None else shadow.checks,
         steps=trainer.compiled.record(),
         measured_on=feeds.test_said,
+        processes=distribution.world_size,
     )
     distribution.finish()
     # The pipeline as this run learned it: the same Pipeline given to another fit learns again

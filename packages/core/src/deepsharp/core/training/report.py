@@ -41,6 +41,8 @@ class Report:
     measured_on: str = "test rows"
     """What the measures were taken on: the run's test rows, or what its caller says
     (a scikit-learn estimator measures every row it was fit on)."""
+    processes: int = 1
+    """How many processes took the run's steps (data-parallel: each its share of a batch)."""
 
     @property
     def metric_names(self) -> list[str]:
@@ -50,9 +52,10 @@ class Report:
     def __str__(self) -> str:
         names = self.metric_names
         lines = [
-            f"deepsharp run on {self.engine}: {self.epochs_run} epoch{'' if self.epochs_run == 1 else 's'} "
-            f"in {self.seconds:.2f} s, "
-            f"best epoch {self.best_epoch}",
+            f"deepsharp run on {self.engine}"
+            + (f", data-parallel over {self.processes} processes" if self.processes > 1 else "")
+            + f": {self.epochs_run} epoch{'' if self.epochs_run == 1 else 's'} "
+            f"in {self.seconds:.2f} s, best epoch {self.best_epoch}",
             "",
             f"{'epoch':>6}  {'loss':>9}  {'validation':>10}"
             + "".join(f"  {name:>{max(9, len(name))}}" for name in names)
