@@ -87,3 +87,22 @@ def test_a_number_is_written_in_ascii_digits_without_underscores() -> None:
         DataError, match=r"row 1 \(counting from 1\), column 'n': expected a number"
     ):
         Pipeline().number("n").learn([{"n": v} for v in many])
+
+
+def test_labels_and_numbers_of_any_length_and_numpy_s_text() -> None:
+    """Failed with this round's first forms (trial BC): a whole-number label of 5,000 digits
+    raised int()'s limit; NumPy's text of '3_5' was read as 35 where the values were many."""
+    from deepsharp.core.data.values import plain_label
+
+    assert plain_label("0" + "7" * 5000) == "7" * 5000
+    assert (plain_label("-01"), plain_label("+2"), plain_label("-0"), plain_label("00")) == (
+        "-1",
+        "2",
+        "0",
+        "0",
+    )
+    learned = Pipeline().category("c").learn([{"c": "01"}, {"c": "9" * 5000}])
+    assert learned.features([{"c": 1}, {"c": "8" * 5000}]).tolist() == [[1, 0], [0, 0]]
+    many = [{"n": v} for v in np.array([f"{i}_5" for i in range(300)])]
+    with pytest.raises(DataError, match="expected a number"):
+        Pipeline().number("n").learn(many)

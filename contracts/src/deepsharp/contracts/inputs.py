@@ -5,7 +5,7 @@ handed before and after the operation (through the engine's own `get`) and fails
 changed. `assign` updates its target, and the optimizer updates their slots and what they
 remember of them (velocities; first and second moments), in place; everything else they are
 handed must stay as it was. And what an operation handed out stays too: the results and inputs
-of its last `KEPT` calls are read again after each later call of it, and a change fails (an
+of its last `KEPT` (4) calls are read again after each later call of it, and a change fails (an
 engine that writes each result into one buffer a shape, or keeps an input and changes it at
 its next call, passes every check made right after one call). The reads count as transfers
 out, so the checks that count transfers run on engines made fresh, unwatched.
@@ -34,9 +34,9 @@ IN_PLACE: dict[str, tuple[tuple[int, ...], frozenset[str]]] = {
 
 _NOT_OPERATIONS = frozenset({"put", "get", "shape", "zeros", "identity", "counters", "name"})
 
-KEPT = 2
-"""How many of an operation's earlier calls are read again after each later one (two: an
-engine alternating between two buffers is caught too)."""
+KEPT = 4
+"""How many of an operation's earlier calls are read again after each later one: an engine
+cycling through up to four buffers is caught (a deeper pool would pass)."""
 
 
 def _handles(value: Any, where: str) -> Iterator[tuple[str, Any]]:

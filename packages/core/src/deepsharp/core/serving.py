@@ -84,8 +84,11 @@ class TrainedNetwork:
                 "it has no recipe for a file's named columns and cannot read its rows; predict "
                 "with an array of its features: TrainedNetwork.load(path).predict(x)"
             )
-        if is_frame(rows) or (
-            isinstance(rows, (list, tuple)) and bool(rows) and isinstance(rows[0], Mapping)
+        if is_frame(rows) or (  # (a network trained on arrays takes a dict as one batch)
+            isinstance(rows, (list, tuple))
+            and bool(rows)
+            and isinstance(rows[0], Mapping)
+            and not self.pipeline.takes_arrays
         ):
             raise DataError(
                 "predict_parts takes its rows in parts: a scan (scan_csv, scan_parquet) or an "

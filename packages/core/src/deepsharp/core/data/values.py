@@ -420,7 +420,7 @@ def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
     # times, which it would take as counts since 1970.
     if any(a_time(kind) for kind in set(map(type, found))):
         refuse_times(np.array([*column, None], dtype=object)[:-1], name)
-    texts = "".join(value for value in found if type(value) is str)
+    texts = "".join(value for value in found if isinstance(value, str))  # np.str_ too
     try:
         if "_" in texts or not texts.isascii():  # NumPy reads them as float() does: one by one
             raise ValueError("a text parse_number refuses")
@@ -466,8 +466,9 @@ def plain_label(text: str | None) -> str | None:
     ("true" -> "True": pandas reads a CSV's true as True); None otherwise."""
     if text is None:
         return None
-    if _WHOLE_TEXT.fullmatch(text):
-        plain = str(int(text))
+    if _WHOLE_TEXT.fullmatch(text):  # by text, not int(): a label may have 5,000 digits
+        digits = text.lstrip("+-").lstrip("0") or "0"
+        plain = f"-{digits}" if text[0] == "-" and digits != "0" else digits
         return plain if plain != text else None
     lowered = text.lower()
     if lowered in ("true", "false") and text not in ("True", "False"):

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.comparing.shadow import Shadow, ShadowChecks
+from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.engine import Engine, make_engine
 from deepsharp.core.engine.registry import check_spec
 from deepsharp.core.errors import (
@@ -282,9 +283,18 @@ def fit(
         processes=distribution.world_size,
     )
     distribution.finish()
-    # The pipeline as this run learned it: the same Pipeline given to another fit learns again
-    # in place, and this run's predictions keep the statistics its slots were trained on.
-    return Run(TrainedNetwork(network, loss, copy.deepcopy(feeds.pipeline)), report)
+    return Run(TrainedNetwork(network, loss, _own_copy(feeds.pipeline)), report)
+
+
+def _own_copy(pipeline: Pipeline) -> Pipeline:
+    """The pipeline as this run learned it: the same Pipeline given to another fit learns
+    again in place, and this run's predictions keep the statistics its slots were trained on.
+    A pipeline that cannot be copied (a column kind of one's own holding a lock or a session)
+    is kept as it is: a finished run is never lost to its copy."""
+    try:
+        return copy.deepcopy(pipeline)
+    except Exception:
+        return pipeline
 
 
 def _batches(feed: Feed) -> Iterator[Batch]:
