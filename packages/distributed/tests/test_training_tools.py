@@ -46,24 +46,25 @@ def test_the_metrics_are_taken_over_every_process_s_rows(runs: dict[str, Any]) -
         assert first["measures"][name] == pytest.approx(alone.report.measures[name], abs=0.02)
 
 
-def test_the_clipped_norm_is_the_summed_gradient_s() -> None:
-    """Clipping each process's own share would scale the update by another factor (the norm
-    of half a batch's gradient): the one-process step's slots would then be far off."""
-    parallel = launch(tools.one_clipped_step, 2, "light", True, start_method=workers.START)
-    alone = tools.one_clipped_step("light", False)
+def _one_step_alone_and_on_two_processes(kind: str) -> None:
+    """The slots after `tools.one_step` on 2 processes, rank 0's, and on one, within float32's
+    rounding of each other."""
+    parallel = launch(tools.one_step, 2, "light", True, kind, start_method=workers.START)
+    alone = tools.one_step("light", False, kind)
     for name, value in alone.items():
         mine = np.frombuffer(parallel[name], np.float32)
         theirs = np.frombuffer(value, np.float32)
         np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-7)
+
+
+def test_the_clipped_norm_is_the_summed_gradient_s() -> None:
+    """Clipping each process's own share would scale the update by another factor (the norm
+    of half a batch's gradient): the one-process step's slots would then be far off."""
+    _one_step_alone_and_on_two_processes("clipped")
 
 
 def test_a_loss_scale_scales_a_data_parallel_step_once() -> None:
     """Failed with this round's first form of the hooks' order: the loss scale's objective ran
     after the other hooks' by skipping the first hook, which in a data-parallel run is the
     gradients' sum: the loss was scaled twice and the update came out 1,024 times too large."""
-    parallel = launch(tools.one_scaled_step, 2, "light", True, start_method=workers.START)
-    alone = tools.one_scaled_step("light", False)
-    for name, value in alone.items():
-        mine = np.frombuffer(parallel[name], np.float32)
-        theirs = np.frombuffer(value, np.float32)
-        np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-7)
+    _one_step_alone_and_on_two_processes("scaled")

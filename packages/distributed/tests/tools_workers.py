@@ -83,32 +83,19 @@ def tools_runs(spec: str, folder: str) -> dict[str, Any]:
     }
 
 
-def one_clipped_step(spec: str, distributed: bool) -> dict[str, bytes]:
-    """One step of plain SGD over every training row, its gradient clipped hard (global norm
-    0.01): the slots after it (under a job, rank 0's)."""
+def one_step(spec: str, distributed: bool, kind: str) -> dict[str, bytes]:
+    """One step of plain SGD over every training row, its gradient clipped hard (`kind`
+    "clipped": global norm 0.01) or under a loss scale of 1,024 ("scaled"): the slots after it
+    (under a job, rank 0's)."""
     options = FitOptions(
         seed=SEED,
         engine=spec,
         epochs=1,
         batch_size=1000,
         progress=False,
+        loss_scale=1024.0 if kind == "scaled" else "auto",
         distributed=DataParallel() if distributed else None,
     )
-    run = run_tools(options, SGD(0.5, global_clip_norm=0.01))
-    return {name: value.tobytes() for name, value in run.trained.network.slots.items()}
-
-
-def one_scaled_step(spec: str, distributed: bool) -> dict[str, bytes]:
-    """One step of plain SGD over every training row under a loss scale of 1,024: the slots
-    after it (under a job, rank 0's)."""
-    options = FitOptions(
-        seed=SEED,
-        engine=spec,
-        epochs=1,
-        batch_size=1000,
-        progress=False,
-        loss_scale=1024.0,
-        distributed=DataParallel() if distributed else None,
-    )
-    run = run_tools(options, SGD(0.5))
+    chosen = SGD(0.5, global_clip_norm=0.01) if kind == "clipped" else SGD(0.5)
+    run = run_tools(options, chosen)
     return {name: value.tobytes() for name, value in run.trained.network.slots.items()}
