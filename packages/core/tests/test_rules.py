@@ -216,3 +216,87 @@ def test_maxpool2d_takes_a_pair_and_a_square_pair_is_the_square_rule() -> None:
         assert square.node.rule.name == "maxpool2d" and square.node.attrs == {"pool": 3}  # type: ignore[union-attr]
     with pytest.raises(ShapeError, match=r"windows of \(7, 2\)"):
         ops.maxpool2d(x, (7, 2))
+
+
+class _CountingLight(LightEngine):
+    """The light engine, counting the moves a way back makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = {"pad": 0, "concatenate": 0, "add": 0}
+
+    def pad(self, x: Any, widths: Any) -> Any:
+        self.calls["pad"] += 1
+        return super().pad(x, widths)
+
+    def concatenate(self, xs: Any, axis: int) -> Any:
+        self.calls["concatenate"] += 1
+        return super().concatenate(xs, axis)
+
+    def add(self, a: Any, b: Any) -> Any:
+        self.calls["add"] += 1
+        return super().add(a, b)
+
+
+@pytest.mark.parametrize(
+    ("stretches", "moves"),
+    [
+        # q, k and v of one projection, met in any order: one concatenation, no zeros
+        ([(4, 6), (0, 2), (2, 4)], {"pad": 0, "concatenate": 1, "add": 0}),
+        # stretches meeting end to end inside the value: joined, then padded once
+        ([(3, 5), (1, 3)], {"pad": 1, "concatenate": 1, "add": 0}),
+        # one stretch: its own way back, zeros around it
+        ([(2, 5)], {"pad": 1, "concatenate": 0, "add": 0}),
+        # a gap between them, or an overlap: each padded, and added
+        ([(0, 2), (3, 6)], {"pad": 2, "concatenate": 0, "add": 1}),
+        ([(0, 3), (2, 6)], {"pad": 2, "concatenate": 0, "add": 1}),
+        ([(0, 3), (0, 3), (3, 6)], {"pad": 3, "concatenate": 0, "add": 2}),
+    ],
+)
+@pytest.mark.parametrize("made", [False, True], ids=["leaf", "made"])
+def test_slices_of_one_value_send_their_gradients_joined_end_to_end(
+    stretches: list[tuple[int, int]], moves: dict[str, int], made: bool
+) -> None:
+    """Attention's q, k and v are three slices of one projection, and an RNN's positions L
+    slices of one sequence: their gradients are concatenated into the value's, where each slice's
+    own way back (zeros around it) and their sum would pass over the whole value once a slice
+    (L times, for a sequence). Stretches that do not meet end to end keep that way."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    weights = [
+        rng.standard_normal((3, stop - start)).astype(np.float32) for start, stop in stretches
+    ]
+    engine = _CountingLight()
+    leaf = Tensor.put(engine, x)
+    with Recording([leaf]) as recording:
+        value = ops.mul(leaf, 2.0) if made else leaf
+        parts = [
+            ops.sum(ops.mul(ops.slice(value, 1, start, stop), Tensor.put(engine, w)))
+            for (start, stop), w in zip(stretches, weights)
+        ]
+        total = parts[0]
+        for part in parts[1:]:
+            total = ops.add(total, part)
+        engine.calls = dict.fromkeys(engine.calls, 0)
+        (grad,) = recording.gradients(total, [leaf])
+    expected = np.zeros((3, 6))
+    for (start, stop), w in zip(stretches, weights):
+        expected[:, start:stop] += w
+    np.testing.assert_allclose(engine.get(grad), expected * (2.0 if made else 1.0), rtol=1e-6)
+    # besides the loss's seed (zeros + 1), the sums' and products' ways back add, pad and
+    # concatenate nothing: what is counted is the slices'
+    assert engine.calls == {**moves, "add": moves["add"] + 1}
+
+
+def test_a_value_sliced_and_used_whole_gets_both_gradients() -> None:
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    engine = _CountingLight()
+    leaf = Tensor.put(engine, x)
+    with Recording([leaf]) as recording:
+        total = ops.add(
+            ops.add(ops.sum(ops.slice(leaf, 1, 0, 1)), ops.sum(ops.slice(leaf, 1, 1, 4))),
+            ops.sum(ops.mul(leaf, 3.0)),
+        )
+        (grad,) = recording.gradients(total, [leaf])
+    np.testing.assert_array_equal(engine.get(grad), np.full((2, 4), 4.0, np.float32))

@@ -49,6 +49,7 @@ class Slice(Rule):
     moves = True  # int64 ids stay ids
     name = "slice"
     keeps_output = keeps_inputs = False  # shapes are all its way back reads
+    stretch = True  # several slices of one value: their gradients are joined, not added
 
     def forward(
         self, engine: Engine, x: Any, axis: int, start: int, stop: int

@@ -200,9 +200,24 @@ class Recording:
         if loss.node is not None and loss.node.generation == self.generation:
             self.running = loss.node
             grads[id(loss.node)] = engine.add(engine.zeros(loss.shape), 1.0)
+        stretches: dict[int, list[tuple[int, int, int, Handle]]] = {}
         for node in reversed(self.tape):
             grad = grads.pop(id(node), None)
+            if id(node) in stretches:
+                self.running = node
+                grad = _joined(engine, node.shape, stretches.pop(id(node)), grad)
             inputs = node.inputs
+            if grad is not None and node.rule.stretch and node.needs[0]:
+                # Held until its input's gradient is asked for: see `_joined`.
+                self.rules_applied += 1
+                x = inputs[0]
+                assert isinstance(x, Tensor)
+                key = id(x.node) if x.node is not None else id(x)
+                attrs = node.attrs
+                piece = (attrs["axis"], attrs["start"], attrs["stop"], grad)
+                stretches.setdefault(key, []).append(piece)
+                node.forget()
+                continue
             if grad is not None:
                 self.rules_applied += 1
                 self.running = node
@@ -220,6 +235,10 @@ class Recording:
                 earlier = grads.get(key)
                 grads[key] = part if earlier is None else engine.add(earlier, part)
         self.running = None
+        for tensor in wanted:
+            if id(tensor) in stretches:
+                held = stretches.pop(id(tensor))
+                grads[id(tensor)] = _joined(engine, tensor.shape, held, grads.get(id(tensor)))
         result = [grads.get(id(tensor)) for tensor in wanted]
         self.drop()
         return [
@@ -232,6 +251,48 @@ class Recording:
         for node in self.tape:
             node.forget()
         self.tape.clear()
+
+
+def _joined(
+    engine: Engine,
+    shape: tuple[int, ...],
+    stretches: list[tuple[int, int, int, Handle]],
+    grad: Handle | None,
+) -> Handle:
+    """A value's gradient from the gradients of stretches of it (axis, start, stop, gradient,
+    in the order the way back reached them) and `grad`, what its other uses sent (None: none).
+
+    Stretches along one axis that meet end to end, each once (q, k and v of one projection, an
+    RNN's positions), are concatenated and padded once with the zeros around them: each value
+    is written once, where zeros around each and their sum would pass over the whole value once
+    a stretch. Others (stretches that overlap, or leave gaps between them) are each padded and
+    added in order, as a slice's own way back does. Then `grad` comes first in the sum."""
+    stretches = sorted(stretches, key=lambda piece: (piece[0], piece[1]))
+    axis = stretches[0][0]
+    joins = all(
+        later[0] == axis and later[1] == earlier[2]
+        for earlier, later in itertools.pairwise(stretches)
+    )
+    if joins:
+        start, stop = stretches[0][1], stretches[-1][2]
+        whole = (
+            stretches[0][3]
+            if len(stretches) == 1
+            else engine.concatenate([piece[3] for piece in stretches], axis)
+        )
+        if (start, stop) != (0, shape[axis]):
+            widths = [(0, 0)] * len(shape)
+            widths[axis] = (start, shape[axis] - stop)
+            whole = engine.pad(whole, widths)
+    else:
+        whole = None
+        for axis, start, stop, part in stretches:
+            widths = [(0, 0)] * len(shape)
+            widths[axis] = (start, shape[axis] - stop)
+            padded = engine.pad(part, widths)
+            whole = padded if whole is None else engine.add(whole, padded)
+        assert whole is not None
+    return whole if grad is None else engine.add(grad, whole)
 
 
 Value = Tensor | float
@@ -250,6 +311,10 @@ class Rule:
     moves = False
     """Whether it only moves values (a reshape, a slice, ...): its output then has its first
     input's dtype (int64 ids stay ids); every other rule gives float32."""
+    stretch = False
+    """Whether its output is one stretch of its input along an axis (`attrs` axis, start,
+    stop): the way back joins the gradients of several stretches of one input end to end
+    (`_joined`) instead of running `backward` on each (zeros around it) and adding them."""
 
     def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
         """Refuse inputs of shapes the operation cannot take (a ShapeError naming both)."""
