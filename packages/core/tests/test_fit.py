@@ -21,6 +21,7 @@ from deepsharp.core import (
     Callback,
     Checkpoint,
     CheckpointMismatchError,
+    ConfigurationError,
     CrossEntropy,
     DataError,
     DeepSharpWarning,
@@ -187,6 +188,18 @@ def test_a_target_of_one_class_warns() -> None:
     x = np.random.default_rng(0).standard_normal((40, 3))
     with pytest.warns(DeepSharpWarning, match="every training target is 1"):
         fit(None, (x, np.ones(40)), Network([Dense(1)]), BinaryCrossEntropy(), Adam(), quick())
+
+
+def test_a_network_of_more_outputs_than_the_target_s_classes_is_refused() -> None:
+    """Failed before (trial BE): `deepsharp train --network` of Dense(5) for a target of three
+    classes trained and saved; predict then gave five chances a row, under output0..output4,
+    two of them for classes the target does not have."""
+    rows = [{"x": float(i % 7), "y": "abc"[i % 3]} for i in range(60)]
+    pipeline = Pipeline().number("x").target("y", kind="classes")
+    with pytest.raises(ConfigurationError, match=r"gives 5 outputs a row, and the pipeline's "
+                       r"target has 3 classes \('a', 'b', 'c'\).*Dense\(3\)"):  # fmt: skip
+        fit(pipeline, rows, Network([Dense(5)]), CrossEntropy(), Adam(), quick(epochs=1))
+    fit(pipeline, rows, Network([Dense(3)]), CrossEntropy(), Adam(), quick(epochs=1))
 
 
 @pytest.mark.parametrize(

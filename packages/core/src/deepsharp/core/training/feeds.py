@@ -534,6 +534,21 @@ def build_for(network: Network, pipeline: Pipeline) -> None:
             )
 
 
+def check_classes(network: Network, loss: Loss, pipeline: Pipeline | None) -> None:
+    """Refuse (ConfigurationError) a network whose outputs are not one a class of the learned
+    pipeline's target where the loss takes one output a class: with more, it trained and its
+    predictions gave chances to classes the target does not have, under no label."""
+    classes = pipeline.classes if isinstance(pipeline, Pipeline) else None
+    if classes is None or loss.task != "classes" or network.outputs == len(classes):
+        return
+    shown = ", ".join(map(repr, classes[:5])) + (", ..." if len(classes) > 5 else "")
+    raise ConfigurationError(
+        f"the network gives {network.outputs} output{'s' if network.outputs != 1 else ''} a "
+        f"row, and the pipeline's target has {len(classes)} classes ({shown}), which "
+        f"{loss!r} takes one output each: end the network in Dense({len(classes)})"
+    )
+
+
 def _shaped(features: Any, pipeline: Pipeline, network: Network) -> Features:
     """Features as the network takes them (one array an input, checked): the network built for
     the pipeline's rows where it has no inputs yet; flat pipeline columns reshaped to its

@@ -54,7 +54,7 @@ from deepsharp.core.training.callbacks import (
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.checks import check_parts
 from deepsharp.core.training.distribution import OneProcess, Spread, Sums
-from deepsharp.core.training.feeds import Batch, Feed, Feeds, feeds_for
+from deepsharp.core.training.feeds import Batch, Feed, Feeds, check_classes, feeds_for
 from deepsharp.core.training.hooks import StepHook
 from deepsharp.core.training.metrics import check_metric_names, check_metrics_fit, measure
 from deepsharp.core.training.report import Report, Run
@@ -210,6 +210,7 @@ def fit(
             "checkpoint's; here: this run's): resume with the network it was taken with, or "
             "start the run afresh"
         )
+    check_classes(network, loss, feeds.pipeline)
     check_metrics_fit(options.metrics, loss, network.outputs)
     labels = getattr(feeds.pipeline, "classes", None) if class_weight is not None else None
     weights = class_weights_for(class_weight, loss, network.outputs, _targets(feeds.train), labels)
