@@ -202,6 +202,30 @@ def test_a_network_of_more_outputs_than_the_target_s_classes_is_refused() -> Non
     fit(pipeline, rows, Network([Dense(3)]), CrossEntropy(), Adam(), quick(epochs=1))
 
 
+def test_a_class_the_split_left_out_of_the_training_rows_is_named_with_what_to_do() -> None:
+    """Before (trial BE): a label on one row failed the run or not by the seed, saying only
+    that it "was not in the training rows" (the pipeline the command line printed had it)."""
+    rows = [{"x": float(i % 7), "y": "no" if i % 2 else "yes"} for i in range(60)]
+    pipeline = Pipeline().number("x").target("y", kind="classes")
+    for seed in range(20):
+        rows[0]["y"] = "rare"
+        try:
+            fit(
+                pipeline,
+                rows,
+                Network([Dense(3)]),
+                CrossEntropy(),
+                Adam(),
+                quick(seed=seed, epochs=1),
+            )
+        except DataError as error:
+            assert "the target value 'rare' was not in the training rows" in str(error)
+            assert "It is on 1 of these 60 rows" in str(error)
+            assert "give it more rows, or leave its rows out" in str(error)
+            return
+    raise AssertionError("no seed of 20 left the one row of 'rare' out of the training rows")
+
+
 @pytest.mark.parametrize(
     ("options", "error"),
     [

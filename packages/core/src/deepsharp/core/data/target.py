@@ -80,9 +80,13 @@ class Target:
                     f"{row_text(i)}, column {self.name!r}: the target is missing"
                     f"{_how_many(count, len(values))}; every row needs one"
                 )
+            alike = sum(label(v) == label(value) for v in values)
             raise DataError(
                 f"{row_text(i)}, column {self.name!r}: the target value {shown_value(value)} was not in "
-                f"the training rows; the known values are: {shown(self.classes or [])}"
+                f"the training rows; the known values are: {shown(self.classes or [])}. It is on "
+                f"{alike} of these {len(values)} rows: where a value has few rows, a split may "
+                "leave them all to the validation and test rows; give it more rows, or leave its "
+                "rows out"
             )
         if self.kind == "binary":
             return index.astype(np.float32).reshape(-1, 1)
