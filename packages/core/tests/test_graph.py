@@ -573,3 +573,37 @@ def test_a_layer_built_in_one_network_is_refused_by_another_of_other_shapes() ->
         Network([shared], inputs=5)
     assert "dense (Dense)  (N, 2)        10" in first.summary()
     Network([shared], inputs=4)
+
+
+@pytest.mark.parametrize(
+    ("causal", "keep"),
+    [(True, [0, 0, 1, 1, 1]), (False, [0, 0, 0, 0, 0]), (True, [0, 0, 0, 0, 0])],
+    ids=["causal-padding-first", "no-token", "causal-no-token"],
+)
+def test_a_query_no_key_is_allowed_to_reads_nothing_not_later_tokens(
+    causal: bool, keep: list[int]
+) -> None:
+    """Failed before (trial BD): under causal attention, the padding before a text's first token
+    (padding="start") attended to the tokens after it: its keys, padding, took -10⁹ twice and the
+    later tokens once. A row of no tokens spread its weights over what its padding held."""
+    from deepsharp.core import MultiHeadAttention
+    from deepsharp.core.random import Generator
+
+    length, width = 5, 4
+    x, mask = Input((length, width), name="x"), Input(length, name="mask")
+    attention = MultiHeadAttention(2, causal=causal)
+    network = Network(inputs=[x, mask], outputs=attention([x, mask]))
+    network.initialize(Generator(0))
+    rows = np.random.default_rng(0).standard_normal((1, length, width)).astype(np.float32)
+    given = np.array([keep], np.float32)
+    first = network.predict({"x": rows, "mask": given}, MeanSquaredError()).reshape(length, width)
+    changed = rows.copy()
+    changed[0, -1] += 5.0  # the last token, or the last padding
+    second = network.predict({"x": changed, "mask": given}, MeanSquaredError())
+    second = second.reshape(length, width)
+    unread = [t for t in range(length) if not any(keep[: t + 1] if causal else keep)]
+    np.testing.assert_array_equal(first[unread], second[unread])
+    bias = network.slots["multiheadattention.out_bias"]
+    np.testing.assert_allclose(first[unread], np.broadcast_to(bias, (len(unread), width)))
+    if causal and any(keep):  # a token's place reads only itself and the tokens before it
+        np.testing.assert_array_equal(first[2:4], second[2:4])

@@ -7,7 +7,8 @@ carry it on), or a mask is given as a second input, `MultiHeadAttention(4)([x, m
 `mask` rows of L values, above 0.5 to attend and not (0) not to (it stands in for the mask `x`
 carries); no gradient flows into it. A key that takes no attention gets a score
 of -10⁹ before the softmax (its weight underflows to exactly 0), never -inf: a row whose every
-key is masked stays finite.
+key is masked stays finite, and its weights are then all 0 (where PyTorch's are NaN): a query
+no key is allowed to (under `causal`, padding before a text's first token) reads nothing.
 """
 
 from __future__ import annotations
@@ -108,12 +109,20 @@ class MultiHeadAttention(Layer):
         q, k, v = split(0), split(1), split(2)
         scores = ops.matmul(q * (1.0 / math.sqrt(size)), ops.transpose(k, (0, 1, 3, 2)))
         keys = x.mask if given_mask is None else ops.greater(given_mask, 0.5)  # no gradient
-        if keys is not None:  # 1 where a key is a token: (N, L) -> (N, 1, 1, L)
-            scores = scores + (ops.reshape(keys, (count, 1, 1, length)) - 1.0) * -BLOCKED
+        # 1 where a query may attend to a key: a token's (N, L) -> (N, 1, 1, L), before or at
+        # the query's place (1, 1, L, L), both (N, 1, L, L); one penalty wherever it is 0.
+        allowed = None if keys is None else ops.reshape(keys, (count, 1, 1, length))
         if self.causal:
             triangle = ops.reshape(slots["causal"], (1, 1, length, length))
-            scores = scores + (triangle - 1.0) * -BLOCKED
-        weights = dropout(softmax(scores), self.dropout, context)
+            allowed = triangle if allowed is None else allowed * triangle
+        if allowed is not None:
+            scores = scores + (allowed - 1.0) * -BLOCKED
+        weights = softmax(scores)
+        if keys is not None:  # a query no key is allowed to (the padding before a text's first
+            # token, under causal; a text of no tokens) takes none: its weights spread over
+            # keys it may not read. Elsewhere a blocked weight is already exactly 0.
+            weights = weights * allowed
+        weights = dropout(weights, self.dropout, context)
         mixed = ops.transpose(ops.matmul(weights, v), (0, 2, 1, 3))  # (N, L, heads, size)
         flat = ops.reshape(mixed, (count * length, width))
         out = ops.affine(flat, slots["out_weights"], slots["out_bias"], transpose_b=True)
