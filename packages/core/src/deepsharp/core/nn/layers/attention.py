@@ -118,7 +118,9 @@ class MultiHeadAttention(Layer):
         if allowed is not None:
             scores = scores + (allowed - 1.0) * -BLOCKED
         weights = softmax(scores)
-        if keys is not None:  # a query no key is allowed to (the padding before a text's first
+        if (
+            keys is not None and allowed is not None
+        ):  # a query no key is allowed to (the padding before a text's first
             # token, under causal; a text of no tokens) takes none: its weights spread over
             # keys it may not read. Elsewhere a blocked weight is already exactly 0.
             weights = weights * allowed
