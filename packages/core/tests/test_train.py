@@ -10,6 +10,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from deepsharp.core import (
@@ -256,6 +257,57 @@ def test_rows_with_nothing_to_learn_from_are_refused_saying_why(
     path = _write(tmp_path / "label.csv", ["label"], [[i % 2] for i in range(20)])
     assert main(["train", path, "--target", "label", "--out", str(tmp_path / "t")]) == 1
     assert "no column but the target 'label', so there is nothing to predict it from" in (
+        _one_line_error(capsys)
+    )
+
+
+def test_a_run_stopped_by_ctrl_c_says_what_it_left_and_resume_goes_on_from_its_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before (trial BE): Ctrl-C during `deepsharp train` said "interrupted" and every epoch was
+    lost; the command line offered no checkpoints. Now --checkpoints keeps each epoch, the
+    message says what is left, and --resume gives the run an uninterrupted one gives."""
+    from deepsharp.core import Callback
+    from deepsharp.core.training import loop
+
+    real = loop.fit
+
+    class CtrlC(Callback):
+        ended = 0
+
+        def on_epoch_end(self, run: object, record: object) -> None:
+            self.ended += 1
+
+        def on_batch_end(self, run: object, batch: int, loss: float) -> None:
+            if self.ended == 2:  # in the third epoch, its first batch done
+                raise KeyboardInterrupt
+
+    def stopped(*args: object, **kw: object) -> object:
+        return real(*args, **kw, callbacks=[CtrlC()])
+
+    def command(out: Path, *more: str) -> list[str]:
+        return ["train", TITANIC, "--target", "Survived", "--out", str(out), "--epochs", "4",
+                "--no-progress", *more]  # fmt: skip
+
+    folder, out = tmp_path / "checkpoints", tmp_path / "resumed.safetensors"
+    monkeypatch.setattr(loop, "fit", stopped)
+    assert main(command(out)) == 130
+    assert "nothing was written to" in _one_line_error(capsys)
+    assert main(command(out, "--checkpoints", str(folder))) == 130
+    said = _one_line_error(capsys)
+    assert f"the same command with --resume goes on from the last checkpoint in {folder}" in said
+    assert not out.exists()
+    monkeypatch.setattr(loop, "fit", real)
+    assert main(command(out, "--checkpoints", str(folder), "--resume")) == 0
+    straight = tmp_path / "straight.safetensors"
+    assert main(command(straight)) == 0
+    resumed, whole = (
+        TrainedNetwork.load(out).network.slots,
+        TrainedNetwork.load(straight).network.slots,
+    )
+    assert all(np.array_equal(resumed[name], whole[name]) for name in whole)
+    assert main(command(out, "--resume")) == 1
+    assert "--resume goes on from the checkpoints a run wrote with --checkpoints" in (
         _one_line_error(capsys)
     )
 

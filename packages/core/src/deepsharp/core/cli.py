@@ -22,6 +22,7 @@ from typing import Any
 
 from deepsharp.core.cli_output import (
     CommandError,
+    interrupted_run,
     left_behind,
     quiet_stdout,
     system_said,
@@ -114,6 +115,18 @@ def _parser() -> argparse.ArgumentParser:
         "--epochs", type=_at_least_one, default=200, help="at most this many epochs (200)"
     )
     train.add_argument("--seed", type=int, default=42, help="the run's seed (default 42)")
+    train.add_argument(
+        "--checkpoints",
+        metavar="FOLDER",
+        help="write the run's checkpoint into FOLDER after every epoch (the latest kept), so "
+        "that a run stopped (Ctrl-C, a crash) goes on from it with --resume",
+    )
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on from the latest checkpoint in --checkpoints FOLDER (the same rows, seed, "
+        "engine and network as the run that wrote it)",
+    )
     train.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -377,6 +390,11 @@ def _train(arguments: argparse.Namespace) -> int:
     from deepsharp.core.nn.optimizers import Adam
     from deepsharp.core.training.loop import FitOptions, fit
 
+    if arguments.resume and not arguments.checkpoints:
+        raise CommandError(
+            "--resume goes on from the checkpoints a run wrote with --checkpoints FOLDER: "
+            "give that folder too"
+        )
     writable(arguments.out, "--out")
     _not_an_input(
         arguments.out, (arguments.rows, "the rows"), option="--out", written="trained network"
@@ -419,9 +437,19 @@ def _train(arguments: argparse.Namespace) -> int:
     later = " (its Rescaling set to the targets' scale once trained)" if scaled else ""
     print(f"network: {network!r}{later}; loss: {loss!r}; optimizer: Adam(0.001)", flush=True)
     options = FitOptions(
-        seed=arguments.seed, engine=engine, epochs=arguments.epochs, progress=arguments.progress
+        seed=arguments.seed,
+        engine=engine,
+        epochs=arguments.epochs,
+        progress=arguments.progress,
+        checkpoint_dir=arguments.checkpoints,
     )
-    run = fit(inferred.pipeline, learned, network, loss, Adam(0.001), options)
+    resume = arguments.checkpoints if arguments.resume else None
+    try:
+        run = fit(
+            inferred.pipeline, learned, network, loss, Adam(0.001), options, resume_from=resume
+        )
+    except KeyboardInterrupt:
+        return _fail(interrupted_run(arguments.out, arguments.checkpoints), code=130)
     print(run.report)
     if scaled:
         rescaled(run.trained.network, spread, mean)

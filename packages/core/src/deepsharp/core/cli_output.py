@@ -12,7 +12,15 @@ from pathlib import Path
 
 from deepsharp.core.atomic import descriptor_of
 
-__all__ = ["CommandError", "left_behind", "quiet_stdout", "system_said", "to_stdout", "writable"]
+__all__ = [
+    "CommandError",
+    "interrupted_run",
+    "left_behind",
+    "quiet_stdout",
+    "system_said",
+    "to_stdout",
+    "writable",
+]
 
 
 class CommandError(Exception):
@@ -109,3 +117,16 @@ def quiet_stdout() -> None:
     would fail again as the program ends)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
+
+
+def interrupted_run(out: str, folder: str | None) -> str:
+    """What `deepsharp train` stopped by Ctrl-C leaves (nothing in `out`; checkpoints in
+    `folder`, where one was given), and how to go on."""
+    from deepsharp.core.training.checkpoint import Checkpoint
+
+    said = f"interrupted: nothing was written to {out}"
+    if folder is None:
+        return said + " (--checkpoints FOLDER keeps every epoch, and --resume goes on from it)"
+    if not Checkpoint.in_folder(folder):
+        return said + f", and no epoch had ended: {folder} holds no checkpoint of this run yet"
+    return said + f"; the same command with --resume goes on from the last checkpoint in {folder}"
