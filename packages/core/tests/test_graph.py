@@ -607,3 +607,31 @@ def test_a_query_no_key_is_allowed_to_reads_nothing_not_later_tokens(
     np.testing.assert_allclose(first[unread], np.broadcast_to(bias, (len(unread), width)))
     if causal and any(keep):  # a token's place reads only itself and the tokens before it
         np.testing.assert_array_equal(first[2:4], second[2:4])
+
+
+def test_a_transformer_block_drops_its_hidden_values_as_pytorch_s_layer_does() -> None:
+    """Failed before (trial BG): PyTorch's TransformerEncoderLayer drops out the GELU's output
+    (linear2(dropout(gelu(linear1(x))))), and TransformerBlock(dropout=p) did not: no hidden
+    unit's up-projection gradient was ever zeroed (PyTorch's: half of them at p = 0.5)."""
+    from deepsharp.core import SGD, StepHook, Trainer, TransformerBlock
+
+    class Grab(StepHook):
+        def __init__(self) -> None:
+            self.up: list[np.ndarray] = []
+
+        def gradients(self, trainer: Any, grads: Any) -> Any:
+            named = dict(zip(trainer.network.specs, grads))
+            self.up.append(trainer.engine.get(named["transformerblock.up.weights"]))
+            return grads
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 1, 8)).astype(np.float32)
+    y = rng.standard_normal((1, 8)).astype(np.float32)
+    for rate, low, high in ((0.5, 0.3, 0.7), (0.0, 0.0, 0.0)):
+        network = Network([TransformerBlock(heads=2, hidden=64, dropout=rate)], inputs=(1, 8))
+        grab = Grab()
+        with Trainer(network, MeanSquaredError(), SGD(1e-30), seed=0, hooks=[grab]) as trainer:
+            for _ in range(5):
+                trainer.step(x, y)
+        dropped = np.mean([(np.abs(up).sum(axis=0) == 0).mean() for up in grab.up])
+        assert low <= dropped <= high, (rate, dropped)

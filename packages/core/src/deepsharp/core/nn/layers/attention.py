@@ -143,7 +143,8 @@ class TransformerBlock(Layer):
     """A pre-norm transformer block over (N, L, D), as PyTorch's
     `nn.TransformerEncoderLayer(D, heads, hidden, dropout, activation="gelu", batch_first=True,
     norm_first=True)`: h = x + attention(LayerNorm(x)), then h + Dense(D)(Gelu(Dense(hidden)(
-    LayerNorm(h)))). Its parts: `norm1`, `attention`, `norm2`, `up`, `down` (slots
+    LayerNorm(h)))); with `dropout`, PyTorch's four: on the attention weights, after the
+    attention, after the GELU and after the last Dense. Its parts: `norm1`, `attention`, `norm2`, `up`, `down` (slots
     `transformerblock.attention.in_weights`, ...; `up` and `down` are Dense layers, weights
     (in, out): the transposes of PyTorch's linear1 and linear2)."""
 
@@ -176,6 +177,7 @@ class TransformerBlock(Layer):
         attended = self.call("attention", self.call("norm1", x, slots, context), slots, context)
         h = x + dropout(attended, self.dropout, context)
         inner = self.call("up", self.call("norm2", h, slots, context), slots, context)
+        inner = dropout(inner, self.dropout, context)  # PyTorch's: linear2(dropout(gelu(...)))
         return h + dropout(self.call("down", inner, slots, context), self.dropout, context)
 
     def config(self) -> dict[str, Any]:
