@@ -300,3 +300,40 @@ def test_a_value_sliced_and_used_whole_gets_both_gradients() -> None:
         )
         (grad,) = recording.gradients(total, [leaf])
     np.testing.assert_array_equal(engine.get(grad), np.full((2, 4), 4.0, np.float32))
+
+
+def test_the_joined_way_back_of_slices_is_named_the_slices_for_whoever_watches() -> None:
+    """Failed before (trial BF): compare filed the join of a sliced slot's gradients under the
+    forward pass (the recording's `running` was already None), and a made value's under the
+    rule that made it (an affine), not under the slices whose way back it is."""
+    from deepsharp.core.autodiff.tensor import open_recording
+
+    seen: list[str] = []
+
+    class Watching(_CountingLight):
+        def pad(self, x: Any, widths: Any) -> Any:
+            self._saw()
+            return super().pad(x, widths)
+
+        def concatenate(self, xs: Any, axis: int) -> Any:
+            self._saw()
+            return super().concatenate(xs, axis)
+
+        def _saw(self) -> None:
+            recording = open_recording()
+            assert recording is not None
+            node = recording.running
+            seen.append("the forward pass" if node is None else node.rule.name)
+
+    engine = Watching()
+    rng = np.random.default_rng(7)
+    leaf = Tensor.put(engine, rng.standard_normal((2, 6)).astype(np.float32))
+    with Recording([leaf]) as recording:
+        made = ops.mul(leaf, 2.0)
+        total = ops.add(
+            ops.add(ops.sum(ops.slice(made, 1, 0, 3)), ops.sum(ops.slice(made, 1, 3, 6))),
+            ops.add(ops.sum(ops.slice(leaf, 1, 1, 2)), ops.sum(ops.slice(leaf, 1, 2, 5))),
+        )
+        recording.gradients(total, [leaf])
+    # the made value's concatenation; the leaf's, and its zeros around
+    assert seen == ["slice"] * 3

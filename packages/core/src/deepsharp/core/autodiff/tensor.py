@@ -200,12 +200,13 @@ class Recording:
         if loss.node is not None and loss.node.generation == self.generation:
             self.running = loss.node
             grads[id(loss.node)] = engine.add(engine.zeros(loss.shape), 1.0)
-        stretches: dict[int, list[tuple[int, int, int, Handle]]] = {}
+        stretches: dict[int, list[tuple[int, int, int, Handle, Node]]] = {}
         for node in reversed(self.tape):
             grad = grads.pop(id(node), None)
             if id(node) in stretches:
-                self.running = node
-                grad = _joined(engine, node.shape, stretches.pop(id(node)), grad)
+                held = stretches.pop(id(node))
+                self.running = held[-1][4]  # the join is the slices' way back
+                grad = _joined(engine, node.shape, held, grad)
             inputs = node.inputs
             if grad is not None and node.rule.stretch and node.needs[0]:
                 # Held until its input's gradient is asked for: see `_joined`.
@@ -214,7 +215,7 @@ class Recording:
                 assert isinstance(x, Tensor)
                 key = id(x.node) if x.node is not None else id(x)
                 attrs = node.attrs
-                piece = (attrs["axis"], attrs["start"], attrs["stop"], grad)
+                piece = (attrs["axis"], attrs["start"], attrs["stop"], grad, node)
                 stretches.setdefault(key, []).append(piece)
                 node.forget()
                 continue
@@ -234,11 +235,12 @@ class Recording:
                 key = id(value.node) if value.node is not None else id(value)
                 earlier = grads.get(key)
                 grads[key] = part if earlier is None else engine.add(earlier, part)
-        self.running = None
         for tensor in wanted:
             if id(tensor) in stretches:
                 held = stretches.pop(id(tensor))
+                self.running = held[-1][4]
                 grads[id(tensor)] = _joined(engine, tensor.shape, held, grads.get(id(tensor)))
+        self.running = None
         result = [grads.get(id(tensor)) for tensor in wanted]
         self.drop()
         return [
@@ -256,11 +258,12 @@ class Recording:
 def _joined(
     engine: Engine,
     shape: tuple[int, ...],
-    stretches: list[tuple[int, int, int, Handle]],
+    stretches: list[tuple[int, int, int, Handle, Node]],
     grad: Handle | None,
 ) -> Handle:
     """A value's gradient from the gradients of stretches of it (axis, start, stop, gradient,
-    in the order the way back reached them) and `grad`, what its other uses sent (None: none).
+    the slice's node; in the order the way back reached them) and `grad`, what its other uses
+    sent (None: none).
 
     Stretches along one axis that meet end to end, each once (q, k and v of one projection, an
     RNN's positions), are concatenated and padded once with the zeros around them: each value
@@ -286,7 +289,7 @@ def _joined(
             whole = engine.pad(whole, widths)
     else:
         whole = None
-        for axis, start, stop, part in stretches:
+        for axis, start, stop, part, _ in stretches:
             widths = [(0, 0)] * len(shape)
             widths[axis] = (start, shape[axis] - stop)
             padded = engine.pad(part, widths)
