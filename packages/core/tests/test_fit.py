@@ -221,7 +221,8 @@ def test_a_class_the_split_left_out_of_the_training_rows_is_named_with_what_to_d
         except DataError as error:
             assert "the target value 'rare' was not in the training rows" in str(error)
             assert "It is on 1 of these 60 rows" in str(error)
-            assert "give it more rows, or leave its rows out" in str(error)
+            assert "on none the pipeline learned from" in str(error)
+            assert "give it training rows, or leave its rows out" in str(error)
             return
     raise AssertionError("no seed of 20 left the one row of 'rare' out of the training rows")
 

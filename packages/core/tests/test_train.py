@@ -310,6 +310,15 @@ def test_a_run_stopped_by_ctrl_c_says_what_it_left_and_resume_goes_on_from_its_c
     assert "--resume goes on from the checkpoints a run wrote with --checkpoints" in (
         _one_line_error(capsys)
     )
+    # Trial BF: another run into the folder mixed its checkpoints with the first's (and
+    # --resume then took the first's); a resume past --epochs saved the later network silently.
+    assert main(command(out, "--checkpoints", str(folder), "--seed", "7")) == 1
+    said = _one_line_error(capsys)
+    assert "holds the checkpoints of an earlier run (epochs 4 to 4): give --resume" in said
+    assert main([*command(out, "--checkpoints", str(folder), "--resume"), "--epochs", "3"]) == 1
+    assert "taken after epoch 4, past --epochs 3" in _one_line_error(capsys)
+    assert main(command(out, "--checkpoints", str(out))) == 1
+    assert "a file, not a folder" in _one_line_error(capsys)
 
 
 def test_the_engine_seed_and_epochs_are_the_run_s(

@@ -22,6 +22,7 @@ from typing import Any
 
 from deepsharp.core.cli_output import (
     CommandError,
+    checked_checkpoints,
     interrupted_run,
     left_behind,
     quiet_stdout,
@@ -390,11 +391,7 @@ def _train(arguments: argparse.Namespace) -> int:
     from deepsharp.core.nn.optimizers import Adam
     from deepsharp.core.training.loop import FitOptions, fit
 
-    if arguments.resume and not arguments.checkpoints:
-        raise CommandError(
-            "--resume goes on from the checkpoints a run wrote with --checkpoints FOLDER: "
-            "give that folder too"
-        )
+    checked_checkpoints(arguments.checkpoints, arguments.resume, arguments.epochs)
     writable(arguments.out, "--out")
     _not_an_input(
         arguments.out, (arguments.rows, "the rows"), option="--out", written="trained network"

@@ -14,6 +14,7 @@ from deepsharp.core.atomic import descriptor_of
 
 __all__ = [
     "CommandError",
+    "checked_checkpoints",
     "interrupted_run",
     "left_behind",
     "quiet_stdout",
@@ -130,3 +131,33 @@ def interrupted_run(out: str, folder: str | None) -> str:
     if not Checkpoint.in_folder(folder):
         return said + f", and no epoch had ended: {folder} holds no checkpoint of this run yet"
     return said + f"; the same command with --resume goes on from the last checkpoint in {folder}"
+
+
+def checked_checkpoints(folder: str | None, resume: bool, epochs: int) -> None:
+    """Refuse, before a run starts, a `--checkpoints` folder that is a file, a folder holding an
+    earlier run's checkpoints without `--resume` (the two runs' would mix, and `--resume` would
+    later take the other's), `--resume` without a folder, and a last checkpoint past
+    `--epochs`."""
+    from deepsharp.core.training.checkpoint import Checkpoint
+
+    if folder is None:
+        if resume:
+            raise CommandError(
+                "--resume goes on from the checkpoints a run wrote with --checkpoints FOLDER: "
+                "give that folder too"
+            )
+        return
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise CommandError(f"--checkpoints {folder}: a file, not a folder: name a folder")
+    held = Checkpoint.in_folder(folder)
+    if held and not resume:
+        raise CommandError(
+            f"--checkpoints {folder} holds the checkpoints of an earlier run (epochs "
+            f"{held[0][0]} to {held[-1][0]}): give --resume to go on from its last, or name "
+            "another folder"
+        )
+    if resume and held and held[-1][0] > epochs:
+        raise CommandError(
+            f"the last checkpoint in {folder} was taken after epoch {held[-1][0]}, past "
+            f"--epochs {epochs}: give --epochs of at least {held[-1][0]} to go on from it"
+        )

@@ -84,9 +84,9 @@ class Target:
             raise DataError(
                 f"{row_text(i)}, column {self.name!r}: the target value {shown_value(value)} was not in "
                 f"the training rows; the known values are: {shown(self.classes or [])}. It is on "
-                f"{alike} of these {len(values)} rows: where a value has few rows, a split may "
-                "leave them all to the validation and test rows; give it more rows, or leave its "
-                "rows out"
+                f"{alike} of these {len(values)} rows and on none the pipeline learned from (a "
+                "value on few rows may fall outside a split's training rows): give it training "
+                "rows, or leave its rows out"
             )
         if self.kind == "binary":
             return index.astype(np.float32).reshape(-1, 1)

@@ -7,8 +7,9 @@ carry it on), or a mask is given as a second input, `MultiHeadAttention(4)([x, m
 `mask` rows of L values, above 0.5 to attend and not (0) not to (it stands in for the mask `x`
 carries); no gradient flows into it. A key that takes no attention gets a score
 of -10⁹ before the softmax (its weight underflows to exactly 0), never -inf: a row whose every
-key is masked stays finite, and its weights are then all 0 (where PyTorch's are NaN): a query
-no key is allowed to (under `causal`, padding before a text's first token) reads nothing.
+key is masked stays finite, and its weights are then all 0 (PyTorch's too while it trains; NaN
+in eval mode under a causal mask): a query no key is allowed to (under `causal`, padding before
+a text's first token) reads nothing.
 """
 
 from __future__ import annotations
