@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from deepsharp.core.data.pipeline import Pipeline, read_csv
+from deepsharp.core.data.scan import scan_csv
 from deepsharp.core.errors import DataError, DeepSharpWarning, FileFormatError
 from deepsharp.core.samples import data_path
 
@@ -649,3 +650,28 @@ def test_a_constant_column_whose_mean_rounds_is_not_scaled_by_the_rounding() -> 
         pipeline = Pipeline().number("x").learn([{"x": 0.1}] * count)
         features = pipeline.features([{"x": 0.1}, {"x": 0.2}])
         assert abs(features[0, 0]) < 1e-6 and abs(features[1, 0] - 0.1) < 1e-6
+
+
+@pytest.mark.parametrize("parts", [False, True], ids=["rows", "a scan's parts"])
+def test_a_small_spread_of_large_values_is_standardised_and_a_filled_constant_is_not_scaled(
+    parts: bool, tmp_path: Path
+) -> None:
+    """Failed before (trial BH): times in milliseconds since 1970, a second apart over three
+    minutes (std 57,700 against a mean of 1.7e12), were taken for a constant column and left
+    unscaled: features from -99,500 to 99,500."""
+    times = 1_700_000_000_000 + np.arange(0, 200_000, 1000)
+    rows = [{"t": int(v), "c": 0.2 if i % 5 else None} for i, v in enumerate(times)]
+    pipeline = Pipeline().number("t").number("c")
+    if parts:
+        path = tmp_path / "times.csv"
+        path.write_text("t,c\n" + "".join(f"{r['t']},{'' if r['c'] is None else r['c']}\n"
+                                          for r in rows))  # fmt: skip
+        learning = pipeline.learning(["t", "c"])
+        for part in scan_csv(path, read_rows=37).parts():
+            learning.add(part)
+        learned = learning.finish()
+    else:
+        learned = pipeline.learn(rows)
+    features = learned.features(rows)
+    assert abs(features[:, 0].std() - 1.0) < 1e-3 and abs(features[:, 0].mean()) < 1e-3
+    np.testing.assert_allclose(features[:, 1], 0.0, atol=1e-6)  # 0.2, a fill of their mean

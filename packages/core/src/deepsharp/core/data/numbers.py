@@ -132,7 +132,8 @@ class Number(ColumnKind):
         else:
             fill = self._given_fill()
         filled = np.where(missing, fill, transformed)
-        self._settle(fill, float(np.mean(filled)), float(np.std(filled)))
+        spread = float(np.ptp(filled)) if filled.size else 0.0
+        self._settle(fill, float(np.mean(filled)), float(np.std(filled)), spread)
 
     def learner(self) -> Learner:
         return NumberLearner(self)
@@ -148,17 +149,21 @@ class Number(ColumnKind):
         assert not isinstance(self.fill, str)
         return math.log1p(self.fill) if self.log else float(self.fill)
 
-    def _settle(self, fill: float, mean: float, std: float) -> None:
+    def _settle(self, fill: float, mean: float, std: float, spread: float) -> None:
+        """The learned statistics; `spread`: the largest value less the smallest."""
         if not (math.isfinite(mean) and math.isfinite(std) and std <= FLOAT32_MAX):
             raise DataError(
                 f"column {self.name!r}: its values spread too far to standardise in float32 "
                 f"(mean {mean!r}, standard deviation {std!r}): scale the column, or use log=True"
             )
         self.fill_value, self.mean = fill, mean
-        # A column (nearly) constant in float32 is left unscaled rather than blown up: a spread
-        # within a float32 unit or two of its mean is the float64 sums' rounding (six rows of
-        # 0.1 have a std of 1.4e-17, and 0.2 became 7.2e15), not the values'.
-        self.std = std if std >= FLOAT32_TINY and std > abs(mean) * 2.0**-22 else 1.0
+        # A constant column is left unscaled rather than blown up: its std is the float64 sums'
+        # rounding, not the values' (six rows of 0.1 have a std of 1.4e-17, and 0.2 became
+        # 7.2e15). Constant: its values (a mean fill a few units in the last place off them
+        # included) lie within 2^-40 of their size; a small spread of large values (times in
+        # milliseconds since 1970, a second apart) is the values' own and is scaled.
+        constant = spread <= abs(mean) * 2.0**-40
+        self.std = std if std >= FLOAT32_TINY and not constant else 1.0
 
     def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
         assert self.fill_value is not None and self.mean is not None and self.std is not None
@@ -202,11 +207,15 @@ class NumberLearner(Learner):
         self.moments = Moments()
         self.median = Median() if column.fill == "median" else None
         self.missing = 0
+        self.least, self.most = math.inf, -math.inf
 
     def add(self, values: Column) -> None:
         transformed, missing = self.column._transformed(values)
         present = transformed[~missing]
         self.moments.add(present)
+        if present.size:
+            self.least = min(self.least, float(present.min()))
+            self.most = max(self.most, float(present.max()))
         if self.median is not None:
             self.median.add(present)
         self.missing += int(missing.sum())
@@ -219,7 +228,11 @@ class NumberLearner(Learner):
         else:
             fill = column._given_fill()
         moments.merge(self.missing, fill, 0.0)
-        column._settle(fill, moments.mean, moments.std)
+        least, most = self.least, self.most
+        if self.missing:
+            least, most = min(least, fill), max(most, fill)
+        spread = most - least if math.isfinite(most - least) else math.inf
+        column._settle(fill, moments.mean, moments.std, spread if moments.count else 0.0)
 
 
 class Numbers(ColumnKind):
