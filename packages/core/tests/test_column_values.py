@@ -106,3 +106,21 @@ def test_labels_and_numbers_of_any_length_and_numpy_s_text() -> None:
     many = [{"n": v} for v in np.array([f"{i}_5" for i in range(300)])]
     with pytest.raises(DataError, match="expected a number"):
         Pipeline().number("n").learn(many)
+
+
+def test_a_category_holding_the_text_nan_learns_the_same_in_any_row_order() -> None:
+    """Failed before (trial BH): labels were sorted by float(), and NaN compares false with
+    everything: the one-hot's order, and which values max_values kept on a tie, followed the
+    rows' order."""
+    import random
+
+    from deepsharp.core import Pipeline
+
+    values = ["1", "1", "nan", "nan", "2", "2", "3"]  # 1, nan and 2 twice each: a tie
+    kept, whole = set(), set()
+    for seed in range(20):
+        rows = [{"code": v} for v in random.Random(seed).sample(values, len(values))]
+        kept.add(tuple(Pipeline().category("code", max_values=2).learn(rows).feature_names))
+        whole.add(tuple(Pipeline().category("code").learn(rows).feature_names))
+    assert kept == {("code=1", "code=2")}
+    assert whole == {("code=1", "code=2", "code=3", "code=nan")}

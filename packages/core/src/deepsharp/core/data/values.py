@@ -219,15 +219,17 @@ def label(value: object) -> str | None:
 
 
 def sorted_labels(labels: Iterable[str]) -> list[str]:
-    """Numerically when every label parses as a number, otherwise as text."""
+    """Numerically when every label parses as a number (a NaN's text, as Python's csv module
+    writes a missing float, after the numbers: it is no number to sort by), otherwise as text."""
     items = list(labels)
-    keyed: list[tuple[float, str]] = []
+    keyed: list[tuple[bool, float, str]] = []
     for item in items:
         try:
-            keyed.append((float(item), item))
+            number = float(item)
         except ValueError:
             return sorted(items)
-    return [item for _, item in sorted(keyed)]
+        keyed.append((number != number, 0.0 if number != number else number, item))
+    return [item for *_, item in sorted(keyed)]
 
 
 def distinct(column: Sequence[object]) -> dict[Any, Any] | None:
