@@ -3,6 +3,10 @@ same errors whichever way a column is read (values that repeat, or mostly distin
 
 from __future__ import annotations
 
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -124,3 +128,26 @@ def test_a_category_holding_the_text_nan_learns_the_same_in_any_row_order() -> N
         whole.add(tuple(Pipeline().category("code").learn(rows).feature_names))
     assert kept == {("code=1", "code=2")}
     assert whole == {("code=1", "code=2", "code=3", "code=nan")}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [Decimal("3.25"), Fraction(13, 4), b"3.25", b"1_5", Decimal("sNaN"), "1_5"],
+    ids=["Decimal", "Fraction", "bytes", "bytes-underscore", "signalling-NaN", "text-underscore"],
+)
+def test_a_number_column_s_value_is_read_alike_alone_or_among_others(value: object) -> None:
+    """Failed before (trial BH): a Decimal (pandas.read_sql's NUMERIC), a Fraction or bytes
+    among mostly distinct values was read by NumPy, and the same value repeated was refused by
+    the one-by-one rule (b"1_5" was even 15 the first way)."""
+    pipeline = Pipeline().number("x").learn([{"x": 1.0}, {"x": 5.0}])
+
+    def read(rows: list[object]) -> Any:
+        try:
+            return pipeline.features([{"x": v} for v in rows])[0, 0]
+        except DataError as error:
+            assert "expected a number, found" in str(error)
+            return "refused"
+
+    alone = read([value] * 4)  # repeated: each distinct value parsed once
+    among = read([value, 2.0, 3.0, 4.0])  # mostly distinct: NumPy's one pass
+    assert alone == among or (alone != alone and among != among)

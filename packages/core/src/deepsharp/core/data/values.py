@@ -23,6 +23,8 @@ from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -154,6 +156,18 @@ def parse_number(value: object) -> float | None:
         return _NAN
     if isinstance(value, _TIMES):  # pd.NaT is a datetime too
         return _NAN if pandas_missing(value) else None
+    if isinstance(value, (bytes, bytearray)):  # as text, as NumPy reads a column of them
+        try:
+            value = bytes(value).decode("ascii")
+        except UnicodeDecodeError:
+            return None
+    if isinstance(value, (Decimal, Fraction)):  # SQL's NUMERIC (pandas.read_sql), exact ratios
+        try:
+            return float(value)
+        except OverflowError:  # a Fraction beyond float64 (a Decimal's float is infinite)
+            return math.inf if value > 0 else -math.inf
+        except ValueError:  # a signalling NaN
+            return _NAN
     if isinstance(value, str):
         text = value.strip()
         if text == "" or text in MISSING_TEXTS:
@@ -426,6 +440,8 @@ def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
     try:
         if "_" in texts or not texts.isascii():  # NumPy reads them as float() does: one by one
             raise ValueError("a text parse_number refuses")
+        if any(isinstance(value, (bytes, bytearray)) for value in found):  # as text, one by one
+            raise ValueError("bytes, whose text parse_number reads")
         values = np.array(column, dtype=np.float64)
         if values.shape == (count,):
             return values
