@@ -7,6 +7,7 @@ import gzip
 import os
 import re
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -300,7 +301,7 @@ def test_a_parquet_scan_gives_numbers_as_arrays_and_the_rest_as_python_values(
     first = parts[0].columns
     np.testing.assert_array_equal(first["whole"], [1.0, np.nan])
     np.testing.assert_array_equal(first["real"], [0.5, 1.5])
-    np.testing.assert_array_equal(first["money"], [1.0, 2.0])
+    assert first["money"] == [Decimal("1.00"), Decimal("2.00")]  # their digits, as a CSV's
     assert first["text"] == ["a", None]
     assert first["yes"] == [True, None]
     assert parts[1].row_text(0) == f"{path}, row 3 (counting from 1)"
@@ -505,3 +506,44 @@ def test_a_file_changed_since_it_was_scanned_is_refused_as_a_pass_opens_or_ends_
     parquet.write_table(arrow.table({"x": [1.0, 2.0, 3.0]}), tmp_path / "rows.parquet")
     with pytest.raises(DataError, match=r"rows.parquet: the file changed since it was scanned"):
         list(scan.parts())
+
+
+def test_a_parquet_file_s_ids_and_decimals_learn_the_categories_its_csv_does(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial BH): whole numbers with a null, and decimals, came through float64:
+    IDs beyond 2^53 were rounded (two accounts became one, or another), and the decimal 0.50
+    learned "0.5" where the CSV's text is "0.50"."""
+    arrow = pytest.importorskip("pyarrow")
+    parquet = pytest.importorskip("pyarrow.parquet")
+    ids = [9007199254740993, 9007199254740995, None, 9007199254740992]
+    money = [Decimal("0.50"), Decimal("1.50"), Decimal("9007199254740993"), None]
+    table = arrow.table(
+        {
+            "account": arrow.array(ids, arrow.int64()),
+            "money": arrow.array(money, arrow.decimal128(19, 2)),
+            "whole": arrow.array([1, 2, 3, 4], arrow.int64()),
+        }
+    )
+    parquet.write_table(table, tmp_path / "ids.parquet")
+    text = "account,money,whole\n" + "".join(
+        f"{'' if i is None else i},{'' if m is None else m},{w}\n"
+        for i, m, w in zip(ids, money, [1, 2, 3, 4])
+    )
+    (tmp_path / "ids.csv").write_text(text)
+
+    def learned(scan: Any) -> Pipeline:
+        learning = (
+            Pipeline().category("account").category("money").number("whole").learning(scan.names)
+        )
+        for part in scan.parts():
+            learning.add(part)
+        return learning.finish()
+
+    from_parquet = learned(scan_parquet(tmp_path / "ids.parquet"))
+    from_csv = learned(scan_csv(tmp_path / "ids.csv"))
+    assert from_parquet.feature_names == from_csv.feature_names
+    assert "account=9007199254740993" in from_parquet.feature_names
+    assert "money=0.50" in from_parquet.feature_names
+    rows = read_csv(tmp_path / "ids.csv")
+    np.testing.assert_array_equal(from_parquet.features(rows), from_csv.features(rows))

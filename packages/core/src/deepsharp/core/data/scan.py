@@ -385,18 +385,26 @@ class ParquetScan(Scan):
                 first += batch.num_rows
 
     def _column(self, array: Any) -> Column:
-        """Numbers as a NumPy array (NaN where missing); anything else as Python values."""
+        """Numbers as a NumPy array (NaN where missing); anything else as Python values: the
+        decimals (`Decimal`, their digits as a CSV's text gives them), and whole numbers with a
+        null that float64 would round (beyond 2^53: IDs), as ints and None."""
         types = self._arrow.types
         if types.is_dictionary(array.type):
             array = array.dictionary_decode()
         kind = array.type
-        if types.is_decimal(kind):
-            array, kind = array.cast(self._arrow.float64()), self._arrow.float64()
-        if types.is_integer(kind) or types.is_floating(kind):
+        exact = types.is_integer(kind) and not (array.null_count and _beyond_float(array))
+        if exact or types.is_floating(kind):
             values: Column = array.to_numpy(zero_copy_only=False)
             return values
         listed: list[object] = array.to_pylist()
         return listed
+
+
+def _beyond_float(array: Any) -> bool:
+    """Whether a column of whole numbers holds one that float64 cannot hold exactly."""
+    compute = importlib.import_module("pyarrow.compute")
+    least, most = (v.as_py() for v in compute.min_max(array).values())
+    return max(abs(least or 0), abs(most or 0)) > 2**53
 
 
 def _pandas_index(schema: Any) -> set[str]:

@@ -199,7 +199,7 @@ def label(value: object) -> str | None:
     that column (floats, where it has a gap) give the same labels; a float32 (float16) value
     gives its shortest text at its own precision (NumPy's: `np.float32(0.1)` is "0.1", not its
     widening's "0.10000000149011612"; a widened one is looked for so too, `label_index`).
-    Bytes are read as UTF-8.
+    Bytes are read as UTF-8, and a Decimal as its text.
     """
     if value is None:
         return None
@@ -209,6 +209,8 @@ def label(value: object) -> str | None:
             value = given.decode("utf-8")
         except UnicodeDecodeError:
             return repr(given)
+    if isinstance(value, Decimal):  # its digits, as a CSV's text gives them ("0.50")
+        value = str(value)
     if isinstance(value, str):
         text = value.strip()
         if "." in text:
