@@ -502,3 +502,165 @@ def test_captures_on_one_engine_in_two_threads_keep_apart() -> None:
         thread.join(30)
     assert said["A"] == said["B"] == "steps: 2 replayed a compiled plan (1 made), 1 ran as recorded"
     assert not [name for name, value in vars(engine).items() if callable(value)]
+
+
+# --- what a plan bakes in (trial BI) -----------------------------------------------------------
+
+
+def _run(make: Any, compiled: bool, between: Any = None, loss: Any = None) -> tuple[Any, ...]:
+    """Five steps of a fresh network from `make()`: their losses, the slots, and the report's
+    summary and reasons; `between(step, trainer)` before each step."""
+    rows, targets = titanic_shaped()
+    network = make()
+    chosen = BinaryCrossEntropy() if loss is None else loss()
+    with Trainer(network, chosen, Adam(0.05), seed=0, compile=compiled) as trainer:
+        losses = []
+        for step in range(5):
+            if between is not None:
+                between(step, trainer)
+            losses.append(trainer.step(rows, targets))
+        made = trainer.compiled.made
+        why = tuple(trainer.compiled.why)
+    return losses, {k: v.tobytes() for k, v in network.slots.items()}, made, why
+
+
+def _alike(make: Any, between: Any = None, loss: Any = None) -> tuple[int, tuple[str, ...]]:
+    """The compiled run gives the recorded run's bits: the plans it made, and its reasons."""
+    compiled, recorded = _run(make, True, between, loss), _run(make, False, between, loss)
+    assert compiled[:2] == recorded[:2]
+    return compiled[2], compiled[3]
+
+
+def test_a_loss_setting_changed_between_steps_is_read_by_the_next_step() -> None:
+    """Failed before: label_smoothing set after two steps, or another loss put in, was
+    ignored by the plans traced before (the plan's key held nothing of the loss)."""
+
+    def smooth(step: int, trainer: Trainer) -> None:
+        if step == 2:
+            trainer.loss.label_smoothing = 0.2  # type: ignore[attr-defined]
+
+    def replace(step: int, trainer: Trainer) -> None:
+        if step == 3:
+            trainer.loss = BinaryCrossEntropy(label_smoothing=0.1)
+
+    make = lambda: Network([Dense(4), Relu(), Dense(1)], inputs=14)  # noqa: E731
+    assert _alike(make, smooth) == (2, ())
+    assert _alike(make, replace) == (2, ())
+
+
+class _Counting(BinaryCrossEntropy):
+    """A loss that changes as it is used: the larger, the more values it made."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def value(self, outputs: Any, targets: Any, weights: Any = None) -> Any:
+        self.calls += 1
+        return super().value(outputs, targets, weights) * float(self.calls)
+
+
+class _Drops(Layer):
+    """A Dropout held in an attribute of its own, not as a part."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.drop = Dropout(0.5)
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return self.drop.forward(x, slots, context)
+
+
+class _Nested(Layer):
+    """Keeps a count of its passes two levels deep, in a NumPy array in a dict."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.stats = {"n": np.zeros(1)}
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        self.stats["n"] += 1
+        return ops.mul(x, 1.0 + 0.1 * float(self.stats["n"][0]))
+
+
+class _Toggles(Layer):
+    """Sets an attribute during its forward and puts it back."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.busy = False
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        self.busy = True
+        self.busy = False
+        return x
+
+
+def test_state_a_plan_would_bake_in_is_read_or_named() -> None:
+    """Failed before: a loss counting its values, a Dropout held outside `parts` whose rate was
+    set to 0, and a count kept two levels deep each replayed the first pass's (other losses
+    than compile=False, and no reason said); a layer setting an attribute and putting it back
+    traced every step again, saying nothing."""
+    make = lambda: Network([Dense(4), Relu(), Dense(1)], inputs=14)  # noqa: E731
+    made, why = _alike(make, loss=_Counting)
+    assert (
+        made == 0
+        and "the loss (_Counting) sets (or changes what holds) its attribute 'calls'" in why[0]
+    )
+
+    def stop_dropping(step: int, trainer: Trainer) -> None:
+        if step == 2:
+            trainer.network.layers[1].drop.rate = 0.0
+
+    dropping = lambda: Network([Dense(8), _Drops(), Dense(1)], inputs=14)  # noqa: E731
+    assert _alike(dropping, stop_dropping) == (2, ())
+    nested = lambda: Network([Dense(4), _Nested(name="n"), Dense(1)], inputs=14)  # noqa: E731
+    made, why = _alike(nested)
+    assert (
+        made == 0
+        and "layer 'n' (_Nested) sets (or changes what holds) its attribute 'stats'" in why[0]
+    )
+    toggles = lambda: Network([Dense(4), _Toggles(name="t"), Dense(1)], inputs=14)  # noqa: E731
+    made, why = _alike(toggles)
+    assert (
+        made == 0
+        and "layer 't' (_Toggles) sets (or changes what holds) its attributes in" in why[0]
+    )
+
+
+class _TwoBiases(Layer):
+    def build(self, shape: Any) -> Any:
+        self.slot("a", shape, "zeros")
+        self.slot("b", shape, "zeros")
+        return shape
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return ops.add(ops.add(x, slots["a"]), slots["b"])
+
+
+class _HalvesInPlace(StepHook):
+    def gradients(self, trainer: Any, grads: Any) -> Any:
+        for grad in grads:
+            trainer.engine.assign(grad, trainer.engine.mul(grad, 0.5))
+        return grads
+
+
+@pytest.mark.parametrize("engine", ["light", "testbuffer"])
+def test_two_slots_gradients_stay_two_values_in_a_replay(engine: str) -> None:
+    """Failed before: two biases' gradients, made by two calls alike, were one value in a
+    replay (the plan shared the calls, and their reshapes viewed one array): a hook halving
+    each in place halved it twice."""
+    rows, targets = titanic_shaped()
+    slots = []
+    for compiled in (True, False):
+        network = Network([_TwoBiases(name="tb"), Dense(1)], inputs=14)
+        hooks = [_HalvesInPlace()]
+        with Trainer(
+            network, BinaryCrossEntropy(), Adam(0.01), engine=engine, seed=0, compile=compiled,
+            hooks=hooks,
+        ) as trainer:  # fmt: skip
+            for _ in range(4):
+                trainer.step(rows, targets)
+            assert trainer.compiled.replayed == (3 if compiled else 0)
+        slots.append({k: v.tobytes() for k, v in network.slots.items()})
+    assert slots[0] == slots[1]

@@ -359,8 +359,9 @@ class Plan:
     host steps) a replay makes; `hosts`: how many of them are host steps."""
 
     def __init__(self, engine: Engine, watch: _Watch, returned: Any) -> None:
-        folded = _folded(watch.calls, {_root(ref.name) for ref in _refs(returned)})
-        steps, alias = _shared(watch.calls, folded)
+        given = {_root(ref.name) for ref in _refs(returned)}
+        folded = _folded(watch.calls, given)
+        steps, alias = _shared(watch.calls, folded, _given(watch.calls, given))
         returned = _renamed(returned, alias)
         kept = {_root(ref.name) for ref in _refs(returned)}
         last: dict[str, int] = {}
@@ -421,11 +422,16 @@ def _folded(
 Call = tuple[str, str, tuple[Any, ...], dict[str, Any]]
 
 
-def _shared(calls: Sequence[Call], folded: set[str]) -> tuple[list[Call], dict[str, str]]:
+def _shared(
+    calls: Sequence[Call], folded: set[str], given: set[str]
+) -> tuple[list[Call], dict[str, str]]:
     """The calls a replay makes, and which outputs are another's: a call made again on the same
     arguments (the way back of x·x sends x·g twice) gives the same bits, so its first output
     stands for it. Not across an update in place or a host step, which may change what the
-    arguments hold; never an update or a host step itself."""
+    arguments hold; never an update or a host step itself; never an output the plan gives
+    back, nor one whose memory such an output may share (`given`, `_given`): two slots'
+    gradients made by two calls stay two values, as they were in the pass, for whoever changes
+    one in place."""
     made: list[Call] = []
     alias: dict[str, str] = {}
     seen: dict[str, str] = {}
@@ -446,13 +452,27 @@ def _shared(calls: Sequence[Call], folded: set[str]) -> tuple[list[Call], dict[s
             continue
         written = f"{function}({_written(args)}, {_written(tuple(kw.items()))})"
         earlier = seen.get(written)
-        if earlier is not None and out not in changed:
+        if earlier is not None and out not in changed and out not in given:
             alias[out] = earlier
             continue
         if out not in changed:
             seen[written] = out
         made.append((out, function, args, kw))
     return made, alias
+
+
+VIEWS = frozenset({"reshape", "transpose", "slice", "broadcast_to", "split"})
+"""Operations whose output may be a view of their input's memory (NumPy's are)."""
+
+
+def _given(calls: Sequence[Call], given: set[str]) -> set[str]:
+    """The outputs a plan gives back and those whose memory they may share: the inputs of a
+    view (a reshape, ...) of one, and of a view of those."""
+    found = set(given)
+    for out, function, args, kw in reversed(calls):
+        if out in found and function in VIEWS:
+            found |= {_root(ref.name) for ref in _refs((args, tuple(kw.values())))}
+    return found
 
 
 def _renamed(value: Any, alias: dict[str, str]) -> Any:

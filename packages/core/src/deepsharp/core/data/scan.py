@@ -404,7 +404,7 @@ def _beyond_float(array: Any) -> bool:
     """Whether a column of whole numbers holds one that float64 cannot hold exactly."""
     compute = importlib.import_module("pyarrow.compute")
     least, most = (v.as_py() for v in compute.min_max(array).values())
-    return max(abs(least or 0), abs(most or 0)) > 2**53
+    return bool(max(abs(least or 0), abs(most or 0)) > 2**53)
 
 
 def _pandas_index(schema: Any) -> set[str]:

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor, open_recording
+from deepsharp.core.edits import Edited
 from deepsharp.core.engine import Engine
 from deepsharp.core.errors import ConfigurationError
 from deepsharp.core.kinds import Kinds
@@ -145,7 +146,7 @@ class Pass:
         )
 
 
-class Layer:
+class Layer(Edited):
     """A step of a network. Subclasses implement `build` (optional) and `forward`.
 
     `build(shape)` receives the shape of one input row (a feature count as `(n,)`, an image as
@@ -178,16 +179,6 @@ class Layer:
         cls.kind = cls.__name__
         if not cls.__name__.startswith("_"):  # a private base is no kind a file names
             cls.key = LAYERS.add(cls)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        """Set an attribute, counted where it changes (`_edits`: a compiled step's plan is
-        traced again after one, so that `Dropout.rate` set to 0 between steps is read at the
-        next; the value it holds set again is no change)."""
-        held = self.__dict__.get(name, _UNSET)
-        object.__setattr__(self, name, value)
-        if held is value or (type(held) is type(value) and _equal(held, value)):
-            return
-        self.__dict__["_edits"] = self.__dict__.get("_edits", 0) + 1
 
     def carried(self, x: Any, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
         """`forward`, its output carrying its inputs' padding masks where it keeps their
@@ -358,26 +349,6 @@ class Layer:
             return self.described()
         args = ", ".join([*(f"{k}={v!r}" for k, v in self.config().items()), f"name={self.name!r}"])
         return f"{self.kind}({args})"
-
-
-_UNSET = object()
-
-
-def _equal(held: Any, value: Any) -> bool:
-    """Whether a setting set again is the one it held: plain values, NumPy's scalars, lists,
-    tuples and dicts of them by equality (an array, or what gives no one bool, is a change)."""
-    if isinstance(value, (bool, int, float, str, type(None), np.generic)):
-        same = held == value
-        return bool(same) if isinstance(same, (bool, np.bool_)) else False
-    if isinstance(value, (list, tuple)):
-        return len(held) == len(value) and all(
-            type(a) is type(b) and _equal(a, b) for a, b in zip(held, value)
-        )
-    if isinstance(value, dict):
-        return held.keys() == value.keys() and all(
-            type(held[k]) is type(value[k]) and _equal(held[k], value[k]) for k in value
-        )
-    return False
 
 
 def _brief(value: object) -> str:

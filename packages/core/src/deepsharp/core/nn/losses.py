@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.edits import Edited
 from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.errors import (
     ConfigurationError,
@@ -58,7 +59,7 @@ LOSSES: Kinds[Loss] = Kinds("loss")
 EPSILON = 1e-7  # probabilities are clipped to [EPSILON, 1 - EPSILON] before their log (Keras's)
 
 
-class Loss:
+class Loss(Edited):
     """How far a batch's outputs are from its targets (a single value), and the link."""
 
     kind: ClassVar[str] = "Loss"

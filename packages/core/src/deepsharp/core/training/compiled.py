@@ -17,6 +17,7 @@ report says how many steps replayed a plan and why any could not.
 
 from __future__ import annotations
 
+import collections
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ class CompiledSteps:
         self.made = 0
         self._whole = True  # every part of the step under way replayed a plan
         self._layers: dict[int, list[Layer]] = {}  # a network's layers, its parts' too
+        self._stateful = False  # a layer or the loss changes its state in a pass: no plans
 
     def begin(self) -> None:
         """A step's parts begin."""
@@ -115,7 +117,7 @@ class CompiledSteps:
         recorded: Callable[[], Part],
     ) -> Part:
         """A step's part: replayed from its plan, traced into one, or run as `recorded()`."""
-        key = self._key(trainer, inputs, share) if self.enabled else None
+        key = self._key(trainer, inputs, share) if self.enabled and not self._stateful else None
         if key is None:
             self._whole = False
             return recorded()
@@ -139,10 +141,13 @@ class CompiledSteps:
         before = trainer.rules_applied
         held = trainer.held
         fixed = [*held.kept, *(h for kind in held.state.memory.values() for h in kind)]
-        layers = _every_layer(trainer.network.layers)
-        attributes = [_attributes(layer) for layer in layers]
+        watched = [*_every_layer(trainer.network.layers), trainer.loss]
+        attributes = [_attributes(held) for held in watched]
         captured = capture(engine, recorded, handles, fixed, lambda part: (part[0].handle, part[1]))
-        why = captured.why or _changed(layers, attributes)
+        changed = _changed(watched, attributes)
+        why = captured.why or changed
+        if changed is not None:  # every pass would change it: none is traced again
+            self._stateful = True
         if captured.plan is None or why is not None:
             self._because(str(why))
             self.plans[key] = None
@@ -197,6 +202,8 @@ class CompiledSteps:
         if layers is None:
             layers = self._layers[id(trainer.network)] = _every_layer(trainer.network.layers)
         key.append(sum(vars(layer).get("_edits", 0) for layer in layers))  # a setting changed
+        loss = trainer.loss  # another loss, or a setting of it changed (label_smoothing)
+        key += (id(loss), vars(loss).get("_edits", 0))
         return tuple(key)
 
     def _because(self, why: str) -> None:
@@ -220,59 +227,90 @@ class _Found:
         self.graphed: Callable[..., Any] | Literal[False] | None = None
 
 
-def _every_layer(layers: Sequence[Layer]) -> list[Layer]:
-    """The layers and, within each, the layers it is built of."""
+def _every_layer(layers: Sequence[Layer], seen: set[int] | None = None) -> list[Layer]:
+    """The layers and, within each, the layers it is built of: its parts, and layers it holds
+    in an attribute of its own (a Dropout kept as `self.drop`), or in a list or dict of them."""
+    seen = set() if seen is None else seen
     found: list[Layer] = []
     for layer in layers:
+        if id(layer) in seen:
+            continue
+        seen.add(id(layer))
         found.append(layer)
-        found.extend(_every_layer(list(layer.parts.values())))
+        held = [*layer.parts.values()]
+        for value in vars(layer).values():
+            items = value.values() if isinstance(value, dict) else value
+            if isinstance(value, Layer):
+                held.append(value)
+            elif isinstance(value, (list, tuple, dict)):
+                held.extend(item for item in items if isinstance(item, Layer))
+        found.extend(_every_layer(held, seen))
     return found
 
 
-def _attributes(layer: Layer) -> dict[str, Any]:
-    """A layer's attributes as they stand: each value, and of a list, dict, set or array what
-    it holds (a forward that adds to `self.seen[0]` changes no attribute's identity)."""
-    return {
-        name: (value, _contents(value)) for name, value in vars(layer).items() if name != "_edits"
-    }
+def _attributes(held: Any) -> dict[str, Any]:
+    """A layer's (or the loss's) attributes as they stand: each value, and what a list, dict,
+    set, deque or array holds, and what those hold in turn (a forward that adds to
+    `self.seen[0]`, or `self.stats["n"]`, changes no attribute's identity); `_edits`, a count
+    of the settings it set (a forward that sets one and puts it back)."""
+    return {name: (value, _contents(value)) for name, value in vars(held).items()}
 
 
-def _contents(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return [id(item) for item in value]
-    if isinstance(value, dict):
-        return [(key, id(item)) for key, item in value.items()]
-    if isinstance(value, set):
-        return sorted(map(id, value))
+_DEPTH, _ITEMS = 4, 10_000  # how far into what an attribute holds a trace looks
+
+
+def _contents(value: Any, depth: int = 0) -> Any:
     if isinstance(value, np.ndarray):
         return value.copy()
+    if depth >= _DEPTH:
+        return None
+    if isinstance(value, (list, tuple, collections.deque)):
+        return ("items", len(value), [(id(v), _contents(v, depth + 1)) for v in value][:_ITEMS])
+    if isinstance(value, dict):
+        listed = [(k, id(v), _contents(v, depth + 1)) for k, v in list(value.items())[:_ITEMS]]
+        return ("dict", len(value), listed)
+    if isinstance(value, set):
+        return ("set", sorted(map(id, value)))
     return None
 
 
 def _same(was: Any, now: Any) -> bool:
-    if was[0] is not now[0]:
-        return False
-    if isinstance(was[1], np.ndarray):
+    return was[0] is now[0] and _same_contents(was[1], now[1])
+
+
+def _same_contents(was: Any, now: Any) -> bool:
+    if isinstance(was, np.ndarray) or isinstance(now, np.ndarray):
+        if not (isinstance(was, np.ndarray) and isinstance(now, np.ndarray)):
+            return False
         try:  # NaN equal to NaN where there can be one (isnan takes no text nor objects)
-            return bool(np.array_equal(was[1], now[1], equal_nan=was[1].dtype.kind in "fc"))
+            return bool(np.array_equal(was, now, equal_nan=was.dtype.kind in "fc"))
         except (TypeError, ValueError):
             return False
-    return bool(was[1] == now[1])
+    if isinstance(was, (list, tuple)) and isinstance(now, (list, tuple)):
+        return len(was) == len(now) and all(map(_same_contents, was, now))
+    return bool(type(was) is type(now) and was == now)
 
 
-def _changed(layers: Sequence[Layer], before: Sequence[dict[str, Any]]) -> str | None:
-    """Why a pass cannot be replayed where a layer's forward set an attribute of its own, or
-    changed what one holds (a count of its passes, a tensor it keeps): a replay runs no
-    forward, so it would not."""
-    for layer, was in zip(layers, before):
-        now = _attributes(layer)
+def _changed(watched: Sequence[Any], before: Sequence[dict[str, Any]]) -> str | None:
+    """Why a pass cannot be replayed where a layer's forward (or the loss's value) set an
+    attribute of its own, or changed what one holds (a count of its passes, a tensor it keeps):
+    a replay runs no forward, so it would not."""
+    for held, was in zip(watched, before):
+        now = _attributes(held)
         gone = (_GONE, None)
-        for name in [*was, *(n for n in now if n not in was)]:
+        names = [*was, *(n for n in now if n not in was)]
+        for name in sorted(names, key=lambda n: n == "_edits"):  # one it names, where one is
             if not _same(was.get(name, gone), now.get(name, gone)):
+                if isinstance(held, Layer):
+                    whose, where = f"layer {held.name or held.label!r}", "its forward pass"
+                else:
+                    whose, where = "the loss", "its value"
+                what = "attributes" if name == "_edits" else f"attribute {name!r}"
                 return (
-                    f"layer {layer.name or layer.label!r} ({type(layer).__name__}) sets (or changes "
-                    f"what holds) its attribute {name!r} in its forward pass: a replay runs no forward, so its "
-                    "steps ran as recorded (a layer's forward reads its inputs, slots and buffers)"
+                    f"{whose} ({type(held).__name__}) sets (or changes what holds) its {what} "
+                    f"in {where}: a replay "
+                    "runs no forward, so its steps ran as recorded (a layer's forward reads "
+                    "its inputs, slots and buffers; a loss's its outputs and targets)"
                 )
     return None
 
