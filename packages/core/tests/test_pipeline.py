@@ -675,3 +675,19 @@ def test_a_small_spread_of_large_values_is_standardised_and_a_filled_constant_is
     features = learned.features(rows)
     assert abs(features[:, 0].std() - 1.0) < 1e-3 and abs(features[:, 0].mean()) < 1e-3
     np.testing.assert_allclose(features[:, 1], 0.0, atol=1e-6)  # 0.2, a fill of their mean
+
+
+def test_numbers_learns_the_columns_of_every_row_whatever_their_order() -> None:
+    """Failed before (trial BH): numbers() took the first row's keys: a column the first row
+    lacked was left out without a word, and the same rows reversed were refused."""
+    rows = [{"a": 1.0, "y": 0}, {"a": 2.0, "b": 5.0, "y": 1}, {"a": 3.0, "b": 6.0, "y": 0}]
+    for given in (rows, rows[::-1]):
+        with pytest.raises(DataError, match=r"has no column 'b'"):
+            Pipeline().numbers().target("y").learn(given)
+    full = [{**row, "b": row.get("b")} for row in rows]  # None where a row has no value
+    assert Pipeline().numbers().target("y").learn(full).feature_names == ["a", "b"]
+
+
+def test_a_scan_handed_to_learn_says_how_a_scanned_file_is_read() -> None:
+    with pytest.raises(DataError, match=r"not CsvScan: a scanned file is read a part at a time"):
+        Pipeline().number("Age").learn(scan_csv(data_path("titanic.csv")))

@@ -288,7 +288,7 @@ class Pipeline:
         """The declared columns, numbers() replaced by every column no other one names."""
         if not any(isinstance(c, Numbers) for c in self._declared):
             return list(self._declared)
-        return self._resolve_names(column_names(rows))
+        return self._resolve_names(column_names(rows, every=True))
 
     def _resolve_names(self, names: Sequence[ColumnName]) -> list[ColumnKind]:
         wildcard = [c for c in self._declared if isinstance(c, Numbers)]

@@ -240,10 +240,20 @@ def rows_of(rows: object) -> Any:
             + (
                 "; arrays of features go to fit as (x, y), with a pipeline of no columns"
                 if isinstance(rows, np.ndarray)
+                else _SCANNED
+                if hasattr(rows, "parts") and hasattr(rows, "buffer_rows")
                 else ""
             )
         )
     return rows if isinstance(rows, Sequence) else list(rows)
+
+
+_SCANNED = (
+    ": a scanned file is read a part at a time — fit(pipeline, scan, ...) learns the pipeline "
+    "on its training rows and TrainedNetwork.predict_parts(scan) serves it; by hand, "
+    "learning = pipeline.learning(scan.names), learning.add(part) for each part in "
+    "scan.parts(), learning.finish(), then pipeline.features(part) a part at a time"
+)
 
 
 def _a_series_of_values(rows: object) -> bool:
@@ -305,17 +315,21 @@ def take(rows: Any, indices: Sequence[int] | np.ndarray) -> Any:
     return [rows[int(i)] for i in indices]
 
 
-def column_names(rows: object) -> list[ColumnName]:
-    """The columns the rows hold: a DataFrame's, or the first row's keys (in their order)."""
+def column_names(rows: object, every: bool = False) -> list[ColumnName]:
+    """The columns the rows hold: a DataFrame's, or the first row's keys (in their order);
+    `every`: every row's, in the order they first come (a column a later row alone holds is
+    one too: `numbers()` learns every column, whatever the rows' order)."""
     held = rows_of(rows)
     if is_frame(held) or isinstance(held, Part):
         return list(held.columns)
     if not held:
         return []
-    first = held[0]
-    if not isinstance(first, Mapping):
-        raise DataError(f"{row_text(0)} is of type {type(first).__name__}, not a mapping")
-    return list(first)
+    for i, row in enumerate(held if every else held[:1]):
+        if not isinstance(row, Mapping):
+            raise DataError(f"{row_text(i)} is of type {type(row).__name__}, not a mapping")
+    if every:
+        return list(dict.fromkeys(itertools.chain.from_iterable(held)))
+    return list(held[0])
 
 
 def columns(rows: object, names: Sequence[ColumnName]) -> tuple[int, dict[ColumnName, Column]]:
