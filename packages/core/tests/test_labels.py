@@ -169,3 +169,17 @@ def test_a_label_written_otherwise_than_it_was_learned_finds_it_where_it_names_o
     assert from_text.features([{"code": 2, "member": True}]).tolist() == [[0, 1, 0, 1]]
     both = Pipeline().category("code").learn([{"code": "02"}, {"code": "002"}, {"code": "7"}])
     assert both.features([{"code": 2}, {"code": "007"}]).tolist() == [[0, 0, 0], [0, 0, 1]]
+
+
+def test_a_decimal_label_written_otherwise_finds_the_learned_one() -> None:
+    """Failed before (trial BH): rates learned from a CSV's text ("0.50", "1e3") were all
+    zeros when served from pandas' reading of the same file (0.5, 1000.0), and back; a
+    Decimal (a Parquet file's, pandas.read_sql's) matched no learned float."""
+    from decimal import Decimal
+
+    from_text = Pipeline().category("rate").learn([{"rate": v} for v in ["0.50", "1.50", "1e3"]])
+    served = [{"rate": 0.5}, {"rate": 1.5}, {"rate": 1000.0}, {"rate": Decimal("0.500")}]
+    assert from_text.features(served).tolist() == [[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 0, 0]]
+    from_numbers = Pipeline().category("rate").learn([{"rate": v} for v in [0.5, 1.5, 1000.0]])
+    given = [{"rate": "0.50"}, {"rate": ".5"}, {"rate": "1E+3"}, {"rate": "2.50"}]
+    assert from_numbers.features(given).tolist() == [[1, 0, 0], [1, 0, 0], [0, 0, 1], [0, 0, 0]]

@@ -480,15 +480,26 @@ def label_lookup(learned: Sequence[str]) -> dict[str | None, int]:
 _WHOLE_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
+_DECIMAL_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
 def plain_label(text: str | None) -> str | None:
     """A label's plain form, where it has another: a whole number's digits without leading
-    zeros ("02" -> "2": pandas reads a CSV's "02" as 2), a truth value as Python writes it
-    ("true" -> "True": pandas reads a CSV's true as True); None otherwise."""
+    zeros ("02" -> "2": pandas reads a CSV's "02" as 2), another number's shortest text as a
+    float64 ("0.50" -> "0.5", "1e3" -> "1000": pandas reads a CSV's 0.50 as 0.5), a truth
+    value as Python writes it ("true" -> "True": pandas reads a CSV's true as True); None
+    otherwise."""
     if text is None:
         return None
     if _WHOLE_TEXT.fullmatch(text):  # by text, not int(): a label may have 5,000 digits
         digits = text.lstrip("+-").lstrip("0") or "0"
         plain = f"-{digits}" if text[0] == "-" and digits != "0" else digits
+        return plain if plain != text else None
+    if _DECIMAL_TEXT.fullmatch(text):
+        number = float(text)
+        if not math.isfinite(number):
+            return None
+        plain = str(int(number)) if number.is_integer() else repr(number)
         return plain if plain != text else None
     lowered = text.lower()
     if lowered in ("true", "false") and text not in ("True", "False"):
