@@ -667,3 +667,57 @@ def test_the_checkpoint_records_its_own_format_version_and_the_optimizer(
         and state["optimizer"]["config"]["learning_rate"] == 0.001
     )
     assert os.path.basename(adam_checkpoint) == "checkpoint-000002.safetensors"
+
+
+def _binary_rows(count: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((count, 5)).astype(np.float32)
+    return x, (x[:, 0] + 0.5 * x[:, 1] + 0.3 * rng.standard_normal(count) > 0).astype(np.float32)
+
+
+def test_a_reduce_on_plateau_given_to_a_second_fit_starts_afresh() -> None:
+    """Failed before (trial BK): the second run began with the first's best loss and wait, and
+    cut the rate almost at once: another run than with a fresh ReduceOnPlateau."""
+    from deepsharp.core import ReduceOnPlateau
+
+    x, y = _binary_rows()
+
+    def run(plateau: Any) -> list[float]:
+        network = Network([Dense(8), Relu(), Dense(1)])
+        made = fit(None, (x, y), network, BinaryCrossEntropy(), Adam(0.05),
+                   quick(epochs=10, seed=0), callbacks=[plateau])  # fmt: skip
+        return [record.validation_loss for record in made.report.history]
+
+    reused = ReduceOnPlateau(patience=2)
+    first = run(reused)
+    assert run(reused) == first == run(ReduceOnPlateau(patience=2))
+
+
+class _StopBelow(Callback):
+    def __init__(self, bound: float) -> None:
+        self.bound = bound
+
+    def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
+        if record.validation_loss < self.bound:
+            run.stop = True
+
+
+def test_a_run_resumed_from_the_epoch_a_callback_stopped_it_at_stops_there(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial BK): the stop a callback made after the epoch's checkpoint was
+    written was not in it: a run resumed from it (killed before fit returned) trained on."""
+    x, y = _binary_rows()
+
+    def run(**more: Any) -> Run:
+        network = Network([Dense(8), Relu(), Dense(1)])
+        options = quick(epochs=50, seed=0, checkpoint_dir=tmp_path, checkpoint_keep=100)
+        return fit(None, (x, y), network, BinaryCrossEntropy(), Adam(0.01), options,
+                   callbacks=[_StopBelow(0.45)], **more)  # fmt: skip
+
+    whole = run()
+    assert 1 < len(whole.report.history) < 50
+    last = Checkpoint.path_in(tmp_path)
+    resumed = run(resume_from=last)
+    assert len(resumed.report.history) == len(whole.report.history)
+    assert resumed.report.measures == whole.report.measures

@@ -110,6 +110,7 @@ class RunState:
             callbacks={c.name: checked_state(c) for c in self.callbacks if c.name},
             distribution=self.distribution.state(),
             run=self.record,
+            stopped=self.stop,
         )
 
     def resume(self, checkpoint: Checkpoint) -> None:
@@ -124,6 +125,7 @@ class RunState:
         for name, state in checkpoint.callbacks.items():
             if name in named:
                 named[name].restore(state)
+        self.stop = self.stop or checkpoint.stopped  # a stop a callback made is kept
 
 
 class Callback:
@@ -261,12 +263,20 @@ class ReduceOnPlateau(Callback):
         self.min_rate = float(min_rate)
         self.best = math.inf
         self.waited = 0
+        self._resumed = False
 
     def __repr__(self) -> str:
         return (
             f"ReduceOnPlateau(factor={self.factor!r}, patience={self.patience!r}, "
             f"min_delta={self.min_delta!r}, min_rate={self.min_rate!r})"
         )
+
+    def on_run_start(self, run: RunState) -> None:
+        """A run starts from no best loss, as Keras's does, unless it resumes a checkpoint's
+        (the same callback given to a second fit is the same run again)."""
+        if not self._resumed:
+            self.best, self.waited = math.inf, 0
+        self._resumed = False
 
     def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
         if record.validation_loss < self.best - self.min_delta:
@@ -304,6 +314,7 @@ class ReduceOnPlateau(Callback):
             raise FileFormatError(f"checkpoint: ReduceOnPlateau's 'waited' is {waited!r}")
         self.best = math.inf if best is None else float(best)
         self.waited = waited
+        self._resumed = True
 
 
 class CheckpointWriter(Callback):
@@ -319,6 +330,7 @@ class CheckpointWriter(Callback):
     def __init__(self, folder: str | os.PathLike[str], every: int, keep: int = 1) -> None:
         self.folder = Path(folder)
         self.every = every
+        self.written: tuple[int, bool] | None = None  # the last epoch written, and its stop
         self.keep = keep
         self.run = ""
         """Which run the checkpoints belong to: drawn at its start, kept when it is resumed."""
@@ -355,6 +367,15 @@ class CheckpointWriter(Callback):
         if run.writes and record.epoch % self.every == 0:
             run.checkpoint().save(Checkpoint.path_in(self.folder, record.epoch))
             self._prune(record.epoch)
+            self.written = (record.epoch, run.stop)
+
+    def on_stop(self, run: RunState) -> None:
+        """The run stops after this epoch: where a callback after this one decided so (they
+        find the epoch's checkpoint written), it is written again saying so, so that a run
+        resumed from it stops there as this one does."""
+        if run.writes and self.written == (run.epoch, False):
+            run.checkpoint().save(Checkpoint.path_in(self.folder, run.epoch))
+            self.written = (run.epoch, True)
 
     def close(self) -> None:
         if self.lock is not None:
