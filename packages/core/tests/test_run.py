@@ -308,8 +308,10 @@ def _resumed(folder: Path, rows: int = 300, **changes: Any) -> Run:
         ({"class_weight": {0: 5.0}}, r"class weights None; this run's is \[5\.0, 1\.0\]"),
         ({"rows": 250}, "of 210 training, 45 validation and 45 test rows; this run has 175"),
         ({"callbacks": [ReduceOnPlateau(patience=2)]}, "'reduce_on_plateau', and .* without"),
+        # trial BK: the report then showed the first metrics alone, the new ones' epochs NaN
+        ({"metrics": ("auc",)}, r"the metrics \(each epoch's, .*\[\]; this run's is \['auc'\]"),
     ],
-    ids=["batch-size", "accumulate", "class-weight", "rows", "a-callback-more"],
+    ids=["batch-size", "accumulate", "class-weight", "rows", "a-callback-more", "metrics"],
 )
 def test_a_run_resumed_with_other_settings_or_data_is_refused_naming_both(
     tmp_path: Path, change: dict[str, Any], said: str

@@ -218,7 +218,9 @@ def fit(
         check_products(weights, _batches(feeds.train))
     made: dict[str, Any] = {}  # what the run is made of, where checkpoints keep it
     if checkpoint is not None or options.checkpoint_every:
-        made = run_record(loss, options.batch_size, options.accumulate, weights, feeds)
+        made = run_record(
+            loss, options.batch_size, options.accumulate, weights, feeds, options.metrics
+        )
         optimizer_record(optimizer)  # what checkpoints will hold of it: refused now, not later
     if checkpoint is not None:
         check_run(checkpoint.run, made, checkpoint.callbacks, parts, _where(checkpoint))

@@ -38,10 +38,12 @@ def run_record(
     accumulate: int,
     class_weights: ClassWeights | None,
     feeds: Feeds,
+    metrics: Sequence[str] = (),
 ) -> dict[str, Any]:
     """What a checkpoint records of the run: each entry JSON, compared as it is."""
     return {
         "loss": {"kind": type(loss).__name__, "config": loss_to_json(loss)["config"]},
+        "metrics": list(metrics),
         "batch_size": batch_size,
         "accumulate": accumulate,
         "class_weight": None if class_weights is None else class_weights.weights.tolist(),
@@ -67,6 +69,7 @@ def check_run(
         ("batch_size", "a batch size of"),
         ("accumulate", "gradients accumulated over (batches)"),
         ("class_weight", "class weights"),
+        ("metrics", "the metrics (each epoch's, in its history and report)"),
         ("buffer_rows", "scanned rows shuffled in buffers (buffer_rows, each epoch's order) of"),
     ):
         if name in kept and kept[name] != record[name]:
@@ -168,6 +171,7 @@ def checked_record(value: object) -> dict[str, Any]:
         ("batch_size", _whole),
         ("accumulate", _whole),
         ("class_weight", lambda v: v is None or (isinstance(v, list) and all(map(_real, v)))),
+        ("metrics", lambda v: isinstance(v, list) and all(isinstance(m, str) for m in v)),
         ("rows", lambda v: isinstance(v, list) and len(v) == 3 and all(map(_count, v))),
         ("training_rows", lambda v: v is None or isinstance(v, str)),
         ("buffer_rows", lambda v: v is None or _whole(v)),
