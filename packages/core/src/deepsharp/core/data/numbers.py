@@ -132,8 +132,9 @@ class Number(ColumnKind):
         else:
             fill = self._given_fill()
         filled = np.where(missing, fill, transformed)
-        spread = float(np.ptp(filled)) if filled.size else 0.0
-        self._settle(fill, float(np.mean(filled)), float(np.std(filled)), spread)
+        one = present.size == 0 or present.min() == present.max()
+        constant = one and (not missing.any() or isinstance(self.fill, str) or fill == present[0])
+        self._settle(fill, float(np.mean(filled)), float(np.std(filled)), constant)
 
     def learner(self) -> Learner:
         return NumberLearner(self)
@@ -149,8 +150,9 @@ class Number(ColumnKind):
         assert not isinstance(self.fill, str)
         return math.log1p(self.fill) if self.log else float(self.fill)
 
-    def _settle(self, fill: float, mean: float, std: float, spread: float) -> None:
-        """The learned statistics; `spread`: the largest value less the smallest."""
+    def _settle(self, fill: float, mean: float, std: float, constant: bool) -> None:
+        """The learned statistics; `constant`: every training row holds one value (the missing
+        ones filled with their mean or median, or with that value)."""
         if not (math.isfinite(mean) and math.isfinite(std) and std <= FLOAT32_MAX):
             raise DataError(
                 f"column {self.name!r}: its values spread too far to standardise in float32 "
@@ -159,10 +161,9 @@ class Number(ColumnKind):
         self.fill_value, self.mean = fill, mean
         # A constant column is left unscaled rather than blown up: its std is the float64 sums'
         # rounding, not the values' (six rows of 0.1 have a std of 1.4e-17, and 0.2 became
-        # 7.2e15). Constant: its values (a mean fill a few units in the last place off them
-        # included) lie within 2^-40 of their size; a small spread of large values (times in
-        # milliseconds since 1970, a second apart) is the values' own and is scaled.
-        constant = spread <= abs(mean) * 2.0**-40
+        # 7.2e15). Whether it is constant is asked of the values themselves: a small spread
+        # of large values (times in nanoseconds since 1970, a millisecond apart; IDs 2^53 + 1
+        # and + 3) is the values' own and is scaled.
         self.std = std if std >= FLOAT32_TINY and not constant else 1.0
 
     def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
@@ -228,11 +229,10 @@ class NumberLearner(Learner):
         else:
             fill = column._given_fill()
         moments.merge(self.missing, fill, 0.0)
-        least, most = self.least, self.most
-        if self.missing:
-            least, most = min(least, fill), max(most, fill)
-        spread = most - least if math.isfinite(most - least) else math.inf
-        column._settle(fill, moments.mean, moments.std, spread if moments.count else 0.0)
+        one = moments.count == 0 or self.least == self.most
+        derived = isinstance(column.fill, str)  # a mean or median of the one value
+        constant = one and (not self.missing or derived or fill == self.least)
+        column._settle(fill, moments.mean, moments.std, constant)
 
 
 class Numbers(ColumnKind):
