@@ -183,3 +183,21 @@ def test_a_decimal_label_written_otherwise_finds_the_learned_one() -> None:
     from_numbers = Pipeline().category("rate").learn([{"rate": v} for v in [0.5, 1.5, 1000.0]])
     given = [{"rate": "0.50"}, {"rate": ".5"}, {"rate": "1E+3"}, {"rate": "2.50"}]
     assert from_numbers.features(given).tolist() == [[1, 0, 0], [1, 0, 0], [0, 0, 1], [0, 0, 0]]
+    # trial BJ: a plain form through float64 made two numbers of more digits than it holds one
+    accounts = Pipeline().category("id", unknown="error")
+    accounts.learn([{"id": Decimal("123456789012345678.91")}, {"id": "5.00"}])
+    for other in (Decimal("123456789012345678.92"), "5.000000000000000001", "1e-400"):
+        with pytest.raises(DataError, match="was not in the training rows"):
+            accounts.features([{"id": other}])
+
+
+def test_a_decimal_nan_is_missing_as_a_float_nan_is() -> None:
+    """Failed before (trial BJ): Decimal('NaN') was missing in a number column, and a value
+    of its own ("NaN") in a category, 1 in a flag."""
+    from decimal import Decimal
+
+    pipeline = Pipeline().category("c").flag("f")
+    pipeline.learn([{"c": "a", "f": 1}, {"c": Decimal("NaN"), "f": Decimal("NaN")}])
+    assert pipeline.feature_names == ["c=a", "c:missing", "f:flag"]
+    given = [{"c": Decimal("NaN"), "f": Decimal("NaN")}, {"c": float("nan"), "f": float("nan")}]
+    assert pipeline.features(given).tolist() == [[0, 1, 0], [0, 1, 0]]

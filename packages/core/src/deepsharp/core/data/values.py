@@ -127,6 +127,8 @@ def is_missing(value: object) -> bool:
         return text == "" or text in MISSING_TEXTS
     if isinstance(value, (float, np.floating)):
         return bool(math.isnan(value))
+    if isinstance(value, Decimal):
+        return value.is_nan()
     return pandas_missing(value)
 
 
@@ -210,6 +212,8 @@ def label(value: object) -> str | None:
         except UnicodeDecodeError:
             return repr(given)
     if isinstance(value, Decimal):  # its digits, as a CSV's text gives them ("0.50")
+        if value.is_nan():  # missing, as a float NaN is
+            return None
         value = str(value)
     if isinstance(value, str):
         text = value.strip()
@@ -496,8 +500,14 @@ def plain_label(text: str | None) -> str | None:
         plain = f"-{digits}" if text[0] == "-" and digits != "0" else digits
         return plain if plain != text else None
     if _DECIMAL_TEXT.fullmatch(text):
+        # Only a number float64 holds as written: of 15 significant digits at most (two texts
+        # of another number each never share a plain form: "...678.91" is not "...678.92"),
+        # neither beyond its range nor below it ("1e-400" is not 0).
+        digits = text.lstrip("+-").split("e")[0].split("E")[0].replace(".", "")
         number = float(text)
-        if not math.isfinite(number):
+        if len(digits.strip("0")) > 15 or not math.isfinite(number):
+            return None
+        if number == 0 and digits.strip("0") or 0 < abs(number) < 2.2250738585072014e-308:
             return None
         plain = str(int(number)) if number.is_integer() else repr(number)
         return plain if plain != text else None
