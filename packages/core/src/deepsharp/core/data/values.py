@@ -507,7 +507,7 @@ def plain_label(text: str | None) -> str | None:
         number = float(text)
         if len(digits.strip("0")) > 15 or not math.isfinite(number):
             return None
-        if number == 0 and digits.strip("0") or 0 < abs(number) < 2.2250738585072014e-308:
+        if (number == 0 and digits.strip("0")) or 0 < abs(number) < 2.2250738585072014e-308:
             return None
         plain = str(int(number)) if number.is_integer() else repr(number)
         return plain if plain != text else None
