@@ -664,3 +664,89 @@ def test_two_slots_gradients_stay_two_values_in_a_replay(engine: str) -> None:
             assert trainer.compiled.replayed == (3 if compiled else 0)
         slots.append({k: v.tobytes() for k, v in network.slots.items()})
     assert slots[0] == slots[1]
+
+
+def test_losses_put_in_one_after_another_each_get_their_own_plan() -> None:
+    """Failed before (trial BJ): plans were keyed by the loss's id, and a loss let go could
+    hand its id to the next one put in (9 ids among 10 losses): a step replayed an earlier
+    loss's plan. A plan now holds its loss, so no later one takes its id."""
+    import gc
+    import weakref
+
+    rows, targets = titanic_shaped()
+    runs = []
+    for compiled in (True, False):
+        network = Network([Dense(4), Relu(), Dense(1)], inputs=14)
+        held, losses = [], []
+        with Trainer(
+            network, BinaryCrossEntropy(), Adam(0.05), seed=0, compile=compiled
+        ) as trainer:
+            for step in range(10):
+                trainer.loss = BinaryCrossEntropy(label_smoothing=0.1 * step)
+                gc.collect()
+                held.append(weakref.ref(trainer.loss))
+                losses.append(trainer.step(rows, targets))
+            alive = sum(ref() is not None for ref in held)
+        runs.append(losses)
+        assert alive == (10 if compiled else 1)  # each plan's loss lives while the plan does
+    assert runs[0] == runs[1]
+
+
+class _Holds(Layer):
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.drop = Dropout(0.5)
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return self.drop.forward(x, slots, context)
+
+
+class _CountsInObject(Layer):
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        import types
+
+        self.state = types.SimpleNamespace(n=0)
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        self.state.n += 1
+        return ops.mul(x, 1.0 + 0.1 * self.state.n)
+
+
+class _Lazy(BinaryCrossEntropy):
+    """Sets what it keeps at its first value, then never again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale: float | None = None
+
+    def value(self, outputs: Any, targets: Any, weights: Any = None) -> Any:
+        if self.scale is None:
+            self.scale = 0.5
+        return super().value(outputs, targets, weights) * self.scale
+
+
+def test_a_layer_put_in_later_state_in_an_object_and_a_lazy_setting_are_read() -> None:
+    """Failed before (trial BJ): a Dropout put in a layer's attribute after the layers were
+    found was not watched (its rate set to 0 later replayed 0.5); a count kept in an object's
+    attribute replayed the first pass's; a loss setting what it keeps at its first value never
+    compiled again."""
+
+    def swap_then_stop(step: int, trainer: Trainer) -> None:
+        holder = trainer.network.layers[1]
+        if step == 1:
+            holder.drop = Dropout(0.5)
+        if step == 3:
+            holder.drop.rate = 0.0
+
+    holds = lambda: Network([Dense(8), _Holds(), Dense(1)], inputs=14)  # noqa: E731
+    assert _alike(holds, swap_then_stop)[1] == ()
+    counts = lambda: Network([Dense(4), _CountsInObject(name="c"), Dense(1)], inputs=14)  # noqa: E731
+    made, why = _alike(counts)
+    assert (
+        made == 0
+        and "layer 'c' (_CountsInObject) sets (or changes what holds) its attribute 'state'"
+        in why[0]
+    )
+    made, why = _alike(lambda: Network([Dense(4), Relu(), Dense(1)], inputs=14), loss=_Lazy)
+    assert made == 1  # traced again once its setting was made, then replayed

@@ -18,8 +18,9 @@ report says how many steps replayed a plan and why any could not.
 from __future__ import annotations
 
 import collections
+import types
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -88,6 +89,8 @@ class CompiledSteps:
         self._whole = True  # every part of the step under way replayed a plan
         self._layers: dict[int, list[Layer]] = {}  # a network's layers, its parts' too
         self._stateful = False  # a layer or the loss changes its state in a pass: no plans
+        self._changes = 0  # traced passes that changed a layer's or the loss's state
+        self._edits: dict[int, int] = {}  # a network's settings' count when its layers were found
 
     def begin(self) -> None:
         """A step's parts begin."""
@@ -146,13 +149,14 @@ class CompiledSteps:
         captured = capture(engine, recorded, handles, fixed, lambda part: (part[0].handle, part[1]))
         changed = _changed(watched, attributes)
         why = captured.why or changed
-        if changed is not None:  # every pass would change it: none is traced again
-            self._stateful = True
+        if changed is not None:  # a second pass that changes it: none is traced again (a first
+            self._changes += 1  # may set what it keeps from then on, a lazy setting)
+            self._stateful = self._changes > 1
         if captured.plan is None or why is not None:
             self._because(str(why))
             self.plans[key] = None
         else:
-            self.plans[key] = _Found(captured.plan, trainer.rules_applied - before)
+            self.plans[key] = _Found(captured.plan, trainer.rules_applied - before, trainer.loss)
             self.made += 1
         while len(self.plans) > KEPT:
             self.plans.popitem(last=False)
@@ -198,10 +202,16 @@ class CompiledSteps:
                 key.append(None)
             else:
                 key += (tensor.shape, tensor.dtype)
-        layers = self._layers.get(id(trainer.network))
+        network = id(trainer.network)
+        layers = self._layers.get(network)
         if layers is None:
-            layers = self._layers[id(trainer.network)] = _every_layer(trainer.network.layers)
-        key.append(sum(vars(layer).get("_edits", 0) for layer in layers))  # a setting changed
+            layers = self._layers[network] = _every_layer(trainer.network.layers)
+        edits = sum(vars(layer).get("_edits", 0) for layer in layers)  # a setting changed
+        if edits != self._edits.get(network, edits):  # a layer held may be another now
+            layers = self._layers[network] = _every_layer(trainer.network.layers)
+            edits = sum(vars(layer).get("_edits", 0) for layer in layers)
+        self._edits[network] = edits
+        key.append(edits)
         loss = trainer.loss  # another loss, or a setting of it changed (label_smoothing)
         key += (id(loss), vars(loss).get("_edits", 0))
         return tuple(key)
@@ -219,11 +229,12 @@ class _Found:
     """A plan of one kind of batch: the rules its trace applied, and its graph where the engine
     captured one (None: not tried yet; False: none)."""
 
-    __slots__ = ("graphed", "plan", "rules")
+    __slots__ = ("graphed", "loss", "plan", "rules")
 
-    def __init__(self, plan: Plan, rules: int) -> None:
+    def __init__(self, plan: Plan, rules: int, loss: Any) -> None:
         self.plan = plan
         self.rules = rules
+        self.loss = loss  # held: while the plan is, no other loss takes the id its key holds
         self.graphed: Callable[..., Any] | Literal[False] | None = None
 
 
@@ -248,30 +259,50 @@ def _every_layer(layers: Sequence[Layer], seen: set[int] | None = None) -> list[
     return found
 
 
+_DEPTH, _VALUES = 4, 100_000
+"""How far into what an attribute holds a trace looks: four levels, 100,000 values (items of
+lists and dicts, attributes of objects, and 1,000,000 values of each array) in all, each item
+of a list looked at up to that; past it, a change goes unseen."""
+
+
 def _attributes(held: Any) -> dict[str, Any]:
     """A layer's (or the loss's) attributes as they stand: each value, and what a list, dict,
-    set, deque or array holds, and what those hold in turn (a forward that adds to
-    `self.seen[0]`, or `self.stats["n"]`, changes no attribute's identity); `_edits`, a count
-    of the settings it set (a forward that sets one and puts it back)."""
-    return {name: (value, _contents(value)) for name, value in vars(held).items()}
+    set, deque, array or object holds, and what those hold in turn (a forward that adds to
+    `self.seen[0]`, `self.stats["n"]` or `self.state.n` changes no attribute's identity);
+    `_edits`, a count of the settings it set (a forward that sets one and puts it back)."""
+    budget = [_VALUES]
+    return {name: (value, _contents(value, 0, budget)) for name, value in vars(held).items()}
 
 
-_DEPTH, _ITEMS = 4, 10_000  # how far into what an attribute holds a trace looks
-
-
-def _contents(value: Any, depth: int = 0) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if depth >= _DEPTH:
+def _contents(value: Any, depth: int, budget: list[int]) -> Any:
+    if budget[0] <= 0:
         return None
+    if isinstance(value, np.ndarray):
+        flat = value.reshape(-1)
+        step = max(1, flat.size // 1_000_000)  # a large array: a million of its values
+        budget[0] -= 1
+        return flat[::step].copy()
+    if depth >= _DEPTH or isinstance(value, (Layer, type, types.ModuleType)) or callable(value):
+        return None  # a layer is watched on its own; a class, module or function holds no state
+    pairs: Iterable[tuple[Any, Any]]
     if isinstance(value, (list, tuple, collections.deque)):
-        return ("items", len(value), [(id(v), _contents(v, depth + 1)) for v in value][:_ITEMS])
-    if isinstance(value, dict):
-        listed = [(k, id(v), _contents(v, depth + 1)) for k, v in list(value.items())[:_ITEMS]]
-        return ("dict", len(value), listed)
-    if isinstance(value, set):
+        pairs = enumerate(value)
+    elif isinstance(value, dict):
+        pairs = value.items()
+    elif isinstance(value, set):
+        budget[0] -= len(value)
         return ("set", sorted(map(id, value)))
-    return None
+    elif hasattr(value, "__dict__") and not type(value).__module__.startswith("deepsharp."):
+        pairs = vars(value).items()  # an object of one's own (not the network, trainer, ...)
+    else:
+        return None
+    made = []
+    for key, held in pairs:
+        if budget[0] <= 0:
+            break
+        budget[0] -= 1
+        made.append((key, id(held), _contents(held, depth + 1, budget)))
+    return (type(value).__name__, len(made), made)
 
 
 def _same(was: Any, now: Any) -> bool:
