@@ -612,3 +612,18 @@ def test_a_number_target_read_as_binary_says_to_declare_it_a_number() -> None:
         Pipeline().number("size").target("c").learn(
             [{"size": 1.0, "c": c} for c in ("red", "blue", "green")]
         )
+
+
+def test_a_loss_that_grew_past_1e30_blames_the_steps_not_the_values() -> None:
+    """Failed before (trial BK): targets of spread 3.6 under SGD(1.2) grew to 2.9e37 on the
+    way to inf, and the message said the values overflow "whatever the learning rate"."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 3)).astype(np.float32)
+    y = (x @ np.array([1.0, 2.0, 3.0])).astype(np.float32)
+    with pytest.raises(TrainingDivergedError) as refused, np.errstate(all="ignore"):
+        fit_run(None, (x, y), Network([Dense(1)]), MeanSquaredError(), SGD(1.2),
+                FitOptions(seed=0, epochs=80, patience=100, progress=False))  # fmt: skip
+    message = str(refused.value)
+    assert re.search(r"its loss went from [\d.]+ at epoch 1 to [\d.e+]+ at epoch \d+", message)
+    assert "try a smaller learning rate than SGD's 1.2 (say 0.12)" in message
+    assert "whatever the learning rate" not in message

@@ -606,7 +606,8 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
         for loss in (record.loss, record.validation_loss)
         if math.isfinite(loss) and abs(loss) >= HUGE_LOSS
     ]
-    if huge:
+    first = run.history[0].loss if run.history else math.nan
+    if huge and not (math.isfinite(first) and abs(first) < HUGE_LOSS):  # huge from the start
         loss, epoch = max(huge)
         raise TrainingDivergedError(
             f"{what}: the training diverged. The network holds {kept}. The loss was already "
@@ -623,8 +624,14 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
         if isinstance(rate, (int, float))
         else "try a smaller learning rate"
     )
+    grew = (
+        f" (its loss went from {first:.3g} at epoch 1 to {max(huge)[0]:.3g} at epoch "
+        f"{max(huge)[1]}: steps too large)"
+        if huge
+        else ""
+    )
     raise TrainingDivergedError(
-        f"{what}: the training diverged. The network holds {kept}. To go on, "
+        f"{what}: the training diverged{grew}. The network holds {kept}. To go on, "
         f"{lower}, or look for huge or broken values in the features or the targets (scale "
         "them)"
     )
