@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -721,3 +722,21 @@ def test_a_run_resumed_from_the_epoch_a_callback_stopped_it_at_stops_there(
     resumed = run(resume_from=last)
     assert len(resumed.report.history) == len(whole.report.history)
     assert resumed.report.measures == whole.report.measures
+
+
+def test_progress_asked_for_where_the_standard_error_is_a_file_writes_a_line_an_epoch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Failed before (trial BK): with tqdm installed, a log file got the bar's frames, each
+    overwriting the last with a carriage return, and the last erased: no epoch's figures."""
+    pytest.importorskip("tqdm")
+    x, y = _binary_rows(120)
+    fit(None, (x, y), Network([Dense(1)]), BinaryCrossEntropy(), Adam(0.01),
+        quick(epochs=3, progress=True))  # fmt: skip
+    said = capsys.readouterr().err
+    assert "\r" not in said
+    assert re.findall(r"^epoch (\d)/3: loss=[\d.]+, validation=[\d.]+$", said, re.M) == [
+        "1",
+        "2",
+        "3",
+    ]

@@ -468,7 +468,9 @@ def prepare_folder(folder: Path) -> FolderLock:
 
 
 class ProgressBar(Callback):
-    """A progress bar (tqdm, or plain lines without it) on a terminal, or when asked."""
+    """A progress bar (tqdm, or plain lines without it) on a terminal, or when asked: plain
+    lines where the standard error is no terminal (a log file keeps each epoch's figures, where
+    a bar's frames would be overwritten)."""
 
     def __init__(self, enabled: bool | None) -> None:
         self.enabled = enabled
@@ -482,6 +484,8 @@ class ProgressBar(Callback):
         try:
             from tqdm import tqdm
         except ImportError:
+            tqdm = None
+        if tqdm is None or not sys.stderr.isatty():
             self.bar = _Lines(total, start)
             return
         self.bar = tqdm(total=total, initial=start, unit="epoch", leave=False, file=sys.stderr)
