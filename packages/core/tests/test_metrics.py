@@ -144,6 +144,15 @@ def test_auc_of_rows_of_one_class_is_nan() -> None:
     assert np.isnan(_ours("auc", "binary", scores, targets))
 
 
+def test_metrics_of_predictions_holding_a_nan_are_nan() -> None:
+    """Failed before (trial BK): one NaN prediction of four gave an AUC of 1.0 and an accuracy
+    of 0.75 (the NaN counted as class 0), where scikit-learn refuses the predictions."""
+    scores = np.array([[0.2], [np.nan], [0.7], [0.9]], np.float32)
+    targets = np.array([[0], [0], [1], [1]], np.float32)
+    got = measure(["auc", "accuracy", "f1"], "binary", scores, targets)
+    assert all(np.isnan(value) for value in got.values()), got
+
+
 def _classification(rows: int = 300) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(21)
     x = rng.standard_normal((rows, 5)).astype(np.float32)

@@ -231,10 +231,14 @@ def check_metrics_fit(names: Sequence[str], loss: Any, outputs: int) -> None:
 def measure(
     names: Sequence[str], task: str, predictions: Array, targets: Array
 ) -> dict[str, float]:
-    """Each named metric of these predictions (the link applied) against their targets."""
+    """Each named metric of these predictions (the link applied) against their targets: NaN
+    for each where there are none, or where one is NaN (a class it does not name would count
+    as class 0)."""
     if len(predictions) == 0:
         return {name: math.nan for name in names}
     predictions, targets = np.asarray(predictions, np.float64), np.asarray(targets)
+    if np.isnan(predictions).any():
+        return {name: math.nan for name in names}
     if task == "classes" and targets.ndim == 2 and targets.shape[1] > 1:
         # A class at every position of a sequence (targets (N, L), predictions (N, L·C)): each
         # position a row, as the loss takes them.
