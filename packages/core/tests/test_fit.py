@@ -694,34 +694,74 @@ def test_a_reduce_on_plateau_given_to_a_second_fit_starts_afresh() -> None:
     assert run(reused) == first == run(ReduceOnPlateau(patience=2))
 
 
-class _StopBelow(Callback):
-    def __init__(self, bound: float) -> None:
-        self.bound = bound
+class _Budget(Callback):
+    """Stops the run after `epochs` epochs of this job (a time budget, counted in epochs)."""
+
+    def __init__(self, epochs: int) -> None:
+        self.epochs, self.ran = epochs, 0
 
     def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
-        if record.validation_loss < self.bound:
+        self.ran += 1
+        if self.ran >= self.epochs:
             run.stop = True
 
 
-def test_a_run_resumed_from_the_epoch_a_callback_stopped_it_at_stops_there(
+def test_a_run_a_callback_stopped_goes_on_when_resumed_from_its_checkpoint(
     tmp_path: Path,
 ) -> None:
-    """Failed before (trial BK): the stop a callback made after the epoch's checkpoint was
-    written was not in it: a run resumed from it (killed before fit returned) trained on."""
+    """A stop your callback makes is this job's (a time budget: trial BL), not the run's: a run
+    resumed from the checkpoint of the epoch it stopped at trains on, to the epochs asked for.
+    (This round's first mend of trial BK kept the stop in the checkpoint, and such a run then
+    trained nothing more.)"""
     x, y = _binary_rows()
 
-    def run(**more: Any) -> Run:
+    def run(budget: int, **more: Any) -> Run:
         network = Network([Dense(8), Relu(), Dense(1)])
-        options = quick(epochs=50, seed=0, checkpoint_dir=tmp_path, checkpoint_keep=100)
+        options = quick(epochs=6, seed=0, checkpoint_dir=tmp_path, checkpoint_keep=100)
         return fit(None, (x, y), network, BinaryCrossEntropy(), Adam(0.01), options,
-                   callbacks=[_StopBelow(0.45)], **more)  # fmt: skip
+                   callbacks=[_Budget(budget)], **more)  # fmt: skip
 
-    whole = run()
-    assert 1 < len(whole.report.history) < 50
-    last = Checkpoint.path_in(tmp_path)
-    resumed = run(resume_from=last)
-    assert len(resumed.report.history) == len(whole.report.history)
-    assert resumed.report.measures == whole.report.measures
+    assert len(run(3).report.history) == 3
+    resumed = run(10, resume_from=Checkpoint.path_in(tmp_path))
+    assert len(resumed.report.history) == 6
+
+
+def test_a_reduce_on_plateau_whose_resume_was_refused_starts_the_next_fit_afresh(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial BL): restored, then the resume refused by a later check, it kept
+    the checkpoint's best loss into the next fit."""
+    from deepsharp.core import ReduceOnPlateau
+
+    x, y = _binary_rows()
+
+    def run(plateau: Any, **more: Any) -> list[float]:
+        network = Network([Dense(8), Relu(), Dense(1)])
+        options = quick(epochs=4, seed=0, **more.pop("options", {}))
+        after = more.pop("callbacks_after", [])
+        made = fit(None, (x, y), network, BinaryCrossEntropy(), Adam(0.05), options,
+                   callbacks=[plateau, *after], **more)  # fmt: skip
+        return [record.validation_loss for record in made.report.history]
+
+    class Refuses(Callback):
+        name = "refuses"
+        refuse = False
+
+        def state(self) -> dict[str, Any]:
+            return {}
+
+        def restore(self, state: Any) -> None:
+            if self.refuse:
+                raise CheckpointMismatchError("refused after ReduceOnPlateau's restore")
+
+    first = ReduceOnPlateau(patience=2)
+    run(first, options={"checkpoint_dir": tmp_path}, callbacks_after=[Refuses()])
+    plateau, refuses = ReduceOnPlateau(patience=2), Refuses()
+    refuses.refuse = True
+    with pytest.raises(CheckpointMismatchError, match="refused after"):
+        run(plateau, callbacks_after=[refuses], resume_from=Checkpoint.path_in(tmp_path))
+    assert plateau.best != float("inf")  # restored before the refusal
+    assert run(plateau) == run(ReduceOnPlateau(patience=2))
 
 
 def test_progress_asked_for_where_the_standard_error_is_a_file_writes_a_line_an_epoch(

@@ -110,7 +110,6 @@ class RunState:
             callbacks={c.name: checked_state(c) for c in self.callbacks if c.name},
             distribution=self.distribution.state(),
             run=self.record,
-            stopped=self.stop,
         )
 
     def resume(self, checkpoint: Checkpoint) -> None:
@@ -125,7 +124,6 @@ class RunState:
         for name, state in checkpoint.callbacks.items():
             if name in named:
                 named[name].restore(state)
-        self.stop = self.stop or checkpoint.stopped  # a stop a callback made is kept
 
 
 class Callback:
@@ -278,6 +276,9 @@ class ReduceOnPlateau(Callback):
             self.best, self.waited = math.inf, 0
         self._resumed = False
 
+    def close(self) -> None:
+        self._resumed = False  # a resume refused after its restore leaves nothing behind
+
     def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
         if record.validation_loss < self.best - self.min_delta:
             self.best, self.waited = record.validation_loss, 0
@@ -314,7 +315,7 @@ class ReduceOnPlateau(Callback):
             raise FileFormatError(f"checkpoint: ReduceOnPlateau's 'waited' is {waited!r}")
         self.best = math.inf if best is None else float(best)
         self.waited = waited
-        self._resumed = True
+        self._resumed = True  # until the run ends: the next fit starts afresh (`close`)
 
 
 class CheckpointWriter(Callback):
@@ -330,7 +331,6 @@ class CheckpointWriter(Callback):
     def __init__(self, folder: str | os.PathLike[str], every: int, keep: int = 1) -> None:
         self.folder = Path(folder)
         self.every = every
-        self.written: tuple[int, bool] | None = None  # the last epoch written, and its stop
         self.keep = keep
         self.run = ""
         """Which run the checkpoints belong to: drawn at its start, kept when it is resumed."""
@@ -367,15 +367,6 @@ class CheckpointWriter(Callback):
         if run.writes and record.epoch % self.every == 0:
             run.checkpoint().save(Checkpoint.path_in(self.folder, record.epoch))
             self._prune(record.epoch)
-            self.written = (record.epoch, run.stop)
-
-    def on_stop(self, run: RunState) -> None:
-        """The run stops after this epoch: where a callback after this one decided so (they
-        find the epoch's checkpoint written), it is written again saying so, so that a run
-        resumed from it stops there as this one does."""
-        if run.writes and self.written == (run.epoch, False):
-            run.checkpoint().save(Checkpoint.path_in(self.folder, run.epoch))
-            self.written = (run.epoch, True)
 
     def close(self) -> None:
         if self.lock is not None:

@@ -125,9 +125,6 @@ class Checkpoint:
     run: dict[str, Any] = field(default_factory=dict)
     """What the run is made of beyond the trainer (`deepsharp.core.training.resuming`): a
     resumed run is checked against it; empty in a checkpoint written before it was kept."""
-    stopped: bool = False
-    """Whether the run stopped after this epoch (a callback's decision): a run resumed from
-    it stops there too."""
 
     @property
     def best_loss(self) -> float:
@@ -161,8 +158,6 @@ class Checkpoint:
             "distribution": self.distribution,
             "run": self.run,
         }
-        if self.stopped:
-            state["stopped"] = True
         metadata = {
             "format": CHECKPOINT_FORMAT,
             "format_version": CHECKPOINT_VERSION,
@@ -268,9 +263,6 @@ def _read(
     best_epoch = state["best_epoch"]
     if not _whole(best_epoch, 1, epoch):
         raise ValueError(f"its best epoch must lie in 1..{epoch}, not {brief(best_epoch)}")
-    stopped = state.get("stopped", False)
-    if not isinstance(stopped, bool):
-        raise ValueError(f"its stop must be true or false, not {brief(stopped)}")
     skipped = state.get("skipped_steps", 0)
     if not _whole(skipped):
         raise ValueError(f"its skipped steps must be a whole number, not {brief(skipped)}")
@@ -297,7 +289,6 @@ def _read(
         distribution=_object(state.get("distribution", {}), "distribution"),
         path=path,
         run=checked_record(state.get("run", {})),
-        stopped=stopped,
     )
 
 

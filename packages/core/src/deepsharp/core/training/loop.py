@@ -261,10 +261,6 @@ def fit(
                 for part in parts:
                     part.on_epoch_end(run, record)
                 run.stop = distribution.any_process(run.stop)  # one process's stop is all's
-                if run.stop:
-                    for part in parts:
-                        if isinstance(part, CheckpointWriter):
-                            part.on_stop(run)
             for part in parts:
                 part.on_run_end(run)
             test, figures = _evaluate(run, feeds.test)
