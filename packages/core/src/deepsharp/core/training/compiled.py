@@ -148,10 +148,13 @@ class CompiledSteps:
         attributes = [_attributes(held) for held in watched]
         captured = capture(engine, recorded, handles, fixed, lambda part: (part[0].handle, part[1]))
         changed = _changed(watched, attributes)
-        why = captured.why or changed
         if changed is not None:  # a second pass that changes it: none is traced again (a first
-            self._changes += 1  # may set what it keeps from then on, a lazy setting)
+            self._changes += 1  # may set what it keeps from then on: a lazy setting, a cache)
             self._stateful = self._changes > 1
+            if not self._stateful and captured.why is None:
+                traced_again: Part = captured.result  # this kind of batch: at its next step
+                return traced_again
+        why = captured.why or changed
         if captured.plan is None or why is not None:
             self._because(str(why))
             self.plans[key] = None
@@ -261,8 +264,9 @@ def _every_layer(layers: Sequence[Layer], seen: set[int] | None = None) -> list[
 
 _DEPTH, _VALUES = 4, 100_000
 """How far into what an attribute holds a trace looks: four levels, 100,000 values (items of
-lists and dicts, attributes of objects, and 1,000,000 values of each array) in all, each item
-of a list looked at up to that; past it, a change goes unseen."""
+lists and dicts, attributes of objects, and a million values of each array) an attribute;
+past them a change goes unseen, but for what a container holds: its length is always read
+(an item appended is seen)."""
 
 
 def _attributes(held: Any) -> dict[str, Any]:
@@ -270,18 +274,16 @@ def _attributes(held: Any) -> dict[str, Any]:
     set, deque, array or object holds, and what those hold in turn (a forward that adds to
     `self.seen[0]`, `self.stats["n"]` or `self.state.n` changes no attribute's identity);
     `_edits`, a count of the settings it set (a forward that sets one and puts it back)."""
-    budget = [_VALUES]
-    return {name: (value, _contents(value, 0, budget)) for name, value in vars(held).items()}
+    return {name: (value, _contents(value, 0, [_VALUES])) for name, value in vars(held).items()}
 
 
 def _contents(value: Any, depth: int, budget: list[int]) -> Any:
     if budget[0] <= 0:
         return None
     if isinstance(value, np.ndarray):
-        flat = value.reshape(-1)
-        step = max(1, flat.size // 1_000_000)  # a large array: a million of its values
+        step = max(1, value.size // 1_000_000)  # a large array: a million of its values
         budget[0] -= 1
-        return flat[::step].copy()
+        return np.array(value.flat[::step])  # (no copy of the whole of a view first)
     if depth >= _DEPTH or isinstance(value, (Layer, type, types.ModuleType)) or callable(value):
         return None  # a layer is watched on its own; a class, module or function holds no state
     pairs: Iterable[tuple[Any, Any]]
@@ -292,17 +294,32 @@ def _contents(value: Any, depth: int, budget: list[int]) -> Any:
     elif isinstance(value, set):
         budget[0] -= len(value)
         return ("set", sorted(map(id, value)))
-    elif hasattr(value, "__dict__") and not type(value).__module__.startswith("deepsharp."):
-        pairs = vars(value).items()  # an object of one's own (not the network, trainer, ...)
     else:
-        return None
+        own = _own_attributes(value)
+        if own is None:
+            return None
+        pairs = own
     made = []
     for key, held in pairs:
         if budget[0] <= 0:
             break
         budget[0] -= 1
         made.append((key, id(held), _contents(held, depth + 1, budget)))
-    return (type(value).__name__, len(made), made)
+    sized = isinstance(value, (list, tuple, collections.deque, dict))
+    return (type(value).__name__, len(value) if sized else len(made), made)
+
+
+def _own_attributes(value: Any) -> Iterable[tuple[Any, Any]] | None:
+    """An object of one's own's attributes (not deepsharp's own: the network, the trainer, an
+    engine), or None where it has none to read (or will not say)."""
+    try:
+        module = getattr(type(value), "__module__", None)
+        if not isinstance(module, str) or module.startswith("deepsharp."):
+            return None
+        held = object.__getattribute__(value, "__dict__")
+    except Exception:  # slots, a __dict__ that raises, ...: nothing of it is watched
+        return None
+    return list(held.items()) if isinstance(held, dict) else None
 
 
 def _same(was: Any, now: Any) -> bool:
