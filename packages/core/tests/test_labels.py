@@ -201,3 +201,15 @@ def test_a_decimal_nan_is_missing_as_a_float_nan_is() -> None:
     assert pipeline.feature_names == ["c=a", "c:missing", "f:flag"]
     given = [{"c": Decimal("NaN"), "f": Decimal("NaN")}, {"c": float("nan"), "f": float("nan")}]
     assert pipeline.features(given).tolist() == [[0, 1, 0], [0, 1, 0]]
+
+
+def test_a_whole_number_float64_does_not_hold_has_no_plain_form() -> None:
+    """Failed before (trial BL): '1e23' took the plain form of float64's nearest whole number,
+    99999999999999991611392, and so found that learned ID."""
+    from deepsharp.core.data.values import plain_label
+
+    assert plain_label("1e23") is None and plain_label("1.5e300") is None
+    assert plain_label("1e15") == "1000000000000000"
+    accounts = Pipeline().category("id", unknown="error").learn([{"id": 99999999999999991611392}])
+    with pytest.raises(DataError, match="was not in the training rows"):
+        accounts.features([{"id": "1e23"}])

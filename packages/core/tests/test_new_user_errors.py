@@ -627,3 +627,21 @@ def test_a_loss_that_grew_past_1e30_blames_the_steps_not_the_values() -> None:
     assert re.search(r"its loss went from [\d.]+ at epoch 1 to [\d.e+]+ at epoch \d+", message)
     assert "try a smaller learning rate than SGD's 1.2 (say 0.12)" in message
     assert "whatever the learning rate" not in message
+
+
+def test_a_validation_loss_huge_at_the_first_epoch_blames_the_values() -> None:
+    """Failed before (trial BL): the first epoch's training loss was read alone, and a
+    validation loss of 3.2e33 at epoch 1 was said to have grown from 0.5 "at epoch 1"."""
+    import types
+
+    from deepsharp.core.training.checkpoint import EpochRecord
+    from deepsharp.core.training.loop import _diverged
+
+    run = types.SimpleNamespace(
+        best_epoch=1,
+        history=[EpochRecord(1, 0.5, 3.2e33, 0.1), EpochRecord(2, 0.4, 3.1e33, 0.1)],
+        trainer=types.SimpleNamespace(optimizer=SGD(0.01), restore=lambda best: None),
+        best=None,
+    )
+    with pytest.raises(TrainingDivergedError, match=r"already 3\.2e\+33 at epoch 1"):
+        _diverged(run, "the loss turned inf at epoch 3, step 4")  # type: ignore[arg-type]

@@ -697,3 +697,12 @@ def test_numbers_learns_the_columns_of_every_row_whatever_their_order() -> None:
 def test_a_scan_handed_to_learn_says_how_a_scanned_file_is_read() -> None:
     with pytest.raises(DataError, match=r"not CsvScan: a scanned file is read a part at a time"):
         Pipeline().number("Age").learn(scan_csv(data_path("titanic.csv")))
+
+
+def test_one_value_worked_out_two_ways_is_a_constant_column() -> None:
+    """Failed before (trial BL): 0.1 + 0.2 and 0.3, one float64 step apart, were taken for a
+    spread of 2.8e-17 and scaled by it: a row of 0.31 came out as 2.5e14."""
+    learned = Pipeline().number("c").learn([{"c": 0.1 + 0.2}, {"c": 0.3}])
+    np.testing.assert_allclose(
+        learned.features([{"c": 0.31}, {"c": 1.0}])[:, 0], [0.01, 0.7], atol=1e-6
+    )

@@ -442,3 +442,9 @@ def _fit_rows(rows: list[Any]) -> Run:
 
 def test_the_same_run_twice_gives_the_same_bits(uninterrupted: Run) -> None:
     assert _bits(fit_titanic(_options())) == _bits(uninterrupted)
+
+
+def test_a_run_resumed_with_its_metrics_in_another_order_goes_on(tmp_path: Path) -> None:
+    """Trial BL: the check of the metrics (this round's) first compared them in order."""
+    _resumed(tmp_path, metrics=("accuracy", "auc"))
+    assert _resumed(tmp_path, metrics=("auc", "accuracy")).report.epochs_run == 3

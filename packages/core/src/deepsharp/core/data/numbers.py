@@ -132,8 +132,9 @@ class Number(ColumnKind):
         else:
             fill = self._given_fill()
         filled = np.where(missing, fill, transformed)
-        one = present.size == 0 or present.min() == present.max()
-        constant = one and (not missing.any() or isinstance(self.fill, str) or fill == present[0])
+        given = missing.any() and not isinstance(self.fill, str)  # a fill of its own
+        ends = [float(present.min()), float(present.max())] if present.size else []
+        constant = _one_value(ends + ([fill] if given else []))
         self._settle(fill, float(np.mean(filled)), float(np.std(filled)), constant)
 
     def learner(self) -> Learner:
@@ -199,6 +200,16 @@ class Number(ColumnKind):
         return f"number({self.name!r})"
 
 
+def _one_value(values: list[float]) -> bool:
+    """Whether these (a column's least and largest values, and a fill of its own) are one value
+    to within four units in the last place: 0.1 + 0.2 and 0.3, one value worked out two ways,
+    are; times in nanoseconds a millisecond apart are not."""
+    if not values:
+        return True
+    least, most = min(values), max(values)
+    return bool(most - least <= 4 * np.spacing(max(abs(least), abs(most))))
+
+
 class NumberLearner(Learner):
     """A number column's statistics in parts: the present values' moments (and their median,
     for fill="median"), the missing ones counted; the fill joins the moments at the end."""
@@ -229,9 +240,9 @@ class NumberLearner(Learner):
         else:
             fill = column._given_fill()
         moments.merge(self.missing, fill, 0.0)
-        one = moments.count == 0 or self.least == self.most
-        derived = isinstance(column.fill, str)  # a mean or median of the one value
-        constant = one and (not self.missing or derived or fill == self.least)
+        given = self.missing and not isinstance(column.fill, str)  # a fill of its own
+        ends = [self.least, self.most] if moments.count else []
+        constant = _one_value(ends + ([fill] if given else []))
         column._settle(fill, moments.mean, moments.std, constant)
 
 

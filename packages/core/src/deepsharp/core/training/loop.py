@@ -602,7 +602,11 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
         for loss in (record.loss, record.validation_loss)
         if math.isfinite(loss) and abs(loss) >= HUGE_LOSS
     ]
-    first = run.history[0].loss if run.history else math.nan
+    first = (
+        max(abs(run.history[0].loss), abs(run.history[0].validation_loss))
+        if run.history
+        else math.nan
+    )
     if huge and not (math.isfinite(first) and abs(first) < HUGE_LOSS):  # huge from the start
         loss, epoch = max(huge)
         raise TrainingDivergedError(

@@ -43,7 +43,7 @@ def run_record(
     """What a checkpoint records of the run: each entry JSON, compared as it is."""
     return {
         "loss": {"kind": type(loss).__name__, "config": loss_to_json(loss)["config"]},
-        "metrics": list(metrics),
+        "metrics": sorted(metrics),  # their order is the report's columns' alone
         "batch_size": batch_size,
         "accumulate": accumulate,
         "class_weight": None if class_weights is None else class_weights.weights.tolist(),
