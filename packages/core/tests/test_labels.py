@@ -213,3 +213,13 @@ def test_a_whole_number_float64_does_not_hold_has_no_plain_form() -> None:
     accounts = Pipeline().category("id", unknown="error").learn([{"id": 99999999999999991611392}])
     with pytest.raises(DataError, match="was not in the training rows"):
         accounts.features([{"id": "1e23"}])
+
+
+def test_a_whole_number_float64_holds_as_written_keeps_its_plain_form() -> None:
+    """Trial BM: the first mend dropped every plain form beyond 2^53, "1e16" (exactly 10^16
+    in float64) too."""
+    from deepsharp.core.data.values import plain_label
+
+    assert plain_label("1e16") == "10000000000000000" and plain_label("1e22") == str(10**22)
+    ids = Pipeline().category("id").learn([{"id": "1e16"}, {"id": "7"}])
+    assert ids.features([{"id": 10**16}, {"id": "10000000000000000"}]).tolist() == [[0, 1], [0, 1]]

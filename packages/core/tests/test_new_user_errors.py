@@ -624,9 +624,25 @@ def test_a_loss_that_grew_past_1e30_blames_the_steps_not_the_values() -> None:
         fit_run(None, (x, y), Network([Dense(1)]), MeanSquaredError(), SGD(1.2),
                 FitOptions(seed=0, epochs=80, patience=100, progress=False))  # fmt: skip
     message = str(refused.value)
-    assert re.search(r"its loss went from [\d.]+ at epoch 1 to [\d.e+]+ at epoch \d+", message)
+    assert re.search(
+        r"Its loss went from [\d.]+ before any update to [\d.e+]+ at epoch \d+", message
+    )
     assert "try a smaller learning rate than SGD's 1.2 (say 0.12)" in message
     assert "whatever the learning rate" not in message
+
+
+def test_a_loss_huge_at_the_first_epoch_names_the_learning_rate_and_the_values() -> None:
+    """Trial BM: SGD(80) on well-scaled rows blew up within epoch 1 (a validation loss of
+    4.95e30), and the message (this round's mend) then named the values alone."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 3)).astype(np.float32)
+    y = (x @ np.array([1.0, 2.0, 3.0])).astype(np.float32)
+    with pytest.raises(TrainingDivergedError) as refused, np.errstate(all="ignore"):
+        fit_run(None, (x, y), Network([Dense(1)]), MeanSquaredError(), SGD(80.0),
+                FitOptions(seed=0, epochs=20, patience=100, progress=False))  # fmt: skip
+    message = str(refused.value)
+    assert "try a smaller learning rate than SGD's 80 (say 8)" in message
+    assert "steps too large carried it there" in message and "or scale the targets" in message
 
 
 def test_a_validation_loss_huge_at_the_first_epoch_blames_the_values() -> None:

@@ -701,7 +701,10 @@ def test_a_scan_handed_to_learn_says_how_a_scanned_file_is_read() -> None:
 
 def test_one_value_worked_out_two_ways_is_a_constant_column() -> None:
     """Failed before (trial BL): 0.1 + 0.2 and 0.3, one float64 step apart, were taken for a
-    spread of 2.8e-17 and scaled by it: a row of 0.31 came out as 2.5e14."""
+    spread of 2.8e-17 and scaled by it: a row of 0.31 came out as 2.5e14. IDs two steps apart
+    (2^53 + 1 and + 3 as float64 holds them) are two values (trial BM: four steps were one)."""
+    ids = Pipeline().number("i").learn([{"i": 2**53 + 1}, {"i": 2**53 + 3}])
+    assert ids.features([{"i": 2**53 + 1}, {"i": 2**53 + 3}])[:, 0].tolist() == [-1.0, 1.0]
     learned = Pipeline().number("c").learn([{"c": 0.1 + 0.2}, {"c": 0.3}])
     np.testing.assert_allclose(
         learned.features([{"c": 0.31}, {"c": 1.0}])[:, 0], [0.01, 0.7], atol=1e-6

@@ -76,6 +76,9 @@ class RunState:
         self.best: Snapshot = trainer.snapshot()  # the slots it started from, until an epoch
         self.stop = False
         self.stopped_by = ""
+        self.first_loss: float | None = None
+        """The loss of the slots the run started from (its first step's, before any update):
+        what a diverged run's message tells the learning rate from the values by."""
         self.class_weights: ClassWeights | None = None
         """Each class's weight in the training steps (fit's class_weight), or None."""
         self.record: dict[str, Any] = {}

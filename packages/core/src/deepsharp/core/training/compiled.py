@@ -89,7 +89,6 @@ class CompiledSteps:
         self._whole = True  # every part of the step under way replayed a plan
         self._layers: dict[int, list[Layer]] = {}  # a network's layers, its parts' too
         self._stateful = False  # a layer or the loss changes its state in a pass: no plans
-        self._changes = 0  # traced passes that changed a layer's or the loss's state
         self._edits: dict[int, int] = {}  # a network's settings' count when its layers were found
 
     def begin(self) -> None:
@@ -148,12 +147,8 @@ class CompiledSteps:
         attributes = [_attributes(held) for held in watched]
         captured = capture(engine, recorded, handles, fixed, lambda part: (part[0].handle, part[1]))
         changed = _changed(watched, attributes)
-        if changed is not None:  # a second pass that changes it: none is traced again (a first
-            self._changes += 1  # may set what it keeps from then on: a lazy setting, a cache)
-            self._stateful = self._changes > 1
-            if not self._stateful and captured.why is None:
-                traced_again: Part = captured.result  # this kind of batch: at its next step
-                return traced_again
+        if changed is not None:  # no pass is traced again: a quiet pass after it proves
+            self._stateful = True  # nothing (a change on every other pass would be baked in)
         why = captured.why or changed
         if captured.plan is None or why is not None:
             self._because(str(why))
@@ -241,6 +236,9 @@ class _Found:
         self.graphed: Callable[..., Any] | Literal[False] | None = None
 
 
+_LAYERS_HELD = 1_000  # a list longer than this is data, not layers: it is not looked through
+
+
 def _every_layer(layers: Sequence[Layer], seen: set[int] | None = None) -> list[Layer]:
     """The layers and, within each, the layers it is built of: its parts, and layers it holds
     in an attribute of its own (a Dropout kept as `self.drop`), or in a list or dict of them."""
@@ -256,14 +254,14 @@ def _every_layer(layers: Sequence[Layer], seen: set[int] | None = None) -> list[
             items = value.values() if isinstance(value, dict) else value
             if isinstance(value, Layer):
                 held.append(value)
-            elif isinstance(value, (list, tuple, dict)):
+            elif isinstance(value, (list, tuple, dict)) and len(value) <= _LAYERS_HELD:
                 held.extend(item for item in items if isinstance(item, Layer))
         found.extend(_every_layer(held, seen))
     return found
 
 
-_DEPTH, _VALUES = 4, 100_000
-"""How far into what an attribute holds a trace looks: four levels, 100,000 values (items of
+_DEPTH, _VALUES = 4, 10_000
+"""How far into what an attribute holds a trace looks: four levels, 10,000 values (items of
 lists and dicts, attributes of objects, and a million values of each array) an attribute;
 past them a change goes unseen, but for what a container holds: its length is always read
 (an item appended is seen)."""

@@ -461,6 +461,8 @@ def _epoch(
         weights = _weights(run.class_weights, batch)
         updated = trainer.held.state.steps > 0  # whether any update came before this loss
         value = trainer.step(batch.features, batch.targets, batch.share, weights)
+        if not updated and run.first_loss is None:  # the loss of the slots it started from
+            run.first_loss = value
         if not distribution.all_finite(value):
             _diverged(run, f"the loss turned {value} at epoch {epoch}, step {step}", updated)
         sums.add(value, len(batch))
@@ -602,20 +604,6 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
         for loss in (record.loss, record.validation_loss)
         if math.isfinite(loss) and abs(loss) >= HUGE_LOSS
     ]
-    first = (
-        max(abs(run.history[0].loss), abs(run.history[0].validation_loss))
-        if run.history
-        else math.nan
-    )
-    if huge and not (math.isfinite(first) and abs(first) < HUGE_LOSS):  # huge from the start
-        loss, epoch = max(huge)
-        raise TrainingDivergedError(
-            f"{what}: the training diverged. The network holds {kept}. The loss was already "
-            f"{loss:.3g} at epoch {epoch}, near float32's largest value (3.4e38), where a "
-            "gradient's square or a sum overflows whatever the learning rate: scale the "
-            "targets (a number target: subtract its mean, divide by its spread), the features "
-            "or the rows' weights"
-        )
     optimizer = run.trainer.optimizer
     rate = optimizer.learning_rate
     lower = (
@@ -624,14 +612,33 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
         if isinstance(rate, (int, float))
         else "try a smaller learning rate"
     )
-    grew = (
-        f" (its loss went from {first:.3g} at epoch 1 to {max(huge)[0]:.3g} at epoch "
-        f"{max(huge)[1]}: steps too large)"
-        if huge
-        else ""
-    )
+    if huge:  # near float32's range: the steps carried the loss there, or the values are
+        loss, epoch = max(huge)  # that large (the loss before any update tells which)
+        scale = (
+            "scale the targets (a number target: subtract its mean, divide by its spread), the "
+            "features or the rows' weights"
+        )
+        start = getattr(run, "first_loss", None)
+        if start is None:  # resumed: the first epoch's figures stand for it
+            start, at = run.history[0].loss, "at epoch 1"
+            if epoch == 1:
+                start = max(start, run.history[0].validation_loss)
+        else:
+            at = "before any update"
+        if math.isfinite(start) and abs(start) < HUGE_LOSS:
+            raise TrainingDivergedError(
+                f"{what}: the training diverged. The network holds {kept}. Its loss went from "
+                f"{start:.3g} {at} to {loss:.3g} at epoch {epoch}, near float32's largest "
+                "value (3.4e38), where a gradient's square or a sum overflows: steps too large "
+                f"carried it there. To go on, {lower}, or {scale}"
+            )
+        raise TrainingDivergedError(
+            f"{what}: the training diverged. The network holds {kept}. The loss was already "
+            f"{loss:.3g} at epoch {epoch}, near float32's largest value (3.4e38), where a "
+            f"gradient's square or a sum overflows whatever the learning rate: {scale}"
+        )
     raise TrainingDivergedError(
-        f"{what}: the training diverged{grew}. The network holds {kept}. To go on, "
+        f"{what}: the training diverged. The network holds {kept}. To go on, "
         f"{lower}, or look for huge or broken values in the features or the targets (scale "
         "them)"
     )
