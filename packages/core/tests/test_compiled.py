@@ -843,3 +843,27 @@ def test_a_state_changed_at_every_other_pass_is_never_replayed() -> None:
     every_other = lambda: Network([Dense(4), _EveryOther(name="e"), Dense(1)], inputs=14)  # noqa: E731
     made, why = _alike(every_other)
     assert made == 0 and "its attribute 'log'" in why[0]
+
+
+class _Bank(Layer):
+    """Holds many layers in a list, and many counts in a dict; changes one of each a pass."""
+
+    def __init__(self, heads: int, counts: int, name: str | None = None) -> None:
+        super().__init__(name)
+        self.heads = [Counts() for _ in range(heads)]
+        self.counts = {i: 0 for i in range(counts)}
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        if self.counts:
+            self.counts[len(self.counts) - 1] += 1
+        return self.heads[0].forward(x, slots, context)
+
+
+@pytest.mark.parametrize(("heads", "counts"), [(1001, 0), (1, 20_000)])
+def test_a_long_list_of_layers_and_a_large_dict_are_still_watched(heads: int, counts: int) -> None:
+    """Failed before (trial BN): a list of over 1,000 layers was not looked through for layers
+    (its first's count baked into a plan), and a dict of 20,000 counts was past a budget of
+    10,000 values (the last's change unseen): both replayed other losses than recorded."""
+    bank = lambda: Network([Dense(4), _Bank(heads, counts, name="b"), Dense(1)], inputs=14)  # noqa: E731
+    made, why = _alike(bank)
+    assert made == 0 and why

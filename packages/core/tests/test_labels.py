@@ -223,3 +223,14 @@ def test_a_whole_number_float64_holds_as_written_keeps_its_plain_form() -> None:
     assert plain_label("1e16") == "10000000000000000" and plain_label("1e22") == str(10**22)
     ids = Pipeline().category("id").learn([{"id": "1e16"}, {"id": "7"}])
     assert ids.features([{"id": 10**16}, {"id": "10000000000000000"}]).tolist() == [[0, 1], [0, 1]]
+
+
+def test_a_label_of_an_exponent_decimal_will_not_take_has_no_plain_form() -> None:
+    """Failed before (trial BN): '0e99999999999999999999999999' raised decimal's own
+    InvalidOperation from learn and from features."""
+    from deepsharp.core.data.values import plain_label
+
+    text = "0e99999999999999999999999999"
+    assert plain_label(text) is None
+    learned = Pipeline().category("id").learn([{"id": text}, {"id": "7"}])
+    assert learned.features([{"id": text}]).tolist() == [[1, 0]]  # a zero: before 7

@@ -709,3 +709,13 @@ def test_one_value_worked_out_two_ways_is_a_constant_column() -> None:
     np.testing.assert_allclose(
         learned.features([{"c": 0.31}, {"c": 1.0}])[:, 0], [0.01, 0.7], atol=1e-6
     )
+
+
+def test_one_value_worked_out_three_ways_and_whole_numbers_apart() -> None:
+    """Trial BN: 0.1 + 0.2, 0.3 and 0.7 - 0.4 lie two units in the last place apart, and a
+    rule of one unit scaled them by 5e-17 (a row of 0.31 became 2.2e14); whole numbers two
+    units apart (IDs 2^53 + 1 and + 3) are two values."""
+    learned = Pipeline().number("c").learn([{"c": 0.1 + 0.2}, {"c": 0.3}, {"c": 0.7 - 0.4}])
+    np.testing.assert_allclose(learned.features([{"c": 0.31}])[:, 0], [0.01], atol=1e-6)
+    ids = Pipeline().number("i").learn([{"i": 2**53 + 1}, {"i": 2**53 + 3}])
+    assert ids.features([{"i": 2**53 + 1}, {"i": 2**53 + 3}])[:, 0].tolist() == [-1.0, 1.0]

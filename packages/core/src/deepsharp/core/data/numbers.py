@@ -201,14 +201,16 @@ class Number(ColumnKind):
 
 
 def _one_value(values: list[float]) -> bool:
-    """Whether these (a column's least and largest values, and a fill of its own) are one value
-    to within a unit in the last place: 0.1 + 0.2 and 0.3, one value worked out two ways, are;
-    IDs 2^53 + 1 and + 3 (two units apart as float64 holds them), or times in nanoseconds a
-    microsecond apart, are not."""
+    """Whether these (a column's least and largest values, and a fill of its own) are one value:
+    whole numbers where they are equal (IDs 2^53 + 1 and + 3, times in nanoseconds a
+    microsecond apart, are two), others to within four units in the last place (0.1 + 0.2,
+    0.3 and 0.7 - 0.4, one value worked out three ways, are one)."""
     if not values:
         return True
     least, most = min(values), max(values)
-    return bool(most - least <= np.spacing(max(abs(least), abs(most))))
+    if all(float(v).is_integer() for v in values):
+        return least == most
+    return bool(most - least <= 4 * np.spacing(max(abs(least), abs(most))))
 
 
 class NumberLearner(Learner):

@@ -509,8 +509,12 @@ def plain_label(text: str | None) -> str | None:
             return None
         if (number == 0 and digits.strip("0")) or 0 < abs(number) < 2.2250738585072014e-308:
             return None
-        if number.is_integer() and int(number) != int(Decimal(text)):  # "1e23" is no float64
-            return None  # as written ("1e16" is)
+        try:
+            exact = number.is_integer() and int(number) == int(Decimal(text))
+        except ArithmeticError:  # an exponent Decimal will not take ("0e99999999999999999999")
+            return None
+        if number.is_integer() and not exact:  # "1e23" is no float64 as written ("1e16" is)
+            return None
         plain = str(int(number)) if number.is_integer() else repr(number)
         return plain if plain != text else None
     lowered = text.lower()

@@ -236,9 +236,6 @@ class _Found:
         self.graphed: Callable[..., Any] | Literal[False] | None = None
 
 
-_LAYERS_HELD = 1_000  # a list longer than this is data, not layers: it is not looked through
-
-
 def _every_layer(layers: Sequence[Layer], seen: set[int] | None = None) -> list[Layer]:
     """The layers and, within each, the layers it is built of: its parts, and layers it holds
     in an attribute of its own (a Dropout kept as `self.drop`), or in a list or dict of them."""
@@ -254,17 +251,19 @@ def _every_layer(layers: Sequence[Layer], seen: set[int] | None = None) -> list[
             items = value.values() if isinstance(value, dict) else value
             if isinstance(value, Layer):
                 held.append(value)
-            elif isinstance(value, (list, tuple, dict)) and len(value) <= _LAYERS_HELD:
-                held.extend(item for item in items if isinstance(item, Layer))
+            elif isinstance(value, (list, tuple, dict)) and value:
+                first = next(iter(items))
+                if isinstance(first, Layer):  # a list of layers (a list of data is not read)
+                    held.extend(item for item in items if isinstance(item, Layer))
         found.extend(_every_layer(held, seen))
     return found
 
 
-_DEPTH, _VALUES = 4, 10_000
-"""How far into what an attribute holds a trace looks: four levels, 10,000 values (items of
-lists and dicts, attributes of objects, and a million values of each array) an attribute;
-past them a change goes unseen, but for what a container holds: its length is always read
-(an item appended is seen)."""
+_DEPTH, _VALUES, _ALL = 4, 100_000, 1_000_000
+"""How far into what an attribute holds a trace looks: four levels, 100,000 values (items of
+lists and dicts, attributes of objects, and a million values of each array) an attribute and
+a million in all a layer; past them a change goes unseen, but for what a container holds: its
+length is always read (an item appended is seen)."""
 
 
 def _attributes(held: Any) -> dict[str, Any]:
@@ -272,7 +271,12 @@ def _attributes(held: Any) -> dict[str, Any]:
     set, deque, array or object holds, and what those hold in turn (a forward that adds to
     `self.seen[0]`, `self.stats["n"]` or `self.state.n` changes no attribute's identity);
     `_edits`, a count of the settings it set (a forward that sets one and puts it back)."""
-    return {name: (value, _contents(value, 0, [_VALUES])) for name, value in vars(held).items()}
+    made, left = {}, _ALL
+    for name, value in vars(held).items():
+        budget = [min(_VALUES, max(left, 0))]
+        made[name] = (value, _contents(value, 0, budget))
+        left -= min(_VALUES, max(left, 0)) - budget[0]
+    return made
 
 
 def _contents(value: Any, depth: int, budget: list[int]) -> Any:

@@ -612,30 +612,26 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
         if isinstance(rate, (int, float))
         else "try a smaller learning rate"
     )
-    if huge:  # near float32's range: the steps carried the loss there, or the values are
-        loss, epoch = max(huge)  # that large (the loss before any update tells which)
-        scale = (
+    if huge:  # near float32's range: steps too large carried the loss there, or the values
+        loss, epoch = max(huge)  # are that large (the loss before any update, where it is
+        scale = (  # known, tells one from the other where it was huge already)
             "scale the targets (a number target: subtract its mean, divide by its spread), the "
             "features or the rows' weights"
         )
-        start = getattr(run, "first_loss", None)
-        if start is None:  # resumed: the first epoch's figures stand for it
-            start, at = run.history[0].loss, "at epoch 1"
-            if epoch == 1:
-                start = max(start, run.history[0].validation_loss)
-        else:
-            at = "before any update"
-        if math.isfinite(start) and abs(start) < HUGE_LOSS:
+        start = run.first_loss  # None on a resumed run
+        if start is not None and not (math.isfinite(start) and abs(start) < HUGE_LOSS):
             raise TrainingDivergedError(
-                f"{what}: the training diverged. The network holds {kept}. Its loss went from "
-                f"{start:.3g} {at} to {loss:.3g} at epoch {epoch}, near float32's largest "
-                "value (3.4e38), where a gradient's square or a sum overflows: steps too large "
-                f"carried it there. To go on, {lower}, or {scale}"
+                f"{what}: the training diverged. The network holds {kept}. The loss was "
+                f"already {loss:.3g} at epoch {epoch}, near float32's largest value (3.4e38), "
+                "where a gradient's square or a sum overflows whatever the learning rate: "
+                f"{scale} (it was {start:.3g} before any update)"
             )
+        since = "" if start is None else f", from {start:.3g} before any update"
         raise TrainingDivergedError(
-            f"{what}: the training diverged. The network holds {kept}. The loss was already "
-            f"{loss:.3g} at epoch {epoch}, near float32's largest value (3.4e38), where a "
-            f"gradient's square or a sum overflows whatever the learning rate: {scale}"
+            f"{what}: the training diverged. The network holds {kept}. The loss reached "
+            f"{loss:.3g} at epoch {epoch}{since}, near float32's largest value (3.4e38), where "
+            f"a gradient's square or a sum overflows. To go on, {lower} (steps too large carry "
+            f"a loss there), or {scale} (values that large do too)"
         )
     raise TrainingDivergedError(
         f"{what}: the training diverged. The network holds {kept}. To go on, "
