@@ -259,10 +259,10 @@ def _every_layer(layers: Sequence[Layer], seen: set[int] | None = None) -> list[
     return found
 
 
-_DEPTH, _VALUES, _ALL = 4, 100_000, 1_000_000
+_DEPTH, _VALUES, _ALL = 4, 100_000, 400_000
 """How far into what an attribute holds a trace looks: four levels, 100,000 values (items of
 lists and dicts, attributes of objects, and a million values of each array) an attribute and
-a million in all a layer; past them a change goes unseen, but for what a container holds: its
+400,000 in all a layer; past them a change goes unseen, but for what a container holds: its
 length is always read (an item appended is seen)."""
 
 
