@@ -17,14 +17,10 @@ report says how many steps replayed a plan and why any could not.
 
 from __future__ import annotations
 
-import collections
-import types
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
-
-import numpy as np
 
 from deepsharp.core.autodiff.plan import Plan, capture
 from deepsharp.core.autodiff.tensor import Tensor
@@ -32,6 +28,7 @@ from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.nn.layer import Layer
 from deepsharp.core.random import Generator
 from deepsharp.core.training.hooks import StepHook
+from deepsharp.core.training.watch import Snapshot, every_layer
 
 if TYPE_CHECKING:
     from deepsharp.core.training.trainer import Trainer
@@ -143,10 +140,14 @@ class CompiledSteps:
         before = trainer.rules_applied
         held = trainer.held
         fixed = [*held.kept, *(h for kind in held.state.memory.values() for h in kind)]
-        watched = [*_every_layer(trainer.network.layers), trainer.loss]
-        attributes = [_attributes(held) for held in watched]
+        state = Snapshot([*every_layer(trainer.network.layers), trainer.loss])
+        if state.too_much is not None:
+            self._stateful = True
+            self._because(state.too_much)
+            self.plans[key] = None
+            return recorded()
         captured = capture(engine, recorded, handles, fixed, lambda part: (part[0].handle, part[1]))
-        changed = _changed(watched, attributes)
+        changed = state.changed()
         if changed is not None:  # no pass is traced again: a quiet pass after it proves
             self._stateful = True  # nothing (a change on every other pass would be baked in)
         why = captured.why or changed
@@ -203,10 +204,10 @@ class CompiledSteps:
         network = id(trainer.network)
         layers = self._layers.get(network)
         if layers is None:
-            layers = self._layers[network] = _every_layer(trainer.network.layers)
+            layers = self._layers[network] = every_layer(trainer.network.layers)
         edits = sum(vars(layer).get("_edits", 0) for layer in layers)  # a setting changed
         if edits != self._edits.get(network, edits):  # a layer held may be another now
-            layers = self._layers[network] = _every_layer(trainer.network.layers)
+            layers = self._layers[network] = every_layer(trainer.network.layers)
             edits = sum(vars(layer).get("_edits", 0) for layer in layers)
         self._edits[network] = edits
         key.append(edits)
@@ -234,138 +235,6 @@ class _Found:
         self.rules = rules
         self.loss = loss  # held: while the plan is, no other loss takes the id its key holds
         self.graphed: Callable[..., Any] | Literal[False] | None = None
-
-
-def _every_layer(layers: Sequence[Layer], seen: set[int] | None = None) -> list[Layer]:
-    """The layers and, within each, the layers it is built of: its parts, and layers it holds
-    in an attribute of its own (a Dropout kept as `self.drop`), or in a list or dict of them."""
-    seen = set() if seen is None else seen
-    found: list[Layer] = []
-    for layer in layers:
-        if id(layer) in seen:
-            continue
-        seen.add(id(layer))
-        found.append(layer)
-        held = [*layer.parts.values()]
-        for value in vars(layer).values():
-            items = value.values() if isinstance(value, dict) else value
-            if isinstance(value, Layer):
-                held.append(value)
-            elif isinstance(value, (list, tuple, dict)) and value:
-                first = next(iter(items))
-                if isinstance(first, Layer):  # a list of layers (a list of data is not read)
-                    held.extend(item for item in items if isinstance(item, Layer))
-        found.extend(_every_layer(held, seen))
-    return found
-
-
-_DEPTH, _VALUES, _ALL = 4, 100_000, 400_000
-"""How far into what an attribute holds a trace looks: four levels, 100,000 values (items of
-lists and dicts, attributes of objects, and a million values of each array) an attribute and
-400,000 in all a layer; past them a change goes unseen, but for what a container holds: its
-length is always read (an item appended is seen)."""
-
-
-def _attributes(held: Any) -> dict[str, Any]:
-    """A layer's (or the loss's) attributes as they stand: each value, and what a list, dict,
-    set, deque, array or object holds, and what those hold in turn (a forward that adds to
-    `self.seen[0]`, `self.stats["n"]` or `self.state.n` changes no attribute's identity);
-    `_edits`, a count of the settings it set (a forward that sets one and puts it back)."""
-    made, left = {}, _ALL
-    for name, value in vars(held).items():
-        budget = [min(_VALUES, max(left, 0))]
-        made[name] = (value, _contents(value, 0, budget))
-        left -= min(_VALUES, max(left, 0)) - budget[0]
-    return made
-
-
-def _contents(value: Any, depth: int, budget: list[int]) -> Any:
-    if budget[0] <= 0:
-        return None
-    if isinstance(value, np.ndarray):
-        step = max(1, value.size // 1_000_000)  # a large array: a million of its values
-        budget[0] -= 1
-        return np.array(value.flat[::step])  # (no copy of the whole of a view first)
-    if depth >= _DEPTH or isinstance(value, (Layer, type, types.ModuleType)) or callable(value):
-        return None  # a layer is watched on its own; a class, module or function holds no state
-    pairs: Iterable[tuple[Any, Any]]
-    if isinstance(value, (list, tuple, collections.deque)):
-        pairs = enumerate(value)
-    elif isinstance(value, dict):
-        pairs = value.items()
-    elif isinstance(value, set):
-        budget[0] -= len(value)
-        return ("set", sorted(map(id, value)))
-    else:
-        own = _own_attributes(value)
-        if own is None:
-            return None
-        pairs = own
-    made = []
-    for key, held in pairs:
-        if budget[0] <= 0:
-            break
-        budget[0] -= 1
-        made.append((key, id(held), _contents(held, depth + 1, budget)))
-    sized = isinstance(value, (list, tuple, collections.deque, dict))
-    return (type(value).__name__, len(value) if sized else len(made), made)
-
-
-def _own_attributes(value: Any) -> Iterable[tuple[Any, Any]] | None:
-    """An object of one's own's attributes (not deepsharp's own: the network, the trainer, an
-    engine), or None where it has none to read (or will not say)."""
-    try:
-        module = getattr(type(value), "__module__", None)
-        if not isinstance(module, str) or module.startswith("deepsharp."):
-            return None
-        held = object.__getattribute__(value, "__dict__")
-    except Exception:  # slots, a __dict__ that raises, ...: nothing of it is watched
-        return None
-    return list(held.items()) if isinstance(held, dict) else None
-
-
-def _same(was: Any, now: Any) -> bool:
-    return was[0] is now[0] and _same_contents(was[1], now[1])
-
-
-def _same_contents(was: Any, now: Any) -> bool:
-    if isinstance(was, np.ndarray) or isinstance(now, np.ndarray):
-        if not (isinstance(was, np.ndarray) and isinstance(now, np.ndarray)):
-            return False
-        try:  # NaN equal to NaN where there can be one (isnan takes no text nor objects)
-            return bool(np.array_equal(was, now, equal_nan=was.dtype.kind in "fc"))
-        except (TypeError, ValueError):
-            return False
-    if isinstance(was, (list, tuple)) and isinstance(now, (list, tuple)):
-        return len(was) == len(now) and all(map(_same_contents, was, now))
-    return bool(type(was) is type(now) and was == now)
-
-
-def _changed(watched: Sequence[Any], before: Sequence[dict[str, Any]]) -> str | None:
-    """Why a pass cannot be replayed where a layer's forward (or the loss's value) set an
-    attribute of its own, or changed what one holds (a count of its passes, a tensor it keeps):
-    a replay runs no forward, so it would not."""
-    for held, was in zip(watched, before):
-        now = _attributes(held)
-        gone = (_GONE, None)
-        names = [*was, *(n for n in now if n not in was)]
-        for name in sorted(names, key=lambda n: n == "_edits"):  # one it names, where one is
-            if not _same(was.get(name, gone), now.get(name, gone)):
-                if isinstance(held, Layer):
-                    whose, where = f"layer {held.name or held.label!r}", "its forward pass"
-                else:
-                    whose, where = "the loss", "its value"
-                what = "attributes" if name == "_edits" else f"attribute {name!r}"
-                return (
-                    f"{whose} ({type(held).__name__}) sets (or changes what holds) its {what} "
-                    f"in {where}: a replay "
-                    "runs no forward, so its steps ran as recorded (a layer's forward reads "
-                    "its inputs, slots and buffers; a loss's its outputs and targets)"
-                )
-    return None
-
-
-_GONE = object()
 
 
 def _changes_objective(hook: StepHook) -> bool:

@@ -1,0 +1,373 @@
+"""What a compiled step's trace watches: the state of the layers and the loss, read before and
+after the traced pass, so that a pass that changes it is never replayed.
+
+A replay runs no forward pass and no loss, so it stands for the traced pass only where that pass
+changed nothing a later pass reads. The layers (those of the network, their parts, and layers
+held in attributes, in lists, dicts and objects of one's own within them) and the loss are read
+whole, four levels deep: each attribute's value, what a list, tuple, deque, dict, set or array
+holds, the attributes of an object of one's own, what a random generator would draw next, and
+the attributes their classes hold (`calls = [0]` in a class body). Python's and NumPy's global
+random generators are read too: a pass that draws from them is not replayed either.
+
+What is read is held while the snapshot is, so no object read can be freed and another take its
+id. Numbers and text are compared by value, the rest by identity and what they hold. An object
+met twice (a table several layers share) is read once. An array of up to 100,000 values is
+copied; a larger one is kept by its digest. A snapshot reads a million values in all: state
+larger than that cannot be watched, and the step says so and runs as recorded.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import random
+import types
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from deepsharp.core.nn.layer import Layer
+
+__all__ = ["Snapshot", "every_layer"]
+
+DEPTH = 4
+"""How many levels into what an attribute holds a snapshot reads (deeper, identity alone)."""
+VALUES = 1_000_000
+"""Values a snapshot reads in all (items of containers, attributes of objects, arrays)."""
+EXACT = 100_000
+"""Values of an array kept as they are; a larger array is kept by its digest."""
+
+_SCALARS = (type(None), bool, int, float, complex, str, bytes, Decimal, Fraction, np.generic)
+_SEQUENCES = (list, tuple, collections.deque)
+_NOT_STATE = (
+    property,
+    staticmethod,
+    classmethod,
+    types.MemberDescriptorType,
+    types.GetSetDescriptorType,
+)
+
+
+class _TooMuch(Exception):
+    pass
+
+
+class Snapshot:
+    """The state of `roots` (layers and the loss) as it stands; `changed()` reads it again
+    and says what changed, or None; `too_much` says why it could not be read, where it could
+    not (more than a million values)."""
+
+    def __init__(self, roots: Sequence[Any]) -> None:
+        self.roots = list(roots)
+        self.too_much: str | None = None
+        self._reader = _Reader()
+        self._draws = _global_draws()
+        try:
+            self._read = self._reader.roots(self.roots)
+        except _TooMuch as where:
+            self.too_much = (
+                f"the layers and the loss hold more than {VALUES:,} values (the last read: "
+                f"{where}): too many for a compiled step to watch for a change in a pass, so "
+                "its steps ran as recorded (keep a large table in a NumPy array, read as one "
+                "value, or in a buffer)"
+            )
+            self._read = []
+
+    def changed(self) -> str | None:
+        """Why the pass since the snapshot cannot be replayed, or None where it changed
+        nothing: an attribute of a layer (or the loss) set, or what one holds changed; a draw
+        from a global random generator."""
+        if _global_draws() != self._draws:
+            return (
+                "a pass drew from Python's or NumPy's global random generator (random, "
+                "np.random): a replay draws nothing, so its steps ran as recorded (draw from "
+                "the pass's generator, context.generator, through on_host)"
+            )
+        reader = _Reader()
+        try:
+            now = reader.roots(self.roots)
+        except _TooMuch as where:
+            return (
+                f"the layers and the loss grew past {VALUES:,} values in a pass (the last "
+                f"read: {where}): its steps ran as recorded"
+            )
+        roots = {id(root): read for root, read in zip(self._reader.found, self._read)}
+        for root, attributes in zip(reader.found, now):
+            was = roots.get(id(root))
+            if was is None:
+                continue  # a layer put in during the pass: its holder's attribute says so
+            names = [*was, *(n for n in attributes if n not in was)]
+            for name in sorted(names, key=lambda n: n == "_edits"):  # one it names, first
+                if not _same(was.get(name, _GONE), attributes.get(name, _GONE)):
+                    return _why(root, name, attributes.get(name, was.get(name)))
+        return None
+
+
+def _whose(held: Any) -> str:
+    if isinstance(held, Layer):
+        return f"layer {held.name or held.label!r} ({type(held).__name__})"
+    return f"the loss ({type(held).__name__})"
+
+
+def _why(held: Any, name: Any, node: Any) -> str:
+    whose = _whose(held)
+    where = "its forward pass" if isinstance(held, Layer) else "its value"
+    if name == "_edits":
+        what = "sets its attributes"
+    elif isinstance(name, tuple):
+        what = f"changes what its class's attribute {name[1]!r} holds"
+    elif isinstance(node, tuple) and node and node[0] == "rng":
+        what = f"draws from the random generator in its attribute {name!r}"
+    else:
+        what = f"sets (or changes what holds) its attribute {name!r}"
+    return (
+        f"{whose} {what} in {where}: a replay runs no forward, so its "
+        "steps ran as recorded (a layer's forward reads its inputs, slots and buffers, and "
+        "draws through on_host; a loss's value reads its outputs and targets)"
+    )
+
+
+class _Reader:
+    """Reads objects into comparable nodes, each object once, holding each it read."""
+
+    def __init__(self) -> None:
+        self.left = VALUES
+        self.order: dict[int, int] = {}
+        self.held: list[Any] = []  # alive while the snapshot is: no id read is reused
+        self.found: list[Any] = []
+        self.layers_met: list[Layer] = []
+        self._where = ""
+
+    def roots(self, roots: Sequence[Any]) -> list[dict[Any, Any]]:
+        queue, read = list(roots), []
+        known = {id(root) for root in queue}
+        while queue:
+            root = queue.pop(0)
+            self.found.append(root)
+            self.order[id(root)] = len(self.order)
+            self.held.append(root)
+            whose = _whose(root)
+            attributes: dict[Any, Any] = {}
+            for name, value in list(vars(root).items()):
+                self._where = f"the attribute {name!r} of {whose}"
+                attributes[name] = self.read(value, 0)
+            for klass, name, value in _class_attributes(type(root)):
+                self._where = f"the class attribute {name!r} of {whose}"
+                attributes[(klass.__qualname__, name)] = self.read(value, 0)
+            read.append(attributes)
+            for layer in self.layers_met:
+                if id(layer) not in known:  # a layer held where every_layer does not look
+                    known.add(id(layer))
+                    queue.append(layer)
+            self.layers_met = []
+        return read
+
+    def _spend(self, count: int) -> None:  # a million values read: too many to watch
+        self.left -= count
+        if self.left < 0:
+            raise _TooMuch(self._where)
+
+    def read(self, value: Any, depth: int) -> Any:
+        if isinstance(value, _SCALARS):
+            return ("=", value)
+        if isinstance(value, Layer):
+            self.layers_met.append(value)
+            return ("is", value)
+        key = id(value)
+        if key in self.order:  # met before (shared, or a cycle): read once
+            return ("seen", self.order[key])
+        self.order[key] = len(self.order)
+        self.held.append(value)
+        self._spend(1)
+        if isinstance(value, np.ndarray):
+            return self._array(value, depth)
+        state = _generator_state(value)
+        if state is not None:
+            return ("rng", value, state)
+        if depth >= DEPTH or isinstance(value, (type, types.ModuleType)) or callable(value):
+            return ("is", value)  # a class, module or function: itself
+        if isinstance(value, (set, frozenset)):
+            self._spend(len(value))
+            return ("set", value, frozenset(value))
+        pairs: Iterable[tuple[Any, Any]]
+        if isinstance(value, _SEQUENCES):
+            pairs = enumerate(value)
+        elif isinstance(value, dict):
+            pairs = list(value.items())
+        else:
+            own = _own_attributes(value)
+            if own is None:
+                return ("is", value)
+            pairs = [
+                *own,
+                *(((k.__qualname__, n), v) for k, n, v in _class_attributes(type(value))),
+            ]
+        made = []
+        for name, held in pairs:
+            self._spend(1)
+            made.append((name, self.read(held, depth + 1)))
+        return ("[]", value, made)
+
+    def _array(self, value: np.ndarray, depth: int) -> Any:
+        if value.dtype.kind == "O":
+            items = value.ravel().tolist()
+            self._spend(len(items))
+            return ("[]", value, [(i, self.read(v, depth + 1)) for i, v in enumerate(items)])
+        if value.size <= EXACT:
+            return ("array", value, np.array(value))
+        data = np.ascontiguousarray(value).reshape(-1).view(np.uint8).data
+        digest = hashlib.sha1(data, usedforsecurity=False)
+        return ("array", value, (value.shape, value.dtype.str, digest.digest()))
+
+
+def _same(was: Any, now: Any) -> bool:
+    if was is _GONE or now is _GONE:
+        return was is now
+    kind = was[0]
+    if kind != now[0]:
+        return False
+    if kind == "=":
+        return _equal(was[1], now[1])
+    if kind == "seen":
+        return bool(was[1] == now[1])
+    if was[1] is not now[1]:
+        return False
+    if kind == "[]":
+        return len(was[2]) == len(now[2]) and all(
+            _equal(a[0], b[0]) and _same(a[1], b[1]) for a, b in zip(was[2], now[2])
+        )
+    if kind == "array":
+        a, b = was[2], now[2]
+        if isinstance(a, tuple):
+            return bool(a == b)
+        return bool(
+            a.shape == b.shape
+            and a.dtype == b.dtype
+            and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+        )
+    return bool(kind == "is" or was[2] == now[2])  # a set's items, a generator's state
+
+
+def _equal(was: Any, now: Any) -> bool:
+    """Numbers and text by value (NaN equal to NaN), anything else by identity."""
+    if was is now:
+        return True
+    if type(was) is not type(now) or not isinstance(was, _SCALARS):
+        return False
+    try:
+        return bool(was == now) or bool(was != was and now != now)
+    except Exception:  # a comparison that raises (a signalling NaN): a change
+        return False
+
+
+_GONE = ("gone",)
+
+
+def _generator_state(value: Any) -> Any:
+    """What a random generator would draw next (its state, as a value), or None where `value`
+    is no random generator."""
+    if isinstance(value, random.Random):
+        try:
+            return value.getstate()
+        except NotImplementedError:  # SystemRandom: no state to read
+            return None
+    if isinstance(value, np.random.Generator):
+        return _frozen(value.bit_generator.state)
+    if isinstance(value, np.random.BitGenerator):
+        return _frozen(value.state)
+    if isinstance(value, np.random.RandomState):
+        return _frozen(value.get_state(legacy=False))
+    return None
+
+
+def _frozen(state: Any) -> Any:
+    if isinstance(state, dict):
+        return tuple((k, _frozen(v)) for k, v in state.items())
+    if isinstance(state, np.ndarray):
+        return state.tobytes()
+    return state
+
+
+def _global_draws() -> tuple[Any, Any]:
+    return random.getstate(), _frozen(np.random.get_state(legacy=False))
+
+
+def _own_attributes(value: Any) -> list[tuple[Any, Any]] | None:
+    """An object of one's own's attributes (not deepsharp's own: the network, the trainer, an
+    engine), or None where it has none to read (or will not say)."""
+    try:
+        module = getattr(type(value), "__module__", None)
+        if not isinstance(module, str) or module.startswith("deepsharp."):
+            return None
+        held = object.__getattribute__(value, "__dict__")
+    except Exception:  # slots, a __dict__ that raises, ...: nothing of it is read
+        return None
+    return list(held.items()) if isinstance(held, dict) else None
+
+
+def _class_attributes(klass: type) -> list[tuple[type, str, Any]]:
+    """The values a class of one's own (and its bases of one's own) holds in its body: not its
+    functions, properties or names of Python's own."""
+    found = []
+    for base in klass.__mro__:
+        module = getattr(base, "__module__", "")
+        if module in ("builtins", "abc") or module.startswith("deepsharp."):
+            continue
+        for name, value in list(vars(base).items()):
+            if name.startswith("__") or callable(value) or isinstance(value, _NOT_STATE):
+                continue
+            found.append((base, name, value))
+    return found
+
+
+def every_layer(layers: Sequence[Layer]) -> list[Layer]:
+    """The layers and, within each, the layers it is built of: its parts, and layers it holds
+    in an attribute of its own (a Dropout kept as `self.drop`), in a list, tuple, dict or set,
+    or in an object of one's own, four levels deep."""
+    found: list[Layer] = []
+    seen: set[int] = set()
+    queue = list(layers)
+    while queue:
+        layer = queue.pop(0)
+        if id(layer) in seen:
+            continue
+        seen.add(id(layer))
+        found.append(layer)
+        held: list[Layer] = [*layer.parts.values()]
+        visited: set[int] = set()
+        for value in list(vars(layer).values()):
+            _layers_in(value, 0, held, visited)
+        queue[:0] = held  # a layer's own before the next layer's (the order of a walk)
+    return found
+
+
+def _layers_in(value: Any, depth: int, out: list[Layer], visited: set[int]) -> None:
+    if isinstance(value, Layer):
+        out.append(value)
+        return
+    if depth >= DEPTH or isinstance(value, _SCALARS) or id(value) in visited:
+        return
+    visited.add(id(value))
+    items: Iterable[Any]
+    if isinstance(value, (*_SEQUENCES, set, frozenset)):
+        items = value
+    elif isinstance(value, dict):
+        items = value.values()
+    elif isinstance(value, np.ndarray) or callable(value):
+        return
+    else:
+        own = _own_attributes(value)
+        if own is None:
+            return
+        items = (v for _, v in own)
+    held = list(items)
+    if set(map(type, held)) <= _PLAIN:  # numbers and text alone: no layer within
+        return
+    for item in held:
+        _layers_in(item, depth + 1, out, visited)
+
+
+_PLAIN = {type(None), bool, int, float, complex, str, bytes, np.float64, np.float32, np.int64}
