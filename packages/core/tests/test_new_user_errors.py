@@ -34,6 +34,7 @@ from deepsharp.core import (
     Run,
     ShapeError,
     StateError,
+    StepDecay,
     TrainedNetwork,
     Trainer,
     TrainingDivergedError,
@@ -614,14 +615,22 @@ def test_a_number_target_read_as_binary_says_to_declare_it_a_number() -> None:
         )
 
 
-@pytest.mark.parametrize(("rate", "lower"), [(1.2, "0.12"), (80.0, "8")])
+@pytest.mark.parametrize(
+    ("rate", "named"),
+    [
+        (1.2, "SGD's 1.2 (say 0.12)"),
+        (80.0, "SGD's 80 (say 8)"),
+        (StepDecay(80.0, 1_000_000, 0.5), "SGD's 80, the rate it ended at (say 8)"),
+    ],
+)
 def test_a_loss_grown_past_1e30_from_moderate_rows_names_the_learning_rate(
-    rate: float, lower: str
+    rate: Any, named: str
 ) -> None:
     """Failed before (trial BK): targets of spread 3.6 under SGD(1.2) grew to 2.9e37 on the
     way to inf, and the message said the values overflow "whatever the learning rate". Trial
     BM: under SGD(80) the loss blew up within epoch 1 (a validation loss of 4.95e30), and the
-    message of this round's first mend then named the values alone."""
+    message of this round's first mend then named the values alone. Trial CC: a schedule's rate
+    was not named."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 3)).astype(np.float32)
     y = (x @ np.array([1.0, 2.0, 3.0])).astype(np.float32)
@@ -632,7 +641,7 @@ def test_a_loss_grown_past_1e30_from_moderate_rows_names_the_learning_rate(
     assert re.search(
         r"The loss reached [\d.e+]+ at epoch \d+, from [\d.]+ before any update", message
     )
-    assert f"try a smaller learning rate than SGD's {rate:g} (say {lower})" in message
+    assert f"try a smaller learning rate than {named}" in message
     assert "steps too large carry a loss there" in message and "or scale the targets" in message
     assert "whatever the learning rate" not in message
 
@@ -648,7 +657,7 @@ def test_a_validation_loss_huge_at_the_first_epoch_names_scaling_the_values() ->
     run = types.SimpleNamespace(
         best_epoch=1,
         history=[EpochRecord(1, 0.5, 3.2e33, 0.1), EpochRecord(2, 0.4, 3.1e33, 0.1)],
-        trainer=types.SimpleNamespace(optimizer=SGD(0.01), restore=lambda best: None),
+        trainer=types.SimpleNamespace(optimizer=SGD(0.01), state=None, restore=lambda best: None),
         best=None,
     )
     for first in (None, 0.5):  # resumed, or a first batch of moderate rows (trial BN)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 import os
 import time
 import warnings
@@ -604,12 +605,14 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
         for loss in (record.loss, record.validation_loss)
         if math.isfinite(loss) and abs(loss) >= HUGE_LOSS
     ]
-    optimizer = run.trainer.optimizer
-    rate = optimizer.learning_rate
+    optimizer, state = run.trainer.optimizer, run.trainer.state
+    rate = None if state is None else float(optimizer.rate(state))  # a schedule's, a plateau's
+    given = optimizer.learning_rate
+    at = "" if isinstance(given, numbers.Real) and rate == given else ", the rate it ended at"
     lower = (
-        f"try a smaller learning rate than {type(optimizer).__name__}'s {rate:g} (say "
+        f"try a smaller learning rate than {type(optimizer).__name__}'s {rate:g}{at} (say "
         f"{rate / 10:g})"
-        if isinstance(rate, (int, float))
+        if rate is not None and math.isfinite(rate)
         else "try a smaller learning rate"
     )
     if huge:  # near float32's range: steps too large carried the loss there, or the values
