@@ -511,6 +511,26 @@ def test_a_header_only_csv_is_refused_as_read_csv_s_rows_are(model: Path, tmp_pa
     assert done.stdout == ""
 
 
+def test_predict_reads_a_parquet_file_and_without_pyarrow_names_the_extra(
+    model: Path, tmp_path: Path
+) -> None:
+    """Failed before (trial CD): a Parquet file was "not UTF-8 text but a Parquet file: scan it
+    with scan_parquet(path)", a call the command line does not have."""
+    pandas = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow.parquet")
+    rows = tmp_path / "rows.parquet"
+    pandas.read_csv(ROWS, dtype={"Cabin": str}).head(50).to_parquet(rows, index=False)
+    head = tmp_path / "head.csv"
+    head.write_text("".join(open(ROWS).readlines()[:51]))
+    from_csv, from_parquet = tmp_path / "csv.out", tmp_path / "parquet.out"
+    assert main(["predict", str(model), str(head), "--output", str(from_csv)]) == 0
+    assert main(["predict", str(model), str(rows), "--output", str(from_parquet)]) == 0
+    assert from_parquet.read_text() == from_csv.read_text()
+    assert len(from_parquet.read_text().splitlines()) == 51
+    done = _cli("predict", str(model), str(rows), blocked="pyarrow")
+    _one_line(done, "rows.parquet is a Parquet file", "pip install 'deepsharp[parquet]'")
+
+
 def test_seal_leaves_a_safetensors_file_deepsharp_did_not_save_as_it_is(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -536,6 +536,26 @@ def test_a_dataframe_gives_the_same_features_as_the_list_of_dicts(
         from_frame.features(frame.drop(columns=["Pclass"]))
 
 
+def test_a_dataframe_s_sparse_columns_are_read_as_the_dense_columns_they_stand_for() -> None:
+    """Failed before (trial CD): a sparse column raised AttributeError: 'SparseDtype' object
+    has no attribute 'numpy_dtype'."""
+    pd = pytest.importorskip("pandas")
+    dense = pd.DataFrame(
+        {
+            "x": [0.0, np.nan, 2.0, 0.0],
+            "n": [0, 0, 3, 0],
+            "c": ["a", None, "a", "b"],
+            "t": [0, 1, 1, 0],
+        }
+    )
+    sparse = dense.assign(**{name: pd.arrays.SparseArray(dense[name]) for name in ("x", "n", "c")})
+    assert all(type(sparse[name].dtype).__name__ == "SparseDtype" for name in ("x", "n", "c"))
+    recipe = Pipeline().number("x").number("n").category("c").target("t")
+    learned = recipe.learn(dense)
+    assert learned.features(sparse).tobytes() == learned.features(dense).tobytes()
+    assert recipe.learn(sparse).to_json() == learned.to_json()
+
+
 # -- a DataFrame of numbers, integer column names, wide categories --------------------------------
 
 

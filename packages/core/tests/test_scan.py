@@ -547,3 +547,73 @@ def test_a_parquet_file_s_ids_and_decimals_learn_the_categories_its_csv_does(
     assert "money=0.50" in from_parquet.feature_names
     rows = read_csv(tmp_path / "ids.csv")
     np.testing.assert_array_equal(from_parquet.features(rows), from_csv.features(rows))
+
+
+def test_a_pipeline_s_whole_number_columns_read_the_file_s_columns_of_their_text(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial CD): a network fit on pd.DataFrame(x), its columns 0, 1, 2, could
+    not be served from a file, whose header is text: "the file has no column 0; its columns
+    are: '0', '1', '2'" (and the command line has no way to rename a column)."""
+    from deepsharp.core import Adam, Dense, FitOptions, MeanSquaredError, Network, fit
+    from deepsharp.core.cli import main
+
+    pd = pytest.importorskip("pandas")
+    x = np.random.default_rng(0).normal(size=(40, 3))
+    frame = pd.DataFrame(x)
+    frame["y"] = x[:, 0]
+    run = fit(Pipeline().numbers().target("y", kind="number"), frame, Network([Dense(1)]),
+              MeanSquaredError(), Adam(0.01), FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip
+    rows = frame.drop(columns="y").head(5)
+    wanted = run.trained.predict(rows)
+    path = tmp_path / "intcols.csv"
+    rows.to_csv(path, index=False)
+    np.testing.assert_array_equal(run.trained.predict(scan_csv(path)), wanted)
+    (part,) = scan_csv(path).parts([2, 0])
+    assert list(part.columns) == [2, 0] and part.columns[0] == [row["0"] for row in read_csv(path)]
+    if _has_pyarrow():
+        rows.rename(columns=str).to_parquet(tmp_path / "intcols.parquet", index=False)
+        served = run.trained.predict(scan_parquet(tmp_path / "intcols.parquet"))
+        np.testing.assert_array_equal(served, wanted)
+    saved = tmp_path / "intcols.safetensors"
+    run.trained.save(saved)
+    out = tmp_path / "predictions.csv"
+    assert main(["predict", str(saved), str(path), "--output", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 6
+    # Only where unambiguous: a column asked for by the number and by its text is not read twice.
+    with pytest.raises(DataError, match=r"intcols.csv: the file has no column 0; its columns"):
+        next(scan_csv(path).parts([0, "0"]))
+    with pytest.raises(DataError, match=r"intcols.csv: the file has no column 3; its columns"):
+        next(scan_csv(path).parts([3]))
+
+
+def _has_pyarrow() -> bool:
+    try:
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_lines_of_only_spaces_are_skipped_as_blank_lines_are(tmp_path: Path) -> None:
+    """Failed before (trial CD): a last line of two spaces, as an editor leaves one, was "this
+    row has 1 fields but the header has 3". A file of one column keeps such a line: its row."""
+    path = tmp_path / "spaces.csv"
+    path.write_text("a,b,c\n1,2,3\n  \n4,5,6\n\t \n\n  \n", encoding="utf-8")
+    wanted = [{"a": "1", "b": "2", "c": "3"}, {"a": "4", "b": "5", "c": "6"}]
+    assert read_csv(path) == wanted
+    for read_rows in (1, 2, 1000):
+        assert _rows(list(scan_csv(path, read_rows=read_rows).parts())) == wanted
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b,c\n1,2,3\n  \n4,x,6\n", encoding="utf-8")
+    pipeline = Pipeline().number("a").number("b").number("c")
+    for read_rows in (1, 1000):  # a line after one of spaces is named by its own line
+        scan = scan_csv(bad, read_rows=read_rows)
+        learning = pipeline.learning(scan.names)
+        with pytest.raises(DataError, match=r"bad.csv, line 4, column 'b': expected a number"):
+            for part in scan.parts(learning.reads):
+                learning.add(part)
+    one = tmp_path / "one.csv"
+    one.write_text("a\n1\n  \n", encoding="utf-8")
+    assert read_csv(one) == [{"a": "1"}, {"a": "  "}]
+    assert _rows(list(scan_csv(one).parts())) == read_csv(one)

@@ -393,6 +393,39 @@ def test_predictions_stream_part_by_part_as_the_same_bits(rows_csv: Path, traine
     np.testing.assert_array_equal(np.concatenate(parts), whole[:4])
 
 
+def test_a_bad_value_in_a_batch_is_named_by_its_batch_and_its_row_in_it(
+    rows_csv: Path, trained: Path
+) -> None:
+    """Failed before (trial CD): a batch's row was named by its place in the batch alone,
+    "row 501", so the user could not tell which of the batches held it."""
+    pandas = pytest.importorskip("pandas")
+    network = TrainedNetwork.load(trained)
+    rows = read_csv(rows_csv)
+    rows[2500] = {**rows[2500], "Age": "twenty"}
+    batches = [rows[i : i + 1000] for i in range(0, len(rows), 1000)]
+    said = r"^row 501 of batch 3 \(counting from 1\), column 'Age': expected a number"
+    with pytest.raises(DataError, match=said):
+        list(network.predict_parts(batches))
+    frames = [pandas.DataFrame(batch, index=range(i * 1000, i * 1000 + len(batch)))
+              for i, batch in enumerate(batches)]  # fmt: skip
+    said = r"^row 501 of batch 3 \(counting from 1; DataFrame index 2500\), column 'Age'"
+    with pytest.raises(DataError, match=said):
+        list(network.predict_parts(frames))
+    with pytest.raises(DataError, match=r"passengers.csv, line 2502, column 'Age'"):
+        list(network.predict_parts(scan_csv(_aged(rows_csv, rows), read_rows=999).parts()))
+
+
+def _aged(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """The rows written to a file beside `path`'s folder, named as `path` is."""
+    out = path.parent / "aged" / path.name
+    out.parent.mkdir(exist_ok=True)
+    with open(out, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return out
+
+
 def test_a_file_without_the_target_column_is_predicted(tmp_path: Path, trained: Path) -> None:
     path = tmp_path / "unknown.csv"
     path.write_text("Pclass,Sex,Age,SibSp,Parch,Fare,Cabin,Embarked\n3,male,22,1,0,7.25,,S\n")

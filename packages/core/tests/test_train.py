@@ -580,3 +580,46 @@ def test_a_network_of_your_own_for_rows_with_text_is_given_the_inputs(
     assert "network: Network(graph of 4 layers, inputs 'text_message', 'features')" in (
         capsys.readouterr().out
     )
+
+
+@pytest.mark.parametrize(("mark", "said"), [(";", "';'"), ("\t", "tabs")])
+def test_predict_on_a_file_of_semicolons_says_what_train_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mark: str, said: str
+) -> None:
+    """Failed before (trial CD): train said the file is separated by ';', predict said "no
+    column 'x'; its columns are: 'x;z;y'", one long name."""
+    from deepsharp.core import Adam, BinaryCrossEntropy, Dense, FitOptions, Network, fit
+
+    rows = [{"x": float(i), "z": float(i % 3), "y": i % 2} for i in range(20)]
+    run = fit(Pipeline().number("x").number("z").target("y"), rows, Network([Dense(1)]),
+              BinaryCrossEntropy(), Adam(0.01), FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip
+    saved = tmp_path / "xy.safetensors"
+    run.trained.save(saved)
+    path = tmp_path / "separated.csv"
+    path.write_text(f"x{mark}z{mark}y\n" + "".join(f"{i}{mark}1{mark}{i % 2}\n" for i in range(20)))
+    out = str(tmp_path / "t")
+    assert main(["train", str(path), "--target", "y", "--out", out]) == 1
+    trained = _one_line_error(capsys)
+    assert main(["predict", str(saved), str(path)]) == 1
+    predicted = _one_line_error(capsys)
+    advice = f"which holds {said}: the file is separated by {said}, and this reads CSV"
+    assert advice in trained and advice in predicted
+    assert predicted.split(advice)[1] == trained.split(advice)[1]  # what to do: the same words
+    assert "separated.csv: the file has no column 'x': its header is one column" in predicted
+
+
+def test_a_target_missing_on_most_rows_is_said_to_be_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before (trial CD): a flag empty on 8 of 12 rows was said to hold "the value
+    'yes' on every row"."""
+    flags = ["yes", "", "", "yes", "", "", "", "yes", "", "", "", "yes"]
+    rows = _write(tmp_path / "g.csv", ["flag", "x"], [[f, i] for i, f in enumerate(flags)])
+    assert main(["train", rows, "--target", "flag", "--out", str(tmp_path / "g")]) == 1
+    error = _one_line_error(capsys)
+    assert "the target 'flag' is missing on 8 of the 12 rows and holds 'yes' on the other 4" in (
+        error
+    )
+    assert "write that value into those rows" in error and "on every row" not in error
+    with pytest.raises(DataError, match="the target 'flag' holds the value 'yes' on every row"):
+        infer_pipeline([{"flag": "yes", "x": i} for i in range(12)], "flag")

@@ -137,15 +137,15 @@ def _parser() -> argparse.ArgumentParser:
 
     predict = commands.add_parser(
         "predict",
-        help="predict the rows of a CSV file with a saved trained network",
+        help="predict the rows of a CSV (or Parquet) file with a saved trained network",
         description="Predict every row of ROWS.csv with the trained network in FILE; the "
-        "predictions as CSV.",
+        "predictions as CSV. A Parquet file is read as Parquet (needs deepsharp[parquet]).",
     )
     predict.add_argument(
         "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
     )
     predict.add_argument(
-        "rows", metavar="ROWS.csv", help="rows with the columns the pipeline reads"
+        "rows", metavar="ROWS.csv", help="rows with the columns the pipeline reads (CSV or Parquet)"
     )
     predict.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
     predict.add_argument(
@@ -568,7 +568,8 @@ def _network_from(
 
 def _predict(arguments: argparse.Namespace) -> int:
     from deepsharp.core.atomic import write_atomically
-    from deepsharp.core.data.scan import scan_csv
+    from deepsharp.core.data.paths import is_parquet
+    from deepsharp.core.data.scan import scan_csv, scan_parquet
     from deepsharp.core.serving import TrainedNetwork
 
     if arguments.output:
@@ -592,7 +593,10 @@ def _predict(arguments: argparse.Namespace) -> int:
             f"{arguments.rows} for it. Predict in Python with an array of its features: "
             f"TrainedNetwork.load({arguments.file!r}).predict(x), x of shape (N, ...)"
         )
-    rows = scan_csv(arguments.rows)  # read and predicted a part at a time: memory stays flat
+    try:  # read and predicted a part at a time: memory stays flat
+        rows = (scan_parquet if is_parquet(arguments.rows) else scan_csv)(arguments.rows)
+    except ImportError as error:  # a Parquet file, without pyarrow
+        raise CommandError(f"{arguments.rows} is a Parquet file: {error}") from None
     predictions = _PredictionLines(trained, trained.predict_parts(rows, engine))
     if arguments.output:
         try:

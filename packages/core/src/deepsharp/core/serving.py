@@ -17,6 +17,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,8 @@ from numpy.typing import NDArray
 from deepsharp.core import generating
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.scan import Scan
-from deepsharp.core.data.sources import is_frame
+from deepsharp.core.data.sources import Part, is_frame, row_naming
+from deepsharp.core.data.values import rows_named
 from deepsharp.core.engine import Engine
 from deepsharp.core.errors import DataError, FileFormatError
 from deepsharp.core.export.graph import DEFAULT_OPSET
@@ -77,7 +79,8 @@ class TrainedNetwork:
         """The predictions of each part of the rows in turn: a scanned file's parts, or each
         batch of an iterable of row batches (lists of mappings, DataFrames, or arrays for a
         network trained on arrays; an empty one gives no predictions). The slots go to the
-        engine once; each part's predictions are the same bits as `predict` gives its rows."""
+        engine once; each part's predictions are the same bits as `predict` gives its rows.
+        A message names a batch's row by the batch and its place in it, counting from 1."""
         if isinstance(rows, Scan) and self.pipeline.takes_arrays:
             raise DataError(
                 f"{rows.path}: this network was trained on arrays (fit(None, (x, y), ...)), so "
@@ -103,12 +106,21 @@ class TrainedNetwork:
         )
         predictor = Predictor(self.network, self.loss, engine)
         count = 0
-        for part in parts:
+        for number, part in enumerate(parts, start=1):
             if len(part) == 0:  # a part a filter or a grouping left empty: no predictions
                 yield np.zeros((0, self.outputs), np.float32)
                 continue
             count += len(part)
-            yield predictor.predict(self.pipeline.features(self._named(part)))
+            # A batch's row is named by its batch and its place in it (a part of a scan: by
+            # the file and its line), or the user could not find it among the batches.
+            naming: AbstractContextManager[None] = (
+                nullcontext()
+                if isinstance(part, Part)
+                else rows_named(row_naming(part, of=f"batch {number}"))
+            )
+            with naming:
+                features = self.pipeline.features(self._named(part))
+            yield predictor.predict(features)
         if count == 0 and isinstance(rows, Scan):  # as rows read whole are refused: no rows
             raise DataError(
                 f"{rows.path}: no rows: the file holds its header and no row; give at least one row"

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deepsharp.core.data.pipeline import Pipeline
-from deepsharp.core.data.sources import column_names, columns
+from deepsharp.core.data.sources import column_names, columns, separated_otherwise
 from deepsharp.core.data.target import TargetKind
 from deepsharp.core.data.text import words
 from deepsharp.core.data.values import Column, ColumnName, label, parse_number, sorted_labels
@@ -412,10 +412,12 @@ def infer_pipeline(
     declared as the first rule that claims it says (or left out), and the target's kind."""
     names = column_names(rows)
     if target not in names:
+        separated = separated_otherwise(names)
+        if separated:  # said as a scan of the file says it
+            raise DataError(f"there is no column {target!r}: the header is one column, {separated}")
         raise DataError(
             f"there is no column {target!r}; the columns are: {', '.join(map(repr, names))}"
             + _close(target, names)
-            + _separated(names)
         )
     _, taken = columns(rows, names)
     choices = [_choose(profile(name, taken[name]), rules) for name in names if name != target]
@@ -476,6 +478,15 @@ def _choose(column: Profile, rules: Sequence[ColumnRule]) -> Choice:
 
 
 def _target_kind(column: Profile) -> tuple[TargetKind, str]:
+    if column.distinct == 1 and column.missing:
+        value = column.values[0]
+        raise DataError(
+            f"the target {column.name!r} is missing on {column.missing} of the {column.rows} "
+            f"rows and holds {value!r} on the other {column.present}: every training row needs "
+            f"a target, and {value!r} alone is nothing to learn to predict; where a missing "
+            "field stands for a value of its own (an empty flag for 'no'), write that value "
+            "into those rows; otherwise drop them and give rows of other values"
+        )
     if column.distinct < 2:
         held = f"the value {column.values[0]!r} on every row" if column.values else "no value"
         raise DataError(
@@ -514,18 +525,6 @@ def _skewness(values: npt.NDArray[np.float64]) -> float:
     if spread == 0 or not math.isfinite(spread):
         return 0.0
     return float(np.mean(((values - values.mean()) / spread) ** 3))
-
-
-def _separated(names: Sequence[ColumnName]) -> str:
-    """Where one column's name holds ';' or a tab: the file is separated by it, not commas."""
-    if len(names) == 1:
-        for mark, said in ((";", "';'"), ("\t", "tabs")):
-            if mark in str(names[0]):
-                return (
-                    f" (the header is one column holding {said}: the file is separated by "
-                    f"{said}, and this reads CSV, separated by commas; write it with commas)"
-                )
-    return ""
 
 
 def _close(name: ColumnName, names: Sequence[ColumnName]) -> str:

@@ -19,7 +19,15 @@ from typing import IO
 
 from deepsharp.core.errors import DataError, FileFormatError
 
-__all__ = ["MAX_LINE", "Opened", "check_path", "lines", "open_rows", "refuse_irregular"]
+__all__ = [
+    "MAX_LINE",
+    "Opened",
+    "check_path",
+    "is_parquet",
+    "lines",
+    "open_rows",
+    "refuse_irregular",
+]
 
 MAX_LINE = 16 << 20
 """The longest line a CSV reader takes, in characters: room for 4 million numbers a row (a
@@ -122,10 +130,26 @@ def lines(handle: IO[str], name: str) -> Iterator[str]:
         yield line
 
 
+_PARQUET = b"PAR1"
+"""The bytes a Parquet file begins (and ends) with."""
+
+
+def is_parquet(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a regular file that begins as a Parquet file does (a pipe is not
+    looked into: its bytes, once read, are gone)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as raw:
+            return raw.read(len(_PARQUET)) == _PARQUET
+    except (OSError, ValueError):  # no such file, or a name no file can have: said as read
+        return False
+
+
 _SIGNATURES = (
     (b"\x1f\x8b", "gzip-compressed: decompress it first (gunzip), or read it with "
      "pandas.read_csv(path) and give the DataFrame"),
-    (b"PAR1", "a Parquet file: scan it with scan_parquet(path)"),
+    (_PARQUET, "a Parquet file: scan it with scan_parquet(path)"),
     (b"PK\x03\x04", "a zip archive (an Excel workbook is one): save the sheet as CSV (UTF-8), "
      "or read it with pandas and give the DataFrame"),
     (b"\xff\xfe", "UTF-16 text: save it as UTF-8, or read it with pandas.read_csv(path, "

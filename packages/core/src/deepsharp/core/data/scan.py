@@ -7,10 +7,13 @@ their place in it. Memory is bounded by a part, whatever the file's size. `fit` 
 its data, `TrainedNetwork.predict` and `predict_parts` take one to predict.
 
 A CSV file is read by read_csv's rules: a header row naming distinct columns; an empty field
-is missing (None); blank lines are skipped; a row with more or fewer fields than the header, or
+is missing (None); blank lines are skipped (and lines of only spaces and tabs, where the header
+names more than one column); a row with more or fewer fields than the header, or
 text that is not CSV or not UTF-8, or a line longer than `MAX_LINE`, is a DataError naming the
 file and the line. A pipe (`/dev/stdin`, `<(...)`, a named pipe) is scanned in one pass, as it
-comes: enough to predict its rows; a second pass is a FileFormatError saying so.
+comes: enough to predict its rows; a second pass is a FileFormatError saying so. A file names
+its columns by text: a pipeline's column named by a whole number (learned from
+`pd.DataFrame(x)`, columns 0, 1, ...) reads the file's column of that text ('0', '1', ...).
 
 A Parquet file needs pyarrow (`pip install 'deepsharp[parquet]'`), imported only when a Parquet
 file is scanned. Its columns of numbers come as NumPy arrays (a missing value as NaN), other
@@ -34,10 +37,12 @@ from typing import IO, Any, BinaryIO
 from deepsharp.core.data.paths import check_path, lines, not_utf8, open_rows, refuse_irregular
 from deepsharp.core.data.sources import (
     Part,
+    blank,
     empty_message,
     open_to_the_end,
     quote_open_to_the_end,
     read_csv_header,
+    separated_otherwise,
     wrong_width,
 )
 from deepsharp.core.data.values import Column, ColumnName
@@ -111,16 +116,31 @@ class Scan:
         columns `names` (every column when None)."""
         raise NotImplementedError
 
-    def _wanted(self, names: Sequence[ColumnName] | None) -> list[ColumnName]:
+    def _wanted(self, names: Sequence[ColumnName] | None) -> dict[ColumnName, ColumnName]:
+        """The columns `names` (every column when None), each with the file's name for it.
+        A file names its columns by text, so a whole-number name (a pipeline learned from
+        pd.DataFrame(x): columns 0, 1, ...) is the column its text names, where that is
+        unambiguous: the text is a column's name and not asked for too."""
         if names is None:
-            return list(self.names)
+            return {name: name for name in self.names}
+        wanted: dict[ColumnName, ColumnName] = {}
         for name in names:
-            if name not in self.names:
+            if name in self.names:
+                wanted[name] = name
+            elif _whole_name(name) and str(name) in self.names and str(name) not in names:
+                wanted[name] = str(name)
+            else:
+                separated = separated_otherwise(self.names)
+                if separated:
+                    raise DataError(
+                        f"{self.path}: the file has no column {name!r}: its header is one "
+                        f"column, {separated}"
+                    )
                 shown = ", ".join(repr(n) for n in self.names) or "(none)"
                 raise DataError(
                     f"{self.path}: the file has no column {name!r}; its columns are: {shown}"
                 )
-        return list(dict.fromkeys(names))
+        return wanted
 
     def _row_text(self, place: int) -> str:
         return f"{self.path}, row {place + 1} (counting from 1)"
@@ -189,7 +209,7 @@ class CsvScan(Scan):
 
     def parts(self, names: Sequence[ColumnName] | None = None) -> Iterator[Part]:
         wanted = self._wanted(names)
-        places = [self.names.index(name) for name in wanted]
+        places = [self.names.index(name) for name in wanted.values()]
         width = len(self.names)
         first = 0
         last: Callable[[], None] = lambda: None  # noqa: E731 - the last record's check, at the end
@@ -213,12 +233,12 @@ class CsvScan(Scan):
                         reader,
                     )
                     chunk = [record for record, _ in read]
-                    ends = [end for record, end in read if record]
+                    ends = [end for record, end in read if not blank(record, self.names)]
                 if not chunk:
                     last()
                     self._unchanged(handle, "as a pass ends")
                     return
-                records = [record for record in chunk if record]  # blank lines are skipped
+                records = [record for record in chunk if not blank(record, self.names)]
                 plain = len(records) == len(chunk) == reader.line_num - line + 1
                 naming = self._naming(first, offset, line, plain, ends)
                 if records:
@@ -297,7 +317,7 @@ class CsvScan(Scan):
             reader = csv.reader(lines(handle, self.path))
             seen = -1
             for record in reader:
-                seen += 1 if record else 0
+                seen += 0 if blank(record, self.names) else 1
                 if seen == index:
                     break
             return line - 1 + reader.line_num
@@ -368,7 +388,7 @@ class ParquetScan(Scan):
             try:
                 # One thread: as fast here (Python's conversion dominates), and 10-15 MiB less.
                 batches = file.iter_batches(
-                    batch_size=self.read_rows, columns=wanted, use_threads=False
+                    batch_size=self.read_rows, columns=list(wanted.values()), use_threads=False
                 )
             except _unreadable(self._arrow) as error:
                 raise self._corrupt(error, first) from None
@@ -398,6 +418,10 @@ class ParquetScan(Scan):
             return values
         listed: list[object] = array.to_pylist()
         return listed
+
+
+def _whole_name(name: object) -> bool:
+    return isinstance(name, int) and not isinstance(name, bool)
 
 
 def _beyond_float(array: Any) -> bool:

@@ -33,6 +33,7 @@ from deepsharp.core.errors import DataError
 
 __all__ = [
     "Part",
+    "blank",
     "column_names",
     "columns",
     "is_frame",
@@ -43,6 +44,7 @@ __all__ = [
     "row_count",
     "row_naming",
     "rows_of",
+    "separated_otherwise",
     "take",
     "wrong_width",
 ]
@@ -51,7 +53,8 @@ __all__ = [
 def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
     """Read a CSV file with a header row into a list of dicts from column name to the field's text.
 
-    An empty field is ``None``. Blank lines are skipped. A row with more or fewer fields than the
+    An empty field is ``None``. Blank lines are skipped, and so are lines of only spaces and
+    tabs where the header names more than one column. A row with more or fewer fields than the
     header is a :class:`DataError` naming the file and the line. A pipe (``/dev/stdin``, a named
     pipe) is read as it comes; a line longer than ``MAX_LINE`` characters is a DataError.
     """
@@ -65,10 +68,11 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
             start = last = reader.line_num + 1
             record: list[str] = []
             for record in reader:
-                if record and len(record) != len(header):
+                skipped = blank(record, header)
+                if not skipped and len(record) != len(header):
                     raise wrong_width(name, start, reader.line_num, record, header)
                 last, start = start, reader.line_num + 1
-                if not record:
+                if skipped:
                     continue
                 out.append(
                     {k: (v if v != "" else None) for k, v in zip(header, record, strict=False)}
@@ -93,20 +97,36 @@ def wrong_width(
     said = f"this row has {len(record)} fields but the header has {len(header)}"
     spanning = [i for i, text in enumerate(record) if "\n" in text]
     if end <= start or not spanning:
-        for mark, what in ((";", "';'"), ("\t", "tabs")):
-            if len(header) == 1 and mark in header[0]:
-                return DataError(
-                    f"{name}, line {end}: {said}, which holds {what}: the file is separated "
-                    f"by {what}, and this reads CSV, separated by commas; write it with "
-                    "commas (and decimal points), or read it with pandas.read_csv(path, "
-                    f"sep={mark!r}, decimal=',') and give the DataFrame"
-                )
+        separated = separated_otherwise(header)
+        if separated:
+            return DataError(f"{name}, line {end}: {said}, {separated}")
         return DataError(f"{name}, line {end}: {said}; every row must have one field per column")
     return DataError(
         f'{name}, line {start}: {said}: its field {spanning[0] + 1} opens a quote (") that '
         f"is not closed on the line, so the row runs on to line {end}; close the quote where "
         'the field ends (a quote inside a field is written twice: "")'
     )
+
+
+def separated_otherwise(header: Sequence[object]) -> str:
+    """Where a header is one field holding ';' or a tab, what to say of it: the file is
+    separated by that (a European spreadsheet's export, its decimal commas splitting each row's
+    numbers), not by commas, and what to do; "" for any other header."""
+    for mark, what in ((";", "';'"), ("\t", "tabs")):
+        if len(header) == 1 and mark in str(header[0]):
+            return (
+                f"which holds {what}: the file is separated by {what}, and this reads CSV, "
+                "separated by commas; write it with commas (and decimal points), or read it "
+                f"with pandas.read_csv(path, sep={mark!r}, decimal=',') and give the DataFrame"
+            )
+    return ""
+
+
+def blank(record: Sequence[str], header: Sequence[object]) -> bool:
+    """Whether a CSV record is no row: a blank line, or (where the header names more than one
+    column, so that it cannot be a row of one field) a line of only spaces and tabs, as a
+    trailing line an editor left often is."""
+    return not record or (len(record) == 1 < len(header) and not record[0].strip(" \t\r\n\f\v"))
 
 
 def quote_open_to_the_end(path: str, record: list[str]) -> bool:
@@ -416,10 +436,13 @@ def _frame_columns(frame: Any, names: Sequence[ColumnName]) -> tuple[int, dict[C
         series = frame[name]
         if getattr(series, "ndim", 1) != 1:
             raise DataError(f"the DataFrame has more than one column named {name!r}")
+        if type(series.dtype).__name__ == "SparseDtype":  # read as the dense column it stands for
+            series = series.sparse.to_dense()
         kind = getattr(getattr(series, "dtype", None), "kind", "O")
         if isinstance(series.dtype, np.dtype) and kind in "biuf":
             out[name] = series.to_numpy()
-        elif kind == "f":  # pandas' Float32, pyarrow's float: their width kept, NA as NaN
+        elif kind == "f" and hasattr(series.dtype, "numpy_dtype"):
+            # pandas' Float32, pyarrow's float: their width kept, NA as NaN
             out[name] = series.to_numpy(dtype=series.dtype.numpy_dtype, na_value=np.nan)
         else:
             out[name] = series.to_numpy(dtype=object, na_value=None).tolist()
