@@ -597,6 +597,28 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_save(
     )
 
 
+def test_a_long_legal_file_name_is_written_its_temporary_name_shortened(tmp_path: Path) -> None:
+    """Failed before (trial CB): a 230-byte name (legal: 255 is the limit) was refused, 'File
+    name too long', since its temporary sibling `.<name>.<host>-<pid>-<random>.tmp` was
+    longer; a killed writer's temporary file of such a name is still removed by the next."""
+    names = ["a" * (length - len(".safetensors")) + ".safetensors" for length in (230, 255)]
+    accented = "é" * 120  # 240 bytes: shortened at a character's edge
+    for name in [*names, accented]:
+        write_atomically(tmp_path / name, b"whole")
+        assert (tmp_path / name).read_bytes() == b"whole"
+    assert sorted(len(os.fsencode(p.name)) for p in tmp_path.iterdir()) == [230, 240, 255]
+    from deepsharp.core.atomic import _TAG, _stem
+
+    assert len(os.fsencode(_stem(accented))) <= 117 and _stem("short") == "short"
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    stale = tmp_path / f".{_stem(names[0])}.{_TAG}-{int(gone.stdout)}-0123abcd.tmp"
+    stale.write_bytes(b"half a file")
+    write_atomically(tmp_path / names[0], b"again")
+    assert not stale.exists() and (tmp_path / names[0]).read_bytes() == b"again"
+
+
 def test_a_named_pipe_is_written_into_not_replaced(tmp_path: Path) -> None:
     pipe = tmp_path / "predictions.csv"
     os.mkfifo(pipe)

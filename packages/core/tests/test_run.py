@@ -284,11 +284,18 @@ def test_a_checkpoint_is_refused_on_another_engine_before_anything_is_restored(
     assert not network.initialized
 
 
-def _resumed(folder: Path, rows: int = 300, **changes: Any) -> Run:
+def _rows300() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((300, 4)).astype(np.float32)
-    y = (x[:, 0] + x[:, 1] > 0).astype(np.float32)[:, None]
-    kept = {k: changes.pop(k) for k in ("class_weight", "callbacks") if k in changes}
+    return x, (x[:, 0] + x[:, 1] > 0).astype(np.float32)[:, None]
+
+
+def _resumed(
+    folder: Path, rows: int = 300, data: tuple[np.ndarray, np.ndarray] | None = None, **changes: Any
+) -> Run:
+    x, y = _rows300() if data is None else data
+    named = ("class_weight", "callbacks", "sample_weight")
+    kept = {k: changes.pop(k) for k in named if k in changes}
     options = _options(epochs=3, checkpoint_dir=folder, checkpoint_keep=3, **changes)
     network = Network([Dense(8), Relu(), Dense(1)])
     at = (
@@ -395,6 +402,42 @@ def test_a_resumed_run_on_other_rows_of_the_same_count_is_refused(tmp_path: Path
     with pytest.raises(CheckpointMismatchError, match="a pipeline that learned other statistics"):
         fit(titanic.pipeline(), changed, titanic.network(), BinaryCrossEntropy(), Adam(0.001),
             _options(epochs=3), resume_from=Checkpoint.path_in(tmp_path))  # fmt: skip
+
+
+def test_a_run_resumed_on_other_validation_or_test_rows_of_the_same_count_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial CB): only the training rows were digested, so a resume on arrays
+    whose validation or test rows (values, labels) had changed went on: other rows judged its
+    epochs after the checkpoint's (early stopping, the best epoch kept) than before it."""
+    _resumed(tmp_path)
+    x, y = _rows300()
+    said: dict[str, list[int]] = {}
+    for row in range(30):
+        changed_x, changed_y = x.copy(), y.copy()
+        changed_x[row] *= -10
+        changed_y[row] = 1 - changed_y[row]
+        with pytest.raises(CheckpointMismatchError) as refused:
+            _resumed(tmp_path, data=(changed_x, changed_y))
+        part = str(refused.value).split("run on other ")[1].split(" rows")[0]
+        said.setdefault(part, []).append(row)
+    assert set(said) == {"training", "validation", "test"}, said
+    assert "resume on the data it was taken on" in str(refused.value)
+
+
+def test_weights_of_one_resume_a_run_without_weights_and_back(tmp_path: Path) -> None:
+    """Failed before (trial CB): a run started without sample weights was refused when resumed
+    with sample_weight of ones, though weights of one are the same run as none, bit for bit."""
+    first = _resumed(tmp_path)
+    ones = np.ones(300)
+    again = _resumed(tmp_path, sample_weight=ones)
+    assert [r.loss for r in again.report.history] == [r.loss for r in first.report.history]
+    weighed = tmp_path / "weighed"
+    _resumed(weighed, sample_weight=ones)
+    back = _resumed(weighed)
+    assert [r.loss for r in back.report.history] == [r.loss for r in first.report.history]
+    with pytest.raises(CheckpointMismatchError, match="other sample weights"):
+        _resumed(tmp_path, sample_weight=np.full(300, 2.0))
 
 
 class Explode(Layer):

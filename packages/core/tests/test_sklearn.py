@@ -369,3 +369,73 @@ def test_one_number_for_sample_weight_weighs_every_row_as_scikit_learn_takes_it(
     plain = NetworkClassifier(epochs=3).fit(x, y > 0).predict_proba(x)
     ones = NetworkClassifier(epochs=3).fit(x, y > 0, sample_weight=1).predict_proba(x)
     assert ones.tobytes() == plain.tobytes()  # weights of one are no weights, bit for bit
+
+
+def test_a_fit_that_fails_leaves_the_estimator_as_it_was() -> None:
+    """Failed before (trial CB): fit set classes_ (n_features_in_, n_outputs_) before training,
+    so a re-fit that then failed left the new labels beside the old network: predict named the
+    old network's classes with the new labels, or raised IndexError, or gave one column of two."""
+    from sklearn.exceptions import NotFittedError
+
+    x, y = _iris()
+    model = NetworkClassifier(epochs=3).fit(x, y)
+    predicted = model.predict(x)
+    other = np.array(["a", "b", "c"])[np.arange(len(x)) % 3]
+    with pytest.raises(ValueError, match="learning_rate must be"):
+        model.set_params(optimizer__learning_rate=-1.0).fit(x, other)
+    with pytest.raises(ValueError, match="too few rows"):
+        model.fit(x[:3, :2], np.array(["p", "q", "p"]))
+    assert list(model.classes_) == ["setosa", "versicolor", "virginica"]
+    assert model.n_features_in_ == 4
+    assert np.array_equal(model.predict(x), predicted)
+    fresh = NetworkClassifier(epochs=3, optimizer=Adam(0.01)).set_params(
+        optimizer__learning_rate=-1.0
+    )
+    with pytest.raises(ValueError, match="learning_rate must be"):
+        fresh.fit(x, y)
+    assert not hasattr(fresh, "classes_") and not hasattr(fresh, "n_features_in_")
+    with pytest.raises(NotFittedError):
+        fresh.predict(x)
+    regressor = NetworkRegressor(epochs=3).fit(x, x[:, :2])
+    with pytest.raises(ValueError, match="learning_rate must be"):
+        regressor.set_params(optimizer__learning_rate=-1.0).fit(x, x[:, 0])
+    assert regressor.n_outputs_ == 2 and regressor.predict(x).shape == (len(x), 2)
+
+
+def test_chances_of_each_row_sum_to_one_in_float64() -> None:
+    """Failed before (trial CB): the float32 softmax cast to float64 missed 1 by up to 7.5e-8,
+    and np.random.choice(p=row) refused the row ('probabilities do not sum to 1')."""
+    x, y = _iris()
+    chances = NetworkClassifier(epochs=5).fit(x, y).predict_proba(x)
+    assert chances.dtype == np.float64
+    assert np.abs(chances.sum(axis=1) - 1).max() <= 4 * np.finfo(np.float64).eps
+    rng = np.random.default_rng(0)
+    for row in chances:
+        rng.choice(3, p=row)
+        np.random.choice(3, p=row)
+    two = y != "setosa"
+    binary = NetworkClassifier(loss=BinaryCrossEntropy(), epochs=5).fit(x[two], y[two])
+    both = binary.predict_proba(x[two])
+    assert np.abs(both.sum(axis=1) - 1).max() <= 2 * np.finfo(np.float64).eps
+
+
+def test_predict_serves_on_the_engine_fit_ran_on_whatever_is_set_after() -> None:
+    """Failed before (trial CB): predict read the parameters again, so set_params after fit
+    changed its engine or broke it (engine='nosuch', random_state=-1 raised in predict)."""
+    x, y = _iris()
+    model = NetworkClassifier(epochs=3, engine="light:float32").fit(x, y)
+    chances = model.predict_proba(x)
+    model.set_params(engine="nosuch", random_state=-1, epochs=0, options="not options")
+    assert np.array_equal(model.predict_proba(x), chances)
+    assert np.array_equal(pickle.loads(pickle.dumps(model)).predict_proba(x), chances)
+
+
+def test_a_numpy_float_is_a_validation_fraction() -> None:
+    """Failed before (trial CB): validation=np.float32(0.2) was refused (TypeError), while
+    np.float64(0.2), a Python float's subclass, was taken."""
+    x, y = _iris()
+    for fraction in (np.float32(0.2), np.float64(0.2), np.float16(0.2)):
+        model = NetworkClassifier(epochs=2, validation=fraction).fit(x, y)
+        assert model.report_.epochs_run == 2
+    with pytest.raises(TypeError, match="validation is a fraction"):
+        NetworkClassifier(validation=np.True_).fit(x, y)

@@ -271,3 +271,31 @@ def test_strict_convolution_steps_same_bits_whatever_the_thread_count() -> None:
         assert runs[threads][0] == losses, f"losses differ with {threads} threads"
         for name, value in slots.items():
             assert runs[threads][1][name].tobytes() == value.tobytes(), (name, threads)
+
+
+def test_an_engine_unpickled_in_a_new_process_works() -> None:
+    """torch is imported lazily: an engine unpickled where no engine was made yet (a worker of
+    cross_val_score(n_jobs=2)) found `torch` unbound (AttributeError on 'from_numpy')."""
+    import pickle
+    import subprocess
+    import sys
+
+    engine = TorchEngine.on_cpu("strict")
+    engine.put(np.zeros(2, np.float32))
+    code = (
+        "import pickle, sys, numpy as np\n"
+        "engine = pickle.loads(sys.stdin.buffer.read())\n"
+        "print(type(engine).__name__, engine.precision, engine.counters.transfers_in,\n"
+        "      engine.get(engine.put(np.arange(3, dtype=np.float32))).tolist())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input=pickle.dumps(engine),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().split() == ["TorchEngine", "strict", "1", "[0.0,", "1.0,", "2.0]"]
+    copied = pickle.loads(pickle.dumps(TorchEngine.on_cpu("mixed_bfloat16")))
+    assert type(copied).__name__ == "HalfOutputs" and copied.precision == "mixed_bfloat16"

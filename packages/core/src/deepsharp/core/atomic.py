@@ -57,7 +57,7 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | Iterable[Any]) 
             "(make it first, e.g. os.makedirs(folder, exist_ok=True))",
         )
     _remove_stale_temporaries(folder, target.name)
-    temporary = folder / f".{target.name}.{_TAG}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    temporary = folder / f".{_stem(target.name)}.{_TAG}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
     # A new file's mode is 0o666 less the umask (the kernel applies it); a replaced one keeps its own.
     mode = 0o666 if before is None else 0o600
     try:
@@ -145,13 +145,33 @@ def _sync_folder(folder: Path) -> None:
 _O_BINARY = getattr(os, "O_BINARY", 0)
 # Temporary files are named `.<target>.<host>-<pid>-<random>.tmp`: a killed writer's can be told apart.
 _TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:6]
+_STEM_BYTES = 200
+"""The longest target name a temporary file's name holds whole: 255 bytes (a file name's limit
+on most file systems) less the 31 to 39 bytes of the dots, host tag, process id, random part
+and `.tmp` around it, with room to spare."""
+
+
+def _stem(name: str) -> str:
+    """The target's name as its temporary file's name holds it: whole where that fits
+    (`_STEM_BYTES`); else its first 100 bytes, `~` and 16 digits of its digest (a legal
+    230-byte name's temporary sibling was too long: `File name too long`)."""
+    encoded = os.fsencode(name)
+    if len(encoded) <= _STEM_BYTES:
+        return name
+    kept, size = [], 0
+    for char in name:  # whole characters, each as the file system takes it
+        size += len(os.fsencode(char))
+        if size > 100:
+            break
+        kept.append(char)
+    return "".join(kept) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
 
 
 def _remove_stale_temporaries(folder: Path, name: str) -> None:
     """Remove temporary files beside `name` left by writers on this host that were killed."""
     if os.name != "posix":
         return
-    pattern = re.compile(re.escape(f".{name}.{_TAG}-") + r"(\d+)-[0-9a-f]{8}\.tmp")
+    pattern = re.compile(re.escape(f".{_stem(name)}.{_TAG}-") + r"(\d+)-[0-9a-f]{8}\.tmp")
     try:
         entries = list(os.scandir(folder))
     except OSError:

@@ -75,6 +75,9 @@ _NESTED = "optimizer__"
 class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no types
     """What the classifier and the regressor share: their parameters, a run, predictions."""
 
+    trained_: TrainedNetwork  # fitted attributes: set by a fit that succeeded
+    report_: Report
+
     def __init__(
         self,
         network: Network | NetworkBuilder | None = None,
@@ -207,7 +210,9 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
     def _default_network(self, outputs: int) -> Network:
         return default_network(outputs)
 
-    def _check_outputs(self, network: Network, features: int, outputs: int, loss: Loss) -> None:
+    def _check_outputs(
+        self, network: Network, features: int, outputs: int, loss: Loss, classes: int
+    ) -> None:
         """Refuse a network whose rows' outputs are not the `outputs` the targets ask for (a
         classifier's network of 5 outputs for 2 classes trained, then predicted classes past
         `classes_`). Where the network cannot be built for the rows, fit says why."""
@@ -220,7 +225,7 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
         if network.outputs == outputs:
             return
         if isinstance(self, NetworkClassifier):
-            asked = f"{len(self.classes_)} classes with {described(loss)}, which takes " + (
+            asked = f"{classes} classes with {described(loss)}, which takes " + (
                 "one output a row (the chance of the second)"
                 if outputs == 1
                 else f"{outputs} outputs a row (one a class)"
@@ -242,21 +247,25 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
         loss: Loss,
         outputs: int,
         sample_weight: Any,
-    ) -> Any:
+        classes: int = 0,
+    ) -> dict[str, Any]:
         """Train on (x, targets), holding `validation` of the rows back for early stopping; the
         report's measures are taken on every row given. `sample_weight` (one weight a row, one
         number for every row as scikit-learn's estimators take it, or None) weighs the training
-        steps' loss, as core `fit` weighs it."""
+        steps' loss, as core `fit` weighs it. Returns the fitted attributes (`trained_`,
+        `report_`, the engine it ran on) and sets none: `fit` sets them all once the run
+        succeeded, so a fit that fails leaves the estimator as it was."""
         if isinstance(sample_weight, (numbers.Real, np.number)) and not isinstance(
             sample_weight, (bool, np.bool_)
         ):
             sample_weight = np.full(len(x), sample_weight)
         validation = self.validation
-        if isinstance(validation, bool) or not isinstance(validation, (int, float)):
+        if isinstance(validation, (bool, np.bool_)) or not isinstance(validation, numbers.Real):
             raise TypeError(
                 f"{type(self).__name__}: validation is a fraction of the rows (0.15), not "
                 f"{validation!r}"
             )
+        validation = float(validation)  # a NumPy float32 as a Python float
         if not 0 < validation < 1:
             raise ValueError(
                 f"{type(self).__name__}: validation is a fraction of the rows between 0 and 1 "
@@ -274,7 +283,7 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
             ) from None
         options = self._options()
         network = self._network(outputs)
-        self._check_outputs(network, x.shape[1], outputs, loss)
+        self._check_outputs(network, x.shape[1], outputs, loss, classes)
         run = fit(
             split,
             (x, targets),
@@ -285,9 +294,27 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
             test_rows=(x, targets),
             sample_weight=sample_weight,
         )
-        self.trained_: TrainedNetwork = run.trained
         run.report.measured_on = "rows fit was given (its training and validation rows)"
-        self.report_: Report = run.report
+        # predict serves on the engine this run trained on, whatever set_params sets later
+        return {"trained_": run.trained, "report_": run.report, "_engine_": options.engine}
+
+    def _fit_all(self, fitting: Callable[[], dict[str, Any]]) -> Any:
+        """Run `fitting` (it returns the fitted attributes, setting none) and set what it
+        returns once it succeeded. A fit that fails (a setting refused, too few rows, a run
+        that raises) leaves the estimator as it was: fitted by the earlier fit, or not fitted,
+        never the new labels' `classes_` beside the earlier network (scikit-learn's
+        validate_data sets `n_features_in_` as it checks: put back too)."""
+        before = {name: value for name, value in vars(self).items() if _fitted_name(name)}
+        try:
+            fitted = fitting()
+        except BaseException:
+            for name in [name for name in vars(self) if _fitted_name(name)]:
+                delattr(self, name)
+            for name, value in before.items():
+                setattr(self, name, value)
+            raise
+        for name, value in fitted.items():
+            setattr(self, name, value)
         return self
 
     def _outputs(self, X: Any) -> NDArray[np.float64]:
@@ -295,7 +322,9 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
         on the run's engine."""
         check_is_fitted(self)
         x = validate_data(self, X, reset=False, dtype=np.float32)
-        predictions = self.trained_.predict(x, self._options().engine)
+        # the engine the fit ran on (one pickled before it was kept: the parameters')
+        engine = vars(self)["_engine_"] if "_engine_" in vars(self) else self._options().engine
+        predictions = self.trained_.predict(x, engine)
         return predictions.astype(np.float64)
 
     def __sklearn_tags__(self) -> Any:
@@ -321,13 +350,19 @@ class NetworkClassifier(ClassifierMixin, _NetworkEstimator):  # type: ignore[mis
 
     After `fit`: `classes_` (the labels, sorted), `n_features_in_`, `trained_` (the
     `TrainedNetwork`: save it to serve it without scikit-learn) and `report_` (the run's
-    report; its measures are taken on every row `fit` was given).
+    report; its measures are taken on every row `fit` was given), set once the run succeeded
+    (a fit that fails leaves the estimator as it was). `predict` and `predict_proba` serve on
+    the engine the fit ran on: parameters set after it change the next fit alone.
     """
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> NetworkClassifier:
         """Train on the rows of X (numbers, (N, features)) and their labels y (any labels);
         `sample_weight`, where given, is each row's weight in the training loss (N numbers of 0
-        or more, not all zero; one number weighs every row alike)."""
+        or more, not all zero; one number weighs every row alike). A fit that fails leaves the
+        estimator as it was before it."""
+        return self._fit_all(lambda: self._fit_labels(X, y, sample_weight))  # type: ignore[no-any-return]
+
+    def _fit_labels(self, X: Any, y: Any, sample_weight: Any) -> dict[str, Any]:
         x, labels = validate_data(self, X, y, dtype=np.float32)
         check_classification_targets(labels)
         classes, indices = np.unique(labels, return_inverse=True)
@@ -336,7 +371,6 @@ class NetworkClassifier(ClassifierMixin, _NetworkEstimator):  # type: ignore[mis
                 f"NetworkClassifier needs rows of at least 2 classes to learn from; y holds one "
                 f"class ({getattr(classes[0], 'item', lambda: classes[0])()!r})"
             )
-        self.classes_ = classes
         loss = CrossEntropy() if self.loss is None else self.loss
         if isinstance(loss, BinaryCrossEntropy):
             if len(classes) != 2:
@@ -345,20 +379,24 @@ class NetworkClassifier(ClassifierMixin, _NetworkEstimator):  # type: ignore[mis
                     f"{len(classes)}; leave loss as None (CrossEntropy()) for several classes"
                 )
             binary = indices.astype(np.float32)[:, None]
-            return self._run(x, binary, loss, 1, sample_weight)  # type: ignore[no-any-return]
+            return {**self._run(x, binary, loss, 1, sample_weight, 2), "classes_": classes}
         if not isinstance(loss, CrossEntropy):
             raise ValueError(
                 f"NetworkClassifier trains with CrossEntropy() or BinaryCrossEntropy(), not "
                 f"{described(loss)}; to predict numbers, use NetworkRegressor"
             )
-        return self._run(x, indices.astype(np.int64), loss, len(classes), sample_weight)  # type: ignore[no-any-return]
+        targets = indices.astype(np.int64)
+        fitted = self._run(x, targets, loss, len(classes), sample_weight, len(classes))
+        return {**fitted, "classes_": classes}
 
     def predict_proba(self, X: Any) -> NDArray[np.float64]:
         """Each row's chance of each class, in the order of `classes_` (shape (N, classes))."""
         chances = self._outputs(X)
         if isinstance(self.trained_.loss, BinaryCrossEntropy):
             return np.hstack([1.0 - chances, chances])
-        return chances
+        # float32 softmax rows sum to 1 within float32's rounding (7e-8 off), which
+        # np.random.choice(p=row) refuses: each row divided by its float64 sum
+        return chances / chances.sum(axis=1, keepdims=True)  # type: ignore[no-any-return]
 
     def predict(self, X: Any) -> NDArray[Any]:
         """Each row's likeliest class (one of `classes_`)."""
@@ -389,7 +427,11 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> NetworkRegressor:
         """Train on the rows of X (numbers, (N, features)) and their targets y: (N,) numbers,
-        or (N, targets) for several a row; `sample_weight` as `NetworkClassifier.fit` takes it."""
+        or (N, targets) for several a row; `sample_weight` as `NetworkClassifier.fit` takes it.
+        A fit that fails leaves the estimator as it was before it."""
+        return self._fit_all(lambda: self._fit_targets(X, y, sample_weight))  # type: ignore[no-any-return]
+
+    def _fit_targets(self, X: Any, y: Any, sample_weight: Any) -> dict[str, Any]:
         x, targets = validate_data(self, X, y, dtype=np.float32, y_numeric=True, multi_output=True)
         loss = MeanSquaredError() if self.loss is None else self.loss
         if isinstance(loss, (BinaryCrossEntropy, CrossEntropy)):
@@ -399,18 +441,18 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
             )
         # float64 here: fit rounds them to float32, naming a target beyond its range as given
         columns = np.asarray(targets, dtype=np.float64).reshape(len(x), -1)
-        self.n_outputs_ = columns.shape[1]
-        self._one_target_ = np.ndim(targets) == 1
+        outputs = columns.shape[1]
+        shape = {"n_outputs_": outputs, "_one_target_": np.ndim(targets) == 1}
         if self.network is not None:  # a network given is trained as it is
-            return self._run(x, columns, loss, self.n_outputs_, sample_weight)  # type: ignore[no-any-return]
+            return {**self._run(x, columns, loss, outputs, sample_weight), **shape}
         # The default network learns the targets standardised, a column at a time (each column
         # weighs alike in the loss, whatever its units, and the gradients are of a size the
         # optimizer's settings suit), then ends in a Rescaling to their spread and mean.
-        loss.targets(columns, self.n_outputs_)  # refused as fit refuses them (float32's range)
+        loss.targets(columns, outputs)  # refused as fit refuses them (float32's range)
         spread, mean = targets_scale(columns)
-        self._run(x, standardised(columns, spread, mean), loss, self.n_outputs_, sample_weight)
-        rescaled(self.trained_.network, spread, mean)
-        return self
+        fitted = self._run(x, standardised(columns, spread, mean), loss, outputs, sample_weight)
+        rescaled(fitted["trained_"].network, spread, mean)
+        return {**fitted, **shape}
 
     def _default_network(self, outputs: int) -> Network:
         """`Dense(32), ReLU, Dense(targets)`, then a `Rescaling`: the identity while it trains
@@ -427,6 +469,11 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         return tags
+
+
+def _fitted_name(name: str) -> bool:
+    """Whether an attribute is one a fit sets (`classes_`, `n_features_in_`, `_engine_`)."""
+    return name.endswith("_") and not name.startswith("__")
 
 
 def _settings(optimizer: Optimizer) -> dict[str, Any]:

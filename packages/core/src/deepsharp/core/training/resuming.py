@@ -1,11 +1,15 @@
 """What a run is made of beyond its trainer's state, kept in its checkpoints, so that a run
 resumed from one is the run that took it: the loss, the batch size and accumulation, the class
-weights, the data (its rows' counts in each part, a digest of the training rows where they are
-held in memory, and the pipeline's learned statistics — a vocabulary learned again on other
-rows gives its ids to other words), and the callbacks whose state the checkpoint holds. A
-resumed run that differs in any of them would not end where the uninterrupted one does, so
-`fit` refuses it (`CheckpointMismatchError`, naming both sides) before anything is restored.
-A checkpoint written before this record was kept holds none and is checked as before.
+weights, the data (its rows' counts in each part, a digest of each part's rows — training,
+validation and test — where they are held in memory, and the pipeline's learned statistics — a
+vocabulary learned again on other rows gives its ids to other words), and the callbacks whose
+state the checkpoint holds. A resumed run that differs in any of them would not end where the
+uninterrupted one does (other validation rows judge its epochs otherwise: early stopping, the
+best epoch kept), so `fit` refuses it (`CheckpointMismatchError`, naming both sides) before
+anything is restored. A checkpoint written before this record was kept holds none and is
+checked as before; one written before the validation and test rows' digests were kept
+("validation_rows", "test_rows": entries the record may lack, so the format's version is
+the same) has its training rows checked alone.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ def run_record(
         "class_weight": None if class_weights is None else class_weights.weights.tolist(),
         "rows": [_rows(feeds.train), _rows(feeds.validation), _rows(feeds.test)],
         "training_rows": _digest_of(feeds.train),
+        "validation_rows": _digest_of(feeds.validation, weighed=False),
+        "test_rows": _digest_of(feeds.test, weighed=False),
         "buffer_rows": getattr(feeds.train, "buffer_rows", None),
         "pipeline": _digest(json.dumps(feeds.pipeline.to_json(), sort_keys=True).encode()),
     }
@@ -89,8 +95,13 @@ def check_run(
          "another recipe: a vocabulary learned again gives its ids to other words)"),
         ("training_rows", "other training rows (the same count, other values or order) or "
          "other sample weights (or none where it had some)"),
+        ("validation_rows", "other validation rows (the same count, other values, labels or "
+         "order: they judge each epoch, for early stopping and the best epoch kept)"),
+        ("test_rows", "other test rows (the same count, other values, labels or order: they "
+         "are the report's measures)"),
     ):  # fmt: skip
-        if kept.get(name) is not None and record[name] is not None and kept[name] != record[name]:
+        ours = record.get(name)
+        if kept.get(name) is not None and ours is not None and kept[name] != ours:
             raise CheckpointMismatchError(
                 f"{where} was taken by a run on {what}: resume on the data it was taken on, or "
                 "start the run afresh"
@@ -174,6 +185,8 @@ def checked_record(value: object) -> dict[str, Any]:
         ("metrics", lambda v: isinstance(v, list) and all(isinstance(m, str) for m in v)),
         ("rows", lambda v: isinstance(v, list) and len(v) == 3 and all(map(_count, v))),
         ("training_rows", lambda v: v is None or isinstance(v, str)),
+        ("validation_rows", lambda v: v is None or isinstance(v, str)),
+        ("test_rows", lambda v: v is None or isinstance(v, str)),
         ("buffer_rows", lambda v: v is None or _whole(v)),
         ("pipeline", lambda v: v is None or isinstance(v, str)),
     ):
@@ -194,16 +207,21 @@ def _real(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _digest_of(feed: object) -> str | None:
-    """A digest of the rows a feed holds (features, targets, weights): in memory, or as a scan
-    spilled them; None for a feed of one's own."""
+def _digest_of(feed: object, weighed: bool = True) -> str | None:
+    """A digest of the rows a feed holds (features, targets and, where `weighed`, weights):
+    in memory, or as a scan spilled them; None for a feed of one's own (or none). Weights of
+    one are digested as none: the same run, bit for bit. The validation and test rows' weights
+    weigh nothing in the run (their losses weigh every row alike): not `weighed`."""
     spill = getattr(feed, "spill", None)
     if spill is not None:
         return str(spill.digest.hexdigest()[:32])
     if not isinstance(feed, ArrayFeed):
         return None
+    weights = feed.weights if weighed else None
+    if weights is not None and bool(np.all(np.asarray(weights) == 1)):
+        weights = None  # weights of one are no weights
     made = hashlib.sha256()
-    for array in (*feed.features, feed.targets, feed.weights):
+    for array in (*feed.features, feed.targets, weights):
         if array is None:
             continue
         held = np.ascontiguousarray(array)

@@ -93,6 +93,13 @@ def _bind() -> Any:
     return module
 
 
+def _remade(kind: type[TorchEngine], device: str, precision: str) -> TorchEngine:
+    """A pickled engine made again (`TorchEngine.__reduce__`): torch bound, its checks run."""
+    if device.startswith("cuda"):
+        return kind.on_gpu(int(device.partition(":")[2] or 0), precision)
+    return kind.on_cpu(precision)
+
+
 CHECKED_IN_LIBTORCH = 1 << 16
 """The fewest values of a batch `put_checked` copies and totals in libtorch (65,536: a 256-image
 batch of 28 x 28 is 200,704; a Titanic batch 448)."""
@@ -191,6 +198,14 @@ class TorchEngine:
         # has not chosen one (read when cuBLAS makes its workspace).
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         return cls(f"cuda:{index}", precision)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+        """Pickled (copied: scikit-learn's clone, a worker process of `n_jobs`) as its class,
+        device, precision and counters: unpickled, the engine is made again as `on_cpu` or
+        `on_gpu` make it, which imports torch (this module imports it lazily: unpickled as its
+        attributes, the engine found `torch` unbound in a new process) and refuses, naming
+        what is missing, where torch or the card is not there."""
+        return _remade, (type(self), self.device, self.precision), {"counters": self.counters}
 
     @property
     def identity(self) -> EngineIdentity:
