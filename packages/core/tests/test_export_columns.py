@@ -153,3 +153,56 @@ def test_a_column_read_two_ways_and_an_unlearned_pipeline_say_what_to_do(tmp_pat
     with pytest.raises(DataError, match=r"not learned its statistics yet: call") as refused:
         unlearned.export_onnx(tmp_path / "x.onnx")
     assert "row_shape" not in str(refused.value)
+
+
+def test_float32_categories_missing_texts_and_odd_names_are_found_as_predict_finds_them(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial CA): a category learned from float32 values ('0.1') missed the
+    float64 text of them the docs say to give ('0.10000000149011612'), which predict finds;
+    pandas' missing texts ('NA') missed the missing category predict reads them as; columns
+    named as the exporter's own nodes ('column a/isnan', 'dense/gemm') were refused as a graph
+    the onnx checker refuses."""
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "f": np.array([0.1, 0.2, 0.3, 0.2] * 10, np.float32),
+            "column a/isnan": [None, "x", "y", "x"] * 10,
+            "dense/gemm": [str(i % 3) for i in range(40)],
+            "y": [str(i % 2) for i in range(40)],
+        }
+    )
+    pipeline = Pipeline().category("f").category("column a/isnan").category("dense/gemm")
+    trained = _trained(pipeline.target("y"), frame, tmp_path)
+    trained.export_onnx(tmp_path / "x.onnx")
+    given = [repr(float(np.float32(0.2))), "0.3", "0.25", "NA", ""]
+    texts = ["y", "NA", "x", "", "z"]
+    got = session(tmp_path / "x.onnx").run(
+        None,
+        {
+            "f": np.array([[v] for v in given], object),
+            "column a/isnan": np.array([[v] for v in texts], object),
+            "dense/gemm": np.array([["1"]] * 5, object),
+        },
+    )[0]
+    rows = [
+        {"f": float(np.float32(0.2)), "column a/isnan": "y", "dense/gemm": "1"},
+        {"f": 0.3, "column a/isnan": "NA", "dense/gemm": "1"},
+        {"f": 0.25, "column a/isnan": "x", "dense/gemm": "1"},
+        {"f": "NA", "column a/isnan": None, "dense/gemm": "1"},
+        {"f": None, "column a/isnan": "z", "dense/gemm": "1"},
+    ]
+    np.testing.assert_allclose(got, trained.predict(rows), rtol=1e-6)
+    fed = trained.pipeline.features(rows)
+    assert fed[0, :3].tolist() == [0, 1, 0]  # 0.2 widened: its category
+    assert fed[1, 3:6].tolist() == fed[3, 3:6].tolist() == [0, 0, 1]  # "NA": missing
+
+
+def test_a_value_no_utf8_holds_is_refused_naming_its_column(tmp_path: Path) -> None:
+    """Failed before (trial CA): a lone surrogate (os.fsdecode's) trained and saved, and
+    export raised a bare UnicodeEncodeError from inside onnx."""
+    rows = [{"a": ["b\udcff", "c"][i % 2], "y": str(i % 2)} for i in range(40)]
+    trained = _trained(Pipeline().category("a").target("y"), rows, tmp_path)
+    with pytest.raises(ExportError, match=r"column 'a' learned the value 'b\\udcff', which is no"):
+        trained.export_onnx(tmp_path / "x.onnx")

@@ -234,3 +234,19 @@ def test_a_label_of_an_exponent_decimal_will_not_take_has_no_plain_form() -> Non
     assert plain_label(text) is None
     learned = Pipeline().category("id").learn([{"id": text}, {"id": "7"}])
     assert learned.features([{"id": text}]).tolist() == [[1, 0]]  # a zero: before 7
+
+
+def test_pandas_missing_texts_find_one_category_however_the_rows_were_read() -> None:
+    """Failed before (trial CD): a category learned from a DataFrame pandas read ("NA" made
+    NaN: the missing category) served the CSV's text "NA" as an unknown value (all zeros), and
+    one learned from the text "NA" served pandas' NaN so; now each finds the other's."""
+    from_pandas = Pipeline().category("c").learn([{"c": v} for v in ("x", None, "y", "x")])
+    as_text = from_pandas.features([{"c": "NA"}, {"c": "NULL"}, {"c": None}, {"c": "q"}])
+    assert as_text.tolist() == [[0, 0, 1], [0, 0, 1], [0, 0, 1], [0, 0, 0]]
+    from_text = Pipeline().category("c").learn([{"c": v} for v in ("x", "NA", "y", "x")])
+    assert from_text.features([{"c": None}, {"c": np.nan}, {"c": "NA"}]).tolist() == [
+        [1, 0, 0]
+    ] * 3  # "NA" sorts first
+    # a text learned as a value of its own beside missing fields stays its own
+    both = Pipeline().category("c").learn([{"c": v} for v in ("NA", None, "x")])
+    assert both.features([{"c": "NA"}, {"c": None}]).tolist() == [[1, 0, 0], [0, 0, 1]]

@@ -14,6 +14,7 @@ import numpy.typing as npt
 from deepsharp.core.data.columns import ColumnKind, Learner, Recipe
 from deepsharp.core.data.summaries import LabelCounts
 from deepsharp.core.data.values import (
+    MISSING_TEXTS,
     Column,
     ColumnName,
     each_distinct,
@@ -111,8 +112,17 @@ class Category(ColumnKind):
         self.values = values
         self.has_missing = has_missing
         self.lookup = label_lookup(values)
+        # pandas reads "NA", "NULL", ... as missing: rows read by pandas and rows read as text
+        # (read_csv, deepsharp predict) find one category. Trained on missing fields and none
+        # of these texts, a row's text "NA" is missing; trained on one such text and no missing
+        # field, a row pandas read as missing is that text's.
+        held = [value for value in values if value in MISSING_TEXTS]
         if has_missing:
             self.lookup[None] = len(values)
+            for text in MISSING_TEXTS:
+                self.lookup.setdefault(text, len(values))
+        elif len(held) == 1:
+            self.lookup[None] = self.lookup[held[0]]
 
     def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
         index = labels(values, self.name, self.lookup)

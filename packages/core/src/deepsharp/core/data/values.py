@@ -564,6 +564,17 @@ def _narrow_texts(number: float | None) -> list[str]:
     return [] if text == repr(number) else [text]
 
 
+def widened_texts(text: str) -> list[str]:
+    """The text of a float32 value widened to float64 ("0.10000000149011612"), where `text` is
+    such a value's own text ("0.1") and the widening's differs: the label a float32 column's
+    value, given as a Python float, is found by (`label_index`)."""
+    number = parse_number(text) if "." in text else None
+    if number is None or not math.isfinite(number) or abs(number) > FLOAT32_MAX:
+        return []
+    wide = float(np.float32(number))
+    return [repr(wide)] if str(np.float32(wide)) == text and repr(wide) != text else []
+
+
 def listed(column: Column) -> list[Any]:
     """A column's values as a list, as labels read them: a float32 (float16) array's as NumPy's
     scalars of it (each labelled at its own precision), any other's as Python's values."""

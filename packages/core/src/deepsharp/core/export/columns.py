@@ -42,7 +42,7 @@ from deepsharp.core.data.columns import ColumnKind
 from deepsharp.core.data.images import Image
 from deepsharp.core.data.numbers import Number
 from deepsharp.core.data.text import Text
-from deepsharp.core.data.values import FLOAT32_MAX, MISSING_TEXTS, plain_labels
+from deepsharp.core.data.values import FLOAT32_MAX, MISSING_TEXTS, widened_texts
 from deepsharp.core.errors import DeepSharpWarning, ExportError
 from deepsharp.core.export.graph import OnnxGraph
 
@@ -130,13 +130,24 @@ def category(g: OnnxGraph, inputs: Inputs, column: Category) -> str:
             stacklevel=6,
         )
     x = inputs.take(column, "text")
-    keys = [*column.values, *([""] if column.has_missing else [])]
     width = column.width()
-    indices = list(range(width))
-    for plain, place in plain_labels(column.values).items():  # "2" for a learned "02"
-        if plain not in keys:
-            keys.append(plain)
-            indices.append(place)
+    # every text predict finds a learned value by: the value, its plain form ("2" for a learned
+    # "02"), pandas' missing texts, a float32 value's text at float64 ("0.10000000149011612"
+    # for a learned "0.1"); '' where the rows are missing
+    found = {"" if text is None else text: place for text, place in column.lookup.items()}
+    for text, place in list(found.items()):
+        for wide in widened_texts(text):
+            found.setdefault(wide, place)
+    keys, indices = list(found), list(found.values())
+    for key in keys:
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ExportError(
+                f"column {column.name!r} learned the value {key!r}, which is no UTF-8 text (a "
+                "lone surrogate, as os.fsdecode makes of undecodable bytes) and an ONNX file "
+                "holds text as UTF-8: mend the column's values and train again"
+            ) from None
     index = g.one(
         "LabelEncoder",
         x,

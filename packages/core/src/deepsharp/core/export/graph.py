@@ -9,6 +9,7 @@ package, the optional extra `deepsharp[onnx]`); nothing else here does.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,14 +153,22 @@ class OnnxGraph:
         self.outputs: list[tuple[str, Any, list[int | str | None]]] = []
         self._counts: dict[str, int] = {}
         self._shared: dict[tuple[Any, ...], str] = {}
+        self._reserved: set[str] = set()
 
     # --- names -------------------------------------------------------------------------------
     def fresh(self, base: str) -> str:
         """A name not used yet, `<scope>/<base>` (then `_1`, `_2`, ...)."""
         stem = f"{self.scope}/{base}" if self.scope else base
-        count = self._counts.get(stem, 0)
-        self._counts[stem] = count + 1
-        return stem if count == 0 else f"{stem}_{count}"
+        while True:  # never an input's name (a column named "dense/gemm")
+            count = self._counts.get(stem, 0)
+            self._counts[stem] = count + 1
+            name = stem if count == 0 else f"{stem}_{count}"
+            if name not in self._reserved:
+                return name
+
+    def reserve(self, names: Iterable[str]) -> None:
+        """Names no node takes: the inputs', declared before any node is written."""
+        self._reserved.update(names)
 
     # --- what is written ---------------------------------------------------------------------
     def node(
@@ -244,6 +253,7 @@ class OnnxGraph:
     def input(self, name: str, dtype: Any, shape: list[int | str | None]) -> str:
         """A graph input of `dtype` (a NumPy dtype, or "string") and `shape` ("N": any count)."""
         self.inputs.append((name, dtype, list(shape)))
+        self._reserved.add(name)
         return name
 
     def output(self, name: str, dtype: Any, shape: list[int | str | None] | None) -> None:

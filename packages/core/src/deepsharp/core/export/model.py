@@ -299,6 +299,7 @@ def _pipeline_inputs(
             "(trained.network.export_onnx(path))"
         )
     inputs = Inputs(writer.graph)
+    writer.graph.reserve(str(column.name) for column in pipeline.columns)
     made = []
     for spec in specs:
         group = groups[spec.name] if len(specs) > 1 else next(iter(groups.values()))

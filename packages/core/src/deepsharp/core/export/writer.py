@@ -32,10 +32,11 @@ BATCH = 17
 """The rows a pass is traced with: a prime no layer's size is likely to be a multiple of, so an
 operation that names the batch's size is told apart from one that names a size of its own."""
 
-AGAIN = 19
+AGAIN = 18
 """The rows a pass is traced with a second time: a graph that differs from the first one's
 depends on the count of rows in a way no operation named (a layer's forward dividing by
-`x.shape[0]`, a Python number), and is refused."""
+`x.shape[0]`, a Python number), and is refused. Even where the first is odd: a forward that
+reads the count's parity (`x.shape[0] % 2`) is told apart too."""
 
 Padding = tuple[int, int]
 Paddings = tuple[Padding, Padding]
