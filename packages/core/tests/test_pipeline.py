@@ -265,6 +265,11 @@ def test_split_fractions_are_checked() -> None:
         Pipeline().split(train=0.5, validation=-0.1)
     with pytest.raises(ValueError, match="at most 1"):
         Pipeline().split(train=0.8, validation=0.3)
+    # NumPy's numbers are numbers (failed before: 'split: train must be a number'); a truth
+    # value is none
+    assert Pipeline().split(np.float32(0.75), np.float64(0.25))._train == 0.75
+    with pytest.raises(TypeError, match=r"must be a number, not np\.True_"):
+        Pipeline().split(train=np.bool_(True))
 
 
 def test_a_split_leaving_no_test_fraction_serves_only_a_run_given_test_rows() -> None:

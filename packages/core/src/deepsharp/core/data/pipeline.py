@@ -31,6 +31,7 @@ messages are counted from 1, in the rows as handed to that call.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -209,10 +210,11 @@ class Pipeline:
         When a run is given test rows of its own, only the ratio of the two counts, and
         train + validation may be 1 (no test fraction)."""
         for what, value in (("train", train), ("validation", validation)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
                 raise TypeError(f"split: {what} must be a number, not {value!r}")
             if not math.isfinite(value):
                 raise ValueError(f"split: {what} must be finite, not {value!r}")
+        train, validation = float(train), float(validation)  # a NumPy number's too
         if not train > 0:
             raise ValueError(f"split: train must be more than 0, not {train!r}")
         if not validation >= 0:
