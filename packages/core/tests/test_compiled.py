@@ -385,25 +385,33 @@ def test_captures_on_one_engine_in_two_threads_keep_apart() -> None:
     in two threads replaced each other's watchers — the second fell back for the whole run
     ('the step gives back a value it did not make'), the engine kept the first's watchers for
     good, and at times a capture raised 'dictionary changed size during iteration'."""
+    import _thread
     import threading
 
-    a_in, b_in, a_done = threading.Event(), threading.Event(), threading.Event()
-    first = {"A": True, "B": True}
+    def untold() -> Any:  # a lock held until what it stands for happens, then released
+        lock = _thread.allocate_lock()
+        lock.acquire()
+        return lock
 
-    class Gate(Layer):  # orders the two threads' first passes (it keeps no state of its own)
+    a_in, b_in, a_done = untold(), untold(), untold()
+    first = {"A": _thread.allocate_lock(), "B": _thread.allocate_lock()}
+
+    class Gate(Layer):
+        """Orders the two threads' first passes. What it changes is held in locks, which no
+        trace reads (a dict or an Event changed in a pass would be state it changes)."""
+
         def __init__(self, who: str, name: str | None = None) -> None:
             super().__init__(name)
             self.who = who
 
         def forward(self, x: Any, slots: Any, context: Any) -> Any:
-            if first[self.who]:
-                first[self.who] = False
+            if first[self.who].acquire(blocking=False):
                 if self.who == "A":  # A is tracing: B starts tracing too
-                    a_in.set()
-                    b_in.wait(10)
+                    a_in.release()
+                    b_in.acquire(timeout=10)
                 else:  # B is tracing: A ends its trace first
-                    b_in.set()
-                    a_done.wait(10)
+                    b_in.release()
+                    a_done.acquire(timeout=10)
             return x
 
     engine = make_engine("light")
@@ -414,11 +422,11 @@ def test_captures_on_one_engine_in_two_threads_keep_apart() -> None:
         network = Network([Dense(4), Gate(who), Relu(), Dense(1)], inputs=14)
         with Trainer(network, BinaryCrossEntropy(), Adam(0.05), engine=engine, seed=0) as t:
             if who == "B":
-                a_in.wait(10)
+                a_in.acquire(timeout=10)
             for step in range(3):
                 t.step(rows, targets)
                 if who == "A" and step == 0:
-                    a_done.set()
+                    a_done.release()
             said[who] = t.compiled.summary()
 
     threads = [threading.Thread(target=train, args=(who,)) for who in "AB"]

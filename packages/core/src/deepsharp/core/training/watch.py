@@ -4,24 +4,35 @@ after the traced pass, so that a pass that changes it is never replayed.
 A replay runs no forward pass and no loss, so it stands for the traced pass only where that pass
 changed nothing a later pass reads. The layers (those of the network, their parts, and layers
 held in attributes, in lists, dicts and objects of one's own within them) and the loss are read
-whole, four levels deep: each attribute's value, what a list, tuple, deque, dict, set or array
-holds, the attributes of an object of one's own, what a random generator would draw next, and
-the attributes their classes hold (`calls = [0]` in a class body). Python's and NumPy's global
-random generators are read too: a pass that draws from them is not replayed either.
+whole, six levels deep: each attribute's value; what a list, tuple, deque, dict, set, bytearray
+or array holds; the attributes (in `__dict__` and `__slots__`) of an object of one's own,
+callable or not; what a function holds (its closure's cells, its defaults, the globals its code
+names), a bound method's object, a partial's arguments; what a random generator (Python's,
+NumPy's, deepsharp's) would draw next; a weak reference's object; the values their classes
+hold (`calls = [0]` in a class body); and what the layer's `forward` (the loss's `value`) reads
+beyond it: its defaults and the globals its code names. Python's and NumPy's global random
+generators are read too: a pass that draws from them is not replayed either.
 
 What is read is held while the snapshot is, so no object read can be freed and another take its
 id. Numbers and text are compared by value, the rest by identity and what they hold. An object
 met twice (a table several layers share) is read once. An array of up to 100,000 values is
-copied; a larger one is kept by its digest. A snapshot reads a million values in all: state
-larger than that cannot be watched, and the step says so and runs as recorded.
+copied; a larger one is kept by its digest (a file mapped to read, by identity). A snapshot
+reads a million values in all; state larger than that, and an iterator (whose place no one can
+read: a generator, `itertools.cycle`), cannot be watched, and the step says so and runs as
+recorded. Not read: what lies deeper than six levels, inside a set's members, or in objects of
+deepsharp's own (but its random generators).
 """
 
 from __future__ import annotations
 
+import array
 import collections
+import functools
 import hashlib
+import itertools
 import random
 import types
+import weakref
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from fractions import Fraction
@@ -30,10 +41,11 @@ from typing import Any
 import numpy as np
 
 from deepsharp.core.nn.layer import Layer
+from deepsharp.core.random import Generator
 
 __all__ = ["Snapshot", "every_layer"]
 
-DEPTH = 4
+DEPTH = 6
 """How many levels into what an attribute holds a snapshot reads (deeper, identity alone)."""
 VALUES = 1_000_000
 """Values a snapshot reads in all (items of containers, attributes of objects, arrays)."""
@@ -52,7 +64,7 @@ _NOT_STATE = (
 
 
 class _TooMuch(Exception):
-    pass
+    """State a snapshot cannot read: more than a million values, or an iterator."""
 
 
 class Snapshot:
@@ -68,12 +80,7 @@ class Snapshot:
         try:
             self._read = self._reader.roots(self.roots)
         except _TooMuch as where:
-            self.too_much = (
-                f"the layers and the loss hold more than {VALUES:,} values (the last read: "
-                f"{where}): too many for a compiled step to watch for a change in a pass, so "
-                "its steps ran as recorded (keep a large table in a NumPy array, read as one "
-                "value, or in a buffer)"
-            )
+            self.too_much = str(where)
             self._read = []
 
     def changed(self) -> str | None:
@@ -90,10 +97,7 @@ class Snapshot:
         try:
             now = reader.roots(self.roots)
         except _TooMuch as where:
-            return (
-                f"the layers and the loss grew past {VALUES:,} values in a pass (the last "
-                f"read: {where}): its steps ran as recorded"
-            )
+            return f"in a pass, {where}"
         roots = {id(root): read for root, read in zip(self._reader.found, self._read)}
         for root, attributes in zip(reader.found, now):
             was = roots.get(id(root))
@@ -117,8 +121,13 @@ def _why(held: Any, name: Any, node: Any) -> str:
     where = "its forward pass" if isinstance(held, Layer) else "its value"
     if name == "_edits":
         what = "sets its attributes"
-    elif isinstance(name, tuple):
+    elif isinstance(name, tuple) and name[0] == "class":
         what = f"changes what its class's attribute {name[1]!r} holds"
+    elif isinstance(name, tuple):
+        what = (
+            f"changes what its {name[1]} reads beyond its attributes (a global its code names, "
+            "a default, a cell it closes over)"
+        )
     elif isinstance(node, tuple) and node and node[0] == "rng":
         what = f"draws from the random generator in its attribute {name!r}"
     else:
@@ -154,9 +163,14 @@ class _Reader:
             for name, value in list(vars(root).items()):
                 self._where = f"the attribute {name!r} of {whose}"
                 attributes[name] = self.read(value, 0)
-            for klass, name, value in _class_attributes(type(root)):
+            for _, name, value in _class_attributes(type(root)):
                 self._where = f"the class attribute {name!r} of {whose}"
-                attributes[(klass.__qualname__, name)] = self.read(value, 0)
+                attributes[("class", name)] = self.read(value, 0)
+            for name in ("forward", "value"):  # what its code reads beyond it: globals, ...
+                function = getattr(type(root), name, None)
+                if isinstance(function, types.FunctionType) and _of_ones_own(function):
+                    self._where = f"what {name} of {whose} reads"
+                    attributes[("code", name)] = self.read(function, 0)
             read.append(attributes)
             for layer in self.layers_met:
                 if id(layer) not in known:  # a layer held where every_layer does not look
@@ -168,9 +182,22 @@ class _Reader:
     def _spend(self, count: int) -> None:  # a million values read: too many to watch
         self.left -= count
         if self.left < 0:
-            raise _TooMuch(self._where)
+            raise _TooMuch(
+                f"the layers and the loss hold more than {VALUES:,} values (the last read: "
+                f"{self._where}): too many for a compiled step to watch for a change in a pass, "
+                "so its steps ran as recorded (keep a large table in a NumPy array, read as "
+                "one value, or in a buffer)"
+            )
 
     def read(self, value: Any, depth: int) -> Any:
+        try:
+            return self._read(value, depth)
+        except _TooMuch:
+            raise
+        except Exception:  # an object that will not be read (a proxy raising on any look)
+            return ("is", value)
+
+    def _read(self, value: Any, depth: int) -> Any:
         if isinstance(value, _SCALARS):
             return ("=", value)
         if isinstance(value, Layer):
@@ -187,37 +214,67 @@ class _Reader:
         state = _generator_state(value)
         if state is not None:
             return ("rng", value, state)
-        if depth >= DEPTH or isinstance(value, (type, types.ModuleType)) or callable(value):
-            return ("is", value)  # a class, module or function: itself
+        if isinstance(value, type) and _of_ones_own(value) and depth < DEPTH:  # a namespace
+            found = [(n, v) for _, n, v in _class_attributes(value)]
+            return ("[]", value, [(n, self.read(v, depth + 1)) for n, v in found])
+        if depth >= DEPTH or isinstance(value, (type, types.ModuleType)):
+            return ("is", value)  # a class or a module: itself
         if isinstance(value, (set, frozenset)):
             self._spend(len(value))
             return ("set", value, frozenset(value))
-        pairs: Iterable[tuple[Any, Any]]
-        if isinstance(value, _SEQUENCES):
-            pairs = enumerate(value)
-        elif isinstance(value, dict):
-            pairs = list(value.items())
-        else:
-            own = _own_attributes(value)
-            if own is None:
-                return ("is", value)
-            pairs = [
-                *own,
-                *(((k.__qualname__, n), v) for k, n, v in _class_attributes(type(value))),
-            ]
+        if isinstance(value, (bytearray, array.array)):
+            return ("set", value, bytes(value))
+        if isinstance(value, itertools.count):  # its next number, in its text
+            return ("set", value, repr(value))
+        if isinstance(value, weakref.ref):
+            return ("()", None, [("referent", self.read(value(), depth + 1))])
+        if hasattr(type(value), "__next__") and _own_attributes(value) is None:
+            raise _TooMuch(
+                f"{self._where} holds an iterator ({type(value).__name__}), whose place no "
+                "trace can read: a pass that draws from it would be replayed with its first "
+                "draw, so its steps ran as recorded (hold a list and an index instead)"
+            )
+
+        pairs = self._pairs(value)
+        if pairs is None:
+            return ("is", value)
         made = []
         for name, held in pairs:
             self._spend(1)
             made.append((name, self.read(held, depth + 1)))
         return ("[]", value, made)
 
+    def _pairs(self, value: Any) -> list[tuple[Any, Any]] | None:
+        """What a container, a function or an object of one's own holds, by name or place; None
+        where it is read by identity alone."""
+        if isinstance(value, _SEQUENCES):
+            return list(enumerate(value))
+        if isinstance(value, dict):
+            return list(value.items())
+        if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)):
+            return _function_state(value)
+        own = _own_attributes(value)
+        if own is None:
+            return None
+        return [
+            *own,
+            *((("class", k.__qualname__, n), v) for k, n, v in _class_attributes(type(value))),
+        ]
+
+    def _item(self, value: Any, depth: int) -> Any:
+        if type(value) is tuple:  # made by tolist: compared by what it holds alone
+            return ("()", None, [(i, self.read(v, depth + 1)) for i, v in enumerate(value)])
+        return self.read(value, depth)
+
     def _array(self, value: np.ndarray, depth: int) -> Any:
-        if value.dtype.kind == "O":
+        if value.dtype.hasobject:  # its items (a structured row's fields as a tuple made now)
             items = value.ravel().tolist()
             self._spend(len(items))
-            return ("[]", value, [(i, self.read(v, depth + 1)) for i, v in enumerate(items)])
+            return ("[]", value, [(i, self._item(v, depth + 1)) for i, v in enumerate(items)])
+        if isinstance(value, np.memmap) and not value.flags.writeable:
+            return ("is", value)  # a file mapped to read: no pass writes it
         if value.size <= EXACT:
-            return ("array", value, np.array(value))
+            return ("array", value, (value.shape, value.dtype.str, value.tobytes()))
         data = np.ascontiguousarray(value).reshape(-1).view(np.uint8).data
         digest = hashlib.sha1(data, usedforsecurity=False)
         return ("array", value, (value.shape, value.dtype.str, digest.digest()))
@@ -235,26 +292,19 @@ def _same(was: Any, now: Any) -> bool:
         return bool(was[1] == now[1])
     if was[1] is not now[1]:
         return False
-    if kind == "[]":
+    if kind in ("[]", "()"):
         return len(was[2]) == len(now[2]) and all(
             _equal(a[0], b[0]) and _same(a[1], b[1]) for a, b in zip(was[2], now[2])
         )
-    if kind == "array":
-        a, b = was[2], now[2]
-        if isinstance(a, tuple):
-            return bool(a == b)
-        return bool(
-            a.shape == b.shape
-            and a.dtype == b.dtype
-            and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
-        )
-    return bool(kind == "is" or was[2] == now[2])  # a set's items, a generator's state
+    return bool(kind == "is" or was[2] == now[2])  # a set's items, an array's bytes, a state
 
 
 def _equal(was: Any, now: Any) -> bool:
     """Numbers and text by value (NaN equal to NaN), anything else by identity."""
     if was is now:
         return True
+    if type(was) is tuple and type(now) is tuple:  # a class attribute's key, a dict's key
+        return len(was) == len(now) and all(map(_equal, was, now))
     if type(was) is not type(now) or not isinstance(was, _SCALARS):
         return False
     try:
@@ -269,6 +319,8 @@ _GONE = ("gone",)
 def _generator_state(value: Any) -> Any:
     """What a random generator would draw next (its state, as a value), or None where `value`
     is no random generator."""
+    if isinstance(value, Generator):  # deepsharp's own: its place in its stream
+        return (value.seed, value.stream, value.counter)
     if isinstance(value, random.Random):
         try:
             return value.getstate()
@@ -296,16 +348,62 @@ def _global_draws() -> tuple[Any, Any]:
 
 
 def _own_attributes(value: Any) -> list[tuple[Any, Any]] | None:
-    """An object of one's own's attributes (not deepsharp's own: the network, the trainer, an
-    engine), or None where it has none to read (or will not say)."""
+    """An object of one's own's attributes, in its `__dict__` and its `__slots__` (not
+    deepsharp's own: the network, the trainer, an engine), or None where it has none to read
+    (or will not say)."""
     try:
         module = getattr(type(value), "__module__", None)
         if not isinstance(module, str) or module.startswith("deepsharp."):
             return None
-        held = object.__getattribute__(value, "__dict__")
-    except Exception:  # slots, a __dict__ that raises, ...: nothing of it is read
+        found: list[tuple[Any, Any]] = []
+        for klass in type(value).__mro__:
+            slots = vars(klass).get("__slots__", ())
+            for name in [slots] if isinstance(slots, str) else slots:
+                try:
+                    found.append((name, object.__getattribute__(value, name)))
+                except AttributeError:  # a slot not set
+                    continue
+        try:
+            held = object.__getattribute__(value, "__dict__")
+        except AttributeError:
+            held = None
+    except Exception:  # a __dict__ that raises, ...: nothing of it is read
         return None
-    return list(held.items()) if isinstance(held, dict) else None
+    if isinstance(held, dict):
+        found += held.items()
+    elif not found:
+        return None
+    return found
+
+
+def _function_state(value: Any) -> list[tuple[Any, Any]]:
+    """What a function reads besides its arguments: the cells it closes over, its defaults (a
+    list as a default is a function's own state), the globals its code names; a bound
+    method's object; a partial's function and arguments."""
+    if isinstance(value, functools.partial):
+        return [("func", value.func), ("args", value.args), ("keywords", value.keywords)]
+    if isinstance(value, types.MethodType):
+        return [("self", value.__self__), ("func", value.__func__)]
+    found: list[tuple[Any, Any]] = [
+        ("defaults", value.__defaults__),
+        ("kwdefaults", value.__kwdefaults__),
+    ]
+    for name, cell in zip(value.__code__.co_freevars, value.__closure__ or ()):
+        try:
+            found.append((("cell", name), cell.cell_contents))
+        except ValueError:  # a cell not yet filled
+            continue
+    named = value.__globals__
+    for name in value.__code__.co_names:
+        held = named.get(name, _GONE)
+        if held is not _GONE and not isinstance(held, (types.ModuleType, type)):
+            found.append((("global", name), held))
+    return found
+
+
+def _of_ones_own(held: Any) -> bool:
+    module = getattr(held, "__module__", None)
+    return isinstance(module, str) and not module.startswith("deepsharp.")
 
 
 def _class_attributes(klass: type) -> list[tuple[type, str, Any]]:
@@ -326,7 +424,7 @@ def _class_attributes(klass: type) -> list[tuple[type, str, Any]]:
 def every_layer(layers: Sequence[Layer]) -> list[Layer]:
     """The layers and, within each, the layers it is built of: its parts, and layers it holds
     in an attribute of its own (a Dropout kept as `self.drop`), in a list, tuple, dict or set,
-    or in an object of one's own, four levels deep."""
+    or in an object of one's own, six levels deep."""
     found: list[Layer] = []
     seen: set[int] = set()
     queue = list(layers)
@@ -345,6 +443,13 @@ def every_layer(layers: Sequence[Layer]) -> list[Layer]:
 
 
 def _layers_in(value: Any, depth: int, out: list[Layer], visited: set[int]) -> None:
+    try:
+        _look_in(value, depth, out, visited)
+    except Exception:  # an object that will not be looked into (a proxy raising on any look)
+        return
+
+
+def _look_in(value: Any, depth: int, out: list[Layer], visited: set[int]) -> None:
     if isinstance(value, Layer):
         out.append(value)
         return
