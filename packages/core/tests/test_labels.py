@@ -244,9 +244,21 @@ def test_pandas_missing_texts_find_one_category_however_the_rows_were_read() -> 
     as_text = from_pandas.features([{"c": "NA"}, {"c": "NULL"}, {"c": None}, {"c": "q"}])
     assert as_text.tolist() == [[0, 0, 1], [0, 0, 1], [0, 0, 1], [0, 0, 0]]
     from_text = Pipeline().category("c").learn([{"c": v} for v in ("x", "NA", "y", "x")])
-    assert from_text.features([{"c": None}, {"c": np.nan}, {"c": "NA"}]).tolist() == [
-        [1, 0, 0]
-    ] * 3  # "NA" sorts first
+    assert (
+        from_text.features([{"c": None}, {"c": np.nan}, {"c": "NA"}]).tolist() == [[1, 0, 0]] * 3
+    )  # "NA" sorts first
+    # the other missing texts are that text's too, as pandas reads them all as missing (they
+    # were unknown values: trial CF)
+    assert from_text.features([{"c": "NaN"}, {"c": "null"}]).tolist() == [[1, 0, 0]] * 2
     # a text learned as a value of its own beside missing fields stays its own
     both = Pipeline().category("c").learn([{"c": v} for v in ("NA", None, "x")])
     assert both.features([{"c": "NA"}, {"c": None}]).tolist() == [[1, 0, 0], [0, 0, 1]]
+
+
+def test_a_float32_value_s_float64_text_finds_the_value_as_the_float_does() -> None:
+    """Failed before (trial CF): a category learned from float32 values ("0.1") found the
+    float 0.10000000149011612 but not its text (a float32 frame written to CSV as float64),
+    which the exported file found: predict and the file gave two answers."""
+    learned = Pipeline().category("f").learn([{"f": np.float32(v)} for v in (0.1, 0.2, 0.3)])
+    rows = [{"f": "0.10000000149011612"}, {"f": 0.10000000149011612}, {"f": "0.1"}]
+    assert learned.features(rows).tolist() == [[1, 0, 0]] * 3

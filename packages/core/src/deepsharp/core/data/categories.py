@@ -115,14 +115,15 @@ class Category(ColumnKind):
         # pandas reads "NA", "NULL", ... as missing: rows read by pandas and rows read as text
         # (read_csv, deepsharp predict) find one category. Trained on missing fields and none
         # of these texts, a row's text "NA" is missing; trained on one such text and no missing
-        # field, a row pandas read as missing is that text's.
+        # field, a row pandas read as missing, or holding another of them, is that text's.
         held = [value for value in values if value in MISSING_TEXTS]
+        missing = len(values) if has_missing else self.lookup[held[0]] if len(held) == 1 else None
         if has_missing:
             self.lookup[None] = len(values)
+        if missing is not None:  # the others too: pandas reads each of them as missing
+            self.lookup.setdefault(None, missing)
             for text in MISSING_TEXTS:
-                self.lookup.setdefault(text, len(values))
-        elif len(held) == 1:
-            self.lookup[None] = self.lookup[held[0]]
+                self.lookup.setdefault(text, missing)
 
     def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
         index = labels(values, self.name, self.lookup)

@@ -537,16 +537,21 @@ def plain_labels(learned: Sequence[str]) -> dict[str, int]:
 def label_index(lookup: Mapping[str | None, int], value: object) -> int:
     """The index of a value's label in `lookup`, -1 where it has none; a number that is a
     float32 value widened to float64 (a float32 DataFrame's rows as records: 0.1 as
-    0.10000000149011612) and is no label as it stands is looked for by its text at float32's
-    precision ("0.1"), as the column it came from was learned (a float64 value within float32's
-    rounding of a learned one is so read as it)."""
+    0.10000000149011612), or the text of one (that frame written to a CSV as float64), and is
+    no label as it stands is looked for by its text at float32's precision ("0.1"), as the
+    column it came from was learned (a float64 value within float32's rounding of a learned one
+    is so read as it)."""
     text = label(value)
     index = lookup.get(text, -1)
     if index < 0 and (plain := plain_label(text)) is not None:  # "02" where "2" was learned,
         index = lookup.get(plain, -1)  # "true" where True was
-    if index < 0 and isinstance(value, (float, np.floating)) and not isinstance(value, bool):
-        for text in _narrow_texts(float(value)):
-            index = lookup.get(text, -1)
+    if index < 0 and not isinstance(value, bool):
+        if isinstance(value, (float, np.floating)):
+            number: float | None = float(value)
+        else:  # the text of one ("0.10000000149011612": a float32 column written as float64)
+            number = parse_number(text) if isinstance(text, str) and "." in text else None
+        for narrow in _narrow_texts(number):
+            index = lookup.get(narrow, -1)
             if index >= 0:
                 break
     return index
