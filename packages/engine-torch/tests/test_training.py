@@ -15,6 +15,7 @@ from deepsharp.core import (  # noqa: E402
     Adam,
     BinaryCrossEntropy,
     Dense,
+    EngineUnavailableError,
     Network,
     Relu,
     Tanh,
@@ -299,3 +300,29 @@ def test_an_engine_unpickled_in_a_new_process_works() -> None:
     assert done.stdout.decode().split() == ["TorchEngine", "strict", "1", "[0.0,", "1.0,", "2.0]"]
     copied = pickle.loads(pickle.dumps(TorchEngine.on_cpu("mixed_bfloat16")))
     assert type(copied).__name__ == "HalfOutputs" and copied.precision == "mixed_bfloat16"
+    import copy
+
+    shallow = copy.copy(engine)  # its own counters (trial CF: they were shared)
+    shallow.put(np.zeros(2, np.float32))
+    assert (engine.counters.transfers_in, shallow.counters.transfers_in) == (1, 2)
+
+
+def test_an_engine_of_a_card_loads_where_there_is_none_and_refuses_to_be_used() -> None:
+    """Failed before (trial CF): an estimator fitted on a card could not be unpickled on a
+    machine without one (EngineUnavailableError while loading: its trained_ lost too)."""
+    import pickle
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a card is here: the engine is made on it")
+    engine = TorchEngine.on_cpu("float32")
+    engine.device = "cuda:0"  # as pickled where it ran on a card
+    held = pickle.loads(pickle.dumps({"engine": engine, "kept": [1, 2]}))
+    assert held["kept"] == [1, 2] and "unavailable here" in repr(held["engine"])
+    with pytest.raises(EngineUnavailableError, match=r"this torch engine \(cuda:0, float32\) "
+                       r"was pickled where it ran and loaded where it cannot be made: .*"
+                       r"trained_\.predict\(x, 'light'\)"):  # fmt: skip
+        held["engine"].put(np.zeros(2, np.float32))
+    again = pickle.loads(pickle.dumps(held["engine"]))  # passed on: made again where it can be
+    assert "unavailable here" in repr(again)

@@ -32,6 +32,7 @@ global lookup and torch's own dispatch, nothing more.
 
 from __future__ import annotations
 
+import copy
 import math
 import operator
 import os
@@ -52,6 +53,7 @@ from deepsharp.core.engine.protocol import int64_put
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
 from deepsharp.engines.torch import _exact, _groups, _recurrent, _totals
 from deepsharp.engines.torch._groups import FLATS_KEPT, flat_tensors, joined, lanes
+from deepsharp.engines.torch._pickled import remade
 from deepsharp.engines.torch._probe import cuda_refusal, load_torch
 
 __all__ = ["TorchEngine"]
@@ -91,13 +93,6 @@ def _bind() -> Any:
         _groups.bind(module)
         _exact.bind(module)
     return module
-
-
-def _remade(kind: type[TorchEngine], device: str, precision: str) -> TorchEngine:
-    """A pickled engine made again (`TorchEngine.__reduce__`): torch bound, its checks run."""
-    if device.startswith("cuda"):
-        return kind.on_gpu(int(device.partition(":")[2] or 0), precision)
-    return kind.on_cpu(precision)
 
 
 CHECKED_IN_LIBTORCH = 1 << 16
@@ -203,9 +198,11 @@ class TorchEngine:
         """Pickled (copied: scikit-learn's clone, a worker process of `n_jobs`) as its class,
         device, precision and counters: unpickled, the engine is made again as `on_cpu` or
         `on_gpu` make it, which imports torch (this module imports it lazily: unpickled as its
-        attributes, the engine found `torch` unbound in a new process) and refuses, naming
-        what is missing, where torch or the card is not there."""
-        return _remade, (type(self), self.device, self.precision), {"counters": self.counters}
+        attributes, the engine found `torch` unbound in a new process); where torch or the
+        card is not there, as a stand-in that refuses every use, naming what is missing
+        (`_pickled.UnavailableEngine`: what holds it, a fitted estimator, still loads)."""
+        counters = copy.copy(self.counters)  # a copy's own (copy.copy shared them)
+        return remade, (type(self), self.device, self.precision), {"counters": counters}
 
     @property
     def identity(self) -> EngineIdentity:
