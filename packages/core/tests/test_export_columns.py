@@ -159,7 +159,8 @@ def test_float32_categories_missing_texts_and_odd_names_are_found_as_predict_fin
     tmp_path: Path,
 ) -> None:
     """Failed before (trial CA): a category learned from float32 values ('0.1') missed the
-    float64 text of them the docs say to give ('0.10000000149011612'), which predict finds;
+    float64 text of them the docs say to give ('0.10000000149011612'), which predict finds
+    (trial CH: and '9.999999747378752e-06' for a learned '1e-05');
     pandas' missing texts ('NA') missed the missing category predict reads them as; columns
     named as the exporter's own nodes ('column a/isnan', 'dense/gemm') were refused as a graph
     the onnx checker refuses."""
@@ -167,7 +168,7 @@ def test_float32_categories_missing_texts_and_odd_names_are_found_as_predict_fin
 
     frame = pd.DataFrame(
         {
-            "f": np.array([0.1, 0.2, 0.3, 0.2] * 10, np.float32),
+            "f": np.array([0.1, 0.2, 1e-05, 0.2] * 10, np.float32),
             "column a/isnan": [None, "x", "y", "x"] * 10,
             "dense/gemm": [str(i % 3) for i in range(40)],
             "y": [str(i % 2) for i in range(40)],
@@ -176,7 +177,7 @@ def test_float32_categories_missing_texts_and_odd_names_are_found_as_predict_fin
     pipeline = Pipeline().category("f").category("column a/isnan").category("dense/gemm")
     trained = _trained(pipeline.target("y"), frame, tmp_path)
     trained.export_onnx(tmp_path / "x.onnx")
-    given = [repr(float(np.float32(0.2))), "0.3", "0.25", "NA", ""]
+    given = [repr(float(np.float32(0.2))), repr(float(np.float32(1e-05))), "0.25", "NA", ""]
     texts = ["y", "NA", "x", "", "z"]
     got = session(tmp_path / "x.onnx").run(
         None,
@@ -188,14 +189,14 @@ def test_float32_categories_missing_texts_and_odd_names_are_found_as_predict_fin
     )[0]
     rows = [
         {"f": float(np.float32(0.2)), "column a/isnan": "y", "dense/gemm": "1"},
-        {"f": 0.3, "column a/isnan": "NA", "dense/gemm": "1"},
+        {"f": float(np.float32(1e-05)), "column a/isnan": "NA", "dense/gemm": "1"},
         {"f": 0.25, "column a/isnan": "x", "dense/gemm": "1"},
         {"f": "NA", "column a/isnan": None, "dense/gemm": "1"},
         {"f": None, "column a/isnan": "z", "dense/gemm": "1"},
     ]
     np.testing.assert_allclose(got, trained.predict(rows), rtol=1e-6)
     fed = trained.pipeline.features(rows)
-    assert fed[0, :3].tolist() == [0, 1, 0]  # 0.2 widened: its category
+    assert fed[0, :3].tolist() == [0, 0, 1]  # 0.2 widened: its category (1e-05 sorts first)
     assert fed[1, 3:6].tolist() == fed[3, 3:6].tolist() == [0, 0, 1]  # "NA": missing
 
 

@@ -259,6 +259,8 @@ def test_a_float32_value_s_float64_text_finds_the_value_as_the_float_does() -> N
     """Failed before (trial CF): a category learned from float32 values ("0.1") found the
     float 0.10000000149011612 but not its text (a float32 frame written to CSV as float64),
     which the exported file found: predict and the file gave two answers."""
-    learned = Pipeline().category("f").learn([{"f": np.float32(v)} for v in (0.1, 0.2, 0.3)])
+    learned = Pipeline().category("f").learn([{"f": np.float32(v)} for v in (0.1, 0.2, 1e-05)])
     rows = [{"f": "0.10000000149011612"}, {"f": 0.10000000149011612}, {"f": "0.1"}]
-    assert learned.features(rows).tolist() == [[1, 0, 0]] * 3
+    assert learned.features(rows).tolist() == [[0, 1, 0]] * 3  # 1e-05 sorts first
+    tiny = [{"f": "9.999999747378752e-06"}, {"f": float(np.float32(1e-05))}, {"f": "1e-05"}]
+    assert learned.features(tiny).tolist() == [[1, 0, 0]] * 3

@@ -326,3 +326,11 @@ def test_an_engine_of_a_card_loads_where_there_is_none_and_refuses_to_be_used() 
         held["engine"].put(np.zeros(2, np.float32))
     again = pickle.loads(pickle.dumps(held["engine"]))  # passed on: made again where it can be
     assert "unavailable here" in repr(again)
+    # asked whether it has a name, it has none (scikit-learn's clone asked for get_params, and
+    # the refusal stopped it: trial CH)
+    assert not hasattr(again, "put") and getattr(again, "precision", None) is None
+    from sklearn.base import clone
+
+    from deepsharp.sklearn import NetworkClassifier
+
+    assert clone(NetworkClassifier(engine=again)).engine is not again

@@ -573,7 +573,7 @@ def widened_texts(text: str) -> list[str]:
     """The text of a float32 value widened to float64 ("0.10000000149011612"), where `text` is
     such a value's own text ("0.1") and the widening's differs: the label a float32 column's
     value, given as a Python float, is found by (`label_index`)."""
-    number = parse_number(text) if "." in text else None
+    number = parse_number(text) if _DECIMAL_TEXT.fullmatch(text) else None  # "1e-05" too
     if number is None or not math.isfinite(number) or abs(number) > FLOAT32_MAX:
         return []
     wide = float(np.float32(number))

@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 from deepsharp.core.errors import EngineUnavailableError
 
-__all__ = ["UnavailableEngine", "remade"]
+__all__ = ["EngineUnavailableHere", "UnavailableEngine", "remade"]
 
 
 def remade(kind: Any, device: str, precision: str) -> Any:
@@ -20,6 +20,12 @@ def remade(kind: Any, device: str, precision: str) -> Any:
         return kind.on_cpu(precision)
     except EngineUnavailableError as error:
         return UnavailableEngine(kind, device, precision, str(error))
+
+
+class EngineUnavailableHere(EngineUnavailableError, AttributeError):
+    """A stand-in's refusal: an `EngineUnavailableError` to whoever uses it, and an
+    `AttributeError` to whoever only asks whether it has a name (`hasattr`, scikit-learn's
+    clone, a runtime-checked protocol), which it has not."""
 
 
 class UnavailableEngine:
@@ -36,7 +42,7 @@ class UnavailableEngine:
         if name.startswith("__") or name in ("_made", "_why"):
             raise AttributeError(name)  # pickle's and copy's look-ups: none here
         _, device, precision = self._made
-        raise EngineUnavailableError(
+        raise EngineUnavailableHere(
             f"this torch engine ({device}, {precision}) was pickled where it ran and loaded "
             f"where it cannot be made: {self._why}. Serve on an engine this machine has "
             "(trained.predict(rows, 'light'), or an estimator's trained_.predict(x, 'light'))"
