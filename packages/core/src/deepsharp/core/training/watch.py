@@ -4,33 +4,43 @@ after the traced pass, so that a pass that changes it is never replayed.
 A replay runs no forward pass and no loss, so it stands for the traced pass only where that pass
 changed nothing a later pass reads. The layers (those of the network, their parts, and layers
 held in attributes, in lists, dicts and objects of one's own within them) and the loss are read
-whole, six levels deep: each attribute's value; what a list, tuple, deque, dict, set, bytearray
-or array holds; the attributes (in `__dict__` and `__slots__`) of an object of one's own,
-callable or not; what a function holds (its closure's cells, its defaults, the globals its code
-names), a bound method's object, a partial's arguments; what a random generator (Python's,
-NumPy's, deepsharp's) would draw next; a weak reference's object; the values their classes
-hold (`calls = [0]` in a class body); and what the layer's `forward` (the loss's `value`) reads
-beyond it: its defaults and the globals its code names. Python's and NumPy's global random
-generators are read too: a pass that draws from them is not replayed either.
+whole, six levels deep: each attribute's value; what a list, tuple, deque, dict, set,
+bytearray, memoryview or array holds; the attributes (in `__dict__` and `__slots__`) of an
+object of one's own, callable or not; what a function of one's own holds (its closure's cells,
+its defaults, the globals its code loads); a bound method's object, a partial's arguments;
+what a random generator (Python's, NumPy's, deepsharp's) would draw next; where a file stands;
+a weak reference's object; the values classes of one's own hold (`calls = [0]` in a class
+body); and what the layer's `forward` (the loss's `value`) reads beyond it: its defaults and
+the globals its code loads. Python's and NumPy's global random generators are read too: a pass
+that draws from them is not replayed either.
 
 What is read is held while the snapshot is, so no object read can be freed and another take its
 id. Numbers and text are compared by value, the rest by identity and what they hold. An object
-met twice (a table several layers share) is read once. An array of up to 100,000 values is
+met twice (a table several layers share) is read once. An array of up to 10,000 values is
 copied; a larger one is kept by its digest (a file mapped to read, by identity). A snapshot
-reads a million values in all; state larger than that, and an iterator (whose place no one can
-read: a generator, `itertools.cycle`), cannot be watched, and the step says so and runs as
-recorded. Not read: what lies deeper than six levels, inside a set's members, or in objects of
-deepsharp's own (but its random generators).
+reads a million values in all; state larger than that, and an iterator of another's (whose
+place no one can read: a generator, `itertools.cycle`, `csv.reader`), cannot be watched, and
+the step says so and runs as recorded.
+
+Read by identity alone: objects and functions of deepsharp's own (but its random generators),
+of Python's library and of installed packages (a logger's cache, the pattern cache `re.sub`
+fills, a pandas frame, a torch tensor: keep a layer's state in objects of one's own, arrays or
+buffers). Not read: what lies deeper than six levels, inside a set's members, or in the globals
+of a method other than `forward` (`value`). Read at a trace alone: a global assigned between
+steps is not seen (a layer's settings are: `Edited`).
 """
 
 from __future__ import annotations
 
 import array
 import collections
+import dis
 import functools
 import hashlib
+import io
 import itertools
 import random
+import sys
 import types
 import weakref
 from collections.abc import Iterable, Sequence
@@ -49,7 +59,7 @@ DEPTH = 6
 """How many levels into what an attribute holds a snapshot reads (deeper, identity alone)."""
 VALUES = 1_000_000
 """Values a snapshot reads in all (items of containers, attributes of objects, arrays)."""
-EXACT = 100_000
+EXACT = 10_000
 """Values of an array kept as they are; a larger array is kept by its digest."""
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes, Decimal, Fraction, np.generic)
@@ -112,7 +122,10 @@ class Snapshot:
 
 def _whose(held: Any) -> str:
     if isinstance(held, Layer):
-        return f"layer {held.name or held.label!r} ({type(held).__name__})"
+        try:
+            return f"layer {held.name or held.label!r} ({type(held).__name__})"
+        except Exception:  # (a mock passing for a layer)
+            return f"a layer ({type(held).__name__})"
     return f"the loss ({type(held).__name__})"
 
 
@@ -124,10 +137,7 @@ def _why(held: Any, name: Any, node: Any) -> str:
     elif isinstance(name, tuple) and name[0] == "class":
         what = f"changes what its class's attribute {name[1]!r} holds"
     elif isinstance(name, tuple):
-        what = (
-            f"changes what its {name[1]} reads beyond its attributes (a global its code names, "
-            "a default, a cell it closes over)"
-        )
+        what = f"changes {name[1]}"
     elif isinstance(node, tuple) and node and node[0] == "rng":
         what = f"draws from the random generator in its attribute {name!r}"
     else:
@@ -166,11 +176,14 @@ class _Reader:
             for _, name, value in _class_attributes(type(root)):
                 self._where = f"the class attribute {name!r} of {whose}"
                 attributes[("class", name)] = self.read(value, 0)
-            for name in ("forward", "value"):  # what its code reads beyond it: globals, ...
-                function = getattr(type(root), name, None)
-                if isinstance(function, types.FunctionType) and _of_ones_own(function):
-                    self._where = f"what {name} of {whose} reads"
-                    attributes[("code", name)] = self.read(function, 0)
+            for method in ("forward", "value"):  # what its code reads beyond it: globals, ...
+                function = getattr(type(root), method, None)
+                if not (isinstance(function, types.FunctionType) and _ones_own(function)):
+                    continue
+                for key, value in _function_state(function):
+                    what = _code_part(key, method)
+                    self._where = f"{what} of {whose}"
+                    attributes[("code", what)] = self.read(value, 1)
             read.append(attributes)
             for layer in self.layers_met:
                 if id(layer) not in known:  # a layer held where every_layer does not look
@@ -214,7 +227,7 @@ class _Reader:
         state = _generator_state(value)
         if state is not None:
             return ("rng", value, state)
-        if isinstance(value, type) and _of_ones_own(value) and depth < DEPTH:  # a namespace
+        if isinstance(value, type) and _ones_own(value) and depth < DEPTH:  # a namespace
             found = [(n, v) for _, n, v in _class_attributes(value)]
             return ("[]", value, [(n, self.read(v, depth + 1)) for n, v in found])
         if depth >= DEPTH or isinstance(value, (type, types.ModuleType)):
@@ -228,6 +241,10 @@ class _Reader:
             return ("set", value, repr(value))
         if isinstance(value, weakref.ref):
             return ("()", None, [("referent", self.read(value(), depth + 1))])
+        if isinstance(value, io.IOBase):  # a file: where it stands in it
+            return ("set", value, (value.closed, _position(value)))
+        if isinstance(value, memoryview):
+            return ("set", value, None if value.obj is None else value.tobytes())
         if hasattr(type(value), "__next__") and _own_attributes(value) is None:
             raise _TooMuch(
                 f"{self._where} holds an iterator ({type(value).__name__}), whose place no "
@@ -251,7 +268,9 @@ class _Reader:
             return list(enumerate(value))
         if isinstance(value, dict):
             return list(value.items())
-        if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)):
+        if isinstance(value, (types.MethodType, functools.partial)) or (
+            isinstance(value, types.FunctionType) and _ones_own(value)
+        ):
             return _function_state(value)
         own = _own_attributes(value)
         if own is None:
@@ -352,8 +371,7 @@ def _own_attributes(value: Any) -> list[tuple[Any, Any]] | None:
     deepsharp's own: the network, the trainer, an engine), or None where it has none to read
     (or will not say)."""
     try:
-        module = getattr(type(value), "__module__", None)
-        if not isinstance(module, str) or module.startswith("deepsharp."):
+        if not (_ones_own(type(value)) or isinstance(value, types.SimpleNamespace)):
             return None
         found: list[tuple[Any, Any]] = []
         for klass in type(value).__mro__:
@@ -394,16 +412,66 @@ def _function_state(value: Any) -> list[tuple[Any, Any]]:
         except ValueError:  # a cell not yet filled
             continue
     named = value.__globals__
-    for name in value.__code__.co_names:
+    for name in _global_names(value.__code__):
         held = named.get(name, _GONE)
         if held is not _GONE and not isinstance(held, (types.ModuleType, type)):
             found.append((("global", name), held))
     return found
 
 
-def _of_ones_own(held: Any) -> bool:
+@functools.lru_cache(maxsize=1024)
+def _global_names(code: types.CodeType) -> tuple[str, ...]:
+    """The globals a function's code (and the code within it: a comprehension's, a lambda's)
+    names: loaded or stored as globals, not an attribute of the same name (`self.data`)."""
+    names = {
+        instruction.argval
+        for instruction in dis.get_instructions(code)
+        if instruction.opname in ("LOAD_GLOBAL", "STORE_GLOBAL", "LOAD_NAME")
+    }
+    for inner in code.co_consts:
+        if isinstance(inner, types.CodeType):
+            names.update(_global_names(inner))
+    return tuple(sorted(names))
+
+
+def _code_part(key: Any, method: str) -> str:
+    if isinstance(key, tuple) and key[0] == "global":
+        return f"the global {key[1]!r} its {method} names"
+    if isinstance(key, tuple):
+        return f"the variable {key[1]!r} its {method} closes over"
+    return f"its {method}'s {key}"
+
+
+def _position(stream: Any) -> Any:
+    try:
+        return stream.tell() if not stream.closed and stream.seekable() else None
+    except Exception:  # a stream that will not say
+        return None
+
+
+_OWN: dict[str, bool] = {}
+
+
+def _ones_own(held: Any) -> bool:
+    """Whether a class or function is of one's own: not deepsharp's, Python's or an installed
+    library's (whose objects are read by identity: a logger's cache, a pattern cache filled at
+    a first use are no state of a layer's)."""
     module = getattr(held, "__module__", None)
-    return isinstance(module, str) and not module.startswith("deepsharp.")
+    if not isinstance(module, str):
+        return False
+    known = _OWN.get(module)
+    if known is None:
+        top = module.partition(".")[0]
+        path = str(getattr(sys.modules.get(module), "__file__", "") or "")
+        known = not (
+            top in ("deepsharp", "builtins", "__future__")
+            or top in sys.stdlib_module_names
+            or top.startswith("_")
+            or "site-packages" in path
+            or "dist-packages" in path
+        )
+        _OWN[module] = known
+    return known
 
 
 def _class_attributes(klass: type) -> list[tuple[type, str, Any]]:
@@ -411,12 +479,14 @@ def _class_attributes(klass: type) -> list[tuple[type, str, Any]]:
     functions, properties or names of Python's own."""
     found = []
     for base in klass.__mro__:
-        module = getattr(base, "__module__", "")
-        if module in ("builtins", "abc") or module.startswith("deepsharp."):
+        if not _ones_own(base):
             continue
         for name, value in list(vars(base).items()):
-            if name.startswith("__") or callable(value) or isinstance(value, _NOT_STATE):
-                continue
+            try:
+                if name.startswith("__") or callable(value) or isinstance(value, _NOT_STATE):
+                    continue
+            except Exception:  # a value raising on any look (a lazy proxy): read by identity
+                pass
             found.append((base, name, value))
     return found
 
@@ -434,9 +504,14 @@ def every_layer(layers: Sequence[Layer]) -> list[Layer]:
             continue
         seen.add(id(layer))
         found.append(layer)
-        held: list[Layer] = [*layer.parts.values()]
+        held: list[Layer] = []
         visited: set[int] = set()
-        for value in list(vars(layer).values()):
+        try:  # (a mock passing for a layer has none of its parts)
+            held += [part for part in layer.parts.values() if isinstance(part, Layer)]
+            attributes = list(vars(layer).values())
+        except Exception:
+            attributes = []
+        for value in attributes:
             _layers_in(value, 0, held, visited)
         queue[:0] = held  # a layer's own before the next layer's (the order of a walk)
     return found
