@@ -68,3 +68,19 @@ def test_a_loss_scale_scales_a_data_parallel_step_once() -> None:
     after the other hooks' by skipping the first hook, which in a data-parallel run is the
     gradients' sum: the loss was scaled twice and the update came out 1,024 times too large."""
     _one_step_alone_and_on_two_processes("scaled")
+
+
+def test_processes_that_part_are_refused_saying_why(tmp_path: Any) -> None:
+    """Failed before (trial CI): a callback lowering the rate on one process (as one deciding on
+    its share's loss of on_batch_end does) parted the replicas silently, rank 0 saving its own
+    network; a run one process resumed and the other started afresh was refused as if they
+    had built other networks; weights of one on one process and none on the other were "other
+    values"."""
+    said = launch(tools.parted_runs, 2, "light", str(tmp_path), start_method=workers.START)
+    assert "the processes parted during epoch 1: each took other steps" in said["parted"]
+    assert "on_batch_end's loss is this process's share of the batch" in said["parted"]
+    assert (
+        "rank 1 holds other counters (the generator's, the optimizer's steps: where the run "
+        "starts, afresh or from a checkpoint of which epoch)" in said["resumed"]
+    )
+    assert said["weighed"] == "the same run"  # weights of one on one process, none on another

@@ -99,3 +99,44 @@ def one_step(spec: str, distributed: bool, kind: str) -> dict[str, bytes]:
     chosen = SGD(0.5, global_clip_norm=0.01) if kind == "clipped" else SGD(0.5)
     run = run_tools(options, chosen)
     return {name: value.tobytes() for name, value in run.trained.network.slots.items()}
+
+
+def parted_runs(spec: str, folder: str) -> dict[str, str]:
+    """What a run says where its processes part: a callback lowering the rate on rank 1 alone
+    (as one deciding on its share's loss does), and a run one process resumes from a
+    checkpoint while the other starts afresh. Each refusal's message."""
+    from deepsharp.core import Callback
+    from deepsharp.distributed import ReplicasDifferError
+
+    class LowersOnRankOne(Callback):
+        def on_batch_end(self, run: Any, step: int, loss: float) -> None:
+            if DataParallel().join().rank == 1:
+                run.trainer.state.rate_scale *= 0.9
+
+    base = {"seed": SEED, "engine": spec, "epochs": 2, "patience": 50, "progress": False}
+    said = {}
+    try:
+        run_tools(FitOptions(**base, distributed=DataParallel()), callbacks=[LowersOnRankOne()])
+    except ReplicasDifferError as refused:
+        said["parted"] = str(refused)
+    run_tools(
+        FitOptions(**base, distributed=DataParallel(), checkpoint_dir=folder, checkpoint_every=1)
+    )
+    rank = DataParallel().join().rank
+    try:
+        run_tools(
+            FitOptions(**{**base, "epochs": 3}, distributed=DataParallel()),
+            resume_from=f"{folder}/checkpoint-000002.safetensors" if rank == 1 else None,
+        )
+    except ReplicasDifferError as refused:
+        said["resumed"] = str(refused)
+    import numpy as np
+
+    from deepsharp.core import Dense, MeanSquaredError, Network
+
+    x = np.linspace(-1, 1, 80, dtype=np.float32).reshape(40, 2)
+    ones = np.ones(40, np.float32) if rank == 1 else None  # weights of one are none
+    fit(None, (x, x[:, :1]), Network([Dense(1)]), MeanSquaredError(), SGD(0.1),
+        FitOptions(**base, distributed=DataParallel()), sample_weight=ones)  # fmt: skip
+    said["weighed"] = "the same run"
+    return said

@@ -197,7 +197,9 @@ class Job:
                     engine.assign(slots[name], engine.reshape(part, shape))
         self.check_identical(engine, slots)
 
-    def check_identical(self, engine: Engine, slots: Mapping[str, Handle]) -> None:
+    def check_identical(
+        self, engine: Engine, slots: Mapping[str, Handle], why: str | None = None
+    ) -> None:
         """Raise `ReplicasDifferError` on every process unless every process holds the same
         slots, bit for bit: SHA-256 digests of each slot's bytes compared with rank 0's (one
         collective of 64 bytes where they agree; a second names the slots that differ)."""
@@ -223,9 +225,13 @@ class Job:
         )
         raise ReplicasDifferError(
             f"the processes hold different slots where they must hold the same bits: "
-            f"{said} differ from rank 0's. Every process must build the same network from "
-            "the same seed (the same FitOptions.seed, the same network file); "
-            "start_identical gives every process rank 0's slots"
+            f"{said} differ from rank 0's. "
+            + (
+                why
+                or "Every process must build the same network from the same seed (the same "
+                "FitOptions.seed, the same network file); start_identical gives every process "
+                "rank 0's slots"
+            )
         )
 
     def _check_layouts(self, layout: bytes, every: list[bytes] | None = None) -> None:
@@ -280,7 +286,7 @@ class Job:
             raise ValueError("means over no rows: every process passed rows=0")
         return {name: total[f"sum {name}"] / total[""] for name in sums}
 
-    def check_agree(self, what: str, mine: bytes) -> None:
+    def check_agree(self, what: str, mine: bytes, why: str | None = None) -> None:
         """Raise `ReplicasDifferError` on every process unless every process passed the same
         bytes as rank 0 (compared by their SHA-256 digests), naming the ranks that differ and
         `what` they hold."""
@@ -290,8 +296,11 @@ class Job:
             ranks = f"{'ranks' if len(other) > 1 else 'rank'} {', '.join(map(str, other))}"
             raise ReplicasDifferError(
                 f"{ranks} {'hold' if len(other) > 1 else 'holds'} other {what} than rank 0: "
-                "every process must start from the same state (the same seed, the same "
-                "checkpoint file)"
+                + (
+                    why
+                    or "every process must start from the same state (the same seed, the same "
+                    "checkpoint file, or none on every process)"
+                )
             )
 
     def check_same_settings(self, settings: Mapping[str, str]) -> None:

@@ -122,22 +122,38 @@ class Place(Distribution):
         )
         state = trainer.state
         assert state is not None
-        memory = {
-            f"{name} ({kind})": handle
-            for kind, handles in state.memory.items()
-            for name, handle in zip(trainer.slot_names, handles)
-        }
-        if memory:
-            job.check_identical(engine, memory)
         counters = [trainer.streams.state, state.steps, trainer.skipped_steps]
-        job.check_agree(
-            "counters (the generator's, the optimizer's steps)",
+        job.check_agree(  # first: a process resumed where another started afresh differs here
+            "counters (the generator's, the optimizer's steps: where the run starts, afresh or "
+            "from a checkpoint of which epoch)",
             json.dumps(counters, sort_keys=True).encode(),
         )
+        memory = _memory(trainer)
+        if memory:
+            job.check_identical(engine, memory)
         trainer.hooks.insert(0, self.hook)
         # A pass's statistics of the whole batch (BatchNorm's) summed over every process's rows.
         trainer.reducer = self._batch_total
         trainer.processes = job.world_size
+
+    def check_replicas(self, trainer: Trainer, epoch: int) -> None:
+        """The replicas after an epoch's steps: the same slots, buffers and optimizer memory,
+        bit for bit, and the same learning rate (one digest a process; a second names what
+        differs where they do)."""
+        state = trainer.state
+        assert state is not None
+        bound = trainer.bound
+        why = (
+            f"the processes parted during epoch {epoch}: each took other steps. A callback "
+            "that decides on this process's values alone parts them (on_batch_end's loss is "
+            "this process's share of the batch: decide at on_epoch_end, on the epoch's loss "
+            "every process holds), and so does one that changes the optimizer or the rate on "
+            "some processes"
+        )
+        rate = [state.steps, float(trainer.optimizer.rate(state))]
+        self.job.check_agree("a learning rate (or steps)", json.dumps(rate).encode(), why=why)
+        handles = {name: t.handle for name, t in {**bound.tensors, **bound.buffers}.items()}
+        self.job.check_identical(trainer.engine, {**handles, **_memory(trainer)}, why=why)
 
     def _batch_total(self, engine: Engine, partial: Handle) -> Handle:
         return self.job.reduce_gradients(engine, [partial])[0]
@@ -166,6 +182,17 @@ class Place(Distribution):
     def finish(self) -> None:
         """Leave the job (its group ends here where this process started it: under torchrun)."""
         self.job.close()
+
+
+def _memory(trainer: Trainer) -> dict[str, Handle]:
+    """The optimizer's memory (a moment, a velocity), each by its slot's name and kind."""
+    state = trainer.state
+    assert state is not None
+    return {
+        f"{name} ({kind})": handle
+        for kind, handles in state.memory.items()
+        for name, handle in zip(trainer.slot_names, handles)
+    }
 
 
 def _settings(trainer: Trainer) -> dict[str, str]:

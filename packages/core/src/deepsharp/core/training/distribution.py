@@ -60,11 +60,10 @@ def data_fingerprint(feeds: Feeds) -> dict[str, Any]:
         if spill is not None:
             values.update(spill.digest.digest())
             continue
-        arrays = [
-            *getattr(feed, "features", ()),
-            getattr(feed, "targets", None),
-            getattr(feed, "weights", None),  # the rows' own weights, where given
-        ]
+        weights = getattr(feed, "weights", None)  # the rows' own weights, where given
+        if weights is not None and bool(np.all(np.asarray(weights) == 1)):
+            weights = None  # weights of one are no weights: the same run
+        arrays = [*getattr(feed, "features", ()), getattr(feed, "targets", None), weights]
         for array in arrays:
             if array is not None:
                 values.update(repr((array.dtype.str, array.shape)).encode())
@@ -177,6 +176,10 @@ class Distribution(Spread):
                 f"{where} was taken by a run of {theirs} process(es); this run has "
                 f"{self.world_size}: resume at the world size it was taken at, or start afresh"
             )
+
+    def check_replicas(self, trainer: Trainer, epoch: int) -> None:
+        """After an epoch's steps: refuse processes whose slots or optimizer have parted (each
+        took other steps: a callback deciding on this process's values alone)."""
 
     def finish(self) -> None:
         """After the run (its report made)."""

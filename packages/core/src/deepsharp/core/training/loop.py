@@ -258,6 +258,7 @@ def fit(
                 part.on_run_start(run)
             while run.epoch < options.epochs and not run.stop:
                 record = _epoch(run, feeds.train, feeds.validation, shadow)
+                distribution.check_replicas(trainer, record.epoch)
                 run.end_epoch(record)
                 for part in parts:
                     part.on_epoch_end(run, record)
