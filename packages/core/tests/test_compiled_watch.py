@@ -386,3 +386,123 @@ def test_a_logger_a_library_cache_and_a_global_named_as_an_attribute_are_no_chan
     network = Network([Dense(4), holds_mock, Dense(1)], inputs=14)
     with Trainer(network, MeanSquaredError(), SGD(0.1), seed=0) as trainer:
         trainer.step(np.ones((8, 14), np.float32), np.ones((8, 1), np.float32))
+
+
+_SCRIPT = """
+import dataclasses, numpy as np
+from deepsharp.core import Adam, BinaryCrossEntropy, Dense, Layer, Network, Trainer
+from deepsharp.core.autodiff import functions as ops
+
+@dataclasses.dataclass
+class Warm:
+    step: int = 0
+
+class Warming(Layer):
+    def __init__(self):
+        super().__init__("w")
+        self.state = Warm()
+    def forward(self, x, slots, context):
+        self.state.step += 1
+        return ops.mul(x, 1.0 + 0.1 * self.state.step)
+
+x = np.ones((16, 3), np.float32)
+y = np.ones((16, 1), np.float32)
+with Trainer(Network([Dense(2), Warming(), Dense(1)], inputs=3), BinaryCrossEntropy(),
+             Adam(0.01), seed=0) as trainer:
+    for _ in range(3):
+        trainer.step(x, y)
+    print(trainer.compiled.summary())
+"""
+
+
+def test_state_of_a_script_s_own_classes_is_read() -> None:
+    """Failed before (trial CK): a script's (a notebook's) module, `__main__`, was taken for a
+    library's: the dataclass a layer of it held was read by identity, its count replayed."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "0 replayed" in done.stdout and "its attribute 'state'" in done.stdout
+
+
+class _Schedule:
+    step = 0  # a class at module level, used as a namespace
+
+
+_CONFIG = __import__("types").ModuleType("deepsharp_tests_watch_config")  # a config module
+_CONFIG.STEP = 0
+
+
+class _Namespaced(Layer):
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        _Schedule.step += 1
+        return ops.mul(x, 1.0 + 0.1 * _Schedule.step)
+
+
+class _Configured2(Layer):
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        _CONFIG.STEP += 1
+        return ops.mul(x, 1.0 + 0.1 * _CONFIG.STEP)
+
+
+class _SlottedLayer(_Scaled):
+    __slots__ = ("hist",)
+
+    def __init__(self) -> None:
+        super().__init__("s")
+        self.hist: list[int] = []
+
+    def change(self) -> None:
+        self.hist.append(1)
+
+    def amount(self) -> float:
+        return len(self.hist)
+
+
+class _Shape(_Scaled):
+    def __init__(self) -> None:
+        super().__init__("t")
+        self.seen = (3, 4)
+
+    def change(self) -> None:
+        self.seen = (3, 4)  # an equal tuple set again: no change
+
+    def amount(self) -> float:
+        return 1.0
+
+
+@pytest.mark.parametrize(
+    ("make", "named"),
+    [
+        (lambda: _Namespaced("n"), "changes the global '_Schedule'"),
+        (lambda: _Configured2("c"), "changes the global '_CONFIG'"),
+        (_SlottedLayer, "its attribute 'hist'"),
+    ],
+)
+def test_namespaces_config_modules_and_a_layer_s_slots_are_read(make: Any, named: str) -> None:
+    """Failed before (trial CK): a class used as a namespace and a module of one's own that
+    forward names, and a list in the layer's own slots, were read by identity: replayed."""
+    import sys
+
+    sys.modules[_CONFIG.__name__] = _CONFIG  # as an imported module is
+
+    def start(step: int, trainer: Trainer) -> None:
+        if step == 0:
+            _Schedule.step, _CONFIG.STEP = 0, 0
+
+    made, why = _alike(lambda: Network([Dense(4), make(), Dense(1)], inputs=14), start)
+    assert made == 0 and named in why[0]
+
+
+def test_an_equal_tuple_set_again_and_more_kinds_of_batch_than_plans_are_said() -> None:
+    """Failed before (trial CK): a shape noted as an equal tuple at every pass made the run
+    uncompiled; seventeen batch sizes in turn made a plan at every step, saying nothing."""
+    assert _alike(lambda: Network([Dense(4), _Shape(), Dense(1)], inputs=14)) == (1, ())
+    network = Network([Dense(4), Dense(1)], inputs=14)
+    with Trainer(network, MeanSquaredError(), SGD(0.01), seed=0) as trainer:
+        for size in [*range(1, 18)] * 2:
+            trainer.step(np.ones((size, 14), np.float32), np.ones((size, 1), np.float32))
+        assert "more kinds of batch came in turn than the 16 plans" in trainer.compiled.why[0]

@@ -87,6 +87,7 @@ class CompiledSteps:
         self._layers: dict[int, list[Layer]] = {}  # a network's layers, its parts' too
         self._stateful = False  # a layer or the loss changes its state in a pass: no plans
         self._edits: dict[int, int] = {}  # a network's settings' count when its layers were found
+        self._dropped: set[Hashable] = set()  # kinds of batch whose plans were let go
 
     def begin(self) -> None:
         """A step's parts begin."""
@@ -157,8 +158,21 @@ class CompiledSteps:
         else:
             self.plans[key] = _Found(captured.plan, trainer.rules_applied - before, trainer.loss)
             self.made += 1
+        if key in self._dropped:
+            self._because(
+                f"more kinds of batch came in turn than the {KEPT} plans a trainer keeps (the "
+                "least recently used let go): a kind's plan was made again where it would have "
+                "been replayed. Batches of fewer sizes (a last batch of its own only) replay"
+            )
+        if self.made == 4 * KEPT:
+            self._because(
+                f"{self.made} plans were made: each kind of batch, and each change of a "
+                "layer's or the loss's setting, traces its step again. A setting assigned at "
+                "every step (a loss's weight on a schedule) keeps the steps from replaying: "
+                "keep what changes every step in a buffer, or in the step hook's objective_key"
+            )
         while len(self.plans) > KEPT:
-            self.plans.popitem(last=False)
+            self._dropped.add(self.plans.popitem(last=False)[0])
         result: Part = captured.result
         return result
 

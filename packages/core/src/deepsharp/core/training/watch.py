@@ -7,7 +7,8 @@ held in attributes, in lists, dicts and objects of one's own within them) and th
 whole, six levels deep: each attribute's value; what a list, tuple, deque, dict, set,
 bytearray, memoryview or array holds; the attributes (in `__dict__` and `__slots__`) of an
 object of one's own, callable or not; what a function of one's own holds (its closure's cells,
-its defaults, the globals its code loads); a bound method's object, a partial's arguments;
+its defaults, the globals its code loads: a class used as a namespace, a module's values); a
+bound method's object, a partial's arguments;
 what a random generator (Python's, NumPy's, deepsharp's) would draw next; where a file stands;
 a weak reference's object; the values classes of one's own hold (`calls = [0]` in a class
 body); and what the layer's `forward` (the loss's `value`) reads beyond it: its defaults and
@@ -15,7 +16,8 @@ the globals its code loads. Python's and NumPy's global random generators are re
 that draws from them is not replayed either.
 
 What is read is held while the snapshot is, so no object read can be freed and another take its
-id. Numbers and text are compared by value, the rest by identity and what they hold. An object
+id. Numbers and text (and tuples of them) are compared by value, the rest by identity and
+what they hold. An object
 met twice (a table several layers share) is read once. An array of up to 10,000 values is
 copied; a larger one is kept by its digest (a file mapped to read, by identity). A snapshot
 reads a million values in all; state larger than that, and an iterator of another's (whose
@@ -23,11 +25,13 @@ place no one can read: a generator, `itertools.cycle`, `csv.reader`), cannot be 
 the step says so and runs as recorded.
 
 Read by identity alone: objects and functions of deepsharp's own (but its random generators),
-of Python's library and of installed packages (a logger's cache, the pattern cache `re.sub`
-fills, a pandas frame, a torch tensor: keep a layer's state in objects of one's own, arrays or
-buffers). Not read: what lies deeper than six levels, inside a set's members, or in the globals
-of a method other than `forward` (`value`). Read at a trace alone: a global assigned between
-steps is not seen (a layer's settings are: `Edited`).
+of Python's library and of installed packages other than the watched layers' (a logger's
+cache, the pattern cache `re.sub` fills, a pandas frame, a torch tensor: keep a layer's state in
+objects of one's own, arrays or buffers); a script's or a notebook's (`__main__`) and the
+layers' own package's are one's own wherever they are installed. Not read: what lies deeper
+than six levels, inside a set's members, or in the globals of a method other than `forward`
+(`value`). Read at a trace alone: a global assigned between steps is not seen (a layer's
+settings are: `Edited`).
 """
 
 from __future__ import annotations
@@ -39,8 +43,10 @@ import functools
 import hashlib
 import io
 import itertools
+import os
 import random
 import sys
+import sysconfig
 import types
 import weakref
 from collections.abc import Iterable, Sequence
@@ -84,6 +90,10 @@ class Snapshot:
 
     def __init__(self, roots: Sequence[Any]) -> None:
         self.roots = list(roots)
+        for root in self.roots:  # a layer's package is one's own, wherever it is installed
+            top = str(getattr(type(root), "__module__", "")).partition(".")[0]
+            if top and top != "deepsharp":
+                _HOME.add(top)
         self.too_much: str | None = None
         self._reader = _Reader()
         self._draws = _global_draws()
@@ -143,9 +153,10 @@ def _why(held: Any, name: Any, node: Any) -> str:
     else:
         what = f"sets (or changes what holds) its attribute {name!r}"
     return (
-        f"{whose} {what} in {where}: a replay runs no forward, so its "
-        "steps ran as recorded (a layer's forward reads its inputs, slots and buffers, and "
-        "draws through on_host; a loss's value reads its outputs and targets)"
+        f"{whose} {what} in {where} (or another's that shares it): a replay runs no "
+        "forward, so its steps ran as recorded (a layer's forward reads its inputs, slots and "
+        "buffers, and draws through on_host; a loss's value reads its outputs and targets; "
+        "what is filled once, at a first pass, fill in build() or __init__)"
     )
 
 
@@ -170,7 +181,7 @@ class _Reader:
             self.held.append(root)
             whose = _whose(root)
             attributes: dict[Any, Any] = {}
-            for name, value in list(vars(root).items()):
+            for name, value in [*_slots(root), *vars(root).items()]:
                 self._where = f"the attribute {name!r} of {whose}"
                 attributes[name] = self.read(value, 0)
             for _, name, value in _class_attributes(type(root)):
@@ -213,8 +224,12 @@ class _Reader:
     def _read(self, value: Any, depth: int) -> Any:
         if isinstance(value, _SCALARS):
             return ("=", value)
+        if type(value) is tuple and all(isinstance(item, _SCALARS) for item in value):
+            return ("=", value)  # by value, as a setting set again is (`Edited`)
         if isinstance(value, Layer):
             self.layers_met.append(value)
+            return ("is", value)
+        if depth >= DEPTH:  # (not kept as read: met again nearer, it is read there)
             return ("is", value)
         key = id(value)
         if key in self.order:  # met before (shared, or a cycle): read once
@@ -230,8 +245,10 @@ class _Reader:
         if isinstance(value, type) and _ones_own(value) and depth < DEPTH:  # a namespace
             found = [(n, v) for _, n, v in _class_attributes(value)]
             return ("[]", value, [(n, self.read(v, depth + 1)) for n, v in found])
-        if depth >= DEPTH or isinstance(value, (type, types.ModuleType)):
-            return ("is", value)  # a class or a module: itself
+        if isinstance(value, types.ModuleType) and _ones_own(value, "__name__"):
+            return ("[]", value, [(n, self.read(v, depth + 1)) for n, v in _module_data(value)])
+        if isinstance(value, (type, types.ModuleType)):
+            return ("is", value)  # a class or a module of another's: itself
         if isinstance(value, (set, frozenset)):
             self._spend(len(value))
             return ("set", value, frozenset(value))
@@ -373,14 +390,7 @@ def _own_attributes(value: Any) -> list[tuple[Any, Any]] | None:
     try:
         if not (_ones_own(type(value)) or isinstance(value, types.SimpleNamespace)):
             return None
-        found: list[tuple[Any, Any]] = []
-        for klass in type(value).__mro__:
-            slots = vars(klass).get("__slots__", ())
-            for name in [slots] if isinstance(slots, str) else slots:
-                try:
-                    found.append((name, object.__getattribute__(value, name)))
-                except AttributeError:  # a slot not set
-                    continue
+        found: list[tuple[Any, Any]] = _slots(value)
         try:
             held = object.__getattribute__(value, "__dict__")
         except AttributeError:
@@ -414,7 +424,7 @@ def _function_state(value: Any) -> list[tuple[Any, Any]]:
     named = value.__globals__
     for name in _global_names(value.__code__):
         held = named.get(name, _GONE)
-        if held is not _GONE and not isinstance(held, (types.ModuleType, type)):
+        if held is not _GONE:  # (a module or class of another's: by identity)
             found.append((("global", name), held))
     return found
 
@@ -450,28 +460,65 @@ def _position(stream: Any) -> Any:
 
 
 _OWN: dict[str, bool] = {}
+_HOME = {"__main__"}
+"""The packages of the layers and losses watched (and a script's, a notebook's): one's own."""
+_STDLIB = {
+    os.path.normcase(os.path.realpath(sysconfig.get_paths()[key]))
+    for key in ("stdlib", "platstdlib")
+}
 
 
-def _ones_own(held: Any) -> bool:
-    """Whether a class or function is of one's own: not deepsharp's, Python's or an installed
-    library's (whose objects are read by identity: a logger's cache, a pattern cache filled at
-    a first use are no state of a layer's)."""
-    module = getattr(held, "__module__", None)
+def _ones_own(held: Any, attribute: str = "__module__") -> bool:
+    """Whether a class, function or module (`attribute` names its module) is of one's own:
+    of a watched layer's package or a script's, or of none of deepsharp, Python's library and
+    the installed packages (whose objects are read by identity: a logger's cache, the pattern
+    cache `re.sub` fills are no state of a layer's)."""
+    module = getattr(held, attribute, None)
     if not isinstance(module, str):
         return False
+    top = module.partition(".")[0]
+    if top in _HOME:
+        return True
     known = _OWN.get(module)
     if known is None:
-        top = module.partition(".")[0]
         path = str(getattr(sys.modules.get(module), "__file__", "") or "")
-        known = not (
-            top in ("deepsharp", "builtins", "__future__")
-            or top in sys.stdlib_module_names
-            or top.startswith("_")
-            or "site-packages" in path
-            or "dist-packages" in path
+        where = os.path.normcase(os.path.realpath(path)) if path else ""
+        library = (
+            "site-packages" in where
+            or "dist-packages" in where
+            or any(where.startswith(folder + os.sep) for folder in _STDLIB)
+            or (not where and (top in sys.stdlib_module_names or top == "builtins"))
         )
+        known = top != "deepsharp" and not library
         _OWN[module] = known
     return known
+
+
+def _slots(held: Any) -> list[tuple[str, Any]]:
+    """The values an object holds in `__slots__` (its classes' of one's own)."""
+    found = []
+    for klass in type(held).__mro__:
+        if not _ones_own(klass):
+            continue
+        slots = vars(klass).get("__slots__", ())
+        for name in [slots] if isinstance(slots, str) else slots:
+            try:
+                found.append((name, object.__getattribute__(held, name)))
+            except AttributeError:  # a slot not set
+                continue
+    return found
+
+
+def _module_data(module: types.ModuleType) -> list[tuple[str, Any]]:
+    """What a module of one's own holds that a pass may change: its values, not its
+    functions or the modules it imports (its classes, read as namespaces)."""
+    return [
+        (name, value)
+        for name, value in list(vars(module).items())
+        if not name.startswith("__")
+        and not isinstance(value, types.ModuleType)
+        and (isinstance(value, type) or not callable(value))
+    ]
 
 
 def _class_attributes(klass: type) -> list[tuple[type, str, Any]]:
