@@ -113,12 +113,33 @@ def parted_runs(spec: str, folder: str) -> dict[str, str]:
             if DataParallel().join().rank == 1:
                 run.trainer.state.rate_scale *= 0.9
 
+    class AtTheEnd(Callback):  # on rank 1, at the last epoch's end, or at the run's
+        def __init__(self, hook: str) -> None:
+            self.hook = hook
+
+        def lower(self, run: Any) -> None:
+            if DataParallel().join().rank == 1:
+                run.trainer.state.rate_scale *= 0.5
+
+        def on_epoch_end(self, run: Any, record: Any) -> None:
+            if self.hook == "epoch" and record.epoch == 2:
+                self.lower(run)
+
+        def on_run_end(self, run: Any) -> None:
+            if self.hook == "run":
+                self.lower(run)
+
     base = {"seed": SEED, "engine": spec, "epochs": 2, "patience": 50, "progress": False}
     said = {}
-    try:
-        run_tools(FitOptions(**base, distributed=DataParallel()), callbacks=[LowersOnRankOne()])
-    except ReplicasDifferError as refused:
-        said["parted"] = str(refused)
+    for name, callback in (
+        ("parted", LowersOnRankOne()),
+        ("last epoch", AtTheEnd("epoch")),
+        ("run's end", AtTheEnd("run")),
+    ):
+        try:
+            run_tools(FitOptions(**base, distributed=DataParallel()), callbacks=[callback])
+        except ReplicasDifferError as refused:
+            said[name] = str(refused)
     run_tools(
         FitOptions(**base, distributed=DataParallel(), checkpoint_dir=folder, checkpoint_every=1)
     )

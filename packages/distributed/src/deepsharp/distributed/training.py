@@ -136,22 +136,21 @@ class Place(Distribution):
         trainer.reducer = self._batch_total
         trainer.processes = job.world_size
 
-    def check_replicas(self, trainer: Trainer, epoch: int) -> None:
-        """The replicas after an epoch's steps: the same slots, buffers and optimizer memory,
-        bit for bit, and the same learning rate (one digest a process; a second names what
-        differs where they do)."""
+    def check_replicas(self, trainer: Trainer, when: str) -> None:
+        """The replicas after an epoch and after the run: the same slots, buffers and optimizer
+        memory, bit for bit, and the same learning rate (one digest a process; a second names
+        what differs where they do)."""
         state = trainer.state
         assert state is not None
         bound = trainer.bound
         why = (
-            f"the processes parted during epoch {epoch}: each took other steps. A callback "
-            "that decides on this process's values alone parts them (on_batch_end's loss is "
-            "this process's share of the batch: decide at on_epoch_end, on the epoch's loss "
-            "every process holds), and so does one that changes the optimizer or the rate on "
-            "some processes"
+            f"the processes parted {when}. A callback that decides on this process's values "
+            "alone parts them (on_batch_end's loss is this process's share of the batch: "
+            "decide on the epoch's loss, which every process holds), and so does one that "
+            "changes the slots, the optimizer or the rate on some processes"
         )
         rate = [state.steps, float(trainer.optimizer.rate(state))]
-        self.job.check_agree("a learning rate (or steps)", json.dumps(rate).encode(), why=why)
+        self.job.check_agree("learning rates or counts of steps", json.dumps(rate).encode(), why)
         handles = {name: t.handle for name, t in {**bound.tensors, **bound.buffers}.items()}
         self.job.check_identical(trainer.engine, {**handles, **_memory(trainer)}, why=why)
 

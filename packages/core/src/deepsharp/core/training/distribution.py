@@ -177,9 +177,9 @@ class Distribution(Spread):
                 f"{self.world_size}: resume at the world size it was taken at, or start afresh"
             )
 
-    def check_replicas(self, trainer: Trainer, epoch: int) -> None:
-        """After an epoch's steps: refuse processes whose slots or optimizer have parted (each
-        took other steps: a callback deciding on this process's values alone)."""
+    def check_replicas(self, trainer: Trainer, when: str) -> None:
+        """After an epoch (`when` says which) and after the run: refuse processes whose slots
+        or optimizer have parted (a callback deciding on this process's values alone)."""
 
     def finish(self) -> None:
         """After the run (its report made)."""

@@ -258,13 +258,15 @@ def fit(
                 part.on_run_start(run)
             while run.epoch < options.epochs and not run.stop:
                 record = _epoch(run, feeds.train, feeds.validation, shadow)
-                distribution.check_replicas(trainer, record.epoch)
                 run.end_epoch(record)
                 for part in parts:
                     part.on_epoch_end(run, record)
+                distribution.check_replicas(trainer, f"in epoch {record.epoch} (its steps, or "
+                                            "a callback at its end)")  # fmt: skip
                 run.stop = distribution.any_process(run.stop)  # one process's stop is all's
             for part in parts:
                 part.on_run_end(run)
+            distribution.check_replicas(trainer, "at the run's end (a callback's on_run_end)")
             test, figures = _evaluate(run, feeds.test)
     finally:
         for part in parts:
