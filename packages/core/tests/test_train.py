@@ -112,7 +112,7 @@ def test_a_target_of_several_labels_is_classes_and_of_many_numbers_a_number(
     assert TrainedNetwork.load(out).outputs == 3
     assert main(["train", path, "--target", "price", "--out", out, "--epochs", "2"]) == 0
     said = capsys.readouterr().out
-    assert "price   target (number): numbers from 0 to 21.83, taken as they are (the" in said
+    assert "price   target (number): numbers from 0 to 21.83, taken as they are\n" in said
     assert "loss: MeanSquaredError()" in said
 
 
@@ -140,6 +140,39 @@ def test_a_number_target_of_any_size_is_learned_on_its_scale(
     served = TrainedNetwork.load(out).predict(read_csv(path))[:, 0]
     wanted = np.array([float(row[2]) for row in rows])
     assert 1 - ((served - wanted) ** 2).sum() / ((wanted - wanted.mean()) ** 2).sum() > 0.9
+
+
+def test_a_network_of_your_own_for_a_number_target_is_scaled_where_it_ends_in_rescaling(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before (trial CL): `--network` with a number target said the network made here
+    ends in a Rescaling (none was made), learned prices near 300,000 raw and predicted a tenth
+    of them; a network of one's own ending in Rescaling() was never set."""
+    import numpy as np
+
+    (tmp_path / "pricenets.py").write_text(
+        "from deepsharp.core import Dense, Network, Rescaling, Tanh\n"
+        "def scaled(outputs):\n"
+        "    return Network([Dense(8), Tanh(), Dense(outputs), Rescaling()])\n"
+        "def raw(outputs):\n"
+        "    return Network([Dense(8), Tanh(), Dense(outputs)])\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    given = np.random.default_rng(2).uniform(0, 10, 300)
+    rows = [[f"{s:.3f}", f"{300_000 + 20_000 * s:.0f}"] for s in given]
+    path = _write(tmp_path / "houses.csv", ["size", "price"], rows)
+    out = str(tmp_path / "net.safetensors")
+    command = ["train", path, "--target", "price", "--out", out, "--epochs", "60"]
+    assert main([*command, "--network", "pricenets:scaled"]) == 0
+    said = capsys.readouterr().out
+    assert "(its Rescaling set to the targets' scale once trained)" in said
+    assert "network made here" not in said
+    served = TrainedNetwork.load(out).predict(read_csv(path))[:, 0]
+    wanted = np.array([float(row[1]) for row in rows])
+    assert 1 - ((served - wanted) ** 2).sum() / ((wanted - wanted.mean()) ** 2).sum() > 0.9
+    assert main([*command, "--epochs", "1", "--network", "pricenets:raw"]) == 0
+    said = capsys.readouterr().out
+    assert "(the network learns price as it is, unscaled: end it in Rescaling()" in said
 
 
 def test_a_network_of_your_own_is_made_by_module_function_from_the_current_folder(

@@ -409,17 +409,13 @@ def _train(arguments: argparse.Namespace) -> int:
     print(f"{len(rows)} rows of {arguments.rows}; the pipeline the columns suggest:")
     print(inferred)
     # A number target is learned standardised (by its spread and mean over the rows a run of
-    # this seed trains on); the network made here ends in a Rescaling, the identity while it
-    # trains, then set to them: its predictions on the target's own scale.
-    scaled = inferred.target_kind == "number" and not arguments.network
+    # this seed trains on) where the network ends in a Rescaling (the one made here does), the
+    # identity while it trains, then set to them: its predictions on the target's own scale.
+    number = inferred.target_kind == "number"
     learned: list[Any] = list(rows)
-    last = Rescaling() if scaled else None
-    if scaled or inferred.inputs:  # learned once from the rows the run trains on
-        pipeline, targets = _training(inferred.pipeline, rows, arguments.seed, scaled)
-    if scaled:
-        spread, mean = targets_scale(targets)
-        given = standardised(pipeline.targets(rows), spread, mean)[:, 0]
-        learned = [dict(row) | {arguments.target: float(v)} for row, v in zip(rows, given)]
+    last = Rescaling() if number and not arguments.network else None
+    if number or inferred.inputs:  # learned once from the rows the run trains on
+        pipeline, targets = _training(inferred.pipeline, rows, arguments.seed, number)
     if inferred.inputs:
         texts, features = _inputs(pipeline)
         network = (
@@ -431,8 +427,20 @@ def _train(arguments: argparse.Namespace) -> int:
         network = default_network(outputs, last)
     else:
         network = _network_from(builder, outputs, arguments.network)
+    scaled = number and isinstance(network.layers[-1], Rescaling)
+    if scaled:
+        spread, mean = targets_scale(targets)
+        given = standardised(pipeline.targets(rows), spread, mean)[:, 0]
+        learned = [dict(row) | {arguments.target: float(v)} for row, v in zip(rows, given)]
     later = " (its Rescaling set to the targets' scale once trained)" if scaled else ""
     print(f"network: {network!r}{later}; loss: {loss!r}; optimizer: Adam(0.001)", flush=True)
+    if number and not scaled:
+        print(
+            f"(the network learns {arguments.target} as it is, unscaled: end it in "
+            "Rescaling() to have the targets standardised while it trains and its predictions "
+            "set to their scale after)",
+            flush=True,
+        )
     options = FitOptions(
         seed=arguments.seed,
         engine=engine,

@@ -507,10 +507,7 @@ def _target_kind(column: Profile) -> tuple[TargetKind, str]:
         return "binary", f"two values ({column.some(2)}): the chance of the second"
     if column.numbers is not None and not (column.whole and column.distinct <= MANY_VALUES):
         present = column.numbers[~np.isnan(column.numbers)]
-        return "number", (
-            f"numbers from {present.min():g} to {present.max():g}, taken as they are (the "
-            "network made here ends in a Rescaling to their scale)"
-        )
+        return "number", (f"numbers from {present.min():g} to {present.max():g}, taken as they are")
     return "classes", f"{column.distinct} values ({column.some()}): a chance for each"
 
 
