@@ -332,6 +332,10 @@ def test_a_run_stopped_by_ctrl_c_says_what_it_left_and_resume_goes_on_from_its_c
     assert not out.exists()
     monkeypatch.setattr(loop, "fit", real)
     assert main(command(out, "--checkpoints", str(folder), "--resume")) == 0
+    # said (trial CL: the report's epochs before it read as this run's)
+    assert (
+        f"going on from the checkpoint taken after epoch 2 in {folder}" in capsys.readouterr().out
+    )
     straight = tmp_path / "straight.safetensors"
     assert main(command(straight)) == 0
     resumed, whole = (

@@ -137,7 +137,7 @@ def checked_checkpoints(folder: str | None, resume: bool, epochs: int) -> None:
     """Refuse, before a run starts, a `--checkpoints` folder that is a file, a folder holding an
     earlier run's checkpoints without `--resume` (the two runs' would mix, and `--resume` would
     later take the other's), `--resume` without a folder, and a last checkpoint past
-    `--epochs`."""
+    `--epochs`; under `--resume`, say which checkpoint the run goes on from."""
     from deepsharp.core.training.checkpoint import Checkpoint
 
     if folder is None:
@@ -160,4 +160,11 @@ def checked_checkpoints(folder: str | None, resume: bool, epochs: int) -> None:
         raise CommandError(
             f"the last checkpoint in {folder} was taken after epoch {held[-1][0]}, past "
             f"--epochs {epochs}: give --epochs of at least {held[-1][0]} to go on from it"
+        )
+    if resume:  # said, so that the report's epochs before it are not taken for this run's
+        print(
+            f"going on from the checkpoint taken after epoch {held[-1][0]} in {folder}"
+            if held
+            else f"{folder} holds no checkpoint yet: the run starts afresh",
+            flush=True,
         )
