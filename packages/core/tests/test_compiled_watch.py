@@ -506,3 +506,49 @@ def test_an_equal_tuple_set_again_and_more_kinds_of_batch_than_plans_are_said() 
         for size in [*range(1, 18)] * 2:
             trainer.step(np.ones((size, 14), np.float32), np.ones((size, 1), np.float32))
         assert "more kinds of batch came in turn than the 16 plans" in trainer.compiled.why[0]
+
+
+_EXECUTED = """
+from deepsharp.core import Layer
+from deepsharp.core.autodiff import functions as ops
+
+STATS = {"n": 0}
+
+class Counted(Layer):
+    def forward(self, x, slots, context):
+        STATS["n"] += 1
+        return ops.mul(x, 1.0 + 0.1 * STATS["n"])
+
+class Warm:
+    __slots__ = ("__n",)
+    def __init__(self):
+        self.__n = 0
+    def bump(self):
+        self.__n += 1
+        return self.__n
+
+class Warming(Layer):
+    def __init__(self):
+        super().__init__("w")
+        self.warm = Warm()
+    def forward(self, x, slots, context):
+        return ops.mul(x, 1.0 + 0.1 * self.warm.bump())
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "named"), [("Counted", "the global 'STATS'"), ("Warming", "'warm'")]
+)
+def test_classes_exec_makes_and_private_slots_are_read(name: str, named: str) -> None:
+    """Failed before (trial CM): classes made by exec(source, {}) (a runner's, a notebook
+    tool's) are 'builtins' to Python and were read as a library's; a private slot (`__n`) of a
+    helper was looked for unmangled: both replayed the first pass."""
+    made: dict[str, Any] = {}
+    exec(_EXECUTED, made)
+
+    def start(step: int, trainer: Trainer) -> None:
+        if step == 0:
+            made["STATS"]["n"] = 0
+
+    result, why = _alike(lambda: Network([Dense(4), made[name](), Dense(1)], inputs=14), start)
+    assert result == 0 and named in why[0]

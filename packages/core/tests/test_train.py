@@ -156,6 +156,8 @@ def test_a_network_of_your_own_for_a_number_target_is_scaled_where_it_ends_in_re
         "    return Network([Dense(8), Tanh(), Dense(outputs), Rescaling()])\n"
         "def raw(outputs):\n"
         "    return Network([Dense(8), Tanh(), Dense(outputs)])\n"
+        "def own_scale(outputs):\n"
+        "    return Network([Dense(8), Tanh(), Dense(outputs), Rescaling(scale=300000.0)])\n"
     )
     monkeypatch.chdir(tmp_path)
     given = np.random.default_rng(2).uniform(0, 10, 300)
@@ -170,9 +172,14 @@ def test_a_network_of_your_own_for_a_number_target_is_scaled_where_it_ends_in_re
     served = TrainedNetwork.load(out).predict(read_csv(path))[:, 0]
     wanted = np.array([float(row[1]) for row in rows])
     assert 1 - ((served - wanted) ** 2).sum() / ((wanted - wanted.mean()) ** 2).sum() > 0.9
-    assert main([*command, "--epochs", "1", "--network", "pricenets:raw"]) == 0
-    said = capsys.readouterr().out
-    assert "(the network learns price as it is, unscaled: end it in Rescaling()" in said
+    for raw in ("raw", "own_scale"):  # a Rescaling of one's own numbers is kept (trial CM)
+        assert main([*command, "--epochs", "1", "--network", f"pricenets:{raw}"]) == 0
+        said = capsys.readouterr().out
+        assert "(the network learns price as it is, unscaled: end it in Rescaling()" in said
+    folder = tmp_path / "none yet"  # --resume with no checkpoint yet starts afresh (it said so,
+    assert main([*command, "--epochs", "1", "--checkpoints", str(folder), "--resume"]) == 0
+    assert "holds no checkpoint yet: the run starts afresh" in capsys.readouterr().out  # then
+    # refused the run: trial CM)
 
 
 def test_a_network_of_your_own_is_made_by_module_function_from_the_current_folder(

@@ -381,6 +381,7 @@ def _train(arguments: argparse.Namespace) -> int:
     from deepsharp.core.data.sources import read_csv
     from deepsharp.core.nn.default import (
         default_network,
+        is_identity,
         rescaled,
         standardised,
         targets_scale,
@@ -391,7 +392,7 @@ def _train(arguments: argparse.Namespace) -> int:
     from deepsharp.core.nn.optimizers import Adam
     from deepsharp.core.training.loop import FitOptions, fit
 
-    checked_checkpoints(arguments.checkpoints, arguments.resume, arguments.epochs)
+    resume = checked_checkpoints(arguments.checkpoints, arguments.resume, arguments.epochs)
     writable(arguments.out, "--out")
     _not_an_input(
         arguments.out, (arguments.rows, "the rows"), option="--out", written="trained network"
@@ -427,7 +428,7 @@ def _train(arguments: argparse.Namespace) -> int:
         network = default_network(outputs, last)
     else:
         network = _network_from(builder, outputs, arguments.network)
-    scaled = number and isinstance(network.layers[-1], Rescaling)
+    scaled = number and is_identity(network.layers[-1])  # Rescaling(): its scale set after
     if scaled:
         spread, mean = targets_scale(targets)
         given = standardised(pipeline.targets(rows), spread, mean)[:, 0]
@@ -437,8 +438,8 @@ def _train(arguments: argparse.Namespace) -> int:
     if number and not scaled:
         print(
             f"(the network learns {arguments.target} as it is, unscaled: end it in "
-            "Rescaling() to have the targets standardised while it trains and its predictions "
-            "set to their scale after)",
+            "Rescaling(), the identity, to have the targets standardised while it trains and "
+            "its predictions set to their scale after)",
             flush=True,
         )
     options = FitOptions(
@@ -448,7 +449,6 @@ def _train(arguments: argparse.Namespace) -> int:
         progress=arguments.progress,
         checkpoint_dir=arguments.checkpoints,
     )
-    resume = arguments.checkpoints if arguments.resume else None
     try:
         run = fit(
             inferred.pipeline, learned, network, loss, Adam(0.001), options, resume_from=resume

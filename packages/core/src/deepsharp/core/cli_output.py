@@ -133,11 +133,12 @@ def interrupted_run(out: str, folder: str | None) -> str:
     return said + f"; the same command with --resume goes on from the last checkpoint in {folder}"
 
 
-def checked_checkpoints(folder: str | None, resume: bool, epochs: int) -> None:
+def checked_checkpoints(folder: str | None, resume: bool, epochs: int) -> str | None:
     """Refuse, before a run starts, a `--checkpoints` folder that is a file, a folder holding an
     earlier run's checkpoints without `--resume` (the two runs' would mix, and `--resume` would
     later take the other's), `--resume` without a folder, and a last checkpoint past
-    `--epochs`; under `--resume`, say which checkpoint the run goes on from."""
+    `--epochs`; under `--resume`, say which checkpoint the run goes on from. The folder to
+    resume from, or None (no `--resume`, or no checkpoint in it yet: the run starts afresh)."""
     from deepsharp.core.training.checkpoint import Checkpoint
 
     if folder is None:
@@ -146,7 +147,7 @@ def checked_checkpoints(folder: str | None, resume: bool, epochs: int) -> None:
                 "--resume goes on from the checkpoints a run wrote with --checkpoints FOLDER: "
                 "give that folder too"
             )
-        return
+        return None
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise CommandError(f"--checkpoints {folder}: a file, not a folder: name a folder")
     held = Checkpoint.in_folder(folder)
@@ -168,3 +169,4 @@ def checked_checkpoints(folder: str | None, resume: bool, epochs: int) -> None:
             else f"{folder} holds no checkpoint yet: the run starts afresh",
             flush=True,
         )
+    return folder if resume and held else None

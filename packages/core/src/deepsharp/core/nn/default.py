@@ -50,6 +50,17 @@ def standardised(targets: Any, spread: Any, mean: Any) -> Any:
     return ((columns - mean) / spread).reshape(values.shape)
 
 
+def is_identity(layer: Any) -> bool:
+    """Whether a layer is a `Rescaling` of scale 1 and offset 0: one a regression's targets,
+    standardised while it trains, set to their scale after (one of other numbers is a scale
+    of one's own, kept)."""
+    return bool(
+        isinstance(layer, Rescaling)
+        and np.all(np.asarray(layer.scale) == 1.0)
+        and np.all(np.asarray(layer.offset) == 0.0)
+    )
+
+
 def rescaled(network: Network, spread: Any, mean: Any) -> None:
     """Set the network's last layer, a `Rescaling` trained as the identity (on standardised
     targets), to the targets' spread and mean: its predictions then on their scale."""

@@ -92,7 +92,7 @@ class Snapshot:
         self.roots = list(roots)
         for root in self.roots:  # a layer's package is one's own, wherever it is installed
             top = str(getattr(type(root), "__module__", "")).partition(".")[0]
-            if top and top != "deepsharp":
+            if top and top not in ("deepsharp", "builtins"):
                 _HOME.add(top)
         self.too_much: str | None = None
         self._reader = _Reader()
@@ -460,6 +460,7 @@ def _position(stream: Any) -> Any:
 
 
 _OWN: dict[str, bool] = {}
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by Python code, not a C type
 _HOME = {"__main__"}
 """The packages of the layers and losses watched (and a script's, a notebook's): one's own."""
 _STDLIB = {
@@ -474,14 +475,19 @@ def _ones_own(held: Any, attribute: str = "__module__") -> bool:
     the installed packages (whose objects are read by identity: a logger's cache, the pattern
     cache `re.sub` fills are no state of a layer's)."""
     module = getattr(held, attribute, None)
+    if module is None and isinstance(held, types.FunctionType):
+        return True  # Python code made by exec(source, {}): no library's
     if not isinstance(module, str):
         return False
+    if module == "builtins" and isinstance(held, type):  # a class exec(source, {}) made
+        return bool(held.__flags__ & _HEAP_TYPE)
     top = module.partition(".")[0]
     if top in _HOME:
         return True
     known = _OWN.get(module)
     if known is None:
-        path = str(getattr(sys.modules.get(module), "__file__", "") or "")
+        found = sys.modules.get(module) or sys.modules.get(top)  # (a compiled part's: its
+        path = str(getattr(found, "__file__", "") or "")  # package's file)
         where = os.path.normcase(os.path.realpath(path)) if path else ""
         library = (
             "site-packages" in where
@@ -502,6 +508,8 @@ def _slots(held: Any) -> list[tuple[str, Any]]:
             continue
         slots = vars(klass).get("__slots__", ())
         for name in [slots] if isinstance(slots, str) else slots:
+            if name.startswith("__") and not name.endswith("__"):  # a private one, mangled
+                name = f"_{klass.__name__.lstrip('_')}{name}"
             try:
                 found.append((name, object.__getattribute__(held, name)))
             except AttributeError:  # a slot not set
