@@ -49,6 +49,28 @@ def test_a_temperature_so_small_the_logits_overflow_writes_the_likeliest_tokens(
     greedy = model.generate("ab", 20, temperature=1e-310, seed=3)
     assert greedy == model.generate("ab", 20, temperature=1e-310, seed=4)  # no draw: the argmax
     assert greedy == model.generate("ab", 20, temperature=1e-6, seed=5)
+    # logits all below 0 (a model ending in Softmax draws from log-probabilities) overflow to
+    # -inf: greedy too (failed before, trial CO: the last token, or an IndexError)
+    network = model.network
+    weights = network.slots
+    weights[f"{network.layers[-1].name}.bias"] = weights[f"{network.layers[-1].name}.bias"] - 50.0
+    network.set_slots(weights)
+    low = model.generate("ab", 20, temperature=1e-307, seed=3)
+    assert low == model.generate("ab", 20, temperature=1e-310, seed=3) == greedy
+
+
+def test_numpy_numbers_are_taken_and_a_seed_is_within_64_bits() -> None:
+    """Failed before (trial CO): np.float32 temperatures and np.int64 lengths were refused, and
+    the seeds 2**64 and 0 (or -1 and 2**64 - 1) drew the same text."""
+    import numpy as np
+
+    model = _model(20, "abcabcabba")
+    assert model.generate("ab", np.int64(5), temperature=np.float32(0.5), seed=np.int64(2)) == (
+        model.generate("ab", 5, temperature=0.5, seed=2)
+    )
+    for seed in (2**64, -1):
+        with pytest.raises(ValueError, match=r"seed is a whole number from 0 to 2\*\*64 - 1"):
+            model.generate("ab", 3, seed=seed)
 
 
 @pytest.mark.parametrize("padding", ["end", "start"])

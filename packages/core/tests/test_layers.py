@@ -104,3 +104,31 @@ def test_a_convolution_s_softmax_is_over_its_filters_at_each_place(engine: str) 
         out = network.predict(x, MeanSquaredError(), engine).reshape(3, layer.filters, -1)
         assert np.allclose(out.sum(axis=1), 1.0, atol=1e-6)
         assert not np.allclose(out.sum(axis=2), 1.0, atol=1e-3)
+
+
+def test_a_layer_of_channels_first_refuses_a_sequence_of_positions() -> None:
+    """Failed before (trial CO): Conv1D and GlobalAvgPool after an Embedding took its 40
+    positions for channels and its features for places (a text CNN, mean pooling), silently."""
+    import numpy as np
+
+    from deepsharp.core import (
+        Conv1D,
+        Dense,
+        Embedding,
+        Flatten,
+        GlobalAvgPool,
+        Input,
+        MeanSquaredError,
+        Network,
+    )
+    from deepsharp.core.errors import ShapeError
+    from deepsharp.core.random import Generator
+
+    ids = Input(10, dtype="int64", name="t")
+    for tail in (GlobalAvgPool(), Conv1D(4, 3)):
+        out = tail(Embedding(50, 8)(ids))
+        network = Network(inputs=ids, outputs=Dense(1)(Flatten()(out)))
+        network.initialize(Generator(0))
+        with pytest.raises(ShapeError, match=r"takes channels first, \(channels, length\).*a "
+                           r"sequence of positions, \(10, 8\)"):  # fmt: skip
+            network.predict(np.arange(20).reshape(2, 10) % 50, MeanSquaredError())

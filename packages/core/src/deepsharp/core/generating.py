@@ -15,6 +15,7 @@ learned tokens: text of fewer kinds of token than its vocabulary's size).
 from __future__ import annotations
 
 import math
+import numbers
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -80,14 +81,25 @@ def generate(
 ) -> str:
     """`prompt` and `length` tokens drawn after it (see the module's docstring)."""
     column = next_token_column(trained)
-    if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+    if (
+        isinstance(length, (bool, np.bool_))
+        or not isinstance(length, numbers.Integral)
+        or length < 0
+    ):
         raise ValueError(f"generate: length is a whole number of tokens to draw, not {length!r}")
     if (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, (int, float))
+        isinstance(temperature, (bool, np.bool_))
+        or not isinstance(temperature, numbers.Real)
         or not 0.0 < temperature < math.inf
     ):
         raise ValueError(f"generate: temperature is a number above 0, not {temperature!r}")
+    if (
+        isinstance(seed, (bool, np.bool_))
+        or not isinstance(seed, numbers.Integral)
+        or not 0 <= seed < 2**64
+    ):  # (a larger one, or a negative one, would be another's 64 bits: the same draws)
+        raise ValueError(f"generate: seed is a whole number from 0 to 2**64 - 1, not {seed!r}")
+    length, temperature, seed = int(length), float(temperature), int(seed)
     if not isinstance(prompt, str):
         raise TypeError(f"generate: the prompt is text, not {type(prompt).__name__}")
     ids = [column.lookup.get(token, UNKNOWN) for token in column.split(prompt)]
@@ -140,8 +152,8 @@ def _draw(logits: NDArray[np.float64], temperature: float, draws: Generator, dra
     logits[:2] = -np.inf
     logits[drawable:] = -np.inf
     scaled = logits / temperature
-    if scaled.max() == np.inf:  # a temperature so small the logits overflow: its limit, greedy
-        return int(np.argmax(logits))
+    if not np.isfinite(scaled.max()):  # a temperature so small the logits overflow (either
+        return int(np.argmax(logits))  # way: all below 0 make -inf): its limit, greedy
     weights = np.exp(scaled - scaled.max())
     cumulative = np.cumsum(weights)
     place = draws.uniform(1)[0] * cumulative[-1]

@@ -188,6 +188,7 @@ class Conv1D(Layer):
         return (self.filters, out)
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        _not_positions(self, x, "filters slid along a signal's length, over its channels")
         count, channels, length = x.shape
         weights = slots["weights"]
         images = ops.reshape(x, (count, channels, 1, length))  # a signal: an image one place high
@@ -270,4 +271,19 @@ class GlobalAvgPool(Layer):
         return (shape[0],)
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        _not_positions(self, x, "the mean of each channel over its places")
         return ops.mean(x, tuple(range(2, x.ndim)))
+
+
+def _not_positions(layer: Layer, x: Tensor, what: str) -> None:
+    """Refuse a sequence of positions (L, D) — an Embedding's, or what came after one: it
+    carries a padding mask — where channels come first, (C, L): its positions would be taken
+    for channels and its features for places, silently."""
+    if getattr(x, "mask", None) is not None:
+        raise ShapeError(
+            f"{layer.label} takes channels first, (channels, length): {what}. Its input is a "
+            f"sequence of positions, {tuple(x.shape[1:])} (an Embedding's: its padding mask "
+            "came with it), whose positions it would take for channels. Summarise a sequence "
+            "with LSTM or GRU (their last state), after attention or a TransformerBlock where "
+            "wanted"
+        )
