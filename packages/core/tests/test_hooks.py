@@ -93,6 +93,14 @@ def test_a_hook_that_is_no_step_hook_is_refused() -> None:
     with pytest.raises(TypeError, match="a step hook is a StepHook"):
         fit(None, _data(), Network([Dense(1)]), BinaryCrossEntropy(), Adam(), _options(),
             hooks=[lambda trainer, grads: grads])  # type: ignore[list-item]  # fmt: skip
+    # a loss scale given as a hook scaled on top of the run's own, and its state overwrote the
+    # run's in checkpoints, which then refused to resume (trial CN)
+    from deepsharp.core.training.scaling import LossScale
+
+    with pytest.raises(ConfigurationError, match=r"is given as a step hook: a run's loss scale "
+                       r"is its setting, loss_scale="):  # fmt: skip
+        fit(None, _data(), Network([Dense(1)]), BinaryCrossEntropy(), Adam(), _options(),
+            hooks=[LossScale(16.0)])  # fmt: skip
 
 
 def test_callbacks_hear_of_every_batch_with_its_loss() -> None:

@@ -112,6 +112,12 @@ class Trainer:
                     f"a step hook is a StepHook (from deepsharp.core), not {hook!r}: subclass "
                     "StepHook and override gradients (or objective)"
                 )
+            if isinstance(hook, LossScale):  # it would scale on top of the run's own, and its
+                raise ConfigurationError(  # state overwrite the run's in checkpoints
+                    f"{hook!r} is given as a step hook: a run's loss scale is its setting, "
+                    "loss_scale= (FitOptions(loss_scale=...), Trainer(loss_scale=...)), so that "
+                    "it scales once and its checkpoints resume"
+                )
         if isinstance(accumulate, bool) or not isinstance(accumulate, (int, np.integer)):
             raise TypeError(f"accumulate is a whole number of batches a step, not {accumulate!r}")
         if accumulate < 1:
