@@ -544,3 +544,18 @@ def test_an_operation_that_gives_other_types_than_the_reference_is_named() -> No
     first = found.first
     assert first is not None and first.operation == "exp" and math.isinf(first.ratio)
     assert "gave float64 values where the reference gives float32" in first.detail
+
+
+def test_an_infinity_past_float16_s_range_is_said_to_be_one_a_loss_scale_meets() -> None:
+    """Failed before (trial CN): a float16 product past 65,504 at the loss scale's 2^16 (a
+    step a run skips, lowering its scale) was named past its bound with no word of why."""
+    import numpy as np
+
+    from deepsharp.core import Dense, MeanSquaredError, Network, Relu, compare
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 8)).astype(np.float32)
+    y = (x @ rng.normal(size=(8, 1)) * 300 + 500).astype(np.float32)
+    found = compare(Network([Dense(16), Relu(), Dense(1)], inputs=8), MeanSquaredError(), (x, y),
+                    engines=("light", "light:mixed_float16"))  # fmt: skip
+    assert "an infinity where float16's range (65,504) was passed" in found.verdict()

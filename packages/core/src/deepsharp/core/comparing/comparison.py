@@ -230,6 +230,12 @@ class Comparison:
                 f"{worst.where}, at {_figure(worst.ratio)} of it{apart}"
             )
         detail = f"; {first.detail}" if first.detail else ""
+        if math.isinf(first.difference) and any(p.half == "float16" for p in self.precisions):
+            detail += (
+                "; an infinity where float16's range (65,504) was passed, as a product can at "
+                "a loss scale: a run skips such a step and lowers its scale, so compare at the "
+                "scale the run has come down to (a later checkpoint's) to see past it"
+            )
         if first.bound == 0.0 and first.family in ("moves", "transfers"):
             return (
                 f"first past its bound: {first.where}, {first.shapes}: difference "
