@@ -218,6 +218,7 @@ class Graphs:
         self.seed = seed
         self.random = np.random.default_rng(seed)
         self.kinds: set[str] = set()
+        self.masked = False  # a sequence of an Embedding's: no channels-first layer takes it
 
     def pick(self, options: Sequence[Any]) -> Any:
         return options[int(self.random.integers(len(options)))]
@@ -285,11 +286,11 @@ class Graphs:
                     self.size(1, min(3, width)),
                     padding=self.pick(["valid", "same"]),
                 ),
-                x,
+                self._channels_first(x),
             ),
             lambda: self.use(Concatenate(axis=-1), [x, self.use(Dense(2), x)]),
             lambda: self.use(BatchNorm(), x),
-            lambda: self.use(GlobalAvgPool(), x),
+            lambda: self.use(GlobalAvgPool(), self._channels_first(x)),
             lambda: self.use(Flatten(), x),
             lambda: self.use(PositionalEmbedding(length + self.size(0, 2), width), x),
         ]
@@ -337,6 +338,13 @@ class Graphs:
         label = f"{kind.__name__} pair" if pair and kind is MaxPool2D else None
         return self.use(kind(size), x, label)  # type: ignore[call-arg]
 
+    def _channels_first(self, x: Symbol) -> Symbol:
+        """A sequence of an Embedding's as one signal of one channel (its mask dropped):
+        Conv1D and GlobalAvgPool refuse a sequence of positions."""
+        if not self.masked:
+            return x
+        return self.use(Reshape((1, x.shape[0] * x.shape[1])), x)
+
     def step(self, x: Symbol) -> Symbol:
         if len(x.shape) == 1:
             return self.rows(x)
@@ -369,6 +377,7 @@ class Graphs:
             numbers = Input(3, name="numbers")
             inputs = [ids, numbers]
             heads = [self.use(Embedding(11, self.pick([3, 6])), ids)]  # id 0: padding
+            self.masked = True
         h = heads[0]
         if start == "image":  # every kind of images met early, by turns
             first = [(MaxPool2D, 2), (MaxPool2D, (2, 3)), (AvgPool2D, 2), (AvgPool2D, (3, 2)), None]

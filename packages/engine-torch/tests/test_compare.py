@@ -125,7 +125,7 @@ def _every_layer() -> dict[str, tuple[Any, Any]]:
             (rng.integers(0, 50, (16, 12)), rng.integers(0, 3, 16)),
         ),
         "attention": (
-            Network(inputs=tokens, outputs=Dense(3)(GlobalAvgPool()(attended))),
+            Network(inputs=tokens, outputs=Dense(3)(GlobalAvgPool()(Reshape((16, 12))(attended)))),
             (padded, rng.integers(0, 3, 8)),
         ),
         "image": (

@@ -285,5 +285,6 @@ def _not_positions(layer: Layer, x: Tensor, what: str) -> None:
             f"sequence of positions, {tuple(x.shape[1:])} (an Embedding's: its padding mask "
             "came with it), whose positions it would take for channels. Summarise a sequence "
             "with LSTM or GRU (their last state), after attention or a TransformerBlock where "
-            "wanted"
+            "wanted; or, to take its positions as channels on purpose, make the Embedding with "
+            "mask_zero=False"
         )
