@@ -558,4 +558,11 @@ def test_an_infinity_past_float16_s_range_is_said_to_be_one_a_loss_scale_meets()
     y = (x @ rng.normal(size=(8, 1)) * 300 + 500).astype(np.float32)
     found = compare(Network([Dense(16), Relu(), Dense(1)], inputs=8), MeanSquaredError(), (x, y),
                     engines=("light", "light:mixed_float16"))  # fmt: skip
-    assert "an infinity where float16's range (65,504) was passed" in found.verdict()
+    assert (
+        "an infinity where float16's range (65,504) was passed, as a product on the way back"
+        in (found.verdict())
+    )
+    huge = (x * 3e4).astype(np.float32)  # past it in the forward pass: no loss scale reaches it
+    found = compare(Network([Dense(16), Relu(), Dense(1)], inputs=8), MeanSquaredError(),
+                    (huge, y), engines=("light", "light:mixed_float16"))  # fmt: skip
+    assert "in the forward pass, where no loss scale reaches: scale the features" in found.verdict()

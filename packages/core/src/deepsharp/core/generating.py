@@ -87,19 +87,22 @@ def generate(
         or length < 0
     ):
         raise ValueError(f"generate: length is a whole number of tokens to draw, not {length!r}")
-    if (
-        isinstance(temperature, (bool, np.bool_))
-        or not isinstance(temperature, numbers.Real)
-        or not 0.0 < temperature < math.inf
-    ):
-        raise ValueError(f"generate: temperature is a number above 0, not {temperature!r}")
+    try:  # (as a float: 1e400 in a longdouble, or 10**400, is past float64's range)
+        warmth = float(temperature) if isinstance(temperature, numbers.Real) else math.nan
+    except OverflowError:
+        warmth = math.inf
+    if isinstance(temperature, (bool, np.bool_)) or not 0.0 < warmth < math.inf:
+        raise ValueError(
+            f"generate: temperature is a number above 0 and below float64's largest, not "
+            f"{temperature!r}"
+        )
     if (
         isinstance(seed, (bool, np.bool_))
         or not isinstance(seed, numbers.Integral)
         or not 0 <= seed < 2**64
     ):  # (a larger one, or a negative one, would be another's 64 bits: the same draws)
         raise ValueError(f"generate: seed is a whole number from 0 to 2**64 - 1, not {seed!r}")
-    length, temperature, seed = int(length), float(temperature), int(seed)
+    length, temperature, seed = int(length), warmth, int(seed)
     if not isinstance(prompt, str):
         raise TypeError(f"generate: the prompt is text, not {type(prompt).__name__}")
     ids = [column.lookup.get(token, UNKNOWN) for token in column.split(prompt)]

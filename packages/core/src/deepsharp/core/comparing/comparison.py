@@ -232,9 +232,14 @@ class Comparison:
         detail = f"; {first.detail}" if first.detail else ""
         if math.isinf(first.difference) and any(p.half == "float16" for p in self.precisions):
             detail += (
-                "; an infinity where float16's range (65,504) was passed, as a product can at "
-                "a loss scale: a run skips such a step and lowers its scale, so compare at the "
-                "scale the run has come down to (a later checkpoint's) to see past it"
+                "; an infinity where float16's range (65,504) was passed, as a product on the "
+                "way back can at a loss scale: a run skips such a step and lowers its scale, so "
+                "compare at the scale the run has come down to (a later checkpoint's) to see "
+                "past it"
+                if first.phase == "way back"
+                else "; an infinity where float16's range (65,504) was passed in the forward "
+                "pass, where no loss scale reaches: scale the features (or train at "
+                "mixed_bfloat16)"
             )
         if first.bound == 0.0 and first.family in ("moves", "transfers"):
             return (

@@ -276,15 +276,17 @@ class GlobalAvgPool(Layer):
 
 
 def _not_positions(layer: Layer, x: Tensor, what: str) -> None:
-    """Refuse a sequence of positions (L, D) — an Embedding's, or what came after one: it
-    carries a padding mask — where channels come first, (C, L): its positions would be taken
-    for channels and its features for places, silently."""
+    """Warn of a sequence of positions (L, D) — an Embedding's, or what came after one: it
+    carries a padding mask — where channels come first, (C, L): its positions are taken for
+    channels and its features for places (a warning, not a refusal: files trained so serve)."""
     if getattr(x, "mask", None) is not None:
-        raise ShapeError(
+        warnings.warn(
             f"{layer.label} takes channels first, (channels, length): {what}. Its input is a "
-            f"sequence of positions, {tuple(x.shape[1:])} (an Embedding's: its padding mask "
-            "came with it), whose positions it would take for channels. Summarise a sequence "
-            "with LSTM or GRU (their last state), after attention or a TransformerBlock where "
-            "wanted; or, to take its positions as channels on purpose, make the Embedding with "
-            "mask_zero=False"
+            f"sequence of positions, {tuple(x.shape[1:])} (its padding mask came with it from "
+            "an Embedding), whose positions it takes for channels. To summarise a sequence, "
+            "end it with LSTM or GRU (their last state, return_sequences=False); where its "
+            "positions are meant as channels, say so with keeps_positions = False on a layer "
+            "of your own before it",
+            DeepSharpWarning,
+            stacklevel=2,
         )
