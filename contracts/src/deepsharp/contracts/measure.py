@@ -395,8 +395,8 @@ class Contract:
         bound = BOUNDS[family]
         if not worst <= bound:
             raise AssertionError(
-                f"{operation} on {self.spec} breaks the {family} contract: {worst:.3g} {unit} "
-                f"(bound {bound:g})"
+                f"{operation} on {self.spec} breaks the {family} contract: "
+                f"{_over(worst, bound)} {unit} (bound {bound:g})"
             )
         return worst
 
@@ -437,9 +437,19 @@ class Contract:
             raise AssertionError(
                 f"{operation} on {self.spec} ({self.precision.name}) breaks the {family} "
                 f"contract {_where(tuple(int(i) for i in index))}: got {float(got[index])!r}, "
-                f"float64 reference {float(ref[index])!r}: {worst:.3g} {unit} (bound {bound:g})"
+                f"float64 reference {float(ref[index])!r}: {_over(worst, bound)} {unit} (bound "
+                f"{bound:g})"
             )
         return worst
+
+
+def _over(worst: float, bound: float) -> str:
+    """A ratio past its bound, in as many digits as tell it from the bound (1.0000113, not 1)."""
+    for digits in range(3, 10):
+        text = f"{worst:.{digits}g}"
+        if float(text) > bound:
+            return text
+    return repr(worst)
 
 
 def _bound_text(precision: Precision, product: bool) -> str:

@@ -219,3 +219,17 @@ def test_maxpool2d_back_sends_each_gradient_to_its_selection(
         .reshape(n, c, oh * pool, ow * pool)
     )
     contract.moves("maxpool2d_back", got, expected)
+
+
+def test_indices_of_a_real_vocabulary_s_size_move_every_bit(
+    engine: Engine, contract: Contract
+) -> None:
+    """Rows and classes past what 8 and 16 bits hold (a vocabulary of 70,000 words, 300
+    classes): an index narrowed on the way would read another row, silently."""
+    table = np.arange(70_000 * 2, dtype=np.float32).reshape(70_000, 2)
+    rows = np.array([0, 255, 256, 32_767, 32_768, 65_535, 65_536, 69_999], np.int64)
+    got = engine.get(engine.take_rows(engine.put(table), engine.put(rows)))
+    contract.moves("take_rows", got, table[rows])
+    classes = np.array([0, 127, 128, 255, 256, 299], np.int64)
+    got = engine.get(engine.one_hot(engine.put(classes), 300))
+    contract.moves("one_hot", got, np.eye(300, dtype=np.float32)[classes])

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from deepsharp.contracts.data import draw, pinned, seeds, sides
 from deepsharp.contracts.measure import Contract, mismatching_bits
 from deepsharp.core.engine import Engine
+from deepsharp.core.errors import DataError
 
 shapes = st.lists(sides, min_size=0, max_size=4).map(tuple)
 
@@ -51,6 +52,18 @@ def test_float64_is_put_as_float32_and_integers_as_int64(
     contract.moves(
         "put/get", engine.get(engine.put(small)), small.astype(np.int64), family="transfers"
     )
+    unsigned = np.array([7, 2**63 - 1], np.uint64)  # within int64's range: held as it is
+    contract.moves(
+        "put/get", engine.get(engine.put(unsigned)), unsigned.astype(np.int64), family="transfers"
+    )
+
+
+def test_unsigned_integers_beyond_int64_are_refused_not_wrapped(engine: Engine) -> None:
+    """A cast would wrap 2**63 and 2**64 - 1 to -2**63 and -1 (hashed ids read as other rows):
+    every engine's put refuses them (`deepsharp.core.engine.protocol.int64_put`)."""
+    for beyond in (2**63, 2**64 - 1):
+        with pytest.raises(DataError, match="beyond int64's range"):
+            engine.put(np.array([1, beyond], np.uint64))
 
 
 def test_zeros_are_made_on_the_engine_without_a_transfer(
