@@ -501,7 +501,7 @@ def test_a_convolution_s_filters_carry_no_mask_and_a_reshape_of_each_place_keeps
     # over a sequence that carries its mask, Conv1D takes positions for channels: said (trial
     # CO); its filters carry no mask, so the answers are the unmasked network's
     masked.set_slots(plain.slots)
-    with pytest.warns(DeepSharpWarning, match=r"takes channels first.*keeps_positions = False"):
+    with pytest.warns(DeepSharpWarning, match=r"takes channels first.*Flatten"):
         assert np.array_equal(
             masked.predict(row, MeanSquaredError()), plain.predict(row, MeanSquaredError())
         )

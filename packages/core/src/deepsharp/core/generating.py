@@ -93,7 +93,7 @@ def generate(
         warmth = math.inf
     if isinstance(temperature, (bool, np.bool_)) or not 0.0 < warmth < math.inf:
         raise ValueError(
-            f"generate: temperature is a number above 0 and below float64's largest, not "
+            f"generate: temperature is a number above 0 and at most float64's largest, not "
             f"{temperature!r}"
         )
     if (

@@ -238,8 +238,10 @@ class Comparison:
                 "past it"
                 if first.phase == "way back"
                 else "; an infinity where float16's range (65,504) was passed in the forward "
-                "pass, where no loss scale reaches: scale the features (or train at "
-                "mixed_bfloat16)"
+                "pass, where no loss scale reaches: scale the features or the targets (or "
+                "train at mixed_bfloat16)"
+                if first.phase == "forward"
+                else f"; an infinity where float16's range (65,504) was passed ({first.phase})"
             )
         if first.bound == 0.0 and first.family in ("moves", "transfers"):
             return (

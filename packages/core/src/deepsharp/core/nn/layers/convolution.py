@@ -285,8 +285,8 @@ def _not_positions(layer: Layer, x: Tensor, what: str) -> None:
             f"sequence of positions, {tuple(x.shape[1:])} (its padding mask came with it from "
             "an Embedding), whose positions it takes for channels. To summarise a sequence, "
             "end it with LSTM or GRU (their last state, return_sequences=False); where its "
-            "positions are meant as channels, say so with keeps_positions = False on a layer "
-            "of your own before it",
+            "positions are meant as channels, let go of its mask before it: "
+            "Reshape((length, features))(Flatten()(x))",
             DeepSharpWarning,
             stacklevel=2,
         )
