@@ -77,10 +77,9 @@ class _HeldGenerator(_Scaled):
     def __init__(self, rng: Any) -> None:
         super().__init__("m")
         self.rng = rng
-        self.drawn = 0.0
 
     def change(self) -> None:
-        object.__setattr__(self, "drawn", 0.0)  # (no count of settings: the draw alone)
+        pass  # the draw alone, in amount()
 
     def amount(self) -> float:
         return float(self.rng.random() < 0.5)

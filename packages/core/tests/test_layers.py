@@ -106,33 +106,23 @@ def test_a_convolution_s_softmax_is_over_its_filters_at_each_place(engine: str) 
         assert not np.allclose(out.sum(axis=2), 1.0, atol=1e-3)
 
 
+def _predicted_over_ids(tail: Any) -> None:
+    """A network of ids through an Embedding (its padding mask), then `tail(embedded)`, a
+    Dense: two rows predicted."""
+    ids = ds.Input(10, dtype="int64", name="t")
+    network = Network(inputs=ids, outputs=ds.Dense(1)(tail(ds.Embedding(50, 8)(ids))))
+    network.initialize(Generator(0))
+    network.predict(np.arange(20).reshape(2, 10) % 50, ds.MeanSquaredError())
+
+
 def test_a_layer_of_channels_first_warns_of_a_sequence_of_positions() -> None:
     """Failed before (trial CO): Conv1D and GlobalAvgPool after an Embedding took its 40
     positions for channels and its features for places (a text CNN, mean pooling), silently.
     A warning, not a refusal (trial CP): files trained so before still serve."""
-    import numpy as np
-
-    from deepsharp.core import (
-        Conv1D,
-        Dense,
-        Embedding,
-        Flatten,
-        GlobalAvgPool,
-        Input,
-        MeanSquaredError,
-        Network,
-    )
-    from deepsharp.core.errors import DeepSharpWarning
-    from deepsharp.core.random import Generator
-
-    ids = Input(10, dtype="int64", name="t")
-    for tail in (GlobalAvgPool(), Conv1D(4, 3)):
-        out = tail(Embedding(50, 8)(ids))
-        network = Network(inputs=ids, outputs=Dense(1)(Flatten()(out)))
-        network.initialize(Generator(0))
-        with pytest.warns(DeepSharpWarning, match=r"takes channels first, \(channels, length\)"
-                          r".*a sequence of positions, \(10, 8\).*Flatten\(\)\(x\)"):  # fmt: skip
-            network.predict(np.arange(20).reshape(2, 10) % 50, MeanSquaredError())
+    for layer in (ds.GlobalAvgPool(), ds.Conv1D(4, 3)):
+        with pytest.warns(ds.DeepSharpWarning, match=r"takes channels first, \(channels, "
+                          r"length\).*a sequence of positions, \(10, 8\).*Flatten\(\)\(x\)"):  # fmt: skip
+            _predicted_over_ids(lambda embedded, layer=layer: Flatten()(layer(embedded)))
 
 
 def test_the_route_the_warning_names_lets_go_of_the_mask() -> None:
@@ -140,24 +130,6 @@ def test_the_route_the_warning_names_lets_go_of_the_mask() -> None:
     where that layer gave its input back; the one named now, Flatten then Reshape, does not."""
     import warnings
 
-    import numpy as np
-
-    from deepsharp.core import (
-        Dense,
-        Embedding,
-        Flatten,
-        GlobalAvgPool,
-        Input,
-        MeanSquaredError,
-        Network,
-        Reshape,
-    )
-    from deepsharp.core.random import Generator
-
-    ids = Input(10, dtype="int64", name="t")
-    signal = Reshape((10, 8))(Flatten()(Embedding(50, 8)(ids)))
-    network = Network(inputs=ids, outputs=Dense(1)(GlobalAvgPool()(signal)))
-    network.initialize(Generator(0))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        network.predict(np.arange(20).reshape(2, 10) % 50, MeanSquaredError())
+        _predicted_over_ids(lambda e: ds.GlobalAvgPool()(ds.Reshape((10, 8))(Flatten()(e))))

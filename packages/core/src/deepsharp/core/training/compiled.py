@@ -87,7 +87,7 @@ class CompiledSteps:
         self._layers: dict[int, list[Layer]] = {}  # a network's layers, its parts' too
         self._stateful = False  # a layer or the loss changes its state in a pass: no plans
         self._edits: dict[int, int] = {}  # a network's settings' count when its layers were found
-        self._dropped: set[Hashable] = set()  # kinds of batch whose plans were let go
+        self._dropped: OrderedDict[Hashable, None] = OrderedDict()  # kinds let go (the last)
 
     def begin(self) -> None:
         """A step's parts begin."""
@@ -172,7 +172,9 @@ class CompiledSteps:
                 "keep what changes every step in a buffer, or in the step hook's objective_key"
             )
         while len(self.plans) > KEPT:
-            self._dropped.add(self.plans.popitem(last=False)[0])
+            self._dropped[self.plans.popitem(last=False)[0]] = None
+            if len(self._dropped) > 4 * KEPT:  # (a setting assigned every step: a key a step)
+                self._dropped.popitem(last=False)
         result: Part = captured.result
         return result
 

@@ -79,7 +79,7 @@ _NOT_STATE = (
 )
 
 
-class _TooMuch(Exception):
+class _Unwatchable(Exception):
     """State a snapshot cannot read: more than a million values, or an iterator."""
 
 
@@ -99,7 +99,7 @@ class Snapshot:
         self._draws = _global_draws()
         try:
             self._read = self._reader.roots(self.roots)
-        except _TooMuch as where:
+        except _Unwatchable as where:
             self.too_much = str(where)
             self._read = []
 
@@ -116,7 +116,7 @@ class Snapshot:
         reader = _Reader()
         try:
             now = reader.roots(self.roots)
-        except _TooMuch as where:
+        except _Unwatchable as where:
             return f"in a pass, {where}"
         roots = {id(root): read for root, read in zip(self._reader.found, self._read)}
         for root, attributes in zip(reader.found, now):
@@ -206,7 +206,7 @@ class _Reader:
     def _spend(self, count: int) -> None:  # a million values read: too many to watch
         self.left -= count
         if self.left < 0:
-            raise _TooMuch(
+            raise _Unwatchable(
                 f"the layers and the loss hold more than {VALUES:,} values (the last read: "
                 f"{self._where}): too many for a compiled step to watch for a change in a pass, "
                 "so its steps ran as recorded (keep a large table in a NumPy array, read as "
@@ -216,7 +216,7 @@ class _Reader:
     def read(self, value: Any, depth: int) -> Any:
         try:
             return self._read(value, depth)
-        except _TooMuch:
+        except _Unwatchable:
             raise
         except Exception:  # an object that will not be read (a proxy raising on any look)
             return ("is", value)
@@ -263,7 +263,7 @@ class _Reader:
         if isinstance(value, memoryview):
             return ("set", value, None if value.obj is None else value.tobytes())
         if hasattr(type(value), "__next__") and _own_attributes(value) is None:
-            raise _TooMuch(
+            raise _Unwatchable(
                 f"{self._where} holds an iterator ({type(value).__name__}), whose place no "
                 "trace can read: a pass that draws from it would be replayed with its first "
                 "draw, so its steps ran as recorded (hold a list and an index instead)"
