@@ -154,3 +154,91 @@ def test_a_trainer_is_refused_a_pickle_or_a_copy_saying_what_to_keep() -> None:
     for copied in (pickle.dumps, copy.deepcopy, copy.copy):
         with pytest.raises(TypeError, match=r"a Trainer is not pickled or copied: .*Network\.save"):
             copied(trainer)
+
+
+def test_blocks_of_images_go_a_run_a_thread_their_results_in_order() -> None:
+    """A convolution's blocks of images are shared as runs of consecutive blocks, one a thread:
+    the pool took one item a thread at once, and handed 28 of 29 blocks to its one worker while
+    the calling thread waited (two threads were slower than one)."""
+    import threading
+
+    totals = LightEngine("float32", threads=2).totals
+    caller, seen = threading.get_ident(), []
+
+    def work(item: int) -> int:
+        seen.append((item, threading.get_ident() == caller))
+        return item * item
+
+    assert totals._runs(work, list(range(29))) == [i * i for i in range(29)]
+    here = sorted(item for item, on_caller in seen if on_caller)
+    assert here == list(range(15))  # the first run, here; the second on the worker
+
+
+@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16"])
+def test_a_large_product_is_worked_in_pieces_its_shape_sets(
+    precision: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A product of 16.8 M multiply-adds or more is worked in pieces set by its shape alone,
+    NumPy's BLAS held to one thread meanwhile: its bits are the same at any count of threads,
+    and within float32's bound of the float64 product."""
+    from deepsharp.engines.light import _totals
+
+    rng = np.random.default_rng(3)
+    tall = rng.standard_normal((300, 8000)).astype(np.float32)  # 24 M multiply-adds a product
+    grads = rng.standard_normal((300, 10)).astype(np.float32)
+    weights = rng.standard_normal((8000, 10)).astype(np.float32)
+    assert 300 * 8000 * 10 >= _totals.PRODUCT
+    held = []
+    real = _totals.one_blas_thread
+    monkeypatch.setattr(_totals, "one_blas_thread", lambda: held.append(1) or real())
+    one = LightEngine(precision, threads=1)
+    cases = [
+        (tall, weights, False, False),
+        (tall, grads, True, False),
+        (grads, weights, False, True),
+    ]
+    for a, b, ta, tb in cases:
+        alone = one.matmul(a, b, ta, tb)
+        for threads in (2, 3):
+            assert LightEngine(precision, threads=threads).matmul(a, b, ta, tb).tobytes() == (
+                alone.tobytes()
+            ), (a.shape, b.shape, ta, tb, threads)
+        if precision == "float32":
+            exact = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+            inner = a.shape[0] if ta else a.shape[1]
+            magnitude = np.abs(a.T if ta else a).astype(np.float64) @ np.abs(b.T if tb else b)
+            assert (np.abs(alone - exact) <= inner * 2.0**-24 * magnitude * 1.01).all()
+    assert len(held) == 3 * len(cases)
+
+
+def test_blas_is_held_to_one_thread_until_the_last_hold_ends() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from deepsharp.engines.light._threads import one_blas_thread
+
+    def counts() -> list[int]:
+        return [
+            info["num_threads"]
+            for info in threadpoolctl.threadpool_info()
+            if info["user_api"] == "blas"
+        ]
+
+    before = counts()
+    with one_blas_thread():
+        assert set(counts()) <= {1}
+        with one_blas_thread():
+            assert set(counts()) <= {1}
+        assert set(counts()) <= {1}  # the outer hold still holds
+    assert counts() == before
+
+
+def test_a_mixed_precisions_overflow_on_a_worker_thread_is_not_warned() -> None:
+    """A mixed precision lets a product overflow (the loss scale looks for it): NumPy's error
+    settings are each thread's own, and the pool's workers warned 'invalid value encountered in
+    matmul' for the blocks they took."""
+    engine = LightEngine("mixed_float16", threads=2)
+    images = np.full((64, 1, 28, 28), 1e6, np.float32)  # infinity in float16
+    filters = np.zeros((8, 1, 3, 3), np.float32)  # infinity times 0: NaN
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = engine.conv2d(images, filters, 1, ((0, 0), (0, 0)))
+    assert np.isnan(out).all()

@@ -12,6 +12,13 @@ How many threads: `LightEngine(threads=N)`; else `OMP_NUM_THREADS` where it is s
 convention libtorch and OpenBLAS follow: one number for every thread pool of the process), else
 one a core this process may run on. A pass under `PARALLEL` values stays on one thread: handing
 it to another costs more than it saves.
+
+A large product is split too, into pieces set by its shape alone (`PRODUCT`), and NumPy's BLAS
+is held to one thread while the pieces run (`one_blas_thread`): the light engine's threads are
+all the threads it uses. Left to its own threads, OpenBLAS ran the product on both cores and
+then kept its threads spinning, waiting for more, while the engine's next passes wanted those
+cores (measured on the benchmarks' 256-image convolution: the step's value-by-value passes took
+half as long again, and a second thread gained the step nothing).
 """
 
 from __future__ import annotations
@@ -19,14 +26,24 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
-__all__ = ["PARALLEL", "Pool", "pool", "thread_count"]
+import numpy as np
+
+__all__ = ["PARALLEL", "PRODUCT", "Pool", "one_blas_thread", "pool", "thread_count"]
 
 PARALLEL = 1 << 17
 """The fewest values (131,072: half a MiB of float32) a pass is split for."""
+
+PRODUCT = 1 << 24
+"""The fewest multiply-adds (rows x inner x columns: 16.8 M, a millisecond's work on one core) a
+product is split for. A smaller one is left to NumPy's BLAS, threads and all: OpenBLAS's own
+threads wait for work spinning, and hand a product of a few million multiply-adds over in a
+fraction of the time a Python pool takes (a dense layer's way back, 32 x 10 by 10 x 5,408:
+49 us on OpenBLAS's two threads, 80 us on one, 130 us in pieces on the light engine's two)."""
 
 T = TypeVar("T")
 
@@ -105,7 +122,13 @@ class Pool:
         if self.threads == 1 or len(items) < 2:
             return [function(item) for item in items]
         workers = self._workers()
-        waiting: list[Future[Any]] = [workers.submit(function, item) for item in items[1:]]
+        settings = np.geterr()  # the caller's: a mixed precision's products let overflow be
+
+        def there(item: T) -> Any:  # NumPy's error settings are the thread's own
+            with np.errstate(**settings):
+                return function(item)
+
+        waiting: list[Future[Any]] = [workers.submit(there, item) for item in items[1:]]
         first = function(items[0])
         return [first, *(future.result() for future in waiting)]
 
@@ -135,3 +158,58 @@ def pool(threads: int) -> Pool:
         if found is None:
             found = _pools[threads] = Pool(threads)
         return found
+
+
+class _Blas:
+    """NumPy's BLAS libraries' own threads (found by threadpoolctl, which reads the loaded
+    libraries: OpenBLAS, MKL, BLIS, FlexiBLAS), held to one while any light engine works on a
+    split product, and given back their count when the last one is done."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held = 0
+        self._libraries: list[Any] | None = None
+        self._counts: list[int] = []
+
+    def _found(self) -> list[Any]:
+        if self._libraries is None:
+            try:
+                from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+            except ImportError:  # a dependency of deepsharp's; where it is missing, BLAS's own
+                self._libraries = []  # threads are left as they are
+            else:
+                controllers = ThreadpoolController().lib_controllers
+                self._libraries = [lib for lib in controllers if lib.user_api == "blas"]
+        return self._libraries
+
+    def hold(self) -> None:
+        with self._lock:
+            if self._held == 0:
+                libraries = self._found()
+                self._counts = [lib.get_num_threads() for lib in libraries]
+                for library, count in zip(libraries, self._counts, strict=True):
+                    if count != 1:
+                        library.set_num_threads(1)
+            self._held += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._held -= 1
+            if self._held == 0:
+                for library, count in zip(self._found(), self._counts, strict=True):
+                    if count != 1:
+                        library.set_num_threads(count)
+
+
+_BLAS = _Blas()
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """NumPy's BLAS on one thread while the block runs (for the whole process: a product that
+    another of the application's threads starts meanwhile runs on one thread too)."""
+    _BLAS.hold()
+    try:
+        yield
+    finally:
+        _BLAS.release()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -40,13 +40,24 @@ from deepsharp.core.engine import (
     product_blocks,
 )
 from deepsharp.core.engine.half import HALF_FORMATS
-from deepsharp.engines.light._threads import PARALLEL, Pool, pool
+from deepsharp.engines.light._threads import PARALLEL, PRODUCT, Pool, one_blas_thread, pool
 
 __all__ = ["OFFERED", "Float32Totals", "MixedTotals", "StrictTotals"]
 
 Array = Any  # the engine's handles are the NumPy arrays themselves
 Padding = tuple[int, int]
 Paddings = tuple[Padding, Padding]
+T = TypeVar("T")
+
+PIECES = 2
+"""How many pieces a large product is worked in, at most (`_Totals._product`), the same at
+every count of threads (so a product's bits do not depend on it): each piece is one more call
+into BLAS, which packs its operands again. In the benchmarks' 256-image convolution step, on
+two threads, its dense layer's three products took 2.3, 2.6 and 2.2 ms in two pieces, 2.9, 3.4
+and 3.0 ms in four; more pieces would serve more cores only on a larger machine."""
+PIECE = 64
+"""The fewest rows (or columns) a piece of a product has: OpenBLAS 0.3.31 takes 32 rows by
+another path, a third slower on that product."""
 
 BLOCK = 1 << 18
 """How many float64 values a large total's temporaries may hold (2 MiB). A large product or
@@ -82,22 +93,26 @@ class _Totals:
     def _conv2d(
         self, x: Array, w: Array, bias: Array | None, stride: int, padding: Paddings
     ) -> Array:
-        cols, out_h, out_w = columns(x, w.shape[2], w.shape[3], stride, padding)
-        count, depth, places = cols.shape
+        cols = Columns(x, w.shape[2], w.shape[3], stride, padding)
+        count, depth, places, out_h, out_w = cols.shape
         filters = w.shape[0]
         out = np.empty((count, filters, places), self.dtype)
         flat = w.reshape(filters, depth)
-        wide_bias = None if bias is None else np.asarray(bias, self.wide).reshape(filters, 1)
+        # Each filter's bias spread over its places: NumPy adds a whole plane twice as fast as
+        # it adds one value along a row (measured on blocks of 9 images, 32 filters, 676 places).
+        wide_bias = None
+        if bias is not None:
+            wide_bias = np.repeat(np.asarray(bias, self.wide).reshape(filters, 1), places, axis=1)
         step = images_a_block(filters, depth, places, BLOCK)
 
         def images(i: int) -> None:  # (n, F, P) a few images at a time
             part = out[i : i + step]
             if self.wide is self.dtype:  # totals in the kept type: formed where they are kept
-                np.matmul(flat, cols[i : i + step], out=part)
+                np.matmul(flat, cols.block(i, step), out=part)
                 if wide_bias is not None:
                     part += wide_bias
                 return
-            block = np.matmul(flat, cols[i : i + step], dtype=self.wide)
+            block = np.matmul(flat, cols.block(i, step), dtype=self.wide)
             if wide_bias is not None:  # one more term of each total, before it is rounded
                 block += wide_bias
             part[...] = block
@@ -110,9 +125,47 @@ class _Totals:
         among the threads where the pass is large (`each`: values an image), each block the
         same calls whichever thread makes them. Their results, in the blocks' order."""
         starts = list(range(0, count, step))
-        if len(starts) < 2 or self.pool.threads == 1 or count * each < 2 * PARALLEL:
+        if count * each < 2 * PARALLEL:
             return [work(i) for i in starts]
-        return self.pool.map(work, starts)
+        return self._runs(work, starts)
+
+    def _runs(self, work: Callable[[T], Any], items: list[T]) -> list[Any]:
+        """`work(item)` for each item, the items shared among the threads in runs of
+        consecutive ones, a run a thread (the pool takes one item a thread at once: more would
+        queue behind one worker while this thread waited). Their results, in the items' order."""
+        if len(items) < 2 or self.pool.threads == 1:
+            return [work(item) for item in items]
+        runs = self.pool.spans(len(items), PARALLEL)
+        done = self.pool.map(lambda run: [work(item) for item in items[run]], runs)
+        return [result for results in done for result in results]
+
+    def _product(self, a: Array, b: Array) -> Array:
+        """a (m, k) @ b (k, n) as they stand, in NumPy's kernels. A large product is worked in
+        pieces of its rows (of its columns, where it has more of them) that its shape alone
+        sets, shared among the threads, NumPy's BLAS held to one thread meanwhile
+        (`_threads.one_blas_thread`): each element is made by the same call at any count of
+        threads."""
+        (rows, inner), columns = a.shape, b.shape[1]
+        work = rows * inner * columns
+        if work < PRODUCT:  # BLAS keeps it on this thread anyway
+            return np.matmul(a, b)
+        length = max(rows, columns)
+        count = max(1, min(PIECES, length // PIECE, work // PRODUCT))
+        pieces = [slice(length * i // count, length * (i + 1) // count) for i in range(count)]
+        out = np.empty((rows, columns), np.result_type(a, b))
+        if rows >= columns:
+
+            def piece(part: slice) -> None:
+                np.matmul(a[part], b, out=out[part])
+
+        else:
+
+            def piece(part: slice) -> None:
+                np.matmul(a, b[:, part], out=out[:, part])
+
+        with one_blas_thread():
+            self._runs(piece, pieces)
+        return out
 
     def conv2d_weight_grad(
         self, x: Array, gy: Array, kernel: tuple[int, int], stride: int, padding: Paddings
@@ -134,19 +187,24 @@ class _Totals:
         padding: Paddings,
         bias: bool,
     ) -> tuple[Array, Array | None]:
-        cols, _, _ = columns(x, kernel[0], kernel[1], stride, padding)
-        count, depth, places = cols.shape
+        cols = Columns(x, kernel[0], kernel[1], stride, padding)
+        count, depth, places, _, _ = cols.shape
         filters = gy.shape[1]
         grads = gy.reshape(count, filters, places)
         total = np.zeros((filters, depth), self.wide)
         biases = np.zeros(filters, self.wide)
         step = images_a_block(filters, depth, places, BLOCK)
+        # A filter's places summed as one product with ones (BLAS's gemv): NumPy's sums along
+        # a short last axis took three times as long (blocks of 9 images, 32 filters, 676 places).
+        ones = np.ones(places, self.wide)
 
         def images(i: int) -> tuple[Array, Array | None]:  # a block's share (F, C*kh*kw)
             block = grads[i : i + step]
-            each = np.matmul(block, cols[i : i + step].transpose(0, 2, 1), dtype=self.wide)
+            each = np.matmul(block, cols.block(i, step).transpose(0, 2, 1), dtype=self.wide)
             share = np.add.reduce(each, axis=0)
-            return share, np.add.reduce(block, axis=(0, 2), dtype=self.wide) if bias else None
+            if not bias:
+                return share, None
+            return share, np.add.reduce(np.matmul(block, ones, dtype=self.wide), axis=0)
 
         # Each block's share made on any thread; the shares added in the blocks' order.
         for share, bias_share in self._blocks(images, count, step, filters * places):
@@ -278,7 +336,7 @@ class Float32Totals(_Totals):
         # stands faster or as fast (5,408 x 32 by 32 x 10: 29 us to 48 us; 21,632 x 256 by
         # 256 x 10: 1.53 ms to 2.02 ms; 512 x 2,048 by 2,048 x 128: 1.10 ms to 1.16 ms; two
         # threads, NumPy 2.4.6).
-        return np.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
+        return self._product(a.T if transpose_a else a, b.T if transpose_b else b)
 
     def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
         return np.add.reduce(x, axis=axes, keepdims=keepdims) if axes else x  # type: ignore[call-overload]
@@ -352,12 +410,21 @@ OFFERED: dict[str, Callable[..., Totals]] = {
 """The light engine's precisions, its default first: name -> strategy (made with the dtype)."""
 
 
-def columns(x: Array, kh: int, kw: int, stride: int, padding: Paddings) -> tuple[Array, int, int]:
+class Columns:
     """Every window of each image as one column (N, C*kh*kw, oh*ow): a convolution becomes
-    one product an image."""
-    if any(any(side) for side in padding):
-        x = np.pad(x, [(0, 0), (0, 0), padding[0], padding[1]])
-    windows = sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
-    count, channels, out_h, out_w = windows.shape[:4]
-    cols = windows.transpose(0, 1, 4, 5, 2, 3).reshape(count, channels * kh * kw, out_h * out_w)
-    return cols, out_h, out_w
+    one product an image. The columns are copied out a block of images at a time, on the
+    thread that works on the block, while they are in its caches: all at once they were one
+    more pass over memory, on one thread."""
+
+    def __init__(self, x: Array, kh: int, kw: int, stride: int, padding: Paddings) -> None:
+        if any(any(side) for side in padding):
+            x = np.pad(x, [(0, 0), (0, 0), padding[0], padding[1]])
+        windows = sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
+        count, channels, out_h, out_w = windows.shape[:4]
+        self.windows = windows.transpose(0, 1, 4, 5, 2, 3)  # a view: (N, C, kh, kw, oh, ow)
+        self.shape = (count, channels * kh * kw, out_h * out_w, out_h, out_w)
+
+    def block(self, start: int, count: int) -> Array:
+        """Images start .. start + count - 1's columns, (n, C*kh*kw, oh*ow)."""
+        part = self.windows[start : start + count]
+        return part.reshape(part.shape[0], self.shape[1], self.shape[2])
