@@ -118,8 +118,8 @@ def test_get_of_a_view_is_contiguous(engine: TorchEngine) -> None:
 
 
 # (256, 700, 10) and (32, 4100, 3): a narrow right-hand side padded to sgemm's 16 columns at
-# float32; transposed on the left, (1300, 32, 10) a tall, narrow weight gradient formed wide and
-# (5000, 32, 10) one padded.
+# float32; transposed on the left, (2048, 64, 10) and (1300, 32, 5) tall, narrow weight
+# gradients formed wide, (5000, 32, 10) one padded and (1300, 32, 10) one as it stands.
 @pytest.mark.parametrize(
     "m,k,n",
     [
@@ -130,6 +130,8 @@ def test_get_of_a_view_is_contiguous(engine: TorchEngine) -> None:
         (256, 700, 10),
         (32, 4100, 3),
         (1300, 32, 10),
+        (1300, 32, 5),
+        (2048, 64, 10),
         (5000, 32, 10),
     ],
 )

@@ -173,7 +173,7 @@ class Float32Totals(_Totals):
         # tall, narrow weight gradient (a dense layer of few outputs over many features, after
         # a convolution) is sgemm's slow shape: formed wide, as PyTorch's own Linear does, and
         # copied into place (21,632 x 256 by 256 x 10: 9.0 ms as it stands, 2.8 ms so, one
-        # thread; profiled in docs/performance.md).
+        # thread; profiled in docs/performance.md) where it adds enough terms (`_formed_wide`).
         # And a product whose right-hand side is 2 to 15 columns (a dense layer of 10 outputs)
         # runs sgemm's edge kernel, 1.5 to 2.2x slower than 16 columns on the processor (256
         # rows of 21,632 by 10 columns: 2.55 ms, 1.40 ms padded to 16 with zeros, two
@@ -185,12 +185,12 @@ class Float32Totals(_Totals):
         right = b.t() if transpose_b else b
         columns = right.shape[1]
         if columns <= NARROW and not transpose_b:  # checked only here: 0.4 us a small call
+            if transpose_a and _formed_wide(a, columns):
+                with self.guard:
+                    return torch.mm(b.t(), a).t().contiguous()
             if not self.cuda and _padded(left, columns, transpose_a):
                 wide = torch.mm(left, F.pad(right, (0, NARROW - columns)))
                 return wide[:, :columns].contiguous()
-            if transpose_a and NARROW < a.shape[1] // 64:
-                with self.guard:
-                    return torch.mm(b.t(), a).t().contiguous()
         if self.cuda:
             with self.guard:
                 return torch.mm(left, right)
@@ -266,12 +266,21 @@ class Float32Totals(_Totals):
         return folded[:, :, top : top + image[0], left : left + image[1]].contiguous()
 
 
+def _formed_wide(a: Tensor, columns: int) -> bool:
+    """Whether `Float32Totals.matmul` forms a narrow weight gradient a.T @ b wide, (b.T @ a).T,
+    and copies it into place: where its rows are over 64 times sgemm's tile of columns, and it
+    adds 64 terms or more (fewer columns than 10: any). Two threads, torch 2.13.0, 10 columns:
+    21,632 x 256 by 256 x 10 took 1.12 ms so, 2.40 ms padded to 16 columns, 2.97 ms as it
+    stands; 5,408 x 128, 0.17 ms to 0.26 ms; 21,632 x 64, 0.49 ms to 0.60 ms; but 21,632 x 32,
+    0.40 ms to 0.25 ms as it stands, and 5,408 x 32, 90 us to 72 us."""
+    return NARROW < a.shape[1] // 64 and (columns < 10 or a.shape[0] >= 64)
+
+
 def _padded(left: Tensor, columns: int, transposed: bool) -> bool:
     """Whether `Float32Totals.matmul` pads a product's 2 to 15 columns to sgemm's 16 (two
     threads, this machine's figures in its comment): from 32 rows and 131,072 values on the
-    left; a weight gradient (the left transposed) from 10 columns, where padding 21,632 x 256 by
-    256 x 10 takes 1.50 ms to forming it wide's 2.19 ms, and 5,408 x 32 by 32 x 10 71 us to
-    124 us (below 10 columns, forming it wide is as fast or faster)."""
+    left; a weight gradient (the left transposed) not formed wide (`_formed_wide`), from 10
+    columns."""
     if not 2 <= columns < NARROW or left.numel() < PADDED_VALUES:
         return False
     if transposed:
