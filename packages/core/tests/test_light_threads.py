@@ -178,16 +178,16 @@ def test_blocks_of_images_go_a_run_a_thread_their_results_in_order() -> None:
 def test_a_large_product_is_worked_in_pieces_its_shape_sets(
     precision: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A product of 16.8 M multiply-adds or more is worked in pieces set by its shape alone,
+    """A product of twice 16.8 M multiply-adds or more is worked in pieces its shape alone sets,
     NumPy's BLAS held to one thread meanwhile: its bits are the same at any count of threads,
     and within float32's bound of the float64 product."""
     from deepsharp.engines.light import _totals
 
     rng = np.random.default_rng(3)
-    tall = rng.standard_normal((300, 8000)).astype(np.float32)  # 24 M multiply-adds a product
+    tall = rng.standard_normal((300, 12000)).astype(np.float32)  # 36 M multiply-adds a product
     grads = rng.standard_normal((300, 10)).astype(np.float32)
-    weights = rng.standard_normal((8000, 10)).astype(np.float32)
-    assert 300 * 8000 * 10 >= _totals.PRODUCT
+    weights = rng.standard_normal((12000, 10)).astype(np.float32)
+    assert 300 * 12000 * 10 >= 2 * _totals.PRODUCT  # two pieces of PRODUCT at least
     held = []
     real = _totals.one_blas_thread
     monkeypatch.setattr(_totals, "one_blas_thread", lambda: held.append(1) or real())
@@ -242,3 +242,40 @@ def test_a_mixed_precisions_overflow_on_a_worker_thread_is_not_warned() -> None:
         warnings.simplefilter("error")
         out = engine.conv2d(images, filters, 1, ((0, 0), (0, 0)))
     assert np.isnan(out).all()
+
+
+def test_a_product_too_narrow_to_split_keeps_blas_own_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A large product under 128 rows and columns is not split (a piece has 64 at least): it
+    is left to BLAS and its own threads, not held to one thread in one piece."""
+    from deepsharp.engines.light import _totals
+
+    held: list[int] = []
+    real = _totals.one_blas_thread
+    monkeypatch.setattr(_totals, "one_blas_thread", lambda: held.append(1) or real())
+    monkeypatch.setattr(_totals, "PRODUCT", 1 << 10)
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((100, 300), np.float32), rng.standard_normal((300, 120), np.float32)
+    engine = LightEngine("float32", threads=2)
+    assert engine.matmul(a, b).tobytes() == np.matmul(a, b).tobytes()
+    assert held == []
+    tall = rng.standard_normal((300, 128), np.float32)
+    assert (
+        engine.matmul(tall, b[:128]).tobytes()
+        == LightEngine("float32", 1).matmul(tall, b[:128]).tobytes()
+    )
+    assert held == [1, 1]  # on one thread too: the same pieces
+
+
+def test_a_strict_products_blocks_go_a_run_a_thread_with_the_bits_of_one() -> None:
+    rng = np.random.default_rng(5)
+    tall = rng.standard_normal((256, 21632), np.float32)
+    grads = rng.standard_normal((256, 10), np.float32)
+    weights = rng.standard_normal((21632, 10), np.float32)
+    one, two = LightEngine(threads=1), LightEngine(threads=2)
+    for a, b, ta, tb in ((grads, weights, False, True), (tall, weights, False, False)):
+        got = two.matmul(a, b, ta, tb)
+        assert got.tobytes() == one.matmul(a, b, ta, tb).tobytes()
+        exact = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+        assert np.array_equal(got, exact.astype(np.float32))  # one float64 total, rounded once

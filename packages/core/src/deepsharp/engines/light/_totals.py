@@ -147,10 +147,10 @@ class _Totals:
         threads."""
         (rows, inner), columns = a.shape, b.shape[1]
         work = rows * inner * columns
-        if work < PRODUCT:  # BLAS keeps it on this thread anyway
-            return np.matmul(a, b)
         length = max(rows, columns)
-        count = max(1, min(PIECES, length // PIECE, work // PRODUCT))
+        count = min(PIECES, length // PIECE, work // PRODUCT)
+        if count < 2:  # small (BLAS keeps it on this thread), or too narrow to split: BLAS's own
+            return np.matmul(a, b)
         pieces = [slice(length * i // count, length * (i + 1) // count) for i in range(count)]
         out = np.empty((rows, columns), np.result_type(a, b))
         if rows >= columns:
@@ -299,16 +299,34 @@ class StrictTotals(_Totals):
         if how == "rows":
             out = np.empty((rows, cols), self.dtype)
             wide = b.astype(np.float64)
-            for i in range(0, rows, step):
+
+            def rows_from(i: int) -> None:
                 out[i : i + step] = np.matmul(a[i : i + step], wide, dtype=np.float64)
+
+            self._blocks_of(rows_from, rows, step, rows * inner * cols)
             return out
         if how == "columns":
             out = np.empty((rows, cols), self.dtype)
             wide = a.astype(np.float64)
-            for j in range(0, cols, step):
+
+            def columns_from(j: int) -> None:
                 out[:, j : j + step] = np.matmul(wide, b[:, j : j + step], dtype=np.float64)
+
+            self._blocks_of(columns_from, cols, step, rows * inner * cols)
             return out
         return np.matmul(a, b, dtype=np.float64).astype(self.dtype)
+
+    def _blocks_of(self, work: Callable[[int], None], length: int, step: int, size: int) -> None:
+        """A wide product's blocks (`work(i)`, i = 0, step, ...): those of a large one (`size`
+        multiply-adds) shared among the threads, a run a thread, NumPy's BLAS held to one
+        thread meanwhile, as `_product` shares its pieces; each block the same call."""
+        starts = list(range(0, length, step))
+        if size < PRODUCT or len(starts) < 2 or self.pool.threads == 1:
+            for start in starts:
+                work(start)
+            return
+        with one_blas_thread():
+            self._runs(work, starts)
 
     def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
         total = np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims)  # type: ignore[call-overload]
