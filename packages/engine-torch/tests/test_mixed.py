@@ -301,15 +301,22 @@ def test_its_checkpoint_refuses_another_precision_and_resumes_bit_for_bit(tmp_pa
         assert resumed.trained.network.slots[name].tobytes() == value.tobytes()
 
 
-@pytest.mark.parametrize(("shape", "axes"), [((256, 32, 26, 26), (0, 2, 3)), ((4096, 1024), (0,))])
+@pytest.mark.parametrize(
+    ("shape", "axes"),
+    [((256, 32, 26, 26), (0, 2, 3)), ((512, 48, 40), (0, 2)), ((4096, 1024), (0,))],
+)
 def test_a_large_half_tensors_sum_is_a_float32_total(
     engine: TorchEngine, shape: tuple[int, ...], axes: tuple[int, ...]
 ) -> None:
-    # added a block of images (rows) at a time, the blocks' totals added in float32
+    # along the rows first where the last axis is summed, else a block of images (rows) at a
+    # time, the totals added in float32
     rng = np.random.default_rng(10)
     half = rounded(rng.standard_normal(shape, np.float32))
     got = engine.sum(half, axes)
     assert got.dtype == torch.float32
+    kept = engine.sum(half, axes, keepdims=True)
+    assert kept.shape == half.sum(axes, keepdim=True).shape
+    assert torch.equal(kept.reshape(got.shape), got)
     wide = half.double()
     ref, terms = wide.sum(axes), wide.abs().sum(axes)
     count = half.numel() // got.numel()
