@@ -244,28 +244,89 @@ def test_a_mixed_precisions_overflow_on_a_worker_thread_is_not_warned() -> None:
     assert np.isnan(out).all()
 
 
-def test_a_product_too_narrow_to_split_keeps_blas_own_threads(
+def test_a_product_blas_would_share_has_one_threads_bits_whatever_blas_threads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A large product under 128 rows and columns is not split (a piece has 64 at least): it
-    is left to BLAS and its own threads, not held to one thread in one piece."""
+    """A product large enough for OpenBLAS to share among its threads, too small or too narrow
+    to split, runs whole with BLAS held to one thread: OpenBLAS 0.3.31 adds 64 x 5,000 by
+    5,000 x 10 in another order on two threads, and the engine's bits followed BLAS's count
+    (OMP_NUM_THREADS, or another thread's engine holding BLAS meanwhile)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
     from deepsharp.engines.light import _totals
 
     held: list[int] = []
     real = _totals.one_blas_thread
     monkeypatch.setattr(_totals, "one_blas_thread", lambda: held.append(1) or real())
-    monkeypatch.setattr(_totals, "PRODUCT", 1 << 10)
     rng = np.random.default_rng(4)
-    a, b = rng.standard_normal((100, 300), np.float32), rng.standard_normal((300, 120), np.float32)
-    engine = LightEngine("float32", threads=2)
-    assert engine.matmul(a, b).tobytes() == np.matmul(a, b).tobytes()
-    assert held == []
-    tall = rng.standard_normal((300, 128), np.float32)
-    assert (
-        engine.matmul(tall, b[:128]).tobytes()
-        == LightEngine("float32", 1).matmul(tall, b[:128]).tobytes()
-    )
-    assert held == [1, 1]  # on one thread too: the same pieces
+    cases = [
+        (rng.standard_normal((64, 5000), np.float32), rng.standard_normal((5000, 10), np.float32)),
+        (
+            rng.standard_normal((100, 3000), np.float32),
+            rng.standard_normal((3000, 120), np.float32),
+        ),
+    ]
+    for a, b in cases:
+        work = a.size * b.shape[1]  # large enough to share, too small or narrow to split
+        assert work >= _totals.SHARED
+        assert work < 2 * _totals.PRODUCT or max(a.shape[0], b.shape[1]) < 2 * _totals.PIECE
+        with threadpoolctl.threadpool_limits(1, user_api="blas"):
+            alone = np.matmul(a, b).tobytes()
+        with threadpoolctl.threadpool_limits(2, user_api="blas"):
+            for threads in (1, 2):
+                assert LightEngine("float32", threads).matmul(a, b).tobytes() == alone
+    assert len(held) == 2 * len(cases)
+    small = rng.standard_normal((32, 14), np.float32), rng.standard_normal((14, 16), np.float32)
+    LightEngine("float32", 2).matmul(*small)  # OpenBLAS keeps it on one thread: no hold
+    assert len(held) == 2 * len(cases)
+
+
+def test_a_fork_while_blas_is_held_gives_the_child_blas_its_count_back() -> None:
+    """The thread that held BLAS is not in the child to let go."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from deepsharp.engines.light import _threads
+
+    def counts() -> list[int]:
+        return [
+            i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"
+        ]
+
+    context = multiprocessing.get_context("fork")
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        before = counts()
+        with _threads.one_blas_thread():
+            reader, writer = context.Pipe(duplex=False)
+            child = context.Process(target=_send_blas_counts, args=(writer,))
+            child.start()
+            got = reader.recv()
+            child.join(30)
+        assert got == (before, 0) and counts() == before
+
+
+def _send_blas_counts(writer: Any) -> None:
+    from threadpoolctl import threadpool_info
+
+    from deepsharp.engines.light import _threads
+
+    counts = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    writer.send((counts, _threads._BLAS._held))
+
+
+def test_a_failure_in_the_callers_part_waits_for_the_other_parts() -> None:
+    """Else the hold on BLAS ended, and the caller heard of the failure, while a worker's part
+    still ran."""
+    import time
+
+    done: list[int] = []
+
+    def part(item: int) -> None:
+        if item == 0:
+            raise MemoryError("the caller's part")
+        time.sleep(0.2)
+        done.append(item)
+
+    with pytest.raises(MemoryError, match="the caller's part"):
+        pool(2).map(part, [0, 1])
+    assert done == [1]
 
 
 def test_a_strict_products_blocks_go_a_run_a_thread_with_the_bits_of_one() -> None:

@@ -13,12 +13,17 @@ convention libtorch and OpenBLAS follow: one number for every thread pool of the
 one a core this process may run on. A pass under `PARALLEL` values stays on one thread: handing
 it to another costs more than it saves.
 
-A large product is split too, into pieces set by its shape alone (`PRODUCT`), and NumPy's BLAS
-is held to one thread while the pieces run (`one_blas_thread`): the light engine's threads are
-all the threads it uses. Left to its own threads, OpenBLAS ran the product on both cores and
-then kept its threads spinning, waiting for more, while the engine's next passes wanted those
-cores (measured on the benchmarks' 256-image convolution: the step's value-by-value passes took
-half as long again, and a second thread gained the step nothing).
+NumPy's BLAS is held to one thread (`one_blas_thread`) while the engine works on an operation
+large enough for OpenBLAS to share among its own threads (`SHARED`), and a large product is
+split into pieces its shape alone sets (`PRODUCT`), run on the engine's threads: the light
+engine's threads are all the threads it uses. So its bits never depend on BLAS's count of
+threads (OpenBLAS 0.3.31 adds a product of 64 x 5,000 by 5,000 x 10 in another order on two
+threads than on one), nor on another thread's engine holding BLAS meanwhile. And the cores are
+its own: left to its own threads, OpenBLAS ran a product on both cores and kept its threads
+spinning after it, waiting for more, while the engine's next passes wanted those cores
+(measured on the benchmarks' 256-image convolution: the step's value-by-value passes took half
+as long again, and a second thread gained the step nothing). The hold is the process's: NumPy
+products the application runs in another thread meanwhile run on one thread too.
 """
 
 from __future__ import annotations
@@ -27,23 +32,29 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["PARALLEL", "PRODUCT", "Pool", "one_blas_thread", "pool", "thread_count"]
+__all__ = ["PARALLEL", "PRODUCT", "SHARED", "Pool", "one_blas_thread", "pool", "thread_count"]
 
 PARALLEL = 1 << 17
 """The fewest values (131,072: half a MiB of float32) a pass is split for."""
 
 PRODUCT = 1 << 24
 """The fewest multiply-adds (rows x inner x columns: 16.8 M, a millisecond's work on one core) a
-product is split for. A smaller one is left to NumPy's BLAS, threads and all: OpenBLAS's own
-threads wait for work spinning, and hand a product of a few million multiply-adds over in a
-fraction of the time a Python pool takes (a dense layer's way back, 32 x 10 by 10 x 5,408:
-49 us on OpenBLAS's two threads, 80 us on one, 130 us in pieces on the light engine's two)."""
+piece of a split product has. A smaller product runs whole on the calling thread: a Python
+pool hands work over slowly (a dense layer's way back, 32 x 10 by 10 x 5,408: 80 us on one
+thread, 130 us in pieces on the light engine's two; 49 us on OpenBLAS's own two threads, whose
+bits are not one thread's)."""
+
+SHARED = 1 << 18
+"""The fewest multiply-adds an operation has for NumPy's BLAS to be held to one thread while
+the engine works on it: where OpenBLAS begins to share a product among its threads (its
+GEMM_MULTITHREAD_THRESHOLD of 4, times 65,536); below it, OpenBLAS keeps a product on the
+calling thread anyway, and a hold (a few microseconds) would cost more than the product."""
 
 T = TypeVar("T")
 
@@ -129,7 +140,11 @@ class Pool:
                 return function(item)
 
         waiting: list[Future[Any]] = [workers.submit(there, item) for item in items[1:]]
-        first = function(items[0])
+        try:
+            first = function(items[0])
+        except BaseException:
+            wait(waiting)  # no part still at work once the caller hears of the failure
+            raise
         return [first, *(future.result() for future in waiting)]
 
     def spans(self, count: int, values_each: int = 1) -> list[slice]:
@@ -163,7 +178,7 @@ def pool(threads: int) -> Pool:
 class _Blas:
     """NumPy's BLAS libraries' own threads (found by threadpoolctl, which reads the loaded
     libraries: OpenBLAS, MKL, BLIS, FlexiBLAS), held to one while any light engine works on a
-    split product, and given back their count when the last one is done."""
+    large operation, and given back their count when the last hold ends."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -196,12 +211,26 @@ class _Blas:
         with self._lock:
             self._held -= 1
             if self._held == 0:
-                for library, count in zip(self._found(), self._counts, strict=True):
-                    if count != 1:
-                        library.set_num_threads(count)
+                self._give_back()
+
+    def _give_back(self) -> None:
+        """Each library's count back, unless the application set another meanwhile."""
+        for library, count in zip(self._found(), self._counts, strict=True):
+            if count != 1 and library.get_num_threads() == 1:
+                library.set_num_threads(count)
+
+    def forked(self) -> None:
+        """In a child forked while a thread held BLAS: that thread is not there to let go, so
+        the count goes back now (and the lock, which that thread may have held, is new)."""
+        self._lock = threading.Lock()
+        if self._held:
+            self._held = 0
+            self._give_back()
 
 
 _BLAS = _Blas()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_BLAS.forked)
 
 
 @contextmanager

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any, TypeVar
 
@@ -40,7 +41,14 @@ from deepsharp.core.engine import (
     product_blocks,
 )
 from deepsharp.core.engine.half import HALF_FORMATS
-from deepsharp.engines.light._threads import PARALLEL, PRODUCT, Pool, one_blas_thread, pool
+from deepsharp.engines.light._threads import (
+    PARALLEL,
+    PRODUCT,
+    SHARED,
+    Pool,
+    one_blas_thread,
+    pool,
+)
 
 __all__ = ["OFFERED", "Float32Totals", "MixedTotals", "StrictTotals"]
 
@@ -117,8 +125,15 @@ class _Totals:
                 block += wide_bias
             part[...] = block
 
-        self._blocks(images, count, step, filters * places)
+        with self._held(count * filters * depth * places):
+            self._blocks(images, count, step, filters * places)
         return out.reshape(count, filters, out_h, out_w)
+
+    @staticmethod
+    def _held(work: int) -> AbstractContextManager[None]:
+        """NumPy's BLAS held to one thread for an operation of `work` multiply-adds large
+        enough for OpenBLAS to share among its own threads (`_threads.SHARED`)."""
+        return one_blas_thread() if work >= SHARED else nullcontext()
 
     def _blocks(self, work: Callable[[int], Any], count: int, step: int, each: int) -> list[Any]:
         """`work(i)` for each block of images i .. i + step - 1, in order; the blocks shared
@@ -147,10 +162,13 @@ class _Totals:
         threads."""
         (rows, inner), columns = a.shape, b.shape[1]
         work = rows * inner * columns
+        if work < SHARED:  # BLAS keeps it on this thread
+            return np.matmul(a, b)
         length = max(rows, columns)
         count = min(PIECES, length // PIECE, work // PRODUCT)
-        if count < 2:  # small (BLAS keeps it on this thread), or too narrow to split: BLAS's own
-            return np.matmul(a, b)
+        if count < 2:  # whole, on this thread
+            with one_blas_thread():
+                return np.matmul(a, b)
         pieces = [slice(length * i // count, length * (i + 1) // count) for i in range(count)]
         out = np.empty((rows, columns), np.result_type(a, b))
         if rows >= columns:
@@ -207,7 +225,9 @@ class _Totals:
             return share, np.add.reduce(np.matmul(block, ones, dtype=self.wide), axis=0)
 
         # Each block's share made on any thread; the shares added in the blocks' order.
-        for share, bias_share in self._blocks(images, count, step, filters * places):
+        with self._held(count * filters * depth * places):
+            shares = self._blocks(images, count, step, filters * places)
+        for share, bias_share in shares:
             total += share
             if bias:
                 biases += bias_share
@@ -220,9 +240,10 @@ class _Totals:
         count, filters, out_h, out_w = gy.shape
         _, channels, kh, kw = w.shape
         (top, bottom), (left, right) = padding
-        parts = np.matmul(
-            w.reshape(filters, -1).T, gy.reshape(count, filters, -1), dtype=self.wide
-        )  # (N, C*kh*kw, P)
+        with self._held(count * filters * channels * kh * kw * out_h * out_w):
+            parts = np.matmul(
+                w.reshape(filters, -1).T, gy.reshape(count, filters, -1), dtype=self.wide
+            )  # (N, C*kh*kw, P)
         parts = parts.reshape(count, channels, kh, kw, out_h, out_w)
         height, width = image[0] + top + bottom, image[1] + left + right
         folded = np.zeros((count, channels, height, width), self.wide)
@@ -263,7 +284,8 @@ class _Totals:
 
     def _stacks(self, a: Array, b: Array) -> Array:
         """a (..., m, k) @ b (..., k, n), as they stand."""
-        return np.matmul(a, b)
+        with self._held(math.prod(a.shape) * b.shape[-1]):
+            return np.matmul(a, b)
 
 
 class StrictTotals(_Totals):
@@ -282,8 +304,11 @@ class StrictTotals(_Totals):
                 out[i] = self.matmul(a[i], b[i])
         else:  # a few stacks at a time, widened together
             step = max(1, BLOCK // max(1, each))
-            for i in range(0, stacks, step):
-                out[i : i + step] = np.matmul(a[i : i + step], b[i : i + step], dtype=np.float64)
+            with self._held(stacks * rows * inner * columns):
+                for i in range(0, stacks, step):
+                    out[i : i + step] = np.matmul(
+                        a[i : i + step], b[i : i + step], dtype=np.float64
+                    )
         return out.reshape(*lead, rows, columns)
 
     def matmul(
@@ -314,19 +339,21 @@ class StrictTotals(_Totals):
 
             self._blocks_of(columns_from, cols, step, rows * inner * cols)
             return out
-        return np.matmul(a, b, dtype=np.float64).astype(self.dtype)
+        with self._held(rows * inner * cols):
+            return np.matmul(a, b, dtype=np.float64).astype(self.dtype)
 
     def _blocks_of(self, work: Callable[[int], None], length: int, step: int, size: int) -> None:
-        """A wide product's blocks (`work(i)`, i = 0, step, ...): those of a large one (`size`
-        multiply-adds) shared among the threads, a run a thread, NumPy's BLAS held to one
-        thread meanwhile, as `_product` shares its pieces; each block the same call."""
+        """A wide product's blocks (`work(i)`, i = 0, step, ...), NumPy's BLAS held to one
+        thread where the product (`size` multiply-adds) is large enough for it to share; those
+        of a product as large as `_product` splits shared among the threads, a run a thread;
+        each block the same call."""
         starts = list(range(0, length, step))
-        if size < PRODUCT or len(starts) < 2 or self.pool.threads == 1:
-            for start in starts:
-                work(start)
-            return
-        with one_blas_thread():
-            self._runs(work, starts)
+        with self._held(size):
+            if size < PRODUCT:
+                for start in starts:
+                    work(start)
+            else:
+                self._runs(work, starts)
 
     def sum(self, x: Array, axes: tuple[int, ...], keepdims: bool = False) -> Array:
         total = np.add.reduce(x, axis=axes, dtype=np.float64, keepdims=keepdims)  # type: ignore[call-overload]

@@ -268,8 +268,8 @@ class Float32Totals(_Totals):
 
 def _formed_wide(a: Tensor, columns: int) -> bool:
     """Whether `Float32Totals.matmul` forms a narrow weight gradient a.T @ b wide, (b.T @ a).T,
-    and copies it into place: where its rows are over 64 times sgemm's tile of columns, and it
-    adds 64 terms or more (fewer columns than 10: any). Two threads, torch 2.13.0, 10 columns:
+    and copies it into place: where its rows are 1,088 or more (a 64th of them over sgemm's tile
+    of 16 columns), and it adds 64 terms or more (fewer columns than 10: any). Two threads, torch 2.13.0, 10 columns:
     21,632 x 256 by 256 x 10 took 1.12 ms so, 2.40 ms padded to 16 columns, 2.97 ms as it
     stands; 5,408 x 128, 0.17 ms to 0.26 ms; 21,632 x 64, 0.49 ms to 0.60 ms; but 21,632 x 32,
     0.40 ms to 0.25 ms as it stands, and 5,408 x 32, 90 us to 72 us."""
