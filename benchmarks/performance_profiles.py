@@ -62,6 +62,8 @@ def profiles_section(
             where_it_goes(found),
             "",
         ]
+        if "two_threads" in found:
+            lines += [second_core(found), ""]
         if "floor" in found:
             lines += [floor_said(found, steps), ""]
         if found["workload"] == "lstm":
@@ -168,6 +170,26 @@ def where_it_goes(found: Mapping[str, Any]) -> str:
     inside = "the kernels themselves" if torch else "the engine's calls themselves"
     return (
         said + f"{target}: more than all the time outside the kernels, so {inside} must take less."
+    )
+
+
+def second_core(found: Mapping[str, Any]) -> str:
+    """What a second thread gives each side: the steps at two threads beside those at one, and
+    the operations that take the most at two."""
+    two, ours, peer = found["two_threads"], found["ours"], found["peer"]
+
+    def top(operations: Sequence[Mapping[str, Any]]) -> str:
+        return ", ".join(
+            f"{op['op'].removeprefix('aten::')} {duration(op['us'])}" for op in operations
+        )
+
+    return (
+        f"At two threads, as the benchmarks run (libtorch's, NumPy's BLAS and light's pool at "
+        f"2), our step takes {duration(two['ours_us'])} against PyTorch's "
+        f"{duration(two['peer_us'])}, {times(two['ratio'])}: a second core takes ours "
+        f"{ours['step_us'] / two['ours_us']:.2f}× faster, PyTorch's "
+        f"{peer['step_us'] / two['peer_us']:.2f}×. The most time at two threads: ours "
+        f"{top(two['ours_top'])}; PyTorch's {top(two['peer_top'])}."
     )
 
 

@@ -26,7 +26,10 @@ process, each warmed first (the engine's first step traces the plan it replays):
 Every thread pool gets one thread (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS
 are set to 1 where the environment does not set them): on a shared machine libtorch's threads
 wait on each other at every operation (docs/performance.md, "Threads on a shared machine"), and
-the profile would show those waits rather than the work.
+the profile would show those waits rather than the work. Then each goal is timed again at two
+threads, as the benchmarks run (`two_threads`: libtorch's, NumPy's BLAS and the light engine's
+pool at 2): both sides' steps and their top operations, so the page can say what a second core
+gives each side.
 
 The figures go to a JSON file (`nox -s profiles -- --publish`: benchmarks/results/profiles.json;
 run by hand, `deepsharp-benchmark-results/profiles.json` in the system's temporary folder, unless
@@ -61,6 +64,7 @@ sys.path.insert(0, str(HERE))
 from bench_support import RESULTS, environment  # noqa: E402
 from deepsharp.core import make_engine  # noqa: E402
 from deepsharp.core.autodiff.plan import operations  # noqa: E402
+from deepsharp.engines.light import LightEngine  # noqa: E402
 from test_steps import LIMITS  # noqa: E402
 from workloads import PYTORCH, SEED, Step, Workload  # noqa: E402
 
@@ -90,11 +94,14 @@ class Door:
         self.seconds.clear()
 
 
-def counted(spec: str) -> tuple[Any, Door]:
+def counted(spec: str, threads: int | None = None) -> tuple[Any, Door]:
     """The engine `spec` names, its class swapped for a subclass whose every operation counts
     its calls and times them into the `Door` (on the class, not the instance: a compiled step's
-    capture sets its own watches on the instance and takes them off again)."""
+    capture sets its own watches on the instance and takes them off again); a light engine on
+    `threads` threads where that is given."""
     engine = make_engine(spec)
+    if threads is not None and isinstance(engine, LightEngine):
+        engine = LightEngine(engine.precision, threads=threads)
     door = Door()
     kind = type(engine)
 
@@ -272,7 +279,38 @@ def profiled(workload: Workload, spec: str, steps: int) -> dict[str, Any]:
             "python_calls": round(python_calls(floor)[0]),
             "ratio": round(floor_us[0] / peer_us, 3),
         }
+    found["two_threads"] = two_threads(workload, spec, steps)
     return found
+
+
+def two_threads(workload: Workload, spec: str, steps: int) -> dict[str, Any]:
+    """Both sides' steps at two threads (libtorch's, NumPy's BLAS, the light engine's pool), as
+    the benchmarks run them: their median times, steps taken in turn, and each side's top
+    operations (light's at its door, libtorch's by torch.profiler's self time)."""
+    import torch
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with threadpool_limits(2, user_api="blas"):
+            engine, door = counted(spec, threads=2)
+            ours, peer = workload.step(engine), workload.peer()
+            for _ in range(WARM):
+                ours()
+                peer()
+            ours_us, peer_us = walls([ours, peer], steps)
+            mine = aten(ours)[2] if spec.startswith("torch") else on_the_engine(ours, door)[2]
+            theirs = aten(peer)[2]
+    finally:
+        torch.set_num_threads(before)
+    return {
+        "ours_us": round(ours_us, 1),
+        "peer_us": round(peer_us, 1),
+        "ratio": round(ours_us / peer_us, 3),
+        "ours_top": mine,
+        "peer_top": theirs,
+    }
 
 
 def load() -> dict[str, Any]:

@@ -320,3 +320,23 @@ def test_the_floor_is_said_by_the_benchmarks_rounds_where_they_timed_it() -> Non
     )
     assert "takes 60 µs, 0.15× PyTorch's; ours takes 480 µs, 8.00× that floor" in section
     assert "The goal, ≤ 0.5×, leaves 340 µs above it" in section  # 0.5 · 800 µs - 60 µs
+
+
+def test_a_goal_profiled_at_two_threads_says_what_a_second_core_gives_each_side() -> None:
+    profiles = copy.deepcopy(PROFILES)
+    conv = profiles["profiles"][1]
+    conv["two_threads"] = {
+        "ours_us": 800.0,
+        "peer_us": 700.0,
+        "ratio": 1.143,
+        "ours_top": [{"op": "relu_back", "us": 300.0, "calls": 1}],
+        "peer_top": [{"op": "aten::threshold_backward", "us": 150.0, "calls": 1}],
+    }
+    section = page(STEPS, None, profiles)
+    assert (
+        "At two threads, as the benchmarks run (libtorch's, NumPy's BLAS and light's pool at 2), "
+        "our step takes 800 µs against PyTorch's 700 µs, 1.14×: a second core takes ours 1.25× "
+        "faster, PyTorch's 2.00×. The most time at two threads: ours relu_back 300 µs; "
+        "PyTorch's threshold_backward 150 µs." in section
+    )
+    assert "At two threads" not in page(STEPS, None, PROFILES)
