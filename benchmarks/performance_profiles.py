@@ -186,9 +186,9 @@ def second_core(found: Mapping[str, Any]) -> str:
     return (
         f"At two threads, as the benchmarks run (libtorch's, NumPy's BLAS and light's pool at "
         f"2), our step takes {duration(two['ours_us'])} against PyTorch's "
-        f"{duration(two['peer_us'])}, {times(two['ratio'])}: a second core takes ours "
-        f"{ours['step_us'] / two['ours_us']:.2f}× faster, PyTorch's "
-        f"{peer['step_us'] / two['peer_us']:.2f}×. The most time at two threads: ours "
+        f"{duration(two['peer_us'])}, {times(two['ratio'])}: with a second core ours runs "
+        f"{ours['step_us'] / two['ours_us']:.2f} times as fast as on one, PyTorch's "
+        f"{peer['step_us'] / two['peer_us']:.2f} times. The most time at two threads: ours "
         f"{top(two['ours_top'])}; PyTorch's {top(two['peer_top'])}."
     )
 

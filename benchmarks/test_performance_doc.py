@@ -335,8 +335,9 @@ def test_a_goal_profiled_at_two_threads_says_what_a_second_core_gives_each_side(
     section = page(STEPS, None, profiles)
     assert (
         "At two threads, as the benchmarks run (libtorch's, NumPy's BLAS and light's pool at 2), "
-        "our step takes 800 µs against PyTorch's 700 µs, 1.14×: a second core takes ours 1.25× "
-        "faster, PyTorch's 2.00×. The most time at two threads: ours relu_back 300 µs; "
+        "our step takes 800 µs against PyTorch's 700 µs, 1.14×: with a second core ours runs "
+        "1.25 times as fast as on one, PyTorch's 2.00 times. The most time at two threads: ours "
+        "relu_back 300 µs; "
         "PyTorch's threshold_backward 150 µs." in section
     )
     assert "At two threads" not in page(STEPS, None, PROFILES)
