@@ -311,22 +311,40 @@ def _send_blas_counts(writer: Any) -> None:
     writer.send((counts, _threads._BLAS._held))
 
 
-def test_a_failure_in_the_callers_part_waits_for_the_other_parts() -> None:
-    """Else the hold on BLAS ended, and the caller heard of the failure, while a worker's part
-    still ran."""
+@pytest.mark.parametrize("failing", [0, 1])
+def test_a_failed_part_waits_for_the_other_parts(failing: int) -> None:
+    """The caller hears of a failure, the caller's part's (0) or a worker's (1), only once no
+    part is still at work: else a hold on BLAS ended, and the output was still written to,
+    after the exception."""
     import time
 
     done: list[int] = []
 
     def part(item: int) -> None:
-        if item == 0:
-            raise MemoryError("the caller's part")
+        if item == failing:
+            raise MemoryError(f"part {item}")
         time.sleep(0.2)
         done.append(item)
 
-    with pytest.raises(MemoryError, match="the caller's part"):
-        pool(2).map(part, [0, 1])
-    assert done == [1]
+    with pytest.raises(MemoryError, match=f"part {failing}"):
+        pool(3).map(part, [0, 1, 2])
+    assert sorted(done) == [i for i in (0, 1, 2) if i != failing]
+
+
+def test_an_install_without_threadpoolctl_is_told_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from deepsharp.engines.light import _threads
+
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # import fails
+    lost = _threads._Blas()
+    with pytest.warns(RuntimeWarning, match="threadpoolctl is not installed"):
+        lost.hold()
+    lost.release()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lost.hold()
+        lost.release()
 
 
 def test_a_strict_products_blocks_go_a_run_a_thread_with_the_bits_of_one() -> None:

@@ -142,9 +142,8 @@ class Pool:
         waiting: list[Future[Any]] = [workers.submit(there, item) for item in items[1:]]
         try:
             first = function(items[0])
-        except BaseException:
-            wait(waiting)  # no part still at work once the caller hears of the failure
-            raise
+        finally:
+            wait(waiting)  # no part still at work once the caller hears of a failure
         return [first, *(future.result() for future in waiting)]
 
     def spans(self, count: int, values_each: int = 1) -> list[slice]:
@@ -190,8 +189,16 @@ class _Blas:
         if self._libraries is None:
             try:
                 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
-            except ImportError:  # a dependency of deepsharp's; where it is missing, BLAS's own
-                self._libraries = []  # threads are left as they are
+            except ImportError:  # a dependency of deepsharp's: an install that lost it
+                self._libraries = []
+                warnings.warn(
+                    "threadpoolctl is not installed (deepsharp depends on it): the light engine "
+                    "cannot hold NumPy's BLAS to one thread, so its float32 and mixed bits may "
+                    "follow OPENBLAS_NUM_THREADS, and OpenBLAS's threads may take its cores. "
+                    "pip install threadpoolctl",
+                    RuntimeWarning,
+                    stacklevel=5,
+                )
             else:
                 controllers = ThreadpoolController().lib_controllers
                 self._libraries = [lib for lib in controllers if lib.user_api == "blas"]
@@ -214,7 +221,8 @@ class _Blas:
                 self._give_back()
 
     def _give_back(self) -> None:
-        """Each library's count back, unless the application set another meanwhile."""
+        """Each library's count back, unless the application set another than one meanwhile
+        (a count of one it set is not told apart from the hold's own)."""
         for library, count in zip(self._found(), self._counts, strict=True):
             if count != 1 and library.get_num_threads() == 1:
                 library.set_num_threads(count)

@@ -339,7 +339,9 @@ class StrictTotals(_Totals):
 
             self._blocks_of(columns_from, cols, step, rows * inner * cols)
             return out
-        with self._held(rows * inner * cols):
+        if rows * inner * cols < SHARED:  # no hold to make: a small product's microseconds
+            return np.matmul(a, b, dtype=np.float64).astype(self.dtype)
+        with one_blas_thread():
             return np.matmul(a, b, dtype=np.float64).astype(self.dtype)
 
     def _blocks_of(self, work: Callable[[int], None], length: int, step: int, size: int) -> None:
