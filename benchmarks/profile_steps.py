@@ -28,8 +28,8 @@ are set to 1 where the environment does not set them): on a shared machine libto
 wait on each other at every operation (docs/performance.md, "Threads on a shared machine"), and
 the profile would show those waits rather than the work. Then each goal is timed again at two
 threads, as the benchmarks run (`two_threads`: libtorch's, NumPy's BLAS and the light engine's
-pool at 2): both sides' steps and their top operations, so the page can say what a second core
-gives each side.
+pool at 2), in the same rounds as at one: both sides' steps and their top operations, so the
+page can say what a second core gives each side.
 
 The figures go to a JSON file (`nox -s profiles -- --publish`: benchmarks/results/profiles.json;
 run by hand, `deepsharp-benchmark-results/profiles.json` in the system's temporary folder, unless
@@ -98,7 +98,8 @@ def counted(spec: str, threads: int | None = None) -> tuple[Any, Door]:
     """The engine `spec` names, its class swapped for a subclass whose every operation counts
     its calls and times them into the `Door` (on the class, not the instance: a compiled step's
     capture sets its own watches on the instance and takes them off again); a light engine on
-    `threads` threads where that is given."""
+    `threads` threads where that is given (libtorch's threads are the process's, set around
+    each step by `two_threads`)."""
     engine = make_engine(spec)
     if threads is not None and isinstance(engine, LightEngine):
         engine = LightEngine(engine.precision, threads=threads)
@@ -284,27 +285,50 @@ def profiled(workload: Workload, spec: str, steps: int) -> dict[str, Any]:
 
 
 def two_threads(workload: Workload, spec: str, steps: int) -> dict[str, Any]:
-    """Both sides' steps at two threads (libtorch's, NumPy's BLAS, the light engine's pool), as
-    the benchmarks run them: their median times, steps taken in turn, and each side's top
+    """Both sides' steps at one thread and at two (libtorch's threads, NumPy's BLAS, the light
+    engine's pool), the four taken in turn, each round, so that what a second core gives is
+    measured in the same rounds: their median times; and at two threads, each side's top
     operations (light's at its door, libtorch's by torch.profiler's self time)."""
     import torch
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+    from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
+    blas = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
+    counts = [lib.get_num_threads() for lib in blas]
     before = torch.get_num_threads()
-    torch.set_num_threads(2)
+
+    def on(threads: int) -> None:
+        torch.set_num_threads(threads)
+        for library in blas:
+            library.set_num_threads(threads)
+
+    one, _ = counted(spec, threads=1)
+    two, door = counted(spec, threads=2)
+    peer = workload.peer()
+    sides = [(workload.step(one), 1), (peer, 1), (workload.step(two), 2), (peer, 2)]
+    times: list[list[float]] = [[] for _ in sides]
     try:
-        with threadpool_limits(2, user_api="blas"):
-            engine, door = counted(spec, threads=2)
-            ours, peer = workload.step(engine), workload.peer()
-            for _ in range(WARM):
-                ours()
-                peer()
-            ours_us, peer_us = walls([ours, peer], steps)
-            mine = aten(ours)[2] if spec.startswith("torch") else on_the_engine(ours, door)[2]
-            theirs = aten(peer)[2]
+        for _ in range(WARM):
+            for step, threads in sides:
+                on(threads)
+                step()
+        for _ in range(steps):
+            for index, (step, threads) in enumerate(sides):
+                on(threads)
+                started = time.perf_counter()
+                step()
+                times[index].append((time.perf_counter() - started) * 1e6)
+        on(2)
+        ours = sides[2][0]
+        mine = aten(ours)[2] if spec.startswith("torch") else on_the_engine(ours, door)[2]
+        theirs = aten(peer)[2]
     finally:
         torch.set_num_threads(before)
+        for library, count in zip(blas, counts, strict=True):
+            library.set_num_threads(count)
+    ours_one, peer_one, ours_us, peer_us = (statistics.median(each) for each in times)
     return {
+        "ours_one_us": round(ours_one, 1),
+        "peer_one_us": round(peer_one, 1),
         "ours_us": round(ours_us, 1),
         "peer_us": round(peer_us, 1),
         "ratio": round(ours_us / peer_us, 3),
