@@ -358,3 +358,32 @@ def test_a_strict_products_blocks_go_a_run_a_thread_with_the_bits_of_one() -> No
         assert got.tobytes() == one.matmul(a, b, ta, tb).tobytes()
         exact = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
         assert np.array_equal(got, exact.astype(np.float32))  # one float64 total, rounded once
+
+
+def test_a_hold_taken_in_another_thread_than_the_first_holds() -> None:
+    """threadpoolctl (3.7 and later) lets only the first thread that set OpenBLAS's count set
+    it while that thread lives: a hold taken in another thread (the light engine in a server's
+    worker thread) set nothing, and its product ran on BLAS's threads, with their bits."""
+    import threading
+
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def counts() -> list[int]:
+        return [
+            i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"
+        ]
+
+    from deepsharp.engines.light import _threads
+
+    seen: list[list[int]] = []
+
+    def hold() -> None:
+        with _threads.one_blas_thread():
+            seen.append(counts())
+
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):  # this thread sets it first
+        before = counts()
+        worker = threading.Thread(target=hold)
+        worker.start()
+        worker.join()
+        assert seen == [[1] * len(before)] and counts() == before

@@ -181,10 +181,10 @@ class _Blas:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held = 0
-        self._libraries: list[Any] | None = None
+        self._libraries: list[_Count] | None = None
         self._counts: list[int] = []
 
-    def _found(self) -> list[Any]:
+    def _found(self) -> list[_Count]:
         if self._libraries is None:
             try:
                 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
@@ -200,17 +200,17 @@ class _Blas:
                 )
             else:
                 controllers = ThreadpoolController().lib_controllers
-                self._libraries = [lib for lib in controllers if lib.user_api == "blas"]
+                self._libraries = [_Count(lib) for lib in controllers if lib.user_api == "blas"]
         return self._libraries
 
     def hold(self) -> None:
         with self._lock:
             if self._held == 0:
                 libraries = self._found()
-                self._counts = [lib.get_num_threads() for lib in libraries]
+                self._counts = [library.get() for library in libraries]
                 for library, count in zip(libraries, self._counts, strict=True):
                     if count != 1:
-                        library.set_num_threads(1)
+                        library.set(1)
             self._held += 1
 
     def release(self) -> None:
@@ -223,8 +223,8 @@ class _Blas:
         """Each library's count back, unless the application set another than one meanwhile
         (a count of one it set is not told apart from the hold's own)."""
         for library, count in zip(self._found(), self._counts, strict=True):
-            if count != 1 and library.get_num_threads() == 1:
-                library.set_num_threads(count)
+            if count != 1 and library.get() == 1:
+                library.set(count)
 
     def forked(self) -> None:
         """In a child forked while a thread held BLAS: that thread is not there to let go, so
@@ -233,6 +233,35 @@ class _Blas:
         if self._held:
             self._held = 0
             self._give_back()
+
+
+class _Count:
+    """One BLAS library's count of threads, read and set.
+
+    OpenBLAS with its own threads (NumPy's wheels) is set through its C functions, found in
+    the library threadpoolctl found: threadpoolctl's own setter (3.7 and later) lets only the
+    first thread that sets it set it while that thread lives, so a hold taken in another thread
+    (the light engine in a server's worker thread) set nothing and the product ran on BLAS's
+    threads. Other libraries go through threadpoolctl's controller."""
+
+    def __init__(self, library: Any) -> None:
+        self.library = library
+        self.get: Callable[[], int] = library.get_num_threads
+        self.set: Callable[[int], Any] = library.set_num_threads
+        dynlib = getattr(library, "dynlib", None)
+        if getattr(library, "internal_api", None) != "openblas" or dynlib is None:
+            return
+        for prefix in ("", "scipy_"):
+            for suffix in ("", "64_", "_64"):
+                get = getattr(dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
+                put = getattr(dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
+                parallel = getattr(dynlib, f"{prefix}openblas_get_parallel{suffix}", None)
+                if get is None or put is None:
+                    continue
+                if parallel is not None and parallel() == 2:
+                    return  # OpenMP's threads: threadpoolctl sets them a thread at a time
+                self.get, self.set = get, put
+                return
 
 
 _BLAS = _Blas()
