@@ -141,8 +141,12 @@ class Pool:
         waiting: list[Future[Any]] = [workers.submit(there, item) for item in items[1:]]
         try:
             first = function(items[0])
-        finally:
-            wait(waiting)  # no part still at work once the caller hears of a failure
+            wait(waiting)
+        except BaseException:  # a failure here, or Ctrl-C while waiting: the caller hears of
+            for future in waiting:  # it once no part is at work (one still running would
+                future.cancel()  # write on after the hold on BLAS ended)
+            _settled(waiting)
+            raise
         return [first, *(future.result() for future in waiting)]
 
     def spans(self, count: int, values_each: int = 1) -> list[slice]:
@@ -158,6 +162,20 @@ class Pool:
             spans.append(slice(start, stop))
             start = stop
         return spans
+
+
+def _settled(waiting: Sequence[Future[Any]]) -> None:
+    """Wait for the parts already at work, through a Ctrl-C (said after, once they are done)."""
+    interrupted = False
+    while True:
+        try:
+            wait(waiting)
+        except KeyboardInterrupt:
+            interrupted = True
+        else:
+            break
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 _pools: dict[int, Pool] = {}
@@ -226,6 +244,12 @@ class _Blas:
             if count != 1 and library.get() == 1:
                 library.set(count)
 
+    def forking(self) -> None:
+        self._lock.acquire()
+
+    def forked_parent(self) -> None:
+        self._lock.release()
+
     def forked(self) -> None:
         """In a child forked while a thread held BLAS: that thread is not there to let go, so
         the count goes back now (and the lock, which that thread may have held, is new)."""
@@ -265,8 +289,10 @@ class _Count:
 
 
 _BLAS = _Blas()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_BLAS.forked)
+if hasattr(os, "register_at_fork"):  # a fork waits for a hold or a release under way: the child
+    os.register_at_fork(  # sees the count and the holds in step (else it might keep one thread)
+        before=_BLAS.forking, after_in_parent=_BLAS.forked_parent, after_in_child=_BLAS.forked
+    )
 
 
 class _Held:

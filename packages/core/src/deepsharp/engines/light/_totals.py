@@ -63,6 +63,10 @@ every count of threads (so a product's bits do not depend on it): each piece is 
 into BLAS, which packs its operands again. In the benchmarks' 256-image convolution step, on
 two threads, its dense layer's three products took 2.3, 2.6 and 2.2 ms in two pieces, 2.9, 3.4
 and 3.0 ms in four; more pieces would serve more cores only on a larger machine."""
+DOT = 10_000
+"""The most terms a float64 dot product (a 1 x N by N x 1 product) has for OpenBLAS 0.3.31 to
+keep it on the calling thread: a longer one is shared among its threads and added in another
+order, so it is held to one thread whatever its multiply-adds (`SHARED`)."""
 PIECE = 64
 """The fewest rows (or columns) a piece of a product has: OpenBLAS 0.3.31 takes 32 rows by
 another path, a third slower on that product."""
@@ -304,7 +308,8 @@ class StrictTotals(_Totals):
                 out[i] = self.matmul(a[i], b[i])
         else:  # a few stacks at a time, widened together
             step = max(1, BLOCK // max(1, each))
-            with self._held(stacks * rows * inner * columns):
+            dots = rows == columns == 1 and inner > DOT  # OpenBLAS shares a long dot product
+            with self._held(SHARED if dots else stacks * rows * inner * columns):
                 for i in range(0, stacks, step):
                     out[i : i + step] = np.matmul(
                         a[i : i + step], b[i : i + step], dtype=np.float64
@@ -339,8 +344,8 @@ class StrictTotals(_Totals):
 
             self._blocks_of(columns_from, cols, step, rows * inner * cols)
             return out
-        if rows * inner * cols < SHARED:  # no hold to make: a small product's microseconds
-            return np.matmul(a, b, dtype=np.float64).astype(self.dtype)
+        if rows * inner * cols < SHARED and not (rows == cols == 1 and inner > DOT):
+            return np.matmul(a, b, dtype=np.float64).astype(self.dtype)  # no hold: microseconds
         with one_blas_thread():
             return np.matmul(a, b, dtype=np.float64).astype(self.dtype)
 
