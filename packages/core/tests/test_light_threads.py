@@ -282,6 +282,8 @@ def test_a_product_blas_would_share_has_one_threads_bits_whatever_blas_threads(
 
 def test_a_fork_while_blas_is_held_gives_the_child_blas_its_count_back() -> None:
     """The thread that held BLAS is not in the child to let go."""
+    import threading
+
     threadpoolctl = pytest.importorskip("threadpoolctl")
     from deepsharp.engines.light import _threads
 
@@ -293,12 +295,25 @@ def test_a_fork_while_blas_is_held_gives_the_child_blas_its_count_back() -> None
     context = multiprocessing.get_context("fork")
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         before = counts()
-        with _threads.one_blas_thread():
+        holding, done = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with _threads.one_blas_thread():
+                holding.set()
+                done.wait(30)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        holding.wait(30)
+        try:
             reader, writer = context.Pipe(duplex=False)
             child = context.Process(target=_send_blas_counts, args=(writer,))
             child.start()
             got = reader.recv()
             child.join(30)
+        finally:
+            done.set()
+            holder.join()
         assert got == (before, 0) and counts() == before
 
 
@@ -469,3 +484,130 @@ def test_ctrl_c_while_waiting_for_the_parts_lets_none_run_on(
     busy.result()
     time.sleep(0.05)
     assert ran == [0]  # the queued part was cancelled, not run after
+
+
+def _cancelling(n: int, rng: Any) -> tuple[Any, Any]:
+    """Two columns whose float64 total nearly cancels: its last bits show the order it was
+    added in."""
+    half = n // 2
+    x = (rng.standard_normal(half) * np.exp(rng.uniform(-6, 6, half))).astype(np.float32)
+    y = rng.standard_normal(half).astype(np.float32)
+    order = rng.permutation(n)
+    return np.concatenate([x, x])[order], np.concatenate([y, -y])[order]
+
+
+@pytest.mark.parametrize("path", ["rows", "conv2d", "weight_grad", "fold"])
+def test_a_strict_long_dot_product_on_every_path_has_one_threads_bits(path: str) -> None:
+    """A float64 dot product of over 10,000 terms arises on other paths than a whole product:
+    a product's blocks of rows, one filter over one place, one filter's gradient, a fold from
+    one channel. Each followed BLAS's count (30 of 30 trials differed)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    engine, rng = LightEngine(threads=1), np.random.default_rng(7)
+    none = ((0, 0), (0, 0))
+    a, g = _cancelling(150_000 if path == "rows" else 12_288, rng)
+
+    def run() -> bytes:
+        if path == "rows":
+            out = engine.matmul(a[:, None], g[:, None], transpose_a=True)
+        elif path == "conv2d":
+            out = engine.conv2d(a.reshape(1, 3, 64, 64), g.reshape(1, 3, 64, 64), 1, none)
+        elif path == "weight_grad":
+            images, grads = a.reshape(1, 1, 96, 128), g.reshape(1, 1, 96, 128)
+            out = np.concatenate(
+                [x.ravel() for x in engine.conv2d_weight_bias_grad(images, grads, (1, 1), 1, none)]
+            )
+        else:
+            out = engine.conv2d_fold(
+                a.reshape(1, -1, 1, 1), g.reshape(-1, 1, 1, 1), (1, 1), 1, none
+            )
+        return np.asarray(out).tobytes()
+
+    got = []
+    for threads in (1, 2):
+        with threadpoolctl.threadpool_limits(threads, user_api="blas"):
+            got.append(run())
+    assert got[0] == got[1]
+
+
+def test_a_fork_inside_a_hold_leaves_the_childs_holds_working() -> None:
+    """The forking thread goes on in the child inside its hold: the child let go of it, the
+    block's end drove the count of holds to -1, and no later hold held."""
+    import os
+
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from deepsharp.engines.light import _threads
+
+    def first_count() -> int:
+        return next(
+            i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"
+        )
+
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        reader, writer = os.pipe()
+        with _threads.one_blas_thread():
+            pid = os.fork()
+            if pid == 0:
+                in_block = first_count()
+        if pid == 0:  # the child, out of the block it forked in
+            try:
+                with _threads.one_blas_thread():
+                    later = first_count()
+                said = f"{in_block} {later} {_threads._BLAS._held} {first_count()}"
+                os.write(writer, said.encode())
+            finally:
+                os._exit(0)
+        os.close(writer)
+        os.waitpid(pid, 0)
+        got = os.read(reader, 100).decode()
+        os.close(reader)
+    assert got == "1 1 0 2", got
+
+
+def test_a_fork_while_a_pools_lock_is_held_leaves_the_childs_pool_working() -> None:
+    shared = pool(2)
+    context = multiprocessing.get_context("fork")
+    with shared._lock:  # as a thread making the pool's workers holds it
+        child = context.Process(target=_map_once)
+        child.start()
+    child.join(30)
+    assert child.exitcode == 0
+
+
+def _map_once() -> None:
+    assert pool(2).map(lambda i: i * 2, [1, 2]) == [2, 4]
+
+
+def test_a_pass_at_interpreter_exit_runs_on_this_thread() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import atexit, numpy as np\n"
+        "from deepsharp.engines.light import LightEngine\n"
+        "engine = LightEngine('float32', threads=2)\n"
+        "engine.relu(np.ones(1 << 20, np.float32))\n"
+        "atexit.register(lambda: print(float(engine.relu(-np.ones(1 << 20, np.float32)).sum())))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "0.0", done.stderr
+
+
+def test_a_fork_in_a_signal_handler_inside_a_hold_does_not_hang() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal, numpy as np\n"
+        "from deepsharp.engines.light import LightEngine, _threads\n"
+        "def handler(s, f):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0: os._exit(0)\n"
+        "    os.waitpid(pid, 0)\n"
+        "signal.signal(signal.SIGUSR1, handler)\n"
+        "real = _threads._Blas._found\n"
+        "_threads._Blas._found = lambda self: (signal.raise_signal(signal.SIGUSR1), real(self))[1]\n"
+        "LightEngine('float32').matmul(np.ones((300, 300), np.float32), np.ones((300, 300), np.float32))\n"
+        "print('done')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "done", done.stderr

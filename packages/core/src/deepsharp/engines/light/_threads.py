@@ -128,7 +128,8 @@ class Pool:
 
     def map(self, function: Callable[[T], Any], items: Sequence[T]) -> list[Any]:
         """`function` of each item, at once across the threads (this one takes the first);
-        the results in the items' order. One item, or one thread, runs here alone."""
+        the results in the items' order. One item, or one thread, runs here alone. A part
+        must not call `map` on its own pool: a worker would wait on work queued behind it."""
         if self.threads == 1 or len(items) < 2:
             return [function(item) for item in items]
         workers = self._workers()
@@ -138,16 +139,23 @@ class Pool:
             with np.errstate(**settings):
                 return function(item)
 
-        waiting: list[Future[Any]] = [workers.submit(there, item) for item in items[1:]]
+        waiting: list[Future[Any]] = []
+        here = [items[0]]
+        for index, item in enumerate(items[1:], 1):
+            try:
+                waiting.append(workers.submit(there, item))
+            except RuntimeError:  # the interpreter is shutting down (an atexit handler): no
+                here = [items[0], *items[index:]]  # new work for threads, the rest here
+                break
         try:
-            first = function(items[0])
+            done = [function(item) for item in here]
             wait(waiting)
         except BaseException:  # a failure here, or Ctrl-C while waiting: the caller hears of
             for future in waiting:  # it once no part is at work (one still running would
                 future.cancel()  # write on after the hold on BLAS ended)
             _settled(waiting)
             raise
-        return [first, *(future.result() for future in waiting)]
+        return [done[0], *(future.result() for future in waiting), *done[1:]]
 
     def spans(self, count: int, values_each: int = 1) -> list[slice]:
         """0 .. count - 1 as contiguous spans, one a thread where each holds at least
@@ -182,6 +190,19 @@ _pools: dict[int, Pool] = {}
 _made = threading.Lock()
 
 
+def _pools_forked() -> None:
+    """In a forked child the pools' locks are new: a thread the child has not may have held one
+    (a pool making its workers), and the child's first pass would wait for it forever."""
+    global _made
+    _made = threading.Lock()
+    for found in _pools.values():
+        found._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_pools_forked)
+
+
 def pool(threads: int) -> Pool:
     """The process's pool of `threads` threads (one for each count asked)."""
     with _made:
@@ -197,8 +218,10 @@ class _Blas:
     large operation, and given back their count when the last hold ends."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: a signal handler that forks may run in a thread inside hold or release.
+        self._lock = threading.RLock()
         self._held = 0
+        self._holders: dict[int, int] = {}  # a thread's id -> its holds
         self._libraries: list[_Count] | None = None
         self._counts: list[int] = []
 
@@ -230,9 +253,17 @@ class _Blas:
                     if count != 1:
                         library.set(1)
             self._held += 1
+            me = threading.get_ident()
+            self._holders[me] = self._holders.get(me, 0) + 1
 
     def release(self) -> None:
         with self._lock:
+            me = threading.get_ident()
+            if self._holders.get(me, 0) == 0:
+                return  # a hold a forked child let go of already (`forked`)
+            self._holders[me] -= 1
+            if not self._holders[me]:
+                del self._holders[me]
             self._held -= 1
             if self._held == 0:
                 self._give_back()
@@ -251,12 +282,17 @@ class _Blas:
         self._lock.release()
 
     def forked(self) -> None:
-        """In a child forked while a thread held BLAS: that thread is not there to let go, so
-        the count goes back now (and the lock, which that thread may have held, is new)."""
-        self._lock = threading.Lock()
-        if self._held:
+        """In a child forked while threads held BLAS: only the forking thread is there to let
+        go of its holds; the others' go now, and the count with them where it held none (the
+        lock is new: the parent's may have been held by a thread the child has not)."""
+        self._lock = threading.RLock()
+        me = threading.get_ident()
+        mine = self._holders.get(me, 0)
+        self._holders = {me: mine} if mine else {}
+        if self._held and not mine:
             self._held = 0
             self._give_back()
+        self._held = mine
 
 
 class _Count:

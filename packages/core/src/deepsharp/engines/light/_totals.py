@@ -64,9 +64,11 @@ into BLAS, which packs its operands again. In the benchmarks' 256-image convolut
 two threads, its dense layer's three products took 2.3, 2.6 and 2.2 ms in two pieces, 2.9, 3.4
 and 3.0 ms in four; more pieces would serve more cores only on a larger machine."""
 DOT = 10_000
-"""The most terms a float64 dot product (a 1 x N by N x 1 product) has for OpenBLAS 0.3.31 to
-keep it on the calling thread: a longer one is shared among its threads and added in another
-order, so it is held to one thread whatever its multiply-adds (`SHARED`)."""
+"""The most terms a total may add for a BLAS call to be left unheld below `SHARED`: OpenBLAS
+0.3.31 shares a float64 dot product (1 x N by N x 1, wherever one arises: a Dense(1)'s weight
+gradient over one feature, one filter over one place) of more terms among its threads, and adds
+its parts in another order. So an operation whose totals add more terms than this is held to
+one thread whatever its multiply-adds."""
 PIECE = 64
 """The fewest rows (or columns) a piece of a product has: OpenBLAS 0.3.31 takes 32 rows by
 another path, a third slower on that product."""
@@ -129,15 +131,16 @@ class _Totals:
                 block += wide_bias
             part[...] = block
 
-        with self._held(count * filters * depth * places):
+        with self._held(count * filters * depth * places, depth):
             self._blocks(images, count, step, filters * places)
         return out.reshape(count, filters, out_h, out_w)
 
     @staticmethod
-    def _held(work: int) -> AbstractContextManager[None]:
-        """NumPy's BLAS held to one thread for an operation of `work` multiply-adds large
-        enough for OpenBLAS to share among its own threads (`_threads.SHARED`)."""
-        return one_blas_thread() if work >= SHARED else nullcontext()
+    def _held(work: int, terms: int) -> AbstractContextManager[None]:
+        """NumPy's BLAS held to one thread for an operation of `work` multiply-adds, whose
+        totals add `terms` terms, where OpenBLAS might share it among its own threads: `work`
+        from `_threads.SHARED`, or `terms` over `DOT` (a long dot product)."""
+        return one_blas_thread() if work >= SHARED or terms > DOT else nullcontext()
 
     def _blocks(self, work: Callable[[int], Any], count: int, step: int, each: int) -> list[Any]:
         """`work(i)` for each block of images i .. i + step - 1, in order; the blocks shared
@@ -166,7 +169,7 @@ class _Totals:
         threads."""
         (rows, inner), columns = a.shape, b.shape[1]
         work = rows * inner * columns
-        if work < SHARED:  # BLAS keeps it on this thread
+        if work < SHARED and inner <= DOT:  # BLAS keeps it on this thread
             return np.matmul(a, b)
         length = max(rows, columns)
         count = min(PIECES, length // PIECE, work // PRODUCT)
@@ -229,7 +232,7 @@ class _Totals:
             return share, np.add.reduce(np.matmul(block, ones, dtype=self.wide), axis=0)
 
         # Each block's share made on any thread; the shares added in the blocks' order.
-        with self._held(count * filters * depth * places):
+        with self._held(count * filters * depth * places, places):
             shares = self._blocks(images, count, step, filters * places)
         for share, bias_share in shares:
             total += share
@@ -244,7 +247,7 @@ class _Totals:
         count, filters, out_h, out_w = gy.shape
         _, channels, kh, kw = w.shape
         (top, bottom), (left, right) = padding
-        with self._held(count * filters * channels * kh * kw * out_h * out_w):
+        with self._held(count * filters * channels * kh * kw * out_h * out_w, filters):
             parts = np.matmul(
                 w.reshape(filters, -1).T, gy.reshape(count, filters, -1), dtype=self.wide
             )  # (N, C*kh*kw, P)
@@ -288,7 +291,7 @@ class _Totals:
 
     def _stacks(self, a: Array, b: Array) -> Array:
         """a (..., m, k) @ b (..., k, n), as they stand."""
-        with self._held(math.prod(a.shape) * b.shape[-1]):
+        with self._held(math.prod(a.shape) * b.shape[-1], a.shape[-1]):
             return np.matmul(a, b)
 
 
@@ -308,8 +311,7 @@ class StrictTotals(_Totals):
                 out[i] = self.matmul(a[i], b[i])
         else:  # a few stacks at a time, widened together
             step = max(1, BLOCK // max(1, each))
-            dots = rows == columns == 1 and inner > DOT  # OpenBLAS shares a long dot product
-            with self._held(SHARED if dots else stacks * rows * inner * columns):
+            with self._held(stacks * rows * inner * columns, inner):
                 for i in range(0, stacks, step):
                     out[i : i + step] = np.matmul(
                         a[i : i + step], b[i : i + step], dtype=np.float64
@@ -333,7 +335,7 @@ class StrictTotals(_Totals):
             def rows_from(i: int) -> None:
                 out[i : i + step] = np.matmul(a[i : i + step], wide, dtype=np.float64)
 
-            self._blocks_of(rows_from, rows, step, rows * inner * cols)
+            self._blocks_of(rows_from, rows, step, rows * inner * cols, inner)
             return out
         if how == "columns":
             out = np.empty((rows, cols), self.dtype)
@@ -342,20 +344,22 @@ class StrictTotals(_Totals):
             def columns_from(j: int) -> None:
                 out[:, j : j + step] = np.matmul(wide, b[:, j : j + step], dtype=np.float64)
 
-            self._blocks_of(columns_from, cols, step, rows * inner * cols)
+            self._blocks_of(columns_from, cols, step, rows * inner * cols, inner)
             return out
-        if rows * inner * cols < SHARED and not (rows == cols == 1 and inner > DOT):
+        if rows * inner * cols < SHARED and inner <= DOT:
             return np.matmul(a, b, dtype=np.float64).astype(self.dtype)  # no hold: microseconds
         with one_blas_thread():
             return np.matmul(a, b, dtype=np.float64).astype(self.dtype)
 
-    def _blocks_of(self, work: Callable[[int], None], length: int, step: int, size: int) -> None:
+    def _blocks_of(
+        self, work: Callable[[int], None], length: int, step: int, size: int, terms: int
+    ) -> None:
         """A wide product's blocks (`work(i)`, i = 0, step, ...), NumPy's BLAS held to one
-        thread where the product (`size` multiply-adds) is large enough for it to share; those
+        thread where the product (`size` multiply-adds, `terms` a total) might be shared; those
         of a product as large as `_product` splits shared among the threads, a run a thread;
         each block the same call."""
         starts = list(range(0, length, step))
-        with self._held(size):
+        with self._held(size, terms):
             if size < PRODUCT:
                 for start in starts:
                     work(start)
