@@ -245,7 +245,7 @@ def cuda(session: nox.Session) -> None:
 @nox.session(python=TORCH_PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff over everything; mypy --strict over every distribution."""
-    session.install(*CONSTRAINTS, "ruff", "mypy", "numpy", "pytest", "hypothesis")
+    session.install(*CONSTRAINTS, "ruff", "mypy", "numpy", "threadpoolctl", "pytest", "hypothesis")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run(
