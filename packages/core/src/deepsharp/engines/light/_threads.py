@@ -220,7 +220,6 @@ class _Blas:
     def __init__(self) -> None:
         # Reentrant: a signal handler that forks may run in a thread inside hold or release.
         self._lock = threading.RLock()
-        self._held = 0
         self._holders: dict[int, int] = {}  # a thread's id -> its holds
         self._libraries: list[_Count] | None = None
         self._counts: list[int] = []
@@ -244,15 +243,19 @@ class _Blas:
                 self._libraries = [_Count(lib) for lib in controllers if lib.user_api == "blas"]
         return self._libraries
 
+    @property
+    def _held(self) -> int:
+        """The holds on now, every thread's."""
+        return sum(self._holders.values())
+
     def hold(self) -> None:
         with self._lock:
-            if self._held == 0:
+            if not self._holders:
                 libraries = self._found()
                 self._counts = [library.get() for library in libraries]
                 for library, count in zip(libraries, self._counts, strict=True):
                     if count != 1:
                         library.set(1)
-            self._held += 1
             me = threading.get_ident()
             self._holders[me] = self._holders.get(me, 0) + 1
 
@@ -264,9 +267,8 @@ class _Blas:
             self._holders[me] -= 1
             if not self._holders[me]:
                 del self._holders[me]
-            self._held -= 1
-            if self._held == 0:
-                self._give_back()
+                if not self._holders:
+                    self._give_back()
 
     def _give_back(self) -> None:
         """Each library's count back, unless the application set another than one meanwhile
@@ -288,11 +290,10 @@ class _Blas:
         self._lock = threading.RLock()
         me = threading.get_ident()
         mine = self._holders.get(me, 0)
+        others = self._held - mine
         self._holders = {me: mine} if mine else {}
-        if self._held and not mine:
-            self._held = 0
+        if others and not mine:
             self._give_back()
-        self._held = mine
 
 
 class _Count:
@@ -305,7 +306,6 @@ class _Count:
     threads. Other libraries go through threadpoolctl's controller."""
 
     def __init__(self, library: Any) -> None:
-        self.library = library
         self.get: Callable[[], int] = library.get_num_threads
         self.set: Callable[[int], Any] = library.set_num_threads
         dynlib = getattr(library, "dynlib", None)

@@ -73,6 +73,14 @@ PIECE = 64
 """The fewest rows (or columns) a piece of a product has: OpenBLAS 0.3.31 takes 32 rows by
 another path, a third slower on that product."""
 
+
+def _shared(work: int, terms: int) -> bool:
+    """Whether OpenBLAS might share an operation of `work` multiply-adds, whose totals add
+    `terms` terms, among its threads: from `_threads.SHARED` multiply-adds, or over `DOT`
+    terms (a long dot product)."""
+    return work >= SHARED or terms > DOT
+
+
 BLOCK = 1 << 18
 """How many float64 values a large total's temporaries may hold (2 MiB). A large product or
 convolution is worked a block of rows (or images) at a time, so the float64 copies stay in
@@ -138,9 +146,8 @@ class _Totals:
     @staticmethod
     def _held(work: int, terms: int) -> AbstractContextManager[None]:
         """NumPy's BLAS held to one thread for an operation of `work` multiply-adds, whose
-        totals add `terms` terms, where OpenBLAS might share it among its own threads: `work`
-        from `_threads.SHARED`, or `terms` over `DOT` (a long dot product)."""
-        return one_blas_thread() if work >= SHARED or terms > DOT else nullcontext()
+        totals add `terms` terms, where OpenBLAS might share it among its own threads."""
+        return one_blas_thread() if _shared(work, terms) else nullcontext()
 
     def _blocks(self, work: Callable[[int], Any], count: int, step: int, each: int) -> list[Any]:
         """`work(i)` for each block of images i .. i + step - 1, in order; the blocks shared
@@ -169,7 +176,7 @@ class _Totals:
         threads."""
         (rows, inner), columns = a.shape, b.shape[1]
         work = rows * inner * columns
-        if work < SHARED and inner <= DOT:  # BLAS keeps it on this thread
+        if not _shared(work, inner):  # BLAS keeps it on this thread
             return np.matmul(a, b)
         length = max(rows, columns)
         count = min(PIECES, length // PIECE, work // PRODUCT)
@@ -346,7 +353,7 @@ class StrictTotals(_Totals):
 
             self._blocks_of(columns_from, cols, step, rows * inner * cols, inner)
             return out
-        if rows * inner * cols < SHARED and inner <= DOT:
+        if not _shared(rows * inner * cols, inner):
             return np.matmul(a, b, dtype=np.float64).astype(self.dtype)  # no hold: microseconds
         with one_blas_thread():
             return np.matmul(a, b, dtype=np.float64).astype(self.dtype)
