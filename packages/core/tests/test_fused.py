@@ -30,6 +30,7 @@ FAST_PATH_NAMES = {
     "conv2d_weight_bias_grad",
     "matmul_bias",
     "relu_back",
+    "binary_cross_entropy_terms",
     "sgd_update",
     "adam_update",
     "decay_update",
@@ -141,6 +142,27 @@ def test_relu_back_gives_what_its_reference_gives() -> None:
     own = fused.relu_back(engine, x, grad)
     assert np.array_equal(own, fused.FAST_PATHS["relu_back"](engine, x, grad))
     assert np.array_equal(own, np.where(x > 0, grad, 0.0))
+
+
+@pytest.mark.parametrize("precision", ["strict", "float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("shape", [(32, 1), (3, 5, 7), (), (200_000,)])
+def test_binary_cross_entropy_terms_give_the_reference_s_bits(
+    precision: str, shape: tuple[int, ...]
+) -> None:
+    # Light's own makes the reference's calls in place: the same values, so a run's loss keeps
+    # its bits (a large array's ReLU shared among the threads, as the reference's is).
+    engine, rng = LightEngine(precision, threads=2), _rng(3)
+    z = np.asarray(rng.standard_normal(shape) * 30, np.float32)
+    y = np.asarray(rng.choice([0.0, 1.0, 0.05, 0.95], shape), np.float32)
+    own = fused.binary_cross_entropy_terms(engine, z, y)
+    reference = fused.FAST_PATHS["binary_cross_entropy_terms"](engine, z, y)
+    assert own.dtype == np.float32 and own.shape == shape
+    assert np.array_equal(own.view(np.int32), reference.view(np.int32))
+    exact = np.maximum(z, 0.0) - z.astype(np.float64) * y + np.log1p(np.exp(-np.abs(z)))
+    assert (np.abs(own - exact) <= 1e-5 + 1.3e-6 * np.abs(exact) + 4 * U * np.abs(z)).all()
+    # a target that is not an array of the logits' shape and type: the reference's calls
+    half = fused.binary_cross_entropy_terms(engine, z, 0.5)
+    assert np.array_equal(half, fused.FAST_PATHS["binary_cross_entropy_terms"](engine, z, 0.5))
 
 
 SHAPES = [(14, 16), (16,), (16, 1), (1,)]

@@ -28,6 +28,7 @@ OFFERED |= {"put_checked"}  # a step's batch: copied and checked in libtorch
 OFFERED |= {"lstm_cell", "lstm_cell_back"}  # an LSTM position: a few libtorch calls at float32
 OFFERED |= {"layer_norm", "layer_norm_back"}  # LayerNorm each way: libtorch's kernels
 OFFERED |= {"gelu", "gelu_back"}  # GELU each way: libtorch's kernels, padded to whole vector passes
+OFFERED |= {"binary_cross_entropy_terms"}  # PyTorch's BCEWithLogitsLoss, unreduced: one call
 
 
 @pytest.fixture(scope="module", params=["float32", "strict"])
@@ -85,6 +86,36 @@ def test_relu_back(engine: TorchEngine) -> None:
     x[0, :3] = 0.0
     own, reference = _pair(engine, "relu_back", x, rng.standard_normal((5, 7)).astype(np.float32))
     assert engine.get(own).tobytes() == engine.get(reference).tobytes()
+
+
+def test_binary_cross_entropy_terms_are_libtorch_s_within_the_value_tolerance(
+    engine: TorchEngine,
+) -> None:
+    rng = np.random.default_rng(4)
+    z = np.asarray(rng.standard_normal((64, 3)) * 30, np.float32)
+    y = np.asarray(rng.choice([0.0, 1.0, 0.05, 0.95], (64, 3)), np.float32)
+    own, reference = _pair(engine, "binary_cross_entropy_terms", z, y)
+    exact = np.maximum(z, 0.0) - z.astype(np.float64) * y + np.log1p(np.exp(-np.abs(z)))
+    for got in (engine.get(own), engine.get(reference)):
+        assert got.dtype == np.float32
+        assert (np.abs(got - exact) <= 1e-5 + 1.3e-6 * np.abs(exact)).all()
+    want = torch.nn.functional.binary_cross_entropy_with_logits(
+        torch.from_numpy(z), torch.from_numpy(y), reduction="none"
+    )
+    assert engine.get(own).tobytes() == want.numpy().tobytes()  # PyTorch's own, bit for bit
+    # a target that is not a tensor of the logits' shape and type: the reference's calls
+    half, reference = _pair(engine, "binary_cross_entropy_terms", z, 0.5)
+    assert engine.get(half).tobytes() == engine.get(reference).tobytes()
+
+
+def test_a_mixed_precision_s_binary_cross_entropy_terms_take_half_logits_widened() -> None:
+    engine = TorchEngine.on_cpu("mixed_bfloat16")
+    z = torch.tensor([[-3.0], [0.5], [7.0]], dtype=torch.bfloat16)
+    y = torch.tensor([[0.0], [1.0], [1.0]])
+    got = engine.get(fused.binary_cross_entropy_terms(engine, z, y))
+    wide = fused.FAST_PATHS["binary_cross_entropy_terms"](engine, z.float(), y)
+    assert got.dtype == np.float32
+    assert np.allclose(got, engine.get(wide), rtol=1.3e-6, atol=1e-5)
 
 
 @pytest.mark.parametrize("optimizer", [Adam(0.01), AdamW(0.01, 0.1)])

@@ -5,7 +5,7 @@ The core writes each fused operation once in primitives (`deepsharp.core.engine.
 name, which the core then calls instead. Here the engine's own runs on drawn and fixed inputs,
 and the core's reference on the suite's float64 engine from the same inputs: the convolution
 and a dense layer's product with their biases and the weight gradient with the biases' within
-the totals bound, ReLU's way back and the optimizer updates (SGD's, Adam's, AdamW's decay)
+the totals bound, ReLU's way back, the binary cross entropy's terms and the optimizer updates (SGD's, Adam's, AdamW's decay)
 within the value tolerance, the parts of a flat tensor bit for bit. An engine that offers none
 of them passes with each check skipped: the core's reference then runs in its primitives, which
 the other checks hold.
@@ -48,6 +48,7 @@ CHECKED = {
     "matmul_bias",
     "conv2d_weight_bias_grad",
     "relu_back",
+    "binary_cross_entropy_terms",
     "sgd_update",
     "adam_update",
     "decay_update",
@@ -228,6 +229,21 @@ def test_offered_relu_back_matches_the_reference(
     got = engine.get(relu_back(engine.put(x), engine.put(grad)))
     f64, _, out = reference("relu_back", x, grad)
     contract.values("fast relu_back", got, f64.get(out))
+
+
+@pinned
+@given(shape=small_shapes, seed=seeds)
+def test_offered_binary_cross_entropy_terms_matches_the_reference(
+    engine: Engine, contract: Contract, shape: tuple[int, ...], seed: int
+) -> None:
+    terms = own(engine, "binary_cross_entropy_terms")
+    z = draw(seed, shape, low=-3, high=2)  # logits of magnitudes 0.001 .. 100, either sign
+    rng = np.random.default_rng(seed + 1)  # targets 0, 1, or between (label smoothing's)
+    y = np.choose(rng.integers(0, 3, shape), [0.0, 1.0, rng.uniform(0, 1, shape)])
+    y = np.asarray(y, np.float32)
+    got = engine.get(terms(engine.put(z), engine.put(y)))
+    f64, _, out = reference("binary_cross_entropy_terms", z, y)
+    contract.values("fast binary_cross_entropy_terms", got, f64.get(out))
 
 
 def _slot_groups(seed: int, shapes: list[tuple[int, ...]], count: int) -> list[list[np.ndarray]]:

@@ -46,7 +46,8 @@ Array = NDArray[Any]
 
 VALUES = (
     "add sub mul div maximum greater where neg abs exp log log1p softplus sqrt tanh sigmoid "
-    "relu relu_back erf gelu gelu_back sgd_update adam_update decay_update"
+    "relu relu_back binary_cross_entropy_terms erf gelu gelu_back sgd_update adam_update "
+    "decay_update"
 ).split()
 MOVES = (
     "zeros copy assign reshape transpose slice take_rows concatenate split pad broadcast_to max "

@@ -14,6 +14,11 @@ add any of these for speed, and the contract suite holds each one it offers to i
 - `conv2d_weight_bias_grad(x, gy, kernel, stride, padding)`: the filters' gradient and the
   biases' (gy's totals over images and places), as a pair.
 - `relu_back(x, grad)`: ReLU's way back: grad where x > 0, else 0.
+- `binary_cross_entropy_terms(z, y)`: each value's binary cross entropy from logits z and
+  targets y of the same shape, max(z, 0) - z·y + log(1 + e^-|z|) (BinaryCrossEntropy's loss,
+  before its mean; so that an engine with a kernel for it runs the loss in one call, not
+  seven). Reference: those calls in primitives (the ones the loss made before it had a fast
+  path, so the same bits).
 - `sgd_update(slots, grads, velocities, *, learning_rate, momentum)`: in place, for each slot:
   v = momentum·v - learning_rate·g; slot += v.
 - `adam_update(slots, grads, firsts, seconds, *, step_size, beta1, beta2, epsilon)`: in place
@@ -78,7 +83,7 @@ float32 total on the host (a float64 one where that overflowed).
 Families: the convolutions, `matmul_bias`, `batch_matmul` and `add_rows` are totals, held to
 the engine's precision (a bias is one more term of each total; `add_rows` is a product with the
 one-hot, so a mixed precision may take its values in its half format); `erf`, GELU's pair,
-ReLU's way back and the updates are value by value, held to the value tolerance; LayerNorm's
+ReLU's way back, the binary cross entropy's terms and the updates are value by value, held to the value tolerance; LayerNorm's
 pair is a chain of means, sums and values, held to the bound its reference propagates; `parts`
 and the max-pooling pair are moves, held bit for bit; `put_checked` is a transfer, exact, its
 answer exact.
@@ -99,6 +104,8 @@ __all__ = [
     "adam_update",
     "adam_update_reference",
     "add_rows",
+    "binary_cross_entropy_terms",
+    "binary_cross_entropy_terms_reference",
     "add_rows_reference",
     "batch_matmul",
     "batch_matmul_reference",
@@ -167,6 +174,13 @@ def conv2d_weight_bias_grad_reference(
 
 def relu_back_reference(engine: Engine, x: Handle, grad: Handle) -> Handle:
     return engine.where(engine.greater(x, 0.0), grad, 0.0)
+
+
+def binary_cross_entropy_terms_reference(engine: Engine, z: Handle, y: Handle) -> Handle:
+    # max(z, 0) - z·y + log1p(e^-|z|): no overflow, and no cancellation of softplus(z) - z·y
+    # to 0 for a confident positive (z = 20, y = 1).
+    tail = engine.log1p(engine.exp(engine.neg(engine.abs(z))))
+    return engine.add(engine.sub(engine.relu(z), engine.mul(z, y)), tail)
 
 
 def sgd_update_reference(
@@ -392,6 +406,7 @@ FAST_PATHS: dict[str, Callable[..., Any]] = {
     "conv2d_weight_bias_grad": conv2d_weight_bias_grad_reference,
     "matmul_bias": matmul_bias_reference,
     "relu_back": relu_back_reference,
+    "binary_cross_entropy_terms": binary_cross_entropy_terms_reference,
     "sgd_update": sgd_update_reference,
     "adam_update": adam_update_reference,
     "decay_update": decay_update_reference,
@@ -450,6 +465,13 @@ def relu_back(engine: Engine, x: Handle, grad: Handle) -> Handle:
     if own is not None:
         return own(x, grad)
     return relu_back_reference(engine, x, grad)
+
+
+def binary_cross_entropy_terms(engine: Engine, z: Handle, y: Handle) -> Handle:
+    own = getattr(engine, "binary_cross_entropy_terms", None)
+    if own is not None:
+        return own(z, y)
+    return binary_cross_entropy_terms_reference(engine, z, y)
 
 
 def sgd_update(

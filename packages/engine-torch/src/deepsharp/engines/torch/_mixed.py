@@ -152,6 +152,9 @@ class HalfOutputs(TorchEngine, mixed=True):
             x, grad = self._wide(x), self._wide(grad)
         return super().relu_back(x, grad)
 
+    def binary_cross_entropy_terms(self, z: Tensor, y: Any) -> Tensor:
+        return super().binary_cross_entropy_terms(self._wide(z), self._wide(y))
+
     def lstm_cell(
         self, share: Tensor, state: Tensor | None, cell: Tensor | None, weight_hh: Tensor
     ) -> tuple[Tensor, ...]:
