@@ -22,7 +22,6 @@ import numpy as np
 from deepsharp.core.engine import Counters, EngineIdentity, Precision, Totals, choose_totals
 from deepsharp.core.engine.fused import (
     all_finite,
-    binary_cross_entropy_terms_reference,
     gelu_back_given,
     gelu_back_reference,
     gelu_rising,
@@ -363,22 +362,6 @@ class LightEngine:
             np.multiply(into[span], back[span], out=into[span])
 
         self._pool.map(part, spans)
-        return out
-
-    def binary_cross_entropy_terms(self, z: Array, y: Any) -> Array:
-        """Fast path: the reference's calls, which are NumPy's already, in place in two
-        arrays of its own instead of seven (the same values: the same bits)."""
-        if not (isinstance(z, np.ndarray) and isinstance(y, np.ndarray) and z.ndim) or (
-            z.shape != y.shape or z.dtype != self.dtype or y.dtype != self.dtype
-        ):
-            return binary_cross_entropy_terms_reference(self, z, y)
-        tail = np.abs(z)
-        np.negative(tail, out=tail)
-        np.exp(tail, out=tail)
-        np.log1p(tail, out=tail)
-        out = self.relu(z)
-        out -= np.multiply(z, y)
-        out += tail
         return out
 
     def sgd_update(
