@@ -308,12 +308,17 @@ def test_its_checkpoint_refuses_another_precision_and_resumes_bit_for_bit(tmp_pa
 def test_a_large_half_tensors_sum_is_a_float32_total(
     engine: TorchEngine, shape: tuple[int, ...], axes: tuple[int, ...]
 ) -> None:
-    # along the rows first where the last axis is summed, else a block of images (rows) at a
-    # time, the totals added in float32
+    # along the rows first where the last axis is summed (a block of images at a time: each
+    # row's total the bits it has summed in the whole tensor), else a block of images (rows) at
+    # a time, the totals added in float32
     rng = np.random.default_rng(10)
     half = rounded(rng.standard_normal(shape, np.float32))
     got = engine.sum(half, axes)
     assert got.dtype == torch.float32
+    inner = tuple(a for a in axes if a != 0)
+    if half.dim() - 1 in inner:
+        whole = torch.sum(torch.sum(half, inner, True, dtype=torch.float32), axes)
+        assert torch.equal(got, whole)
     kept = engine.sum(half, axes, keepdims=True)
     assert kept.shape == half.sum(axes, keepdim=True).shape
     assert torch.equal(kept.reshape(got.shape), got)
