@@ -1,6 +1,7 @@
 """docs/performance.md's "Where the time goes (goals not met)": each goal not met, its profile
-beside PyTorch eager's (benchmarks/results/profiles.json, written by profile_steps.py) and a
-sentence saying where the time goes. performance_doc.page puts it on the page."""
+beside its peer's (PyTorch eager's; for mixed precision, PyTorch's autocast step's:
+benchmarks/results/profiles.json, written by profile_steps.py) and a sentence saying where the
+time goes. performance_doc.page puts it on the page."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from page_cells import duration, times
-from workloads import FLOOR
+from workloads import FLOOR, PYTORCH
 
 PROFILES = """\
 Each goal not met was profiled by `python benchmarks/profile_steps.py` (`nox -s profiles`): the
-engine's step and PyTorch eager's step of the same workload in one process, each warmed first,
+engine's step and its peer's step of the same workload (PyTorch eager's; a mixed precision's,
+PyTorch's autocast step) in one process, each warmed first,
 their steps taken in turn, every thread pool (libtorch's, OpenBLAS's, light's) at one thread so
 that the profile shows the work rather than threads waiting for a core. A table gives each
 side's step (the median of {steps} steps; its ratio is not the benchmarks' figure, which is the
@@ -48,15 +50,16 @@ def profiles_section(
     )
     for found in unmet:
         ours, peer, spec = found["ours"], found["peer"], found["engine"]
+        peer_name = found.get("peer_name", PYTORCH)
         lines += [
-            f"**{found['workload']} on {spec}** (goal ≤ {found['goal']:g}× PyTorch eager; "
+            f"**{found['workload']} on {spec}** (goal ≤ {found['goal']:g}× {peer_name}; "
             f"{times(found['ratio'])} here)",
             "",
             "| | step | Python calls | calls into the kernels | kernels | outside kernels "
             "| top operations (self time, calls a step) |",
             "|---|---|---|---|---|---|---|",
             _profile_row(spec, ours),
-            _profile_row("PyTorch eager", peer),
+            _profile_row(peer_name, peer),
             *([_floor_row(found["floor"])] if "floor" in found else []),
             "",
             where_it_goes(found),
@@ -72,9 +75,9 @@ def profiles_section(
 
 
 def goal_met(found: Mapping[str, Any], steps: Mapping[str, Any] | None) -> bool:
-    """Whether the goal is met: by the benchmarks' ratio where steps.json has it (and was not
-    busy), else by the profile's own."""
-    measured = (steps or {}).get("steps", {}).get(found["workload"], {})
+    """Whether the goal is met: by the benchmarks' ratio where steps.json has it (in its section
+    `results`: steps, or mixed; and was not busy), else by the profile's own."""
+    measured = (steps or {}).get(found.get("results", "steps"), {}).get(found["workload"], {})
     figures = measured.get("engines", {}).get(found["engine"])
     if figures is not None and not measured.get("busy"):
         return bool(figures["ratio"] <= found["goal"])

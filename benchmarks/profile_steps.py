@@ -4,7 +4,9 @@
 
 For each goal of `test_steps.LIMITS` (a workload of `workloads.SEED` on one engine) the engine's
 step and PyTorch eager's step of the same workload are profiled side by side, in the same
-process, each warmed first (the engine's first step traces the plan it replays):
+process, each warmed first (the engine's first step traces the plan it replays); and for each
+goal of `test_mixed.RATIO` (mixed precision on the processor), torch:cpu:mixed_bfloat16's step
+beside its peer there, PyTorch's autocast step (`peer_name` says which peer):
 
 - `step_us`: the median wall time of `--steps` steps (a few dozen), the two sides' steps taken
   in turn, so a burst of load falls on both; `ratio` is ours over PyTorch's.
@@ -65,6 +67,8 @@ from bench_support import RESULTS, environment  # noqa: E402
 from deepsharp.core import make_engine  # noqa: E402
 from deepsharp.core.autodiff.plan import operations  # noqa: E402
 from deepsharp.engines.light import LightEngine  # noqa: E402
+from mixed_workloads import MIXED  # noqa: E402
+from test_mixed import MIXED_SPEC, RATIO  # noqa: E402
 from test_steps import LIMITS  # noqa: E402
 from workloads import PYTORCH, SEED, Step, Workload  # noqa: E402
 
@@ -234,8 +238,11 @@ def walls(sides: Sequence[Step], steps: int) -> list[float]:
 # --- one goal -------------------------------------------------------------------------------
 
 
-def profiled(workload: Workload, spec: str, steps: int) -> dict[str, Any]:
-    """The workload's step on `spec` beside its peer's: the figures of both sides."""
+def profiled(
+    workload: Workload, spec: str, steps: int, goal: float, results: str = "steps"
+) -> dict[str, Any]:
+    """The workload's step on `spec` beside its peer's: the figures of both sides. `goal`: its
+    ratio's goal; `results`: where the benchmarks' figures for it are (steps.json's section)."""
     engine, door = counted(spec)
     ours, peer = workload.step(engine), workload.peer()
     floor = workload.floor() if workload.floor is not None else None
@@ -268,7 +275,9 @@ def profiled(workload: Workload, spec: str, steps: int) -> dict[str, Any]:
         "workload": workload.name,
         "title": workload.title,
         "engine": spec,
-        "goal": LIMITS[(workload.name, spec)],
+        "goal": goal,
+        "peer_name": workload.peer_name,
+        "results": results,
         "ratio": round(ours_us / peer_us, 3),
         "steps": steps,
         "ours": sides[spec],
@@ -350,16 +359,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="workloads to profile")
     args = parser.parse_args(argv)
     workloads = {w.name: w for w in SEED}
+    mixed = {w.name: w for w in MIXED}
     goals = [
-        (name, spec)
-        for name, spec in LIMITS
-        if name in workloads and (args.only is None or name in args.only)
+        (workloads[name], spec, goal, "steps")
+        for (name, spec), goal in LIMITS.items()
+        if name in workloads
+    ]
+    goals += [
+        (mixed[name], MIXED_SPEC, goal, "mixed")
+        for name, (goal, _) in RATIO.items()
+        if goal is not None and name in mixed
     ]
     before = load()
     profiles = []
-    for name, spec in goals:
-        print(f"profiling {name} on {spec} beside {PYTORCH}", flush=True)
-        profiles.append(profiled(workloads[name], spec, args.steps))
+    for workload, spec, goal, results in goals:
+        if args.only is not None and workload.name not in args.only:
+            continue
+        print(f"profiling {workload.name} on {spec} beside {workload.peer_name}", flush=True)
+        profiles.append(profiled(workload, spec, args.steps, goal, results))
     after = load()
     found = {
         "environment": {

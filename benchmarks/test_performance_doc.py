@@ -7,6 +7,7 @@ from typing import Any
 
 from page_cells import against
 from performance_doc import crossovers, page
+from performance_profiles import profiles_section
 
 
 def _step(ratio: float, step_us: float, goal: float | None = None) -> dict[str, Any]:
@@ -278,6 +279,31 @@ def test_a_goal_the_benchmarks_did_not_meet_is_profiled_whatever_the_profile_s_o
     met["steps"]["conv-32x8"]["engines"]["light:float32"]["ratio"] = 0.7
     assert "conv-32x8 on light:float32" not in page(met, None, PROFILES)
     assert "Not profiled: `nox -s profiles` gives it." in page(STEPS, None)
+
+
+def test_a_mixed_goal_not_met_is_profiled_beside_autocast_and_judged_by_the_mixed_rounds() -> None:
+    autocast = 'PyTorch eager, autocast("cpu", bfloat16)'
+    mixed = {
+        "workload": "mixed-conv-256x32",
+        "title": "Convolution: 256 images",
+        "engine": "torch:cpu:mixed_bfloat16",
+        "goal": 1.1,
+        "peer_name": autocast,
+        "results": "mixed",
+        "ratio": 1.05,
+        "steps": 30,
+        "ours": {**_side(13_100.0, 399, 11_800.0, [("aten::mm", 2_140.0, 2)]), "aten_calls": 279},
+        "peer": {**_side(12_400.0, 326, 11_000.0, [("aten::mm", 2_180.0, 2)]), "aten_calls": 229},
+    }
+    profiles = {**PROFILES, "profiles": [*PROFILES["profiles"], mixed]}
+    steps = copy.deepcopy(STEPS)
+    judged = {"engines": {"torch:cpu:mixed_bfloat16": {"ratio": 1.17}}, "busy": False}
+    steps.setdefault("mixed", {})["mixed-conv-256x32"] = judged
+    text = "\n".join(profiles_section(profiles, steps))
+    assert f"**mixed-conv-256x32 on torch:cpu:mixed_bfloat16** (goal ≤ 1.1× {autocast}; " in text
+    assert f"| {autocast} | 12.4 ms | 326 | 229 aten |" in text
+    judged["engines"]["torch:cpu:mixed_bfloat16"]["ratio"] = 1.08  # met in the mixed rounds
+    assert "**mixed-conv-256x32 on" not in "\n".join(profiles_section(profiles, steps))
 
 
 def test_a_ratio_beside_its_goal_shows_which_side_it_falls() -> None:
