@@ -88,10 +88,15 @@ def test_a_large_product_is_libtorchs_bfloat16_product_kept_in_bfloat16(
     got = engine.get(handle)
     assert got.dtype == np.float32 and got.tobytes() == want.float().numpy().tobytes()
     # a weight gradient's product, x.T @ grad (x stored as it is), formed as (grad.T @ x).T and
-    # laid out in float32 for the optimizer in the same pass
+    # laid out in float32 for the optimizer: in one pass, or (a large one) moved in bfloat16
+    # first, then widened; the same values
     gradient = engine.matmul(engine.put(a), handle, True, False)
     assert gradient.dtype == torch.float32 and gradient.is_contiguous()
     assert gradient.equal(torch.mm(want.t(), rounded(a)).t().float())
+    x, grads = rng.standard_normal((128, 1024), np.float32), rng.standard_normal((128, 256))
+    large = engine.matmul(engine.put(x), engine.put(grads.astype(np.float32)), True, False)
+    assert large.dtype == torch.float32 and large.is_contiguous() and large.shape == (1024, 256)
+    assert large.equal(torch.mm(rounded(grads.astype(np.float32)).t(), rounded(x)).t().float())
 
 
 def test_a_float32_tensor_is_converted_once_while_it_is_unchanged(engine: TorchEngine) -> None:
