@@ -5,10 +5,10 @@ The core writes each fused operation once in primitives (`deepsharp.core.engine.
 name, which the core then calls instead. Here the engine's own runs on drawn and fixed inputs,
 and the core's reference on the suite's float64 engine from the same inputs: the convolution
 and a dense layer's product with their biases and the weight gradient with the biases' within
-the totals bound, ReLU's way back, the binary cross entropy's terms and the optimizer updates (SGD's, Adam's, AdamW's decay)
-within the value tolerance, the parts of a flat tensor bit for bit. An engine that offers none
-of them passes with each check skipped: the core's reference then runs in its primitives, which
-the other checks hold.
+the totals bound, ReLU's way back, the binary cross entropy's terms and the optimizer updates
+(SGD's, Adam's, AdamW's decay) within the value tolerance, the parts of a flat tensor bit for
+bit. An engine that offers none of them passes with each check skipped: the core's reference
+then runs in its primitives, which the other checks hold.
 """
 
 from __future__ import annotations
