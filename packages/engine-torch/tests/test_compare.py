@@ -142,3 +142,22 @@ def test_every_layer_kind_is_within_its_bounds_beside_light(engine: str) -> None
             network, CrossEntropy(), batch, engines=("light", engine), optimizer=AdamW(0.01)
         )
         assert found.within, found
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_smoothed_binary_loss_on_large_logits_is_within_its_bound_beside_light(
+    engine: str,
+) -> None:
+    """Failed before (trial DA): the torch engine's binary cross entropy terms were PyTorch's own
+    formula, (1 - y)·z - log_sigmoid(z), whose two terms of z's size cancel far below 0 with a
+    target just above it (label smoothing's): compare named them past their bound (1.33)."""
+    from deepsharp.core import BinaryCrossEntropy, Relu
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 14)).astype(np.float32) * 300
+    y = (rng.random((32, 1)) > 0.5).astype(np.float32)
+    network = Network([Dense(16), Relu(), Dense(1)])
+    found = compare(
+        network, BinaryCrossEntropy(label_smoothing=0.01), (x, y), engines=("light", engine)
+    )
+    assert found.within, found

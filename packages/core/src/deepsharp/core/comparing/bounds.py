@@ -12,11 +12,11 @@ The bounds are the contract's (`deepsharp.core.engine.precision`), each operatio
   onto a larger one (a bias onto a product's output, which such an engine may keep in its half
   format) also u_h·|ref| + u_h(1 + u_h)·|bias|;
 - moves and transfers (reshape, slices, selections, copies, puts): exact, bit for bit;
-- chains (fast paths made of several families: LayerNorm and its way back, an LSTM's positions
-  and sequences, clipping by a norm): the bound their reference carries when run on the
-  `Propagated` engine from the same inputs at each precision (each total's and value's bound
-  propagated through the chain, `deepsharp.core.comparing.propagated`), as the contract holds
-  them.
+- chains (fast paths made of several operations: LayerNorm and its way back, an LSTM's
+  positions and sequences, clipping by a norm, the binary cross entropy's terms): the bound
+  their reference carries when run on the `Propagated` engine from the same inputs at each
+  precision (each total's and value's bound propagated through the chain,
+  `deepsharp.core.comparing.propagated`), as the contract holds them.
 
 Each engine's precision gives a bound; two engines are held to the looser of the two, element
 by element (the reference engine's own rounding is far inside it: a strict engine rounds a
@@ -46,8 +46,7 @@ Array = NDArray[Any]
 
 VALUES = (
     "add sub mul div maximum greater where neg abs exp log log1p softplus sqrt tanh sigmoid "
-    "relu relu_back binary_cross_entropy_terms erf gelu gelu_back sgd_update adam_update "
-    "decay_update"
+    "relu relu_back erf gelu gelu_back sgd_update adam_update decay_update"
 ).split()
 MOVES = (
     "zeros copy assign reshape transpose slice take_rows concatenate split pad broadcast_to max "
@@ -56,7 +55,7 @@ MOVES = (
 
 CHAINS = (
     "layer_norm layer_norm_back lstm_cell lstm_cell_back lstm_sequence lstm_sequence_back "
-    "clip_norm global_clip_norm"
+    "clip_norm global_clip_norm binary_cross_entropy_terms"
 ).split()
 
 FAMILIES: dict[str, str] = {

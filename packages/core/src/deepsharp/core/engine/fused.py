@@ -83,10 +83,10 @@ float32 total on the host (a float64 one where that overflowed).
 Families: the convolutions, `matmul_bias`, `batch_matmul` and `add_rows` are totals, held to
 the engine's precision (a bias is one more term of each total; `add_rows` is a product with the
 one-hot, so a mixed precision may take its values in its half format); `erf`, GELU's pair,
-ReLU's way back, the binary cross entropy's terms and the updates are value by value, held to
-the value tolerance; LayerNorm's pair is a chain of means, sums and values, held to the bound
-its reference propagates; `parts` and the max-pooling pair are moves, held bit for bit;
-`put_checked` is a transfer, exact, its answer exact.
+ReLU's way back and the updates are value by value, held to the value tolerance; LayerNorm's
+pair is a chain of means, sums and values, and the binary cross entropy's terms a chain of
+values, each held to the bound its reference propagates; `parts` and the max-pooling pair
+are moves, held bit for bit; `put_checked` is a transfer, exact, its answer exact.
 """
 
 from __future__ import annotations
