@@ -335,6 +335,29 @@ def test_a_large_half_tensors_sum_is_a_float32_total(
     assert ((mean.double() - ref / count).abs() <= (count + 1) * 2.0**-24 * terms / count).all()
 
 
+@pytest.mark.parametrize(
+    ("shape", "axes"),
+    [((3, 1 << 19), (0, 1)), ((3, 1, 1 << 19), (0, 1, 2)), ((2, 2, 1 << 18), (0, 1, 2))],
+)
+def test_a_half_sum_of_one_total_an_entry_keeps_the_whole_tensor_s_bits_on_two_threads(
+    engine: TorchEngine, shape: tuple[int, ...], axes: tuple[int, ...]
+) -> None:
+    """Failed before (trial DA), 2 or 3 times in 5: summed a block of the first axis at a time,
+    an entry that is one total made a block of one total, which libtorch splits among its
+    threads, where it gives each thread whole totals in the whole tensor's sum."""
+    rng = np.random.default_rng(0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for _ in range(8):
+            half = rounded(rng.standard_normal(shape, np.float32))
+            inner = tuple(a for a in axes if a != 0)
+            whole = torch.sum(torch.sum(half, inner, True, dtype=torch.float32), axes)
+            assert torch.equal(engine.sum(half, axes), whole)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_an_lstm_runs_in_onednn_s_float32_kernel_on_inputs_rounded_to_bfloat16(
     engine: TorchEngine,
 ) -> None:

@@ -573,10 +573,17 @@ class MixedTotals(_Totals):
             # axis. A convolution's bias gradient, 256 x 32 x 26 x 26 summed over (0, 2, 3),
             # two threads: 0.37 ms so, 1.16 ms rows first over the whole tensor, 0.66 ms in
             # blocks summed across the first axis too (AMD EPYC, torch 2.13.0). Each row's
-            # total is the same call on the same row in a block as in the whole.
-            rows = x.new_empty([1 if a in inner else n for a, n in enumerate(x.shape)], dtype=F32)
-            for i in range(0, x.shape[0], step):
-                torch.sum(x[i : i + step], inner, True, dtype=F32, out=rows[i : i + step])
+            # total is the same call on the same row in a block as in the whole: libtorch
+            # gives each thread whole totals where a sum makes several. Where an entry of the
+            # first axis is one total, a block of one entry would be one total, which libtorch
+            # splits among its threads: those are summed whole, as before.
+            shape = [1 if a in inner else n for a, n in enumerate(x.shape)]
+            if math.prod(shape[1:]) < 2:
+                rows = torch.sum(x, inner, True, dtype=F32)
+            else:
+                rows = x.new_empty(shape, dtype=F32)
+                for i in range(0, x.shape[0], step):
+                    torch.sum(x[i : i + step], inner, True, dtype=F32, out=rows[i : i + step])
             return torch.sum(rows, axes, keepdims)
         # A half tensor's float32 total: libtorch widens the whole tensor first, so a large one
         # is added a block of its first axis at a time, the widened block still in the
