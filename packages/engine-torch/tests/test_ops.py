@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from deepsharp.core.engine import PRECISIONS, fused  # noqa: E402
 from deepsharp.engines.light import LightEngine, ReferenceEngine  # noqa: E402
-from deepsharp.engines.torch import TorchEngine  # noqa: E402
+from deepsharp.engines.torch import TorchEngine, _groups  # noqa: E402
 
 U = 2.0**-24
 Array = Any
@@ -302,13 +302,17 @@ def test_adam_update_in_place(engine: TorchEngine) -> None:
             check_value(engine.get(h), r)
 
 
+@pytest.mark.parametrize("block", [None, 100])
 @pytest.mark.parametrize("kind", ["adam", "sgd"])
 def test_an_update_of_a_flat_tensor_s_parts_gives_each_part_s_bits(
-    engine: TorchEngine, kind: str
+    engine: TorchEngine, kind: str, block: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Slots laid out in one flat tensor (as the core lays them out) are updated in one pass
-    over it: the same bits as part by part; and a group whose member is replaced (the same
-    list) is looked at again, not taken for the flat tensor it was."""
+    """Slots laid out in one flat tensor (as the core lays them out) are updated in passes over
+    it, a block at a time: the same bits as part by part, where a block ends inside a slot too
+    (blocks of 100 values); and a group whose member is replaced (the same list) is looked at
+    again, not taken for the flat tensor it was."""
+    if block is not None:
+        monkeypatch.setattr(_groups, "UPDATE_BLOCK", block)
     slots, grads, firsts, seconds = _optimizer_inputs(60)
     shapes = [a.shape for a in slots]
 
@@ -336,6 +340,34 @@ def test_an_update_of_a_flat_tensor_s_parts_gives_each_part_s_bits(
     for group in (0, 1, 2) if kind == "adam" else (0, 1):
         for mine, theirs in zip(laid[group], apart[group], strict=True):
             assert torch.equal(mine, theirs)
+
+
+def test_a_flat_update_s_blocks_cover_the_gradients_in_order_in_kept_scratch() -> None:
+    grads = [torch.arange(n, dtype=torch.float32) + 100 * n for n in (5, 1, 12, 3)]
+    found = list(_groups.blocks(grads, 4))
+    assert [start for start, _ in found] == [0, 4, 8, 12, 16, 20]
+    joined = torch.cat([torch.cat(pieces) for _, pieces in found])
+    assert torch.equal(joined, torch.cat(grads))
+    assert all(sum(p.numel() for p in pieces) == 4 for _, pieces in found[:-1])
+    scratch = _groups.Scratch()
+    kept = scratch(torch.zeros(50))
+    assert scratch(torch.zeros(30)) is kept  # no new tensors every update
+    assert scratch(torch.zeros(80)) is not kept
+    assert scratch(torch.zeros(80, dtype=torch.float64))[0].dtype == torch.float64
+
+
+def test_a_flat_update_refuses_gradients_that_do_not_cover_its_slots(engine: TorchEngine) -> None:
+    slots, grads, firsts, seconds = _optimizer_inputs(70)
+    shapes = [a.shape for a in slots]
+    laid = [
+        fused.parts(engine, engine.put(np.concatenate([a.ravel() for a in group])), shapes)
+        for group in (slots, firsts, seconds)
+    ]
+    short = [engine.put(g) for g in grads[:-1]]
+    with pytest.raises(ValueError, match="the gradients hold 257 values where the slots hold"):
+        engine.adam_update(
+            *laid[:1], short, *laid[1:], step_size=0.01, beta1=0.9, beta2=0.999, epsilon=1e-7
+        )
 
 
 def test_sgd_update_in_place(engine: TorchEngine) -> None:

@@ -52,7 +52,7 @@ from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.core.engine.protocol import int64_put
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
 from deepsharp.engines.torch import _exact, _groups, _recurrent, _totals
-from deepsharp.engines.torch._groups import FLATS_KEPT, flat_tensors, joined, lanes
+from deepsharp.engines.torch._groups import FLATS_KEPT, Scratch, flat_tensors, lanes
 from deepsharp.engines.torch._pickled import remade
 from deepsharp.engines.torch._probe import cuda_refusal, load_torch
 
@@ -137,6 +137,7 @@ class TorchEngine:
         self.counters = Counters()
         self._flats: dict[tuple[int, ...], tuple[list[tuple[Tensor, ...]], list[Tensor] | None]]
         self._flats = {}
+        self._scratch = Scratch()  # a flat update's blocks
         # a LayerNorm input's id -> (a weak reference to it, its version, epsilon, its
         # positions' means and reciprocal roots, as the forward's kernel made them)
         self._norms: dict[int, tuple[Any, int, float, Tensor, Tensor]] = {}
@@ -509,10 +510,9 @@ class TorchEngine:
         if not slots:
             return
         flat = self._flat(slots, velocities)
-        if flat is not None:  # one pass over every slot's values at once
-            (slot, velocity), grad = flat, joined(grads)
-            velocity.mul_(momentum).add_(grad, alpha=-learning_rate)
-            slot.add_(velocity)
+        if flat is not None:  # passes over every slot's values at once, a block at a time
+            kw = {"learning_rate": learning_rate, "momentum": momentum}
+            _groups.sgd_blocks(flat, grads, self._scratch(flat[0]), **kw)
             return
         velocities = list(velocities)
         torch._foreach_mul_(velocities, momentum)
@@ -534,12 +534,9 @@ class TorchEngine:
         if not slots:
             return
         flat = self._flat(slots, firsts, seconds)
-        if flat is not None:  # one pass over every slot's values at once: the same kernels
-            (slot, first, second), grad = flat, joined(grads)  # as the lists' passes below
-            first.lerp_(grad, 1.0 - beta1)
-            second.lerp_(grad * grad, 1.0 - beta2)
-            root = second.sqrt().add_(epsilon)
-            slot.addcdiv_(first, root, value=-step_size)
+        if flat is not None:  # the lists' passes below over every slot at once, in blocks
+            kw = {"step_size": step_size, "beta1": beta1, "beta2": beta2, "epsilon": epsilon}
+            _groups.adam_blocks(flat, grads, self._scratch(flat[0]), **kw)
             return
         grads, firsts = list(grads), list(firsts)
         # lerp with a weight under 0.5 is m + w * (g - m): Keras's m += (g - m) * (1 - beta1).
