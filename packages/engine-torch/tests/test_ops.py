@@ -356,18 +356,65 @@ def test_a_flat_update_s_blocks_cover_the_gradients_in_order_in_kept_scratch() -
     assert scratch(torch.zeros(80, dtype=torch.float64))[0].dtype == torch.float64
 
 
-def test_a_flat_update_refuses_gradients_that_do_not_cover_its_slots(engine: TorchEngine) -> None:
+@pytest.mark.parametrize("change", ["one short", "one more", "float64"])
+def test_a_flat_update_refuses_gradients_that_are_not_its_slots_values_before_changing_any(
+    engine: TorchEngine, change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_groups, "UPDATE_BLOCK", 100)  # blocks that would be done before the end
     slots, grads, firsts, seconds = _optimizer_inputs(70)
     shapes = [a.shape for a in slots]
-    laid = [
-        fused.parts(engine, engine.put(np.concatenate([a.ravel() for a in group])), shapes)
-        for group in (slots, firsts, seconds)
-    ]
-    short = [engine.put(g) for g in grads[:-1]]
-    with pytest.raises(ValueError, match="the gradients hold 257 values where the slots hold"):
+    flats = [engine.put(np.concatenate([a.ravel() for a in group])) for group in (slots, firsts)]
+    flats.append(engine.put(np.concatenate([a.ravel() for a in seconds])))
+    before = [flat.clone() for flat in flats]
+    laid = [fused.parts(engine, flat, shapes) for flat in flats]
+    gs = [engine.put(g) for g in grads]
+    if change == "one short":
+        gs[-1] = gs[-1].reshape(-1)[:-1]
+    elif change == "one more":
+        gs.append(engine.put(np.ones(1, np.float32)))
+    else:
+        gs[0] = gs[0].double()
+    said = "a gradient of torch.float64" if change == "float64" else "the gradients hold"
+    with pytest.raises(ValueError, match=said):
         engine.adam_update(
-            *laid[:1], short, *laid[1:], step_size=0.01, beta1=0.9, beta2=0.999, epsilon=1e-7
+            laid[0], gs, laid[1], laid[2], step_size=0.01, beta1=0.9, beta2=0.999, epsilon=1e-7
         )
+    with pytest.raises(ValueError, match=said):
+        engine.sgd_update(laid[0], gs, laid[1], learning_rate=0.01, momentum=0.9)
+    for flat, was in zip(flats, before, strict=True):
+        assert torch.equal(flat, was)  # nothing changed
+
+
+def test_trainers_in_several_threads_may_share_one_engine_s_flat_updates(
+    engine: TorchEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each thread's update joins its blocks' gradients into scratch of its own: libtorch lets
+    go of the interpreter inside each call, and another thread's update would write there."""
+    import threading
+
+    monkeypatch.setattr(_groups, "UPDATE_BLOCK", 4096)
+    size, steps = 200_000, 60
+
+    def halves(flat: Any) -> list[Any]:
+        return [flat[: size // 2], flat[size // 2 :]]
+
+    def group(value: float) -> tuple[Any, list[Any]]:
+        grads = [torch.full((size // 2,), value), torch.full((size - size // 2,), value)]
+        return torch.zeros(size), grads
+
+    def run(slots: Any, grads: list[Any]) -> None:
+        parts, velocities = halves(slots), halves(torch.zeros(size))
+        for _ in range(steps):  # momentum 0, rate 1: each step takes the gradient off
+            engine.sgd_update(parts, grads, velocities, learning_rate=1.0, momentum=0.0)
+
+    groups = [group(1.0), group(2.0)]
+    threads = [threading.Thread(target=run, args=laid) for laid in groups]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for (slots, _), value in zip(groups, (1.0, 2.0), strict=True):
+        assert int((slots != -steps * value).sum()) == 0
 
 
 def test_sgd_update_in_place(engine: TorchEngine) -> None:

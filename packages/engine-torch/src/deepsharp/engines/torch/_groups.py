@@ -7,6 +7,7 @@ torch is bound (`bind`) when the first engine is made, never when this module is
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -81,12 +82,14 @@ def _fits(scratch: Tensor, size: int, flat: Tensor) -> bool:
     )
 
 
-class Scratch:
+class Scratch(threading.local):
     """An engine's two scratch tensors for a flat update's blocks (`UPDATE_BLOCK`), kept between
-    updates: called with a flat tensor, tensors of at least its block's size and its type."""
+    updates, a pair for each thread (trainers in several threads may share one engine: libtorch
+    lets go of the interpreter inside each call, so another thread's update would write into
+    a block between its join and its use). Called with a flat tensor: tensors of at least its
+    block's size and its type."""
 
-    def __init__(self) -> None:
-        self.kept: tuple[Tensor, Tensor] | None = None
+    kept: tuple[Tensor, Tensor] | None = None
 
     def __call__(self, flat: Tensor) -> tuple[Tensor, Tensor]:
         size, kept = min(UPDATE_BLOCK, flat.numel()), self.kept
@@ -117,7 +120,7 @@ def blocks(grads: Sequence[Tensor], size: int) -> Iterator[tuple[int, list[Tenso
 
 def _joined(pieces: list[Tensor], into: Tensor) -> Tensor:
     """A block's gradient values in one tensor: the one part itself where it is one."""
-    if len(pieces) == 1 and pieces[0].dtype is into.dtype:
+    if len(pieces) == 1:
         return pieces[0]
     count = sum(piece.numel() for piece in pieces)
     return torch.cat(pieces, out=into[:count])
@@ -130,7 +133,7 @@ def adam_blocks(
     block at a time: the kernels of `TorchEngine.adam_update`'s passes over the lists, so the
     same bits."""
     slot, first, second = flat
-    stop = 0
+    _covering(slot, grads)
     # lerp with a weight under 0.5 is m + w * (g - m): Keras's m += (g - m) * (1 - beta1).
     weight1, weight2 = 1.0 - kw["beta1"], 1.0 - kw["beta2"]
     for start, pieces in blocks(grads, min(UPDATE_BLOCK, slot.numel())):
@@ -141,7 +144,6 @@ def adam_blocks(
         second[start:stop].lerp_(square, weight2)
         root = torch.sqrt(second[start:stop], out=square).add_(kw["epsilon"])
         slot[start:stop].addcdiv_(first[start:stop], root, value=-kw["step_size"])
-    _covered(slot, stop)
 
 
 def sgd_blocks(
@@ -150,15 +152,21 @@ def sgd_blocks(
     """SGD's update with momentum of one flat tensor of slots (`flat`: slots and velocities), a
     block at a time, with the kernels of `TorchEngine.sgd_update`'s passes over the lists."""
     slot, velocity = flat
-    stop = 0
+    _covering(slot, grads)
     for start, pieces in blocks(grads, min(UPDATE_BLOCK, slot.numel())):
         grad = _joined(pieces, scratch[0])
         stop = start + grad.numel()
         velocity[start:stop].mul_(kw["momentum"]).add_(grad, alpha=-kw["learning_rate"])
         slot[start:stop].add_(velocity[start:stop])
-    _covered(slot, stop)
 
 
-def _covered(slot: Tensor, stop: int) -> None:
-    if stop != slot.numel():
-        raise ValueError(f"the gradients hold {stop} values where the slots hold {slot.numel()}")
+def _covering(slot: Tensor, grads: Sequence[Tensor]) -> None:
+    """Refuses, before anything changes, gradients that are not the slots' values one for one
+    in their type (a block joins them into a tensor of the slots' type, which would convert)."""
+    count = 0
+    for grad in grads:
+        if grad.dtype is not slot.dtype:
+            raise ValueError(f"a gradient of {grad.dtype} for slots of {slot.dtype}")
+        count += grad.numel()
+    if count != slot.numel():
+        raise ValueError(f"the gradients hold {count} values where the slots hold {slot.numel()}")
