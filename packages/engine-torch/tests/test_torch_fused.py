@@ -210,3 +210,25 @@ def test_layer_norm_s_way_back_reads_the_forward_s_means_while_its_input_is_unch
     key = id(x)
     del x
     assert key not in engine._norms  # gone with its input
+
+
+def test_a_subclass_s_own_whole_sequence_method_is_the_one_called() -> None:
+    """Failed before (trial UX): the engine set its sequence fast paths on each instance, so
+    a subclass's own `lstm_sequence_back` (a test engine's planted fault) was never called."""
+    calls: list[str] = []
+
+    class Counting(TorchEngine):
+        def lstm_sequence_back(self, *args: Any) -> Any:
+            calls.append("back")
+            return self._lstm_sequence_back(*args)
+
+    engine = Counting("cpu")
+    if not offers(engine, "lstm_sequence"):
+        pytest.skip("this torch has no oneDNN LSTM: the positions run")
+    rng = np.random.default_rng(3)
+    x = engine.put(rng.standard_normal((2, 3, 4)).astype(np.float32))
+    w_ih, w_hh = (engine.put(rng.standard_normal((8, n)).astype(np.float32)) for n in (4, 2))
+    bias = engine.put(rng.standard_normal(8).astype(np.float32))
+    states = fused.lstm_sequence(engine, x, w_ih, w_hh, bias)
+    fused.lstm_sequence_back(engine, states, None, x, w_ih, w_hh, bias, states)
+    assert calls == ["back"]

@@ -165,9 +165,11 @@ class TorchEngine:
             keep_freed_memory()
         if self.precision == "float32" and not self._cuda and _recurrent.available(module):
             # Fast paths of this engine alone: oneDNN's LSTM kernel over a whole sequence,
-            # each way (float32 on the processor; elsewhere the LSTM's positions run).
-            self.lstm_sequence = self._lstm_sequence
-            self.lstm_sequence_back = self._lstm_sequence_back
+            # each way (float32 on the processor; elsewhere the LSTM's positions run). A
+            # subclass's own method of either name is its own, not hidden by these.
+            for name in ("lstm_sequence", "lstm_sequence_back"):
+                if not hasattr(type(self), name):
+                    setattr(self, name, getattr(self, f"_{name}"))
 
     @classmethod
     def on_cpu(cls, precision: str | Precision = "float32") -> TorchEngine:
