@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from deepsharp.core.engine import EngineIdentity
+from deepsharp.core.engine import EngineIdentity, fused_recurrent
 from deepsharp.engines.light import LightEngine
 
 Array = Any
@@ -98,3 +98,23 @@ class LayerNormOff(LightEngine):
     def layer_norm(self, x: Array, scale: Array, shift: Array, epsilon: float) -> Array:
         made = super().layer_norm(x, scale, shift, epsilon)
         return (made * np.float32(1.003)).astype(np.float32)
+
+
+class WholeSequences(LightEngine):
+    """The light engine at float32 offering an LSTM's whole sequence each way (as the torch
+    engine does), its reference's calls: a chain whose bound grows with the sequence."""
+
+    name = "whole-sequences"
+
+    def __init__(self) -> None:
+        super().__init__("float32")
+
+    def lstm_sequence(self, x: Array, weight_ih: Array, weight_hh: Array, bias: Array) -> Any:
+        return fused_recurrent.lstm_sequence_reference(self, x, weight_ih, weight_hh, bias)
+
+    def lstm_sequence_back(self, *args: Any) -> Any:
+        return fused_recurrent.lstm_sequence_back_reference(self, *args)
+
+
+def whole_sequences() -> WholeSequences:
+    return WholeSequences()

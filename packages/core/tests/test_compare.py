@@ -18,6 +18,7 @@ from compare_helpers import (
     FlippedPut,
     LayerNormOff,
     NoPooling,
+    whole_sequences,
 )
 from core_helpers import fit_titanic, titanic_shaped
 
@@ -566,3 +567,93 @@ def test_an_infinity_past_float16_s_range_is_said_to_be_one_a_loss_scale_meets()
     found = compare(Network([Dense(16), Relu(), Dense(1)], inputs=8), MeanSquaredError(),
                     (huge, y), engines=("light", "light:mixed_float16"))  # fmt: skip
     assert "in the forward pass, where no loss scale reaches: scale the features" in found.verdict()
+
+
+def _lstm_sequence_inputs(scale: float, bias_scale: float) -> tuple[Any, ...]:
+    """An LSTM's sequence way back's inputs: 20 positions, weights of `scale`, gates' biases of
+    `bias_scale` (large: saturated gates, as a trained network's)."""
+    from deepsharp.core.engine import fused
+
+    rng = np.random.default_rng(5)
+    units, width = 16, 8
+    x = rng.standard_normal((4, 20, width)).astype(np.float32)
+    weight_ih = (rng.standard_normal((4 * units, width)) * scale).astype(np.float32)
+    weight_hh = (rng.standard_normal((4 * units, units)) * scale).astype(np.float32)
+    bias = (rng.standard_normal(4 * units) * bias_scale).astype(np.float32)
+    states = fused.lstm_sequence(LightEngine("float32"), x, weight_ih, weight_hh, bias)
+    grads = rng.standard_normal(states.shape).astype(np.float32)
+    return (grads, None, x, weight_ih, weight_hh, bias, states)
+
+
+def _judged_sequence_back(args: tuple[Any, ...], off: float) -> Any:
+    from deepsharp.core.comparing.bounds import judge
+    from deepsharp.core.engine import fused
+    from deepsharp.core.engine.precision import precision_named
+
+    back = fused.FAST_PATHS["lstm_sequence_back"]
+    exact = [np.asarray(out, np.float64) for out in back(LightEngine("strict"), *args)]
+    got = [np.asarray(out) * np.float32(off) for out in back(LightEngine("float32"), *args)]
+    precisions = (precision_named("strict"), precision_named("float32"))
+    return judge("lstm_sequence_back", args, {}, exact, got, precisions)
+
+
+def test_a_long_lstm_s_way_back_with_saturated_gates_is_held_to_a_bound_that_bounds() -> None:
+    """Failed before (trial UX, a spam LSTM after one epoch): each sigmoid and tanh passed on
+    its input's bound times its steepest slope anywhere, so along 20 positions the bound of
+    the way back grew past float64's range, infinite at every value, and an engine whose
+    sequence's way back was 50% off was judged within it."""
+    args = _lstm_sequence_inputs(0.3, 3.0)
+    honest = _judged_sequence_back(args, 1.0)
+    assert all(np.isfinite(bound) and 0 < bound < 1 for bound in honest.bounds), honest
+    assert honest.ratio <= 1 and not honest.vacuous
+    past = _judged_sequence_back(args, 1.5)
+    assert past.ratio > 10 and not past.vacuous, past
+
+
+def test_a_bound_that_bounds_nothing_is_said_not_taken_for_agreement() -> None:
+    """Failed before: a bound past every value (or infinite) was judged as any other, so an
+    engine 50% off was within it and compare said every operation was within its bound."""
+    args = _lstm_sequence_inputs(0.8, 1.0)  # |W| passes the bounds on, 20 positions: 1e41
+    off = _judged_sequence_back(args, 1.5)
+    assert off.ratio <= 1 and off.vacuous, off
+
+
+def test_compare_names_the_operations_whose_bound_bounds_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deepsharp.core import LSTM, Reshape
+    from deepsharp.core.random import Generator
+
+    network = Network([Reshape((20, 1)), LSTM(16), Dense(1)], inputs=20)
+    network.initialize(Generator(0))
+    network.set_slots({k: v * 6 for k, v in network.slots.items()})
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 20)).astype(np.float32)
+    y = (rng.random((8, 1)) > 0.5).astype(np.float32)
+    found = compare(network, BinaryCrossEntropy(), (x, y), engines=("light", whole_sequences()))
+    assert found.within and found.vacuous, found
+    assert {row.operation for row in found.vacuous} >= {"lstm_sequence_back"}
+    said = found.verdict()
+    assert said.startswith("no operation past its bound") and "bounds nothing" in said
+    assert "lstm_sequence_back in layer" in said and "(its bound bounds nothing)" in str(found)
+    assert found.to_frame()["vacuous"].any()
+    # the command exits 2: nothing past its bound, but compare could not tell everywhere
+    saved, numbers = tmp_path / "lstm.safetensors", tmp_path / "numbers.csv"
+    network.save(saved)
+    lines = [",".join(f"f{i}" for i in range(20)) + ",y"]
+    lines += [",".join(f"{v:.4f}" for v in row) + f",{int(t)}" for row, t in zip(x, y[:, 0])]
+    numbers.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    engines = ["--engines", "light", "compare_helpers:whole_sequences"]
+    assert main(["compare", str(saved), str(numbers), "--target", "y", *engines]) == 2
+    assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith("no operation past")
+    # and a shadowed run's report says where its checks could not tell
+    options = FitOptions(
+        seed=0, epochs=1, progress=False, engine=whole_sequences(), shadow=Shadow(every=50)
+    )
+    run = fit(None, (x, y), network, BinaryCrossEntropy(), Adam(0.001), options)
+    (check,) = run.report.shadow
+    assert check.first is None and "lstm_sequence_back in layer 'lstm' (way back, lstm)" in (
+        check.vacuous
+    )
+    assert "held to a bound that bounds nothing (the checks cannot tell there): " in str(run.report)

@@ -26,7 +26,7 @@ total once).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,7 @@ from deepsharp.core.engine.precision import (
     value_tolerance,
 )
 
-__all__ = ["FAMILIES", "IN_PLACE", "Judged", "family_of", "judge"]
+__all__ = ["FAMILIES", "IN_PLACE", "Judged", "bounds_nothing", "family_of", "judge"]
 
 Array = NDArray[Any]
 
@@ -97,12 +97,15 @@ class Judged:
     difference is worst against its bound, the `difference`, the bound at each precision
     (`bounds`, in the engines' order), the `ratio` to the looser of them; `place` is that
     element (which output, and where in it). A ratio of 0: the same values (bit for bit for
-    moves); infinite: apart where no difference is allowed (a move, a NaN against a number)."""
+    moves); infinite: apart where no difference is allowed (a move, a NaN against a number).
+    `vacuous`: an output's bound bounds nothing (`bounds_nothing`), so a ratio within 1 there
+    says nothing of the engines."""
 
     difference: float
     bounds: tuple[float, float]
     ratio: float
     place: tuple[int, tuple[int, ...]]
+    vacuous: bool = False
 
 
 def judge(
@@ -118,6 +121,7 @@ def judge(
     at both precisions."""
     family = FAMILIES[operation]
     worst: Judged | None = None
+    vacuous = False
     if family == "totals":
         terms = terms_of(operation, args, kwargs)
     elif family == "chains":
@@ -139,9 +143,31 @@ def judge(
         else:
             bounds = (np.zeros(ref64.shape), np.zeros(ref64.shape))
         found = _worst(ref, out, ref64, out64, bounds[0], bounds[1], family, index)
+        vacuous = vacuous or bounds_nothing(ref64, np.maximum(bounds[0], bounds[1]))
         if worst is None or not found.ratio <= worst.ratio:
             worst = found
-    return worst if worst is not None else Judged(0.0, (0.0, 0.0), 0.0, (0, ()))
+    if worst is None:
+        return Judged(0.0, (0.0, 0.0), 0.0, (0, ()))
+    return replace(worst, vacuous=vacuous)
+
+
+SCALE_FLOOR = 1e-3
+"""The least bound `bounds_nothing` takes for one that bounds nothing (below it, an output of
+values all near 0 held to a few value tolerances)."""
+
+
+def bounds_nothing(reference: Array, bound: Array) -> bool:
+    """Whether an output's bound bounds nothing: infinite (or NaN) anywhere, or past every
+    value of the output (and `SCALE_FLOOR`), so that values of the right size but any sign,
+    or none at all, would be within it. A provable bound of a long chain can be so: an
+    LSTM's positions, each passing on its inputs' bounds through |W| (no cancellation, as
+    the real errors have), grow it by a factor each, 20 positions past float64's range."""
+    if bound.size == 0:
+        return False
+    if not np.isfinite(bound).all():
+        return True
+    largest = float(np.max(bound))
+    return largest > SCALE_FLOOR and largest > float(np.max(np.abs(reference), initial=0.0))
 
 
 def _chained(

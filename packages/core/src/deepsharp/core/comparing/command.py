@@ -5,7 +5,8 @@ FILE is a trained file (its pipeline reads the rows, its loss takes the step, wi
 Adam(0.001)), a checkpoint (its slots, optimizer, memory and loss scale; the rows read by the
 pipeline of `--pipeline TRAINED` or, with `--target COLUMN`, as numbers) or a network file (its
 slots and a fresh Adam(0.001); the rows likewise). The table goes to standard output; the
-command exits 1 where an operation is past its bound.
+command exits 1 where an operation is past its bound, 2 where none is but an operation's bound
+bounds nothing (compare cannot tell there).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ HELP = (
     "Take one training step of the network in FILE on two engines, every operation done by both "
     "on the same inputs and judged by its bound (the contract's, at each engine's precision; the "
     "looser where they differ); print a table of them and name the first past its bound (exit "
-    "1 then). FILE is a trained file (its pipeline reads the rows), a checkpoint or a network "
+    "1 then; exit 2 where none is but a bound bounds nothing: compare cannot tell there). FILE is a trained file (its pipeline reads the rows), a checkpoint or a network "
     "file (the rows read by --pipeline's, or as numbers with --target)."
 )
 
@@ -97,7 +98,8 @@ def _positive(text: str) -> int:
 
 
 def run_command(arguments: argparse.Namespace) -> int:
-    """Run `deepsharp compare` (0: every operation within its bound; 1: one past it)."""
+    """Run `deepsharp compare` (0: every operation within its bound; 1: one past it; 2: none
+    past it, but an operation's bound bounds nothing)."""
     reference, engine = _engines(arguments.engines)
     kind = _kind(arguments.file)
     given = [f"--{name}" for name in ("pipeline", "target") if getattr(arguments, name)]
@@ -166,7 +168,9 @@ def run_command(arguments: argparse.Namespace) -> int:
     if arguments.plot:
         comparison.plot(arguments.plot)
         print(f"drew the ratios into {arguments.plot}", file=sys.stderr)
-    return 0 if comparison.within else 1
+    if not comparison.within:
+        return 1
+    return 2 if comparison.vacuous else 0
 
 
 def _kind(path: str) -> str:

@@ -57,7 +57,8 @@ class Difference:
     there, in the engines' order) and `ratio` (the difference over the looser bound: past 1,
     the operation broke its bound; a move or a transfer allows none, so any difference is an
     infinite ratio). `detail` says which output or slot, and what else went wrong (an input
-    changed, a transfer made)."""
+    changed, a transfer made). `vacuous`: an output's bound bounds nothing (infinite, or past
+    every value of it: `bounds.bounds_nothing`), so being within it says nothing."""
 
     index: int
     phase: str
@@ -71,6 +72,7 @@ class Difference:
     bounds: tuple[float, float]
     ratio: float
     detail: str = ""
+    vacuous: bool = False
 
     @property
     def bound(self) -> float:
@@ -155,8 +157,16 @@ class Comparison:
 
     @property
     def within(self) -> bool:
-        """Whether every operation is within its bound."""
+        """Whether every operation is within its bound (see `vacuous` for bounds that bound
+        nothing)."""
         return self.first is None
+
+    @property
+    def vacuous(self) -> list[Difference]:
+        """The operations within a bound that bounds nothing (infinite, or past every value the
+        operation gives): for these compare cannot tell whether the engines agree. A long
+        chain's provable bound can be so (an LSTM's sequence over many positions)."""
+        return [row for row in self.rows if row.vacuous and not row.broken]
 
     def bounds(self) -> list[str]:
         """What each engine's precision holds totals to, and which bound the comparison uses."""
@@ -204,6 +214,8 @@ class Comparison:
             if pa.name != pb.name:
                 cells.append(_figure(row.bounds[1]))
             cells.append("-" if row.family is None else _figure(row.ratio))
+            if row.vacuous and not row.broken:
+                cells[-1] += "  (its bound bounds nothing)"
             if row.detail:
                 cells[-1] += f"  {row.detail}"
             table.append(cells)
@@ -225,6 +237,16 @@ class Comparison:
                 return f"every operation within its bound: the engines agree bit for bit ({len(self.rows)} operations)"
             parted = self.parted
             apart = f"; the first apart, {parted.where}" if parted is not None else ""
+            vacuous = self.vacuous
+            if vacuous:
+                named = ", ".join(dict.fromkeys(row.where for row in vacuous))
+                return (
+                    f"no operation past its bound ({len(self.rows)} operations), but "
+                    f"{len(vacuous)} held to a bound that bounds nothing (infinite, or past "
+                    f"every value the operation gives), so compare cannot tell whether the "
+                    f"engines agree there: {named}. A long chain's bound grows with it (an "
+                    f"LSTM's, position by position): compare on shorter sequences to hold it"
+                )
             return (
                 f"every operation within its bound ({len(self.rows)} operations); the nearest, "
                 f"{worst.where}, at {_figure(worst.ratio)} of it{apart}"
@@ -288,6 +310,7 @@ class Comparison:
             if names[1] is not None:
                 record[names[1]] = row.bounds[1]
             record["ratio"] = row.ratio
+            record["vacuous"] = row.vacuous
             record["detail"] = row.detail
             records.append(record)
         return pandas.DataFrame.from_records(records, index=[row.index for row in self.rows])

@@ -6,9 +6,11 @@ contract at `precision` may have strayed from it by then. Each operation adds it
 bound, taken at its inputs as they may have strayed, to what its inputs' bounds become through
 it:
 
-- value by value: |f(x') - f(x)| <= L·e for f of slope at most L near x (sums and differences
-  add their inputs' bounds; products |a|·e_b + |b|·e_a + e_a·e_b; a quotient (e_a + |a/b|·e_b) /
-  (|b| - e_b); exp, log, sqrt by their exact spread), then 1e-5 + 1.3e-6·|value| of its own;
+- value by value: how far f moves over its inputs as they may be (sums and differences add
+  their inputs' bounds; products |a|·e_b + |b|·e_a + e_a·e_b; a quotient (e_a + |a/b|·e_b) /
+  (|b| - e_b); exp, log, sqrt and the non-decreasing functions, sigmoid, tanh, ReLU, softplus
+  and erf, by their exact spread, max(f(x + e) - f(x), f(x) - f(x - e))), then 1e-5 +
+  1.3e-6·|value| of its own;
 - totals: the terms' bounds through the total (a product |A|·E_B + E_A·|B| + E_A·E_B, a
   convolution likewise), then the precision's factor times u·Σ|terms| of the inputs as they
   may be ((|A| + E_A)·(|B| + E_B));
@@ -74,6 +76,23 @@ def _parts(x: Any) -> tuple[Array, Array]:
     if isinstance(x, Bounded):
         return x.value, x.bound
     return np.float64(x), np.float64(0.0)
+
+
+def _sigmoid(x: Array) -> Array:
+    out: Array = 1.0 / (1.0 + np.exp(-x))
+    return out
+
+
+def _relu(x: Array) -> Array:
+    return np.maximum(x, 0.0)
+
+
+def _softplus(x: Array) -> Array:
+    return np.logaddexp(0.0, x)
+
+
+def _erf(x: Array) -> Array:
+    return np.asarray(np.vectorize(math.erf)(x) if np.size(x) else x, np.float64)
 
 
 class Propagated:
@@ -196,26 +215,32 @@ class Propagated:
             low = np.sqrt(np.maximum(x.value - x.bound, 0.0))
             return self._value(value, value - low + (np.sqrt(x.value + x.bound) - value))
 
-    def _slope(self, value: Array, x: Bounded, slope: float) -> Bounded:
-        return self._value(value, slope * x.bound)
+    def _monotone(self, f: Any, x: Bounded) -> Bounded:
+        """f, non-decreasing, value by value: its exact spread over the inputs as they may be,
+        the larger of f(x + e) - f(x) and f(x) - f(x - e). A function that levels off (sigmoid,
+        tanh, erf) holds a bound to its range and to its slope there: a saturated gate passes
+        on almost none of its input's (a bound times the steepest slope anywhere, 0.25 for
+        sigmoid, grew along an LSTM's positions until it bounded nothing)."""
+        with np.errstate(all="ignore"):
+            value = np.asarray(f(x.value), np.float64)
+            above = np.asarray(f(x.value + x.bound), np.float64) - value
+            below = value - np.asarray(f(x.value - x.bound), np.float64)
+            return self._value(value, np.maximum(above, below))
 
     def tanh(self, x: Bounded) -> Bounded:
-        return self._slope(np.tanh(x.value), x, 1.0)
+        return self._monotone(np.tanh, x)
 
     def sigmoid(self, x: Bounded) -> Bounded:
-        with np.errstate(all="ignore"):
-            return self._slope(1.0 / (1.0 + np.exp(-x.value)), x, 0.25)
+        return self._monotone(_sigmoid, x)
 
     def relu(self, x: Bounded) -> Bounded:
-        return self._slope(np.maximum(x.value, 0.0), x, 1.0)
+        return self._monotone(_relu, x)
 
     def softplus(self, x: Bounded) -> Bounded:
-        value = np.logaddexp(0.0, x.value)
-        return self._slope(value, x, 1.0)
+        return self._monotone(_softplus, x)
 
     def erf(self, x: Bounded) -> Bounded:
-        value = np.vectorize(math.erf)(x.value) if x.value.size else x.value
-        return self._slope(np.asarray(value, np.float64), x, 2.0 / math.sqrt(math.pi))
+        return self._monotone(_erf, x)
 
     # --- totals ----------------------------------------------------------------------------
     def _total(

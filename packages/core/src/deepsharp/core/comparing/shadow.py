@@ -51,13 +51,16 @@ class Shadow:
 class ShadowCheck:
     """One shadow check: the step it took again (`epoch`, and `step`, counted over the run from
     1), its worst `ratio` to the bound and where (`worst`: the operation, its layer and phase),
-    and the first operation past its bound (`first`; None when every one was within)."""
+    and the first operation past its bound (`first`; None when every one was within);
+    `vacuous`, the operations held to a bound that bounds nothing (`Comparison.vacuous`:
+    the check cannot tell there)."""
 
     epoch: int
     step: int
     ratio: float
     worst: str
     first: str | None = None
+    vacuous: tuple[str, ...] = ()
 
 
 class ShadowChecks:
@@ -107,6 +110,7 @@ class ShadowChecks:
                 comparison.ratio,
                 "" if worst is None else worst.where,
                 None if first is None else first.where,
+                tuple(row.where for row in comparison.vacuous),
             )
         )
         if first is not None:
@@ -138,4 +142,10 @@ def shadow_lines(checks: Sequence[ShadowCheck], engine: Any = None) -> list[str]
         for check in checks
         if check.first is not None
     )
+    vacuous = dict.fromkeys(where for check in checks for where in check.vacuous)
+    if vacuous:
+        lines.append(
+            f"  held to a bound that bounds nothing (the checks cannot tell there): "
+            f"{', '.join(vacuous)}"
+        )
     return lines

@@ -239,6 +239,7 @@ class Witness:
                 bounds=judged.bounds,
                 ratio=ratio,
                 detail=detail,
+                vacuous=judged.vacuous,
             )
         )
         return _wrapped(result)
