@@ -657,3 +657,19 @@ def test_compare_names_the_operations_whose_bound_bounds_nothing(
         check.vacuous
     )
     assert "held to a bound that bounds nothing (the checks cannot tell there): " in str(run.report)
+
+
+def test_a_total_that_cancels_to_near_zero_is_held_to_its_terms_bound_not_said_to_bound_nothing() -> (
+    None
+):
+    """Failed before (trial CV): a dense layer's bias before BatchNorm has a gradient that is
+    0 exactly (its terms cancel), below the bound its terms give, and every such total was said
+    to bound nothing (the command exited 2, blaming a long chain)."""
+    from deepsharp.core import BatchNorm, MeanSquaredError
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 12)).astype(np.float32)
+    y = (rng.standard_normal((256, 1)) * 1000.0).astype(np.float32)
+    network = Network([Dense(8), BatchNorm(), Relu(), Dense(1)])
+    found = compare(network, MeanSquaredError(), (x, y), engines=("light", "light:float32"))
+    assert found.within and not found.vacuous, found.verdict()

@@ -143,7 +143,8 @@ def judge(
         else:
             bounds = (np.zeros(ref64.shape), np.zeros(ref64.shape))
         found = _worst(ref, out, ref64, out64, bounds[0], bounds[1], family, index)
-        vacuous = vacuous or bounds_nothing(ref64, np.maximum(bounds[0], bounds[1]))
+        if family == "chains":  # a propagated bound; the others are the contract's own
+            vacuous = vacuous or bounds_nothing(ref64, np.maximum(bounds[0], bounds[1]))
         if worst is None or not found.ratio <= worst.ratio:
             worst = found
     if worst is None:
@@ -151,17 +152,21 @@ def judge(
     return replace(worst, vacuous=vacuous)
 
 
-SCALE_FLOOR = 1e-3
-"""The least bound `bounds_nothing` takes for one that bounds nothing (below it, an output of
-values all near 0 held to a few value tolerances)."""
+SCALE_FLOOR = 1e-5
+"""The least bound `bounds_nothing` takes for one that bounds nothing: the value tolerance's
+absolute part, which any value's bound holds (an output of values all below it is held to
+it, as every value by value is)."""
 
 
 def bounds_nothing(reference: Array, bound: Array) -> bool:
-    """Whether an output's bound bounds nothing: infinite (or NaN) anywhere, or past every
-    value of the output (and `SCALE_FLOOR`), so that values of the right size but any sign,
-    or none at all, would be within it. A provable bound of a long chain can be so: an
-    LSTM's positions, each passing on its inputs' bounds through |W| (no cancellation, as
-    the real errors have), grow it by a factor each, 20 positions past float64's range."""
+    """Whether a chain's output's bound bounds nothing: infinite (or NaN) anywhere, or past
+    every value of the output (and `SCALE_FLOOR`), so that values of the right size but any
+    sign, or none at all, would be within it. A chain's bound is propagated through its
+    operations with no cancellation, each value's absolute 1e-5 on top, and can outgrow its
+    values: an LSTM's sequence (each position passes its inputs' bounds on through |W|, so
+    over 20 positions of large weights they pass float64's range), a LayerNorm's scale
+    gradient over many rows (each row's 1e-5 added up). The contract's own bounds (totals,
+    values) are never so judged: a total that cancels to near 0 is still held to its terms'."""
     if bound.size == 0:
         return False
     if not np.isfinite(bound).all():

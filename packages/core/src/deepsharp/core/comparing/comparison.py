@@ -163,9 +163,9 @@ class Comparison:
 
     @property
     def vacuous(self) -> list[Difference]:
-        """The operations within a bound that bounds nothing (infinite, or past every value the
-        operation gives): for these compare cannot tell whether the engines agree. A long
-        chain's provable bound can be so (an LSTM's sequence over many positions)."""
+        """The chains (fast paths held to the bound their reference propagates) within a bound
+        that bounds nothing (infinite, or past every value the operation gives): for these
+        compare cannot tell whether the engines agree (`bounds.bounds_nothing`)."""
         return [row for row in self.rows if row.vacuous and not row.broken]
 
     def bounds(self) -> list[str]:
@@ -244,8 +244,10 @@ class Comparison:
                     f"no operation past its bound ({len(self.rows)} operations), but "
                     f"{len(vacuous)} held to a bound that bounds nothing (infinite, or past "
                     f"every value the operation gives), so compare cannot tell whether the "
-                    f"engines agree there: {named}. A long chain's bound grows with it (an "
-                    f"LSTM's, position by position): compare on shorter sequences to hold it"
+                    f"engines agree there: {named}. A chain's bound, carried through its "
+                    f"operations with no cancellation, can outgrow its values (an LSTM's "
+                    f"sequence over many positions, a LayerNorm's scale gradient over many "
+                    f"rows): compare fewer rows, or shorter sequences, where the network allows"
                 )
             return (
                 f"every operation within its bound ({len(self.rows)} operations); the nearest, "
