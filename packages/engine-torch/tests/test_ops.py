@@ -313,6 +313,7 @@ def test_an_update_of_a_flat_tensor_s_parts_gives_each_part_s_bits(
     again, not taken for the flat tensor it was."""
     if block is not None:
         monkeypatch.setattr(_groups, "UPDATE_BLOCK", block)
+        monkeypatch.setattr(_groups, "FRESH", 0)
     slots, grads, firsts, seconds = _optimizer_inputs(60)
     shapes = [a.shape for a in slots]
 
@@ -351,16 +352,24 @@ def test_a_flat_update_s_blocks_cover_the_gradients_in_order_in_kept_scratch() -
     assert all(sum(p.numel() for p in pieces) == 4 for _, pieces in found[:-1])
     scratch = _groups.Scratch()
     kept = scratch(torch.zeros(50))
-    assert scratch(torch.zeros(30)) is kept  # no new tensors every update
-    assert scratch(torch.zeros(80)) is not kept
+    assert [t.numel() for t in kept] == [50, 50] and scratch(torch.zeros(50)) is kept
+    smaller = scratch(torch.zeros(30))  # the kept pair's memory, its block's size
+    assert [t.numel() for t in smaller] == [30, 30] and scratch(torch.zeros(30)) is smaller
+    assert all(a.data_ptr() == b.data_ptr() for a, b in zip(smaller, kept, strict=True))
+    assert scratch(torch.zeros(80))[0].data_ptr() != kept[0].data_ptr()
     assert scratch(torch.zeros(80, dtype=torch.float64))[0].dtype == torch.float64
 
 
+@pytest.mark.parametrize("path", ["blocks", "fresh"])
 @pytest.mark.parametrize("change", ["one short", "one more", "float64"])
 def test_a_flat_update_refuses_gradients_that_are_not_its_slots_values_before_changing_any(
-    engine: TorchEngine, change: str, monkeypatch: pytest.MonkeyPatch
+    engine: TorchEngine, change: str, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_groups, "UPDATE_BLOCK", 100)  # blocks that would be done before the end
+    if path == "blocks":
+        monkeypatch.setattr(_groups, "FRESH", 0)
+        monkeypatch.setattr(_groups, "UPDATE_BLOCK", 100)  # blocks done before the end
+    else:
+        monkeypatch.setattr(_groups, "FRESH", 1 << 30)  # joined into a fresh tensor
     slots, grads, firsts, seconds = _optimizer_inputs(70)
     shapes = [a.shape for a in slots]
     flats = [engine.put(np.concatenate([a.ravel() for a in group])) for group in (slots, firsts)]
@@ -393,6 +402,7 @@ def test_trainers_in_several_threads_may_share_one_engine_s_flat_updates(
     import threading
 
     monkeypatch.setattr(_groups, "UPDATE_BLOCK", 4096)
+    monkeypatch.setattr(_groups, "FRESH", 0)
     size, steps = 200_000, 60
 
     def halves(flat: Any) -> list[Any]:

@@ -514,7 +514,7 @@ class TorchEngine:
         flat = self._flat(slots, velocities)
         if flat is not None:  # passes over every slot's values at once, a block at a time
             kw = {"learning_rate": learning_rate, "momentum": momentum}
-            _groups.sgd_blocks(flat, grads, self._scratch(flat[0]), **kw)
+            _groups.sgd_blocks(flat, grads, self._scratch, **kw)
             return
         velocities = list(velocities)
         torch._foreach_mul_(velocities, momentum)
@@ -538,7 +538,7 @@ class TorchEngine:
         flat = self._flat(slots, firsts, seconds)
         if flat is not None:  # the lists' passes below over every slot at once, in blocks
             kw = {"step_size": step_size, "beta1": beta1, "beta2": beta2, "epsilon": epsilon}
-            _groups.adam_blocks(flat, grads, self._scratch(flat[0]), **kw)
+            _groups.adam_blocks(flat, grads, self._scratch, **kw)
             return
         grads, firsts = list(grads), list(firsts)
         # lerp with a weight under 0.5 is m + w * (g - m): Keras's m += (g - m) * (1 - beta1).

@@ -66,6 +66,9 @@ def flat_tensors(*groups: Sequence[Tensor]) -> list[Tensor] | None:
     return found
 
 
+FRESH = 1 << 15
+"""The most values a flat update joins into fresh tensors, not the kept scratch (`_spans`)."""
+
 UPDATE_BLOCK = 1 << 20
 """Values of a flat tensor an update's passes cover at a time (`adam_blocks`, `sgd_blocks`): the
 gradients' values are joined a block at a time into scratch tensors of this size, which the
@@ -86,16 +89,21 @@ class Scratch(threading.local):
     """An engine's two scratch tensors for a flat update's blocks (`UPDATE_BLOCK`), kept between
     updates, a pair for each thread (trainers in several threads may share one engine: libtorch
     lets go of the interpreter inside each call, so another thread's update would write into
-    a block between its join and its use). Called with a flat tensor: tensors of at least its
-    block's size and its type."""
+    a block between its join and its use). Called with a flat tensor: two tensors of its
+    block's size (views of the kept pair, made once a size) and its type."""
 
     kept: tuple[Tensor, Tensor] | None = None
+    sized: dict[int, tuple[Tensor, Tensor]] | None = None
 
     def __call__(self, flat: Tensor) -> tuple[Tensor, Tensor]:
-        size, kept = min(UPDATE_BLOCK, flat.numel()), self.kept
-        if kept is None or not _fits(kept[0], size, flat):
+        size, kept, sized = min(UPDATE_BLOCK, flat.numel()), self.kept, self.sized
+        if kept is None or sized is None or not _fits(kept[0], size, flat):
             kept = self.kept = (flat.new_empty(size), flat.new_empty(size))
-        return kept
+            sized = self.sized = {}
+        made = sized.get(size)
+        if made is None:
+            made = sized[size] = (kept[0][:size], kept[1][:size])
+        return made
 
 
 def blocks(grads: Sequence[Tensor], size: int) -> Iterator[tuple[int, list[Tensor]]]:
@@ -123,41 +131,55 @@ def _joined(pieces: list[Tensor], into: Tensor) -> Tensor:
     if len(pieces) == 1:
         return pieces[0]
     count = sum(piece.numel() for piece in pieces)
-    return torch.cat(pieces, out=into[:count])
+    return torch.cat(pieces, out=into if count == into.numel() else into[:count])
+
+
+def _spans(
+    flat: Sequence[Tensor], grads: Sequence[Tensor], scratch: Scratch
+) -> Iterator[tuple[tuple[Tensor, ...], Tensor, Tensor | None]]:
+    """A flat update's blocks: each block's part of every flat tensor, its gradients' values
+    joined, and a scratch tensor of its size. Under `FRESH` values, one block of the flat
+    tensors themselves, the gradients joined into a fresh tensor and no scratch (the heap's
+    small tensors cost no page faults, and a slice or an `out=` costs a microsecond)."""
+    if flat[0].numel() <= FRESH:
+        joined = torch.cat([grad.reshape(-1) for grad in grads])
+        if joined.shape != flat[0].shape or joined.dtype is not flat[0].dtype:
+            _covering(flat[0], grads)  # says which
+        yield tuple(flat), joined, None
+        return
+    _covering(flat[0], grads)
+    kept = scratch(flat[0])
+    for start, pieces in blocks(grads, UPDATE_BLOCK):
+        grad = _joined(pieces, kept[0])
+        stop = start + grad.numel()
+        spare = kept[1] if grad.numel() == kept[1].numel() else kept[1][: grad.numel()]
+        yield tuple(part[start:stop] for part in flat), grad, spare
 
 
 def adam_blocks(
-    flat: Sequence[Tensor], grads: Sequence[Tensor], scratch: Sequence[Tensor], **kw: float
+    flat: Sequence[Tensor], grads: Sequence[Tensor], scratch: Scratch, **kw: float
 ) -> None:
     """Adam's update of one flat tensor of slots (`flat`: slots, first and second memories), a
     block at a time: the kernels of `TorchEngine.adam_update`'s passes over the lists, so the
     same bits."""
-    slot, first, second = flat
-    _covering(slot, grads)
     # lerp with a weight under 0.5 is m + w * (g - m): Keras's m += (g - m) * (1 - beta1).
     weight1, weight2 = 1.0 - kw["beta1"], 1.0 - kw["beta2"]
-    for start, pieces in blocks(grads, min(UPDATE_BLOCK, slot.numel())):
-        grad = _joined(pieces, scratch[0])
-        stop = start + grad.numel()
-        square = torch.mul(grad, grad, out=scratch[1][: grad.numel()])
-        first[start:stop].lerp_(grad, weight1)
-        second[start:stop].lerp_(square, weight2)
-        root = torch.sqrt(second[start:stop], out=square).add_(kw["epsilon"])
-        slot[start:stop].addcdiv_(first[start:stop], root, value=-kw["step_size"])
+    for (slot, first, second), grad, spare in _spans(flat, grads, scratch):
+        square = grad * grad if spare is None else torch.mul(grad, grad, out=spare)
+        first.lerp_(grad, weight1)
+        second.lerp_(square, weight2)
+        root = second.sqrt() if spare is None else torch.sqrt(second, out=square)
+        slot.addcdiv_(first, root.add_(kw["epsilon"]), value=-kw["step_size"])
 
 
 def sgd_blocks(
-    flat: Sequence[Tensor], grads: Sequence[Tensor], scratch: Sequence[Tensor], **kw: float
+    flat: Sequence[Tensor], grads: Sequence[Tensor], scratch: Scratch, **kw: float
 ) -> None:
     """SGD's update with momentum of one flat tensor of slots (`flat`: slots and velocities), a
     block at a time, with the kernels of `TorchEngine.sgd_update`'s passes over the lists."""
-    slot, velocity = flat
-    _covering(slot, grads)
-    for start, pieces in blocks(grads, min(UPDATE_BLOCK, slot.numel())):
-        grad = _joined(pieces, scratch[0])
-        stop = start + grad.numel()
-        velocity[start:stop].mul_(kw["momentum"]).add_(grad, alpha=-kw["learning_rate"])
-        slot[start:stop].add_(velocity[start:stop])
+    for (slot, velocity), grad, _ in _spans(flat, grads, scratch):
+        velocity.mul_(kw["momentum"]).add_(grad, alpha=-kw["learning_rate"])
+        slot.add_(velocity)
 
 
 def _covering(slot: Tensor, grads: Sequence[Tensor]) -> None:
