@@ -98,14 +98,15 @@ class Judged:
     (`bounds`, in the engines' order), the `ratio` to the looser of them; `place` is that
     element (which output, and where in it). A ratio of 0: the same values (bit for bit for
     moves); infinite: apart where no difference is allowed (a move, a NaN against a number).
-    `vacuous`: an output's bound bounds nothing (`bounds_nothing`), so a ratio within 1 there
-    says nothing of the engines."""
+    `vacuous`: where an output's bound bounds nothing (`bounds_nothing`), so that a ratio
+    within 1 says nothing of the engines there, in words (which output, its largest bound and
+    value); "" where none does."""
 
     difference: float
     bounds: tuple[float, float]
     ratio: float
     place: tuple[int, tuple[int, ...]]
-    vacuous: bool = False
+    vacuous: str = ""
 
 
 def judge(
@@ -121,7 +122,7 @@ def judge(
     at both precisions."""
     family = FAMILIES[operation]
     worst: Judged | None = None
-    vacuous = False
+    vacuous = ""
     if family == "totals":
         terms = terms_of(operation, args, kwargs)
     elif family == "chains":
@@ -143,8 +144,10 @@ def judge(
         else:
             bounds = (np.zeros(ref64.shape), np.zeros(ref64.shape))
         found = _worst(ref, out, ref64, out64, bounds[0], bounds[1], family, index)
-        if family == "chains":  # a propagated bound; the others are the contract's own
-            vacuous = vacuous or bounds_nothing(ref64, np.maximum(bounds[0], bounds[1]))
+        looser = np.maximum(bounds[0], bounds[1])
+        if family == "chains" and not vacuous and bounds_nothing(ref64, looser):
+            # a propagated bound; the others are the contract's own
+            vacuous = _nothing_said(ref64, looser, index, len(reference))
         if worst is None or not found.ratio <= worst.ratio:
             worst = found
     if worst is None:
@@ -173,6 +176,17 @@ def bounds_nothing(reference: Array, bound: Array) -> bool:
         return True
     largest = float(np.max(bound))
     return largest > SCALE_FLOOR and largest > float(np.max(np.abs(reference), initial=0.0))
+
+
+def _nothing_said(reference: Array, bound: Array, index: int, count: int) -> str:
+    where = f" at output {index + 1} of {count}" if count > 1 else ""
+    if not np.isfinite(bound).all():
+        return f"its bound bounds nothing{where}: infinite at some values"
+    largest = float(np.max(np.abs(reference), initial=0.0))
+    return (
+        f"its bound bounds nothing{where}: up to {float(np.max(bound)):.3g} against values up "
+        f"to {largest:.3g}"
+    )
 
 
 def _chained(

@@ -214,8 +214,6 @@ class Comparison:
             if pa.name != pb.name:
                 cells.append(_figure(row.bounds[1]))
             cells.append("-" if row.family is None else _figure(row.ratio))
-            if row.vacuous and not row.broken:
-                cells[-1] += "  (its bound bounds nothing)"
             if row.detail:
                 cells[-1] += f"  {row.detail}"
             table.append(cells)

@@ -219,6 +219,9 @@ class Witness:
         if phase == "update":
             layer = self._named_layer(outputs[output] if outputs else None, raw) or layer
         ratio = judged.ratio if not notes else float("inf")
+        vacuous = bool(judged.vacuous) and judged.difference != 0.0 and not ratio > 1.0
+        if vacuous:  # the same bits need no bound; one past its bound is past it
+            notes.append(judged.vacuous)
         detail = self._detail(name, outputs, output, len(outputs), notes, judged.difference)
         self.rows.append(
             Difference(
@@ -239,7 +242,7 @@ class Witness:
                 bounds=judged.bounds,
                 ratio=ratio,
                 detail=detail,
-                vacuous=judged.vacuous,
+                vacuous=vacuous,
             )
         )
         return _wrapped(result)
