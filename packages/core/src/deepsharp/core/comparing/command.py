@@ -35,8 +35,9 @@ HELP = (
     "Take one training step of the network in FILE on two engines, every operation done by both "
     "on the same inputs and judged by its bound (the contract's, at each engine's precision; the "
     "looser where they differ); print a table of them and name the first past its bound (exit "
-    "1 then; exit 2 where none is but a bound bounds nothing: compare cannot tell there). FILE is a trained file (its pipeline reads the rows), a checkpoint or a network "
-    "file (the rows read by --pipeline's, or as numbers with --target)."
+    "1 then; exit 2 where none is but a bound bounds nothing: compare cannot tell there). "
+    "FILE is a trained file (its pipeline reads the rows), a checkpoint or a network file (the "
+    "rows read by --pipeline's, or as numbers with --target)."
 )
 
 
