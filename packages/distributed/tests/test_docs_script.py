@@ -77,3 +77,25 @@ def test_the_fit_script_trains_under_torchrun_and_rank_0_alone_reports_and_write
     assert [path.name for path in tmp_path.iterdir() if path.suffix == ".safetensors"] == [
         "titanic.safetensors"
     ]
+
+
+TWO_FITS = """
+from deepsharp.core.samples import titanic
+from deepsharp.distributed import DataParallel
+
+for seed in (42, 43):
+    config = DataParallel(timeout=60)
+    run = titanic.run(seed=seed, progress=False, distributed=config, epochs=2)
+    if config.writes:
+        print(f"fit with seed {seed}: {run.report.measures['accuracy']:.4f}", flush=True)
+"""
+
+
+def test_a_script_under_torchrun_fits_twice_in_one_job(tmp_path: Path) -> None:
+    """Failed before (trial DP): the first fit ended the process group it had started from
+    torchrun's environment, and the second, starting one again on torchrun's store, met the
+    first one's keys: gloo's connections were refused on every rank."""
+    script = tmp_path / "two_fits.py"
+    script.write_text(TWO_FITS, encoding="utf-8")
+    output = _run([*_torchrun(), "--standalone", "--nproc-per-node", "2", str(script)], tmp_path)
+    assert output.count("fit with seed") == 2, output

@@ -88,3 +88,11 @@ def test_processes_that_part_are_refused_saying_why(tmp_path: Any) -> None:
         "starts, afresh or from a checkpoint of which epoch)" in said["resumed"]
     )
     assert said["weighed"] == "the same run"  # weights of one on one process, none on another
+
+
+def test_a_callback_of_its_own_on_one_process_alone_leaves_the_run_as_it_was() -> None:
+    """Failed before (trial DP): a callback with on_batch_end on rank 0 alone (a logger, on the
+    process that writes) made rank 0 alone ask the others after each step whether the run
+    ends, a collective the others never joined: gloo aborted rank 0 (SIGABRT)."""
+    said = launch(tools.logged_on_rank_zero, 2, "light", start_method=workers.START)
+    assert said["logged"] == said["plain"] and said["steps"] > 0  # rank 0's, as rank 1's

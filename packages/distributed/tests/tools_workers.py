@@ -161,3 +161,27 @@ def parted_runs(spec: str, folder: str) -> dict[str, str]:
         FitOptions(**base, distributed=DataParallel()), sample_weight=ones)  # fmt: skip
     said["weighed"] = "the same run"
     return said
+
+
+def logged_on_rank_zero(spec: str) -> dict[str, Any]:
+    """A run whose callback (one of its own, with on_batch_end: a logger) is given to rank 0
+    alone, as a script that logs on the process that writes gives it; and the same run with no
+    callback. Each one's figures."""
+    from deepsharp.core import Callback
+
+    class Logs(Callback):
+        def __init__(self) -> None:
+            self.steps = 0
+
+        def on_batch_end(self, run: Any, step: int, loss: float) -> None:
+            self.steps += 1
+
+    config = DataParallel()
+    base = {"seed": SEED, "engine": spec, "epochs": 2, "progress": False}
+    logs = Logs()
+    logged = run_tools(
+        FitOptions(**base, distributed=config), callbacks=[logs] if config.writes else []
+    )
+    plain = run_tools(FitOptions(**base, distributed=DataParallel()))
+    job = config.join()
+    return {"logged": figures(logged, job), "plain": figures(plain, job), "steps": logs.steps}

@@ -46,7 +46,8 @@ class DataParallel(Spread):
     the job is ended with an error (never a hang), where this process starts the job (under
     torchrun; `launch` takes a timeout of its own).
 
-    Given to `fit`, the run joins the job when it starts and leaves it at its end; `rank`,
+    Given to `fit`, the run joins the job when it starts (a group started from torchrun's
+    environment stays for the process's later runs, which join it again); `rank`,
     `world_size` and `writes` (rank 0: the process that writes files and shows the report)
     answer for this process, before a run, during it and after it.
     """

@@ -9,6 +9,7 @@ tensors of the same shapes. An engine's tensors cross as `deepsharp.distributed.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import math
 import os
@@ -67,7 +68,6 @@ def join(config: DataParallel) -> Job:
     """The job this process belongs to: the group already started (by `launch`, or by the
     application), or the one torchrun's environment describes."""
     _, dist = require_torch()
-    owns = False
     if not dist.is_initialized():
         missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
         if missing:
@@ -83,7 +83,10 @@ def join(config: DataParallel) -> Job:
             init_method="env://",
             timeout=timedelta(seconds=config.timeout),
         )
-        owns = True
+        # The group stays for the process's later runs, left when it exits: started again on
+        # torchrun's store, it met the keys the first one left there, and gloo's connections
+        # to the first group's closed sockets were refused (trial DP: a second fit).
+        atexit.register(_leave)
     carries = _carries(dist.get_backend_config())
     if config.backend != "auto" and config.backend not in carries.values():
         raise DistributedError(
@@ -93,7 +96,14 @@ def join(config: DataParallel) -> Job:
         )
     rank, world_size = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    return Job(config, rank, world_size, local_rank, carries, owns)
+    return Job(config, rank, world_size, local_rank, carries)
+
+
+def _leave() -> None:
+    """At the process's exit: leave the group `join` started from torchrun's environment."""
+    _, dist = require_torch()
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _carries(config: str) -> dict[str, str]:
@@ -104,8 +114,10 @@ def _carries(config: str) -> dict[str, str]:
 
 class Job:
     """This process's place in a data-parallel job: `rank` of `world_size`, and the collectives
-    the loop calls. Made by `DataParallel.join()`; a context manager that leaves the job's
-    group (where it started it) on exit."""
+    the loop calls. Made by `DataParallel.join()`; a context manager. The job's group outlives
+    it: `launch` leaves the group it started when the function returns, and a group `join`
+    started from torchrun's environment is left when the process exits, so that a script's
+    later runs join it again."""
 
     def __init__(
         self,
@@ -114,7 +126,6 @@ class Job:
         world_size: int,
         local_rank: int,
         carries: Mapping[str, str],
-        owns_group: bool = False,
     ) -> None:
         self.config = config
         self.rank = rank
@@ -122,7 +133,6 @@ class Job:
         self.local_rank = local_rank
         self.carries = dict(carries)
         """Which backend carries each device's tensors: {"cpu": "gloo", "cuda": "nccl"}."""
-        self._owns_group = owns_group
 
     def __repr__(self) -> str:
         carried = ", ".join(f"{device}: {backend}" for device, backend in self.carries.items())
@@ -389,12 +399,7 @@ class Job:
         dist.barrier()
 
     def close(self) -> None:
-        """Leave the job's group, where this Job started it (under `launch`, launch does)."""
-        if self._owns_group:
-            _, dist = require_torch()
-            if dist.is_initialized():
-                dist.destroy_process_group()
-            self._owns_group = False
+        """The run is done with the job. Its group stays (see the class): nothing to leave."""
 
     def __enter__(self) -> Job:
         return self

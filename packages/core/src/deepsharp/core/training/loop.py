@@ -458,7 +458,10 @@ def _epoch(
     skipped, step = trainer.skipped_steps, 0
     # A callback of one's own may end the run after a step, on one process: every process then
     # ends it there (asked only where one may: the built-in callbacks end runs between epochs).
-    stops = any(type(part).on_batch_end is not Callback.on_batch_end for part in run.callbacks)
+    # Whether one may is agreed among the processes first: a callback given to one process
+    # alone (a logger on rank 0) asks there, and every process must ask with it.
+    own = any(type(part).on_batch_end is not Callback.on_batch_end for part in run.callbacks)
+    stops = distribution.any_process(own)
     for step, batch in enumerate(batches, start=1):
         if shadow is not None:
             shadow.before_step(trainer, batch.features, batch.targets, epoch, step)
