@@ -387,3 +387,29 @@ def test_an_lstm_runs_in_onednn_s_float32_kernel_on_inputs_rounded_to_bfloat16(
     again = engine.put(engine.get(states))  # no kept workspace: the forward made again
     made = fused.lstm_sequence_back(engine, grads, None, x, w_ih, w_hh, b, again)
     assert all(torch.equal(k, m) for k, m in zip(kept, made, strict=True))
+
+
+@pytest.mark.parametrize("turned", [True, False])
+@pytest.mark.parametrize("shape", [(512, 256, 128), (256, 1024, 10), (300, 64, 200)])
+def test_a_weight_gradient_either_way_is_a_half_product_laid_out_in_rows_in_float32(
+    turned: bool, shape: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Formed as PyTorch's Linear forms it and laid out (processors with AMX), or as it stands
+    (wide enough ones, without AMX): float32 totals of the half values rounded to the half
+    format, as the half kernels give them, in rows, in float32."""
+    from deepsharp.engines.torch import _halfgrads
+
+    TorchEngine.on_cpu("mixed_bfloat16")  # binds torch
+    monkeypatch.setattr(_halfgrads, "TURNED", turned)
+    rows, inner, columns = shape
+    rng = np.random.default_rng(2)
+    x = torch.from_numpy(rng.standard_normal((rows, inner)).astype(np.float32)).bfloat16()
+    grad = torch.from_numpy(rng.standard_normal((rows, columns)).astype(np.float32)).bfloat16()
+    got = _halfgrads.weight_gradient(x, grad)
+    assert got.dtype == torch.float32 and got.is_contiguous() and got.shape == (inner, columns)
+    a, b = x.double().numpy(), grad.double().numpy()
+    exact, size = a.T @ b, np.abs(a).T @ np.abs(b)
+    totals = (rows + 1) * 2.0**-24 * size
+    assert (
+        np.abs(got.double().numpy() - exact) <= totals + 2.0**-8 * (np.abs(exact) + totals)
+    ).all()

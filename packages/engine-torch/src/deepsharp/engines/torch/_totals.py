@@ -44,6 +44,7 @@ from deepsharp.core.engine import (
     images_a_block,
     product_blocks,
 )
+from deepsharp.engines.torch import _halfgrads
 
 __all__ = ["OFFERED", "Float32Totals", "MixedTotals", "StrictTotals", "bind"]
 
@@ -67,6 +68,7 @@ def bind(module: Any) -> None:
     F = module.nn.functional
     F32 = module.float32
     _conv_backward = module.ops.aten.convolution_backward.default
+    _halfgrads.bind(module)
 
 
 class _Totals:
@@ -264,21 +266,6 @@ class Float32Totals(_Totals):
         if even:
             return folded
         return folded[:, :, top : top + image[0], left : left + image[1]].contiguous()
-
-
-def _laid_out(turned: Tensor) -> Tensor:
-    """A half tensor's transpose `turned` (a weight gradient formed wide) laid out in rows, in
-    float32: a large one moved in the half format first, then widened (half the bytes crossing
-    the caches strided: 1,024 x 1,024, 0.38 ms against 0.87 ms in one pass; 512 x 2,048,
-    0.38 against 1.05 ms), a narrow or small one in one pass (10 x 21,632: 0.05 against
-    0.17 ms). Two threads, torch 2.13.0, AMD EPYC; the same values either way."""
-    if turned.numel() >= LAID_OUT and min(turned.shape) >= 32:
-        return turned.contiguous().to(F32)
-    return turned.to(F32, memory_format=torch.contiguous_format)
-
-
-LAID_OUT = 1 << 17
-"""The fewest values of a transposed half tensor `_laid_out` moves before it widens them."""
 
 
 def _formed_wide(a: Tensor, columns: int) -> bool:
@@ -532,13 +519,8 @@ class MixedTotals(_Totals):
             return out.to(self.half).to(F32) if transpose_a else out.to(self.half)
         a, b = self._half(a), self._half(b)
         with self.guard:
-            if transpose_a and not self.cuda:
-                # A weight gradient, x.T @ grad with x tall: oneDNN reads a stored-transposed
-                # left operand slowly, so it forms (grad.T @ x).T, as PyTorch's Linear forms
-                # its weights' gradient (measured 13.4 against 10.6 ms for 4,096 x 1,024 x
-                # 1,024; a contiguous copy of x.T first, 18.9 ms), and lays the result out in
-                # rows in float32: the optimizer reads it in float32 (`_laid_out`).
-                return _laid_out(torch.mm(b if transpose_b else b.t(), a).t())
+            if transpose_a and not self.cuda:  # a weight gradient, x.T @ grad with x tall
+                return _halfgrads.weight_gradient(a, b.t() if transpose_b else b)
             return torch.mm(a.t() if transpose_a else a, b.t() if transpose_b else b)
 
     def matmul_bias(self, x: Tensor, w: Tensor, bias: Tensor, transpose_b: bool) -> Tensor | None:
