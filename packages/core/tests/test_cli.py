@@ -165,6 +165,37 @@ def test_a_plot_of_a_kind_matplotlib_cannot_draw_is_refused_before_the_run(
     assert (tmp_path / "c").read_bytes().startswith(b"\x89PNG")
 
 
+def test_a_plot_that_would_replace_a_file_read_or_saved_is_refused_before_the_run(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before (trial SK): `compare --plot` naming the rows (or the model) drew over
+    them, and `sample --save F --plot F` saved the network, then drew over it; both exited 0."""
+    pytest.importorskip("matplotlib")
+    rows = tmp_path / "rows.png"
+    rows.write_bytes(Path(ROWS).read_bytes())
+    compare = ["compare", str(model), str(rows), "--engines", "light", "light:float32"]
+    assert main([*compare, "--plot", str(rows)]) == 1
+    assert "is the rows read: the drawing would replace it" in capsys.readouterr().err
+    assert rows.read_bytes() == Path(ROWS).read_bytes()
+    assert main([*compare[:3], *compare[3:], "--plot", str(model)]) == 1
+    assert "is the file compared" in capsys.readouterr().err
+    both = str(tmp_path / "both.png")
+    assert main(["sample", "titanic", "--save", both, "--plot", both, "--no-progress"]) == 1
+    said = capsys.readouterr()
+    assert "is the --save file: the drawing would replace it" in said.err and said.out == ""
+
+
+def test_a_seed_past_64_bits_is_refused_by_the_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Failed before (trial SK): a raw ValueError traceback from FitOptions, after train had
+    printed its whole pipeline."""
+    with pytest.raises(SystemExit) as ended:
+        main(["sample", "titanic", "--seed", str(2**63)])
+    assert ended.value.code == 2
+    assert "--seed: a 64-bit whole number" in capsys.readouterr().err
+
+
 def test_a_folder_as_the_predictions_file_is_refused_in_one_line(
     model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -211,6 +211,11 @@ def test_serving_refuses_a_loss_a_run_refuses_and_rows_where_parts_are_asked_for
     with pytest.raises(DataError, match=r"predict_parts takes its rows in parts.*\[rows\], not"):
         list(run.trained.predict_parts(rows))
     assert len(next(run.trained.predict_parts([rows]))) == 20
+    # Failed before (trial SK): None said "'NoneType' object is not iterable", a text took
+    # each of its characters for a batch
+    for given, kind in ((None, "NoneType"), ("rows.csv", "str")):
+        with pytest.raises(DataError, match=f"an iterable of batches.*, not {kind}"):
+            list(run.trained.predict_parts(given))
 
 
 def test_predict_parts_takes_dicts_of_arrays_as_batches_of_a_network_of_several_inputs() -> None:

@@ -26,6 +26,7 @@ from deepsharp.core.cli_output import (
     interrupted_run,
     left_behind,
     quiet_stdout,
+    seed,
     system_said,
     to_stdout,
     writable,
@@ -62,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sample.add_argument("name", choices=SAMPLES, help="which sample")
     sample.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
-    sample.add_argument("--seed", type=int, default=42, help="the run's seed (default 42)")
+    sample.add_argument("--seed", type=seed, default=42, help="the run's seed (default 42)")
     sample.add_argument("--save", metavar="FILE", help="save the trained network to FILE")
     sample.add_argument(
         "--epochs",
@@ -115,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--epochs", type=_at_least_one, default=200, help="at most this many epochs (200)"
     )
-    train.add_argument("--seed", type=int, default=42, help="the run's seed (default 42)")
+    train.add_argument("--seed", type=seed, default=42, help="the run's seed (default 42)")
     train.add_argument(
         "--checkpoints",
         metavar="FOLDER",
@@ -240,7 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _predict(arguments)
         if arguments.command == "compare":
             if arguments.plot:
-                arguments.plot = _plot_target(arguments.plot)
+                read = ((arguments.file, "the file compared"), (arguments.rows, "the rows read"))
+                arguments.plot = _plot_target(arguments.plot, *read)
             return run_compare(arguments)
         if arguments.command == "export":
             return _export(arguments)
@@ -310,7 +312,15 @@ def _not_an_input(
             )
 
 
-def _can_plot() -> None:
+def _plot_target(path: str, *files: tuple[str | None, str]) -> str:
+    """The file --plot draws into, checked before the run: matplotlib there, a file name (not a
+    folder) in a folder that takes files, of a kind matplotlib draws (a name without one is
+    drawn as PNG under that name), none of `files` (what the command reads, or writes)."""
+    for other, what in files:
+        if other and os.path.realpath(other) == os.path.realpath(path):
+            raise CommandError(
+                f"--plot {path!r} is {what}: the drawing would replace it; name another"
+            )
     try:
         import_module("matplotlib")
     except ImportError:
@@ -318,13 +328,6 @@ def _can_plot() -> None:
             "--plot needs matplotlib, which is not installed: pip install 'deepsharp[plot]' "
             "(or matplotlib), or leave --plot out"
         ) from None
-
-
-def _plot_target(path: str) -> str:
-    """The file --plot draws into, checked before the run: matplotlib there, a file name (not a
-    folder) in a folder that takes files, of a kind matplotlib draws (a name without one is
-    drawn as PNG under that name)."""
-    _can_plot()
     writable(path, "--plot", through=False)
     try:
         image_kind(path, "--plot")
@@ -337,7 +340,7 @@ def _sample(arguments: argparse.Namespace) -> int:
     if arguments.save:
         writable(arguments.save, "--save")
     if arguments.plot:
-        arguments.plot = _plot_target(arguments.plot)
+        arguments.plot = _plot_target(arguments.plot, (arguments.save, "the --save file"))
     module: Any = import_module(f"deepsharp.core.samples.{arguments.name}")
     engine = _engine(arguments.engine)
     extra = {} if arguments.epochs is None else {"epochs": arguments.epochs}

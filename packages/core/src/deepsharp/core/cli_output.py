@@ -4,6 +4,7 @@ error of the system said as one line."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -170,3 +171,14 @@ def checked_checkpoints(folder: str | None, resume: bool, epochs: int) -> str | 
             flush=True,
         )
     return folder if resume and held else None
+
+
+def seed(text: str) -> int:
+    """An argument that is a run's seed: a 64-bit whole number (argparse says which it is not)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not -(2**63) <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"a 64-bit whole number, -2**63 .. 2**63 - 1, not {value}")
+    return value

@@ -99,6 +99,11 @@ class TrainedNetwork:
                 f"{'a DataFrame' if is_frame(rows) else 'a list of rows'}: predict(rows) serves "
                 "it whole)"
             )
+        if not isinstance(rows, (Scan, Iterable)) or isinstance(rows, (str, bytes)):
+            raise DataError(
+                "predict_parts takes its rows in parts: a scan (scan_csv, scan_parquet) or an "
+                f"iterable of batches, each rows as predict takes them, not {type(rows).__name__}"
+            )
         parts = (
             rows.parts(self.pipeline.reads(rows.names, target=False))
             if isinstance(rows, Scan)

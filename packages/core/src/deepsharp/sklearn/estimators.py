@@ -127,7 +127,8 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
                 )
         if nested:
             optimizer = params.get("optimizer", self.optimizer)
-            kind, settings = _NetworkEstimator(optimizer=optimizer)._made_of()
+            shown = type(self)(**{**self.get_params(deep=False), "optimizer": optimizer})
+            kind, settings = shown._made_of()
             unknown = sorted(set(nested) - set(settings))
             if unknown:
                 raise ValueError(
@@ -178,10 +179,11 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
             changes["engine"] = self.engine
         if self.random_state is not None:
             seed = self.random_state
-            if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            whole = not isinstance(seed, bool) and isinstance(seed, numbers.Integral)
+            if not whole or not 0 <= seed < 2**63:
                 raise ValueError(
-                    f"{type(self).__name__}: random_state is the run's seed, a whole number of "
-                    f"0 or more (or None: the options' seed, 0 by default), not {seed!r}"
+                    f"{type(self).__name__}: random_state is the run's seed, a whole number "
+                    f"from 0 to 2**63 - 1 (or None: the options' seed, 0 by default), not {seed!r}"
                 )
             changes["seed"] = int(seed)
         return dataclasses.replace(options, **changes) if changes else options

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from deepsharp.core.cli_output import seed
 from deepsharp.core.comparing.step import _engines, compare_step
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.scan import scan_csv
@@ -82,7 +83,7 @@ def add_command(commands: Any, engine_help: str) -> None:
         help="for a checkpoint or network file without --pipeline: the target column; every "
         "other column is a number, in order",
     )
-    command.add_argument("--seed", type=int, default=0, help="draws the step's dropout masks (0)")
+    command.add_argument("--seed", type=seed, default=0, help="draws the step's dropout masks (0)")
     command.add_argument(
         "--plot", metavar="IMAGE", help="draw the ratios along the step into IMAGE"
     )

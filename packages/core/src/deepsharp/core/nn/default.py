@@ -34,12 +34,14 @@ def default_network(outputs: int, last: Layer | None = None) -> Network:
 def targets_scale(targets: Any) -> tuple[Any, Any]:
     """Number targets' spread (standard deviation) and mean, a column's own for each column of
     (N, targets): what a `Rescaling` at the end of a network trained on the targets standardised
-    (`standardised`) takes, to predict on their scale. A column whose values are all alike (to
-    a millionth of their size) has a spread of 1."""
+    (`standardised`) takes, to predict on their scale. A column of one value has a spread of 1.
+    (A column whose spread was under a millionth of its mean had a spread of 1 too, and was
+    learned unstandardised: 1e8 plus a signal of spread 90 was not learned, 1e20 plus one of
+    1e13 came out constant and 1e30 plus one of 1e22 diverged at the first step.)"""
     values = np.asarray(targets, np.float64).reshape(len(targets), -1)
     mean = values.mean(axis=0)
     spread = values.std(axis=0)
-    spread[~(spread > 1e-6 * np.abs(mean))] = 1.0
+    spread[~(spread > 0.0)] = 1.0
     return spread, mean
 
 
