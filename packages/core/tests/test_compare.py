@@ -3,6 +3,7 @@ named; what it refuses, and the forms it reads as (text, table, plot)."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -639,7 +640,8 @@ def test_compare_names_the_operations_whose_bound_bounds_nothing(
         "lstm_sequence_back in layer" in said
         and "its bound bounds nothing at output 1 of 4: up to" in str(found)
     )
-    assert found.to_frame()["vacuous"].any()
+    if importlib.util.find_spec("pandas") is not None:  # the frame needs pandas
+        assert found.to_frame()["vacuous"].any()
     # the command exits 2: nothing past its bound, but compare could not tell everywhere
     saved, numbers = tmp_path / "lstm.safetensors", tmp_path / "numbers.csv"
     network.save(saved)
