@@ -144,10 +144,10 @@ def judge(
         else:
             bounds = (np.zeros(ref64.shape), np.zeros(ref64.shape))
         found = _worst(ref, out, ref64, out64, bounds[0], bounds[1], family, index)
-        looser = np.maximum(bounds[0], bounds[1])
-        if family == "chains" and not vacuous and bounds_nothing(ref64, looser):
-            # a propagated bound; the others are the contract's own
-            vacuous = _nothing_said(ref64, looser, index, len(reference))
+        if family == "chains" and not vacuous:  # a propagated bound; the others are the
+            looser = np.maximum(bounds[0], bounds[1])  # contract's own
+            if bounds_nothing(ref64, looser):
+                vacuous = _nothing_said(ref64, looser, index, len(reference))
         if worst is None or not found.ratio <= worst.ratio:
             worst = found
     if worst is None:

@@ -166,7 +166,7 @@ class Comparison:
         """The chains (fast paths held to the bound their reference propagates) within a bound
         that bounds nothing (infinite, or past every value the operation gives): for these
         compare cannot tell whether the engines agree (`bounds.bounds_nothing`)."""
-        return [row for row in self.rows if row.vacuous and not row.broken]
+        return [row for row in self.rows if row.vacuous]  # never a row past its bound
 
     def bounds(self) -> list[str]:
         """What each engine's precision holds totals to, and which bound the comparison uses."""
