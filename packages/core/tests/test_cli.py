@@ -473,12 +473,16 @@ def test_import_from_a_removed_working_folder_says_so(model: Path, tmp_path: Pat
 # --- rows from what is not a regular file ----------------------------------------------------
 
 
-def test_rows_piped_into_dev_stdin_are_predicted_as_from_their_file(model: Path) -> None:
+@pytest.mark.parametrize("named", ["/dev/stdin", "-"])
+def test_rows_piped_into_dev_stdin_are_predicted_as_from_their_file(
+    model: Path, named: str
+) -> None:
+    """Before: '-' was 'no such CSV file', and `python -m deepsharp` no module."""
     from_file = _cli("predict", str(model), ROWS)
     with open(ROWS, "rb") as rows:
         cat = subprocess.Popen(["cat"], stdin=rows, stdout=subprocess.PIPE)  # stdin: a pipe
         piped = subprocess.run(
-            [sys.executable, "-m", "deepsharp.core.cli", "predict", str(model), "/dev/stdin"],
+            [sys.executable, "-m", "deepsharp", "predict", str(model), named],
             stdin=cat.stdout,
             capture_output=True,
             text=True,
@@ -488,6 +492,25 @@ def test_rows_piped_into_dev_stdin_are_predicted_as_from_their_file(model: Path)
     assert from_file.returncode == piped.returncode == 0, piped.stderr
     assert piped.stdout == from_file.stdout  # before: "the file is empty"
     assert piped.stdout.count("\n") == 892
+
+
+INTERRUPTED_IMPORTING = """
+import sys
+class Interrupt:  # Ctrl-C while the library is imported, before the command's own handling
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, Interrupt())
+from deepsharp.__main__ import main
+sys.exit(main())
+"""
+
+
+def test_ctrl_c_while_the_library_is_imported_is_one_line() -> None:
+    """Before (trial SK): Ctrl-C in the command's first 0.3 s printed a traceback."""
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_IMPORTING, "doctor"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert (done.returncode, done.stderr, done.stdout) == (130, "deepsharp: interrupted\n", "")
 
 
 def test_a_named_pipe_nothing_writes_into_is_one_line_at_once(model: Path, tmp_path: Path) -> None:

@@ -587,6 +587,27 @@ def test_a_target_of_one_value_and_a_file_of_semicolons_are_refused_saying_so(
     assert "the file is separated by ';'" in _one_line_error(capsys)
 
 
+def test_a_class_target_of_nearly_one_value_a_row_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before (trial SK): --target Ticket made 681 classes, printed the network, then failed at
+    the split ('the target value ... was not in the training rows')."""
+    out = str(tmp_path / "t")
+    assert main(["train", TITANIC, "--target", "Ticket", "--out", out, "--no-progress"]) == 1
+    said = _one_line_error(capsys)
+    assert "the target 'Ticket' holds 681 distinct values over 891 rows, 547 of them" in said
+    assert "nearly one a row" in said and "choose another column as the target" in said
+    rows = [
+        {"x": i % 7 * 0.5, "y": f"c{i // 2}"} for i in range(20)
+    ]  # each class on two rows: classes
+    assert infer_pipeline(rows, "y").target_kind == "classes"
+    two_alone = [*rows[:-1], {"x": 0, "y": "lone"}]  # 'c9' and 'lone' on one row each: fine
+    assert infer_pipeline(two_alone, "y").target_kind == "classes"
+    names = [{"x": i % 7 * 0.5, "y": f"name {i}"} for i in range(20)]
+    with pytest.raises(DataError, match="20 distinct values over 20 rows, 20 of them on one row"):
+        infer_pipeline(names, "y")
+
+
 def test_a_flag_of_a_value_on_every_row_warns_naming_true_and_false() -> None:
     """Before: a flag of a True/False column was 1 on every row, silently."""
     rows = [{"member": v, "y": int(v)} for v in (True, False, True, False)]

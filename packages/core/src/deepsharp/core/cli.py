@@ -26,6 +26,7 @@ from deepsharp.core.cli_output import (
     interrupted_run,
     left_behind,
     quiet_stdout,
+    rows_from_stdin,
     seed,
     system_said,
     to_stdout,
@@ -100,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
         "the optimizer Adam(0.001); the report is printed and the trained network written to "
         "FILE, for `deepsharp predict`.",
     )
-    train.add_argument("rows", metavar="ROWS.csv", help="the training rows, a header line first")
+    train.add_argument("rows", metavar="ROWS.csv", help="the rows, a header first (-: stdin)")
     train.add_argument("--target", required=True, metavar="COLUMN", help="the column to predict")
     train.add_argument(
         "--out", required=True, metavar="FILE", help="write the trained network to FILE"
@@ -146,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
         "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
     )
     predict.add_argument(
-        "rows", metavar="ROWS.csv", help="rows with the columns the pipeline reads (CSV or Parquet)"
+        "rows", metavar="ROWS.csv", help="rows with the pipeline's columns (CSV, Parquet; -: stdin)"
     )
     predict.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
     predict.add_argument(
@@ -231,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     try:
         _no_empty_names(arguments)
+        rows_from_stdin(arguments)
         if arguments.command == "sample":
             return _sample(arguments)
         if arguments.command == "train":

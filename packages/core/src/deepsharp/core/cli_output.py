@@ -19,6 +19,7 @@ __all__ = [
     "interrupted_run",
     "left_behind",
     "quiet_stdout",
+    "rows_from_stdin",
     "system_said",
     "to_stdout",
     "writable",
@@ -35,6 +36,19 @@ def system_said(error: OSError, doing: str = "", path: str | None = None) -> str
     named = path if path is not None else error.filename
     where = f" {os.fspath(named)!r}" if named is not None else ""
     return f"{doing or 'cannot open'}{where}: {reason}"
+
+
+def rows_from_stdin(arguments: argparse.Namespace) -> None:
+    """ROWS given as '-' (`cat rows.csv | deepsharp predict model.ds -`): standard input,
+    read as any pipe is, once and as it comes, through the system's name for it."""
+    if getattr(arguments, "rows", None) != "-":
+        return
+    if not os.path.exists("/dev/stdin"):
+        raise CommandError(
+            "ROWS '-' reads the rows from standard input through /dev/stdin, which this system "
+            "does not have: give the rows' file instead"
+        )
+    arguments.rows = "/dev/stdin"
 
 
 def writable(path: str, option: str, printed: bool = True, through: bool = True) -> None:

@@ -53,7 +53,7 @@ def add_command(commands: Any, engine_help: str) -> None:
         "file", metavar="FILE", help="a trained file, a checkpoint or a network file"
     )
     command.add_argument(
-        "rows", metavar="ROWS.csv", help="rows with the columns the pipeline reads"
+        "rows", metavar="ROWS.csv", help="rows with the columns the pipeline reads (-: stdin)"
     )
     command.add_argument(
         "--engines",

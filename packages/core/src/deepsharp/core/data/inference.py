@@ -423,6 +423,8 @@ def infer_pipeline(
     choices = [_choose(profile(name, taken[name]), rules) for name in names if name != target]
     aim = profile(target, taken[target])
     kind, why = _target_kind(aim)
+    if kind == "classes":
+        _not_one_a_row(target, taken[target])
     inputs = _inputs(choices)
     pipeline = Pipeline()
     for choice in choices:
@@ -509,6 +511,23 @@ def _target_kind(column: Profile) -> tuple[TargetKind, str]:
         present = column.numbers[~np.isnan(column.numbers)]
         return "number", (f"numbers from {present.min():g} to {present.max():g}, taken as they are")
     return "classes", f"{column.distinct} values ({column.some()}): a chance for each"
+
+
+def _not_one_a_row(name: ColumnName, values: Column) -> None:
+    """Refuse, before any run, a class target of nearly one value a row (a name, a ticket
+    number): more than half its rows hold a value no other row holds. Such a value is learned
+    from its row alone, and cannot be both among a split's training rows and checked."""
+    counts = Counter(text for text in map(label, values) if text is not None)
+    once = sum(1 for count in counts.values() if count == 1)
+    present = sum(counts.values())
+    if once * 2 > present:
+        raise DataError(
+            f"the target {name!r} holds {len(counts)} distinct values over {present} rows, "
+            f"{once} of them on one row alone: nearly one a row (a name, an identifier), not "
+            "classes to learn (a class is learned from its rows, and a value on one row cannot "
+            "be both trained on and checked); choose another column as the target, or group its "
+            "values into fewer classes"
+        )
 
 
 def _missing_category(column: Profile) -> str:
