@@ -214,3 +214,53 @@ def test_the_harness_says_nothing_of_its_own_file_and_names_a_wrong_shape() -> N
     with pytest.raises(TypeError, match=r"shape is one row's shape, .*the rows themselves go"):
         check_layer(_ScriptScaled(), np.ones((3, 4), np.float32))  # type: ignore[arg-type]
     check_layer(_ScriptScaled(), np.array([3]))  # type: ignore[arg-type]  # a shape, as NumPy's
+
+
+# --- layers that break a promise the harness did not check (trial EN) -----------------------
+
+
+class _FirstRowOnly(Layer):
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return ops.mean(x, 0, keepdims=True)  # one row, whatever the rows given
+
+
+class _MixesRows(Layer):
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return x - ops.mean(x, 0)  # each row less the batch's mean
+
+
+class _ReversedRows(Layer):
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        rows = [ops.slice(x, 0, i, i + 1) for i in reversed(range(x.shape[0]))]
+        return ops.concatenate(rows, 0)
+
+
+class _Counting(Layer):
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.calls = 0
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        self.calls += 1  # state kept between calls: each pass scales by one more
+        return x * float(self.calls)
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+
+@pytest.mark.parametrize(
+    ("made", "said"),
+    [
+        (_FirstRowOnly, r"'_firstrowonly'.*: its forward gives 1 rows for 3 rows in"),
+        (_MixesRows, r"'_mixesrows'.*evaluation pass, row 0's output among 3 rows is .*alone"),
+        (_ReversedRows, r"'_reversedrows'.*row 0's output among 3 rows is .*from that row alone"),
+        (_Counting, r"'_counting'.*run again on the same rows.*other values.*keeps state"),
+    ],
+)
+def test_the_harness_catches_rows_lost_mixed_or_a_forward_that_keeps_state(
+    made: Callable[[], Layer], said: str
+) -> None:
+    """Before (trial EN): each passed on every engine (the counting one as 'its way back is
+    wrong'); the first failed later in fit, blaming the targets' shape."""
+    with pytest.raises(AssertionError, match=said):
+        check_layer(made(), (4,), training=False)

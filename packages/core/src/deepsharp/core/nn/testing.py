@@ -2,7 +2,10 @@
 `run_layer_test` does): `check_layer(Dense(4), (3,))`.
 
 One call holds a layer to what a layer promises:
-- it builds for rows of the given shape(s), and its output has the shape its build said;
+- it builds for rows of the given shape(s), and its output has the shape its build said, a row
+  for each row given;
+- its forward pass is a function of its inputs, slots, buffers and pass: run again, the same
+  values; and in an evaluation pass each row's output is the one it gets alone;
 - its way back is right: on a float64 engine (the light engine's float64 twin) the gradients of
   sum(out · r) towards every float input and every slot agree with central differences of the
   forward pass (|rule - nudged| <= 1e-7 + 1e-5·|nudged|, the contract's nudging tolerance);
@@ -103,6 +106,20 @@ def check_layer(
             f"{layer.label}: its build said rows of shape {network.output_shape}, its forward "
             f"gives {tuple(out.shape[1:])}"
         )
+    if out.shape[0] != len(given[0]):
+        raise AssertionError(
+            f"{layer.label}: its forward gives {out.shape[0]} rows for {len(given[0])} rows in; "
+            "a layer gives one output row for each row it is given"
+        )
+    again = _output(network, reference, given, slots, buffers, training, seed)
+    if again.tobytes() != out.tobytes():
+        raise AssertionError(
+            f"{layer.label}: its forward pass, run again on the same rows, slots and pass, gives "
+            f"other values (up to {float(np.abs(again - out).max())!r} apart): it keeps state "
+            "between calls (an attribute it changes, a buffer it writes in each pass); a "
+            "forward pass must depend only on its inputs, slots, buffers and pass"
+        )
+    _rows_alone(network, reference, given, slots, buffers)
     found.output, found.gradients = out, grads
     found.nudge_ratio = _nudge(
         network, reference, given, slots, buffers, training, projection, grads, nudged, seed
@@ -162,6 +179,21 @@ def _pass(
     )
 
 
+def _output(
+    network: Network,
+    engine: Engine,
+    given: Sequence[Array],
+    slots: Mapping[str, Array],
+    buffers: Mapping[str, Array],
+    training: bool,
+    seed: int,
+) -> Array:
+    bound = network.put(engine, (slots, buffers))
+    xs = [Tensor.put(engine, x) for x in given]
+    out = network.forward(xs, bound, Pass(engine, training, Generator(seed).next_key()))
+    return np.asarray(engine.get(out.handle), np.float64)
+
+
 def _value(
     network: Network,
     engine: Engine,
@@ -172,10 +204,35 @@ def _value(
     projection: Array,
     seed: int,
 ) -> float:
-    bound = network.put(engine, (slots, buffers))
-    xs = [Tensor.put(engine, x) for x in given]
-    out = network.forward(xs, bound, Pass(engine, training, Generator(seed).next_key()))
-    return float(np.sum(np.asarray(engine.get(out.handle), np.float64) * projection))
+    return float(
+        np.sum(_output(network, engine, given, slots, buffers, training, seed) * projection)
+    )
+
+
+def _rows_alone(
+    network: Network,
+    engine: Engine,
+    given: Sequence[Array],
+    slots: Mapping[str, Array],
+    buffers: Mapping[str, Array],
+) -> None:
+    """In an evaluation pass, each row's output is the one it gets alone: serving passes rows
+    in chunks (the last one padded), so no row's answer may depend on its company. Within
+    1e-9 of the row's largest value: the float64 engine may add a row's terms in another
+    order alone (a matrix-vector product) than among others."""
+    together = _output(network, engine, given, slots, buffers, False, 0)
+    for row in range(len(together) if len(together) > 1 else 0):
+        alone = _output(
+            network, engine, [x[row : row + 1] for x in given], slots, buffers, False, 0
+        )
+        ref = together[row : row + 1]
+        apart = float(np.abs(alone - ref).max()) if ref.size else 0.0
+        if not apart <= 1e-9 * (float(np.abs(ref).max()) if ref.size else 0.0) + 1e-300:
+            raise AssertionError(
+                f"{network.layers[0].label}: in an evaluation pass, row {row}'s output among "
+                f"{len(together)} rows is {apart!r} from its output alone: a row's output must "
+                "come from that row alone (predict serves rows in chunks, the last one padded)"
+            )
 
 
 def _nudge(
