@@ -153,6 +153,14 @@ def test_infinities_and_nans_come_out_as_float_addition_makes_them() -> None:
     np.testing.assert_array_equal(got, np.array([np.inf, np.nan, np.nan, 6, -np.inf], F32))
 
 
+def test_a_mean_over_an_empty_axis_is_nan_as_numpy_s() -> None:
+    """Before (trial EN): a RecursionError, its NaN taken for a total that overflowed."""
+    engine = TestBufferEngine()
+    got = engine.get(engine.mean(engine.put(np.zeros((0, 3), F32)), (0,)))
+    assert got.shape == (3,) and np.isnan(got).all()
+    assert engine.get(engine.sum(engine.put(np.zeros((0, 3), F32)), (0,))).tolist() == [0, 0, 0]
+
+
 def test_means_divide_by_counts_float32_cannot_hold() -> None:
     """A count above 2**24 is not a float32; the quotient is corrected by its remainder, so it
     stays within a rounding of the exact one, where dividing by the rounded count does not."""

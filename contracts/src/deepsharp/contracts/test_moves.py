@@ -132,6 +132,19 @@ def test_max_moves_every_bit(
     contract.moves("max", got, np.max(x, axis=axes, keepdims=keepdims))
 
 
+def test_max_is_nan_where_a_nan_is_among_the_values(engine: Engine, contract: Contract) -> None:
+    """NumPy's max: NaN where any value is NaN, infinities compared as values (onnxruntime's
+    ReduceMax passed over a NaN)."""
+    nan, inf = np.nan, np.inf
+    x = np.array([[1, nan, 2], [inf, 3, -1], [-inf, -inf, -5], [nan, nan, nan], [2, 1, nan]])
+    x = x.astype(np.float32)
+    got = engine.get(engine.max(engine.put(x), (1,), False))
+    expected = np.max(x, axis=1)
+    if not np.array_equal(np.isnan(got), np.isnan(expected)):
+        raise AssertionError(f"max on {contract.spec}: {got} where NumPy's max gives {expected}")
+    contract.moves("max", got[~np.isnan(expected)], expected[~np.isnan(expected)])
+
+
 @pinned
 @given(count=st.integers(1, 40), classes=st.integers(1, 12), seed=seeds)
 def test_one_hot_moves_every_bit(

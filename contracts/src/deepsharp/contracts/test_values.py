@@ -84,7 +84,7 @@ UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], dict[str, Any]]] = {
     "abs": (np.abs, {}),
     "exp": (np.exp, {"high": 1.9}),  # below e**80: finite in float32
     "log": (np.log, {"signs": "positive", "low": -30, "high": 30, "zeros": 0.0}),
-    "log1p": (np.log1p, {"signs": "positive", "low": -8, "high": 30}),
+    "log1p": (np.log1p, {"signs": "positive", "low": -8, "high": 38.5}),  # to 3e38
     "sqrt": (np.sqrt, {"signs": "positive", "low": -30, "high": 30}),
     "softplus": (lambda x: Float64Engine().softplus(x), {"low": -6, "high": 4}),
     "tanh": (np.tanh, {"low": -6, "high": 2}),

@@ -139,12 +139,14 @@ def where(g: OnnxGraph, xs: list[str], shapes: Shapes) -> list[str]:
 
 def log1p(g: OnnxGraph, xs: list[str], shapes: Shapes) -> list[str]:
     """log(1 + x), which ONNX lacks, accurate relative to its value for small x too (Kahan's
-    form): u = 1 + x; x where u rounds to 1, else log(u)·x / (u - 1), which cancels the
-    rounding of u."""
+    form): u = 1 + x; x where u rounds to 1, else log(u)·(x / (u - 1)), which cancels the
+    rounding of u. The ratio is taken first, and is 1 where u - 1 is x exactly: log(u)·x
+    overflowed past 4e36, and inf / inf was NaN (trial EN)."""
     x = xs[0]
     u = g.one("Add", x, g.scalar(1.0))
     shifted = g.one("Sub", u, g.scalar(1.0))
-    corrected = g.one("Div", g.one("Mul", g.one("Log", u), x), shifted)
+    ratio = g.one("Where", g.one("Equal", shifted, x), g.scalar(1.0), g.one("Div", x, shifted))
+    corrected = g.one("Mul", g.one("Log", u), ratio)
     return [g.one("Where", g.one("Equal", shifted, g.scalar(0.0)), x, corrected)]
 
 
@@ -206,7 +208,12 @@ def broadcast_to(g: OnnxGraph, xs: list[str], shapes: Shapes, shape: Any) -> lis
 def max_(
     g: OnnxGraph, xs: list[str], shapes: Shapes, axes: Any, keepdims: bool = False
 ) -> list[str]:
-    return [_reduce(g, "ReduceMax", xs[0], tuple(axes), keepdims)]
+    """ReduceMax, NaN where a NaN is among the values (onnxruntime's passes over NaN)."""
+    highest = _reduce(g, "ReduceMax", xs[0], tuple(axes), keepdims)
+    nans = _reduce(
+        g, "ReduceMax", g.one("Cast", g.one("IsNaN", xs[0]), to=_FLOAT), tuple(axes), keepdims
+    )
+    return [g.one("Where", g.one("Greater", nans, g.scalar(0.0)), g.scalar(float("nan")), highest)]
 
 
 def one_hot(g: OnnxGraph, xs: list[str], shapes: Shapes, classes: int) -> list[str]:

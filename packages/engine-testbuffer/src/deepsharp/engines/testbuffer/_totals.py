@@ -108,7 +108,8 @@ def totals(rows: Array, mean: bool = False) -> Array:
         result = _quotient(total, carry, rows.shape[1])[0]
     with np.errstate(invalid="ignore"):
         lost = ~np.isfinite(result) & np.isfinite(rows).all(1)
-    if lost.any():  # a partial total overflowed (3e38 + 3e38): those rows again, scaled down
+    if lost.any() and rows.shape[1]:  # a partial total overflowed (3e38 + 3e38): those rows
+        # again, scaled down (a mean of nothing is NaN as it stands)
         shift = _shift(rows.shape[1])
         again = totals(np.ldexp(rows[lost], -shift), mean)
         with np.errstate(over="ignore"):
