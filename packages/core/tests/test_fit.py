@@ -38,6 +38,7 @@ from deepsharp.core import (
     Relu,
     Run,
     RunState,
+    ShapeError,
     StateError,
     Tensor,
     TrainedNetwork,
@@ -116,6 +117,21 @@ def test_arrays_with_test_rows_apart_and_a_split_that_leaves_no_test_fraction() 
         test_rows=(x_test / 16, y_test),
     )
     assert run.report.test_rows == 1797
+
+
+def test_test_rows_that_do_not_fit_are_named_as_the_test_rows() -> None:
+    """Before (trial DX): 'the features have rows of shape (10,)...', as if of the training
+    arrays, which were right."""
+    x, y = optdigits("train")
+    x, y = x[:200] / 16, y[:200]
+    for test, said in [
+        ((x[:50, :10], y[:50]), r"test_rows: the features have rows of shape \(10,\)"),
+        ((x[:50], y[:40]), r"test_rows: x holds 50 rows but y has shape \(40,\)"),
+        ((x[:50], y[:50] + 20), r"test_rows: CrossEntropy: class indices must lie in 0\.\.9"),
+    ]:
+        with pytest.raises((DataError, ShapeError), match=said):
+            fit(None, (x, y), dense_digits(), CrossEntropy(), Adam(0.01), quick(epochs=1),
+                test_rows=test)  # fmt: skip
 
 
 def test_images_as_arrays_go_to_a_convolutional_network_as_they_are() -> None:

@@ -17,6 +17,7 @@ from deepsharp.core import (
     DeepSharpWarning,
     Dense,
     FitOptions,
+    Layer,
     Loss,
     MeanSquaredError,
     Network,
@@ -98,6 +99,31 @@ def test_a_loss_of_one_s_own_whose_settings_no_config_records_warns_at_save(
     with pytest.warns(DeepSharpWarning, match=r"Shifted takes shift and records none of them"):
         run.trained.save(tmp_path / "shifted.safetensors")
     assert isinstance(TrainedNetwork.load(tmp_path / "shifted.safetensors").loss, Shifted)
+
+
+class Times(Layer):
+    def __init__(self, k: float = 3.0, name: str | None = None) -> None:
+        super().__init__(name)
+        self.k = k
+
+    def forward(self, x: Tensor, slots: Any, context: Any) -> Tensor:
+        return x * self.k
+
+
+def test_a_layer_of_one_s_own_whose_settings_no_config_records_warns_at_save(
+    tmp_path: Path,
+) -> None:
+    """Before (trial DX): Times(5.0) saved without a word and loaded as Times(3.0), its
+    predictions other values, silently (a loss in its place warned)."""
+    x, y = _data()
+    run = fit(None, (x, y), Network([Times(5.0), Dense(1)]), MeanSquaredError(), Adam(0.01),
+              FitOptions(seed=1, epochs=1, progress=False))  # fmt: skip
+    with pytest.warns(DeepSharpWarning, match=r"the layer Times takes k and records none of th"):
+        run.trained.save(tmp_path / "times.safetensors")
+    with warnings.catch_warnings():  # once a kind
+        warnings.simplefilter("error")
+        run.trained.save(tmp_path / "again.safetensors")
+        run.trained.network.save(tmp_path / "network.safetensors")
 
 
 def test_an_optimizer_of_one_s_own_is_counted_so_its_schedule_moves_on() -> None:

@@ -60,3 +60,14 @@ def test_a_dense_layer_after_images_asks_for_flatten() -> None:
 def test_a_pool_too_big_for_its_images_is_refused() -> None:
     with pytest.raises(ShapeError, match=r"layer 'maxpool2d' .*\(1, 1, 1\)"):
         Network([MaxPool2D(2), Flatten()], inputs=(1, 1, 1))
+
+
+def test_build_takes_a_feature_count_as_the_constructor_s_inputs_does() -> None:
+    """Before (trial DX): Network(...).build(14) was TypeError: 'int' object is not iterable."""
+    network = Network([Dense(16), Relu(), Dense(1)])
+    network.build(14)
+    assert network.input_specs[0].shape == (14,) and network.output_shape == (1,)
+    with pytest.raises(ShapeError, match=r"built for rows of shape \(14,\), not \(13,\)"):
+        network.build(13)
+    with pytest.raises(ValueError, match=r"build's shape of 'input' is a feature count or a"):
+        Network([Dense(1)]).build("x")  # type: ignore[arg-type]

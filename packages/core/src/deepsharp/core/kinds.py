@@ -8,10 +8,14 @@ when a file is read, and two users' classes of one name do not replace each othe
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from collections.abc import Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["Kinds"]
+from deepsharp.core.errors import DeepSharpWarning
+
+__all__ = ["Kinds", "warn_unrecorded"]
 
 T = TypeVar("T")
 
@@ -59,3 +63,33 @@ class Kinds(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._classes)
+
+
+_WARNED: set[type] = set()
+
+
+def warn_unrecorded(made: object, base: type, what: str, config: dict[str, Any]) -> None:
+    """Warn, once a kind, where a class of one's own (a layer, a loss) takes settings its
+    constructor is given and records none (it has the base's config(), {}): a file loaded
+    makes it with its defaults, and a setting given is silently lost (its predictions too)."""
+    kind = type(made)
+    if config or kind.config is not base.config or kind in _WARNED:  # type: ignore[attr-defined]
+        return
+    try:
+        taken = [
+            name
+            for name, parameter in inspect.signature(kind).parameters.items()
+            if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+            and name != "name"
+        ]
+    except (TypeError, ValueError):
+        return
+    if taken:
+        _WARNED.add(kind)
+        warnings.warn(
+            f"the {what} {kind.__name__} takes {', '.join(taken)} and records none of them (it "
+            "has no config() of its own): a file saved with it loads it with its defaults. "
+            f"Write config(self) returning them ({{{taken[0]!r}: self.{taken[0]}, ...}})",
+            DeepSharpWarning,
+            stacklevel=3,
+        )

@@ -18,7 +18,6 @@ float targets, `float_targets(self, targets, outputs)`); `task` ("binary", "clas
 
 from __future__ import annotations
 
-import inspect
 import math
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -37,7 +36,7 @@ from deepsharp.core.errors import (
     ShapeError,
     json_values,
 )
-from deepsharp.core.kinds import Kinds
+from deepsharp.core.kinds import Kinds, warn_unrecorded
 
 if TYPE_CHECKING:
     from deepsharp.core.nn.network import Network
@@ -624,34 +623,5 @@ def loss_to_json(loss: Loss) -> dict[str, Any]:
     ConfigurationError naming the loss: a NumPy number in a config() of one's own stopped a
     run at its first checkpoint, and `save`, with json's own error)."""
     config = json_values(loss.config(), f"the loss {type(loss).__name__}: its config()")
-    _warn_unrecorded(loss, config)
+    warn_unrecorded(loss, Loss, "loss", config)
     return {"kind": loss.key, "config": config}
-
-
-_WARNED: set[type[Loss]] = set()
-
-
-def _warn_unrecorded(loss: Loss, config: dict[str, Any]) -> None:
-    """Warn, once a kind, where a loss of one's own takes settings its constructor is given
-    and records none (the base config(), {}): a file loaded makes it with its defaults, and a
-    setting given is silently lost."""
-    kind = type(loss)
-    if config or type(loss).config is not Loss.config or kind in _WARNED:
-        return
-    try:
-        taken = [
-            name
-            for name, parameter in inspect.signature(kind).parameters.items()
-            if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
-        ]
-    except (TypeError, ValueError):
-        return
-    if taken:
-        _WARNED.add(kind)
-        warnings.warn(
-            f"the loss {kind.__name__} takes {', '.join(taken)} and records none of them (it "
-            "has no config() of its own): a file saved with it loads it with its defaults. "
-            f"Write config(self) returning them ({{{taken[0]!r}: self.{taken[0]}, ...}})",
-            DeepSharpWarning,
-            stacklevel=3,
-        )

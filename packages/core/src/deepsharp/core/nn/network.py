@@ -177,14 +177,16 @@ class Network:
         if inputs is not None:
             shapes = dict(inputs) if isinstance(inputs, Mapping) else {self.input_names[0]: inputs}
             for spec in self.input_specs:
-                given = shapes.get(spec.name)
-                if given is None or tuple(given) == spec.shape:
+                if shapes.get(spec.name) is None:
+                    continue
+                given = row_shape(shapes[spec.name], f"build's shape of {spec.name!r}")
+                if given == spec.shape:
                     continue
                 if self.built:
                     raise ShapeError(
-                        f"the network was built for rows of shape {spec.shape}, not {tuple(given)}"
+                        f"the network was built for rows of shape {spec.shape}, not {given}"
                     )
-                spec.shape = tuple(given)
+                spec.shape = given
         if self.built:
             return
         if any(spec.shape is None for spec in self.input_specs):

@@ -23,8 +23,15 @@ from numpy.typing import NDArray
 
 from deepsharp.core.errors import FileFormatError, StateError
 from deepsharp.core.files import Declared, Expectation, read_safetensors, write_safetensors
+from deepsharp.core.kinds import warn_unrecorded
 from deepsharp.core.nn.graph import DTYPES, Graph, InputSpec, Node, check_layer_name, row_shape
-from deepsharp.core.nn.layer import BufferSpec, SlotSpec, layer_from_json, value_refusal
+from deepsharp.core.nn.layer import (
+    BufferSpec,
+    Layer,
+    SlotSpec,
+    layer_from_json,
+    value_refusal,
+)
 from deepsharp.core.version import __version__
 
 if TYPE_CHECKING:
@@ -100,12 +107,18 @@ def network_to_json(network: Network) -> dict[str, Any]:
             for spec in graph.inputs
         ],
         "layers": [
-            {"kind": layer.key, "name": layer.name, "config": layer.config()}
+            {"kind": layer.key, "name": layer.name, "config": _config(layer)}
             for layer in graph.layers
         ],
         "nodes": [[node.layer, list(node.sources)] for node in graph.nodes],
         "chain": network.chained,
     }
+
+
+def _config(layer: Layer) -> dict[str, Any]:
+    config = layer.config()
+    warn_unrecorded(layer, Layer, "layer", config)
+    return config
 
 
 def network_from_json(

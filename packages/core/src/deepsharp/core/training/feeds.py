@@ -22,7 +22,7 @@ from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.data.sources import Part, is_frame, row_count, row_naming, rows_of, take
 from deepsharp.core.data.values import ColumnName, rows_named
-from deepsharp.core.errors import ConfigurationError, DataError, described
+from deepsharp.core.errors import ConfigurationError, DataError, ShapeError, described
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Features, Network
 from deepsharp.core.random import Generator, KeyedOrder, Streams
@@ -234,11 +234,14 @@ class Arrays(Source):
         if test is not None:
             if not (isinstance(test, tuple) and len(test) == 2):
                 raise DataError("test rows for arrays come as a pair (x_test, y_test)")
-            test_x, test_y = _pair(network.named(test[0]), test[1])
-            apart = ArrayFeed(
-                _shaped(pipeline.features(test_x), pipeline, network),
-                loss.targets(test_y, network.outputs),
-            )
+            try:  # said of test_rows: the same words fit the training arrays
+                test_x, test_y = _pair(network.named(test[0]), test[1])
+                apart = ArrayFeed(
+                    _shaped(pipeline.features(test_x), pipeline, network),
+                    loss.targets(test_y, network.outputs),
+                )
+            except (DataError, ShapeError) as error:
+                raise type(error)(f"test_rows: {error}") from None
         return _in_memory(pipeline, whole, parts, apart)
 
 
