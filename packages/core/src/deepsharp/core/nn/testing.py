@@ -194,21 +194,6 @@ def _output(
     return np.asarray(engine.get(out.handle), np.float64)
 
 
-def _value(
-    network: Network,
-    engine: Engine,
-    given: Sequence[Array],
-    slots: Mapping[str, Array],
-    buffers: Mapping[str, Array],
-    training: bool,
-    projection: Array,
-    seed: int,
-) -> float:
-    return float(
-        np.sum(_output(network, engine, given, slots, buffers, training, seed) * projection)
-    )
-
-
 def _rows_alone(
     network: Network,
     engine: Engine,
@@ -262,19 +247,13 @@ def _nudge(
             for step in (NUDGE, -NUDGE):
                 moved = base.copy()
                 moved[place] += step
+                now, changed = list(values), dict(slots)
                 if is_input:
-                    now = list(values)
                     now[int(name.split()[1])] = moved
-                    sides.append(
-                        _value(network, engine, now, slots, buffers, training, projection, seed)
-                    )
                 else:
-                    changed = {**slots, name: moved}
-                    sides.append(
-                        _value(
-                            network, engine, values, changed, buffers, training, projection, seed
-                        )
-                    )
+                    changed[name] = moved
+                out = _output(network, engine, now, changed, buffers, training, seed)
+                sides.append(float(np.sum(out * projection)))
             expected = (sides[0] - sides[1]) / (2 * NUDGE)
             ratio = abs(gradient[place] - expected) / (1e-7 + 1e-5 * abs(expected))
             if ratio > 1.0:
