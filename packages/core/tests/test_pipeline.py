@@ -585,7 +585,7 @@ def test_a_frame_made_from_an_array_has_whole_number_column_names_shown_as_such(
     with pytest.raises(
         DataError,
         match=r"has no column '0'; the DataFrame has the columns: 0, 1 "
-        r"\(that column's name is 0, not '0'",
+        r"\(the rows name that column 0, not '0': the pipeline and the rows must name it alike",
     ):
         Pipeline().number("0").learn(frame)
     pipe = Pipeline().number(0).number(1, scale=False).learn(frame)

@@ -370,3 +370,23 @@ def test_a_run_hands_the_flat_image_features_to_a_convolutional_network() -> Non
     predictions = run.trained.predict(rows[:3])
     assert predictions.shape == (3, 2)
     assert np.allclose(predictions.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_an_image_as_text_reads_its_numbers_by_the_one_rule_for_numbers() -> None:
+    """Before (trial PL): a missing word among an image's numbers ('1 NA 3 4') ended in a bare
+    StopIteration; '1_000' and full-width digits were read as numbers (a number column refuses
+    them); a width-1 image's scalar was taken among scalars only, refused beside a list."""
+    learned = Pipeline().image("p", (1, 2, 2)).learn([{"p": [1, 2, 3, 4]}])
+    for text, said in [
+        ("1 NA 3 4", r"column 'p': .*but value 1 \(counting from 0\) is missing \(nan\)"),
+        ("1 2 null 4", r"column 'p': .*but value 2 \(counting from 0\) is missing \(nan\)"),
+        ("1_000 2 3 4", r"column 'p': .*found '1_000', which is no number"),
+        ("\uff11 2 3 4", r"column 'p': .*found '\uff11', which is no number"),
+    ]:
+        with pytest.raises(DataError, match=said):
+            learned.features([{"p": text}])
+    assert learned.features([{"p": "1 2 3 4"}]).tolist() == [[1.0, 2.0, 3.0, 4.0]]
+    one = Pipeline().image("p", 1).learn([{"p": 1.0}])
+    assert one.features([{"p": 2.0}, {"p": [3]}]).tolist() == [[2.0], [3.0]]
+    with pytest.raises(DataError, match=r"row 1 .*found bool True"):
+        one.features([{"p": True}, {"p": [3]}])

@@ -144,17 +144,27 @@ def test_a_bad_value_is_named_by_file_and_line_even_after_blank_lines_and_long_r
     assert not pipeline.is_learned
 
 
-def test_text_that_is_not_csv_or_not_utf8_is_named_as_read_csv_names_it(tmp_path: Path) -> None:
-    long = tmp_path / "long.csv"
-    long.write_text("a,b\n1,2\n3," + "x" * 200_000 + "\n", encoding="utf-8")
+def test_text_that_is_not_utf8_is_named_as_read_csv_names_it(tmp_path: Path) -> None:
     latin = tmp_path / "latin.csv"
     latin.write_bytes("a,b\n1,caf\xe9\n".encode("latin-1"))
-    for path in (long, latin):
-        with pytest.raises(DataError) as by_read_csv:
-            read_csv(path)
-        with pytest.raises(DataError) as by_scan:
-            list(scan_csv(path).parts())
-        assert str(by_scan.value) == str(by_read_csv.value)
+    with pytest.raises(DataError) as by_read_csv:
+        read_csv(latin)
+    with pytest.raises(DataError) as by_scan:
+        list(scan_csv(latin).parts())
+    assert str(by_scan.value) == str(by_read_csv.value)
+    assert "save it as UTF-8 (iconv -f latin1 -t utf-8" in str(by_scan.value)
+
+
+def test_a_field_longer_than_csv_s_own_limit_is_read(tmp_path: Path) -> None:
+    """Before (trial PL): a field over 131,072 characters (an image of 3 x 128 x 128 pixels as
+    text) was 'not valid CSV: field larger than field limit', in a valid file."""
+    long = tmp_path / "long.csv"
+    pixels = " ".join(str(i % 256) for i in range(3 * 128 * 128))  # 175 KB
+    long.write_text(f'a,b\n1,2\n3,"{pixels}"\n', encoding="utf-8")
+    rows = read_csv(long)
+    assert rows[1]["b"] == pixels and _rows(list(scan_csv(long).parts())) == rows
+    features = Pipeline().image("b", (3, 128, 128), scale=None).learn(rows[1:]).features(rows[1:])
+    assert features.shape == (1, 3 * 128 * 128) and features[0, 257] == 1.0
 
 
 def test_files_that_are_no_csv_files_are_refused_as_read_csv_refuses_them(tmp_path: Path) -> None:

@@ -285,3 +285,13 @@ def test_words_keep_the_vowel_signs_and_viramas_of_indic_scripts() -> None:
     pipeline = Pipeline().text("t", length=4).learn([{"t": "हिन्दी भाषा"}, {"t": "हुन्दा भूषा"}])
     ids = pipeline.features([{"t": "हिन्दी भाषा"}, {"t": "हुन्दा भूषा"}])
     assert ids[0].tolist() != ids[1].tolist()
+
+
+def test_pandas_missing_markers_and_numpy_nans_in_a_text_column_are_all_padding() -> None:
+    """Before (trial PL): pd.NA and np.float32('nan') in rows as dicts were refused as no text
+    (a frame's were padding, as every other kind of column takes them as missing)."""
+    pandas = pytest.importorskip("pandas")
+    learned = Pipeline().text("t", length=4, vocabulary=10).learn([{"t": "a b"}])
+    missing = [pandas.NA, np.float32("nan"), np.float16("nan"), None, float("nan")]
+    assert learned.features([{"t": value} for value in missing]).tolist() == [[0] * 4] * 5
+    assert learned.features([{"t": "NA"}]).tolist() == [[1, 0, 0, 0]]  # text: an unknown word

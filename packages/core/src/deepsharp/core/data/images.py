@@ -195,13 +195,24 @@ class Image(ColumnKind):
                 raise DataError(
                     f"{where}: the image is missing (empty text); expected {self._expected()}"
                 )
-            try:
+            try:  # Python's float for speed, where it reads as the one rule for numbers does
+                if "_" in value or not value.isascii():  # "1_000", full-width digits: no number
+                    raise ValueError(value)
                 parsed = np.array([float(t) for t in tokens], dtype=np.float64)
             except ValueError:
-                bad = next(t for t in tokens if parse_number(t) is None)
-                raise DataError(
-                    f"{where}: expected {self._expected()}, found {bad!r}, which is no number"
-                ) from None
+                numbers = [parse_number(t) for t in tokens]
+                bad = next((t for t, n in zip(tokens, numbers) if n is None), None)
+                if bad is not None:
+                    raise DataError(
+                        f"{where}: expected {self._expected()}, found {bad!r}, which is no number"
+                    ) from None
+                parsed = np.array(numbers, dtype=np.float64)  # "NA": missing, named as such
+        elif (
+            self.width() == 1
+            and isinstance(value, (int, float, np.integer, np.floating))
+            and not isinstance(value, (bool, np.bool_))
+        ):
+            parsed = np.array([float(value)])  # as the column of such rows stacked reads it
         elif isinstance(value, (bytes, Mapping, bool, int, float, np.generic)):
             raise DataError(
                 f"{where}: expected {self._expected()} as a list, tuple, NumPy array or text, "

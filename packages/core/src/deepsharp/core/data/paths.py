@@ -11,16 +11,21 @@ until the machine stops it. Folders, sockets and block devices are refused by na
 
 from __future__ import annotations
 
+import csv
 import errno
 import os
 import stat
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from deepsharp.core.errors import DataError, FileFormatError
 
+if TYPE_CHECKING:
+    from _csv import Reader
+
 __all__ = [
     "MAX_LINE",
+    "csv_rows",
     "Opened",
     "check_path",
     "is_parquet",
@@ -130,6 +135,15 @@ def lines(handle: IO[str], name: str) -> Iterator[str]:
         yield line
 
 
+def csv_rows(handle: IO[str], name: str) -> Reader:
+    """The handle's CSV records, read from `lines`. A field may be as long as a line: csv's own
+    limit of 131,072 characters refused valid files (an image of 3 x 128 x 128 pixels as text,
+    175 KB a field). The limit is the process's; it is only ever raised, to MAX_LINE."""
+    if csv.field_size_limit() < MAX_LINE:
+        csv.field_size_limit(MAX_LINE)
+    return csv.reader(lines(handle, name))
+
+
 _PARQUET = b"PAR1"
 """The bytes a Parquet file begins (and ends) with."""
 
@@ -166,8 +180,9 @@ def not_utf8(name: str) -> DataError:
     UTF-8 (one pass over its lines: a character's bytes never span a line break), and what to
     do. A file that cannot be read again (a pipe) is named without its line."""
     advice = (
-        "save it as UTF-8, or read it with pandas.read_csv(path, encoding='latin-1') (or the "
-        "encoding it was written in) and give the DataFrame"
+        f"save it as UTF-8 (iconv -f latin1 -t utf-8 {name} > utf8.csv, naming the encoding it "
+        "was written in), or in Python read it with pandas.read_csv(path, encoding='latin-1') "
+        "and give the DataFrame"
     )
     try:
         if not stat.S_ISREG(os.stat(name).st_mode):

@@ -34,7 +34,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, BinaryIO
 
-from deepsharp.core.data.paths import check_path, lines, not_utf8, open_rows, refuse_irregular
+from deepsharp.core.data.paths import (
+    check_path,
+    csv_rows,
+    not_utf8,
+    open_rows,
+    refuse_irregular,
+)
 from deepsharp.core.data.sources import (
     Part,
     blank,
@@ -158,7 +164,7 @@ class CsvScan(Scan):
     def _header(self) -> list[ColumnName]:
         opened = open_rows(self.path, self.kind)
         self.regular, self.what = opened.regular, opened.kind
-        reader = csv.reader(lines(opened.handle, self.path))
+        reader = csv_rows(opened.handle, self.path)
         empty = empty_message(self.path, opened)
         try:
             names = self._guarded(lambda: read_csv_header(self.path, reader, empty), reader)
@@ -198,7 +204,7 @@ class CsvScan(Scan):
             stream, self._stream = self._stream, None
             return stream
         handle = self._open()
-        reader = csv.reader(lines(handle, self.path))
+        reader = csv_rows(handle, self.path)
         try:
             self._unchanged(handle, "as a pass opens it")
             self._guarded(lambda: read_csv_header(self.path, reader), reader)
@@ -314,7 +320,7 @@ class CsvScan(Scan):
         (only for a part with blank lines or records over several lines, and only for a message)."""
         with self._open() as handle:
             handle.seek(offset)
-            reader = csv.reader(lines(handle, self.path))
+            reader = csv_rows(handle, self.path)
             seen = -1
             for record in reader:
                 seen += 0 if blank(record, self.names) else 1

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.data.paths import Opened, lines, not_utf8, open_rows
+from deepsharp.core.data.paths import Opened, csv_rows, not_utf8, open_rows
 from deepsharp.core.data.values import (
     Column,
     ColumnName,
@@ -61,7 +61,7 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
     opened = open_rows(path, "CSV")
     name = os.fspath(path)
     with opened.handle as handle:
-        reader = csv.reader(lines(handle, name))
+        reader = csv_rows(handle, name)
         out: list[dict[str, str | None]] = []
         try:
             header = read_csv_header(name, reader, empty_message(name, opened))
@@ -116,8 +116,9 @@ def separated_otherwise(header: Sequence[object]) -> str:
         if len(header) == 1 and mark in str(header[0]):
             return (
                 f"which holds {what}: the file is separated by {what}, and this reads CSV, "
-                "separated by commas; write it with commas (and decimal points), or read it "
-                f"with pandas.read_csv(path, sep={mark!r}, decimal=',') and give the DataFrame"
+                "separated by commas; write it with commas (and decimal points), or in Python "
+                f"read it with pandas.read_csv(path, sep={mark!r}, decimal=',') and give the "
+                "DataFrame"
             )
     return ""
 
@@ -385,7 +386,10 @@ def _hint(name: ColumnName, present: Sequence[object]) -> str:
     """What to write instead when the name is the text of a column named by a number (or back)."""
     for column in present:
         if str(column) == str(name) and column != name:
-            return f" (that column's name is {column!r}, not {name!r}: name it so)"
+            return (
+                f" (the rows name that column {column!r}, not {name!r}: the pipeline and the "
+                "rows must name it alike, the same text or the same number)"
+            )
     return ""
 
 

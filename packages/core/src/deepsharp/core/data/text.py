@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from deepsharp.core.data.columns import ColumnKind, Learner, Recipe
 from deepsharp.core.data.summaries import TokenCounts
-from deepsharp.core.data.values import Column, ColumnName, row_text
+from deepsharp.core.data.values import Column, ColumnName, pandas_missing, row_text
 from deepsharp.core.errors import DataError
 
 __all__ = [
@@ -160,7 +160,11 @@ class Text(ColumnKind):
         for i, value in enumerate(values):
             if isinstance(value, str):
                 texts.append(value)
-            elif value is None or (isinstance(value, float) and math.isnan(value)):
+            elif (
+                value is None
+                or (isinstance(value, (float, np.floating)) and math.isnan(value))
+                or pandas_missing(value)
+            ):  # missing, as in every other kind of column (text such as "NA" stays text)
                 texts.append("")
             else:
                 self._refuse(i, value)
