@@ -265,13 +265,3 @@ def test_a_float32_value_s_float64_text_finds_the_value_as_the_float_does() -> N
     tiny = [{"f": "9.999999747378752e-06"}, {"f": float(np.float32(1e-05))}, {"f": "1e-05"}]
     assert learned.features(tiny).tolist() == [[1, 0, 0]] * 3
 
-
-def test_a_float16_frame_s_rows_as_records_find_their_categories() -> None:
-    """Before (trial PL): learned from a float16 column ('0.3333'), the frame's own rows as
-    records (0.333251953125) were unknown: all zeros, or refused with unknown='error'."""
-    pandas = pytest.importorskip("pandas")
-    frame = pandas.DataFrame({"c": np.arange(4, dtype=np.float16) / 3})
-    learned = Pipeline().category("c", unknown="error").learn(frame)
-    np.testing.assert_array_equal(
-        learned.features(frame.to_dict("records")), learned.features(frame)
-    )

@@ -125,6 +125,14 @@ def test_a_layer_of_channels_first_warns_of_a_sequence_of_positions() -> None:
             _predicted_over_ids(lambda embedded, layer=layer: Flatten()(layer(embedded)))
 
 
+def test_batchnorm_over_an_embedding_s_positions_warns_naming_layernorm() -> None:
+    """Before (trial GS): BatchNorm after an Embedding kept statistics of each of its 10
+    positions (padding counted among them), silently, where Conv1D and GlobalAvgPool warn."""
+    with pytest.warns(ds.DeepSharpWarning, match=r"'batchnorm' .*takes channels first.*a "
+                      r"sequence of positions, \(10, 8\).*use LayerNorm"):  # fmt: skip
+        _predicted_over_ids(lambda embedded: Flatten()(ds.BatchNorm()(embedded)))
+
+
 def test_the_route_the_warning_names_lets_go_of_the_mask() -> None:
     """Trial CR: the route first named (keeps_positions = False on a layer before) still warned
     where that layer gave its input back; the one named now, Flatten then Reshape, does not."""

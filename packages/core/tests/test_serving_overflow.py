@@ -59,6 +59,19 @@ def test_a_prediction_that_overflows_inside_the_network_is_refused_naming_its_ro
         assert trained.predict(rows[:2]).shape == (2, 1)
 
 
+def test_slots_a_trainer_s_step_left_infinite_are_named_not_the_features() -> None:
+    """Before (trial GS): a step whose gradients overflowed (its loss finite, 1e36) left the
+    weights infinite, and predict blamed the features of a row of ones."""
+    from deepsharp.core import SGD, MeanSquaredError, StateError, Trainer
+
+    x, y = np.full((8, 2), 1e21, np.float32), np.full((8, 1), 1e18, np.float32)
+    network = Network([Dense(1, init="zeros")], inputs=2)
+    with Trainer(network, MeanSquaredError(), SGD(1e-3), engine="light:float32", seed=0) as step:
+        assert np.isfinite(step.step(x, y))
+    with pytest.raises(StateError, match=r"slot 'dense.weights' holds NaN or infinite values"):
+        network.predict(np.ones((2, 2), np.float32), MeanSquaredError())
+
+
 def test_on_mixed_float16_the_refusal_names_float16_s_range() -> None:
     """Failed before: a row of 70,000s (finite, served on light and light:float32) was refused
     on light:mixed_float16 with no word of float16, whose range ends at 65,504."""

@@ -558,19 +558,18 @@ def label_index(lookup: Mapping[str | None, int], value: object) -> int:
 
 
 def _narrow_texts(number: float | None) -> list[str]:
-    """The texts of a number at float32's and float16's precision, where it is exactly such a
-    value whose own text that is not (a float32 widened: 0.10000000149011612, whose text is
-    "0.1"; a float16 frame's rows as records: 0.333251953125, "0.3333"; no whole number, whose
-    text is its own at any width)."""
+    """The text of a number at float32's precision, where it is exactly a float32 value whose
+    own text that is not (a float32 widened: 0.10000000149011612, whose text is "0.1"; no
+    whole number, whose text is its own at any width). Not float16's: a float64 that is exactly
+    a float16 value (1.0009765625) is as often a number of its own, and 1.001's label found by
+    it would serve one number as another (trial AO); a float16 frame's rows as records are
+    looked for as the numbers they are."""
     if number is None or not math.isfinite(number) or number.is_integer():
         return []
-    texts = []
-    for narrow, largest in ((np.float32, FLOAT32_MAX), (np.float16, 65504.0)):
-        if abs(number) <= largest and float(narrow(number)) == number:
-            text = str(narrow(number))
-            if text != repr(number) and text not in texts:
-                texts.append(text)
-    return texts
+    if abs(number) > FLOAT32_MAX or float(np.float32(number)) != number:
+        return []
+    text = str(np.float32(number))
+    return [] if text == repr(number) else [text]
 
 
 def widened_texts(text: str) -> list[str]:

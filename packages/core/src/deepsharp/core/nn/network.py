@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -416,6 +416,9 @@ class Network:
     ) -> Bound:
         """The slots and buffers (or `values`: slots and buffers) on `engine`, without binding."""
         slots, buffers = (self._values, self._buffers) if values is None else values
+        if slots is None and values is None and self.built and not self.specs:
+            self.initialize(Generator(0))  # no slot to draw; buffers take their declared values
+            slots, buffers = self._values, self._buffers
         if slots is None:
             raise StateError(
                 "the network has no slot values yet: train it, load it or set them (values are a "
@@ -481,11 +484,11 @@ class Network:
         run trains the network, with the slots one of its steps left."""
         return predicting.predict(self, loss, features, engine)
 
-    def summary(self) -> str:
-        """Each layer, its output shape and its slot count, as a table (printed, and returned)."""
-        text = summarized(self)
-        print(text)
-        return text
+    def summary(self, print_fn: Callable[[str], object] = print) -> None:
+        """Print each layer, its output shape and its slot count, as a table; `print_fn` takes
+        the table's text instead (Keras's: `summary(print_fn=lines.append)` keeps it). Nothing
+        is returned, so that a notebook shows the table once, not again as a string."""
+        print_fn(summarized(self))
 
     # --- files -------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:

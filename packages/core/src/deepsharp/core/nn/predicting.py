@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff.replay import Replay
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import PRECISIONS, Engine, default_engine, make_engine
-from deepsharp.core.errors import DataError, check_instance
+from deepsharp.core.errors import DataError, StateError, check_instance
 from deepsharp.core.nn.binding import Bound
 from deepsharp.core.nn.layer import Pass
 from deepsharp.core.nn.losses import Loss
@@ -78,6 +78,7 @@ class Predictor:
             result = self._chunks(arranged, count)
         finite = np.isfinite(result)
         if not finite.all():
+            self._refuse_unfinished_slots()
             row = int(np.argwhere(~finite)[0][0])
             precision = self.engine.identity.precision
             half = (
@@ -93,6 +94,21 @@ class Predictor:
                 f"(scale them: a pipeline's number and image columns can){half}"
             )
         return result
+
+    def _refuse_unfinished_slots(self) -> None:
+        """Where a prediction is not finite, the network's own values first: a slot or buffer
+        that holds NaN or infinity (a training step whose gradients overflowed while its loss
+        stayed finite, `Trainer.step` alone) makes every row's prediction so, whatever its
+        features."""
+        for kind, values in zip(("slot", "buffer"), self.bound.read()):
+            for name, value in values.items():
+                if not np.isfinite(value).all():
+                    raise StateError(
+                        f"the network's {kind} {name!r} holds NaN or infinite values, so no "
+                        "prediction is finite: a training step's update overflowed (fit looks "
+                        "at each epoch's end and stops; Trainer.step does not look); train "
+                        "again with a smaller learning rate, or features scaled smaller"
+                    )
 
     def _chunks(self, arranged: Features, count: int) -> NDArray[np.float32]:
         made, network, bound, context = self.engine, self.network, self.bound, self.context

@@ -275,7 +275,12 @@ class GlobalAvgPool(Layer):
         return ops.mean(x, tuple(range(2, x.ndim)))
 
 
-def _not_positions(layer: Layer, x: Tensor, what: str) -> None:
+SUMMARISE = (
+    "To summarise a sequence, end it with LSTM or GRU (their last state, return_sequences=False)"
+)
+
+
+def _not_positions(layer: Layer, x: Tensor, what: str, instead: str = SUMMARISE) -> None:
     """Warn of a sequence of positions (L, D) — an Embedding's, or what came after one: it
     carries a padding mask — where channels come first, (C, L): its positions are taken for
     channels and its features for places (a warning, not a refusal: files trained so serve)."""
@@ -283,8 +288,7 @@ def _not_positions(layer: Layer, x: Tensor, what: str) -> None:
         warnings.warn(
             f"{layer.label} takes channels first, (channels, length): {what}. Its input is a "
             f"sequence of positions, {tuple(x.shape[1:])} (its padding mask came with it from "
-            "an Embedding), whose positions it takes for channels. To summarise a sequence, "
-            "end it with LSTM or GRU (their last state, return_sequences=False); where its "
+            f"an Embedding), whose positions it takes for channels. {instead}; where its "
             "positions are meant as channels, let go of its mask before it: "
             "Reshape((length, features))(Flatten()(x))",
             DeepSharpWarning,

@@ -11,6 +11,7 @@ from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.errors import ShapeError
 from deepsharp.core.nn.layer import Layer, Pass, Shape
+from deepsharp.core.nn.layers.convolution import _not_positions
 
 __all__ = ["BatchNorm", "LayerNorm"]
 
@@ -47,6 +48,13 @@ class BatchNorm(Layer):
         return shape
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        if x.ndim > 2:
+            _not_positions(
+                self,
+                x,
+                "the statistics of each channel over the rows and places",
+                "To normalise each position's features, use LayerNorm",
+            )
         channels = x.shape[1]
         kept = (1, channels, *(1 for _ in x.shape[2:]))  # broadcast over rows and places
         axes = (0, *range(2, x.ndim))
