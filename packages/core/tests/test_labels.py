@@ -264,4 +264,3 @@ def test_a_float32_value_s_float64_text_finds_the_value_as_the_float_does() -> N
     assert learned.features(rows).tolist() == [[0, 1, 0]] * 3  # 1e-05 sorts first
     tiny = [{"f": "9.999999747378752e-06"}, {"f": float(np.float32(1e-05))}, {"f": "1e-05"}]
     assert learned.features(tiny).tolist() == [[1, 0, 0]] * 3
-

@@ -14,19 +14,26 @@ import csv
 import inspect
 import io
 import itertools
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from importlib import import_module
 from typing import Any
 
+from deepsharp.core.cli_arguments import (
+    check_names,
+    import_modules,
+    imported,
+    not_an_input,
+    plot_target,
+    rows_from_stdin,
+    said_of_stdin,
+)
 from deepsharp.core.cli_output import (
     CommandError,
     checked_checkpoints,
     interrupted_run,
     left_behind,
     quiet_stdout,
-    rows_from_stdin,
     seed,
     system_said,
     to_stdout,
@@ -37,15 +44,14 @@ from deepsharp.core.comparing.command import run_command as run_compare
 from deepsharp.core.doctor import doctor
 from deepsharp.core.engine import Engine, make_engine
 from deepsharp.core.errors import DeepSharpError
-from deepsharp.core.plotting import image_kind
 from deepsharp.core.version import __version__
 
 __all__ = ["main"]
 
 SAMPLES = ("titanic", "digits", "resnet", "spam", "shakespeare")
 ENGINE_HELP = (
-    "light (default), light:float32, torch:cpu, torch:cuda:N, onnx, testbuffer (each its own "
-    "package: deepsharp doctor says which are here), or module:factory"
+    "light (default), light:float32, onnx (deepsharp[onnx]), torch:cpu, torch:cuda:N, "
+    "testbuffer (each its own package: deepsharp doctor says which are here), or module:factory"
 )
 
 
@@ -202,49 +208,23 @@ def _add_imports(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _import_modules(arguments: argparse.Namespace) -> None:
-    """Import the modules `--import` names, so that a file naming kinds of one's own can be
-    read; a file never imports code itself."""
-    for name in arguments.imports:
-        _imported(name, f"--import {name!r}: the module")
-
-
-def _imported(name: str, said: str) -> Any:
-    """The module `name`, looked for in the current folder first; a CommandError beginning with
-    `said` where it cannot be imported."""
-    try:
-        here = os.getcwd()
-    except FileNotFoundError:
-        raise CommandError(
-            f"{said} is looked for in the current folder, which no longer exists (it was "
-            "removed): run from a folder that does"
-        ) from None
-    sys.path.insert(0, here)
-    try:
-        return import_module(name)
-    except ImportError as error:
-        raise CommandError(f"{said} cannot be imported ({error})") from None
-    finally:
-        sys.path.remove(here)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     try:
-        _no_empty_names(arguments)
+        check_names(arguments)
         rows_from_stdin(arguments)
         if arguments.command == "sample":
             return _sample(arguments)
         if arguments.command == "train":
             return _train(arguments)
         if arguments.command in ("predict", "export"):
-            _import_modules(arguments)
+            import_modules(arguments)
         if arguments.command == "predict":
             return _predict(arguments)
         if arguments.command == "compare":
             if arguments.plot:
                 read = ((arguments.file, "the file compared"), (arguments.rows, "the rows read"))
-                arguments.plot = _plot_target(arguments.plot, *read)
+                arguments.plot = plot_target(arguments.plot, *read)
             return run_compare(arguments)
         if arguments.command == "export":
             return _export(arguments)
@@ -252,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _seal(arguments)
         return doctor()
     except (DeepSharpError, CommandError, FileNotFoundError) as error:
-        return _fail(str(error))
+        return _fail(said_of_stdin(str(error), arguments))
     except BrokenPipeError:  # a reader that stopped early: what is left goes nowhere
         quiet_stdout()
         return _fail("standard output was closed by its reader (Broken pipe)")
@@ -283,66 +263,11 @@ def _engine(spec: str | None) -> Engine:
         ) from None
 
 
-_FILES_WRITTEN = {"save": "--save", "plot": "--plot", "output": "--output", "out": "--out"}
-
-
-def _no_empty_names(arguments: argparse.Namespace) -> None:
-    """Refuse a file to write named by empty text (`--save ""`, from an unset variable): it
-    was taken as no file (nothing saved, the predictions on stdout) or called a folder."""
-    for attribute, option in _FILES_WRITTEN.items():
-        if getattr(arguments, attribute, None) == "":
-            if arguments.command == "export":
-                option = "OUT.onnx"
-            optional = "" if attribute == "out" else f" (or leave {option} out)"
-            raise CommandError(f"{option} is empty: give a file name{optional}")
-
-
-def _not_an_input(
-    output: str, *inputs: tuple[str, str], option: str = "--output", written: str = "predictions"
-) -> None:
-    """Refuse a file to write that is one of the files read (or a link to one): what is
-    written would replace what it is made from."""
-    for path, what in inputs:
-        try:
-            same = os.path.samefile(output, path)
-        except (OSError, ValueError):  # one of them does not exist (yet): not the same file
-            continue
-        if same:
-            raise CommandError(
-                f"{option} {output!r} is {what} read ({path!r}): the {written} would replace "
-                "it; name another file"
-            )
-
-
-def _plot_target(path: str, *files: tuple[str | None, str]) -> str:
-    """The file --plot draws into, checked before the run: matplotlib there, a file name (not a
-    folder) in a folder that takes files, of a kind matplotlib draws (a name without one is
-    drawn as PNG under that name), none of `files` (what the command reads, or writes)."""
-    for other, what in files:
-        if other and os.path.realpath(other) == os.path.realpath(path):
-            raise CommandError(
-                f"--plot {path!r} is {what}: the drawing would replace it; name another"
-            )
-    try:
-        import_module("matplotlib")
-    except ImportError:
-        raise CommandError(
-            "--plot needs matplotlib, which is not installed: pip install 'deepsharp[plot]' "
-            "(or matplotlib), or leave --plot out"
-        ) from None
-    writable(path, "--plot", through=False)
-    try:
-        image_kind(path, "--plot")
-    except ValueError as error:
-        raise CommandError(str(error)) from None
-    return path
-
-
 def _sample(arguments: argparse.Namespace) -> int:
     if arguments.save:
         writable(arguments.save, "--save")
     if arguments.plot:
-        arguments.plot = _plot_target(arguments.plot, (arguments.save, "the --save file"))
+        arguments.plot = plot_target(arguments.plot, (arguments.save, "the --save file"))
     module: Any = import_module(f"deepsharp.core.samples.{arguments.name}")
     engine = _engine(arguments.engine)
     extra = {} if arguments.epochs is None else {"epochs": arguments.epochs}
@@ -399,7 +324,7 @@ def _train(arguments: argparse.Namespace) -> int:
 
     resume = checked_checkpoints(arguments.checkpoints, arguments.resume, arguments.epochs)
     writable(arguments.out, "--out")
-    _not_an_input(
+    not_an_input(
         arguments.out, (arguments.rows, "the rows"), option="--out", written="trained network"
     )
     builder = _builder(arguments.network) if arguments.network else default_network
@@ -412,7 +337,8 @@ def _train(arguments: argparse.Namespace) -> int:
         inferred.target_kind, MeanSquaredError
     )()
     outputs = len(inferred.classes) if inferred.target_kind == "classes" else 1
-    print(f"{len(rows)} rows of {arguments.rows}; the pipeline the columns suggest:")
+    shown = said_of_stdin(arguments.rows, arguments)
+    print(f"{len(rows)} rows of {shown}; the pipeline the columns suggest:")
     print(inferred)
     # A number target is learned standardised (by its spread and mean over the rows a run of
     # this seed trains on) where the network ends in a Rescaling (the one made here does), the
@@ -519,7 +445,7 @@ def _builder(spec: str) -> Any:
             f"--network takes MODULE:FUNCTION, a function that makes the network (e.g. "
             f"mynetworks:small), not {spec!r}"
         )
-    module = _imported(module_name, f"--network {spec!r}: module {module_name!r}")
+    module = imported(module_name, f"--network {spec!r}: module {module_name!r}")
     function = getattr(module, name, None)
     if not callable(function):
         own = [
@@ -587,7 +513,7 @@ def _predict(arguments: argparse.Namespace) -> int:
 
     if arguments.output:
         writable(arguments.output, "--output", printed=False)
-        _not_an_input(
+        not_an_input(
             arguments.output, (arguments.rows, "the rows"), (arguments.file, "the trained network")
         )
     engine = _engine(arguments.engine)
@@ -660,7 +586,7 @@ def _export(arguments: argparse.Namespace) -> int:
     from deepsharp.core.serving import TrainedNetwork
 
     writable(arguments.out, "OUT.onnx")
-    _not_an_input(
+    not_an_input(
         arguments.out,
         (arguments.file, "the trained network"),
         option="OUT.onnx",
@@ -684,7 +610,7 @@ def _seal(arguments: argparse.Namespace) -> int:
     from deepsharp.core.files import seal_safetensors
 
     try:
-        seal_safetensors(arguments.file)
+        written = seal_safetensors(arguments.file)
     except OSError as error:
         if isinstance(error, FileNotFoundError) and not error.filename:
             raise  # no file to seal: said as the loaders say it
@@ -692,7 +618,11 @@ def _seal(arguments: argparse.Namespace) -> int:
             system_said(error, "could not record the digest in", arguments.file)
             + left_behind(arguments.file)
         ) from None
-    print(f"recorded the digest of {arguments.file}")
+    print(
+        f"recorded the digest of {arguments.file}"
+        if written
+        else f"{arguments.file} carries its digest already, and it matches: nothing written"
+    )
     return 0
 
 

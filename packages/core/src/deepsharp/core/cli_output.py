@@ -19,7 +19,6 @@ __all__ = [
     "interrupted_run",
     "left_behind",
     "quiet_stdout",
-    "rows_from_stdin",
     "system_said",
     "to_stdout",
     "writable",
@@ -34,21 +33,10 @@ def system_said(error: OSError, doing: str = "", path: str | None = None) -> str
     """An error of the operating system as one line: the file, what failed, and why."""
     reason = error.strerror or str(error) or type(error).__name__
     named = path if path is not None else error.filename
+    if named is None and error.strerror is None and not doing:
+        return reason  # an error that says it all itself (a checkpoint folder's)
     where = f" {os.fspath(named)!r}" if named is not None else ""
     return f"{doing or 'cannot open'}{where}: {reason}"
-
-
-def rows_from_stdin(arguments: argparse.Namespace) -> None:
-    """ROWS given as '-' (`cat rows.csv | deepsharp predict model.ds -`): standard input,
-    read as any pipe is, once and as it comes, through the system's name for it."""
-    if getattr(arguments, "rows", None) != "-":
-        return
-    if not os.path.exists("/dev/stdin"):
-        raise CommandError(
-            "ROWS '-' reads the rows from standard input through /dev/stdin, which this system "
-            "does not have: give the rows' file instead"
-        )
-    arguments.rows = "/dev/stdin"
 
 
 def writable(path: str, option: str, printed: bool = True, through: bool = True) -> None:
@@ -165,6 +153,7 @@ def checked_checkpoints(folder: str | None, resume: bool, epochs: int) -> str | 
         return None
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise CommandError(f"--checkpoints {folder}: a file, not a folder: name a folder")
+    _folder_takes_files(folder)
     held = Checkpoint.in_folder(folder)
     if held and not resume:
         raise CommandError(
@@ -185,6 +174,31 @@ def checked_checkpoints(folder: str | None, resume: bool, epochs: int) -> str | 
             flush=True,
         )
     return folder if resume and held else None
+
+
+def _folder_takes_files(folder: str) -> None:
+    """Refuse, before the run, a --checkpoints folder the run could not make or write into: a
+    link to nothing, a file on its way, a folder (or its nearest one that exists) that takes
+    no new file (permission, a read-only file system)."""
+    path = Path(folder)
+    if path.is_symlink() and not path.exists():
+        raise CommandError(
+            f"--checkpoints {folder}: a symbolic link to {os.readlink(folder)!r}, which leads to "
+            "no folder: make the folder it names, or name another"
+        )
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent  # the folder it is made in
+    if not probe.is_dir():
+        raise CommandError(f"--checkpoints {folder}: {os.fspath(probe)!r} is a file, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as error:
+        raise CommandError(
+            f"--checkpoints {folder}: cannot write into {os.fspath(probe)!r}: "
+            f"{error.strerror or error}"
+        ) from None
 
 
 def seed(text: str) -> int:

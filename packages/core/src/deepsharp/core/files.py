@@ -145,9 +145,11 @@ def _canonical_digest(header: Mapping[str, Any]) -> Any:
     return hashlib.sha256(text.encode("ascii") + b"\n")
 
 
-def seal_safetensors(path: str | os.PathLike[str], what: str = "file") -> None:
+def seal_safetensors(path: str | os.PathLike[str], what: str = "file") -> bool:
     """Record the digest in a file written before deepsharp recorded them (checked otherwise
-    as any file is); a file that already carries one must match it."""
+    as any file is); a file that already carries one must match it, and is left as it is
+    (not written again: a hard link to it stays one, a read-only file is no error). Whether
+    the digest was written."""
     tensors, metadata = _read(path, what, require_digest=False)
     if not str(metadata.get("format", "")).startswith("deepsharp."):
         raise FileFormatError(
@@ -155,7 +157,18 @@ def seal_safetensors(path: str | os.PathLike[str], what: str = "file") -> None:
             "no deepsharp format): its digest is recorded only in a network, trained-network or "
             "checkpoint file; the file is left as it is"
         )
+    if _carries_digest(path, what):  # checked as it was read: it matches
+        return False
     write_safetensors(path, tensors, metadata)
+    return True
+
+
+def _carries_digest(path: str | os.PathLike[str], what: str) -> bool:
+    where = f"{what} {os.fspath(path)!r}"
+    with _open_regular(path, what, where) as stream:
+        length = _header_length(stream, os.fstat(stream.fileno()).st_size, where)
+        header = parse_header(_read_exactly(stream, length, where), where)
+        return _DIGEST in metadata_of(header.get("__metadata__", {}), where)
 
 
 # --- reading -------------------------------------------------------------------------------

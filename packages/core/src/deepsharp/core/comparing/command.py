@@ -162,7 +162,8 @@ def run_command(arguments: argparse.Namespace) -> int:
         loss_scale=loss_scale,
         where="compare",
     )
-    comparison.notes[:0] = [*said, f"the batch: the first {len(targets)} rows of {arguments.rows}"]
+    rows = "standard input" if getattr(arguments, "stdin", False) else arguments.rows
+    comparison.notes[:0] = [*said, f"the batch: the first {len(targets)} rows of {rows}"]
     try:
         print(comparison, flush=True)
     except BrokenPipeError:  # the reader stopped early (`deepsharp compare ... | head`): quietly

@@ -192,6 +192,12 @@ def not_utf8(name: str) -> DataError:
             for signature, what in _SIGNATURES:
                 if first.startswith(signature):
                     return DataError(f"{name}: not UTF-8 text but {what}")
+            raw.seek(8)
+            if raw.read(2) == b'{"':  # a header's length, then its JSON: a safetensors file
+                return DataError(
+                    f"{name}: not UTF-8 text but a safetensors file (a network, a trained "
+                    "network or a checkpoint): give the rows to read here, CSV or Parquet"
+                )
             raw.seek(0)
             for number, line in enumerate(raw, start=1):
                 try:

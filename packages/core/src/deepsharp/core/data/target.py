@@ -201,7 +201,7 @@ def _refuse_missing_texts(
 
 
 def _how_many(count: int, rows: int) -> str:
-    """How many of the rows miss their target, where more than one does, and what to do."""
+    """How many of the rows miss their target (where more than one does), and what to do."""
     if count < 2:
-        return ""
+        return f" (the one of these {rows} rows without one: drop it first, or give its target)"
     return f" (on {count} of these {rows} rows: drop the rows without a target first)"

@@ -111,8 +111,8 @@ def available_engines() -> list[str]:
 
 
 ENGINE_PACKAGES = (
-    "the engines other than light come in their own packages, not published on a package "
-    "index: in a checkout of deepsharp, nox -s wheels builds them into dist/, then pip install "
+    "the engines other than light and onnx (the core's, with deepsharp[onnx]) come in their "
+    "own packages, not published on a package index: in a checkout of deepsharp, nox -s wheels builds them into dist/, then pip install "
     "--find-links dist deepsharp-engine-torch (the torch engine) or deepsharp-engine-testbuffer "
     "(the test engine); or from the folders, pip install ./packages/engine-torch or "
     "./packages/engine-testbuffer; docs/install.md lists them"
@@ -303,8 +303,18 @@ def default_engine() -> Engine:
 
 def _from_factory(spec: str, module_name: str, attribute: str) -> Engine:
     """`module:factory`: factory() from module, checked to be an engine."""
+    if not module_name or not all(module_name.split(".")):
+        raise EngineUnavailableError(
+            f"engine spec {spec!r}: {module_name!r} is no module name (a module:factory spec "
+            "names a module such as myengines, or package.module)"
+        )
     try:
         module = importlib.import_module(module_name)
+    except SyntaxError as error:
+        raise EngineUnavailableError(
+            f"engine spec {spec!r}: module {module_name!r} cannot be imported: "
+            f"{error.filename}, line {error.lineno}: {error.msg}"
+        ) from None
     except ImportError as error:
         missing = error.name
         if missing is not None and not (module_name + ".").startswith(missing + "."):
@@ -318,6 +328,10 @@ def _from_factory(spec: str, module_name: str, attribute: str) -> Engine:
             f"module {module_name!r} cannot be imported ({error}: put its folder on the path, "
             "PYTHONPATH)"
         ) from error
+    except Exception as error:  # the module's own code failed: said, as a factory's failure is
+        raise EngineUnavailableError(
+            f"engine spec {spec!r}: module {module_name!r} raised {error!r} as it was imported"
+        ) from None
     factory = getattr(module, attribute, None)
     if not callable(factory):
         offered = sorted(

@@ -9,7 +9,6 @@ state in every checkpoint (`state`, `restore`), so a resumed run goes on where i
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
@@ -442,9 +441,8 @@ def prepare_folder(folder: Path) -> FolderLock:
         )
     if folder.is_symlink() and not folder.exists():  # a link to nothing, or a loop of links
         raise FileNotFoundError(
-            errno.ENOENT,
             f"checkpoint_dir {shown!r} is a symbolic link to {os.readlink(folder)!r}, which leads "
-            "to no folder: make the folder it names, or name another",
+            "to no folder: make the folder it names, or name another"
         )
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -452,7 +450,7 @@ def prepare_folder(folder: Path) -> FolderLock:
             pass
     except OSError as error:  # said of the folder, not of a temporary file's name
         raise type(error)(
-            error.errno, f"checkpoint_dir {shown!r}: cannot write into it: {error.strerror}"
+            f"checkpoint_dir {shown!r}: cannot write into it: {error.strerror or error}"
         ) from None
     lock = FolderLock(folder)  # from here no other live run writes here: its leftovers are dead
     for name in os.listdir(folder):

@@ -1,0 +1,117 @@
+"""The command line's arguments checked before any work (trial NU): module names and modules
+that fail as they are imported, names given empty or as '-', a --checkpoints folder the run
+could not write into, and standard input named as the user named it. Each was a traceback, a
+file named '-', or a message naming /dev/stdin or a Python parameter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepsharp.core.cli import main
+from deepsharp.core.samples import data_path
+
+ROWS = str(data_path("titanic.csv"))
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "titanic.safetensors"
+    assert main(["sample", "titanic", "--save", str(path), "--no-progress"]) == 0
+    return path
+
+
+def _said(capsys: pytest.CaptureFixture[str]) -> str:
+    error = capsys.readouterr().err
+    assert error.startswith("deepsharp: ") and error.count("\n") == 1, error
+    return error
+
+
+TRAIN = ["train", ROWS, "--target", "Survived", "--no-progress", "--epochs", "1"]
+
+
+def test_module_names_and_modules_that_fail_as_they_are_imported_are_one_line(
+    model: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)  # --import's and --network's modules: the current folder first
+    monkeypatch.syspath_prepend(str(tmp_path))  # an engine's module: on the path
+    (tmp_path / "boomnow.py").write_text("raise RuntimeError('boom')\n")
+    (tmp_path / "brokennow.py").write_text("def f(:\n")
+    out = str(tmp_path / "x.safetensors")
+    for argv, said in [
+        (["predict", str(model), ROWS, "--import", ""], "--import '': the module is no module"),
+        (["predict", str(model), ROWS, "--import", ".foo"], "'.foo': the module is no module"),
+        (["predict", str(model), ROWS, "--import", "boomnow"],
+         "the module raised RuntimeError('boom') as it was imported"),
+        (["predict", str(model), ROWS, "--import", "brokennow"],
+         "brokennow.py, line 1: invalid syntax"),
+        ([*TRAIN, "--out", out, "--network", ".foo:bar"], "module '.foo' is no module name"),
+        (["sample", "titanic", "--engine", ".x:y"], "'.x' is no module name"),
+        (["sample", "titanic", "--engine", "boomnow:f"], "raised RuntimeError('boom') as it"),
+        (["sample", "titanic", "--engine", "brokennow:f"], "line 1: invalid syntax"),
+    ]:  # fmt: skip
+        assert main(argv) == 1, argv
+        assert said in _said(capsys), argv
+
+
+def test_names_given_empty_or_as_a_dash_are_refused_or_read_as_standard_output(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = str(tmp_path / "x.safetensors")
+    for argv, said in [
+        ([*TRAIN, "--out", out, "--checkpoints", ""], "--checkpoints is empty: give its value"),
+        ([*TRAIN, "--out", out, "--network", ""], "--network is empty: give its value"),
+        (["sample", "titanic", "--save", "-"], "--save '-': this writes a file, and '-' would"),
+        (["export", str(model), "-"], "OUT.onnx '-': this writes a file"),
+    ]:
+        assert main(argv) == 1, argv
+        assert said in _said(capsys), argv
+    assert not Path("-").exists()
+    assert main(["predict", str(model), ROWS, "--output", "-"]) == 0  # standard output
+    assert capsys.readouterr().out.count("\n") == 892
+
+
+def test_a_checkpoint_folder_the_run_cannot_write_into_is_refused_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = str(tmp_path / "x.safetensors")
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    for folder, said in [
+        (f"{ROWS}/ck", f"--checkpoints {ROWS}/ck: {ROWS!r} is a file, not a folder"),
+        (str(tmp_path / "gone"), "gone: a symbolic link to"),
+    ]:
+        assert main([*TRAIN, "--out", out, "--checkpoints", folder]) == 1
+        said_now = capsys.readouterr()
+        assert said in said_now.err and "pipeline" not in said_now.out  # before any work
+
+
+def test_standard_input_is_named_so_in_messages(model: Path) -> None:
+    for given, said in [
+        (b"", "standard input (ROWS -) is a pipe that nothing was written into"),
+        (Path(ROWS).read_bytes().splitlines(keepends=True)[0], "standard input (ROWS -): no row"),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-m", "deepsharp", "predict", str(model), "-"],
+            input=given, capture_output=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 1 and said in done.stderr.decode(), done.stderr
+
+
+def test_a_network_file_given_as_the_rows_and_one_row_without_a_target_say_what_to_do(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: a network given as the rows was 'not UTF-8 text ... save it as UTF-8 (iconv
+    -f latin1 ...)'; one training row without its target had no advice (two or more had)."""
+    assert main(["predict", str(model), str(model)]) == 1
+    assert "not UTF-8 text but a safetensors file (a network, a trained network" in _said(capsys)
+    out = str(tmp_path / "e.safetensors")
+    rows = tmp_path / "rows.csv"
+    rows.write_text("x,y\n" + "".join(f"{i % 5},{'' if i == 7 else i % 2}\n" for i in range(40)))
+    assert main(["train", str(rows), "--target", "y", "--out", out, "--no-progress"]) == 1
+    assert "without one: drop it first, or give its target" in _said(capsys)
