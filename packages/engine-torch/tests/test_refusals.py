@@ -193,3 +193,32 @@ def test_every_spec_the_doctor_lists_as_a_precision_can_be_made(
         make_engine(spec)  # none refused
     assert "torch:cpu:mixed_float16" not in specs
     assert "not here: mixed_float16 (torch:cpu:mixed_float16: " in out
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
+def test_the_constructor_refuses_a_device_it_would_name_but_never_use() -> None:
+    """Before (trial TE): TorchEngine("mps") named mps in its identity (so in reports and
+    checkpoints) while its tensors stayed on the processor; TorchEngine("cuda:0") on a CPU
+    build failed at its first put with a raw AssertionError."""
+    for device in ("mps", "meta"):
+        with pytest.raises(EngineUnavailableError, match=rf"not on '{device}': TorchEngine.on_cpu"):
+            TorchEngine(device)
+    with pytest.raises(EngineUnavailableError, match=r"'nowhere' is no device"):
+        TorchEngine("nowhere")
+    import torch
+
+    if torch.version.cuda is None:
+        with pytest.raises(EngineUnavailableError, match=r"cannot run on cuda:0: .*CPU-only"):
+            TorchEngine("cuda:0")
+    assert TorchEngine("cpu").identity.device == "cpu"
+
+
+def test_a_near_precision_name_on_the_processor_lists_what_the_processor_offers() -> None:
+    """Before (trial TE): torch:cpu:float16 was told to try torch:cpu:mixed_float16, which is
+    refused (a card's)."""
+    with pytest.raises(EngineUnavailableError) as refused:
+        make_engine("torch:cpu:float16")
+    said = str(refused.value)
+    assert "did you mean 'float32' or 'mixed_bfloat16'?" in said and "mixed_float16" not in said
+    with pytest.raises(EngineUnavailableError, match="runs mixed_float16 on NVIDIA cards only"):
+        make_engine("torch:cpu:mixed_float16")

@@ -196,7 +196,7 @@ def test_layer_norm_s_way_back_reads_the_forward_s_means_while_its_input_is_unch
         engine.put(rng.standard_normal(s).astype(np.float32)) for s in (32, 32, (64, 32))
     )
     engine.layer_norm(x, scale, shift, 1e-5)
-    assert id(x) in engine._norms
+    assert id(x) in engine._layer_norms.kept
     kept = [engine.get(g) for g in engine.layer_norm_back(x, scale, grad, 1e-5)]
     again = engine.put(engine.get(x))  # the same values, never normalised: made again
     made = [engine.get(g) for g in engine.layer_norm_back(again, scale, grad, 1e-5)]
@@ -209,7 +209,7 @@ def test_layer_norm_s_way_back_reads_the_forward_s_means_while_its_input_is_unch
     assert [c.tobytes() for c in changed] == [f.tobytes() for f in fresh]
     key = id(x)
     del x
-    assert key not in engine._norms  # gone with its input
+    assert key not in engine._layer_norms.kept  # gone with its input
 
 
 def test_a_subclass_s_own_whole_sequence_method_is_the_one_called() -> None:

@@ -178,7 +178,9 @@ def split_precision(name: str, option: str, offered: Sequence[str]) -> tuple[str
             f"use {place}{new}{default}"
         )
     if word not in PRECISIONS:
-        close = difflib.get_close_matches(word, list(PRECISIONS), n=2, cutoff=0.6)
+        close = difflib.get_close_matches(word, list(offered), n=2, cutoff=0.6) or (
+            difflib.get_close_matches(word, list(PRECISIONS), n=2, cutoff=0.6)
+        )  # what this engine offers first
         if close:  # a precision mistyped would else be read as a device, at the default
             raise EngineUnavailableError(
                 f"the spec {name}:{option} ends in {last!r}, which is no precision: did you mean "

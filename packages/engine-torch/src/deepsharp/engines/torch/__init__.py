@@ -16,7 +16,7 @@ asked for) is missing, `EngineUnavailableError` says which packages bring it.
 from deepsharp.core.engine import EngineDescription, split_precision
 from deepsharp.core.errors import EngineUnavailableError
 from deepsharp.engines.torch import _mixed as _entered  # makes a mixed precision's engines
-from deepsharp.engines.torch._engine import TorchEngine
+from deepsharp.engines.torch._engine import CARD_ONLY, TorchEngine
 from deepsharp.engines.torch._probe import (
     CPU_BUILD,
     CUDA_BUILDS,
@@ -38,12 +38,17 @@ __all__ = [
 
 PRECISIONS = tuple(OFFERED)
 """The precisions the torch engine offers, its default first."""
+ON_CPU = tuple(precision for precision in PRECISIONS if precision not in CARD_ONLY)
+"""Those it offers on the processor (mixed_float16 is a card's)."""
 
 
 def from_spec(option: str = "") -> TorchEngine:
     """A torch engine from what follows `torch:` in a spec: '' or 'cpu' -> on_cpu();
     'cuda' or 'cuda:N' -> on_gpu(N); either followed by a precision (':strict', ':float32')."""
-    place, precision = split_precision("torch", option, PRECISIONS)
+    on_card = option.strip().lower().startswith(("cuda", "gpu"))
+    card_only = option.rpartition(":")[2].strip().lower() in CARD_ONLY  # refused below, saying
+    offered = PRECISIONS if on_card or card_only else ON_CPU  # why; on the processor, a near
+    place, precision = split_precision("torch", option, offered)  # name's list is its own
     text = place.strip().lower()
     if text in ("", "cpu"):
         return TorchEngine.on_cpu(precision)

@@ -36,7 +36,6 @@ import copy
 import math
 import operator
 import os
-import weakref
 from collections.abc import Sequence
 from contextlib import nullcontext
 from functools import partial
@@ -51,10 +50,10 @@ from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm
 from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.core.engine.protocol import int64_put
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
-from deepsharp.engines.torch import _exact, _groups, _recurrent, _totals
+from deepsharp.engines.torch import _exact, _groups, _norms, _recurrent, _totals
 from deepsharp.engines.torch._groups import FLATS_KEPT, Scratch, flat_tensors, lanes
 from deepsharp.engines.torch._pickled import remade
-from deepsharp.engines.torch._probe import cuda_refusal, load_torch
+from deepsharp.engines.torch._probe import checked_device, cuda_refusal, load_torch
 
 __all__ = ["TorchEngine"]
 
@@ -71,13 +70,10 @@ TorchTensor: Any = None
 _threshold_backward: Any = None
 _gelu: Any = None
 _gelu_back: Any = None
-_layer_norm: Any = None
-_layer_norm_back: Any = None
 
 
 def _bind() -> Any:
     global torch, F, F32, I64, TorchTensor, _threshold_backward, _gelu, _gelu_back
-    global _layer_norm, _layer_norm_back
     module = load_torch()
     if torch is not module:
         torch = module
@@ -87,8 +83,7 @@ def _bind() -> Any:
         TorchTensor = module.Tensor
         _threshold_backward = module.ops.aten.threshold_backward.default
         _gelu, _gelu_back = module.ops.aten.gelu.default, module.ops.aten.gelu_backward.default
-        _layer_norm = module.ops.aten.native_layer_norm.default
-        _layer_norm_back = module.ops.aten.native_layer_norm_backward.default
+        _norms.bind(module)
         _totals.bind(module)
         _groups.bind(module)
         _exact.bind(module)
@@ -138,12 +133,10 @@ class TorchEngine:
         self._flats: dict[tuple[int, ...], tuple[list[tuple[Tensor, ...]], list[Tensor] | None]]
         self._flats = {}
         self._scratch = Scratch()  # a flat update's blocks
-        # a LayerNorm input's id -> (a weak reference to it, its version, epsilon, its
-        # positions' means and reciprocal roots, as the forward's kernel made them)
-        self._norms: dict[int, tuple[Any, int, float, Tensor, Tensor]] = {}
+        self._layer_norms = _norms.Norms()
         self.version: str = str(module.__version__)
         self.device: str = device
-        self._device = module.device(device)
+        self._device = checked_device(module, device)
         self._cuda = self._device.type == "cuda"
         named = precision.name if isinstance(precision, Precision) else precision
         if named in CARD_ONLY and not self._cuda:
@@ -267,12 +260,16 @@ class TorchEngine:
         return self.totals.mean(x, axes, keepdims)
 
     def conv2d(self, x: Tensor, w: Tensor, stride: int, padding: Paddings) -> Tensor:
+        if not (x.shape[1] and w.shape[0]):
+            return _totals.no_terms(x, w, None, stride, padding)
         return self.totals.conv2d(x, w, stride, padding)
 
     def conv2d_bias(
         self, x: Tensor, w: Tensor, bias: Tensor, stride: int, padding: Paddings
     ) -> Tensor:
         """Fast path: each filter's bias one more term of its totals, in the same call."""
+        if not (x.shape[1] and w.shape[0]):
+            return _totals.no_terms(x, w, bias, stride, padding)
         return self.totals.conv2d_bias(x, w, bias, stride, padding)
 
     def conv2d_weight_grad(
@@ -320,6 +317,9 @@ class TorchEngine:
         return a * b
 
     def div(self, a: Any, b: Any) -> Tensor:
+        if not isinstance(a, TorchTensor):  # libtorch's number / tensor multiplies by the
+            # tensor's reciprocal: a unit off, and inf for 1e-38 / 1e-39 (trial TE)
+            return torch.div(b.new_full((), a), b)
         return a / b
 
     def maximum(self, a: Any, b: Any) -> Tensor:
@@ -398,29 +398,15 @@ class TorchEngine:
         return _gelu_back(flat_grad, flat)[:count].view(x.shape)
 
     def layer_norm(self, x: Tensor, scale: Tensor, shift: Tensor, epsilon: float) -> Tensor:
-        """Fast path: libtorch's LayerNorm kernel, one pass over each position's last axis; its
-        means and reciprocal roots kept for the way back while x lives unchanged."""
-        out, mean, root = _layer_norm(x, [x.shape[-1]], scale, shift, epsilon)
-        key = id(x)
-        forget = partial(_totals._forget, self._norms, key)
-        self._norms[key] = (weakref.ref(x, forget), x._version, epsilon, mean, root)
-        return out
+        """Fast path: libtorch's LayerNorm kernel, one pass over each position's last axis."""
+        return self._layer_norms.forward(x, scale, shift, epsilon)
 
     def layer_norm_back(
         self, x: Tensor, scale: Tensor, grad: Tensor, epsilon: float
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """Fast path: libtorch's LayerNorm way back, from the forward's means and reciprocal
-        roots where x is the forward's (else made again by its kernel: the same values, a
-        tenth of `torch.var_mean`'s time over the last axis)."""
-        width = [x.shape[-1]]
-        kept = self._norms.get(id(x))
-        if kept is not None and kept[0]() is x and kept[1:3] == (x._version, epsilon):
-            mean, root = kept[3], kept[4]
-        else:
-            _, mean, root = _layer_norm(x, width, None, None, epsilon)
-        mask = [True, True, True]  # the shift's gradient: its shape read from `scale`'s
-        made = _layer_norm_back(grad, x, width, mean, root, scale, scale, mask)
-        return made[0], made[1], made[2]
+        """Fast path: libtorch's LayerNorm way back (`_norms.Norms.back`)."""
+        strict = self.totals if self.precision == "strict" else None
+        return self._layer_norms.back(x, scale, grad, epsilon, strict)
 
     # --- fast paths (deepsharp.core.engine.fused) -----------------------------------------
     def lstm_cell(

@@ -12,6 +12,7 @@ from typing import Any, TypedDict
 from deepsharp.core.errors import EngineUnavailableError
 
 __all__ = [
+    "checked_device",
     "CPU_BUILD",
     "CUDA_BUILDS",
     "TESTED_TORCH",
@@ -191,3 +192,25 @@ def doctor_lines() -> list[str]:
     lines += [f"torch problem: {problem}" for problem in report["problems"]]
     lines += [f"torch advice: {advice}" for advice in report["advice"]]
     return lines
+
+
+def checked_device(module: Any, device: str) -> Any:
+    """The processor, or a card torch can use: a device the engine would name in its identity
+    but never use ('mps', 'meta': its tensors stayed on the processor), or a card a CPU build
+    cannot reach (a raw AssertionError at the first put), is refused saying why (trial TE)."""
+    try:
+        made = module.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise EngineUnavailableError(
+            f"the torch engine: {device!r} is no device ({error})"
+        ) from None
+    if made.type == "cuda":
+        why = cuda_refusal(module, 0 if made.index is None else made.index)
+        if why is not None:
+            raise EngineUnavailableError(f"the torch engine cannot run on {device}: {why}")
+    elif made.type != "cpu":
+        raise EngineUnavailableError(
+            f"the torch engine runs on the processor (cpu) or an NVIDIA card (cuda:N), not on "
+            f"{device!r}: TorchEngine.on_cpu() or TorchEngine.on_gpu(index)"
+        )
+    return made

@@ -137,7 +137,8 @@ class _Totals:
         a = a.transpose(-1, -2) if transpose_a else a
         b = b.transpose(-1, -2) if transpose_b else b
         lead, (rows, inner), columns = tuple(a.shape[:-2]), tuple(a.shape[-2:]), b.shape[-1]
-        out = self._stacks(a.reshape(-1, rows, inner), b.reshape(-1, inner, columns))
+        stacks = math.prod(lead)  # named, not -1: a stack of no values has no -1 to find
+        out = self._stacks(a.reshape(stacks, rows, inner), b.reshape(stacks, inner, columns))
         return out.reshape(*lead, rows, columns)
 
     def add_rows(self, values: Tensor, indices: Tensor, rows: int) -> Tensor:
@@ -661,6 +662,16 @@ OFFERED: dict[str, Callable[..., Totals]] = {
     "mixed_float16": partial(MixedTotals, precision=MIXED_FLOAT16),
 }
 """The torch engine's precisions, its default first: name -> strategy."""
+
+
+def no_terms(x: Tensor, w: Tensor, bias: Tensor | None, stride: int, padding: Paddings) -> Tensor:
+    """A convolution of no channels (its totals of no terms: 0, or the bias) or of no filters,
+    which libtorch gives the wrong shape (0 channels) or refuses (0 filters) (trial TE)."""
+    (top, bottom), (left, right) = padding
+    height = (x.shape[2] + top + bottom - w.shape[2]) // stride + 1
+    width = (x.shape[3] + left + right - w.shape[3]) // stride + 1
+    out = x.new_zeros((x.shape[0], w.shape[0], height, width))
+    return out if bias is None else out + bias.to(out.dtype).reshape(1, -1, 1, 1)
 
 
 def padded(x: Tensor, padding: Paddings) -> tuple[Tensor, tuple[int, int]]:
