@@ -115,3 +115,22 @@ def test_a_network_file_given_as_the_rows_and_one_row_without_a_target_say_what_
     rows.write_text("x,y\n" + "".join(f"{i % 5},{'' if i == 7 else i % 2}\n" for i in range(40)))
     assert main(["train", str(rows), "--target", "y", "--out", out, "--no-progress"]) == 1
     assert "without one: drop it first, or give its target" in _said(capsys)
+
+
+def test_a_sample_runs_no_longer_than_its_own_count(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before (trial SA): `sample shakespeare --steps 10 --epochs 3` ran 30 steps, and
+    `sample resnet --epochs 40` ten epochs past its schedule's end, though --epochs said 'a
+    shorter run'; shakespeare.run(steps=0) trained nothing and generated from that."""
+    from deepsharp.core.samples import shakespeare
+
+    for argv, said in [
+        (["sample", "shakespeare", "--steps", "10", "--epochs", "3"], "counted in steps: use --"),
+        (["sample", "resnet", "--epochs", "31"], "runs 30 epochs (its rate's schedule is made"),
+    ]:
+        assert main(argv) == 1, argv
+        assert said in _said(capsys)
+    for steps in (0, -5, 2.5, True):
+        with pytest.raises(ValueError, match="steps is a whole number of 1 or more"):
+            shakespeare.run(steps=steps, progress=False)

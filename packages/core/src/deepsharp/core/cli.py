@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_at_least_one,
         default=None,
         metavar="N",
-        help="at most N epochs (a shorter run than the sample's; default: the sample's)",
+        help="at most N epochs (no more than the sample's own; default: the sample's)",
     )
     sample.add_argument(
         "--steps",
@@ -271,13 +271,23 @@ def _sample(arguments: argparse.Namespace) -> int:
     module: Any = import_module(f"deepsharp.core.samples.{arguments.name}")
     engine = _engine(arguments.engine)
     extra = {} if arguments.epochs is None else {"epochs": arguments.epochs}
+    counted_in_steps = "steps" in inspect.signature(module.run).parameters
     if arguments.steps is not None:
-        if "steps" not in inspect.signature(module.run).parameters:
+        if not counted_in_steps:
             raise CommandError(
                 f"--steps is for a sample counted in steps (shakespeare); {arguments.name} is "
                 "counted in epochs: use --epochs N"
             )
         extra["steps"] = arguments.steps
+    own = getattr(module, "EPOCHS", None)  # a sample whose schedule is made for its epochs
+    if arguments.epochs is not None and (counted_in_steps or arguments.epochs > (own or 1e9)):
+        raise CommandError(
+            f"--epochs is for a sample counted in epochs; {arguments.name} is counted in steps: "
+            "use --steps N"
+            if counted_in_steps
+            else f"--epochs {arguments.epochs}: the {arguments.name} sample runs {own} epochs "
+            f"(its rate's schedule is made for them): give at most {own}"
+        )
     run = module.run(engine=engine, seed=arguments.seed, progress=arguments.progress, **extra)
     print(run.report)
     if arguments.save:

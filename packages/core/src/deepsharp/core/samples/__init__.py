@@ -1,5 +1,5 @@
 """Samples that ship with deepsharp, data included (nothing is downloaded): `titanic`, `digits`,
-`spam`."""
+`resnet` (the digits through a residual network), `spam` and `shakespeare`."""
 
 from importlib.resources import files
 from pathlib import Path

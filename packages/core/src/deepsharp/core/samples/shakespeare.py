@@ -181,6 +181,8 @@ def run(
     STEPS_AN_EPOCH each: `steps` rounded up to a multiple of the epochs, 301 as 2 epochs of 151),
     judge each epoch by the validation loss, and end the report with `characters` characters
     generated from `prompt`."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"shakespeare.run: steps is a whole number of 1 or more, not {steps!r}")
     epochs = max(1, math.ceil(steps / STEPS_AN_EPOCH))
     steps_an_epoch = math.ceil(steps / epochs)
     settings = {"epochs": epochs, "patience": epochs, "batch_size": BATCH, **options}
