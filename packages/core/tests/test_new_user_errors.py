@@ -283,7 +283,7 @@ def test_a_diverging_run_says_where_and_what_to_try_without_numpy_warnings() -> 
 @pytest.mark.parametrize(
     ("scale_x", "scale_y", "engine", "said"),
     [
-        (1.0, 1e22, "light", r"its features or its targets \(scale them\)\. The network"),
+        (1.0, 1e22, "light", r"its features or its targets \(scale them\), or, with a layer"),
         (1e5, 1.0, "light:mixed_float16", r"beyond float16's range \(65,504\) overflows"),
     ],
 )

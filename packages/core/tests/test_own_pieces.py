@@ -42,7 +42,8 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
 
 def _fit(loss: Any = None, optimizer: Any = None, **extra: Any) -> Any:
     options = FitOptions(seed=1, epochs=2, batch_size=8, progress=False, **extra.pop("opts", {}))
-    return fit(None, _data(), Network([Dense(1)]), loss or MeanSquaredError(),
+    network = extra.pop("network", None) or Network([Dense(1)])
+    return fit(None, _data(), network, loss or MeanSquaredError(),
                optimizer or Adam(0.01), options, **extra)  # fmt: skip
 
 
@@ -226,3 +227,124 @@ def test_a_method_left_unwritten_is_named_with_what_to_write() -> None:
             _fit(optimizer=NoUpdate())
     with pytest.raises(TypeError, match=r"the optimizer must be an Optimizer, not 'adam'"):
         _fit(optimizer="adam")
+
+
+# --- rules, hooks, optimizers and engines of one's own that break their promises (trial XP) ---
+
+
+def test_a_rule_of_one_s_own_may_not_take_the_name_of_one_of_deepsharp_s() -> None:
+    """Before: registering a rule named 'tanh' replaced deepsharp's in every Tanh of the
+    process, silently."""
+    from deepsharp.core.autodiff.tensor import RULES, Rule, register
+
+    built_in = RULES["tanh"]
+
+    class MyTanh(Rule):
+        name = "tanh"
+
+    with pytest.raises(ValueError, match=r"named 'tanh', the name of deepsharp's own rule"):
+        register(MyTanh)
+    assert RULES["tanh"] is built_in
+
+
+def _layer_of(rule_name: str) -> Layer:
+    from deepsharp.core.autodiff import functions as ops
+    from deepsharp.core.autodiff.tensor import RULES
+
+    class Ruled(Layer):
+        def build(self, shape: Any) -> Any:
+            self.slot("s", shape, "ones")
+            return shape
+
+        def forward(self, x: Tensor, slots: Any, context: Any) -> Tensor:
+            return ops.apply(RULES[rule_name], (x, slots["s"]))
+
+    return Ruled()
+
+
+def test_what_a_rule_of_one_s_own_gives_is_checked_naming_the_rule() -> None:
+    """Before: a backward of one gradient for two inputs left a slot untrained, silently; a
+    gradient of another shape was an IndexError deep in the engine; a forward giving a handle
+    alone was 'too many values to unpack'."""
+    from deepsharp.core.autodiff.tensor import Rule, register
+
+    @register
+    class ShortBack(Rule):
+        name = "test_short_back"
+
+        def forward(self, engine: Any, x: Any, s: Any) -> Any:
+            return engine.mul(x, s), None
+
+        def backward(self, engine: Any, node: Any, grad: Any) -> Any:
+            return (engine.mul(grad, node.inputs[1].handle),)  # s's part forgotten
+
+    @register
+    class WrongShape(Rule):
+        name = "test_wrong_shape"
+
+        def forward(self, engine: Any, x: Any, s: Any) -> Any:
+            return engine.mul(x, s), None
+
+        def backward(self, engine: Any, node: Any, grad: Any) -> Any:
+            return None, engine.sum(grad, (0, 1))  # the slot's, of shape () for (3,)
+
+    @register
+    class BareForward(Rule):
+        name = "test_bare_forward"
+
+        def forward(self, engine: Any, x: Any, s: Any) -> Any:
+            return engine.mul(x, s)
+
+    for name, error, said in [
+        ("test_short_back", ValueError, r"'test_short_back': its backward gave 1 gradients for"),
+        ("test_wrong_shape", ValueError, r"towards input 1 has shape \(\), and that input has"),
+        ("test_bare_forward", TypeError, r"'test_bare_forward': its forward gave .*not the pair"),
+    ]:
+        with pytest.raises(error, match=said):
+            _fit(network=Network([_layer_of(name), Dense(1)]))
+
+
+def test_a_hook_s_gradients_of_another_shape_are_named_with_the_slot() -> None:
+    """Before: a broadcast error of NumPy's in the optimizer's update, naming neither."""
+
+    class Summed(StepHook):
+        def gradients(self, trainer: Any, grads: Any) -> Any:
+            engine = trainer.engine
+            return [engine.sum(g, tuple(range(len(engine.shape(g))))) for g in grads]
+
+    with pytest.raises(ConfigurationError, match=r"Summed: gradients\(\) gave the slot 'dense.w"):
+        _fit(hooks=[Summed()])
+
+
+class Rebinds(Optimizer):
+    """An update that binds new values to names: it changes no slot."""
+
+    def __init__(self, learning_rate: Any = 0.1) -> None:
+        self.learning_rate = learning_rate_setting("Rebinds", learning_rate)
+
+    def update(self, engine: Any, slots: Any, grads: Any, state: Any) -> None:
+        slots = [engine.sub(s, engine.mul(g, self.rate(state))) for s, g in zip(slots, grads)]
+
+    def config(self) -> dict[str, Any]:
+        return {"learning_rate": self.rate_config()}
+
+
+def test_an_optimizer_that_changes_no_slot_is_warned_of_and_one_that_does_is_not() -> None:
+    """Before: the run ended as a run of skipped steps ends, and nothing was said."""
+    with pytest.warns(DeepSharpWarning, match=r"Rebinds changed no slot in its first 3 updates"):
+        _fit(optimizer=Rebinds())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _fit(optimizer=Plain(0.01))
+
+
+def test_an_engine_without_an_identity_is_refused_saying_what_it_needs() -> None:
+    """Before: AttributeError: 'NoneType' object has no attribute 'precision'."""
+    from deepsharp.engines.light import LightEngine
+
+    class NoIdentity(LightEngine):
+        name = "noid"
+        identity = None  # type: ignore[assignment]
+
+    with pytest.raises(ConfigurationError, match=r"'noid' has no identity: a run takes its"):
+        _fit(opts={"engine": NoIdentity()})

@@ -223,6 +223,8 @@ class Recording:
                 self.rules_applied += 1
                 self.running = node
                 sent = node.rule.backward(engine, node, grad)
+                if not node.rule.own:
+                    _check_sent(engine, node, sent)
             # Its way back is done: let go of what it kept now, not at the end, so that a large
             # value (a convolution's) is freed before the layers below it allocate theirs.
             node.forget()
@@ -318,6 +320,10 @@ class Rule:
     """Whether its output is one stretch of its input along an axis (`attrs` axis, start,
     stop): the way back joins the gradients of several stretches of one input end to end
     (`_joined`) instead of running `backward` on each (zeros around it) and adding them."""
+    own = False
+    """Whether it is deepsharp's (set by `register`): a rule of one's own has what its way
+    back sends checked (a gradient an input, of its shape), deepsharp's are held to that by
+    their tests."""
 
     def check(self, inputs: tuple[Value, ...], attrs: dict[str, Any]) -> None:
         """Refuse inputs of shapes the operation cannot take (a ShapeError naming both)."""
@@ -334,9 +340,46 @@ class Rule:
 RULES: dict[str, Rule] = {}
 
 
+def _check_sent(engine: Engine, node: Node, sent: Any) -> None:
+    """What a rule of one's own sent back: a gradient an input (None where not needed), each
+    of its input's shape. Else a slot went untrained, silently, or an engine's error deep in
+    the next rule named neither (trial XP)."""
+    name, inputs = node.rule.name, node.inputs
+    if not isinstance(sent, (tuple, list)):
+        raise TypeError(
+            f"rule {name!r}: its backward gave {type(sent).__name__}, not a tuple of one "
+            f"gradient an input ({len(inputs)}; None where node.needs says it is not needed)"
+        )
+    if len(sent) != len(inputs):
+        raise ValueError(
+            f"rule {name!r}: its backward gave {len(sent)} gradients for its {len(inputs)} "
+            "inputs: give one an input (None where node.needs says it is not needed)"
+        )
+    for place, (value, needed, part) in enumerate(zip(inputs, node.needs, sent)):
+        if needed and part is not None and isinstance(value, Tensor):
+            shape = tuple(engine.shape(part))
+            if shape != tuple(value.shape):
+                raise ValueError(
+                    f"rule {name!r}: its gradient towards input {place} has shape {shape}, "
+                    f"and that input has shape {tuple(value.shape)}: give each input's "
+                    "gradient its shape (sum over the axes its forward broadcast it along)"
+                )
+
+
 def register(cls: type[Rule]) -> Rule:
-    """Make one rule of `cls` and enter it in RULES under its name (a class decorator)."""
+    """Make one rule of `cls` and enter it in RULES under its name (a class decorator). A rule
+    of one's own may not take the name of one of deepsharp's: it would stand in for it in
+    every layer and loss of the process, silently (one of one's own is replaced, as a cell of
+    a notebook run again registers it again)."""
     rule = cls()
+    rule.own = cls.__module__.startswith("deepsharp.")
+    taken = RULES.get(rule.name)
+    if taken is not None and taken.own and not rule.own:
+        raise ValueError(
+            f"register: {cls.__qualname__} is named {rule.name!r}, the name of deepsharp's own "
+            f"rule {type(taken).__qualname__}; it would run in its place in every layer and "
+            "loss: give your rule a name of its own"
+        )
     RULES[rule.name] = rule
     return rule
 
@@ -363,7 +406,13 @@ def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
     recording = _recordings.active
     if recording is not None:
         recording.rule = rule  # where the engine's calls come from, for a witness of them
-    handle, saved = rule.forward(engine, *args, **attrs)
+    made = rule.forward(engine, *args, **attrs)
+    if type(made) is not tuple or len(made) != 2:
+        raise TypeError(
+            f"rule {rule.name!r}: its forward gave {type(made).__name__}, not the pair (output, "
+            "saved): return (handle, None) where its way back needs nothing saved"
+        )
+    handle, saved = made
     shape = engine.shape(handle)
     dtype = inputs[0].dtype if rule.moves and isinstance(inputs[0], Tensor) else "float32"
     if recording is None:

@@ -258,7 +258,9 @@ def _traced_twice(
             f"for {BATCH} rows, another for {AGAIN}): a layer's forward reads the batch's size "
             "as a number (x.shape[0]), which would tie the file to the rows it is traced with: "
             "a row's prediction is made from its own row alone (predict serves rows in chunks, "
-            "a file rows as they come), so compute it without the batch, or export without it"
+            "a file rows as they come), so compute it without the batch, or export without it; "
+            "or a layer's forward keeps state between calls (an attribute it changes), so that "
+            "each trace writes another value: check_layer names such a layer"
         )
     return graph, metadata
 

@@ -603,7 +603,9 @@ def _diverged(run: RunState, what: str, updated: bool = True) -> None:
         raise TrainingDivergedError(
             f"{what}, before any update (the loss of the slots the run started from): not the "
             "learning rate. Look for huge or broken values in the batch, its features or its "
-            f"targets (scale them){narrow}. The network holds {kept}"
+            f"targets (scale them){narrow}, or, with a layer, rule or engine of your own, at "
+            "its arithmetic (deepsharp.core.compare on this batch names the first operation "
+            f"past its bound). The network holds {kept}"
         )
     huge = [
         (loss, record.epoch)

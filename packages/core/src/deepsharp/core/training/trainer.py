@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ from deepsharp.core.engine import Engine, Handle, fused, make_engine
 from deepsharp.core.errors import (
     ConfigurationError,
     DataError,
+    DeepSharpWarning,
     ShapeError,
     StateError,
     described,
@@ -72,6 +74,10 @@ from deepsharp.core.training.state import (
 )
 
 __all__ = ["Trainer", "parts_of"]
+
+
+UPDATES_WATCHED = 3
+"""How many of its first updates an optimizer of one's own is watched for changing no slot."""
 
 
 class Trainer:
@@ -132,6 +138,13 @@ class Trainer:
         self.loss = loss
         self.optimizer = optimizer
         self.engine: Engine = make_engine(engine)
+        if getattr(self.engine, "identity", None) is None:
+            raise ConfigurationError(
+                f"the engine {getattr(self.engine, 'name', type(self.engine).__name__)!r} has "
+                "no identity: a run takes its precision from it and records it in checkpoints "
+                "and the report; give the engine an `identity` (deepsharp.core.EngineIdentity) "
+                "naming its precision (docs/writing-an-engine.md)"
+            )
         self.streams = streams if streams is not None else Streams(seed)
         self.accumulate = int(accumulate)
         self.loss_scale: LossScale | None = loss_scale_for(
@@ -151,6 +164,8 @@ class Trainer:
         self._value: Tensor | None = None  # the step's loss, while its hooks run
         self._value_read: float | None = None  # the loss, where a hook's read brought it back
         self.skipped_steps = 0
+        self._own_optimizer = type(optimizer).__module__.startswith("deepsharp.")
+        self._watched_updates = 0  # an optimizer of one's own: its first updates are watched
         self.rules_applied = 0
         self._held: Held | None = None
         self._slots: list[Tensor] = []
@@ -311,11 +326,24 @@ class Trainer:
                             f"({len(self._slots)}, in the order it was given them), or None "
                             "to skip the step"
                         )
+                    if not type(hook).__module__.startswith("deepsharp."):
+                        self._check_hooked(hook, grads)
             finally:
                 self._value, self.step_share = None, None
             assert grads is not None
             self.update(grads)
         return value
+
+    def _check_hooked(self, hook: StepHook, grads: Sequence[Handle]) -> None:
+        """A step hook of one's own gives each slot's gradient its slot's shape (else the
+        optimizer's update failed deep in the engine, naming neither: trial XP)."""
+        for name, slot, grad in zip(self.slot_names, self._slots, grads):
+            shape = tuple(self.engine.shape(grad))
+            if shape != tuple(slot.shape):
+                raise ConfigurationError(
+                    f"the step hook {type(hook).__name__}: gradients() gave the slot {name!r} "
+                    f"a gradient of shape {shape}, and the slot has shape {tuple(slot.shape)}"
+                )
 
     def _way_back(
         self,
@@ -458,7 +486,34 @@ class Trainer:
         """The one place in a step where every gradient exists before the slots change: the
         optimizer clips them (where asked) and applies its update."""
         held = self.held
+        if self._watched_updates < UPDATES_WATCHED and not self._own_optimizer:
+            self._watch_update(grads)
+            return
         self.optimizer.apply(self.engine, held.slots, grads, held.state)
+
+    def _watch_update(self, grads: Sequence[Handle]) -> None:
+        """An optimizer of one's own is watched over its first updates: where none of them
+        changed a slot though gradients were not all zero, its `update` binds new values to
+        names instead of changing the slots in place, and the run learns nothing, silently
+        (trial XP): warned once. (A rate warming up from 0 changes them by the second.)"""
+        engine, held = self.engine, self.held
+        before = [engine.get(slot) for slot in held.slots]
+        self.optimizer.apply(engine, held.slots, grads, held.state)
+        if any(
+            engine.get(slot).tobytes() != kept.tobytes() for slot, kept in zip(held.slots, before)
+        ):
+            self._watched_updates = UPDATES_WATCHED  # it changes them: no more watching
+        elif any(np.any(engine.get(grad)) for grad in grads):
+            self._watched_updates += 1
+            if self._watched_updates == UPDATES_WATCHED:
+                warnings.warn(
+                    f"the optimizer {type(self.optimizer).__name__} changed no slot in its first "
+                    f"{UPDATES_WATCHED} updates, though their gradients were not zero: an "
+                    "update changes each slot in place (engine.assign(slot, new value)); one "
+                    "that binds new values to names changes nothing",
+                    DeepSharpWarning,
+                    stacklevel=2,
+                )
 
     def evaluate(self, features: Any, targets: Any) -> tuple[float, NDArray[np.float32]]:
         """The loss and the predictions (the link applied) for a batch, without recording."""
