@@ -83,13 +83,7 @@ def writable(path: str, option: str, printed: bool = True, through: bool = True)
     folder = target.parent
     if not folder.is_dir():
         raise CommandError(f"{option} {path!r}: there is no folder {os.fspath(folder)!r}")
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        raise CommandError(
-            f"{option} {path!r}: cannot write into {os.fspath(folder)!r}: {error.strerror or error}"
-        ) from None
+    _takes_files(folder, f"{option} {path!r}")
 
 
 def left_behind(path: str) -> str:
@@ -191,13 +185,17 @@ def _folder_takes_files(folder: str) -> None:
         probe = probe.parent  # the folder it is made in
     if not probe.is_dir():
         raise CommandError(f"--checkpoints {folder}: {os.fspath(probe)!r} is a file, not a folder")
+    _takes_files(probe, f"--checkpoints {folder}")
+
+
+def _takes_files(folder: Path, said: str) -> None:
+    """Refuse a folder that takes no new file (permission, a read-only file system)."""
     try:
-        with tempfile.TemporaryFile(dir=probe):
+        with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as error:
         raise CommandError(
-            f"--checkpoints {folder}: cannot write into {os.fspath(probe)!r}: "
-            f"{error.strerror or error}"
+            f"{said}: cannot write into {os.fspath(folder)!r}: {error.strerror or error}"
         ) from None
 
 
