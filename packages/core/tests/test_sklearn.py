@@ -461,3 +461,14 @@ def test_messages_name_the_estimator_and_its_random_state() -> None:
     x, y = np.zeros((10, 2), np.float32), np.arange(10) % 2
     with pytest.raises(ValueError, match="NetworkClassifier: random_state is the run's seed"):
         NetworkClassifier(random_state=2**63).fit(x, y)
+
+
+def test_a_random_state_object_draws_each_fit_s_seed() -> None:
+    """Before (trial SL): a numpy RandomState, which scikit-learn's glossary allows, was
+    refused. Each fit draws its seed from it: the same object state, the same fit."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((40, 3)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(int)
+    first = NetworkClassifier(epochs=2, random_state=np.random.RandomState(7)).fit(x, y)
+    again = NetworkClassifier(epochs=2, random_state=np.random.RandomState(7)).fit(x, y)
+    assert first.predict_proba(x).tobytes() == again.predict_proba(x).tobytes()

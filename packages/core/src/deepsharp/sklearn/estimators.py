@@ -179,11 +179,14 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
             changes["engine"] = self.engine
         if self.random_state is not None:
             seed = self.random_state
+            if isinstance(seed, np.random.RandomState):  # scikit-learn's convention: each fit
+                seed = int(seed.randint(0, 2**63 - 1, dtype=np.int64))  # draws its seed from it
             whole = not isinstance(seed, bool) and isinstance(seed, numbers.Integral)
             if not whole or not 0 <= seed < 2**63:
                 raise ValueError(
                     f"{type(self).__name__}: random_state is the run's seed, a whole number "
-                    f"from 0 to 2**63 - 1 (or None: the options' seed, 0 by default), not {seed!r}"
+                    f"from 0 to 2**63 - 1, a numpy RandomState its seed is drawn from, or None "
+                    f"(the options' seed, 0 by default), not {seed!r}"
                 )
             changes["seed"] = int(seed)
         return dataclasses.replace(options, **changes) if changes else options
