@@ -509,6 +509,14 @@ def test_a_file_changed_since_it_was_scanned_is_refused_as_a_pass_opens_or_ends_
         more.write("100,b\n")
     with pytest.raises(DataError, match=r"as a pass ends; every pass over a scan reads the same"):
         list(reading)
+    scan = scan_csv(path, read_rows=10)  # rotated while a pass reads it (trial SV: read on)
+    reading = scan.parts()
+    next(reading)
+    rotated = tmp_path / "rotated.csv"
+    rotated.write_bytes(path.read_bytes())
+    os.replace(rotated, path)
+    with pytest.raises(DataError, match=r"grow.csv: another file is at its path than the one"):
+        list(reading)
     parquet = pytest.importorskip("pyarrow.parquet")
     arrow = pytest.importorskip("pyarrow")
     parquet.write_table(arrow.table({"x": [1.0, 2.0]}), tmp_path / "rows.parquet")

@@ -105,6 +105,18 @@ class Scan:
         if self._stamp is None:
             return
         now = _stamp(os.fstat(handle.fileno()))
+        if now == self._stamp and when == "as a pass ends":  # the file read is the one
+            try:  # scanned; is the one at its path (rotated, replaced: trial SV)?
+                at_path = _stamp(os.stat(self.path))
+            except OSError:
+                at_path = None
+            if at_path != self._stamp:
+                raise DataError(
+                    f"{self.path}: another file is at its path than the one scanned "
+                    f"({'none' if at_path is None else f'{at_path[0]:,} bytes'}) {when}: it "
+                    "was replaced or removed, and every pass over a scan reads the same rows: "
+                    "scan it again once nothing writes to it, or copy it and scan the copy"
+                )
         if now != self._stamp:
             raise DataError(
                 f"{self.path}: the file changed since it was scanned: {self._stamp[0]:,} bytes "
