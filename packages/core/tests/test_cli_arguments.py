@@ -134,3 +134,19 @@ def test_a_sample_runs_no_longer_than_its_own_count(
     for steps in (0, -5, 2.5, True):
         with pytest.raises(ValueError, match="steps is a whole number of 1 or more"):
             shakespeare.run(steps=steps, progress=False)
+
+
+def test_a_latin1_csv_holding_json_is_no_safetensors_file_and_stdin_is_told_to_pipe(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial FP: a Latin-1 CSV whose 9th byte opens JSON was called a safetensors file; the
+    iconv advice for standard input named 'standard input (ROWS -)' as a file."""
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b'payload\n{"city": "Z\xfcrich"}\n')
+    assert main(["predict", str(model), str(latin)]) == 1
+    assert "line 2: not UTF-8 text (the byte 0xfc" in _said(capsys)
+    with open(latin, "rb") as given:
+        done = subprocess.run([sys.executable, "-m", "deepsharp", "predict", str(model), "-"],
+                              stdin=given, capture_output=True, timeout=300)  # fmt: skip
+    said = done.stderr.decode()
+    assert "pipe it through iconv -f latin1 -t utf-8" in said and "> utf8.csv" not in said

@@ -329,13 +329,34 @@ class Rebinds(Optimizer):
         return {"learning_rate": self.rate_config()}
 
 
+class Delayed(Schedule):
+    """A rate of 0 for the first `hold` updates, then `initial`."""
+
+    def __init__(self, initial: float = 0.01, hold: int = 3) -> None:
+        self.initial, self.hold = initial, hold
+
+    def rate(self, step: int) -> float:
+        return 0.0 if step < self.hold else self.initial
+
+    def config(self) -> dict[str, Any]:
+        return {"initial": self.initial, "hold": self.hold}
+
+
+class MyAdam(Adam):
+    """Deepsharp's update, under a class of one's own."""
+
+
 def test_an_optimizer_that_changes_no_slot_is_warned_of_and_one_that_does_is_not() -> None:
-    """Before: the run ended as a run of skipped steps ends, and nothing was said."""
-    with pytest.warns(DeepSharpWarning, match=r"Rebinds changed no slot in its first 3 updates"):
-        _fit(optimizer=Rebinds())
+    """Before: the run ended as a run of skipped steps ends, and nothing was said. Not warned
+    of (trial FP): a rate held at 0 for a while, deepsharp's own update in a subclass."""
+    options = FitOptions(seed=1, epochs=3, batch_size=8, progress=False)
+    with pytest.warns(DeepSharpWarning, match=r"Rebinds changed no slot in 10 updates at a rate"):
+        fit(None, _data(), Network([Dense(1)]), MeanSquaredError(), Rebinds(), options)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _fit(optimizer=Plain(0.01))
+        _fit(optimizer=Plain(Delayed(0.01, 12)))  # 10 steps at 0: its rate, not its update
+        _fit(optimizer=MyAdam(Delayed(0.01, 3)))
 
 
 def test_an_engine_without_an_identity_is_refused_saying_what_it_needs() -> None:
@@ -348,3 +369,40 @@ def test_an_engine_without_an_identity_is_refused_saying_what_it_needs() -> None
 
     with pytest.raises(ConfigurationError, match=r"'noid' has no identity: a run takes its"):
         _fit(opts={"engine": NoIdentity()})
+
+
+def test_rules_of_one_s_own_that_were_fine_before_the_checks_still_are() -> None:
+    """Trial FP: a backward leaving off a trailing number input's gradient, a forward giving
+    its pair as a list, a backward giving a generator: each ran before the checks, and was
+    refused by their first form."""
+    from deepsharp.core.autodiff.tensor import Rule, register
+
+    @register
+    class ScaledBy(Rule):
+        name = "test_scaled_by_number"
+
+        def forward(self, engine: Any, x: Any, s: Any) -> Any:
+            return [engine.mul(x, s), None]  # a list of two
+
+        def backward(self, engine: Any, node: Any, grad: Any) -> Any:
+            return (g for g in (engine.mul(grad, node.inputs[1].handle), None))
+
+    from deepsharp.core.autodiff import functions as ops
+    from deepsharp.core.autodiff.tensor import RULES
+
+    class Twice(Layer):
+        def forward(self, x: Tensor, slots: Any, context: Any) -> Tensor:
+            halved = ops.apply(RULES["test_scaled_by_number"], (x, Tensor.put(x.engine, 0.5)))
+            return ops.apply(RULES["test_number_last"], (halved, 4.0))
+
+    @register
+    class NumberLast(Rule):
+        name = "test_number_last"
+
+        def forward(self, engine: Any, x: Any, k: float) -> Any:
+            return engine.mul(x, k), None
+
+        def backward(self, engine: Any, node: Any, grad: Any) -> Any:
+            return (engine.mul(grad, node.inputs[1]),)  # the number's left off
+
+    _fit(network=Network([Twice(), Dense(1)]))

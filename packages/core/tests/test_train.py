@@ -606,6 +606,9 @@ def test_a_class_target_of_nearly_one_value_a_row_is_refused_before_the_run(
     names = [{"x": i % 7 * 0.5, "y": f"name {i}"} for i in range(20)]
     with pytest.raises(DataError, match="20 distinct values over 20 rows, 20 of them on one row"):
         infer_pipeline(names, "y")
+    colours = ["red", "green", "blue", "red", "yellow"]  # a few rows: no identifier (trial FP)
+    rows = [{"x": i * 0.7 % 3, "y": c} for i, c in enumerate(colours)]
+    assert infer_pipeline(rows, "y").target_kind == "classes"
 
 
 def test_a_flag_of_a_value_on_every_row_warns_naming_true_and_false() -> None:

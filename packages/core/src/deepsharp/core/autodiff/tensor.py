@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from deepsharp.core.engine import Engine, Handle
@@ -224,7 +224,7 @@ class Recording:
                 self.running = node
                 sent = node.rule.backward(engine, node, grad)
                 if not node.rule.own:
-                    _check_sent(engine, node, sent)
+                    sent = _checked_sent(engine, node, sent)
             # Its way back is done: let go of what it kept now, not at the end, so that a large
             # value (a convolution's) is freed before the layers below it allocate theirs.
             node.forget()
@@ -340,17 +340,21 @@ class Rule:
 RULES: dict[str, Rule] = {}
 
 
-def _check_sent(engine: Engine, node: Node, sent: Any) -> None:
-    """What a rule of one's own sent back: a gradient an input (None where not needed), each
-    of its input's shape. Else a slot went untrained, silently, or an engine's error deep in
-    the next rule named neither (trial XP)."""
+def _checked_sent(engine: Engine, node: Node, sent: Any) -> Grads:
+    """What a rule of one's own sent back, as a tuple: a gradient an input that needs one (None
+    where not needed; those left off the end are taken as None), each of its input's shape.
+    Else a slot went untrained, silently, or an engine's error deep in the next rule named
+    neither (trial XP)."""
     name, inputs = node.rule.name, node.inputs
+    if isinstance(sent, Iterator):  # a generator of them: taken as they come
+        sent = tuple(sent)
     if not isinstance(sent, (tuple, list)):
         raise TypeError(
             f"rule {name!r}: its backward gave {type(sent).__name__}, not a tuple of one "
             f"gradient an input ({len(inputs)}; None where node.needs says it is not needed)"
         )
-    if len(sent) != len(inputs):
+    left_off = [place for place in range(len(sent), len(inputs)) if node.needs[place]]
+    if len(sent) > len(inputs) or left_off:
         raise ValueError(
             f"rule {name!r}: its backward gave {len(sent)} gradients for its {len(inputs)} "
             "inputs: give one an input (None where node.needs says it is not needed)"
@@ -364,6 +368,7 @@ def _check_sent(engine: Engine, node: Node, sent: Any) -> None:
                     f"and that input has shape {tuple(value.shape)}: give each input's "
                     "gradient its shape (sum over the axes its forward broadcast it along)"
                 )
+    return tuple(sent)
 
 
 def register(cls: type[Rule]) -> Rule:
@@ -407,7 +412,7 @@ def apply(rule: Rule, inputs: tuple[Value, ...], **attrs: Any) -> Tensor:
     if recording is not None:
         recording.rule = rule  # where the engine's calls come from, for a witness of them
     made = rule.forward(engine, *args, **attrs)
-    if type(made) is not tuple or len(made) != 2:
+    if not isinstance(made, (tuple, list)) or len(made) != 2:
         raise TypeError(
             f"rule {rule.name!r}: its forward gave {type(made).__name__}, not the pair (output, "
             "saved): return (handle, None) where its way back needs nothing saved"

@@ -513,14 +513,20 @@ def _target_kind(column: Profile) -> tuple[TargetKind, str]:
     return "classes", f"{column.distinct} values ({column.some()}): a chance for each"
 
 
+ALONE = 20
+"""The fewest values on one row alone that make a class target an identifier's (with more
+than half its rows): a table of a few rows is no identifier (trial FP: 5 rows of colours)."""
+
+
 def _not_one_a_row(name: ColumnName, values: Column) -> None:
     """Refuse, before any run, a class target of nearly one value a row (a name, a ticket
-    number): more than half its rows hold a value no other row holds. Such a value is learned
-    from its row alone, and cannot be both among a split's training rows and checked."""
+    number): more than half its rows, and at least ALONE, hold a value no other row holds.
+    Such a value is learned from its row alone, and cannot be both among a split's training
+    rows and checked."""
     counts = Counter(text for text in map(label, values) if text is not None)
     once = sum(1 for count in counts.values() if count == 1)
     present = sum(counts.values())
-    if once * 2 > present:
+    if once * 2 > present and once >= ALONE:
         raise DataError(
             f"the target {name!r} holds {len(counts)} distinct values over {present} rows, "
             f"{once} of them on one row alone: nearly one a row (a name, an identifier), not "

@@ -183,17 +183,25 @@ def not_utf8(name: str) -> DataError:
         f"save it as UTF-8 (iconv -f latin1 -t utf-8 {name} > utf8.csv, naming the encoding it "
         "was written in), or in Python read it with pandas.read_csv(path, encoding='latin-1') "
         "and give the DataFrame"
+        if not name.startswith("/dev/")
+        else "pipe it through iconv -f latin1 -t utf-8 (naming the encoding it was written in)"
     )
     try:
-        if not stat.S_ISREG(os.stat(name).st_mode):
-            return DataError(f"{name}: not UTF-8 text: {advice}")
+        if not stat.S_ISREG(os.stat(name).st_mode):  # a pipe: through iconv as it comes
+            return DataError(
+                f"{name}: not UTF-8 text: pipe it through iconv -f latin1 -t utf-8 (naming the "
+                "encoding it was written in); a Parquet file is read from a file, not a pipe"
+            )
         with open(name, "rb") as raw:
             first = raw.read(4)
             for signature, what in _SIGNATURES:
                 if first.startswith(signature):
                     return DataError(f"{name}: not UTF-8 text but {what}")
-            raw.seek(8)
-            if raw.read(2) == b'{"':  # a header's length, then its JSON: a safetensors file
+            raw.seek(0)
+            length = int.from_bytes(raw.read(8), "little")
+            size = os.fstat(raw.fileno()).st_size
+            if 2 <= length <= size - 8 and raw.read(2) == b'{"':  # a header's length that fits,
+                # then its JSON: a safetensors file (not a CSV whose 9th byte opens JSON)
                 return DataError(
                     f"{name}: not UTF-8 text but a safetensors file (a network, a trained "
                     "network or a checkpoint): give the rows to read here, CSV or Parquet"

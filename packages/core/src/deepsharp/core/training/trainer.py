@@ -76,8 +76,17 @@ from deepsharp.core.training.state import (
 __all__ = ["Trainer", "parts_of"]
 
 
-UPDATES_WATCHED = 3
-"""How many of its first updates an optimizer of one's own is watched for changing no slot."""
+UPDATES_WATCHED = 10
+"""How many of its first updates (at a rate above 0) an update of one's own is watched for
+changing no slot (one that adds up a few steps' gradients before it changes them: up to 9)."""
+
+
+def _rate(optimizer: Optimizer, state: Any) -> float | None:
+    """The optimizer's rate now, where it says one (None where it cannot)."""
+    try:
+        return float(optimizer.rate(state))
+    except Exception:  # an optimizer of one's own without a learning_rate
+        return None
 
 
 class Trainer:
@@ -164,8 +173,9 @@ class Trainer:
         self._value: Tensor | None = None  # the step's loss, while its hooks run
         self._value_read: float | None = None  # the loss, where a hook's read brought it back
         self.skipped_steps = 0
-        self._own_optimizer = type(optimizer).__module__.startswith("deepsharp.")
-        self._watched_updates = 0  # an optimizer of one's own: its first updates are watched
+        update = getattr(type(optimizer), "update", None)  # deepsharp's, or a subclass's
+        self._watching = not getattr(update, "__module__", "").startswith("deepsharp.")
+        self._watched_updates = self._watch_calls = 0  # an update of one's own: watched
         self.rules_applied = 0
         self._held: Held | None = None
         self._slots: list[Tensor] = []
@@ -486,34 +496,40 @@ class Trainer:
         """The one place in a step where every gradient exists before the slots change: the
         optimizer clips them (where asked) and applies its update."""
         held = self.held
-        if self._watched_updates < UPDATES_WATCHED and not self._own_optimizer:
+        if self._watching:
             self._watch_update(grads)
             return
         self.optimizer.apply(self.engine, held.slots, grads, held.state)
 
     def _watch_update(self, grads: Sequence[Handle]) -> None:
-        """An optimizer of one's own is watched over its first updates: where none of them
-        changed a slot though gradients were not all zero, its `update` binds new values to
-        names instead of changing the slots in place, and the run learns nothing, silently
-        (trial XP): warned once. (A rate warming up from 0 changes them by the second.)"""
+        """An update of one's own is watched over its first updates: where UPDATES_WATCHED of
+        them at a rate above 0 changed no slot though the gradients were not all zero, it binds
+        new values to names instead of changing the slots in place, and the run learns
+        nothing, silently (trial XP): warned once. Watched for 5 x UPDATES_WATCHED updates at
+        most (each copies the slots to the host)."""
         engine, held = self.engine, self.held
+        rate = _rate(self.optimizer, held.state)  # before the update moves the count on
         before = [engine.get(slot) for slot in held.slots]
         self.optimizer.apply(engine, held.slots, grads, held.state)
+        self._watch_calls += 1
         if any(
             engine.get(slot).tobytes() != kept.tobytes() for slot, kept in zip(held.slots, before)
         ):
-            self._watched_updates = UPDATES_WATCHED  # it changes them: no more watching
-        elif any(np.any(engine.get(grad)) for grad in grads):
-            self._watched_updates += 1
+            self._watching = False  # it changes them
+        elif rate != 0 and any(np.any(engine.get(grad)) for grad in grads):
+            self._watched_updates += 1  # (a rate held at 0 changes nothing, rightly)
             if self._watched_updates == UPDATES_WATCHED:
+                self._watching = False
                 warnings.warn(
-                    f"the optimizer {type(self.optimizer).__name__} changed no slot in its first "
-                    f"{UPDATES_WATCHED} updates, though their gradients were not zero: an "
-                    "update changes each slot in place (engine.assign(slot, new value)); one "
-                    "that binds new values to names changes nothing",
+                    f"the optimizer {type(self.optimizer).__name__} changed no slot in "
+                    f"{UPDATES_WATCHED} updates at a rate above 0, though their gradients were "
+                    "not zero: an update changes each slot in place (engine.assign(slot, new "
+                    "value)); one that binds new values to names changes nothing",
                     DeepSharpWarning,
                     stacklevel=2,
                 )
+        if self._watch_calls >= 5 * UPDATES_WATCHED:
+            self._watching = False
 
     def evaluate(self, features: Any, targets: Any) -> tuple[float, NDArray[np.float32]]:
         """The loss and the predictions (the link applied) for a batch, without recording."""
