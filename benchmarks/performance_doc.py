@@ -409,7 +409,7 @@ def jobs_section(jobs: Mapping[str, Any]) -> list[str]:
 
 ONNX_SIDES = ("light", "torch:cpu", "onnxruntime")
 ONNX_TITLES = {
-    "titanic": "Titanic (14 features, Dense 16, ReLU, Dense 1, sigmoid)",
+    "titanic": "Titanic (15 features, Dense 16, ReLU, Dense 1, sigmoid)",
     "digits": "digits (1×8×8 images, Conv 16 3×3, ReLU, max-pool, Dense 10, softmax)",
 }
 

@@ -9,9 +9,13 @@ from deepsharp.distributed.errors import DistributedError
 
 __all__ = ["require_torch", "resolve_backend"]
 
+TESTED_TORCH = "2.13.0"
+"""The torch deepsharp is tested with (deepsharp-engine-torch's; this package needs no engine)."""
+
 INSTALL = (
-    "install the torch build you run on: `pip install torch --index-url "
-    "https://download.pytorch.org/whl/cpu` (processors only) or `pip install torch` (NVIDIA cards)"
+    f"install the torch build you run on: `pip install torch=={TESTED_TORCH} --index-url "
+    f"https://download.pytorch.org/whl/cpu` (processors only) or `pip install torch=={TESTED_TORCH}` "
+    "(NVIDIA cards)"
 )
 
 
@@ -49,7 +53,8 @@ def resolve_backend(backend: str) -> str:
     if not dist.is_nccl_available():
         raise DistributedError(
             f"backend 'nccl' needs a CUDA build of torch; this one ({torch.__version__}) has no "
-            "NCCL: use backend='gloo' (processors) or install a CUDA build (`pip install torch`)"
+            "NCCL: use backend='gloo' (processors) or install a CUDA build "
+            f"(`pip install torch=={TESTED_TORCH}`)"
         )
     if not torch.cuda.is_available():
         raise DistributedError(
