@@ -489,27 +489,6 @@ def test_import_from_a_removed_working_folder_says_so(model: Path, tmp_path: Pat
 # --- rows from what is not a regular file ----------------------------------------------------
 
 
-@pytest.mark.parametrize("named", ["/dev/stdin", "-"])
-def test_rows_piped_into_dev_stdin_are_predicted_as_from_their_file(
-    model: Path, named: str
-) -> None:
-    """Before: '-' was 'no such CSV file', and `python -m deepsharp` no module."""
-    from_file = _cli("predict", str(model), ROWS)
-    with open(ROWS, "rb") as rows:
-        cat = subprocess.Popen(["cat"], stdin=rows, stdout=subprocess.PIPE)  # stdin: a pipe
-        piped = subprocess.run(
-            [sys.executable, "-m", "deepsharp", "predict", str(model), named],
-            stdin=cat.stdout,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        cat.wait(timeout=60)
-    assert from_file.returncode == piped.returncode == 0, piped.stderr
-    assert piped.stdout == from_file.stdout  # before: "the file is empty"
-    assert piped.stdout.count("\n") == 892
-
-
 INTERRUPTED_IMPORTING = """
 import sys
 class Interrupt:  # Ctrl-C while the library is imported, before the command's own handling

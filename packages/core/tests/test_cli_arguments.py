@@ -91,6 +91,28 @@ def test_a_checkpoint_folder_the_run_cannot_write_into_is_refused_before_it(
         assert said in said_now.err and "pipeline" not in said_now.out  # before any work
 
 
+@pytest.mark.parametrize("named", ["/dev/stdin", "-"])
+def test_rows_piped_into_dev_stdin_are_predicted_as_from_their_file(
+    model: Path, named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: '/dev/stdin' was "the file is empty"; '-' was 'no such CSV file', and `python
+    -m deepsharp` no module."""
+    assert main(["predict", str(model), ROWS]) == 0
+    from_file = capsys.readouterr().out
+    with open(ROWS, "rb") as rows:
+        cat = subprocess.Popen(["cat"], stdin=rows, stdout=subprocess.PIPE)  # stdin: a pipe
+        piped = subprocess.run(
+            [sys.executable, "-m", "deepsharp", "predict", str(model), named],
+            stdin=cat.stdout,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        cat.wait(timeout=60)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == from_file and from_file.count("\n") == 892
+
+
 def test_standard_input_is_named_so_in_messages(model: Path) -> None:
     for given, said in [
         (b"", "standard input (ROWS -) is a pipe that nothing was written into"),
