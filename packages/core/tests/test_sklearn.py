@@ -339,6 +339,8 @@ def test_sample_weights_reach_the_estimator_through_a_pipeline_and_are_checked()
         NetworkClassifier().fit(x, y, sample_weight=weights[1:])
     with pytest.raises(ValueError, match=r"row 3 .* has the weight -1\.0"):
         NetworkClassifier().fit(x, y, sample_weight=np.r_[1.0, 1.0, -1.0, weights[3:]])
+    with pytest.raises(TypeError, match=r"sample_weight=True is a bool, not a weight"):
+        NetworkClassifier().fit(x, y, sample_weight=True)  # was "weights of shape ()"
 
 
 def test_a_target_beyond_float32_is_named_as_given_without_a_numpy_warning() -> None:

@@ -260,9 +260,12 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
         steps' loss, as core `fit` weighs it. Returns the fitted attributes (`trained_`,
         `report_`, the engine it ran on) and sets none: `fit` sets them all once the run
         succeeded, so a fit that fails leaves the estimator as it was."""
-        if isinstance(sample_weight, (numbers.Real, np.number)) and not isinstance(
-            sample_weight, (bool, np.bool_)
-        ):
+        if isinstance(sample_weight, (bool, np.bool_)):  # was "weights of shape ()"
+            raise TypeError(
+                f"{type(self).__name__}.fit: sample_weight={sample_weight!r} is a bool, not a "
+                "weight: give one number a row (or one number for every row), or leave it None"
+            )
+        if isinstance(sample_weight, (numbers.Real, np.number)):
             sample_weight = np.full(len(x), sample_weight)
         validation = self.validation
         if isinstance(validation, (bool, np.bool_)) or not isinstance(validation, numbers.Real):
