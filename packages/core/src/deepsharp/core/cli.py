@@ -233,9 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return doctor()
     except (DeepSharpError, CommandError, FileNotFoundError) as error:
         return _fail(said_of_stdin(str(error), arguments))
-    except BrokenPipeError:  # a reader that stopped early: what is left goes nowhere
-        quiet_stdout()
-        return _fail("standard output was closed by its reader (Broken pipe)")
+    except BrokenPipeError:  # a reader that stopped early (`| head`): quietly, as predict's
+        quiet_stdout()  # rows end (what is left goes nowhere; exit 1, as Python's docs do)
+        return 1
     except OSError as error:
         return _fail(system_said(error))
     except KeyboardInterrupt:
