@@ -474,6 +474,40 @@ def test_the_command_says_what_it_needs_in_one_line(
     assert "--pipeline and --target each say how the rows are read" in capsys.readouterr().err
 
 
+def test_the_command_refuses_a_file_of_no_rows_and_targets_that_are_not_classes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before (trial CP): a header and no rows was a StopIteration traceback (with
+    --pipeline and with --target), and a target of 1.5 for a network of classes was read as
+    class 1, the step compared on targets the file does not hold."""
+    from deepsharp.core.random import Generator
+
+    trained = tmp_path / "trained.safetensors"
+    fit_titanic(FitOptions(seed=0, epochs=1, progress=False)).trained.save(trained)
+    header = tmp_path / "header.csv"
+    header.write_text(Path(ROWS).read_text().splitlines()[0] + "\n")
+    engines = ["--engines", "light", "light:float32"]
+    assert main(["compare", str(trained), str(header), *engines]) == 1
+    assert "header.csv holds a header and no rows" in capsys.readouterr().err
+    network = tmp_path / "classes.safetensors"
+    classes = Network([Dense(8), Relu(), Dense(3)], inputs=2)
+    classes.initialize(Generator(0))
+    classes.save(network)
+    (tmp_path / "none.csv").write_text("a,b,y\n")
+    assert (
+        main(["compare", str(network), str(tmp_path / "none.csv"), "--target", "y", *engines]) == 1
+    )
+    assert "none.csv holds a header and no rows" in capsys.readouterr().err
+    (tmp_path / "halves.csv").write_text("a,b,y\n0.1,0.2,0\n0.3,0.4,1.5\n0.5,0.6,2\n")
+    assert (
+        main(["compare", str(network), str(tmp_path / "halves.csv"), "--target", "y", *engines])
+        == 1
+    )
+    said = capsys.readouterr().err
+    assert "row 2 (counting from 1), column 'y': 1.5 is not a class" in said
+    assert "one of 0..2" in said
+
+
 def test_the_command_on_a_next_token_model_says_to_compare_in_python(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

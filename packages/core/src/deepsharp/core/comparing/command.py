@@ -239,6 +239,14 @@ def _reading(arguments: argparse.Namespace, network: Network) -> tuple[Loss, Any
     loss: Loss
     ends = network.ends_in
     if network.outputs > 1:
+        whole = values == np.floor(values)
+        if not whole.all():  # was read as the class below it (1.5 as 1: trial CP)
+            i = int(np.argmin(whole))
+            raise DataError(
+                f"{arguments.rows}, row {i + 1} (counting from 1), column {arguments.target!r}: "
+                f"{float(values[i])!r} is not a class: the network's {network.outputs} outputs "
+                f"are classes, each row's target one of 0..{network.outputs - 1}"
+            )
         loss, targets = CrossEntropy(from_logits=ends != "softmax"), values.astype(np.int64)
     elif np.isin(values, (0.0, 1.0)).all():
         loss, targets = BinaryCrossEntropy(from_logits=ends != "sigmoid"), values.reshape(-1, 1)
@@ -264,9 +272,15 @@ def _batch(arguments: argparse.Namespace, network: Network, pipeline: Pipeline) 
             "(ids[:, :-1], ids[:, 1:]), engines=(...)) (docs/compare.md)"
         )
     scan = scan_csv(arguments.rows, read_rows=arguments.count)
-    part = next(iter(scan.parts(pipeline.reads(scan.names))))
+    part = next(iter(scan.parts(pipeline.reads(scan.names))), None)
+    if part is None:  # was a StopIteration traceback (trial CP)
+        raise DataError(_no_rows(arguments.rows))
     features = network.arrange(pipeline.features(part), arguments.rows, reshape=True)
     return features, pipeline.targets(part)
+
+
+def _no_rows(rows: object) -> str:
+    return f"{rows} holds a header and no rows: compare takes a batch of at least one row"
 
 
 def _numbers(arguments: argparse.Namespace, network: Network) -> tuple[Any, Any]:
@@ -278,7 +292,10 @@ def _numbers(arguments: argparse.Namespace, network: Network) -> tuple[Any, Any]
             f"{arguments.rows} has no column {target!r} (its columns: "
             f"{', '.join(map(str, scan.names))})"
         )
-    columns = next(iter(scan.parts())).columns
+    first = next(iter(scan.parts()), None)
+    if first is None:  # was a StopIteration traceback (trial CP)
+        raise DataError(_no_rows(arguments.rows))
+    columns = first.columns
     try:
         x = np.array(
             [[float(v) for v in columns[name]] for name in scan.names if name != target],  # type: ignore[arg-type]
