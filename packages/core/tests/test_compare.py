@@ -209,6 +209,21 @@ def test_a_graph_s_operations_are_named_by_their_layers_and_a_part_by_its_place(
     assert named == {"block.inner", "block", "block.outer", "loss"}
 
 
+def test_an_operation_no_rule_made_names_no_rule() -> None:
+    """Failed before (trial CP): cross entropy's one_hot read "one_hot (affine)", the rule of
+    the Dense layer that ran before it."""
+    rng = np.random.default_rng(0)
+    found = compare(
+        Network([Dense(3)], inputs=4),
+        CrossEntropy(),
+        (rng.normal(size=(8, 4)).astype(np.float32), np.arange(8) % 3),
+        engines=("light", "light:float32"),
+    )
+    (row,) = [row for row in found.rows if row.operation == "one_hot"]
+    assert (row.layer, row.phase, row.rule) == ("loss", "forward", None)
+    assert "affine" not in next(line for line in str(found).splitlines() if "one_hot" in line)
+
+
 def test_a_recorded_node_knows_the_layer_that_made_it() -> None:
     engine = LightEngine()
     network = Network([Dense(3, name="first"), Relu(), Dense(1, name="last")], inputs=2)

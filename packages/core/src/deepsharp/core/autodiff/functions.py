@@ -10,7 +10,7 @@ import builtins
 from collections.abc import Sequence
 
 from deepsharp.core.autodiff.rules_images import same_padding
-from deepsharp.core.autodiff.tensor import RULES, Rule, Tensor, Value, apply
+from deepsharp.core.autodiff.tensor import RULES, Rule, Tensor, Value, apply, unruled
 from deepsharp.core.engine.fused import parts
 from deepsharp.core.errors import ShapeError
 
@@ -279,6 +279,7 @@ def greater(a: Value, b: Value) -> Tensor:
 def one_hot(indices: Tensor, classes: int) -> Tensor:
     """float32 rows of `classes` values, 1 at each int64 index (float values are refused)."""
     check_ids(indices, "one_hot")
+    unruled()
     handle = indices.engine.one_hot(indices.handle, classes)
     return Tensor(handle, indices.engine.shape(handle), indices.engine)
 
@@ -306,4 +307,5 @@ def assign(target: Tensor, value: Tensor) -> None:
         raise ShapeError(
             f"assign: a target of shape {target.shape} and a value of shape {value.shape}"
         )
+    unruled()
     target.engine.assign(target.handle, value.handle)

@@ -440,6 +440,14 @@ def open_recording() -> Recording | None:
     return _recordings.active
 
 
+def unruled() -> None:
+    """The engine calls that follow come from no rule (one_hot, assign): a witness of them
+    names none (it named the rule that ran before, "one_hot (affine)": trial CP)."""
+    recording = _recordings.active
+    if recording is not None:
+        recording.rule = None
+
+
 def _origin(value: Value, generation: int) -> Value:
     """What a node keeps of an input whose value its way back does not read: a tensor made in
     this pass by its node alone (no handle), so its values can be freed; others as they are."""
