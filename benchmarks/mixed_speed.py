@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import torch
 
 import mixed_workloads as mixed
+from bench_support import counting
 from deepsharp.core.engine.memory import keep_freed_memory
 from workloads import conv_step, titanic_step, torch_conv_step, torch_titanic_step
 
@@ -126,7 +127,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=", ".join(WORKLOADS))
     parser.add_argument(
-        "--rounds", type=int, default=0, help="rounds per workload (default: its own)"
+        "--rounds", type=counting, default=0, help="rounds per workload (default: its own)"
     )
     parser.add_argument("--profile", action="store_true", help="also profile each side")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
@@ -156,7 +157,7 @@ def main() -> None:
         to_autocast = best["deepsharp mixed_bfloat16"] / best["PyTorch autocast"]
         torch_speedup = best["PyTorch float32"] / best["PyTorch autocast"]
         print(
-            f"  deepsharp float32 / mixed_bfloat16: {speedup:.2f}x faster;  "
+            f"  deepsharp's speed-up, float32's time / mixed_bfloat16's: {speedup:.2f}x;  "
             f"mixed_bfloat16 / PyTorch autocast: {to_autocast:.2f}x the time;  "
             f"PyTorch float32 / autocast: {torch_speedup:.2f}x"
         )

@@ -63,7 +63,7 @@ for _name in ONE_THREAD:  # before NumPy and torch start their pools
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_support import RESULTS, environment  # noqa: E402
+from bench_support import RESULTS, counting, environment  # noqa: E402
 from deepsharp.core import make_engine  # noqa: E402
 from deepsharp.core.autodiff.plan import operations  # noqa: E402
 from deepsharp.engines.light import LightEngine  # noqa: E402
@@ -355,7 +355,7 @@ def load() -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RESULTS / "profiles.json")
-    parser.add_argument("--steps", type=int, default=30, help="steps a side for the wall time")
+    parser.add_argument("--steps", type=counting, default=30, help="steps a side for the wall time")
     parser.add_argument("--only", nargs="*", default=None, help="workloads to profile")
     args = parser.parse_args(argv)
     workloads = {w.name: w for w in SEED}
@@ -370,6 +370,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, (goal, _) in RATIO.items()
         if goal is not None and name in mixed
     ]
+    unknown = sorted(set(args.only or ()) - {workload.name for workload, *_ in goals})
+    if unknown:  # was a file of no profiles, and a page without "Where the time goes" (trial CP)
+        names = ", ".join(dict.fromkeys(workload.name for workload, *_ in goals))
+        parser.error(f"--only {', '.join(unknown)}: no goal of that workload; they are {names}")
     before = load()
     profiles = []
     for workload, spec, goal, results in goals:
