@@ -311,6 +311,41 @@ def test_reduce_on_plateau_lowers_the_rate_and_its_checkpoints_resume_bit_for_bi
     assert _losses(resumed) == _losses(whole)
 
 
+class Scaled(Callback):
+    """A callback of one's own that sets the rate's factor at the end of epoch 2 (named: it has
+    the epoch before the checkpoint of that epoch is written, which holds its decision)."""
+
+    name = "scaled"
+
+    def __init__(self, scale: Any) -> None:
+        self.scale = scale
+
+    def on_epoch_end(self, run: Any, record: Any) -> None:
+        if record.epoch == 2:
+            run.trainer.state.rate_scale = self.scale
+
+
+@pytest.mark.parametrize("scale", [2.0, 0.0])
+def test_a_rate_scale_a_callback_raises_or_that_reaches_0_resumes_bit_for_bit(
+    tmp_path: Path, scale: float
+) -> None:
+    """Failed before (trial CB): a warm-up's factor of 2 (and a factor ReduceOnPlateau's
+    reductions brought to 0) were written into every later checkpoint, and each was refused
+    on resuming: "rate scale must be a number above 0 and at most 1"."""
+    whole = _fit(SGD(0.05), epochs=4, callbacks=[Scaled(scale)])
+    _fit(SGD(0.05), epochs=3, folder=tmp_path, callbacks=[Scaled(scale)])
+    resumed = _fit(SGD(0.05), epochs=4, resume_from=tmp_path, callbacks=[Scaled(scale)])
+    assert _losses(resumed) == _losses(whole)
+
+
+@pytest.mark.parametrize("scale", [math.inf, -1.0, "2"])
+def test_a_rate_scale_no_checkpoint_can_hold_is_refused_at_the_checkpoint(
+    tmp_path: Path, scale: Any
+) -> None:
+    with pytest.raises(ConfigurationError, match=r"the optimizer's rate scale .* is "):
+        _fit(SGD(0.05), epochs=3, folder=tmp_path, callbacks=[Scaled(scale)])
+
+
 def test_reduce_on_plateau_where_a_rate_belongs_says_it_goes_to_fit() -> None:
     with pytest.raises(TypeError, match=r"callback of the run.*callbacks=\[ReduceOnPlateau"):
         Adam(ReduceOnPlateau())  # type: ignore[arg-type]

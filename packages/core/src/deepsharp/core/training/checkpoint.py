@@ -332,10 +332,9 @@ def _optimizer(value: object) -> dict[str, Any]:
     if not _whole(steps):
         raise ValueError(f"its optimizer's step count must be a whole number, not {brief(steps)}")
     scale = record.get("rate_scale", 1.0)
-    if not _finite(scale) or not 0 < scale <= 1:
+    if not _finite(scale) or scale < 0:  # a warm-up raises it, reductions may reach 0
         raise ValueError(
-            f"its optimizer's rate scale must be a number above 0 and at most 1 (a run's "
-            f"callbacks only lower the rate), not {brief(scale)}"
+            f"its optimizer's rate scale must be a finite number of 0 or more, not {brief(scale)}"
         )
     return {
         "kind": kind,

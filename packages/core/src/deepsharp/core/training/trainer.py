@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
+import numbers
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -580,6 +582,13 @@ class Trainer:
         """What a checkpoint holds of the trainer: slots and buffers, optimizer memory, steps and
         rate scale, the generator's counters and the hooks' states."""
         held = self.held
+        scale = held.state.rate_scale
+        number = isinstance(scale, numbers.Real) and not isinstance(scale, bool)
+        if not (number and math.isfinite(scale) and scale >= 0):  # what a checkpoint refuses
+            raise ConfigurationError(
+                f"the optimizer's rate scale (state.rate_scale, the factor callbacks put on the "
+                f"learning rate) is {scale!r}: it is a finite number of 0 or more"
+            )
         slots, buffers = self.network.values()
         return TrainerState(
             slots=slots,
@@ -587,7 +596,7 @@ class Trainer:
             optimizer={
                 **optimizer_record(self.optimizer),
                 "steps": held.state.steps,
-                "rate_scale": held.state.rate_scale,
+                "rate_scale": float(scale),
             },
             generator=self.streams.state,
             hooks={hook.name: hook.state() for hook in self.hooks if hook.name},
