@@ -233,6 +233,19 @@ def test_a_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_does(
     assert resumed.report.measures == uninterrupted.report.measures
 
 
+def test_resuming_from_an_earlier_checkpoint_into_its_folder_warns_of_the_later_ones(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial CB): the folder's checkpoints of epochs 4 and 5 went, unsaid, as the
+    run resumed from epoch 2 wrote its first."""
+    folder = tmp_path / "run"
+    kept = {"checkpoint_dir": folder, "checkpoint_every": 1, "checkpoint_keep": 5}
+    fit_titanic(_options(epochs=5, **kept))
+    with pytest.warns(DeepSharpWarning, match=r"resumed at epoch 2: .* later epochs \(3-5\)"):
+        fit_titanic(_options(epochs=3, **kept), resume_from=Checkpoint.path_in(folder, 2))
+    assert [epoch for epoch, _ in Checkpoint.in_folder(folder)] == [1, 2, 3]
+
+
 KILLED = """
 import os, signal, sys
 from deepsharp.core import Adam, BinaryCrossEntropy

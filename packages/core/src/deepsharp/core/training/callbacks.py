@@ -353,7 +353,19 @@ class CheckpointWriter(Callback):
         self.lock = prepare_folder(self.folder)
         resumed = bool(self.run)
         self.run = self.run or secrets.token_hex(8)
-        others = [epoch for epoch, path in Checkpoint.in_folder(self.folder) if not self._own(path)]
+        found = Checkpoint.in_folder(self.folder)
+        later = [epoch for epoch, path in found if epoch > run.epoch and self._own(path)]
+        if resumed and later:  # they went unsaid (trial CB)
+            shown = f"{later[0]}" if len(later) == 1 else f"{later[0]}-{later[-1]}"
+            warnings.warn(
+                f"resumed at epoch {run.epoch}: checkpoint_dir {os.fspath(self.folder)!r} holds "
+                f"this run's checkpoints of later epochs ({shown}), of the line it now leaves; "
+                "they are removed as it writes its next checkpoint (copy them elsewhere to keep "
+                "them)",
+                DeepSharpWarning,
+                stacklevel=2,
+            )
+        others = [epoch for epoch, path in found if not self._own(path)]
         if others and not resumed:
             shown = f"{others[0]}" if len(others) == 1 else f"{others[0]}-{others[-1]}"
             warnings.warn(
