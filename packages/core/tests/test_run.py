@@ -98,6 +98,40 @@ def test_the_report_s_epoch_axis_counts_whole_epochs(
     assert ticks and all(float(t).is_integer() for t in ticks), ticks
 
 
+def test_a_run_of_one_epoch_draws_its_points_on_its_one_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before (trial CB): one epoch's curves were lines of one point, drawn as nothing,
+    over ticks at epochs 0.95, 1.00, 1.05."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    seen: list[tuple[list[float], list[str]]] = []
+    drawn = Figure.savefig
+
+    def kept(figure: Any, *args: Any, **kwargs: Any) -> Any:
+        for axes in figure.axes:
+            markers = [line.get_marker() for line in axes.get_lines() if len(line.get_xdata()) == 1]
+            seen.append(([float(t) for t in axes.get_xticks()], markers))
+        return drawn(figure, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", kept)
+    fit_titanic(_options(epochs=1)).report.plot(tmp_path / "curves.png")
+    ((ticks, markers),) = seen
+    assert ticks == [1.0]
+    assert markers == ["o", "o"]  # training and validation loss
+
+
+def test_a_resumed_run_s_report_says_which_epochs_its_time_is_of(tmp_path: Path) -> None:
+    """Failed before (trial CB): "5 epochs in 0.02 s", the time of the 2 this call ran."""
+    fit_titanic(_options(epochs=3, checkpoint_dir=tmp_path, checkpoint_every=1))
+    resumed = fit_titanic(_options(epochs=5), resume_from=tmp_path)
+    head = str(resumed.report).splitlines()[0]
+    assert ": 5 epochs (resumed at epoch 3: 2 of them in " in head, head
+    assert resumed.report.resumed_at == 3
+    assert "resumed" not in str(fit_titanic(_options(epochs=2)).report).splitlines()[0]
+
+
 def test_a_plot_is_drawn_into_the_file_named_and_leaves_the_backend_alone(
     sample: Run, tmp_path: Path
 ) -> None:

@@ -288,6 +288,7 @@ def fit(
         steps=trainer.compiled.record(),
         measured_on=feeds.test_said,
         processes=distribution.world_size,
+        resumed_at=0 if checkpoint is None else checkpoint.epoch,
     )
     distribution.finish()
     return Run(TrainedNetwork(network, loss, _own_copy(feeds.pipeline)), report)

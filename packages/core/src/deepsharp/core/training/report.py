@@ -43,6 +43,9 @@ class Report:
     (a scikit-learn estimator measures every row it was fit on)."""
     processes: int = 1
     """How many processes took the run's steps (data-parallel: each its share of a batch)."""
+    resumed_at: int = 0
+    """The epoch the run was resumed at (0: it started afresh): its history holds the epochs
+    before it, which took no part of `seconds`."""
 
     @property
     def metric_names(self) -> list[str]:
@@ -51,11 +54,16 @@ class Report:
 
     def __str__(self) -> str:
         names = self.metric_names
+        took = f"{self.epochs_run} epoch{'' if self.epochs_run == 1 else 's'}"
+        if self.resumed_at:  # the time is this call's alone (was "30 epochs in 1.20 s": trial CB)
+            ran = self.epochs_run - self.resumed_at
+            took += f" (resumed at epoch {self.resumed_at}: {ran} of them in {self.seconds:.2f} s)"
+        else:
+            took += f" in {self.seconds:.2f} s"
         lines = [
             f"deepsharp run on {self.engine}"
             + (f", data-parallel over {self.processes} processes" if self.processes > 1 else "")
-            + f": {self.epochs_run} epoch{'' if self.epochs_run == 1 else 's'} "
-            f"in {self.seconds:.2f} s, best epoch {self.best_epoch}",
+            + f": {took}, best epoch {self.best_epoch}",
             "",
             f"{'epoch':>6}  {'loss':>9}  {'validation':>10}"
             + "".join(f"  {name:>{max(9, len(name))}}" for name in names)
@@ -99,8 +107,15 @@ class Report:
         figure = new_figure(figsize=(11 if names else 6, 4))
         panels = figure.subplots(1, 2 if names else 1)
         losses = panels[0] if names else panels
-        losses.plot(epochs, [r.loss for r in self.history], label="training loss")
-        losses.plot(epochs, [r.validation_loss for r in self.history], label="validation loss")
+        # One epoch's curves are points: drawn as markers (a line of one point shows nothing).
+        marker = "o" if len(epochs) == 1 else None
+        losses.plot(epochs, [r.loss for r in self.history], marker=marker, label="training loss")
+        losses.plot(
+            epochs,
+            [r.validation_loss for r in self.history],
+            marker=marker,
+            label="validation loss",
+        )
         for axes in [losses, panels[1]] if names else [losses]:
             axes.axvline(
                 self.best_epoch,
@@ -110,14 +125,15 @@ class Report:
             )
             axes.set_xlabel("epoch")
             axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # no epoch 1.5
+            if len(epochs) == 1:  # its own tick alone (the locator found 0.95, 1.00, 1.05)
+                axes.set_xticks(epochs)
             axes.legend()
         losses.set_ylabel("loss")
         losses.set_title(f"deepsharp run on {self.engine}")
         if names:
             for name in names:
-                panels[1].plot(
-                    epochs, [r.metrics.get(name, math.nan) for r in self.history], label=name
-                )
+                values = [r.metrics.get(name, math.nan) for r in self.history]
+                panels[1].plot(epochs, values, marker=marker, label=name)
             panels[1].set_ylabel("validation metrics")
             panels[1].set_title("metrics on the validation rows")
             panels[1].legend()
