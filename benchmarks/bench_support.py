@@ -10,7 +10,6 @@ a round or two, not the median.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -54,18 +53,6 @@ ROUND_SECONDS = 0.1
 LONG = 1.0
 """A side whose single call takes longer than this is timed in the first `LONG_ROUNDS` rounds only."""
 LONG_ROUNDS = 3
-
-
-def counting(text: str) -> int:
-    """An argparse type: a whole number of 1 or more (rounds, steps, rows): 0 or -1 rounds
-    ended in a traceback, min() of no values (trial CP)."""
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{number} is not 1 or more")
-    return number
 
 
 def engine_specs(mixed: bool = False) -> list[str]:

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import torch
 
 import mixed_workloads as mixed
-from bench_support import counting
+from deepsharp.core.cli_arguments import at_least_one
 from deepsharp.core.engine.memory import keep_freed_memory
 from workloads import conv_step, titanic_step, torch_conv_step, torch_titanic_step
 
@@ -127,7 +127,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=", ".join(WORKLOADS))
     parser.add_argument(
-        "--rounds", type=counting, default=0, help="rounds per workload (default: its own)"
+        "--rounds", type=at_least_one, default=0, help="rounds per workload (default: its own)"
     )
     parser.add_argument("--profile", action="store_true", help="also profile each side")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")

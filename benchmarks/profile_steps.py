@@ -63,9 +63,10 @@ for _name in ONE_THREAD:  # before NumPy and torch start their pools
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_support import RESULTS, counting, environment  # noqa: E402
+from bench_support import RESULTS, environment  # noqa: E402
 from deepsharp.core import make_engine  # noqa: E402
 from deepsharp.core.autodiff.plan import operations  # noqa: E402
+from deepsharp.core.cli_arguments import at_least_one  # noqa: E402
 from deepsharp.engines.light import LightEngine  # noqa: E402
 from mixed_workloads import MIXED  # noqa: E402
 from test_mixed import MIXED_SPEC, RATIO  # noqa: E402
@@ -355,7 +356,9 @@ def load() -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RESULTS / "profiles.json")
-    parser.add_argument("--steps", type=counting, default=30, help="steps a side for the wall time")
+    parser.add_argument(
+        "--steps", type=at_least_one, default=30, help="steps a side for the wall time"
+    )
     parser.add_argument("--only", nargs="*", default=None, help="workloads to profile")
     args = parser.parse_args(argv)
     workloads = {w.name: w for w in SEED}

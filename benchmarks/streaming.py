@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_support import counting
+from deepsharp.core.cli_arguments import at_least_one
 
 MIB = 1 << 20
 
@@ -175,10 +175,10 @@ def _machine() -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=["memory", "serving", "speed", "all"])
-    parser.add_argument("--rows", type=counting, help="the large file's rows")
-    parser.add_argument("--small", type=counting, default=100_000, help="the small file's rows")
-    parser.add_argument("--epochs", type=counting, default=2)
-    parser.add_argument("--rounds", type=counting, default=3)
+    parser.add_argument("--rows", type=at_least_one, help="the large file's rows")
+    parser.add_argument("--small", type=at_least_one, default=100_000, help="the small file's rows")
+    parser.add_argument("--epochs", type=at_least_one, default=2)
+    parser.add_argument("--rounds", type=at_least_one, default=3)
     parser.add_argument("--folder", default=None, help="where the generated files go")
     parser.add_argument("--out", default=None, help="write the figures as JSON to this file")
     arguments = parser.parse_args()

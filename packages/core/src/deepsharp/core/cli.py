@@ -20,6 +20,7 @@ from importlib import import_module
 from typing import Any
 
 from deepsharp.core.cli_arguments import (
+    at_least_one,
     check_names,
     import_modules,
     imported,
@@ -74,14 +75,14 @@ def _parser() -> argparse.ArgumentParser:
     sample.add_argument("--save", metavar="FILE", help="save the trained network to FILE")
     sample.add_argument(
         "--epochs",
-        type=_at_least_one,
+        type=at_least_one,
         default=None,
         metavar="N",
         help="at most N epochs (no more than the sample's own; default: the sample's)",
     )
     sample.add_argument(
         "--steps",
-        type=_at_least_one,
+        type=at_least_one,
         default=None,
         metavar="N",
         help="N training steps, for a sample counted in steps (shakespeare: 3000, in epochs of "
@@ -121,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
     train.add_argument(
-        "--epochs", type=_at_least_one, default=200, help="at most this many epochs (200)"
+        "--epochs", type=at_least_one, default=200, help="at most this many epochs (200)"
     )
     train.add_argument("--seed", type=seed, default=42, help="the run's seed (default 42)")
     train.add_argument(
@@ -174,7 +175,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("out", metavar="OUT.onnx", help="the ONNX file to write")
     export.add_argument(
-        "--opset", type=_at_least_one, default=17, help="the ONNX opset to write (default 17)"
+        "--opset", type=at_least_one, default=17, help="the ONNX opset to write (default 17)"
     )
     _add_imports(export)
 
@@ -303,17 +304,6 @@ def _sample(arguments: argparse.Namespace) -> int:
         run.report.plot(arguments.plot)
         print(f"drew the training curves into {arguments.plot}")
     return 0
-
-
-def _at_least_one(text: str) -> int:
-    """A whole number of 1 or more, for argparse (which says what was wrong, on one line)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a whole number of 1 or more, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number of 1 or more, not {text!r}")
-    return value
 
 
 def _train(arguments: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from deepsharp.core.plotting import image_kind
 
 __all__ = [
     "STDIN",
+    "at_least_one",
     "check_names",
     "import_modules",
     "imported",
@@ -26,6 +27,18 @@ __all__ = [
 
 STDIN = "/dev/stdin"
 """What ROWS '-' reads: standard input, through the system's name for it."""
+
+
+def at_least_one(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (argparse says what was wrong, on one
+    line). The command line's counts and the benchmark scripts' rounds take it."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number of 1 or more, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of 1 or more, not {text!r}")
+    return value
 
 
 def import_modules(arguments: argparse.Namespace) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from deepsharp.core.cli_arguments import at_least_one
 from deepsharp.core.cli_output import seed
 from deepsharp.core.comparing.step import _engines, compare_step
 from deepsharp.core.data.pipeline import Pipeline
@@ -65,7 +66,7 @@ def add_command(commands: Any, engine_help: str) -> None:
     )
     command.add_argument(
         "--rows",
-        type=_positive,
+        type=at_least_one,
         default=32,
         dest="count",
         metavar="N",
@@ -87,16 +88,6 @@ def add_command(commands: Any, engine_help: str) -> None:
     command.add_argument(
         "--plot", metavar="IMAGE", help="draw the ratios along the step into IMAGE"
     )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value
 
 
 def run_command(arguments: argparse.Namespace) -> int:
