@@ -140,3 +140,25 @@ def test_numbers_of_any_real_kind_are_taken() -> None:
     assert Adam(np.float32(0.5)).learning_rate == 0.5
     assert SGD(1, momentum=np.float64(0.5)).config() == {"learning_rate": 1.0, "momentum": 0.5}
     assert isinstance(AdamW(np.float16(0.25)).learning_rate, float)
+
+
+def test_an_adamw_schedule_whose_rate_keeps_nothing_of_the_slots_is_named_at_its_step() -> None:
+    """Failed before (trial TT): a ValueError, "at step 1 the learning rate 20.0 ...", naming
+    neither the schedule nor the step it was asked at (schedules count from 0)."""
+    from deepsharp.core import (
+        ConfigurationError,
+        CosineDecay,
+        CrossEntropy,
+        Dense,
+        FitOptions,
+        Network,
+        Relu,
+        fit,
+    )
+
+    x = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+    optimizer = AdamW(CosineDecay(20.0, 10), weight_decay=0.1)
+    with pytest.raises(ConfigurationError, match=r"AdamW: CosineDecay.rate\(0\) gave 20.0 times "
+                       r"weight_decay 0.1 is 1 or more"):  # fmt: skip
+        fit(None, (x, np.arange(40) % 3), Network([Dense(4), Relu(), Dense(3)]), CrossEntropy(),
+            optimizer, FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepsharp.core.engine import Engine, Handle, fused
+from deepsharp.core.errors import ConfigurationError
 from deepsharp.core.nn.optimizers.adam import Adam
 from deepsharp.core.nn.optimizers.base import LearningRate, OptimizerState, setting
 from deepsharp.core.nn.optimizers.schedules import Schedule
@@ -53,15 +54,29 @@ class AdamW(Adam):
         state: OptimizerState,
     ) -> None:
         if self.weight_decay:
-            factor = 1.0 - self.rate(state) * self.weight_decay
-            if not factor > 0.0:
-                raise ValueError(
-                    f"AdamW: at step {state.steps + 1} the learning rate {self.rate(state)!r} "
-                    f"times weight_decay {self.weight_decay!r} is 1 or more (each step would keep "
-                    "nothing of the slots, or less): lower the schedule's rates or the decay"
+            rate = self.rate(state)
+            factor = 1.0 - rate * self.weight_decay
+            if not factor > 0.0:  # was a ValueError naming neither the schedule nor its step
+                raise ConfigurationError(
+                    f"AdamW: {self._rate_said(rate, state)} times weight_decay "
+                    f"{self.weight_decay!r} is 1 or more (each step would keep nothing of the "
+                    "slots, or less): lower the schedule's rates or the decay"
                 )
             fused.decay_update(engine, slots, factor=factor)
         super().update(engine, slots, grads, state)
+
+    def _rate_said(self, rate: float, state: OptimizerState) -> str:
+        """Where the step's rate came from: the schedule, at the step it is asked (from 0), and
+        the factor callbacks put on it."""
+        given = self.learning_rate
+        said = (
+            f"{type(given).__name__}.rate({state.steps}) gave {given.rate(state.steps)!r}"
+            if isinstance(given, Schedule)
+            else f"the learning rate {given!r}"
+        )
+        if state.rate_scale != 1.0:
+            said += f", times the rate scale {state.rate_scale!r} callbacks put on it ({rate!r}),"
+        return said
 
     def config(self) -> dict[str, Any]:
         return {
