@@ -517,6 +517,13 @@ def test_a_file_changed_since_it_was_scanned_is_refused_as_a_pass_opens_or_ends_
     os.replace(rotated, path)
     with pytest.raises(DataError, match=r"grow.csv: another file is at its path than the one"):
         list(reading)
+    path.write_text("x,c\n" + "".join(f"{i},a\n" for i in range(50_000)), encoding="utf-8")
+    scan = scan_csv(path, read_rows=10)  # cut short mid-line while a pass reads it
+    reading = scan.parts()
+    next(reading)
+    os.truncate(path, os.path.getsize(path) // 2 + 2)  # past what was read ahead
+    with pytest.raises(DataError, match=r"grow.csv: the file changed .* while a pass read it"):
+        list(reading)  # before (trial SD): "line 40: this row has 1 fields but the header has 2"
     parquet = pytest.importorskip("pyarrow.parquet")
     arrow = pytest.importorskip("pyarrow")
     parquet.write_table(arrow.table({"x": [1.0, 2.0]}), tmp_path / "rows.parquet")

@@ -111,14 +111,14 @@ class Scan:
             except OSError:
                 at_path = None
             if at_path != self._stamp:
-                raise DataError(
+                raise _changed(
                     f"{self.path}: another file is at its path than the one scanned "
                     f"({'none' if at_path is None else f'{at_path[0]:,} bytes'}) {when}: it "
                     "was replaced or removed, and every pass over a scan reads the same rows: "
                     "scan it again once nothing writes to it, or copy it and scan the copy"
                 )
         if now != self._stamp:
-            raise DataError(
+            raise _changed(
                 f"{self.path}: the file changed since it was scanned: {self._stamp[0]:,} bytes "
                 f"written {_when(self._stamp[1])} then, {now[0]:,} bytes written "
                 f"{_when(now[1])} {when}; every pass over a scan reads the same rows: scan it "
@@ -226,66 +226,76 @@ class CsvScan(Scan):
         return handle, reader
 
     def parts(self, names: Sequence[ColumnName] | None = None) -> Iterator[Part]:
+        handle, reader = self._pass()
+        with handle:
+            try:
+                yield from self._parts(handle, reader, names)
+            except DataError as error:
+                # A row refused in a file changed under the pass (cut short, rewritten) is the
+                # change to say: its line may be no line the file now has (trial SD).
+                if not getattr(error, "file_changed", False):
+                    self._unchanged(handle, "while a pass read it")
+                raise
+
+    def _parts(
+        self, handle: IO[str], reader: Any, names: Sequence[ColumnName] | None
+    ) -> Iterator[Part]:
         wanted = self._wanted(names)
         places = [self.names.index(name) for name in wanted.values()]
         width = len(self.names)
         first = 0
         last: Callable[[], None] = lambda: None  # noqa: E731 - the last record's check, at the end
-        handle, reader = self._pass()
-        with handle:
-            while True:
-                # Where the part starts (a position to seek to, and its first line): enough to
-                # name any of its rows again, without keeping a line number a row. A stream
-                # cannot be read again: it keeps the line each of its records ends on.
-                offset, line = handle.tell() if self.regular else -1, reader.line_num + 1
-                if self.regular:
-                    chunk = self._guarded(
-                        lambda: list(itertools.islice(reader, self.read_rows)), reader
-                    )
-                    ends = None
-                else:
-                    read = self._guarded(
-                        lambda: [
-                            (r, reader.line_num) for r in itertools.islice(reader, self.read_rows)
-                        ],
-                        reader,
-                    )
-                    chunk = [record for record, _ in read]
-                    ends = [end for record, end in read if not blank(record, self.names)]
-                if not chunk:
-                    last()
-                    self._unchanged(handle, "as a pass ends")
-                    return
-                records = [record for record in chunk if not blank(record, self.names)]
-                plain = len(records) == len(chunk) == reader.line_num - line + 1
-                naming = self._naming(first, offset, line, plain, ends)
-                if records:
-                    last = functools.partial(
-                        self._open_to_the_end, records[-1], first + len(records) - 1, first,
-                        offset, line, plain, ends,
-                    )  # fmt: skip
-                if len(set(map(len, records))) > 1 or (records and len(records[0]) != width):
-                    bad = next(i for i, r in enumerate(records) if len(r) != width)
-                    record = records[bad]
-                    end = self._line_of(first + bad, first, offset, line, plain, ends)
-                    # The lines a record spans are the line breaks inside its fields, but for
-                    # a quote left open to the end of the file: its field holds the last break.
-                    extra = sum(field.count("\n") for field in record)
-                    if extra and record[-1].endswith("\n") and bad == len(records) - 1:
-                        extra -= self._guarded(lambda: next(reader, None), reader) is None
-                    raise wrong_width(
-                        self.path, end - extra, end, record, list(map(str, self.names))
-                    )
-                if len(chunk) < self.read_rows:  # the file's end: refused before its rows
-                    last()
-                if not records:
-                    continue
-                columns: dict[ColumnName, Column] = {
-                    name: [record[at] or None for record in records]
-                    for name, at in zip(wanted, places, strict=True)
-                }
-                yield Part(columns, len(records), first, naming)
-                first += len(records)
+        while True:
+            # Where the part starts (a position to seek to, and its first line): enough to
+            # name any of its rows again, without keeping a line number a row. A stream
+            # cannot be read again: it keeps the line each of its records ends on.
+            offset, line = handle.tell() if self.regular else -1, reader.line_num + 1
+            if self.regular:
+                chunk = self._guarded(
+                    lambda: list(itertools.islice(reader, self.read_rows)), reader
+                )
+                ends = None
+            else:
+                read = self._guarded(
+                    lambda: [
+                        (r, reader.line_num) for r in itertools.islice(reader, self.read_rows)
+                    ],
+                    reader,
+                )
+                chunk = [record for record, _ in read]
+                ends = [end for record, end in read if not blank(record, self.names)]
+            if not chunk:
+                last()
+                self._unchanged(handle, "as a pass ends")
+                return
+            records = [record for record in chunk if not blank(record, self.names)]
+            plain = len(records) == len(chunk) == reader.line_num - line + 1
+            naming = self._naming(first, offset, line, plain, ends)
+            if records:
+                last = functools.partial(
+                    self._open_to_the_end, records[-1], first + len(records) - 1, first,
+                    offset, line, plain, ends,
+                )  # fmt: skip
+            if len(set(map(len, records))) > 1 or (records and len(records[0]) != width):
+                bad = next(i for i, r in enumerate(records) if len(r) != width)
+                record = records[bad]
+                end = self._line_of(first + bad, first, offset, line, plain, ends)
+                # The lines a record spans are the line breaks inside its fields, but for
+                # a quote left open to the end of the file: its field holds the last break.
+                extra = sum(field.count("\n") for field in record)
+                if extra and record[-1].endswith("\n") and bad == len(records) - 1:
+                    extra -= self._guarded(lambda: next(reader, None), reader) is None
+                raise wrong_width(self.path, end - extra, end, record, list(map(str, self.names)))
+            if len(chunk) < self.read_rows:  # the file's end: refused before its rows
+                last()
+            if not records:
+                continue
+            columns: dict[ColumnName, Column] = {
+                name: [record[at] or None for record in records]
+                for name, at in zip(wanted, places, strict=True)
+            }
+            yield Part(columns, len(records), first, naming)
+            first += len(records)
 
     def _open_to_the_end(
         self,
@@ -505,6 +515,14 @@ def scan_parquet(
     """A Parquet file read in parts of at most `read_rows` rows (needs pyarrow: pip install
     'deepsharp[parquet]'); otherwise as `scan_csv`."""
     return ParquetScan(path, read_rows, buffer_rows, spill_dir)
+
+
+def _changed(message: str) -> DataError:
+    """The error of a file changed since it was scanned (marked: a row refused after it is
+    this error, not the row's)."""
+    error = DataError(message)
+    error.file_changed = True  # type: ignore[attr-defined]
+    return error
 
 
 def _stamp(info: os.stat_result) -> tuple[int, int, int, int]:
