@@ -295,3 +295,14 @@ def test_pandas_missing_markers_and_numpy_nans_in_a_text_column_are_all_padding(
     missing = [pandas.NA, np.float32("nan"), np.float16("nan"), None, float("nan")]
     assert learned.features([{"t": value} for value in missing]).tolist() == [[0] * 4] * 5
     assert learned.features([{"t": "NA"}]).tolist() == [[1, 0, 0, 0]]  # text: an unknown word
+
+
+def test_a_frame_s_text_column_missing_throughout_is_all_padding() -> None:
+    """Failed before (trial TX): pandas reads a column of empty fields as float64 NaN, and the
+    text column refused it ("row 1: expected text, found nan"); a number is refused at its own
+    row, not row 1."""
+    pandas = pytest.importorskip("pandas")
+    learned = Pipeline().text("t", length=4, vocabulary=10).learn([{"t": "a b"}])
+    assert learned.features(pandas.DataFrame({"t": [np.nan, np.nan]})).tolist() == [[0] * 4] * 2
+    with pytest.raises(DataError, match=r"row 2 \(counting from 1\), column 't': expected text"):
+        learned.features(pandas.DataFrame({"t": [np.nan, 3.0]}))

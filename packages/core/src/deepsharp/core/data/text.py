@@ -155,7 +155,13 @@ class Text(ColumnKind):
         """The column's values as texts (an empty or missing field as ""), checked."""
         values = column.tolist() if isinstance(column, np.ndarray) else column
         if isinstance(column, np.ndarray) and column.dtype.kind in "biufc" and len(values):
-            self._refuse(0, values[0])
+            # A column pandas read as numbers: missing throughout (NaN) is all padding, as a
+            # NaN among texts is (was refused, naming row 1: trial TX); a number is refused.
+            present = ~np.isnan(column) if column.dtype.kind in "fc" else np.ones(len(values), bool)
+            if not present.any():
+                return [""] * len(values)
+            first = int(np.argmax(present))
+            self._refuse(first, values[first])
         texts: list[str] = []
         for i, value in enumerate(values):
             if isinstance(value, str):
