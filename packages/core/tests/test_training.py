@@ -267,6 +267,23 @@ def test_a_trainer_in_a_with_block_hands_the_slots_back_at_its_end() -> None:
         pass
 
 
+def test_a_trainer_whose_start_fails_leaves_the_network_free_for_the_next() -> None:
+    """Failed before (trial TX): the optimizer's memory out of memory left the network bound
+    and its slots on the engine, and every later trainer was refused "close the other trainer
+    first", of a trainer that never was."""
+
+    class Short(Adam):
+        def start(self, engine: Any, shapes: Any) -> Any:
+            raise MemoryError("no room for the optimizer's memory")
+
+    network = Network([Dense(4), Relu(), Dense(1)], inputs=14)
+    with pytest.raises(MemoryError, match="no room"):
+        Trainer(network, BinaryCrossEntropy(), Short(0.01), seed=1)
+    assert network.bound is None
+    with Trainer(network, BinaryCrossEntropy(), Adam(0.01), seed=1) as trainer:
+        trainer.step(*titanic_shaped())
+
+
 def test_a_snapshot_puts_the_slots_back_as_they_were() -> None:
     trainer = titanic_trainer()
     rows, targets = titanic_shaped()

@@ -402,7 +402,8 @@ class Network:
             if self._bound is not None:
                 raise StateError(
                     "this network is already bound to a run; one run at a time: close the "
-                    "other trainer first (trainer.close(), or use it in a with block)"
+                    "other trainer first (trainer.close(), or use it in a with block; "
+                    "network.release() where that trainer is gone unclosed)"
                 )
             bound = self.put(engine)
             self._bound = bound

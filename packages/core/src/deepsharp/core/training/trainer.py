@@ -207,7 +207,12 @@ class Trainer:
             self.network.initialize(self.streams.slots)
         bound = self.network.bind(self.engine)
         self._slots = list(bound.tensors.values())
-        state = self.optimizer.start(self.engine, [t.shape for t in self._slots])
+        try:
+            state = self.optimizer.start(self.engine, [t.shape for t in self._slots])
+        except BaseException:  # (out of memory): the network was left bound, every later
+            self._slots = []  # trainer refused "close the other trainer" (trial TX)
+            self.network.release()
+            raise
         self._held = Held(self.engine, bound, state)
 
     @property
