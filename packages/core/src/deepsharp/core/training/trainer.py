@@ -52,6 +52,7 @@ from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Features, Network, in_order
 from deepsharp.core.nn.optimizers import Optimizer, OptimizerState
 from deepsharp.core.random import Generator, Streams
+from deepsharp.core.training.accumulation import added, part_rows, parts_of
 from deepsharp.core.training.checks import (
     check_parts,
     checked_rows,
@@ -75,7 +76,7 @@ from deepsharp.core.training.state import (
     optimizer_record,
 )
 
-__all__ = ["Trainer", "parts_of"]
+__all__ = ["Trainer"]
 
 
 UPDATES_WATCHED = 10
@@ -382,9 +383,9 @@ class Trainer:
             if len(parts) == 1:
                 part_xs, part_y, part_w, where, masks = xs, y, w, share, dropout
             else:  # the part's rows, where they lie in the whole batch, and the step's masks
-                part_xs = [_rows(x, start, stop) for x in xs]
-                part_y = _rows(y, start, stop)
-                part_w = None if w is None else _rows(w, start, stop)
+                part_xs = [part_rows(x, start, stop) for x in xs]
+                part_y = part_rows(y, start, stop)
+                part_w = None if w is None else part_rows(w, start, stop)
                 where = (first + start, first + stop, total)
                 masks = copy.copy(dropout)  # each part draws its rows' places of the same draw
             loss, grads = self.compiled.part(
@@ -398,7 +399,7 @@ class Trainer:
                 self.compiled.end()
                 return loss, grads
             weight = (stop - start) / rows
-            value, summed = _added(self.engine, value, summed, loss, grads, weight)
+            value, summed = added(self.engine, value, summed, loss, grads, weight)
         self.compiled.end()
         assert value is not None and summed is not None
         return value, summed
@@ -650,41 +651,3 @@ class Trainer:
                 "with block brought its slots back and let go of its optimizer's memory); make "
                 "a new Trainer(network, loss, optimizer, ...) to train the network further"
             )
-
-
-def parts_of(rows: int, count: int) -> list[tuple[int, int]]:
-    """`rows` cut into `count` contiguous parts, [start, stop) each, as even as they go (the
-    first `rows % count` one row larger); fewer where there are fewer rows than parts."""
-    count = max(1, min(count, rows))
-    base, extra = divmod(rows, count)
-    parts, start = [], 0
-    for index in range(count):
-        stop = start + base + (1 if index < extra else 0)
-        parts.append((start, stop))
-        start = stop
-    return parts
-
-
-def _rows(tensor: Tensor, start: int, stop: int) -> Tensor:
-    """Rows start .. stop - 1 of a tensor on the engine (no gradient: the step's inputs)."""
-    engine = tensor.engine
-    handle = engine.slice(tensor.handle, 0, start, stop)
-    return Tensor(handle, engine.shape(handle), engine, None, tensor.dtype)
-
-
-def _added(
-    engine: Engine,
-    value: Tensor | None,
-    summed: list[Handle] | None,
-    loss: Tensor,
-    grads: list[Handle],
-    weight: float,
-) -> tuple[Tensor, list[Handle]]:
-    """The running loss and gradients of an accumulated step, with one more part's added in,
-    weighted by its share of the step's rows."""
-    part = engine.mul(loss.handle, weight)
-    weighted = [engine.mul(g, weight) for g in grads]
-    if value is None or summed is None:
-        return Tensor(part, (), engine), weighted
-    added = engine.add(value.handle, part)
-    return Tensor(added, (), engine), [engine.add(a, b) for a, b in zip(summed, weighted)]
