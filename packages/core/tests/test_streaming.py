@@ -360,9 +360,37 @@ def test_test_rows_given_apart_are_measured_the_same_from_a_file_or_in_memory(
     assert runs[0].report.measures == runs[1].report.measures
 
 
-def test_a_missing_spill_folder_is_refused_naming_it(rows_csv: Path, tmp_path: Path) -> None:
+def test_a_missing_spill_folder_is_refused_naming_it_before_a_pass(
+    rows_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before (trial SD): refused after the first pass over the file (minutes of
+    reading on a large one)."""
+    scan = scan_csv(rows_csv, spill_dir=tmp_path / "absent")
+    passes: list[object] = []
+    parts = scan.parts
+    monkeypatch.setattr(scan, "parts", lambda *a, **k: passes.append(a) or parts(*a, **k))
     with pytest.raises(FileNotFoundError, match=r"spill_dir .*absent.* is not a folder"):
-        _feeds(scan_csv(rows_csv, spill_dir=tmp_path / "absent"))
+        _feeds(scan)
+    assert passes == []
+
+
+def test_a_spill_the_disk_has_no_room_for_is_named_with_its_folder_and_size(
+    rows_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before (trial SD): a bare "[Errno 28] No space left on device"."""
+    import errno
+
+    from deepsharp.core.training import spill
+
+    class Full(io.BytesIO):
+        def write(self, data: Any) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(spill, "_temporary", lambda folder: Full())
+    with pytest.raises(OSError, match=r"could not spill .* into .*test_a_spill.* \(No space left "
+                       r"on device\): a spill takes 68 bytes a row") as raised:  # fmt: skip
+        _feeds(scan_csv(rows_csv, spill_dir=tmp_path))
+    assert raised.value.errno == errno.ENOSPC
 
 
 # --- serving -----------------------------------------------------------------------------------

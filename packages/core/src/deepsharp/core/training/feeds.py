@@ -330,6 +330,8 @@ class Streamed(Source):
                 f"{self.scan.path}: a file's rows have named columns; fit needs a pipeline that "
                 "declares them (.number(), .numbers(), .category(), .flag(), .image())"
             )
+        for scan in (self.scan, test) if isinstance(test, Scan) else (self.scan,):
+            spill_folder(scan.spill_dir)  # before a pass, not after one (trial SD)
         split = _Split(pipeline, streams.split, test is None)
         reads = self._learn(pipeline, split)
         build_for(network, pipeline)

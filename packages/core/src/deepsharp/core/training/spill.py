@@ -37,6 +37,16 @@ def _temporary(folder: str | None) -> IO[bytes]:
     return handle
 
 
+def _write_all(handle: IO[bytes], data: bytes) -> None:
+    """Every byte of `data` at the file's end (an unbuffered write may take fewer)."""
+    view = memoryview(data)
+    while view:
+        done = handle.write(view)
+        if not done:
+            raise OSError(f"the system took none of {len(view)} bytes")
+        view = view[done:]
+
+
 def _fill(handle: IO[bytes], into: NDArray[Any], offset: int) -> None:
     """Read `into`'s bytes from `offset` of the file."""
     view = into.data.cast("B")
@@ -79,9 +89,21 @@ class Spill:
             self._files, arrays, self._kinds, self._digests, strict=True
         ):
             written = np.ascontiguousarray(array, dtype).tobytes()
-            handle.write(written)
+            try:
+                _write_all(handle, written)
+            except OSError as error:  # a full disk was a bare "No space left" (trial SD)
+                raise OSError(
+                    error.errno,
+                    f"could not spill the rows' features and targets into "
+                    f"{self.folder or tempfile.gettempdir()} ({error.strerror or error}): a "
+                    f"spill takes {self._row_bytes():,} bytes a row, each part of the split "
+                    "its own: give scan_csv(..., spill_dir=FOLDER) a folder with room",
+                ) from None
             digest.update(written)
         self.rows += len(arrays[0])
+
+    def _row_bytes(self) -> int:
+        return sum(dtype.itemsize * math.prod(shape) for dtype, shape in self._kinds)
 
     @property
     def digest(self) -> Any:
