@@ -23,6 +23,7 @@ from deepsharp.core import (
     Input,
     Network,
     Pipeline,
+    Relu,
     TrainedNetwork,
     fit,
     read_csv,
@@ -260,3 +261,28 @@ def test_a_csv_of_a_pipeline_of_two_inputs_reads_its_rows_once(tmp_path: Path) -
     assert features["a"].shape == (40, 1) and features["b"][:, 0].tolist() == [
         0.0 if i % 5 == 0 else 1.0 for i in range(40)
     ]
+
+
+def test_a_frame_of_numbers_learned_as_arrays_is_read_by_its_columns_names(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial PD): fit(None, (frame, y)) kept no names, and a frame of the same
+    columns in another order was predicted by place, silently wrong (0.37 apart), before and
+    after save/load; one of another column was taken too."""
+    pandas = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    x = pandas.DataFrame(
+        {"p": rng.normal(size=80), "q": rng.normal(size=80) * 5, 3: rng.integers(0, 4, 80)}
+    )
+    run = fit(None, (x, (x.p > 0).astype(int)), Network([Dense(4), Relu(), Dense(1)]),
+              BinaryCrossEntropy(), Adam(0.01), FitOptions(seed=0, epochs=2, progress=False))  # fmt: skip
+    path = tmp_path / "frame.safetensors"
+    run.trained.save(path)
+    for trained in (run.trained, TrainedNetwork.load(path)):
+        assert trained.pipeline.to_json()["arrays"]["names"] == ["p", "q", "3"]
+        expected = trained.predict(x)
+        np.testing.assert_array_equal(trained.predict(x[[3, "q", "p"]]), expected)
+        np.testing.assert_array_equal(trained.predict(x.to_numpy()), expected)  # by place
+        with pytest.raises(DataError, match=r"other columns .*\('p', 'q', '3'\): it lacks 'p'; "
+                           r"it holds 'r'; give a frame of those columns"):  # fmt: skip
+            trained.predict(x.rename(columns={"p": "r"}))

@@ -61,6 +61,42 @@ def _refuse_overflow(out: npt.NDArray[np.float32], group: Sequence[ColumnKind]) 
     )
 
 
+def frame_names(data: object) -> list[str] | None:
+    """A DataFrame's column names as text, where it is a table of one feature a column (each
+    name its own as text); None for anything else."""
+    columns = getattr(data, "columns", None)
+    if (
+        columns is None
+        or not type(data).__module__.startswith("pandas")
+        or len(getattr(data, "shape", ())) != 2
+    ):
+        return None
+    names = [str(name) for name in columns]
+    return names if len(set(names)) == len(names) else None
+
+
+def by_names(data: Any, names: list[str]) -> Any:
+    """A DataFrame's columns in the order `names` gives (the frame a pipeline of arrays learned
+    from): read by name, not by place, so a frame of the same columns in another order is the
+    same features (it was read by place, silently: trial PD). A frame of other columns is
+    refused, naming both; anything but a frame is taken as it is, by place."""
+    given = frame_names(data)
+    if given is None or given == names:
+        return data
+    if sorted(given) != sorted(names):
+        missing = [name for name in names if name not in given]
+        extra = [name for name in given if name not in names]
+        raise DataError(
+            "the features are a DataFrame of other columns than the one the pipeline learned "
+            f"from ({', '.join(map(repr, names))})"
+            + (f": it lacks {', '.join(map(repr, missing))}" if missing else "")
+            + (f"{';' if missing else ':'} it holds {', '.join(map(repr, extra))}" if extra else "")
+            + "; give a frame of those columns (in any order), or an array of them in that order"
+        )
+    place = {str(name): name for name in data.columns}
+    return data[[place[name] for name in names]]
+
+
 def array_features(data: object) -> Any:
     """Numbers of shape (N, ...) as float32 — integers as int64 (ids) —, checked: no missing
     value, none infinite or beyond float32's range (a DataError names the row and the place in

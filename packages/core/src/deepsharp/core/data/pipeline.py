@@ -40,7 +40,13 @@ import numpy.typing as npt
 
 from deepsharp.core.data.categories import Category, Flag, UnknownRule
 from deepsharp.core.data.columns import ColumnKind
-from deepsharp.core.data.features import array_features, column_groups, feature_matrix
+from deepsharp.core.data.features import (
+    array_features,
+    by_names,
+    column_groups,
+    feature_matrix,
+    frame_names,
+)
 from deepsharp.core.data.images import Image, ImageScale
 from deepsharp.core.data.learning import Learning
 from deepsharp.core.data.numbers import FillSpec, Number, Numbers
@@ -67,6 +73,7 @@ class Pipeline:
         self._learned = False
         self._shape: tuple[int, ...] | None = None  # arrays: the shape of one row
         self._shapes: dict[str, tuple[int, ...]] | None = None  # a dict of arrays: each one's
+        self._names: list[str] | None = None  # arrays learned from a DataFrame: its columns
 
     # -- declaring ----------------------------------------------------------------------------
 
@@ -232,6 +239,7 @@ class Pipeline:
         self._learned = False
         self._shape = None
         self._shapes = None
+        self._names = None
         self._columns = []
         for column in self._declared:
             column.forget()
@@ -322,6 +330,7 @@ class Pipeline:
             self._shapes = {name: tuple(int(s) for s in a.shape[1:]) for name, a in values.items()}
         else:
             self._shape = tuple(int(s) for s in values.shape[1:])
+            self._names = frame_names(rows)
         self._learned = True
         return self
 
@@ -343,7 +352,7 @@ class Pipeline:
                 )
             return values
         if self._shape is not None:
-            values = array_features(rows)
+            values = array_features(rows if self._names is None else by_names(rows, self._names))
             if isinstance(values, dict) or values.shape[1:] != self._shape:
                 raise DataError(
                     f"the features have rows of shape "
@@ -542,7 +551,12 @@ class Pipeline:
     def _arrays_json(self) -> dict[str, Any] | None:
         if self._shapes is not None:
             return {"inputs": {name: list(shape) for name, shape in self._shapes.items()}}
-        return None if self._shape is None else {"shape": list(self._shape)}
+        if self._shape is None:
+            return None
+        return {
+            "shape": list(self._shape),
+            **({} if self._names is None else {"names": self._names}),
+        }
 
     @classmethod
     def from_json(cls, data: object) -> Pipeline:

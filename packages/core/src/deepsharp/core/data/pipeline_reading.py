@@ -81,6 +81,16 @@ def read_pipeline(pipe: Pipeline, data: object) -> Pipeline:
             shape = part.get("shape", list)
             _check_sizes(recipe, "arrays.shape", shape)
             pipe._shape = tuple(shape)
+            if part.has("names"):  # a DataFrame's columns (files before 2026-12 hold none)
+                names = part.get("names", list)
+                if (
+                    len(shape) != 1
+                    or len(names) != shape[0]
+                    or not all(isinstance(name, str) for name in names)
+                    or len(set(names)) != len(names)
+                ):
+                    raise recipe.fail("arrays.names", f"expected {shape[0]} distinct texts")
+                pipe._names = list(names)
     elif not made:
         raise recipe.fail("columns", "a learned pipeline must have at least one column")
     if any(isinstance(c, Numbers) for c in made):

@@ -215,7 +215,10 @@ class Arrays(Source):
         count = feature_rows(x)
         parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
         with rows_named(row_naming(self.x, parts[0])):  # a row named by its place in x
-            pipeline.learn(take_features(x, parts[0]))
+            # A DataFrame learned as one: its columns' names are kept (a frame is read by them)
+            pipeline.learn(
+                self.x.iloc[parts[0]] if is_frame(self.x) else take_features(x, parts[0])
+            )
         features = _shaped(x, pipeline, network)  # (the network built: its outputs known)
         targets = loss.targets(y, network.outputs)
         weights = None
