@@ -151,3 +151,12 @@ def test_a_number_column_s_value_is_read_alike_alone_or_among_others(value: obje
     alone = read([value] * 4)  # repeated: each distinct value parsed once
     among = read([value, 2.0, 3.0, 4.0])  # mostly distinct: NumPy's one pass
     assert alone == among or (alone != alone and among != among)
+
+
+def test_a_signalling_nan_in_a_frame_is_refused_as_in_rows() -> None:
+    """Failed before (trial PD): a DataFrame's Decimal('sNaN') raised decimal.InvalidOperation
+    from pandas' missing-value test; rows of dicts were refused naming the row and column."""
+    pandas = pytest.importorskip("pandas")
+    pipeline = Pipeline().number("a").learn([{"a": 1}, {"a": 2}])
+    with pytest.raises(DataError, match=r"row 1 .*column 'a': expected a number, found Decimal"):
+        pipeline.features(pandas.DataFrame({"a": [Decimal("sNaN"), Decimal(1)]}))

@@ -449,5 +449,8 @@ def _frame_columns(frame: Any, names: Sequence[ColumnName]) -> tuple[int, dict[C
             # pandas' Float32, pyarrow's float: their width kept, NA as NaN
             out[name] = series.to_numpy(dtype=series.dtype.numpy_dtype, na_value=np.nan)
         else:
-            out[name] = series.to_numpy(dtype=object, na_value=None).tolist()
+            try:
+                out[name] = series.to_numpy(dtype=object, na_value=None).tolist()
+            except ArithmeticError:  # pandas' NA test of a Decimal('sNaN') (trial PD): the
+                out[name] = series.tolist()  # values as they are, refused by their column kind
     return count, out
