@@ -17,7 +17,14 @@ import numpy as np
 import numpy.typing as npt
 
 from deepsharp.core.data.columns import ColumnKind
-from deepsharp.core.data.values import FLOAT32_MAX, ColumnName, a_time, row_text
+from deepsharp.core.data.values import (
+    FLOAT32_MAX,
+    ColumnName,
+    a_time,
+    pandas_missing,
+    row_text,
+    shown_value,
+)
 from deepsharp.core.errors import DataError
 
 __all__ = ["array_features", "column_groups", "feature_matrix", "feature_rows", "take_features"]
@@ -123,11 +130,7 @@ def _array(data: object, where: str = "") -> npt.NDArray[Any]:
         if values.dtype.kind not in "biufc":
             values = values.astype(np.float64)
     except (ValueError, TypeError) as error:
-        raise DataError(
-            f"{where}the pipeline declares no columns, so it takes arrays of numbers; "
-            f"{type(data).__name__} cannot be read as one ({error}); for rows of named columns "
-            "declare them with .number(), .numbers(), .category(), .flag() or .image()"
-        ) from None
+        values = _numbers_of_objects(data, values, where, error)
     if values.dtype.kind == "c":  # a cast to real would drop every imaginary part
         raise DataError(
             f"{where}the features are complex numbers ({values.dtype}); a network takes real "
@@ -168,6 +171,37 @@ def _array(data: object, where: str = "") -> npt.NDArray[Any]:
                 "taken as they are: fill or drop such rows first"
             )
     return np.ascontiguousarray(values, dtype=np.float32)
+
+
+def _numbers_of_objects(
+    data: object, values: npt.NDArray[Any], where: str, error: Exception
+) -> npt.NDArray[np.float64]:
+    """An array of objects NumPy could not read as numbers, value by value: pandas' missing
+    markers (a nullable column's pd.NA) as NaN, refused below as any missing value is, naming
+    its row; the first value that is no number refused naming its row and place (both were
+    "DataFrame cannot be read as one", naming neither: trial PD)."""
+    if values.ndim >= 2 and values.dtype == object:
+        out = np.empty(values.shape, np.float64)
+        for place in np.ndindex(values.shape):
+            value = values[place]
+            if value is None or pandas_missing(value):
+                out[place] = math.nan
+                continue
+            try:
+                out[place] = float(value)
+            except (ValueError, TypeError, OverflowError):
+                raise DataError(
+                    f"{where}{row_text(place[0])}, feature {list(place[1:])}: "
+                    f"{shown_value(value)} is no number; the pipeline declares no columns, so "
+                    "it takes arrays of numbers (for rows of named columns declare them with "
+                    ".number(), .category(), .text(), ...)"
+                ) from None
+        return out
+    raise DataError(
+        f"{where}the pipeline declares no columns, so it takes arrays of numbers; "
+        f"{type(data).__name__} cannot be read as one ({error}); for rows of named columns "
+        "declare them with .number(), .numbers(), .category(), .flag() or .image()"
+    ) from None
 
 
 def _refuse_times(data: object, values: npt.NDArray[Any], where: str) -> None:
