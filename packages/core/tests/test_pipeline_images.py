@@ -190,6 +190,24 @@ def test_float64_arrays_beyond_float32s_range_are_named() -> None:
     rows = [{"pixels": v, "label": "a"} for v in values]
     with pytest.raises(DataError, match=r"row 2 .*value 2 .*-1e\+39, is beyond float32's range"):
         recipe().learn(rows)
+    # Failed before (trial PD): it said "or leave the field empty to mark it missing", which an
+    # image refuses next; a number target refuses a missing one too.
+    with pytest.raises(DataError, match=r"float32 \(largest 3.4028235e\+38\): scale the images' "
+                       r"values, or drop the row$"):  # fmt: skip
+        recipe().learn(rows)
+    with pytest.raises(DataError, match=r"'t': inf is infinite; .*: scale the target \(divide it, "
+                       r"or take its log\), or drop the row$"):  # fmt: skip
+        Pipeline().number("a").target("t", kind="number").learn(
+            [{"a": 1, "t": float("inf")}, {"a": 2, "t": 1}]
+        )
+
+
+def test_a_pandas_missing_value_in_an_image_is_named_missing_as_none_is() -> None:
+    """Failed before (trial PD): [pd.NA, 1] "holds something that is no number"."""
+    pandas = pytest.importorskip("pandas")
+    for missing in (pandas.NA, None):
+        with pytest.raises(DataError, match=r"value 0 \(counting from 0\) is missing \(nan\)"):
+            Pipeline().image("im", 2).learn([{"im": [missing, 1]}])
 
 
 # -- bad rows -----------------------------------------------------------------------------------

@@ -178,7 +178,13 @@ class Image(ColumnKind):
                 f"{row_text(i)}, column {self.name!r}: expected {self._expected()}, but value {k} "
                 f"(counting from 0) is missing (nan): an image takes no missing values"
             )
-        refuse_beyond_float32(values, column, self.name, f" (expected {self._expected()})")
+        refuse_beyond_float32(
+            values,
+            column,
+            self.name,
+            f" (expected {self._expected()})",
+            "scale the images' values, or drop the row",
+        )  # (an image takes no missing value: not "leave the field empty")
         return values
 
     def _row(self, i: int, value: object) -> npt.NDArray[np.float64]:
@@ -226,6 +232,11 @@ class Image(ColumnKind):
                 )
             try:
                 given = np.asarray(value)
+                if given.dtype == object:  # pd.NA is missing, as None is (was "no number")
+                    given = np.asarray(
+                        [math.nan if pandas_missing(v) else v for v in given.reshape(-1)],
+                        dtype=object,
+                    ).reshape(given.shape)
                 parsed = given.astype(np.float64)
             except (ValueError, TypeError, OverflowError):
                 raise DataError(

@@ -60,7 +60,10 @@ class Target:
     def targets(self, values: Column) -> npt.NDArray[Any]:
         """binary: float32 (N, 1) of 0/1; number: float32 (N, 1); classes: int64 (N,) indices."""
         if self.kind == "number":
-            parsed = numbers(values, self.name)
+            # (a target is never missing: "leave the field empty" was advice refused next)
+            parsed = numbers(
+                values, self.name, "scale the target (divide it, or take its log), or drop the row"
+            )
             missing = np.isnan(parsed)
             if missing.any():
                 i = int(np.argmax(missing))

@@ -335,10 +335,18 @@ def _first_unhashable(column: Sequence[object]) -> int:
     return 0  # pragma: no cover
 
 
+MISSING_ADVICE = "scale the column, or leave the field empty to mark it missing"
+
+
 def refuse_beyond_float32(
-    values: npt.NDArray[np.float64], column: Column, name: ColumnName, what: str = ""
+    values: npt.NDArray[np.float64],
+    column: Column,
+    name: ColumnName,
+    what: str = "",
+    advice: str = MISSING_ADVICE,
 ) -> None:
-    """A DataError naming the first row whose value is infinite or beyond float32's range."""
+    """A DataError naming the first row whose value is infinite or beyond float32's range, and
+    what to do (`advice`: a column that takes no missing value says other than a number's)."""
     with np.errstate(invalid="ignore"):
         beyond = np.abs(values) > FLOAT32_MAX  # NaN compares False; inf is beyond
     if beyond.any():
@@ -354,8 +362,7 @@ def refuse_beyond_float32(
         )
         raise DataError(
             f"{row_text(i)}, column {name!r}: {subject} is {_too_big(values[tuple(place)])}"
-            f"{what}; deepsharp computes in float32 (largest {FLOAT32_MAX:.8g}): scale the "
-            f"column, or leave the field empty to mark it missing"
+            f"{what}; deepsharp computes in float32 (largest {FLOAT32_MAX:.8g}): {advice}"
         )
 
 
@@ -363,7 +370,9 @@ def _too_big(value: float) -> str:
     return "infinite" if math.isinf(value) else "beyond float32's range"
 
 
-def numbers(column: Column, name: ColumnName) -> npt.NDArray[np.float64]:
+def numbers(
+    column: Column, name: ColumnName, advice: str = MISSING_ADVICE
+) -> npt.NDArray[np.float64]:
     """Parse a column to float64; NaN marks a missing value (see the module's rule).
 
     Text that is no number, an infinite value or one beyond float32's range, a date or a time
@@ -374,7 +383,7 @@ def numbers(column: Column, name: ColumnName) -> npt.NDArray[np.float64]:
         values = column.astype(np.float64)
     else:
         values = _parsed(column, name)
-    refuse_beyond_float32(values, column, name)
+    refuse_beyond_float32(values, column, name, advice=advice)
     return values
 
 
