@@ -24,6 +24,7 @@ from deepsharp.core import (
     Input,
     Layer,
     MeanSquaredError,
+    MultiHeadAttention,
     Network,
     Relu,
     ShapeError,
@@ -267,6 +268,14 @@ def test_a_layer_given_a_shape_it_cannot_take_is_refused_where_it_is_called() ->
         shared(b)
     with pytest.raises(ShapeError, match="takes a list of two or more inputs"):
         Add()(a)
+    # A layer named is named so where it is called (failed before, trial LY: "Dense takes ...",
+    # "MultiHeadAttention: its mask ...", where a chain said "layer 'head' (Dense(units=3))").
+    with pytest.raises(ShapeError, match=r"^layer 'head' \(Dense\(units=3\)\) takes rows of"):
+        Dense(3, name="head")(Input((2, 3, 4)))
+    with pytest.raises(
+        ShapeError, match=r"^layer 'att' \(MultiHeadAttention\(heads=2\)\): its mask"
+    ):
+        MultiHeadAttention(2, name="att")([Input((4, 8)), Input(5)])
 
 
 def test_ids_go_to_an_embedding_not_to_a_dense_layer() -> None:

@@ -161,6 +161,8 @@ def apply_layer(layer: Layer, given: Symbol | Sequence[Symbol]) -> Symbol:
     layer takes; a shared layer's shapes), the layer built where it is not yet, and the symbol of
     its output."""
     check_made(layer)
+    if layer.name is not None and layer.label == layer.kind:  # named in its errors as a chain's
+        layer.label = f"layer {layer.name!r} ({layer.described()})"  # are (trial LY)
     if isinstance(given, (list, tuple)):
         least = 2 if layer.several else 1
         if not least <= len(given) <= layer.most_inputs:
