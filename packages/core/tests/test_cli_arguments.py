@@ -67,6 +67,10 @@ def test_names_given_empty_or_as_a_dash_are_refused_or_read_as_standard_output(
     for argv, said in [
         ([*TRAIN, "--out", out, "--checkpoints", ""], "--checkpoints is empty: give its value"),
         ([*TRAIN, "--out", out, "--network", ""], "--network is empty: give its value"),
+        (
+            ["train", ROWS, "--target", "", "--out", out],
+            "--target is empty: give the column to predict",
+        ),  # (it said "or leave --target out", which train then refused: trial CL)
         (["sample", "titanic", "--save", "-"], "--save '-': this writes a file, and '-' would"),
         (["export", str(model), "-"], "OUT.onnx '-': this writes a file"),
     ]:

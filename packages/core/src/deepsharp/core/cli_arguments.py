@@ -93,7 +93,9 @@ def check_names(arguments: argparse.Namespace) -> None:
         if given == "" and attribute in _FILES_WRITTEN:
             optional = "" if attribute == "out" else f" (or leave {option} out)"
             raise CommandError(f"{option} is empty: give a file name{optional}")
-        if given == "":
+        if given == "" and arguments.command == "train" and attribute == "target":
+            raise CommandError("--target is empty: give the column to predict")  # (required:
+        if given == "":  # "leave --target out" was refused next, trial CL)
             raise CommandError(f"{option} is empty: give its value, or leave {option} out")
         if given == "-" and attribute == "output":
             arguments.output = None  # the predictions on standard output
