@@ -257,6 +257,12 @@ _DECIMAL_COMMA = re.compile(r"[-+]?\d*,\d+")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?Z?")
 """A date (and time) written as ISO 8601 writes it ('2024-03-01', '2024-03-01 12:30')."""
 
+_PLAIN = re.compile(r"[-+]?\d+(?:\.\d+)?")
+"""A number as written where it needs no group (812 beside 4,781)."""
+
+_WHOLE = re.compile(r"[-+]?\d+")
+"""A whole number as written where it needs no decimal comma (1 beside 0,5)."""
+
 
 def _written_numbers(column: Profile) -> Choice | None:
     """Text that is numbers with their thousands grouped or a decimal comma, or dates (of
@@ -264,9 +270,10 @@ def _written_numbers(column: Profile) -> Choice | None:
     give them (every row's value is checked: a column of names is not)."""
     if column.numbers is not None or column.present == 0:
         return None
-    for pattern, what, how, fewest in (
+    for pattern, plain, what, how, fewest in (
         (
             _GROUPED,
+            _PLAIN,
             "numbers written with their thousands grouped",
             "write them without the separators (25011), or read the file with "
             "pandas.read_csv(path, thousands=',') and train on the DataFrame",
@@ -274,6 +281,7 @@ def _written_numbers(column: Profile) -> Choice | None:
         ),
         (
             _DECIMAL_COMMA,
+            _WHOLE,
             "numbers written with a decimal comma",
             "write them with a decimal point (0.37), or read the file with "
             "pandas.read_csv(path, decimal=',') (sep=';' where ';' separates the fields) and "
@@ -282,16 +290,24 @@ def _written_numbers(column: Profile) -> Choice | None:
         ),
         (
             _DATE,
+            None,
             "dates",
             "give what matters of them as numbers (the year, the month, the day of the week, "
             "days since a date) in columns of their own",
             FEW_CATEGORIES,
         ),
     ):
-        if column.distinct > fewest and all(pattern.fullmatch(v.strip()) for v in column.values):
-            return Choice(
-                column.name, "left out", f"{what} ({column.some(2)}), not read as such: {how}"
-            )
+        values = [value.strip() for value in column.values]
+        # The values that need no separator may be written without one (812 beside 4,781, 1
+        # beside 0,5: such a column was "a name, an id", trial CL); at least one has it.
+        written = [bool(pattern.fullmatch(value)) for value in values]
+        plainly = all(
+            w or (plain is not None and plain.fullmatch(v)) for w, v in zip(written, values)
+        )
+        if column.distinct > fewest and any(written) and plainly:
+            shown = [value for value, w in zip(values, written) if w]  # those that show it
+            some = ", ".join(shown[:2]) + (", ..." if column.distinct > 2 else "")
+            return Choice(column.name, "left out", f"{what} ({some}), not read as such: {how}")
     return None
 
 
@@ -472,6 +488,13 @@ def _inputs(choices: Sequence[Choice]) -> dict[str, list[ColumnName]]:
 
 
 def _choose(column: Profile, rules: Sequence[ColumnRule]) -> Choice:
+    if column.name == "":  # no column kind takes it (a traceback from train: trial CL)
+        return Choice(
+            column.name,
+            "left out",
+            "a column of no name in the header (DataFrame.to_csv writes its index so): give "
+            "it a name in the header to use it",
+        )
     for rule in rules:
         choice = rule(column)
         if choice is not None:
