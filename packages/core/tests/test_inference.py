@@ -180,3 +180,14 @@ def test_a_long_text_s_share_held_whole_is_measured_not_assumed() -> None:
             for i in range(300)]  # fmt: skip
     choice = _kind(rows, "body")
     assert choice.kind == "text" and "the first 256 words of each (64% of the texts" in choice.why
+
+
+def test_huge_numbers_are_profiled_without_a_numpy_warning() -> None:
+    """Failed before (trial CL): "RuntimeWarning: overflow encountered in square" before the
+    pipeline was printed (the run then names the value beyond float32's range)."""
+    import warnings
+
+    rows = [{"b": f"{(i % 50 + 1) * 2.4e298:.3e}", "y": i % 2} for i in range(100)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _kind(rows, "b").kind == "number"

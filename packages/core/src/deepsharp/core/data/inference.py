@@ -572,10 +572,11 @@ def _missing_category(column: Profile) -> str:
 def _skewness(values: npt.NDArray[np.float64]) -> float:
     if not np.all(np.isfinite(values)):
         return 0.0  # an infinite value: the run refuses it, naming its row
-    spread = float(values.std())
-    if spread == 0 or not math.isfinite(spread):
-        return 0.0
-    return float(np.mean(((values - values.mean()) / spread) ** 3))
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e300's square: the run names it
+        spread = float(values.std())  # beyond float32 (NumPy's warning came first: trial CL)
+        if spread == 0 or not math.isfinite(spread):
+            return 0.0
+        return float(np.mean(((values - values.mean()) / spread) ** 3))
 
 
 def _close(name: ColumnName, names: Sequence[ColumnName]) -> str:
