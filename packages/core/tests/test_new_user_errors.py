@@ -367,6 +367,11 @@ def _mistakes() -> list[tuple[Any, type, str]]:
         fit_run(None, (x, classes), Network([Dense(1)]), CrossEntropy(), SGD(0.1),
                 FitOptions(seed=1))  # fmt: skip
 
+    def one_output_seven_classes() -> None:  # it advised two classes' ways (trial CL)
+        classes = np.arange(len(x)) % 7
+        fit_run(None, (x, classes), Network([Dense(1)]), CrossEntropy(), SGD(0.1),
+                FitOptions(seed=1))  # fmt: skip
+
     def several_outputs() -> None:
         from deepsharp.core import Input
 
@@ -387,6 +392,7 @@ def _mistakes() -> list[tuple[Any, type, str]]:
         (several_outputs, ConfigurationError, r"one output, and outputs= holds 2: .*Concatenate"),
         (channels_last, ShapeError, r"channels-last images .* x\.transpose\(0, 3, 1, 2\)"),
         (one_output_classes, ConfigurationError, r"one output a row, and CrossEntropy .* BinaryCrossEntropy\(\)"),
+        (one_output_seven_classes, ConfigurationError, r"one output a row, and the targets hold 7 classes: .*Dense\(7\)"),
         (lambda: Network([Dense(2)], inputs=(None, 5)), ValueError, r"without the batch axis \(\(5,\)\)"),
         (lambda: Network([Dense(3), Relu]), TypeError, r"the class Relu, not a layer: .* Relu\(\.\.\.\)"),
         (lambda: Dense(4, activation=Relu()), ValueError, r"not the layer Relu: give activation='relu'"),
@@ -401,7 +407,7 @@ def _mistakes() -> list[tuple[Any, type, str]]:
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("case", range(11))
+@pytest.mark.parametrize("case", range(12))
 def test_a_class_given_for_an_instance_and_other_slips_say_what_to_write(case: int) -> None:
     made, error, said = _mistakes()[case]
     with pytest.raises(error, match=said):

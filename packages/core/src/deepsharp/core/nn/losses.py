@@ -387,6 +387,23 @@ ONE_OUTPUT = (
 )
 
 
+def _one_output(targets: Any) -> str:
+    """ONE_OUTPUT, or where the targets hold more than two classes, how many (it advised
+    two classes' ways for seven: trial CL)."""
+    try:
+        classes = len(np.unique(np.asarray(targets)))
+    except (TypeError, ValueError):
+        return ONE_OUTPUT
+    if classes <= 2:
+        return ONE_OUTPUT
+    return (
+        f"the network gives one output a row, and the targets hold {classes} classes: "
+        f"CrossEntropy takes an output for each, so end the network in Dense({classes}) (a "
+        "function making it for the command line's --network is given outputs= where it takes "
+        "that parameter)"
+    )
+
+
 class CrossEntropy(Loss):
     """One class of many; targets are class indices (N,). From logits (the default) its link is
     the softmax; with from_logits=False it takes probabilities (a network ending in Softmax())
@@ -457,7 +474,7 @@ class CrossEntropy(Loss):
         """Class indices, one a row (N,) — or, for a network that gives a class at every
         position of a sequence (rows of (L, classes)), one a position (N, L)."""
         if outputs == 1:
-            raise ConfigurationError(ONE_OUTPUT)
+            raise ConfigurationError(_one_output(targets))
         array = np.asarray(targets)
         if array.ndim == 2 and array.shape[1] == 1:
             array = array[:, 0]
