@@ -298,6 +298,60 @@ def test_an_architecture_whose_outputs_would_exhaust_memory_is_refused_as_it_loa
     assert said["growth_mib"] < 32
 
 
+def _architecture_file(path: Path, inputs: list[int], layers: list[dict[str, Any]],
+                       tensors: dict[str, np.ndarray]) -> Path:  # fmt: skip
+    """A network file of a chain of `layers` over one input of shape `inputs`, written as a
+    file's architecture is (what an attacker writes: any sizes, few slots' bytes)."""
+    from deepsharp.core.files import write_safetensors
+
+    architecture = {"inputs": [{"name": "input", "shape": inputs, "dtype": "float32"}],
+                    "layers": layers, "nodes": [[i, [i]] for i in range(len(layers))],
+                    "chain": True}  # fmt: skip
+    metadata = {"format": "deepsharp.network", "format_version": "3",
+                "network": json.dumps(architecture), "deepsharp_version": "0.1.0"}  # fmt: skip
+    write_safetensors(path, tensors, metadata)
+    return path
+
+
+ATTENTION_SLOTS = {
+    "mha.in_weights": np.zeros((3, 1), np.float32),
+    "mha.in_bias": np.zeros(3, np.float32),
+    "mha.out_weights": np.zeros((1, 1), np.float32),
+    "mha.out_bias": np.zeros(1, np.float32),
+}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "layer", "tensors", "said"),
+    [
+        ([12_000, 1], {"kind": "MultiHeadAttention", "name": "mha",
+                       "config": {"heads": 1, "causal": True}},
+         ATTENTION_SLOTS, "buffer 'mha.causal' is missing"),
+        ([65_536, 1], {"kind": "MultiHeadAttention", "name": "mha",
+                       "config": {"heads": 1, "causal": True}},
+         ATTENTION_SLOTS, "buffer 'causal' of shape (65536, 65536) would hold 4,294,967,296 "
+         "values, beyond the 1,073,741,824 a layer may keep"),
+        ([2**28], {"kind": "Rescaling", "name": "l0", "config": {"scale": 2.0}}, {},
+         "buffer 'l0.scale' is missing"),
+        ([1, 32_768, 65_536], {"kind": "Flatten", "name": "f", "config": {}}, {},
+         "a shape of one to eight positive sizes (at most 2**30 values)"),
+    ],
+    ids=["causal-12000", "causal-65536", "rescaling-2^28", "input-2^31"],
+)  # fmt: skip
+def test_a_layer_s_buffer_or_an_input_made_to_exhaust_memory_is_refused_before_it_is_made(
+    tmp_path: Path, inputs: list[int], layer: dict[str, Any], tensors: Any, said: str
+) -> None:
+    """Failed before (trial HF): a 744-byte file's causal attention over 12,000 positions made
+    its mask (1.1 GiB of float64) before the file was found to lack it, over 65,536 asked 32
+    GiB (a raw MemoryError); a Rescaling 2^28 wide made 2 GB; an input of 2^31 values a row
+    loaded, and each prediction asked 8 GiB a row before the rows were looked at."""
+    path = _architecture_file(tmp_path / "hostile.safetensors", inputs, [layer], tensors)
+    found = load_in_child("network", path)
+    assert found["outcome"] == "FileFormatError", found
+    assert said in found["message"], found["message"]
+    assert found["growth_mib"] < 32, found
+
+
 def test_a_deep_network_of_large_images_loads_and_a_bytes_path_is_read(tmp_path: Path) -> None:
     """Failed before: the outputs' values a row were added up over every layer, so 22 blocks
     of 64 channels on 512 x 512 images were refused as made to exhaust memory; and a bytes

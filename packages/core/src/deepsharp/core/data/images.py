@@ -73,7 +73,7 @@ def check_image_shape(name: ColumnName, shape: object) -> tuple[int, ...]:
             out = []
             break
         out.append(int(d))
-    if not out or len(out) > 8 or math.prod(out) > 2**31:
+    if not out or len(out) > 8 or math.prod(out) > 2**30:  # a network's rows' bound (nn.graph)
         raise ValueError(
             f"column {name!r}: shape must hold one to eight positive whole numbers, such as "
             f"(1, 8, 8), not {shape!r}"

@@ -56,15 +56,22 @@ def check_layer_name(name: object, where: str) -> str:
     return name
 
 
+MOST_VALUES_A_ROW = 2**30
+"""The most values one row may hold where a network takes it, a layer makes it or a buffer keeps
+it (4 GiB at float32; a 512 x 512 image of 64 channels is 2^24): a file's architecture can ask
+for any size however few its slots' bytes (an input of 2^31 values, a causal mask of 65,536
+squared: gigabytes made before anything was checked, trial HF)."""
+
+
 def row_shape(given: object, where: str) -> tuple[int, ...]:
-    """One row's shape from a size or a sequence of one to eight positive sizes (at most 2**31
+    """One row's shape from a size or a sequence of one to eight positive sizes (at most 2**30
     values in all); a ValueError naming `where` otherwise."""
     shape = (given,) if isinstance(given, (int, np.integer)) else given
     if (
         not isinstance(shape, (tuple, list))
         or not 0 < len(shape) <= 8
         or not all(_size(s) for s in shape)
-        or math.prod(int(s) for s in shape) > 2**31
+        or math.prod(int(s) for s in shape) > MOST_VALUES_A_ROW
     ):
         rest = (
             tuple(shape[1:])
@@ -73,7 +80,7 @@ def row_shape(given: object, where: str) -> tuple[int, ...]:
         )
         raise ValueError(
             f"{where} is a feature count or a shape of one to eight positive sizes (at most "
-            f"2**31 values), not {given!r}"
+            f"2**30 values), not {given!r}"
             + (f": one row's shape, without the batch axis ({rest!r})" if rest else "")
         )
     return tuple(int(s) for s in shape)

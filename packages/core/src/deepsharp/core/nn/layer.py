@@ -15,6 +15,8 @@ be loaded. docs/layers.md says how to write one.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -26,9 +28,9 @@ from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor, open_recording
 from deepsharp.core.edits import Edited
 from deepsharp.core.engine import Engine
-from deepsharp.core.errors import ConfigurationError
+from deepsharp.core.errors import ConfigurationError, ShapeError
 from deepsharp.core.kinds import Kinds
-from deepsharp.core.nn.graph import Symbol, apply_layer, check_layer_name
+from deepsharp.core.nn.graph import MOST_VALUES_A_ROW, Symbol, apply_layer, check_layer_name
 from deepsharp.core.nn.initializers import check_initializer, initial_values
 from deepsharp.core.random import Generator
 
@@ -81,14 +83,26 @@ class BufferSpec:
     ("zeros", "ones", or the values themselves: a causal mask's triangle)."""
 
     shape: Shape
-    init: str | NDArray[np.float32] = "zeros"
+    init: str | NDArray[np.float32] | Callable[[], NDArray[np.float32]] = "zeros"
+    """A function: the values made where they are first asked for (a loaded network's come
+    from its file, and a file's causal mask of 65,536 positions made 32 GiB first: trial HF)."""
     least: float | None = None
     """The smallest value the buffer may hold (a variance's 0), or None."""
 
     def initial(self) -> NDArray[np.float32]:
+        if callable(self.init):
+            return self.init()
         if not isinstance(self.init, str):
             return np.array(self.init, np.float32)
         return np.full(self.shape, 1.0 if self.init == "ones" else 0.0, np.float32)
+
+
+def _made_values(make: Callable[[], NDArray[Any]], shape: Shape, named: str) -> NDArray[np.float32]:
+    """A buffer's values from the function its layer gave, checked of its shape."""
+    values = np.array(make(), np.float32)
+    if values.shape != shape:
+        raise ValueError(f"{named} of shape {shape} given values of {values.shape}")
+    return values
 
 
 def value_refusal(
@@ -212,15 +226,27 @@ class Layer(Edited):
         self,
         name: str,
         shape: Sequence[int],
-        init: str | NDArray[Any] = "zeros",
+        init: str | NDArray[Any] | Callable[[], NDArray[Any]] = "zeros",
         least: float | None = None,
     ) -> None:
         """Declare a buffer (called from `build`): state that is not trained, starting at zeros,
-        ones, or the values given (an array of `shape`). A training pass may change it
-        (`ops.assign`); no optimizer does. `least`: the smallest value it may hold (a
-        variance's 0), checked where values are set or loaded."""
+        ones, or the values given (an array of `shape`, or a function making it: made once its
+        size is checked). A training pass may change it (`ops.assign`); no optimizer does.
+        `least`: the smallest value it may hold (a variance's 0), checked where values are set
+        or loaded. At most `MOST_VALUES_A_ROW` values."""
         self._check_new(name)
         made = tuple(int(s) for s in shape)
+        if math.prod(made) > MOST_VALUES_A_ROW:
+            raise ShapeError(
+                f"{self.label}: buffer {name!r} of shape {made} would hold "
+                f"{math.prod(made):,} values, beyond the {MOST_VALUES_A_ROW:,} a layer may keep"
+            )
+        if callable(init):
+            self.buffer_specs[name] = BufferSpec(
+                made, functools.partial(_made_values, init, made, f"{self.label}: buffer {name!r}"),
+                least,
+            )  # fmt: skip
+            return
         if isinstance(init, str):
             if init not in ("zeros", "ones"):
                 raise ValueError(

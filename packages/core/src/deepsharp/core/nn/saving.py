@@ -24,7 +24,15 @@ from numpy.typing import NDArray
 from deepsharp.core.errors import FileFormatError, StateError
 from deepsharp.core.files import Declared, Expectation, read_safetensors, write_safetensors
 from deepsharp.core.kinds import warn_unrecorded
-from deepsharp.core.nn.graph import DTYPES, Graph, InputSpec, Node, check_layer_name, row_shape
+from deepsharp.core.nn.graph import (
+    DTYPES,
+    MOST_VALUES_A_ROW,
+    Graph,
+    InputSpec,
+    Node,
+    check_layer_name,
+    row_shape,
+)
 from deepsharp.core.nn.layer import (
     BufferSpec,
     Layer,
@@ -194,12 +202,6 @@ def _graph(cls: type[Network], data: Any) -> Network:
                 "network may: the file is damaged or made to exhaust memory"
             )
     return network
-
-
-MOST_VALUES_A_ROW = 2**30
-"""The most values one layer's output may hold a row in a loaded network (4 GiB at float32; a
-512 x 512 image of 64 channels is 2^24): a file's architecture can ask for any size however few
-its slots' bytes."""
 
 
 def _large(count: int) -> str:

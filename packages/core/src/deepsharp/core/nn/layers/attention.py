@@ -91,7 +91,9 @@ class MultiHeadAttention(Layer):
         self.slot("out_weights", (width, width), "glorot_uniform", width, width)
         self.slot("out_bias", (width,), "zeros")
         if self.causal:  # built once: a position may attend to itself and those before it
-            self.buffer("causal", (length, length), np.tril(np.ones((length, length))))
+            self.buffer(
+                "causal", (length, length), lambda: np.tril(np.ones((length, length), np.float32))
+            )
         return (length, width)
 
     def forward(self, x: Any, slots: Mapping[str, Tensor], context: Pass) -> Tensor:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.plan import on_host
@@ -193,7 +195,7 @@ class Rescaling(Layer):
                     f"{self.label}: its {name} holds {len(given)} numbers, one a feature, and "
                     f"its rows hold {width} features on their last axis ({shape})"
                 )
-            self.buffer(name, (width,), np.broadcast_to(np.asarray(given, np.float32), (width,)))
+            self.buffer(name, (width,), functools.partial(_spread, given, width))
         return shape
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
@@ -222,3 +224,8 @@ def _numbers(name: str, given: object) -> float | list[float]:
             f"{given!r}"
         )
     return numbers if several else numbers[0]
+
+
+def _spread(given: Any, width: int) -> NDArray[np.float32]:
+    """A number, or one a feature, as `width` values (made once the buffer's size is checked)."""
+    return np.broadcast_to(np.asarray(given, np.float32), (width,))
