@@ -20,7 +20,7 @@ import pytest
 from core_helpers import XOR_ROWS, XOR_TARGETS, xor_trainer
 from fuzz_files import load_in_child, make_originals, seal, split
 
-from deepsharp.core import BinaryCrossEntropy, Dense, FileFormatError, Network, Relu
+from deepsharp.core import Adam, BinaryCrossEntropy, Dense, FileFormatError, Network, Relu
 from deepsharp.core.atomic import write_atomically
 from deepsharp.core.files import _canonical_digest, encode_safetensors, read_safetensors
 
@@ -350,6 +350,48 @@ def test_a_layer_s_buffer_or_an_input_made_to_exhaust_memory_is_refused_before_i
     assert found["outcome"] == "FileFormatError", found
     assert said in found["message"], found["message"]
     assert found["growth_mib"] < 32, found
+
+
+def test_a_file_s_reshape_of_too_many_axes_and_a_huge_config_are_refused_briefly(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial HF): a Reshape to 72 axes loaded, then failed inside NumPy at
+    predict; a Dense config of 150,000 units was a 900,000-character "one line"."""
+    reshaped = _architecture_file(
+        tmp_path / "axes.safetensors",
+        [15],
+        [{"kind": "Reshape", "name": "r", "config": {"shape": [15] + [1] * 70}}],
+        {},
+    )
+    with pytest.raises(FileFormatError, match=r"Reshape: shape is a sequence of one to eight"):
+        Network.load(reshaped)
+    huge = _architecture_file(
+        tmp_path / "huge.safetensors",
+        [3],
+        [{"kind": "Dense", "name": "d", "config": {"units": [0] * 150_000}}],
+        {},
+    )
+    with pytest.raises(FileFormatError, match=r"bad config \{'units': \[0, 0, ") as raised:
+        Network.load(huge)
+    assert len(str(raised.value)) < 1_000
+
+
+def test_a_lone_surrogate_in_a_file_s_target_name_is_written_escaped_by_predict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before (trial HF): a UnicodeEncodeError traceback writing the CSV header."""
+    from deepsharp.core import FitOptions, Pipeline, TrainedNetwork, fit
+    from deepsharp.core.cli import main
+
+    rows = [{"x": i % 5, "t\udcff": i % 2} for i in range(40)]
+    run = fit(Pipeline().number("x").target("t\udcff"), rows, Network([Dense(1)]),
+              BinaryCrossEntropy(), Adam(0.01), FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip
+    path = tmp_path / "surrogate.safetensors"
+    run.trained.save(path)
+    assert TrainedNetwork.load(path).pipeline.target_name == "t\udcff"
+    (tmp_path / "rows.csv").write_text("x\n1\n2\n")
+    assert main(["predict", str(path), str(tmp_path / "rows.csv")]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "t\\udcff"
 
 
 def test_a_deep_network_of_large_images_loads_and_a_bytes_path_is_read(tmp_path: Path) -> None:

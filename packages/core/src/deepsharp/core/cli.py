@@ -574,7 +574,8 @@ class _PredictionLines:
             header = [f"output{index}" for index in range(outputs)]
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerow(header)
-        yield text.getvalue().encode("utf-8")
+        # A lone surrogate in a file's names (no UTF-8 text) is written escaped (trial HF).
+        yield text.getvalue().encode("utf-8", "backslashreplace")
         for predictions in itertools.chain([] if first is None else [first], self.parts):
             self.rows += len(predictions)
             # Each value as repr(float(value)), the shortest text that reads back the same.

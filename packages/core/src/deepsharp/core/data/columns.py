@@ -104,7 +104,9 @@ class Recipe:
         value = self.data[key]
         if not any(_is(value, t) for t in types):
             names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            raise self.fail(key, f"expected {names}, found {type(value).__name__} {value!r}")
+            raise self.fail(
+                key, f"expected {names}, found {type(value).__name__} {brief(value, 80)}"
+            )
         return value
 
     def text(self, key: str) -> str:
@@ -132,7 +134,7 @@ class Recipe:
     def texts(self, key: str) -> list[str]:
         value = self.get(key, list)
         if not all(isinstance(v, str) for v in value):
-            raise self.fail(key, f"expected a list of text, found {value!r}")
+            raise self.fail(key, f"expected a list of text, found {brief(value, 80)}")
         if len(set(value)) != len(value):
             raise self.fail(key, "a value appears twice")
         return list(value)

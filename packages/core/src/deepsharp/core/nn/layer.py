@@ -33,6 +33,7 @@ from deepsharp.core.kinds import Kinds
 from deepsharp.core.nn.graph import MOST_VALUES_A_ROW, Symbol, apply_layer, check_layer_name
 from deepsharp.core.nn.initializers import check_initializer, initial_values
 from deepsharp.core.random import Generator
+from deepsharp.core.reals import brief
 
 __all__ = [
     "LAYERS",
@@ -59,7 +60,7 @@ def whole(layer: str, what: str, value: object, least: int = 1) -> int:
         or not isinstance(value, (int, np.integer))
         or value < least
     ):
-        raise ValueError(f"{layer}: {what} must be a {kind}, not {value!r}")
+        raise ValueError(f"{layer}: {what} must be a {kind}, not {brief(value, 80)}")
     return int(value)
 
 
@@ -445,12 +446,14 @@ def layer_from_json(data: Any) -> Layer:
     config = data.get("config", {})
     if not isinstance(config, dict) or "name" in config:
         raise ValueError(
-            f"layer {kind!r}: its config must be a mapping without a name, not {config!r}"
+            f"layer {kind!r}: its config must be a mapping without a name, not {brief(config, 200)}"
         )
     try:
         layer = cls(**config)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"layer {kind!r}: bad config {config!r} ({error})") from None
+        said = str(error)  # a file's config of 300 KB was said twice whole (trial HF)
+        said = said if len(said) <= 300 else f"{said[:297]}..."
+        raise ValueError(f"layer {kind!r}: bad config {brief(config, 200)} ({said})") from None
     name = data.get("name")
     if name is not None:
         layer.name = check_layer_name(name, f"layer {kind!r}")

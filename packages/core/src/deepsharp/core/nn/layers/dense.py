@@ -19,6 +19,7 @@ from deepsharp.core.nn.initializers import check_initializer
 from deepsharp.core.nn.layer import Layer, Pass, Shape, whole
 from deepsharp.core.nn.layers.activations import activation, check_activation, ends_in
 from deepsharp.core.random import Generator
+from deepsharp.core.reals import brief
 
 __all__ = ["Dense", "Dropout", "Flatten", "Rescaling", "Reshape", "dropout"]
 
@@ -135,8 +136,10 @@ class Reshape(Layer):
 
     def __init__(self, shape: Sequence[int], name: str | None = None) -> None:
         super().__init__(name)
-        if not isinstance(shape, (tuple, list)) or not shape:
-            raise ValueError(f"Reshape: shape is a sequence of sizes, not {shape!r}")
+        if not isinstance(shape, (tuple, list)) or not 0 < len(shape) <= 8:  # a row's axes, as
+            raise ValueError(  # an input's (72 loaded, then failed in NumPy: trial HF)
+                f"Reshape: shape is a sequence of one to eight sizes, not {brief(shape, 80)}"
+            )
         sizes = [
             int(s) if isinstance(s, (int, np.integer)) and not isinstance(s, bool) else 0
             for s in shape
