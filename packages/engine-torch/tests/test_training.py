@@ -332,3 +332,33 @@ def test_an_engine_of_a_card_loads_where_there_is_none_and_refuses_to_be_used() 
     assert not hasattr(again, "put") and getattr(again, "precision", None) is None
     assert not hasattr(again, "get_params")
     assert "unavailable here" in repr(copy.deepcopy(again))
+
+
+def test_an_estimator_whose_engine_is_unavailable_here_says_why_where_it_serves_or_fits() -> None:
+    """Failed before (trial PK): predict and fit said "engine <TorchEngine on cuda:0 ...> is
+    not an engine: it lacks name, identity, put, ..." — the stand-in's reason (and the way to
+    serve on another engine) never reached the user."""
+    import pickle
+
+    import torch
+
+    from deepsharp.core import FitOptions, make_engine
+    from deepsharp.sklearn import NetworkClassifier
+
+    if torch.cuda.is_available():
+        pytest.skip("a card is here: the engine is made on it")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 3))
+    y = (x[:, 0] > 0).astype(int)
+    engine = TorchEngine.on_cpu("float32")
+    estimator = NetworkClassifier(epochs=1, engine=engine).fit(x, y)
+    engine.device = "cuda:0"  # as pickled where it ran on a card
+    loaded = pickle.loads(pickle.dumps(estimator))
+    said = r"this torch engine \(cuda:0, float32\) was pickled where it ran and loaded where it"
+    with pytest.raises(EngineUnavailableError, match=said):
+        loaded.predict(x[:3])
+    with pytest.raises(EngineUnavailableError, match=said):
+        make_engine(loaded.engine)
+    with pytest.raises(EngineUnavailableError, match=r"^FitOptions: engine: this torch engine"):
+        FitOptions(seed=0, engine=loaded.engine)
+    assert loaded.trained_.predict(x[:3].astype(np.float32), "light").shape == (3, 1)

@@ -211,7 +211,10 @@ def check_spec(spec: object, where: str = "engine") -> None:
         if option.isidentifier() and _module_exists(name):
             return  # module:factory, its module found (not imported)
         raise EngineUnavailableError(f"{where} {spec!r}: {_not_installed(name)}")
-    missing = _lacking(spec)
+    try:
+        missing = _lacking(spec)
+    except EngineUnavailableError as error:  # a stand-in's own reason
+        raise EngineUnavailableError(f"{where}: {error}") from None
     if not missing:
         return
     shown = _shown(spec)
@@ -245,7 +248,15 @@ def _lacking(made: object) -> list[str]:
     """What of an engine's members `made` lacks, asked as the core asks (getattr: an engine that
     hands its operations on through __getattr__, as compare's witness does, has them; Python
     3.12's isinstance against the protocol looks only at the class)."""
-    return [member for member in _MEMBERS if not hasattr(made, member)]
+    lacking = []
+    for member in _MEMBERS:
+        try:
+            getattr(made, member)
+        except EngineUnavailableError:  # a stand-in that says why it cannot be used (a torch
+            raise  # engine pickled on a card, loaded without one): its reason (trial PK)
+        except AttributeError:
+            lacking.append(member)
+    return lacking
 
 
 def _lacks(missing: list[str]) -> str:
