@@ -361,4 +361,4 @@ def test_an_estimator_whose_engine_is_unavailable_here_says_why_where_it_serves_
         make_engine(loaded.engine)
     with pytest.raises(EngineUnavailableError, match=r"^FitOptions: engine: this torch engine"):
         FitOptions(seed=0, engine=loaded.engine)
-    assert loaded.trained_.predict(x[:3].astype(np.float32), "light").shape == (3, 1)
+    assert loaded.trained_.predict(x[:3].astype(np.float32), "light").shape[0] == 3
