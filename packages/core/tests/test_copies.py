@@ -55,3 +55,41 @@ def test_a_copy_taken_during_a_run_holds_the_run_s_slots_and_no_engine() -> None
     assert all(np.array_equal(copied.slots[name], now[name]) for name in now)
     with Trainer(copied, CrossEntropy(), Adam(0.1), seed=0) as trainer:  # free to train again
         trainer.step(x, y)
+
+
+def test_a_second_fit_of_one_network_leaves_the_first_run_s_predictions() -> None:
+    """Failed before (trial PK): run.trained held the network given, and a second fit of it
+    changed the first run's predictions (its pipeline was its own, its slots were not)."""
+    x, y = _rows()
+    network = Network([Dense(16), Relu(), Dense(2)])
+    options = FitOptions(seed=0, epochs=2, progress=False)
+    first = fit(None, (x, y), network, CrossEntropy(), Adam(0.01), options)
+    kept = first.trained.predict(x).tobytes()
+    assert network.predict(x, CrossEntropy()).tobytes() == kept  # trained in place, as before
+    fit(None, (x, y), network, CrossEntropy(), Adam(0.01), options)
+    assert first.trained.predict(x).tobytes() == kept
+
+
+def test_a_copy_of_a_pipeline_is_its_own() -> None:
+    """Failed before (trial PK): copy.copy shared the columns, so learning the copy (or
+    declaring a column on it) changed the original."""
+    from deepsharp.core import Pipeline
+
+    rows = [{"a": float(i), "c": "pq"[i % 2], "y": i % 2} for i in range(20)]
+    learned = Pipeline().number("a").category("c").target("y").learn(rows)
+    before = learned.features(rows).tobytes()
+    copied = copy.copy(learned)
+    copied.learn([{**row, "a": row["a"] * 10} for row in rows])
+    copied.number("z")
+    assert learned.features(rows).tobytes() == before
+    assert "z" not in repr(learned)
+
+
+def test_a_copy_of_an_engine_counts_its_own_transfers() -> None:
+    """Failed before (trial PK): copy.copy of the light engine shared its counters."""
+    from deepsharp.core import make_engine
+
+    engine = make_engine("light")
+    copy.copy(engine).put(np.ones((2, 2), np.float32))
+    copy.deepcopy(engine).put(np.ones(2, np.float32))
+    assert engine.counters.transfers_in == 0

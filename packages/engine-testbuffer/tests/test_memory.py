@@ -168,3 +168,15 @@ def test_a_small_network_trains_on_it() -> None:
     assert engine.counters.transfers_in - transfers[0] == 2 * 499
     assert engine.counters.transfers_out - transfers[1] == 499
     assert engine.counters.live_buffers == live_after_first
+
+
+def test_a_copy_of_the_engine_counts_its_own_transfers_and_buffers() -> None:
+    """Failed before (trial PK): copy.copy shared the original's counters."""
+    import copy
+
+    engine = TestBufferEngine()
+    for made in (copy.copy(engine), copy.deepcopy(engine)):
+        kept = made.put(np.ones((2, 2), np.float32))
+        assert (made.counters.transfers_in, made.counters.live_buffers) == (1, 1)
+        del kept
+    assert (engine.counters.transfers_in, engine.counters.live_buffers) == (0, 0)

@@ -30,6 +30,7 @@ messages are counted from 1, in the rows as handed to that call.
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 from collections.abc import Sequence
@@ -513,6 +514,12 @@ class Pipeline:
     @property
     def split_fractions(self) -> tuple[float, float]:
         return self._train, self._validation
+
+    def __copy__(self) -> Pipeline:
+        """A copy is its own, as a deep copy is: copy.copy shared the column objects (and their
+        list), so learning the copy, or declaring a column on it, changed the original, and the
+        predictions of the network trained with it (trial PK)."""
+        return copy.deepcopy(self)
 
     def __repr__(self) -> str:
         parts = [repr(c) for c in (self._columns if self._learned else self._declared)]

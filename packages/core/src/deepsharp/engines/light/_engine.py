@@ -11,6 +11,7 @@ tails agree), and are accurate relative to their values in their tails: a sigmoi
 
 from __future__ import annotations
 
+import copy
 import math
 import weakref
 from collections.abc import Callable, Sequence
@@ -90,7 +91,9 @@ class LightEngine:
         """Pickled (copied: scikit-learn's clone) as its settings and counters: its thread pool
         as the count of its threads, without what it keeps of arrays it was handed (held
         weakly, by their identities in this process)."""
-        return {**vars(self), "_groups": {}, "_gelu_kept": {}}
+        # its own counters (copy.copy shared them with the original: trial PK)
+        counters = copy.copy(self.counters)
+        return {**vars(self), "counters": counters, "_groups": {}, "_gelu_kept": {}}
 
     @property
     def identity(self) -> EngineIdentity:

@@ -75,6 +75,14 @@ class TestBufferEngine:
         self.device = "cpu"
         self.precision = PRECISION
 
+    def __copy__(self) -> TestBufferEngine:
+        """A copy counts its own transfers and buffers from none (they were the original's,
+        shared: trial PK); the buffers alive now stay counted where they were made."""
+        return TestBufferEngine()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TestBufferEngine:
+        return TestBufferEngine()
+
     @property
     def counters(self) -> BufferCounters:
         """Transfers, and the buffers alive now (count and bytes) and the most alive at once."""
