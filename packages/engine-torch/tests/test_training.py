@@ -334,31 +334,32 @@ def test_an_engine_of_a_card_loads_where_there_is_none_and_refuses_to_be_used() 
     assert "unavailable here" in repr(copy.deepcopy(again))
 
 
-def test_an_estimator_whose_engine_is_unavailable_here_says_why_where_it_serves_or_fits() -> None:
-    """Failed before (trial PK): predict and fit said "engine <TorchEngine on cuda:0 ...> is
-    not an engine: it lacks name, identity, put, ..." — the stand-in's reason (and the way to
-    serve on another engine) never reached the user."""
+def test_an_engine_unavailable_here_says_why_where_a_network_serves_or_fits() -> None:
+    """Failed before (trial PK: a fitted estimator loaded without the card it ran on): predict
+    and fit said "engine <TorchEngine on cuda:0 ...> is not an engine: it lacks name, identity,
+    put, ..." — the stand-in's reason (and the way to serve on another engine) never reached
+    the user."""
     import pickle
 
     import torch
 
-    from deepsharp.core import FitOptions, make_engine
-    from deepsharp.sklearn import NetworkClassifier
+    from deepsharp.core import CrossEntropy, Dense, FitOptions, Network, fit, make_engine
 
     if torch.cuda.is_available():
         pytest.skip("a card is here: the engine is made on it")
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(60, 3))
-    y = (x[:, 0] > 0).astype(int)
+    x = rng.normal(size=(60, 3)).astype(np.float32)
     engine = TorchEngine.on_cpu("float32")
-    estimator = NetworkClassifier(epochs=1, engine=engine).fit(x, y)
+    options = FitOptions(seed=0, epochs=1, progress=False, engine=engine)
+    run = fit(None, (x, (x[:, 0] > 0).astype(np.int64)), Network([Dense(2)]), CrossEntropy(),
+              Adam(0.01), options)  # fmt: skip
     engine.device = "cuda:0"  # as pickled where it ran on a card
-    loaded = pickle.loads(pickle.dumps(estimator))
+    trained, stand_in = pickle.loads(pickle.dumps((run.trained, engine)))
     said = r"this torch engine \(cuda:0, float32\) was pickled where it ran and loaded where it"
     with pytest.raises(EngineUnavailableError, match=said):
-        loaded.predict(x[:3])
+        trained.predict(x[:3], stand_in)
     with pytest.raises(EngineUnavailableError, match=said):
-        make_engine(loaded.engine)
+        make_engine(stand_in)
     with pytest.raises(EngineUnavailableError, match=r"^FitOptions: engine: this torch engine"):
-        FitOptions(seed=0, engine=loaded.engine)
-    assert loaded.trained_.predict(x[:3].astype(np.float32), "light").shape[0] == 3
+        FitOptions(seed=0, engine=stand_in)
+    assert trained.predict(x[:3], "light").shape == (3, 2)
