@@ -14,11 +14,13 @@ a text's first token) reads nothing.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor
@@ -91,9 +93,7 @@ class MultiHeadAttention(Layer):
         self.slot("out_weights", (width, width), "glorot_uniform", width, width)
         self.slot("out_bias", (width,), "zeros")
         if self.causal:  # built once: a position may attend to itself and those before it
-            self.buffer(
-                "causal", (length, length), lambda: np.tril(np.ones((length, length), np.float32))
-            )
+            self.buffer("causal", (length, length), functools.partial(_causal_mask, length))
         return (length, width)
 
     def forward(self, x: Any, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
@@ -223,3 +223,9 @@ class PositionalEmbedding(Layer):
 
     def config(self) -> dict[str, Any]:
         return {"length": self.length, "dim": self.dim}
+
+
+def _causal_mask(length: int) -> NDArray[np.float32]:
+    """A position may attend to itself and those before it (made once the buffer's size is
+    checked; a function of the module, so that a built network still pickles)."""
+    return np.tril(np.ones((length, length), np.float32))
