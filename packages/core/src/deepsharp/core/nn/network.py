@@ -11,6 +11,7 @@ meets them) and its nodes in order. Its slots are named `<layer>.<slot>`, its bu
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import threading
@@ -557,6 +558,25 @@ class Network:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._binding = threading.Lock()
+
+    def kept_copy(self) -> Network:
+        """A copy holding the same host values, unbound: what a finished run keeps of the
+        network it trained (`Run.trained`). Nothing changes a network's host arrays in place
+        (a run, set_slots and initialize put new ones), so the two share them, read-only,
+        without a second copy of every slot; each is its own from then on. During a run, a
+        copy of the run's current values (as copy.copy takes)."""
+        if self._bound is not None:
+            return copy.copy(self)
+        made: Network = object.__new__(type(self))
+        made.__dict__.update(self.__dict__)
+        for name in ("_values", "_buffers"):
+            held = getattr(self, name)
+            if held is not None:
+                for array in held.values():
+                    array.setflags(write=False)
+                setattr(made, name, dict(held))
+        made._binding = threading.Lock()
+        return made
 
 
 def in_order(features: object) -> bool:

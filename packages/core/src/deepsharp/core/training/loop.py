@@ -291,20 +291,21 @@ def fit(
         resumed_at=0 if checkpoint is None else checkpoint.epoch,
     )
     distribution.finish()
-    return Run(TrainedNetwork(_own_copy(network), loss, _own_copy(feeds.pipeline)), report)
+    # The network and the pipeline as this run left them: the same Network or Pipeline given
+    # to another fit trains (learns) again in place, and this run's predictions keep the slots
+    # and statistics it made (a second fit of one network changed them: trial PK). The
+    # network's copy shares its host arrays (`Network.kept_copy`: no second copy of a slot).
+    return Run(TrainedNetwork(network.kept_copy(), loss, _own_copy(feeds.pipeline)), report)
 
 
-def _own_copy(made: Any) -> Any:
-    """The network and the pipeline as this run left them: the same Network or Pipeline given
-    to another fit trains (learns) again in place, and this run's predictions keep the slots
-    and statistics it made (a second fit of one network changed the first run's predictions:
-    trial PK). The network's copy holds its slots' host values (`Network.__getstate__`). What
-    cannot be copied (a column kind of one's own holding a lock; memory short for a large
-    network's second copy) is kept as it is: a finished run is never lost to its copy."""
+def _own_copy(pipeline: Pipeline) -> Pipeline:
+    """The pipeline as this run learned it. A pipeline that cannot be copied (a column kind of
+    one's own holding a lock or a session) is kept as it is: a finished run is never lost to
+    its copy."""
     try:
-        return copy.deepcopy(made) if isinstance(made, Pipeline) else copy.copy(made)
+        return copy.deepcopy(pipeline)
     except Exception:
-        return made
+        return pipeline
 
 
 def _batches(feed: Feed) -> Iterator[Batch]:
