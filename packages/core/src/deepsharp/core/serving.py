@@ -34,8 +34,9 @@ from deepsharp.core.export.graph import DEFAULT_OPSET
 from deepsharp.core.export.model import export_trained
 from deepsharp.core.files import read_safetensors, write_safetensors
 from deepsharp.core.nn.losses import Loss, loss_from_json, loss_to_json
-from deepsharp.core.nn.network import Network, checked_ids
+from deepsharp.core.nn.network import Network
 from deepsharp.core.nn.predicting import CHUNK, Predictor
+from deepsharp.core.nn.rows import checked_ids
 from deepsharp.core.nn.saving import (
     expectation,
     file_tensors,
