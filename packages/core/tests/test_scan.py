@@ -524,6 +524,20 @@ def test_a_file_changed_since_it_was_scanned_is_refused_as_a_pass_opens_or_ends_
     os.truncate(path, os.path.getsize(path) // 2 + 2)  # past what was read ahead
     with pytest.raises(DataError, match=r"grow.csv: the file changed .* while a pass read it"):
         list(reading)  # before (trial SD): "line 40: this row has 1 fields but the header has 2"
+
+    # A value cut short ("1e5" to "1e") keeps its row's fields: refused by the column that reads
+    # it, where the pass is used; said as the change too (it was the row's: a review).
+    path.write_text("x,c\n" + "".join(f"{i},1e5\n" for i in range(50_000)), encoding="utf-8")
+    scan = scan_csv(path, read_rows=10)
+    pipeline = Pipeline().number("x").number("c")
+    learning = pipeline.learning(scan.names)
+    with pytest.raises(DataError, match=r"grow.csv: the file changed .* while a pass read it"):
+        with scan.reading():
+            for i, part in enumerate(scan.parts(learning.reads)):
+                learning.add(part)
+                if i == 0:  # the file cut after "25000,1e", in the middle of a line
+                    line = len("x,c\n") + sum(len(f"{k},1e5\n") for k in range(25_000))
+                    os.truncate(path, line + len("25000,1e"))
     parquet = pytest.importorskip("pyarrow.parquet")
     arrow = pytest.importorskip("pyarrow")
     parquet.write_table(arrow.table({"x": [1.0, 2.0]}), tmp_path / "rows.parquet")

@@ -124,7 +124,7 @@ class TrainedNetwork:
                 if isinstance(part, Part)
                 else rows_named(row_naming(part, of=f"batch {number}"))
             )
-            with naming:
+            with naming, rows.reading() if isinstance(rows, Scan) else nullcontext():
                 features = self.pipeline.features(self._named(part))
             yield predictor.predict(features)
         if count == 0 and isinstance(rows, Scan):  # as rows read whole are refused: no rows

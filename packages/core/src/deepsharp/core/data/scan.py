@@ -25,6 +25,7 @@ FileFormatError naming it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import csv
 import functools
 import importlib
@@ -118,12 +119,33 @@ class Scan:
                     "scan it again once nothing writes to it, or copy it and scan the copy"
                 )
         if now != self._stamp:
-            raise _changed(
-                f"{self.path}: the file changed since it was scanned: {self._stamp[0]:,} bytes "
-                f"written {_when(self._stamp[1])} then, {now[0]:,} bytes written "
-                f"{_when(now[1])} {when}; every pass over a scan reads the same rows: scan it "
-                "again once nothing writes to it, or copy it and scan the copy"
-            )
+            raise self._changed_since(now, when)
+
+    def _changed_since(self, now: tuple[int, int, int, int], when: str) -> DataError:
+        assert self._stamp is not None
+        return _changed(
+            f"{self.path}: the file changed since it was scanned: {self._stamp[0]:,} bytes "
+            f"written {_when(self._stamp[1])} then, {now[0]:,} bytes written "
+            f"{_when(now[1])} {when}; every pass over a scan reads the same rows: scan it "
+            "again once nothing writes to it, or copy it and scan the copy"
+        )
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around a pass whose parts are used (learned, made features of, predicted): a row
+        refused there in a file changed under the pass (a number cut to '1e') is said as the
+        change, as the pass's own refusals are (it was the row's: a review)."""
+        try:
+            yield
+        except DataError as error:
+            if self._stamp is not None and not getattr(error, "file_changed", False):
+                try:
+                    now = _stamp(os.stat(self.path))
+                except OSError:
+                    now = (-1, -1, -1, -1)
+                if now != self._stamp:
+                    raise self._changed_since(now, "while a pass read it") from error
+            raise
 
     def _header(self) -> list[ColumnName]:
         """The file's column names, from its header (CSV) or schema (Parquet)."""

@@ -360,12 +360,13 @@ class Streamed(Source):
         """The first pass: the pipeline learned from the training rows. The columns it reads."""
         learning = pipeline.learning(self.scan.names)
         counts = np.zeros(3, np.int64)
-        for part in self.scan.parts(learning.reads):
-            where = split.of(part)
-            counts += np.bincount(where, minlength=3)
-            training = np.flatnonzero(where == 0)
-            if len(training):
-                learning.add(part if len(training) == part.count else part.take(training))
+        with self.scan.reading():  # a row refused in a file changed: the change is said
+            for part in self.scan.parts(learning.reads):
+                where = split.of(part)
+                counts += np.bincount(where, minlength=3)
+                training = np.flatnonzero(where == 0)
+                if len(training):
+                    learning.add(part if len(training) == part.count else part.take(training))
         split.check(counts, self.scan.path)
         learning.finish()
         return learning.reads
@@ -385,16 +386,17 @@ class Streamed(Source):
         folder = spill_folder(scan.spill_dir)
         spills = [Spill(folder) for _ in range(count)]
         seen = _Distinct()
-        for part in scan.parts(reads):
-            features, targets = made(part)
-            if split is None:
-                spills[0].write([*features, targets])
-                continue
-            where = split.of(part)
-            for index, spill in enumerate(spills):
-                rows = np.flatnonzero(where == index)
-                spill.write([*(f[rows] for f in features), targets[rows]])
-            seen.add(targets[where == 0])
+        with scan.reading():
+            for part in scan.parts(reads):
+                features, targets = made(part)
+                if split is None:
+                    spills[0].write([*features, targets])
+                    continue
+                where = split.of(part)
+                for index, spill in enumerate(spills):
+                    rows = np.flatnonzero(where == index)
+                    spill.write([*(f[rows] for f in features), targets[rows]])
+                seen.add(targets[where == 0])
         if loss is not None and seen.values is not None:
             loss.check_training_targets(seen.values)
         return spills
