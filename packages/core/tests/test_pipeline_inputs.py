@@ -286,6 +286,9 @@ def test_a_frame_of_numbers_learned_as_arrays_is_read_by_its_columns_names(
         with pytest.raises(DataError, match=r"other columns .*\('p', 'q', '3'\): it lacks 'p'; "
                            r"it holds 'r'; give a frame of those columns"):  # fmt: skip
             trained.predict(x.rename(columns={"p": "r"}))
+        twice = pandas.DataFrame([[1.0, 2.0, 3.0]], columns=["q", "q", "3"])  # (a review)
+        with pytest.raises(DataError, match=r"naming 'q' twice \(as text\)"):
+            trained.predict(twice)
 
 
 def test_a_frame_learned_as_arrays_names_the_row_of_a_missing_or_textual_value() -> None:

@@ -87,6 +87,16 @@ def by_names(data: Any, names: list[str]) -> Any:
     from): read by name, not by place, so a frame of the same columns in another order is the
     same features (it was read by place, silently: trial PD). A frame of other columns is
     refused, naming both; anything but a frame is taken as it is, by place."""
+    columns = getattr(data, "columns", None)
+    if columns is not None and type(data).__module__.startswith("pandas"):
+        texts = [str(name) for name in columns]
+        twice = sorted({text for text in texts if texts.count(text) > 1})
+        if twice:  # was read by place, silently (a review)
+            raise DataError(
+                f"the features are a DataFrame naming {', '.join(map(repr, twice))} twice (as "
+                "text); the pipeline reads its columns by their names "
+                f"({', '.join(map(repr, names))}): give each column once"
+            )
     given = frame_names(data)
     if given is None or given == names:
         return data
