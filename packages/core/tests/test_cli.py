@@ -384,29 +384,6 @@ def test_seal_records_a_digest_and_refuses_a_damaged_file(
     assert "damaged" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["predict", "MODEL", ROWS],  # before: a BrokenPipeError traceback
-        ["sample", "titanic", "--no-progress"],  # before: "deepsharp: standard output was
-        ["doctor"],  # closed by its reader (Broken pipe)", where predict said nothing
-    ],
-)
-def test_a_reader_that_has_gone_ends_each_command_quietly(model: Path, command: list[str]) -> None:
-    command = [str(model) if part == "MODEL" else part for part in command]
-    child = subprocess.Popen(
-        [sys.executable, "-m", "deepsharp.core.cli", *command],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdout is not None and child.stderr is not None
-    child.stdout.close()  # as `| head` does once it has read enough
-    child.wait(timeout=300)
-    assert child.returncode == 1
-    assert child.stderr.read() == ""
-
-
 def test_predictions_to_dev_stdout_go_where_standard_output_goes(
     model: Path, tmp_path: Path
 ) -> None:

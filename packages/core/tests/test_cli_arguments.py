@@ -176,3 +176,33 @@ def test_a_latin1_csv_holding_json_is_no_safetensors_file_and_stdin_is_told_to_p
                               stdin=given, capture_output=True, timeout=300)  # fmt: skip
     said = done.stderr.decode()
     assert "pipe it through iconv -f latin1 -t utf-8" in said and "> utf8.csv" not in said
+
+
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [
+        (["predict", "MODEL", ROWS], 1),  # before: a BrokenPipeError traceback
+        (["sample", "titanic", "--no-progress"], 1),  # before: "deepsharp: standard output
+        (["doctor"], 1),  # was closed by its reader (Broken pipe)", where predict said nothing
+        # A command writing a file outlives its reader: it ended, the file unwritten (a review)
+        (["train", ROWS, "--target", "Survived", "--out", "OUT", "--no-progress"], 0),
+        (["sample", "titanic", "--save", "OUT", "--no-progress"], 0),
+    ],
+)
+def test_a_reader_that_has_gone_ends_each_command_quietly(
+    model: Path, tmp_path: Path, command: list[str], code: int
+) -> None:
+    out = tmp_path / "out.safetensors"
+    command = [{"MODEL": str(model), "OUT": str(out)}.get(part, part) for part in command]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "deepsharp.core.cli", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # as `| head` does once it has read enough
+    child.wait(timeout=300)
+    assert child.returncode == code
+    assert child.stderr.read() == ""
+    assert out.exists() == (code == 0)

@@ -34,6 +34,7 @@ from deepsharp.core.cli_output import (
     checked_checkpoints,
     interrupted_run,
     left_behind,
+    outliving_stdout,
     quiet_stdout,
     seed,
     system_said,
@@ -214,10 +215,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_names(arguments)
         rows_from_stdin(arguments)
+        if arguments.command == "train" or (arguments.command == "sample" and arguments.save):
+            with outliving_stdout():  # a file to write outlives a reader gone (| head)
+                return _sample(arguments) if arguments.command == "sample" else _train(arguments)
         if arguments.command == "sample":
             return _sample(arguments)
-        if arguments.command == "train":
-            return _train(arguments)
         if arguments.command in ("predict", "export"):
             import_modules(arguments)
         if arguments.command == "predict":

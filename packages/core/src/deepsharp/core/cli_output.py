@@ -5,11 +5,14 @@ error of the system said as one line."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 from deepsharp.core.atomic import descriptor_of
 
@@ -108,6 +111,55 @@ def to_stdout(parts: Iterable[bytes]) -> int:
         quiet_stdout()
         raise CommandError(system_said(error, "cannot write to standard output")) from None
     return 0
+
+
+class _OutlivedStdout(io.TextIOBase):
+    """Standard output that a command writing a file outlives: once its reader has gone
+    (`train ... | head -1`), what is printed goes nowhere and the command goes on to write
+    its file (it ended on the first print, the file unwritten: a review)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._went()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._went()
+
+    def _went(self) -> None:
+        self.gone = True
+        quiet_stdout()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+
+@contextlib.contextmanager
+def outliving_stdout() -> Iterator[None]:
+    """Around a command that writes a file: its prints never end it (`_OutlivedStdout`)."""
+    held = sys.stdout
+    if held is None:
+        yield
+        return
+    sys.stdout = _OutlivedStdout(held)
+    try:
+        yield
+    finally:
+        sys.stdout = held
 
 
 def quiet_stdout() -> None:
