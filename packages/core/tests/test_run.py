@@ -280,6 +280,33 @@ def test_resuming_from_an_earlier_checkpoint_into_its_folder_warns_of_the_later_
     assert [epoch for epoch, _ in Checkpoint.in_folder(folder)] == [1, 2, 3]
 
 
+def test_a_checkpoint_of_a_long_run_holds_its_history_in_a_table(tmp_path: Path) -> None:
+    """Failed before (trial HG): the history was JSON in the 1 MiB header, so a run's 14,000th
+    epoch's checkpoint failed to save ("the header would be 1,056,392 bytes"), ending the run;
+    version 4 holds it as a float64 table, NaN where a metric has none."""
+    import dataclasses
+
+    from deepsharp.core.training.checkpoint import EpochRecord
+
+    fit_titanic(_options(epochs=2, checkpoint_dir=tmp_path / "run", checkpoint_every=1))
+    short = Checkpoint.load(Checkpoint.path_in(tmp_path / "run"))
+    history = [
+        EpochRecord(i, 0.1 + 1 / i, 0.2 + 1 / i, 0.001 * i, {"auc": math.nan if i % 7 else 0.5})
+        for i in range(1, 30_001)
+    ]
+    long = dataclasses.replace(short, epoch=30_000, history=history, best_epoch=29_999)
+    long.save(tmp_path / "long.safetensors")
+    again = Checkpoint.load(tmp_path / "long.safetensors")
+    assert again.epoch == 30_000 and again.best_epoch == 29_999
+    assert [dataclasses.astuple(r)[:4] for r in again.history] == [
+        dataclasses.astuple(r)[:4] for r in history
+    ]
+    assert [r.metrics["auc"] for r in again.history[6:8]] == [
+        0.5,
+        pytest.approx(math.nan, nan_ok=True),
+    ]
+
+
 KILLED = """
 import os, signal, sys
 from deepsharp.core import Adam, BinaryCrossEntropy

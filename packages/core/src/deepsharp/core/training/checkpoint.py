@@ -15,7 +15,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,10 +43,14 @@ from deepsharp.core.version import __version__
 __all__ = ["CHECKPOINT_FORMAT", "Checkpoint", "EpochRecord"]
 
 CHECKPOINT_FORMAT = "deepsharp.checkpoint"
-CHECKPOINT_VERSION = "3"
-READS = ("2", "3")
+CHECKPOINT_VERSION = "4"
+READS = ("2", "3", "4")
 """The checkpoint versions this deepsharp reads: 2 (before graphs: slots named by position, no
-buffers) and 3."""
+buffers), 3 (the history in the state's JSON) and 4 (the history a float64 tensor: a run of
+14,000 epochs outgrew the 1 MiB header, and its next checkpoint ended it: trial HG)."""
+HISTORY = "history"
+"""The tensor of a version-4 checkpoint's history: a row an epoch, [epoch, loss, validation
+loss, seconds, *metrics] (NaN where a metric has no value), the metrics' names in the state."""
 _NAME = re.compile(r"checkpoint-(\d+)\.safetensors")
 _LARGEST = 2**62  # counters and epochs beyond this are a file's lie, not a run's
 
@@ -152,7 +156,7 @@ class Checkpoint:
             "generator": self.trainer.generator,
             "hooks": self.trainer.hooks,
             "skipped_steps": self.trainer.skipped_steps,
-            "history": [record.to_json() for record in self.history],
+            "history": {"metrics": _history_table(self.history, tensors)},
             "best_epoch": self.best_epoch,
             "callbacks": self.callbacks,
             "distribution": self.distribution,
@@ -235,6 +239,9 @@ def _expectation(where: str) -> Expectation:
             declared = {_renamed(key, names): value for key, value in declared.items()}
         try:
             memories = _optimizer(state["optimizer"])["memories"]
+            table = _history_declared(state, version, dict(declared))
+            if table is not None:  # its size checked before a byte of it is read
+                declared = {k: v for k, v in declared.items() if k != HISTORY}
             _parts(declared, network, memories, declared=True)
         except (KeyError, ValueError, TypeError) as error:
             if isinstance(error, FileFormatError) and str(error).startswith(where):
@@ -257,7 +264,8 @@ def _read(
         raise ValueError(f"its epoch must be a whole number from 1, not {brief(epoch)}")
     optimizer = _optimizer(state["optimizer"])
     generator = _generator(state["generator"])
-    history = [EpochRecord.from_json(record) for record in _list(state["history"], "history")]
+    tensors = dict(tensors)
+    history = _history(state["history"], tensors.pop(HISTORY, None), epoch)
     if len(history) != epoch or any(r.epoch != i for i, r in enumerate(history, start=1)):
         raise ValueError(f"its history must record epochs 1 to {epoch}, in order")
     best_epoch = state["best_epoch"]
@@ -290,6 +298,60 @@ def _read(
         path=path,
         run=checked_record(state.get("run", {})),
     )
+
+
+def _history_table(history: Sequence[EpochRecord], tensors: dict[str, NDArray[Any]]) -> list[str]:
+    """The history as the float64 table a version-4 checkpoint holds (into `tensors`); the
+    names of its metrics, in the order the epochs first name them."""
+    names = list(dict.fromkeys(name for record in history for name in record.metrics))
+    rows = [
+        [record.epoch, record.loss, record.validation_loss, record.seconds]
+        + [record.metrics.get(name, math.nan) for name in names]
+        for record in history
+    ]
+    tensors[HISTORY] = np.array(rows, np.float64).reshape(len(history), 4 + len(names))
+    return names
+
+
+def _history_declared(state: Mapping[str, Any], version: str, declared: dict[str, Any]) -> Any:
+    """The history table's declaration (version 4), checked float64 of one row an epoch (where
+    the state's epoch and metrics can say: else the state is refused as it is read); None for
+    version 3 and before, which hold none."""
+    if version in ("2", "3"):
+        return None
+    table = declared.get(HISTORY)
+    if table is None:
+        raise ValueError(f"it holds no {HISTORY!r} tensor (its history)")
+    recorded, rows = state.get("history"), state.get("epoch")
+    names = recorded.get("metrics") if isinstance(recorded, dict) else None
+    wanted = (rows, 4 + len(names)) if isinstance(names, list) and _whole(rows, 1) else None
+    if table.dtype != np.float64 or (wanted is not None and table.shape != wanted):
+        raise ValueError(
+            f"its history is {table.dtype} of shape {table.shape}, not a table of float64, one "
+            f"row an epoch of 4 figures and its metrics{'' if wanted is None else f' {wanted}'}"
+        )
+    return table
+
+
+def _history(recorded: object, table: NDArray[Any] | None, epoch: int) -> list[EpochRecord]:
+    """The epochs' records: the state's JSON list (version 3 and before), or the table and its
+    metrics' names (version 4), each checked as `EpochRecord.from_json` checks one."""
+    if table is None:
+        return [EpochRecord.from_json(record) for record in _list(recorded, "history")]
+    names = _object(recorded, "history").get("metrics")
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        raise ValueError(f"its history's metrics must be a list of names, not {brief(names)}")
+    if len(set(names)) != len(names) or table.shape != (epoch, 4 + len(names)):
+        raise ValueError(
+            f"its history is a table of shape {table.shape}, not one row an epoch of 4 figures "
+            f"and its {len(names)} metrics ({epoch}, {4 + len(names)})"
+        )
+    records = []
+    for row in table.tolist():
+        number = int(row[0]) if math.isfinite(row[0]) and row[0].is_integer() else row[0]
+        metrics = {name: None if math.isnan(v) else v for name, v in zip(names, row[4:])}
+        records.append(EpochRecord.from_json([number, *row[1:4], *([metrics] if names else [])]))
+    return records
 
 
 def _list(value: object, what: str) -> list[Any]:
