@@ -307,6 +307,28 @@ def test_a_checkpoint_of_a_long_run_holds_its_history_in_a_table(tmp_path: Path)
     ]
 
 
+def test_a_resume_a_callback_s_state_refuses_leaves_the_network_as_it_was(tmp_path: Path) -> None:
+    """Failed before (trial HG): early stopping refused its state ('waited' -1) after the
+    trainer had loaded the checkpoint's slots, and the network handed to fit kept them; the
+    message named no file."""
+    import json
+
+    from deepsharp.core.files import encode_safetensors, read_safetensors
+
+    fit_titanic(_options(epochs=2, checkpoint_dir=tmp_path / "run", checkpoint_every=1))
+    tensors, metadata = read_safetensors(Checkpoint.path_in(tmp_path / "run"))
+    state = json.loads(metadata["state"])
+    state["callbacks"]["early_stopping"]["waited"] = -1
+    metadata["state"] = json.dumps(state)
+    lying = tmp_path / "lying.safetensors"
+    lying.write_bytes(encode_safetensors(tensors, metadata))
+    network = fit_titanic(_options(epochs=1)).trained.network
+    before = network.slots
+    with pytest.raises(FileFormatError, match=r"the checkpoint .*lying\.safetensors: early stop"):
+        fit_titanic(_options(epochs=3), network=network, resume_from=lying)
+    assert all(np.array_equal(network.slots[name], before[name]) for name in before)
+
+
 KILLED = """
 import os, signal, sys
 from deepsharp.core import Adam, BinaryCrossEntropy

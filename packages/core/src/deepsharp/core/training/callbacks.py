@@ -117,15 +117,24 @@ class RunState:
     def resume(self, checkpoint: Checkpoint) -> None:
         """Go on from a checkpoint (checked against this run first: nothing changes if refused)."""
         where = f"the checkpoint {checkpoint.path or ''}".rstrip()
-        self.trainer.load_state(checkpoint.trainer, where)
-        self.best = self.trainer.snapshot_of(checkpoint.best_slots, checkpoint.best_buffers)
+        before = self.trainer.snapshot()  # put back where a callback refuses its state: the
+        try:  # network was left holding the checkpoint's slots (trial HG)
+            self.trainer.load_state(checkpoint.trainer, where)
+            self.best = self.trainer.snapshot_of(checkpoint.best_slots, checkpoint.best_buffers)
+            named = {c.name: c for c in self.callbacks if c.name}
+            for name, state in checkpoint.callbacks.items():
+                if name in named:
+                    try:
+                        named[name].restore(state)
+                    except FileFormatError as error:  # named with the file it is in
+                        said = str(error).removeprefix("checkpoint: ")
+                        raise FileFormatError(f"{where}: {said}") from None
+        except BaseException:
+            self.trainer.restore(before)
+            raise
         self.epoch = checkpoint.epoch
         self.history = list(checkpoint.history)
         self.best_epoch, self.best_loss = checkpoint.best_epoch, checkpoint.best_loss
-        named = {c.name: c for c in self.callbacks if c.name}
-        for name, state in checkpoint.callbacks.items():
-            if name in named:
-                named[name].restore(state)
 
 
 class Callback:
