@@ -408,3 +408,40 @@ def test_an_image_as_text_reads_its_numbers_by_the_one_rule_for_numbers() -> Non
     assert one.features([{"p": 2.0}, {"p": [3]}]).tolist() == [[2.0], [3.0]]
     with pytest.raises(DataError, match=r"row 1 .*found bool True"):
         one.features([{"p": True}, {"p": [3]}])
+
+
+def test_an_image_laid_out_otherwise_than_the_network_s_input_is_refused(tmp_path: Any) -> None:
+    """Failed before (trial HG): only the counts of values were compared, so images of 8 x 2
+    went into an input of 4 x 4, silently, at fit and from a file; a flat image or axes of
+    length 1 still go in as they are."""
+    import json
+
+    from deepsharp.core import Input, TrainedNetwork
+    from deepsharp.core.files import encode_safetensors, read_safetensors
+
+    rng = np.random.default_rng(0)
+    rows = [{"px": rng.random(16).tolist(), "y": str(i % 2)} for i in range(40)]
+    options = FitOptions(seed=0, epochs=1, progress=False)
+
+    def network(shape: tuple[int, ...]) -> Network:
+        x = Input(shape, name="px")
+        return Network(inputs=x, outputs=Dense(2)(Flatten()(x)))
+
+    def pipeline(shape: tuple[int, ...]) -> Pipeline:
+        return Pipeline().image("px", shape).target("y", kind="classes")
+
+    with pytest.raises(DataError, match=r"image column 'px' holds images of shape \(8, 2\), and "
+                       r"the network's input 'px' takes rows of shape \(4, 4\)"):  # fmt: skip
+        fit(pipeline((8, 2)), rows, network((4, 4)), CrossEntropy(), Adam(), options)
+    for declared, taken in (((16,), (4, 4)), ((1, 4, 4), (4, 4)), ((4, 4), (1, 4, 4))):
+        fit(pipeline(declared), rows, network(taken), CrossEntropy(), Adam(), options)
+    run = fit(pipeline((4, 4)), rows, network((4, 4)), CrossEntropy(), Adam(), options)
+    path = tmp_path / "images.safetensors"
+    run.trained.save(path)
+    tensors, metadata = read_safetensors(path)
+    recipe = json.loads(metadata["pipeline"])
+    recipe["columns"][0]["shape"] = [8, 2]
+    metadata["pipeline"] = json.dumps(recipe)
+    path.write_bytes(encode_safetensors(tensors, metadata))
+    with pytest.raises(FileFormatError, match=r"holds images of shape \(8, 2\)"):
+        TrainedNetwork.load(path)

@@ -36,7 +36,7 @@ from deepsharp.core.files import read_safetensors, write_safetensors
 from deepsharp.core.nn.losses import Loss, loss_from_json, loss_to_json
 from deepsharp.core.nn.network import Network
 from deepsharp.core.nn.predicting import CHUNK, Predictor
-from deepsharp.core.nn.rows import checked_ids
+from deepsharp.core.nn.rows import checked_ids, without_ones
 from deepsharp.core.nn.saving import (
     expectation,
     file_tensors,
@@ -226,12 +226,43 @@ class TrainedNetwork:
         return f"TrainedNetwork({self.network!r}, {self.loss!r})"
 
 
+def image_layout_refusal(pipeline: Pipeline, network: Network) -> str | None:
+    """Where an input is fed by one image column alone whose shape lays its values out
+    otherwise than the input's rows (8 x 2 into 4 x 4: the same count, other places), what is
+    wrong; None where every such input fits (up to axes of length 1, or a flat image). Sizes
+    alone were compared: such a file predicted, silently (trial HG)."""
+    if pipeline.takes_arrays:
+        return None
+    specs = network.input_specs
+    for input_name, group in pipeline.column_groups().items():
+        if len(group) != 1 or group[0].kind != "image":
+            continue
+        spec = (
+            specs[0]
+            if input_name is None
+            else next((s for s in specs if s.name == input_name), None)
+        )
+        shape = tuple(getattr(group[0], "shape", ()))
+        if spec is None or spec.shape is None or len(without_ones(shape)) <= 1:
+            continue
+        if without_ones(shape) != without_ones(spec.shape):
+            return (
+                f"the pipeline's image column {group[0].name!r} holds images of shape {shape}, "
+                f"and the network's input {spec.name!r} takes rows of shape {spec.shape}: the "
+                "same count of values, laid out otherwise"
+            )
+    return None
+
+
 def _check_inputs(where: str, pipeline: Pipeline, network: Network) -> None:
     """A FileFormatError where the file's pipeline does not make what its network takes: as many
     values a row for its one input, or (several) the network's inputs by name, each's values."""
     specs = network.input_specs
     several = pipeline.input_shapes
     takes = {spec.name: math.prod(spec.shape or ()) for spec in specs}
+    laid_out = image_layout_refusal(pipeline, network)
+    if laid_out is not None:
+        raise FileFormatError(f"{where}: {laid_out}")
     if several is None:
         if len(specs) > 1:
             raise FileFormatError(

@@ -14,7 +14,7 @@ from deepsharp.core.engine.fused import all_finite
 from deepsharp.core.errors import DataError, ShapeError
 from deepsharp.core.nn.graph import InputSpec
 
-__all__ = ["channels_last_hint", "checked_features", "checked_ids", "reshaped"]
+__all__ = ["channels_last_hint", "checked_features", "checked_ids", "reshaped", "without_ones"]
 
 
 def checked_ids(value: Any, where: str) -> NDArray[np.int64]:
@@ -94,12 +94,12 @@ def reshaped(spec: InputSpec, array: NDArray[Any]) -> NDArray[Any]:
         )
     if math.prod(rows) != math.prod(shape):
         return array  # not a reshape: check_rows names what the network takes
-    if len(rows) > 1 and _without_ones(rows) != _without_ones(shape):
+    if len(rows) > 1 and without_ones(rows) != without_ones(shape):
         return array  # values would move: check_rows names what the network takes
     return array.reshape(array.shape[0], *shape)
 
 
-def _without_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
+def without_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(side for side in shape if side != 1)
 
 

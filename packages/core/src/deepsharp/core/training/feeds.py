@@ -26,6 +26,7 @@ from deepsharp.core.errors import ConfigurationError, DataError, ShapeError, des
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Features, Network
 from deepsharp.core.random import Generator, KeyedOrder, Streams
+from deepsharp.core.serving import image_layout_refusal
 from deepsharp.core.training.checks import checked_weights
 from deepsharp.core.training.spill import Spill, block_rows, buffers, spill_folder
 
@@ -531,6 +532,9 @@ def build_for(network: Network, pipeline: Pipeline) -> None:
         )
     if not network.built:
         network.build(pipeline.row_shape)
+    laid_out = image_layout_refusal(pipeline, network)
+    if laid_out is not None:
+        raise DataError(f"{laid_out}: declare the image's shape as the network takes it")
     for input_name, group in pipeline.column_groups().items():
         spec = next((s for s in network.input_specs if s.name == input_name), None)
         spec = network.input_specs[0] if input_name is None else spec
