@@ -643,6 +643,8 @@ def _set(key: str, value: Any) -> Any:
         (_set("best_epoch", 7), r"best epoch must lie in 1\.\.2"),
         (lambda t, s: t["history"].__setitem__((0, 1), math.inf), "loss must be a finite number"),
         (_set("callbacks", []), "callbacks must be an object"),
+        # a key missing was said as the key alone, "'epoch'" (trial HG)
+        (lambda t, s: s.pop("epoch"), "its state lacks the entry 'epoch'"),
     ],
 )
 def test_a_checkpoint_whose_contents_lie_is_refused_at_load(

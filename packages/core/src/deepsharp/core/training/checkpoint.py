@@ -186,7 +186,7 @@ class Checkpoint:
         try:
             return _read(where, state, tensors, network.to_json(), network, os.fspath(path))
         except (KeyError, ValueError, TypeError) as error:
-            raise FileFormatError(f"{where}: {error}") from None
+            raise FileFormatError(f"{where}: {_said(error)}") from None
 
     # --- where they lie ------------------------------------------------------------------------
 
@@ -246,7 +246,7 @@ def _expectation(where: str) -> Expectation:
         except (KeyError, ValueError, TypeError) as error:
             if isinstance(error, FileFormatError) and str(error).startswith(where):
                 raise
-            raise FileFormatError(f"{where}: {error}") from None
+            raise FileFormatError(f"{where}: {_said(error)}") from None
 
     return expect
 
@@ -352,6 +352,14 @@ def _history(recorded: object, table: NDArray[Any] | None, epoch: int) -> list[E
         metrics = {name: None if math.isnan(v) else v for name, v in zip(names, row[4:])}
         records.append(EpochRecord.from_json([number, *row[1:4], *([metrics] if names else [])]))
     return records
+
+
+def _said(error: Exception) -> str:
+    """A refusal's words: a missing key named as one (it was the key alone, "'epoch'": trial
+    HG)."""
+    if type(error) is KeyError:
+        return f"its state lacks the entry {error.args[0]!r}"
+    return str(error)
 
 
 def _list(value: object, what: str) -> list[Any]:
