@@ -744,3 +744,37 @@ def test_a_path_holding_a_nul_is_said_to_name_no_file(tmp_path: Path, kind: str)
 
     with pytest.raises(FileNotFoundError, match="a path cannot hold a NUL character"):
         LOADERS[kind](tmp_path / "a\0b.safetensors")  # before: ValueError: embedded null byte
+
+
+def test_seal_refuses_a_file_its_loader_refuses_or_one_changed_while_read(
+    tmp_path: Path, originals: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before (trial HG): seal recorded a digest for a checkpoint whose state was [] (every
+    loader then refused it), and for a file rewritten while seal read it (a mix of old and new
+    bytes that then loaded as valid)."""
+    from deepsharp.core import files
+    from deepsharp.core.cli import main
+
+    header, body = split(originals["checkpoint"])
+    del header["__metadata__"]["digest"]
+    header["__metadata__"]["state"] = "[]"
+    text = json.dumps(header).encode()
+    path = tmp_path / "checkpoint.safetensors"
+    path.write_bytes(struct.pack("<Q", len(text)) + text + body)
+    unsealed = path.read_bytes()
+    assert main(["seal", str(path)]) == 1
+    assert path.read_bytes() == unsealed  # nothing written
+    header, body = split(originals["network"])
+    del header["__metadata__"]["digest"]
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + body)
+    read = files._read
+
+    def rewritten_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        made = read(*args, **kwargs)
+        os.utime(path, ns=(0, 10**18))  # as a writer's next chunk lands
+        return made
+
+    monkeypatch.setattr(files, "_read", rewritten_meanwhile)
+    with pytest.raises(FileFormatError, match=r"changed while it was read .*nothing was written"):
+        files.seal_safetensors(path)

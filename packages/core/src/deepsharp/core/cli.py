@@ -15,7 +15,7 @@ import inspect
 import io
 import itertools
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import import_module
 from typing import Any
 
@@ -613,7 +613,7 @@ def _seal(arguments: argparse.Namespace) -> int:
     from deepsharp.core.files import seal_safetensors
 
     try:
-        written = seal_safetensors(arguments.file)
+        written = seal_safetensors(arguments.file, check=_loaded)
     except OSError as error:
         if isinstance(error, FileNotFoundError) and not error.filename:
             raise  # no file to seal: said as the loaders say it
@@ -627,6 +627,22 @@ def _seal(arguments: argparse.Namespace) -> int:
         else f"{arguments.file} carries its digest already, and it matches: nothing written"
     )
     return 0
+
+
+def _loaded(sealed: str, metadata: Mapping[str, str]) -> None:
+    """A sealed copy loaded as its format's loader loads it: a file no loader would take is not
+    sealed (seal recorded digests of files every loader then refused: trial HG)."""
+    from deepsharp.core.nn.network import Network
+    from deepsharp.core.serving import TrainedNetwork
+    from deepsharp.core.training.checkpoint import Checkpoint
+
+    loader = {
+        "deepsharp.network": Network.load,
+        "deepsharp.trained": TrainedNetwork.load,
+        "deepsharp.checkpoint": Checkpoint.load,
+    }.get(str(metadata.get("format")))
+    if loader is not None:
+        loader(sealed)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import os
 import re
 import stat
 import struct
+import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO, NamedTuple
 
@@ -145,11 +146,19 @@ def _canonical_digest(header: Mapping[str, Any]) -> Any:
     return hashlib.sha256(text.encode("ascii") + b"\n")
 
 
-def seal_safetensors(path: str | os.PathLike[str], what: str = "file") -> bool:
+def seal_safetensors(
+    path: str | os.PathLike[str],
+    what: str = "file",
+    check: Callable[[str, Mapping[str, str]], None] | None = None,
+) -> bool:
     """Record the digest in a file written before deepsharp recorded them (checked otherwise
     as any file is); a file that already carries one must match it, and is left as it is
     (not written again: a hard link to it stays one, a read-only file is no error). Whether
-    the digest was written."""
+    the digest was written. `check(sealed, metadata)`: its loader's checks, run on a sealed
+    copy (a temporary file) before the file is written: a file its loader refuses is not
+    sealed. A file changed while it was read (written meanwhile) is refused: its digest would
+    be of bytes it never held whole (trial HG)."""
+    before = _stamp_of(path)
     tensors, metadata = _read(path, what, require_digest=False)
     if not str(metadata.get("format", "")).startswith("deepsharp."):
         raise FileFormatError(
@@ -159,8 +168,29 @@ def seal_safetensors(path: str | os.PathLike[str], what: str = "file") -> bool:
         )
     if _carries_digest(path, what):  # checked as it was read: it matches
         return False
+    if _stamp_of(path) != before:
+        raise FileFormatError(
+            f"{os.fspath(path)} changed while it was read (is something writing it?): its "
+            "digest would be of bytes it never held whole; seal it once nothing writes to it "
+            "(nothing was written)"
+        )
+    if check is not None:
+        with tempfile.TemporaryDirectory(prefix="deepsharp-seal-") as folder:
+            sealed = os.path.join(folder, os.path.basename(os.fspath(path)))
+            write_safetensors(sealed, tensors, metadata)
+            try:
+                check(sealed, metadata)
+            except FileFormatError as error:
+                said = str(error).replace(sealed, os.fspath(path))
+                raise FileFormatError(f"{said} (nothing was written)") from None
     write_safetensors(path, tensors, metadata)
     return True
+
+
+def _stamp_of(path: str | os.PathLike[str]) -> tuple[int, int, int, int]:
+    """What tells a file's contents changed: its inode, size and times of change."""
+    info = os.stat(path)
+    return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
 
 def _carries_digest(path: str | os.PathLike[str], what: str) -> bool:
