@@ -26,7 +26,7 @@ from deepsharp.core import (
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.nn.predicting import Predictor
 from deepsharp.core.random import Generator
-from deepsharp.core.samples import titanic
+from deepsharp.core.samples import digits, titanic
 from deepsharp.core.serving import CHUNK, TrainedNetwork
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -90,3 +90,30 @@ def chunk_by_chunk(trained: TrainedNetwork, features: np.ndarray, engine: str) -
     served = Predictor(trained.network, trained.loss, make_engine(engine))
     chunks = [served.predict(rows[i : i + CHUNK]) for i in range(0, padded, CHUNK)]
     return np.concatenate(chunks)[:count]
+
+
+def optdigits(part: str) -> tuple[np.ndarray, np.ndarray]:
+    """The digits as arrays, as scikit-learn's load_digits gives them: x (N, 64) counts 0..16."""
+    table = digits._table(part)
+    return table[:, :64].astype(np.float64), table[:, 64]
+
+
+def quick(**extra: Any) -> FitOptions:
+    return FitOptions(**{"seed": 3, "epochs": 4, "patience": 100, "progress": False, **extra})
+
+
+def dense_digits() -> Network:
+    return Network([Dense(32), Relu(), Dense(10)])
+
+
+def binary_rows(count: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of 5 features and a noisy binary target of the first two."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((count, 5)).astype(np.float32)
+    return x, (x[:, 0] + 0.5 * x[:, 1] + 0.3 * rng.standard_normal(count) > 0).astype(np.float32)
+
+
+def slot_bits(run: Run) -> bytes:
+    """A run's trained slots' bytes, in the order of their names."""
+    slots = run.trained.network.slots
+    return b"".join(slots[name].tobytes() for name in sorted(slots))
