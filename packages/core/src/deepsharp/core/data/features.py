@@ -9,6 +9,7 @@ an input, of the same rows (`feature_rows`, `take_features`).
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -89,8 +90,8 @@ def by_names(data: Any, names: list[str]) -> Any:
     refused, naming both; anything but a frame is taken as it is, by place."""
     columns = getattr(data, "columns", None)
     if columns is not None and type(data).__module__.startswith("pandas"):
-        texts = [str(name) for name in columns]
-        twice = sorted({text for text in texts if texts.count(text) > 1})
+        counts = collections.Counter(str(name) for name in columns)
+        twice = sorted(text for text, count in counts.items() if count > 1)
         if twice:  # was read by place, silently (a review)
             raise DataError(
                 f"the features are a DataFrame naming {', '.join(map(repr, twice))} twice (as "
