@@ -239,6 +239,16 @@ def _set(key: str, value: Any) -> Any:
     return lambda tensors, state: state.__setitem__(key, value)
 
 
+def _measured(name: str) -> Any:
+    """A change giving the history a column of the metric `name`."""
+
+    def change(tensors: dict[str, Any], state: dict[str, Any]) -> None:
+        state["history"]["metrics"] = [name]
+        tensors["history"] = np.concatenate([tensors["history"], np.ones((2, 1))], axis=1)
+
+    return change
+
+
 @pytest.mark.parametrize(
     ("change", "says"),
     [
@@ -265,6 +275,8 @@ def _set(key: str, value: Any) -> Any:
         (_set("callbacks", []), "callbacks must be an object"),
         # a key missing was said as the key alone, "'epoch'" (trial HG)
         (lambda t, s: s.pop("epoch"), "its state lacks the entry 'epoch'"),
+        # a history of a metric the run did not measure resumed into its report (trial: left)
+        (_measured("foo"), r"epoch 1 holds the metric\(s\) 'foo', which its run did not "),
     ],
 )
 def test_a_checkpoint_whose_contents_lie_is_refused_at_load(

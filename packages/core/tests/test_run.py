@@ -294,7 +294,8 @@ def test_a_checkpoint_of_a_long_run_holds_its_history_in_a_table(tmp_path: Path)
         EpochRecord(i, 0.1 + 1 / i, 0.2 + 1 / i, 0.001 * i, {"auc": math.nan if i % 7 else 0.5})
         for i in range(1, 30_001)
     ]
-    long = dataclasses.replace(short, epoch=30_000, history=history, best_epoch=29_999)
+    run = {**short.run, "metrics": ["auc"]}  # the run that measured them
+    long = dataclasses.replace(short, epoch=30_000, history=history, best_epoch=29_999, run=run)
     long.save(tmp_path / "long.safetensors")
     again = Checkpoint.load(tmp_path / "long.safetensors")
     assert again.epoch == 30_000 and again.best_epoch == 29_999

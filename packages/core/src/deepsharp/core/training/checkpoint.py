@@ -274,6 +274,8 @@ def _read(
     skipped = state.get("skipped_steps", 0)
     if not _whole(skipped):
         raise ValueError(f"its skipped steps must be a whole number, not {brief(skipped)}")
+    run = checked_record(state.get("run", {}))
+    _metrics_of_the_run(history, run)
     parts = _parts(tensors, network, optimizer["memories"])
     buffers, best_buffers = parts.pop("buffers"), parts.pop("best_buffers")
     return Checkpoint(
@@ -296,8 +298,25 @@ def _read(
         callbacks=_objects(state.get("callbacks", {}), "callbacks"),
         distribution=_object(state.get("distribution", {}), "distribution"),
         path=path,
-        run=checked_record(state.get("run", {})),
+        run=run,
     )
+
+
+def _metrics_of_the_run(history: Sequence[EpochRecord], run: Mapping[str, Any]) -> None:
+    """Each epoch's metrics are among those the run records it measured: a history of others
+    (a file changed since) went on into the resumed run's report, its epochs' columns unlike
+    (trial: a history of 'foo' resumed into a run of no metrics)."""
+    if "metrics" not in run:  # a checkpoint from before runs were recorded
+        return
+    measured = set(run["metrics"])
+    for record in history:
+        other = sorted(set(record.metrics) - measured)
+        if other:
+            raise ValueError(
+                f"its history's epoch {record.epoch} holds the metric(s) "
+                f"{', '.join(map(repr, other))}, which its run did not measure "
+                f"({', '.join(map(repr, sorted(measured))) or 'none'})"
+            )
 
 
 def _history_table(history: Sequence[EpochRecord], tensors: dict[str, NDArray[Any]]) -> list[str]:
