@@ -32,6 +32,7 @@ from deepsharp.core.engine.fused import (
 from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.core.engine.protocol import int64_put
+from deepsharp.engines.light._clamp import bounded
 from deepsharp.engines.light._erf import erf as _erf64
 from deepsharp.engines.light._threads import PARALLEL as PARALLEL_VALUES
 from deepsharp.engines.light._threads import pool, thread_count
@@ -258,19 +259,18 @@ class LightEngine:
         # is 0 below -17.3); -x capped at 88, where exp would overflow and the answer is
         # below float32's smallest normal value anyway.
         out = np.negative(x, out=np.empty(np.shape(x), self.dtype))
-        np.minimum(out, self.dtype(88.0), out=out)
+        bounded(np.minimum, out, 88.0, out)
         np.exp(out, out=out)
         out += self.dtype(1.0)
         return np.divide(self.dtype(1.0), out, out=out)
 
     def relu(self, x: Array) -> Array:
-        zero = self.dtype(0.0)
+        out = np.empty(np.shape(x), self.dtype)
         spans = self._spans(x)
         if spans is None:
-            return np.maximum(x, zero)
-        out = np.empty(x.shape, self.dtype)
+            return bounded(np.maximum, x, 0.0, out)
         flat, into = x.reshape(-1), out.reshape(-1)
-        self._pool.map(lambda part: np.maximum(flat[part], zero, out=into[part]), spans)
+        self._pool.map(lambda part: bounded(np.maximum, flat[part], 0.0, into[part]), spans)
         return out
 
     def _spans(self, *arrays: Array) -> list[slice] | None:
