@@ -42,7 +42,8 @@ def bounded(function: np.ufunc, x: np.ndarray, value: float, out: np.ndarray) ->
     """`function(x, value)` (np.maximum or np.minimum) into `out`, an array of x's shape and
     the result's type; x and out may be one array."""
     if x.size < SMALL:
-        return function(x, out.dtype.type(value), out=out)
+        function(x, out.dtype.type(value), out=out)
+        return out
     flat, into = x.reshape(-1), out.reshape(-1)
     whole = flat.size - flat.size % ROW
     row = _row(out.dtype, value)
