@@ -103,7 +103,7 @@ def within_bound(
     the bound itself); the largest share of its bound onnxruntime used.
 
     Where the contract bounds nothing, a row's bound is infinite: through a mask (its 0s and 1s
-    times 10**9, each within the value tolerance's 1e-5), or a LayerNorm of values whose spread
+    times float32's lowest, each within the value tolerance's 1e-5), or a LayerNorm of values whose spread
     is within that 1e-5 of nothing. Such rows are held to light's predictions within the value
     tolerance; `unbounded` gets their share."""
     exact, bound = bounded_predictions(network, loss, features, "float32", input_error)
@@ -154,7 +154,7 @@ def layers_within_bound(network: Network, outputs: dict[str, NDArray[Any]]) -> t
     """Hold each layer of an exported file, as onnxruntime ran it (`outputs`: a layered file's,
     by name), to the float32 family's bound propagated through that layer alone from the inputs
     onnxruntime gave it: errors do not compound from layer to layer, so every layer is held,
-    however deep the network. Where the contract bounds nothing (a mask's 10**9), the layer is
+    however deep the network. Where the contract bounds nothing (a mask's float32 lowest), the layer is
     held to light's output from the same inputs within the value tolerance. The largest share
     of its bound a layer used, and how many layers were held to light's instead."""
     engine, light = Propagated("float32"), LightEngine()
@@ -411,8 +411,10 @@ class Graphs:
             for name, value in network.slots.items()
         }
         network.set_slots(slots)
-        buffers = {
-            name: (
+        buffers = {  # (a causal mask's triangle kept: its 0s and 1s are what it is)
+            name: value
+            if name.endswith(".causal")
+            else (
                 self.random.uniform(0.5, 2.0, value.shape)
                 if name.endswith("variance")
                 else self.random.normal(0, 0.5, value.shape)

@@ -251,8 +251,8 @@ def test_random_graphs_of_every_layer_kind_serve_within_the_bound(tmp_path: Path
 def test_attention_through_padding_and_causal_masks_serves_light_s_predictions(
     tmp_path: Path,
 ) -> None:
-    """A mask scales its 0s and 1s by 10**9, and the contract's 1e-5 on each value-by-value
-    operation then bounds nothing (1e-5 times 10**9): the propagated bound is infinite on every
+    """A mask scales its 0s and 1s by float32's lowest, and the contract's 1e-5 on each
+    value-by-value operation then bounds nothing (1e-5 times 3.4e38): the propagated bound is infinite on every
     row here, as docs/export.md says, and the predictions are held to light's within the value
     tolerance."""
     ids = Input(6, dtype="int64", name="ids")

@@ -151,3 +151,20 @@ def test_seal_refuses_a_file_its_loader_refuses_or_one_changed_while_read(
     monkeypatch.setattr(files, "_read", rewritten_meanwhile)
     with pytest.raises(FileFormatError, match=r"changed while it was read .*nothing was written"):
         files.seal_safetensors(path)
+
+
+def test_a_file_s_causal_mask_of_other_values_than_0_and_1_is_refused(tmp_path: Path) -> None:
+    """A causal mask holding 0.5 loaded, and its blocked scores (each its own times the mask,
+    plus float32's lowest times one less the mask) were then infinite: predictions of NaN,
+    said as features too large (trial NU's fix, found through the export test's random
+    buffers). Its 0s and 1s are all it may hold."""
+    mask = np.tril(np.ones((3, 3), np.float32))
+    mask[2, 0] = 0.5
+    layer = {"kind": "MultiHeadAttention", "name": "mha", "config": {"heads": 1, "causal": True}}
+    path = _architecture_file(
+        tmp_path / "mask.safetensors", [3, 1], [layer], {**ATTENTION_SLOTS, "mha.causal": mask}
+    )
+    with pytest.raises(
+        FileFormatError, match=r"buffer 'mha\.causal' holds 0\.5, where it may hold only 0, 1"
+    ):
+        Network.load(path)

@@ -199,3 +199,52 @@ def test_attention_refuses_what_it_cannot_take() -> None:
         MultiHeadAttention(2)([Input((4, 8)), Input(3)])
     with pytest.raises(ShapeError, match="takes sequences"):
         TransformerBlock(2, 8)(Input(8))
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        *ENGINES,
+        "torch:cpu:strict",
+        "light:float32",
+        "light:mixed_bfloat16",
+        "torch:cpu:mixed_bfloat16",
+    ],
+)
+def test_a_blocked_key_takes_no_attention_however_high_it_scores(spec: str) -> None:
+    """Failed before (trial NU): a blocked key's score had -1e9 added, so a key scoring over
+    1e9 above the others took the weights: a padded key drew every weight (the query's then
+    zeroed), and under `causal` a position read the ones after it. Its score is replaced now.
+    A row all padding still gives the output's bias, finite, on every engine."""
+    within = 1e-2 if "mixed" in spec else 1e-5  # bfloat16 products: 2^-8 of a value
+    eye = np.eye(4, dtype=np.float32)
+    slots = {  # q = x, k = -x, v = x: the scores ±5e9 apart
+        "in_weights": np.concatenate([eye, -eye, eye]),
+        "in_bias": np.zeros(12, np.float32),
+        "out_weights": eye,
+        "out_bias": np.full(4, 0.25, np.float32),
+    }
+    x = np.zeros((2, 3, 4), np.float32)
+    x[0, :, 0] = [1e5, 0.5e5, -1e5]
+    mask = np.array([[1, 1, 0], [0, 0, 0]], np.float32)  # the second row all padding
+    twin = nn.MultiheadAttention(4, 1, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        twin.in_proj_weight.copy_(torch.tensor(slots["in_weights"]))
+        twin.in_proj_bias.zero_()
+        twin.out_proj.weight.copy_(torch.tensor(eye))
+        twin.out_proj.bias.fill_(0.25)
+    xt = torch.tensor(x[:1], dtype=torch.float64)
+    seq, keys = Input((3, 4)), Input(3, name="mask")
+    padded = Network(inputs=[seq, keys], outputs=MultiHeadAttention(1)([seq, keys]))
+    out, _, _ = _run(spec, padded, _prefixed(slots), [x, mask], np.ones((2, 3, 4)))
+    ref, _ = twin(xt, xt, xt, key_padding_mask=torch.tensor(mask[:1] == 0))
+    assert _worst(out[:1], ref.detach().numpy()) <= within
+    assert np.array_equal(out[1], np.full((3, 4), 0.25))
+    causal = Network([MultiHeadAttention(1, causal=True)], inputs=(3, 4))
+    out, _, _ = _run(spec, causal, _prefixed(slots), [x[:1]], np.ones((1, 3, 4)))
+    ref, _ = twin(xt, xt, xt, attn_mask=torch.triu(torch.ones(3, 3, dtype=torch.bool), 1))
+    assert _worst(out, ref.detach().numpy()) <= within
+
+
+def _prefixed(slots: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {f"multiheadattention.{name}": value for name, value in slots.items()}

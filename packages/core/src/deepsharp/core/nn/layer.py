@@ -89,6 +89,9 @@ class BufferSpec:
     from its file, and a file's causal mask of 65,536 positions made 32 GiB first: trial HF)."""
     least: float | None = None
     """The smallest value the buffer may hold (a variance's 0), or None."""
+    only: tuple[float, ...] | None = None
+    """The only values the buffer may hold (a causal mask's 0 and 1), or None: a file's mask of
+    other values made every blocked score infinite, and its predictions NaN."""
 
     def initial(self) -> NDArray[np.float32]:
         if callable(self.init):
@@ -116,6 +119,11 @@ def value_refusal(
     least = getattr(spec, "least", None)
     if least is not None and value.size and float(value.min()) < least:
         return f"{what} {name!r} holds {float(value.min()):g}, below its least value {least:g}"
+    only = getattr(spec, "only", None)
+    if only is not None and not np.isin(value, only).all():
+        other = float(value.reshape(-1)[np.argmin(np.isin(value.reshape(-1), only))])
+        shown = ", ".join(f"{v:g}" for v in only)
+        return f"{what} {name!r} holds {other:g}, where it may hold only {shown}"
     return None
 
 
@@ -229,12 +237,14 @@ class Layer(Edited):
         shape: Sequence[int],
         init: str | NDArray[Any] | Callable[[], NDArray[Any]] = "zeros",
         least: float | None = None,
+        only: tuple[float, ...] | None = None,
     ) -> None:
         """Declare a buffer (called from `build`): state that is not trained, starting at zeros,
         ones, or the values given (an array of `shape`, or a function making it: made once its
         size is checked). A training pass may change it (`ops.assign`); no optimizer does.
         `least`: the smallest value it may hold (a variance's 0), checked where values are set
-        or loaded. At most `MOST_VALUES_A_ROW` values."""
+        or loaded; `only`: the only values it may hold (a mask's 0 and 1), checked so too. At
+        most `MOST_VALUES_A_ROW` values."""
         self._check_new(name)
         made = tuple(int(s) for s in shape)
         if math.prod(made) > MOST_VALUES_A_ROW:
@@ -245,7 +255,7 @@ class Layer(Edited):
         if callable(init):
             self.buffer_specs[name] = BufferSpec(
                 made, functools.partial(_made_values, init, made, f"{self.label}: buffer {name!r}"),
-                least,
+                least, only,
             )  # fmt: skip
             return
         if isinstance(init, str):
@@ -254,14 +264,14 @@ class Layer(Edited):
                     f"{self.label}: buffer {name!r} starts at 'zeros', 'ones' or values given, "
                     f"not {init!r}"
                 )
-            self.buffer_specs[name] = BufferSpec(made, init, least)
+            self.buffer_specs[name] = BufferSpec(made, init, least, only)
             return
         values = np.array(init, np.float32)
         if values.shape != made:
             raise ValueError(
                 f"{self.label}: buffer {name!r} of shape {made} given values of {values.shape}"
             )
-        self.buffer_specs[name] = BufferSpec(made, values, least)
+        self.buffer_specs[name] = BufferSpec(made, values, least, only)
 
     def sublayer(self, name: str, layer: Layer, shape: Shape | list[Shape]) -> Shape:
         """Build `layer` as a part of this one (called from `build`): its slots and buffers are

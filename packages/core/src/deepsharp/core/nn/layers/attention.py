@@ -32,8 +32,11 @@ from deepsharp.core.nn.layers.normalization import LayerNorm
 
 __all__ = ["MultiHeadAttention", "PositionalEmbedding", "TransformerBlock"]
 
-BLOCKED = -1e9
-"""The score a key that takes no attention is given: its weight underflows to exactly 0."""
+BLOCKED = -float(np.finfo(np.float32).max)
+"""The score a key that takes no attention is given, in place of its own: float32's lowest,
+below any finite score, so its weight underflows to exactly 0 whatever the others' scores. (It
+was -1e9 added to the key's score: a blocked key scoring over 1e9 above the others took the
+weights, and under `causal` a position read the ones after it: trial NU.)"""
 
 
 def _rate(layer: str, value: object) -> float:
@@ -93,7 +96,9 @@ class MultiHeadAttention(Layer):
         self.slot("out_weights", (width, width), "glorot_uniform", width, width)
         self.slot("out_bias", (width,), "zeros")
         if self.causal:  # built once: a position may attend to itself and those before it
-            self.buffer("causal", (length, length), functools.partial(_causal_mask, length))
+            self.buffer(
+                "causal", (length, length), functools.partial(_causal_mask, length), only=(0.0, 1.0)
+            )
         return (length, width)
 
     def forward(self, x: Any, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
@@ -118,8 +123,8 @@ class MultiHeadAttention(Layer):
         if self.causal:
             triangle = ops.reshape(slots["causal"], (1, 1, length, length))
             allowed = triangle if allowed is None else allowed * triangle
-        if allowed is not None:
-            scores = scores + (allowed - 1.0) * -BLOCKED
+        if allowed is not None:  # a blocked key's score set to BLOCKED: s·0 + BLOCKED
+            scores = scores * allowed + (1.0 - allowed) * BLOCKED
         weights = softmax(scores)
         if (
             keys is not None and allowed is not None
