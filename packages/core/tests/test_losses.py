@@ -18,6 +18,7 @@ from deepsharp.core import (
     CrossEntropy,
     DataError,
     Dense,
+    FitOptions,
     Flatten,
     Huber,
     MeanAbsoluteError,
@@ -30,6 +31,7 @@ from deepsharp.core import (
     Tensor,
     TrainedNetwork,
     Trainer,
+    fit,
 )
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.nn.losses import loss_from_json, loss_to_json
@@ -216,3 +218,21 @@ def test_a_class_a_row_for_a_network_of_a_class_a_position_is_refused_naming_bot
     trainer = Trainer(Network([GRU(4, return_sequences=True), Dense(3)]), CrossEntropy(), Adam())
     with pytest.raises(ShapeError, match=r"a class at each of 5 positions .* shape \(N, 5\)"):
         trainer.step(x, rng.integers(0, 3, 8))
+
+
+def test_a_wrong_count_of_outputs_for_class_targets_names_the_fix() -> None:
+    """Failed before (trial PT): Dense(5) for 10 classes said only the indices' range, and
+    BinaryCrossEntropy's 10 outputs for class indices said only that the shapes differ."""
+    rng = np.random.default_rng(0)
+    x, y = rng.random((60, 4)).astype(np.float32), np.arange(60) % 10
+    options = FitOptions(seed=0, epochs=1, progress=False)
+    with pytest.raises(
+        ShapeError, match=r"0\.\.9: the targets hold 10 classes, so end the network in Dense\(10\)"
+    ):
+        fit(None, (x, y), Network([Dense(5)]), CrossEntropy(), Adam(0.01), options)
+    with pytest.raises(
+        ShapeError, match=r"as they are class indices \(0\.\.9\), train with CrossEntropy\(\)"
+    ):
+        fit(None, (x, y), Network([Dense(10)]), BinaryCrossEntropy(), Adam(0.01), options)
+    with pytest.raises(ShapeError, match=r"end the network in Dense\(1\)$"):  # amounts: no classes
+        fit(None, (x, y + 0.5), Network([Dense(10)]), MeanSquaredError(), Adam(0.01), options)

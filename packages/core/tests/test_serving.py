@@ -15,15 +15,19 @@ from deepsharp.core import (
     Adam,
     BinaryCrossEntropy,
     Conv2D,
+    DataError,
     Dense,
+    FitOptions,
     Flatten,
     Layer,
     MaxPool2D,
     Network,
+    Pipeline,
     Relu,
     Tensor,
     Trainer,
     available_engines,
+    fit,
     make_engine,
 )
 from deepsharp.core.autodiff.replay import Replay
@@ -255,3 +259,17 @@ def test_a_run_whose_pipeline_cannot_be_copied_still_returns() -> None:
     run = fit(recipe, rows, Network([Dense(1)]), BinaryCrossEntropy(), Adam(0.01),
               FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip
     assert run.trained.predict(rows[:2]).shape == (2, 1)
+
+
+def test_predict_given_an_array_by_a_network_of_a_pipeline_names_predict_features() -> None:
+    """Failed before (trial PT): it said arrays of features go to fit."""
+    rows = [{"a": str(i), "t": str(i % 2)} for i in range(40)]
+    pipeline = Pipeline().number("a").target("t")
+    run = fit(pipeline, rows, Network([Dense(4), Relu(), Dense(1)]), BinaryCrossEntropy(), Adam(0.01),
+                  FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip
+    with pytest.raises(
+        DataError, match=r"not an array of shape \(2, 1\); .* predict_features\(x\)"
+    ):
+        run.trained.predict(np.zeros((2, 1), np.float32))
+    features = run.trained.pipeline.features(rows[:2])
+    assert run.trained.predict_features(features).shape == (2, 1)

@@ -153,6 +153,12 @@ class TrainedNetwork:
         ids given floats or flags is refused here, naming what was given: the pipeline of
         arrays would read them as float32 first."""
         if not self.pipeline.takes_arrays:
+            if isinstance(rows, np.ndarray):  # said as fit's hint before (trial PT)
+                raise DataError(
+                    f"predict takes the rows the pipeline reads (a list of mappings from column "
+                    f"name to value, or a pandas DataFrame), not an array of shape {rows.shape}; "
+                    "features already through the pipeline go to predict_features(x)"
+                )
             return rows
         named = self.network.named(rows)
         specs = self.network.input_specs
@@ -172,7 +178,9 @@ class TrainedNetwork:
     def predict_features(
         self, features: Any, engine: Engine | str | None = None
     ) -> NDArray[np.float32]:
-        """Predictions for rows already through the pipeline, 32 at a time."""
+        """Predictions for rows already through the pipeline (the arrays
+        `self.pipeline.features(rows)` gives, one an input, or a dict of them by input name),
+        32 at a time."""
         return Predictor(self.network, self.loss, engine).predict(features)
 
     # --- files -----------------------------------------------------------------------------

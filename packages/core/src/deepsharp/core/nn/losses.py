@@ -172,13 +172,34 @@ def float_targets(
     if array.ndim != 2 or array.shape[1] != outputs:
         raise ShapeError(
             f"{loss.kind}: targets of shape {np.shape(targets)} do not match the network's "
-            f"outputs (N, {outputs}); give one target per output per row"
+            f"outputs (N, {outputs}); give one target per output per row{_one_a_row(array, outputs)}"
         )
     with np.errstate(invalid="ignore"):  # inf + -inf: NaN, named below, not warned of
         total = array.sum(dtype=np.float64)
     if finite and not math.isfinite(total):  # one pass; float64 cannot
         _not_finite(loss, array, targets)  # overflow here
     return np.ascontiguousarray(array)
+
+
+def _one_a_row(array: NDArray[np.float32], outputs: int) -> str:
+    """Where one target a row met a network of several outputs, the two ways on (the message
+    named neither: trial PT, class indices under BinaryCrossEntropy and Dense(10))."""
+    if array.ndim != 1 or outputs < 2:
+        return ""
+    said = "; the targets are one a row: end the network in Dense(1)"
+    with np.errstate(invalid="ignore"):
+        classes = bool(
+            array.size
+            and np.all(array == np.round(array))
+            and array.min() >= 0
+            and array.max() < outputs
+        )
+    if classes:
+        said += (
+            f", or, as they are class indices (0..{int(array.max())}), train with "
+            "CrossEntropy(), which takes an output a class"
+        )
+    return said
 
 
 def _not_finite(loss: Loss, array: NDArray[np.float32], given: Any = None) -> None:
@@ -509,9 +530,16 @@ class CrossEntropy(Loss):
             array = whole
         indices = array.astype(np.int64)
         if indices.size and (indices.min() < 0 or indices.max() >= classes):
+            low, high = int(indices.min()), int(indices.max())
             raise ShapeError(
                 f"CrossEntropy: class indices must lie in 0..{classes - 1} for {classes} "
-                f"classes, found {int(indices.min())}..{int(indices.max())}"
+                f"classes, found {low}..{high}"
+                + (  # the network's outputs too few: how many it needs (trial PT)
+                    f": the targets hold {high + 1} classes, so end the network in "
+                    f"Dense({high + 1}) (an output a class)"
+                    if low >= 0
+                    else ""
+                )
             )
         return indices
 
