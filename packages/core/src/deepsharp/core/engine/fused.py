@@ -628,10 +628,10 @@ __all__ += [
 def all_finite(array: Any) -> bool:
     """Whether every value of a float array is finite: its float32 total, one pass (a finite
     total has no NaN or infinity in it); only where that total overflowed, a float64 one."""
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):  # (inf - inf: NaN, the answer, not warned)
         if math.isfinite(np.add.reduce(array, axis=None)):
             return True
-    return math.isfinite(np.add.reduce(array, axis=None, dtype=np.float64))
+        return math.isfinite(np.add.reduce(array, axis=None, dtype=np.float64))
 
 
 def put_checked_reference(
