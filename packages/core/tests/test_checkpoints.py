@@ -406,3 +406,20 @@ def test_a_reduce_on_plateau_whose_resume_was_refused_starts_the_next_fit_afresh
         run(plateau, callbacks_after=[refuses], resume_from=Checkpoint.path_in(tmp_path))
     assert plateau.best != float("inf")  # restored before the refusal
     assert run(plateau) == run(ReduceOnPlateau(patience=2))
+
+
+def test_a_folder_whose_latest_checkpoint_is_damaged_names_the_one_before(tmp_path: Path) -> None:
+    """Failed before (trial RS): a latest checkpoint cut short stopped every resume from its
+    folder, the refusal saying only that it was truncated; the one before, still whole, went
+    unnamed."""
+    folder = tmp_path / "run"
+    fit_titanic(quick(epochs=2, checkpoint_dir=folder, checkpoint_every=1, checkpoint_keep=2))
+    (first, before), (_, latest) = Checkpoint.in_folder(folder)[-2:]
+    latest.write_bytes(latest.read_bytes()[: latest.stat().st_size // 2])
+    with pytest.raises(FileFormatError, match="truncated") as refused:
+        fit_titanic(quick(epochs=3), resume_from=folder)
+    assert f"the one before it, {str(before)!r}, may be whole" in str(refused.value)
+    assert Checkpoint.load(before).epoch == first
+    with pytest.raises(FileFormatError) as alone:  # the file named itself: no folder to speak of
+        Checkpoint.load(latest)
+    assert "the one before it" not in str(alone.value)

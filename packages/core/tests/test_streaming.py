@@ -320,6 +320,9 @@ def test_resuming_a_streaming_run_on_other_values_or_another_buffer_is_refused(
     for data, said in (
         (scan_csv(flipped, read_rows=700, buffer_rows=512), "other training rows"),
         (scan_csv(rows_csv, read_rows=700, buffer_rows=64), r"buffer_rows.* of 512; .* is 64"),
+        # said as "this run's is None" and with no word of read_rows (trial RS)
+        (read_csv(rows_csv), "512; this run's is none: its rows are held in memory"),
+        (scan_csv(rows_csv, read_rows=500, buffer_rows=512), "another size, read_rows"),
     ):
         with pytest.raises(CheckpointMismatchError, match=said):
             fit(titanic.pipeline(), data, titanic.network(), BinaryCrossEntropy(), Adam(0.01),

@@ -173,11 +173,28 @@ class Checkpoint:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Checkpoint:
-        """A checkpoint from its file, every part checked against the others."""
+        """A checkpoint from its file (or a folder's latest), every part checked against the
+        others."""
+        if not os.path.isdir(path):
+            return cls._load(path)
+        found = cls.in_folder(path)
+        latest = cls.path_in(path)
+        try:
+            return cls._load(latest)
+        except FileFormatError as error:
+            if len(found) < 2:
+                raise
+            # A damaged latest (a copy cut short) stopped every resume from the folder, and
+            # the refusal said nothing of the earlier ones still whole (trial RS).
+            earlier = os.fspath(found[-2][1])
+            raise FileFormatError(
+                f"{error}. It is the folder's latest; the one before it, {earlier!r}, may be "
+                "whole: resume from that file, or move the damaged one out of the folder"
+            ) from None
+
+    @classmethod
+    def _load(cls, path: str | os.PathLike[str]) -> Checkpoint:
         where = f"checkpoint {os.fspath(path)!r}"
-        if os.path.isdir(path):
-            path = cls.path_in(path)
-            where = f"checkpoint {os.fspath(path)!r}"
         tensors, metadata = read_safetensors(path, "checkpoint", expect=_expectation(where))
         state, network, version = _contents(metadata, where)
         if version == "2":  # slots named by their layer's position, then: name them as today

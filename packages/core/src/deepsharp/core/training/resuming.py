@@ -91,8 +91,9 @@ def check_run(
             "on the rows it was taken on, or start the run afresh"
         )
     for name, what in (
-        ("pipeline", "a pipeline that learned other statistics (other training rows, or "
-         "another recipe: a vocabulary learned again gives its ids to other words)"),
+        ("pipeline", "a pipeline that learned other statistics (other training rows, "
+         "another recipe: a vocabulary learned again gives its ids to other words; or a scan "
+         "read in parts of another size, read_rows, whose statistics are added part by part)"),
         ("training_rows", "other training rows (the same count, other values or order) or "
          "other sample weights (or none where it had some)"),
         ("validation_rows", "other validation rows (the same count, other values, labels or "
@@ -249,4 +250,6 @@ def _shown(name: str, value: Any) -> str:
         config = value.get("config") or {}
         args = ", ".join(f"{k}={v!r}" for k, v in config.items())
         return f"{value.get('kind')}({args})"
+    if name == "buffer_rows" and value is None:  # said "None" (trial RS)
+        return "none: its rows are held in memory, not scanned from a file (scan_csv, scan_parquet)"
     return repr(value)
