@@ -39,8 +39,8 @@ def test_ids_the_vocabulary_holds_no_token_for_are_never_drawn() -> None:
 def test_a_model_that_is_not_a_next_token_model_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="not CrossEntropy"):
         _model(20, "abcabc", MeanSquaredError()).generate("ab", 3)
-    with pytest.raises(ValueError, match="temperature is a number above 0"):
-        _model(20, "abcabc").generate("ab", 3, temperature=0.0)
+    with pytest.raises(ValueError, match="temperature is a number from 0"):
+        _model(20, "abcabc").generate("ab", 3, temperature=-0.5)
 
 
 def test_a_temperature_so_small_the_logits_overflow_writes_the_likeliest_tokens() -> None:
@@ -49,6 +49,8 @@ def test_a_temperature_so_small_the_logits_overflow_writes_the_likeliest_tokens(
     greedy = model.generate("ab", 20, temperature=1e-310, seed=3)
     assert greedy == model.generate("ab", 20, temperature=1e-310, seed=4)  # no draw: the argmax
     assert greedy == model.generate("ab", 20, temperature=1e-6, seed=5)
+    # temperature 0 is greedy, as many generators take it (refused before: trial PT)
+    assert greedy == model.generate("ab", 20, temperature=0, seed=6)
     # logits all below 0 (a model ending in Softmax draws from log-probabilities) overflow to
     # -inf: greedy too (failed before, trial CO: the last token, or an IndexError)
     network = model.network
@@ -69,7 +71,7 @@ def test_numpy_numbers_are_taken_and_a_seed_is_within_64_bits() -> None:
         model.generate("ab", 5, temperature=0.5, seed=2)
     )
     for hot in (10**400, np.longdouble("1e400")):  # past float64's range (greedy before)
-        with pytest.raises(ValueError, match="temperature is a number above 0 and at most"):
+        with pytest.raises(ValueError, match="temperature is a number from 0 .* to float64's largest"):
             model.generate("ab", 3, temperature=hot)
     for seed in (2**64, -1):
         with pytest.raises(ValueError, match=r"seed is a whole number from 0 to 2\*\*64 - 1"):

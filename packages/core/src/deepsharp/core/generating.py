@@ -91,10 +91,10 @@ def generate(
         warmth = float(temperature) if isinstance(temperature, numbers.Real) else math.nan
     except OverflowError:
         warmth = math.inf
-    if isinstance(temperature, (bool, np.bool_)) or not 0.0 < warmth < math.inf:
+    if isinstance(temperature, (bool, np.bool_)) or not 0.0 <= warmth < math.inf:
         raise ValueError(
-            f"generate: temperature is a number above 0 and at most float64's largest, not "
-            f"{temperature!r}"
+            f"generate: temperature is a number from 0 (greedy: the likeliest token each time) "
+            f"to float64's largest, not {temperature!r}"
         )
     if (
         isinstance(seed, (bool, np.bool_))
@@ -154,6 +154,8 @@ def _draw(logits: NDArray[np.float64], temperature: float, draws: Generator, dra
     logits = logits.copy()
     logits[:2] = -np.inf
     logits[drawable:] = -np.inf
+    if temperature == 0.0:  # greedy, as many generators take 0 (trial PT: it was refused)
+        return int(np.argmax(logits))
     scaled = logits / temperature
     if not np.isfinite(scaled.max()):  # a temperature so small the logits overflow (either
         return int(np.argmax(logits))  # way: all below 0 make -inf): its limit, greedy

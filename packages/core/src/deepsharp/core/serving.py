@@ -142,7 +142,8 @@ class TrainedNetwork:
     ) -> str:
         """For a next-token model (one text column in, each position's next-token logits out,
         CrossEntropy — the Shakespeare sample): `prompt` and `length` tokens drawn after it,
-        each from softmax(logits / temperature) (lower: likelier text), from deepsharp's
+        each from softmax(logits / temperature) (lower: likelier text; 0: the likeliest
+        token each time), from deepsharp's
         generator keyed by `seed`. Refused, naming why, for a network that is no such model
         (`deepsharp.core.generating`)."""
         return generating.generate(self, prompt, length, temperature, seed, engine)
