@@ -71,7 +71,9 @@ def test_numpy_numbers_are_taken_and_a_seed_is_within_64_bits() -> None:
         model.generate("ab", 5, temperature=0.5, seed=2)
     )
     for hot in (10**400, np.longdouble("1e400")):  # past float64's range (greedy before)
-        with pytest.raises(ValueError, match="temperature is a number from 0 .* to float64's largest"):
+        with pytest.raises(
+            ValueError, match=r"temperature is a number from 0 .* to float64's largest"
+        ):
             model.generate("ab", 3, temperature=hot)
     for seed in (2**64, -1):
         with pytest.raises(ValueError, match=r"seed is a whole number from 0 to 2\*\*64 - 1"):

@@ -53,7 +53,7 @@ from deepsharp.core.data.learning import Learning
 from deepsharp.core.data.numbers import FillSpec, Number, Numbers
 from deepsharp.core.data.pipeline_reading import FORMAT, VERSION, read_pipeline
 from deepsharp.core.data.sources import column_names, columns, named_in_messages, read_csv
-from deepsharp.core.data.splitting import permutation, rows_needed, split_sizes
+from deepsharp.core.data.splitting import permutation, rows_needed, split_shares, split_sizes
 from deepsharp.core.data.target import Target, TargetKind
 from deepsharp.core.data.text import Padding, Text, TokenKind
 from deepsharp.core.data.values import ColumnName
@@ -385,32 +385,31 @@ class Pipeline:
             return self._target.targets(taken[self._target.name])
 
     def partition(
-        self, count: int, order: npt.ArrayLike, test: bool = True
+        self, count: int, order: npt.ArrayLike, test: bool = True, validation: bool = True
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Train, validation and test row indices, cut from the permutation ``order``.
 
         train = floor(train * count) rows, validation = floor(validation * count), test the rest.
-        With ``test=False`` (the test rows are given apart) the rows are cut into training and
-        validation only, in the ratio train : validation.
+        A part given apart (``test=False``: test rows of their own; ``validation=False``:
+        validation rows of their own) takes none: the rows are cut among the others in the
+        ratio of their fractions (all of them training rows, where both are given apart).
         """
         if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
             raise ValueError(f"partition: count must be a whole number of rows, not {count!r}")
         count = int(count)
         perm = permutation(count, order)
-        train, validation = self._train, self._validation
-        if not test:
-            train, validation = train / (train + validation), validation / (train + validation)
-        n_train, n_validation, n_test = split_sizes(count, train, validation)
+        train, validation_share = split_shares(self._train, self._validation, test, validation)
+        n_train, n_validation, n_test = split_sizes(count, train, validation_share)
         if not test:
             n_train, n_test = n_train + n_test, 0
-        if n_train == 0 or (test and n_test == 0) or (validation > 0 and n_validation == 0):
-            if test and train + validation >= 1:
+        if n_train == 0 or (test and n_test == 0) or (validation_share > 0 and n_validation == 0):
+            if test and self._train + self._validation >= 1:  # (no test fraction)
                 raise DataError(
                     f"split(train={self._train}, validation={self._validation}) leaves no test "
                     "rows: give the run test rows of their own (test_rows=...), or split with "
                     "train + validation below 1"
                 )
-            needed = rows_needed(train, validation, test)
+            needed = rows_needed(train, validation_share, test)
             raise DataError(
                 f"too few rows for the split: there are {count} rows, which give "
                 f"{n_train} training, {n_validation} validation and {n_test} test rows; "

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["permutation", "rows_needed", "split_sizes"]
+__all__ = ["permutation", "rows_needed", "split_shares", "split_sizes"]
 
 
 def permutation(count: int, order: npt.ArrayLike) -> npt.NDArray[np.int64]:
@@ -30,6 +30,20 @@ def permutation(count: int, order: npt.ArrayLike) -> npt.NDArray[np.int64]:
             f"partition: order must be a permutation of 0 .. {count - 1}, each index once"
         )
     return perm
+
+
+def split_shares(
+    train: float, validation: float, test: bool = True, with_validation: bool = True
+) -> tuple[float, float]:
+    """The training and validation shares of the rows a split cuts, where the test or the
+    validation rows may be given apart (`test`, `with_validation` False): the parts left are
+    cut in the ratio of their fractions (the test part's, 1 - train - validation)."""
+    if test and with_validation:  # the fractions as they are (a total of 1.0 - 1e-16 would
+        return train, validation  # move a row at the edge of a floor)
+    kept_validation = validation if with_validation else 0.0
+    kept_test = max(0.0, 1.0 - train - validation) if test else 0.0
+    total = train + kept_validation + kept_test
+    return train / total, kept_validation / total
 
 
 def split_sizes(count: int, train: float, validation: float) -> tuple[int, int, int]:

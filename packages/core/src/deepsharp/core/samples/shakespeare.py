@@ -112,9 +112,15 @@ class Windows(Source):
         loss: Loss,
         streams: Streams,
         test: object | None,
+        validation: object | None = None,
     ) -> Feeds:
         if pipeline is None:
             raise ValueError("Windows: a pipeline of one text column cuts the text")
+        if test is not None or validation is not None:
+            raise DataError(
+                "Windows cuts its validation windows from the text's held-out part and holds "
+                "no test rows apart: fit it with no test_rows or validation_rows"
+            )
         pipeline.learn([{"context": self.corpus[: self.cut]}])
         (column,) = pipeline.columns
         assert isinstance(column, Text)

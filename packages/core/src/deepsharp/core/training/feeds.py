@@ -21,6 +21,7 @@ from deepsharp.core.data.features import array_features, feature_rows, take_feat
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.data.sources import Part, is_frame, row_count, row_naming, rows_of, take
+from deepsharp.core.data.splitting import split_shares
 from deepsharp.core.data.values import ColumnName, rows_named
 from deepsharp.core.errors import ConfigurationError, DataError, ShapeError, described
 from deepsharp.core.nn.losses import Loss
@@ -131,10 +132,13 @@ class Source:
         loss: Loss,
         streams: Streams,
         test: object | None,
+        validation: object | None = None,
     ) -> Feeds:
         """Split the rows (from `streams.split`), learn `pipeline` on the training rows, build
         `network` for their row shape (`network.build`), and give the three parts as feeds
-        (their targets as `loss.targets` gives them). `test`: test rows given apart, or None."""
+        (their targets as `loss.targets` gives them). `test`, `validation`: the test or
+        validation rows given apart (of the data's form), or None (cut from the rows). A
+        source of one's own is handed `validation` only where a run is given some."""
         raise NotImplementedError
 
 
@@ -149,17 +153,20 @@ class Rows(Source):
         self.rows = rows_of(rows)
 
     def parts(
-        self, pipeline: Pipeline, streams: Streams, test: bool = True
+        self, pipeline: Pipeline, streams: Streams, test: bool = True, validation: bool = True
     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-        """The indices of the training, validation and test rows (none with `test=False`: the
-        test rows are given apart), as a run whose streams these are cuts them."""
+        """The indices of the training, validation and test rows (no test rows with
+        `test=False`, no validation rows with `validation=False`: they are given apart), as a
+        run whose streams these are cuts them."""
         count = row_count(self.rows)
         if count == 0:
             raise DataError(
                 "no rows: fit needs rows to learn from (a list of mappings, a DataFrame, or "
                 "read_csv's rows)"
             )
-        return pipeline.partition(count, streams.split.permutation(count), test=test)
+        return pipeline.partition(
+            count, streams.split.permutation(count), test=test, validation=validation
+        )
 
     def feeds(
         self,
@@ -168,24 +175,27 @@ class Rows(Source):
         loss: Loss,
         streams: Streams,
         test: object | None,
+        validation: object | None = None,
     ) -> Feeds:
         if pipeline is None or pipeline.takes_arrays:
             raise DataError(
                 "rows of named columns need a pipeline that declares them (for a DataFrame of "
                 "numbers: Pipeline().numbers().target(name)); fit(None, (x, y), ...) takes arrays"
             )
-        parts = self.parts(pipeline, streams, test is None)
+        parts = self.parts(pipeline, streams, test is None, validation is None)
         # Messages name a row by its place in the rows handed in, not in the shuffled split.
         with rows_named(row_naming(self.rows, parts[0])):
             pipeline.learn(take(self.rows, parts[0]))
         with rows_named(row_naming(self.rows)):
             whole = _made(self.rows, pipeline, network, loss)
         loss.check_training_targets(whole.targets[parts[0]])
-        apart = None
-        if test is not None:
-            with rows_named(row_naming(rows_of(test), of="the test rows")):
-                apart = _made(rows_of(test), pipeline, network, loss)
-        return _in_memory(pipeline, whole, parts, apart)
+        return _in_memory(
+            pipeline,
+            whole,
+            parts,
+            _rows_apart(test, "test", pipeline, network, loss),
+            _rows_apart(validation, "validation", pipeline, network, loss),
+        )
 
 
 class Arrays(Source):
@@ -205,6 +215,7 @@ class Arrays(Source):
         loss: Loss,
         streams: Streams,
         test: object | None,
+        validation: object | None = None,
     ) -> Feeds:
         pipeline = Pipeline() if pipeline is None else pipeline
         if not pipeline.takes_arrays:
@@ -214,7 +225,12 @@ class Arrays(Source):
             )
         x, y = _pair(network.named(self.x), self.y)
         count = feature_rows(x)
-        parts = pipeline.partition(count, streams.split.permutation(count), test=test is None)
+        parts = pipeline.partition(
+            count,
+            streams.split.permutation(count),
+            test=test is None,
+            validation=validation is None,
+        )
         with rows_named(row_naming(self.x, parts[0])):  # a row named by its place in x
             # A DataFrame learned as one: its columns' names are kept (a frame is read by them)
             pipeline.learn(
@@ -234,19 +250,13 @@ class Arrays(Source):
                 )
         whole = ArrayFeed(features, targets, weights)
         loss.check_training_targets(whole.targets[parts[0]])
-        apart = None
-        if test is not None:
-            if not (isinstance(test, tuple) and len(test) == 2):
-                raise DataError("test rows for arrays come as a pair (x_test, y_test)")
-            try:  # said of test_rows: the same words fit the training arrays
-                test_x, test_y = _pair(network.named(test[0]), test[1])
-                apart = ArrayFeed(
-                    _shaped(pipeline.features(test_x), pipeline, network),
-                    loss.targets(test_y, network.outputs),
-                )
-            except (DataError, ShapeError) as error:
-                raise type(error)(f"test_rows: {error}") from None
-        return _in_memory(pipeline, whole, parts, apart)
+        return _in_memory(
+            pipeline,
+            whole,
+            parts,
+            _arrays_apart(test, "test", pipeline, network, loss),
+            _arrays_apart(validation, "validation", pipeline, network, loss),
+        )
 
 
 class SpillFeed(Feed):
@@ -328,15 +338,17 @@ class Streamed(Source):
         loss: Loss,
         streams: Streams,
         test: object | None,
+        validation: object | None = None,
     ) -> Feeds:
         if pipeline is None or pipeline.takes_arrays:
             raise DataError(
                 f"{self.scan.path}: a file's rows have named columns; fit needs a pipeline that "
                 "declares them (.number(), .numbers(), .category(), .flag(), .image())"
             )
-        for scan in (self.scan, test) if isinstance(test, Scan) else (self.scan,):
-            spill_folder(scan.spill_dir)  # before a pass, not after one (trial SD)
-        split = _Split(pipeline, streams.split, test is None)
+        for scan in (self.scan, test, validation):
+            if isinstance(scan, Scan):
+                spill_folder(scan.spill_dir)  # before a pass, not after one (trial SD)
+        split = _Split(pipeline, streams.split, test is None, validation is None)
         reads = self._learn(pipeline, split)
         build_for(network, pipeline)
 
@@ -348,13 +360,17 @@ class Streamed(Source):
         feeds: list[SpillFeed | ArrayFeed] = [
             SpillFeed(spill, self.scan.buffer_rows) for spill in spills
         ]
-        if isinstance(test, Scan):
-            (spill,) = self._spill(test, reads, made, None, 1, None)
-            feeds.append(SpillFeed(spill, test.buffer_rows))
-        elif test is not None:
-            feeds.append(_made(rows_of(test), pipeline, network, loss))
-        if len(feeds[2]) == 0:
-            raise DataError("no test rows: the test rows given hold none")
+        for place, given, what in ((2, test, "test"), (1, validation, "validation")):
+            if isinstance(given, Scan):
+                (spill,) = self._spill(given, reads, made, None, 1, None)
+                apart: SpillFeed | ArrayFeed = SpillFeed(spill, given.buffer_rows)
+            elif given is not None:
+                apart = _made(rows_of(given), pipeline, network, loss)
+            else:
+                continue
+            if len(apart) == 0:
+                raise DataError(f"no {what} rows: the {what} rows given hold none")
+            feeds[place : place + 1] = [apart]
         return Feeds(pipeline, feeds[0], feeds[1], feeds[2])
 
     def _learn(self, pipeline: Pipeline, split: _Split) -> list[ColumnName]:
@@ -406,20 +422,21 @@ class Streamed(Source):
 class _Split:
     """Which part of the rows each row of a file is, drawn from (seed, row index)."""
 
-    def __init__(self, pipeline: Pipeline, stream: Generator, with_test: bool) -> None:
+    def __init__(
+        self, pipeline: Pipeline, stream: Generator, with_test: bool, with_validation: bool = True
+    ) -> None:
         train, validation = pipeline.split_fractions
         self.fractions = (train, validation)
-        self.with_test = with_test
+        self.with_test, self.with_validation = with_test, with_validation
         self.stream = stream
-        if not with_test:  # test rows given apart: the rows are cut in the ratio of the two
-            self.cuts = np.array([train / (train + validation), 2.0])
-            return
-        if train + validation >= 1:
+        if with_test and train + validation >= 1:
             raise DataError(
                 f"split(train={train}, validation={validation}) leaves no test rows: give the run "
                 "test rows of their own (test_rows=...), or split with train + validation below 1"
             )
-        self.cuts = np.array([train, train + validation])
+        # a part given apart takes none: the rows are cut among the others in their ratio
+        first, second = split_shares(train, validation, with_test, with_validation)
+        self.cuts = np.array([first, first + second if with_test else 2.0])
 
     def of(self, part: Part) -> NDArray[np.intp]:
         """0 (training), 1 (validation) or 2 (test) for each row of a part read in order."""
@@ -428,11 +445,19 @@ class _Split:
 
     def check(self, counts: NDArray[np.int64], path: str) -> None:
         train, validation, test = (int(c) for c in counts)
-        if train and validation and (test or not self.with_test):
+        if train and (validation or not self.with_validation) and (test or not self.with_test):
             return
         if not train + validation + test:
             raise DataError(f"{path}: no rows: fit needs rows to learn from (the file holds none)")
-        wanted = "training, validation and test" if self.with_test else "training and validation"
+        wanted = ", ".join(
+            part
+            for part, kept in (
+                ("training", True),
+                ("validation", self.with_validation),
+                ("test", self.with_test),
+            )
+            if kept
+        )
         raise DataError(
             f"{path}: too few rows for the split: its {train + validation + test} rows drew "
             f"{train} training, {validation} validation and {test} test rows (each row's part "
@@ -466,9 +491,10 @@ def feeds_for(
     streams: Streams,
     test: object | None = None,
     sample_weight: object = None,
+    validation: object | None = None,
 ) -> Feeds:
     """The feeds of whatever fit was handed: a Source, arrays (x, y), or rows; `sample_weight`
-    (one weight a row) with arrays alone."""
+    (one weight a row) with arrays alone; test and validation rows given apart, or None."""
     if pipeline is not None and not isinstance(pipeline, Pipeline):
         hint = (
             " (arrays go to fit as fit(None, (x, y), network, loss, optimizer, options))"
@@ -497,7 +523,9 @@ def feeds_for(
         )
     else:
         source = Rows(data)
-    return source.feeds(pipeline, network, loss, streams, test)
+    if validation is None:  # (a source of one's own written before validation_rows)
+        return source.feeds(pipeline, network, loss, streams, test)
+    return source.feeds(pipeline, network, loss, streams, test, validation)
 
 
 def _pair(x: object, y: object) -> tuple[Any, NDArray[Any]]:
@@ -580,21 +608,59 @@ def _made(rows: object, pipeline: Pipeline, network: Network, loss: Loss) -> Arr
     )
 
 
+def _rows_apart(
+    given: object | None, what: str, pipeline: Pipeline, network: Network, loss: Loss
+) -> ArrayFeed | None:
+    """The test or validation rows of named columns given apart (`what`), made as the
+    training rows are; None where none are given."""
+    if given is None:
+        return None
+    with rows_named(row_naming(rows_of(given), of=f"the {what} rows")):
+        return _made(rows_of(given), pipeline, network, loss)
+
+
+def _arrays_apart(
+    given: object | None, what: str, pipeline: Pipeline, network: Network, loss: Loss
+) -> ArrayFeed | None:
+    """The test or validation arrays given apart (`what`), a pair (x, y) made as the
+    training arrays are; None where none are given."""
+    if given is None:
+        return None
+    if not (isinstance(given, tuple) and len(given) == 2):
+        raise DataError(f"{what} rows for arrays come as a pair (x_{what}, y_{what})")
+    try:  # said of test_rows (validation_rows): the same words fit the training arrays
+        x, y = _pair(network.named(given[0]), given[1])
+        return ArrayFeed(
+            _shaped(pipeline.features(x), pipeline, network), loss.targets(y, network.outputs)
+        )
+    except (DataError, ShapeError) as error:
+        raise type(error)(f"{what}_rows: {error}") from None
+
+
 def _in_memory(
     pipeline: Pipeline,
     whole: ArrayFeed,
     parts: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]],
     apart: ArrayFeed | None,
+    validation_apart: ArrayFeed | None = None,
 ) -> Feeds:
     """The feeds of rows held in memory: `whole`'s training, validation and test rows (`parts`,
-    as `Pipeline.partition` cuts them), or the test rows given `apart`."""
-    train, validation, test = whole.take(parts[0]), whole.take(parts[1]), apart
+    as `Pipeline.partition` cuts them), or the test (validation) rows given `apart`
+    (`validation_apart`)."""
+    train, test = whole.take(parts[0]), apart
+    validation = whole.take(parts[1]) if validation_apart is None else validation_apart
     if test is None:
         test = whole.take(parts[2])
     if len(validation) == 0:
         raise DataError(
             "no validation rows: a run judges each epoch by its validation loss (early "
-            "stopping, the best epoch); split with validation above 0"
+            "stopping, the best epoch); "
+            + (
+                "the validation rows given hold none"
+                if validation_apart is not None
+                else "split with validation above 0, or give validation rows apart "
+                "(validation_rows=...)"
+            )
         )
     if len(test) == 0:
         raise DataError(

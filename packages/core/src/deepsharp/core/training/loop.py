@@ -178,13 +178,17 @@ def fit(
     hooks: Sequence[StepHook] = (),
     class_weight: Mapping[int, float] | None = None,
     sample_weight: Any = None,
+    validation_rows: Any = None,
 ) -> Run:
     """Train `network` on `data` as `options` say, and measure it on the test rows.
 
     `data`: rows of named columns (a list of mappings, a DataFrame) for `pipeline` to read;
     arrays `(x, y)` taken as they are (`pipeline` None, or one of no columns that sets the
     split); or a `Source`. `test_rows`, when given, are the test rows (of the same form), and the
-    data is split into training and validation only (in the pipeline's proportions).
+    data is split into training and validation only (in the pipeline's proportions);
+    `validation_rows` (of the same form: a scan too), the rows that judge each epoch (early
+    stopping, the best epoch), and the data is then split into training and test only (all
+    training rows, where both are given).
     `callbacks`: `Callback`s, or functions called with each epoch's `EpochRecord` (`on_epoch`
     is one more). `hooks`: `StepHook`s every step runs between the way back and the update
     (after a distributed run's sum and the loss scale). `class_weight` (a weight a class of
@@ -203,7 +207,9 @@ def fit(
     parts = _callbacks(options, [*callbacks, *([on_epoch] if on_epoch is not None else [])])
     streams = Streams(options.seed)
     shadow = ShadowChecks(options.shadow, engine) if options.shadow is not None else None
-    feeds = feeds_for(pipeline, data, network, loss, streams, test_rows, sample_weight)
+    feeds = feeds_for(
+        pipeline, data, network, loss, streams, test_rows, sample_weight, validation_rows
+    )
     if checkpoint is not None and checkpoint.network != network.to_json():
         raise CheckpointMismatchError(
             f"the checkpoint {checkpoint.path or ''} is of another network than this run "
