@@ -108,7 +108,8 @@ def _traced(layers: list[Layer]) -> tuple[Replay | None, Tensor, Any]:
     def forward(xs: list[Tensor]) -> Tensor:
         return network.forward(xs, bound, context)
 
-    replay, out = Replay.trace(forward, [Tensor.put(engine, np.ones((4, 2), np.float32))])
+    fixed = [*bound.tensors.values(), *bound.buffers.values()]
+    replay, out = Replay.trace(forward, [Tensor.put(engine, np.ones((4, 2), np.float32))], fixed)
     return replay, out, forward
 
 
@@ -273,3 +274,33 @@ def test_predict_given_an_array_by_a_network_of_a_pipeline_names_predict_feature
         run.trained.predict(np.zeros((2, 1), np.float32))
     features = run.trained.pipeline.features(rows[:2])
     assert run.trained.predict_features(features).shape == (2, 1)
+
+
+class _Detached(Layer):
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        from deepsharp.core.autodiff import functions as ops
+
+        return ops.detached(x)
+
+
+class _OwnCall(Layer):
+    """A layer that calls its engine itself and wraps what it gives."""
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        return Tensor(context.engine.neg(x.handle), x.shape, context.engine)
+
+
+@pytest.mark.parametrize("spec", ["light", "light:float32"])
+@pytest.mark.parametrize("kind", [_Detached, _OwnCall])
+def test_a_pass_reading_a_tensor_made_outside_the_rules_serves_each_chunk_its_own(
+    spec: str, kind: type
+) -> None:
+    """Failed before (trial CT): a replay read the first chunk's values of a tensor no rule
+    made (ops.detached, a layer's own engine call), and every later chunk was served the first
+    chunk's predictions; such a pass now goes through the layers for every chunk."""
+    trained = untrained([Dense(5), Relu(), kind(), Dense(3)], (4,), 7)
+    # 9,000 rows: strict's passes of 4,096 rows replayed too
+    rows = np.random.default_rng(4).standard_normal((9000, 4)).astype(np.float32)
+    served = trained.predict_features(rows, spec)
+    assert served.tobytes() == chunk_by_chunk(trained, rows, spec).tobytes()
+    assert not np.array_equal(served[0], served[32])

@@ -141,7 +141,8 @@ class Predictor:
         def link(out: Any, size: int) -> Any:
             return self.loss.predictions(made, out, size, outputs)
 
-        replay, traced = Replay.trace(forward, rows_at(0, CHUNK))
+        fixed = [*bound.tensors.values(), *bound.buffers.values()]
+        replay, traced = Replay.trace(forward, rows_at(0, CHUNK), fixed)
         chunks = [link(traced.handle, CHUNK)]
         span = done = CHUNK
         if replay is not None and padded > CHUNK and _batch_invariant(made):
@@ -149,7 +150,7 @@ class Predictor:
             # many chunks then go in one pass, with the bits of one chunk at a time.
             width = sum(math.prod(a.shape[1:]) for a in arranged)
             span = min(padded - CHUNK, max(1, PASS_VALUES // (width * CHUNK)) * CHUNK)
-            replay, traced = Replay.trace(forward, rows_at(CHUNK, span))
+            replay, traced = Replay.trace(forward, rows_at(CHUNK, span), fixed)
             chunks.append(link(traced.handle, span))
             done += span
         for start in range(done, padded, span):
