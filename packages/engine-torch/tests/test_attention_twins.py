@@ -248,3 +248,30 @@ def test_a_blocked_key_takes_no_attention_however_high_it_scores(spec: str) -> N
 
 def _prefixed(slots: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {f"multiheadattention.{name}": value for name, value in slots.items()}
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # (3e38 squared: overflow, as meant)
+@pytest.mark.parametrize("spec", [*ENGINES, "light:float32"])
+def test_a_padded_key_whose_score_is_minus_infinity_changes_nothing(spec: str) -> None:
+    """Failed before (review): a padded position holding 3e38 scored -inf against itself, and
+    the score times the mask's 0 was NaN: that query's output NaN. A padded key changes
+    nothing, whatever it holds."""
+    eye = np.eye(4, dtype=np.float32)
+    slots = _prefixed(
+        {
+            "in_weights": np.concatenate([eye, -eye, eye]),
+            "in_bias": np.zeros(12, np.float32),
+            "out_weights": eye,
+            "out_bias": np.full(4, 0.25, np.float32),
+        }
+    )
+    seq, keys = Input((3, 4)), Input(3, name="mask")
+    network = Network(inputs=[seq, keys], outputs=MultiHeadAttention(1)([seq, keys]))
+    mask = np.array([[1, 1, 0]], np.float32)
+    plain = np.ones((1, 3, 4), np.float32)
+    huge = plain.copy()
+    huge[0, 2, :2] = 3e38
+    out, _, _ = _run(spec, network, slots, [huge, mask], np.ones((1, 3, 4)))
+    calm, _, _ = _run(spec, network, slots, [plain, mask], np.ones((1, 3, 4)))
+    assert np.isfinite(out).all()
+    assert np.array_equal(out[0, :2], calm[0, :2])

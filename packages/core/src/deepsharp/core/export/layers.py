@@ -66,7 +66,7 @@ LAYER_EXPORTS: dict[str, LayerExport | str] = {
     # ids and sequences
     "Embedding": forward,  # Gather of the table's rows; its padding mask where id 0 is
     "PositionalEmbedding": forward,  # the table's first L rows added
-    "MultiHeadAttention": forward,  # Gemm, MatMul over the heads, the masks as -1e9, softmax
+    "MultiHeadAttention": forward,  # Gemm, MatMul over the heads, the masks (float32's lowest), softmax
     "TransformerBlock": forward,  # its parts' forms, in order
     "LSTM": forward,  # unrolled: each step's Gemms, Sigmoids, Tanhs and products, in order
     "GRU": forward,  # likewise

@@ -5,9 +5,9 @@ Padding takes no attention: an `Embedding` marks the positions of id 0 (its outp
 mask, 1 where a token is, 0 where padding is, and the layers after it that keep the positions
 carry it on), or a mask is given as a second input, `MultiHeadAttention(4)([x, mask])` with
 `mask` rows of L values, above 0.5 to attend and not (0) not to (it stands in for the mask `x`
-carries); no gradient flows into it. A key that takes no attention gets a score
-of -10⁹ before the softmax (its weight underflows to exactly 0), never -inf: a row whose every
-key is masked stays finite, and its weights are then all 0 (PyTorch's too while it trains; NaN
+carries); no gradient flows into it. A key that takes no attention has its score replaced by
+float32's lowest before the softmax (its weight underflows to exactly 0, however the others
+score), never -inf: a row whose every key is masked stays finite, and its weights are then all 0 (PyTorch's too while it trains; NaN
 in eval mode under a causal mask): a query no key is allowed to (under `causal`, padding before
 a text's first token) reads nothing.
 """
@@ -118,13 +118,14 @@ class MultiHeadAttention(Layer):
         scores = ops.matmul(q * (1.0 / math.sqrt(size)), ops.transpose(k, (0, 1, 3, 2)))
         keys = x.mask if given_mask is None else ops.greater(given_mask, 0.5)  # no gradient
         # 1 where a query may attend to a key: a token's (N, L) -> (N, 1, 1, L), before or at
-        # the query's place (1, 1, L, L), both (N, 1, L, L); one penalty wherever it is 0.
+        # the query's place (1, 1, L, L), both (N, 1, L, L); BLOCKED wherever it is 0.
         allowed = None if keys is None else ops.reshape(keys, (count, 1, 1, length))
         if self.causal:
             triangle = ops.reshape(slots["causal"], (1, 1, length, length))
             allowed = triangle if allowed is None else allowed * triangle
-        if allowed is not None:  # a blocked key's score set to BLOCKED: s·0 + BLOCKED
-            scores = scores * allowed + (1.0 - allowed) * BLOCKED
+        if allowed is not None:  # a blocked key's score set to BLOCKED: s·0 + BLOCKED, its
+            # score first raised to BLOCKED at least (a score of -inf times 0 was NaN: review)
+            scores = ops.maximum(scores, BLOCKED) * allowed + (1.0 - allowed) * BLOCKED
         weights = softmax(scores)
         if (
             keys is not None and allowed is not None
