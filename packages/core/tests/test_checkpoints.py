@@ -418,8 +418,12 @@ def test_a_folder_whose_latest_checkpoint_is_damaged_names_the_one_before(tmp_pa
     latest.write_bytes(latest.read_bytes()[: latest.stat().st_size // 2])
     with pytest.raises(FileFormatError, match="truncated") as refused:
         fit_titanic(quick(epochs=3), resume_from=folder)
-    assert f"the one before it, {str(before)!r}, may be whole" in str(refused.value)
+    assert f"the one before it, {str(before)!r}, loads" in str(refused.value)
     assert Checkpoint.load(before).epoch == first
     with pytest.raises(FileFormatError) as alone:  # the file named itself: no folder to speak of
         Checkpoint.load(latest)
     assert "the one before it" not in str(alone.value)
+    before.write_bytes(before.read_bytes()[:100])  # both damaged: none named (review)
+    with pytest.raises(FileFormatError) as both:
+        Checkpoint.load(folder)
+    assert "the one before it" not in str(both.value)

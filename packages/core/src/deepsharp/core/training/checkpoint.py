@@ -178,18 +178,20 @@ class Checkpoint:
         if not os.path.isdir(path):
             return cls._load(path)
         found = cls.in_folder(path)
-        latest = cls.path_in(path)
+        if not found:
+            raise FileNotFoundError(f"no checkpoint in {os.fspath(path)!r}")
         try:
-            return cls._load(latest)
+            return cls._load(found[-1][1])
         except FileFormatError as error:
-            if len(found) < 2:
-                raise
             # A damaged latest (a copy cut short) stopped every resume from the folder, and
-            # the refusal said nothing of the earlier ones still whole (trial RS).
+            # the refusal said nothing of the earlier ones still whole (trial RS); said only
+            # where the one before loads (a refusal both share is no damage: review).
+            if len(found) < 2 or not _loads(found[-2][1]):
+                raise
             earlier = os.fspath(found[-2][1])
             raise FileFormatError(
-                f"{error}. It is the folder's latest; the one before it, {earlier!r}, may be "
-                "whole: resume from that file, or move the damaged one out of the folder"
+                f"{error}. It is the folder's latest; the one before it, {earlier!r}, loads: "
+                "resume from that file, or move the damaged one out of the folder"
             ) from None
 
     @classmethod
@@ -226,6 +228,15 @@ class Checkpoint:
             return []
         found = [(int(m.group(1)), Path(folder) / n) for n in names if (m := _NAME.fullmatch(n))]
         return sorted(found)
+
+
+def _loads(path: Path) -> bool:
+    """Whether the checkpoint at `path` loads."""
+    try:
+        Checkpoint._load(path)
+    except (FileFormatError, OSError):
+        return False
+    return True
 
 
 def _contents(metadata: Mapping[str, str], where: str) -> tuple[dict[str, Any], Network, str]:
