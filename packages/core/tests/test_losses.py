@@ -227,7 +227,7 @@ def test_a_wrong_count_of_outputs_for_class_targets_names_the_fix() -> None:
     x, y = rng.random((60, 4)).astype(np.float32), np.arange(60) % 10
     options = FitOptions(seed=0, epochs=1, progress=False)
     with pytest.raises(
-        ShapeError, match=r"0\.\.9: the targets hold 10 classes, so end the network in Dense\(10\)"
+        ShapeError, match=r"0\.\.9: the targets reach 9, so end the network in Dense\(10\)"
     ):
         fit(None, (x, y), Network([Dense(5)]), CrossEntropy(), Adam(0.01), options)
     with pytest.raises(
@@ -236,3 +236,13 @@ def test_a_wrong_count_of_outputs_for_class_targets_names_the_fix() -> None:
         fit(None, (x, y), Network([Dense(10)]), BinaryCrossEntropy(), Adam(0.01), options)
     with pytest.raises(ShapeError, match=r"end the network in Dense\(1\)$"):  # amounts: no classes
         fit(None, (x, y + 0.5), Network([Dense(10)]), MeanSquaredError(), Adam(0.01), options)
+    # labels 1..10 under Dense(10): they count from 1 (said "hold 11 classes": review)
+    with pytest.raises(
+        ShapeError,
+        match=r"reach 10, .* Dense\(11\) .*, or, as they count from 1, give them from 0 \(y - 1\)",
+    ):
+        fit(None, (x, y + 1), Network([Dense(10)]), CrossEntropy(), Adam(0.01), options)
+    stray = y.copy()
+    stray[3] = 10**9  # one stray label: no Dense(1000000001)
+    with pytest.raises(ShapeError, match=r"found 0\.\.1000000000$"):
+        fit(None, (x, stray), Network([Dense(10)]), CrossEntropy(), Adam(0.01), options)

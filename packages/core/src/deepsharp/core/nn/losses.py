@@ -181,6 +181,20 @@ def float_targets(
     return np.ascontiguousarray(array)
 
 
+def _outputs_wanted(low: int, high: int, classes: int) -> str:
+    """Where class indices reach past the network's outputs, the outputs they ask for (trial
+    PT), and, where they run 1..classes, that indices count from 0 (review); nothing for an
+    index far past any count of outputs (one stray label)."""
+    if low < 0 or high >= max(1024, 16 * classes):
+        return ""
+    said = (
+        f": the targets reach {high}, so end the network in Dense({high + 1}) (an output a class)"
+    )
+    if low >= 1 and high == classes:
+        said += f", or, as they count from 1, give them from 0 (y - 1) to keep Dense({classes})"
+    return said
+
+
 def _one_a_row(array: NDArray[np.float32], outputs: int) -> str:
     """Where one target a row met a network of several outputs, the two ways on (the message
     named neither: trial PT, class indices under BinaryCrossEntropy and Dense(10))."""
@@ -533,13 +547,7 @@ class CrossEntropy(Loss):
             low, high = int(indices.min()), int(indices.max())
             raise ShapeError(
                 f"CrossEntropy: class indices must lie in 0..{classes - 1} for {classes} "
-                f"classes, found {low}..{high}"
-                + (  # the network's outputs too few: how many it needs (trial PT)
-                    f": the targets hold {high + 1} classes, so end the network in "
-                    f"Dense({high + 1}) (an output a class)"
-                    if low >= 0
-                    else ""
-                )
+                f"classes, found {low}..{high}{_outputs_wanted(low, high, classes)}"
             )
         return indices
 
