@@ -139,3 +139,15 @@ def test_a_checkpoint_resumes_only_on_its_validation_rows(tmp_path: Path) -> Non
     with pytest.raises(CheckpointMismatchError, match="other validation rows"):
         fit(None, data, _network(), CrossEntropy(), Adam(0.01), _options(epochs=4),
             validation_rows=_arrays(40, 9), resume_from=Checkpoint.path_in(tmp_path))  # fmt: skip
+
+
+def test_a_scan_s_validation_rows_in_memory_are_named_as_the_rows_given(tmp_path: Path) -> None:
+    """A bad value among a scan's validation rows given in memory is named by its place among
+    them (the test rows' were named by nothing)."""
+    path = tmp_path / "rows.csv"
+    passengers.write_csv(path, 600, seed=7)
+    held = [dict(row) for row in titanic.rows()[:30]]
+    held[4]["Fare"] = "cheap"
+    with pytest.raises(DataError, match=r"row 5 .*of the validation rows"):
+        fit(titanic.pipeline(), scan_csv(path), titanic.network(), BinaryCrossEntropy(),
+            Adam(0.01), _options(epochs=1), validation_rows=held)  # fmt: skip

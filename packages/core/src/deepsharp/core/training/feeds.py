@@ -364,8 +364,8 @@ class Streamed(Source):
             if isinstance(given, Scan):
                 (spill,) = self._spill(given, reads, made, None, 1, None)
                 apart: SpillFeed | ArrayFeed = SpillFeed(spill, given.buffer_rows)
-            elif given is not None:
-                apart = _made(rows_of(given), pipeline, network, loss)
+            elif given is not None:  # rows in memory: a row named as one of the rows given
+                apart = _rows_made(given, what, pipeline, network, loss)
             else:
                 continue
             if len(apart) == 0:
@@ -613,10 +613,17 @@ def _rows_apart(
 ) -> ArrayFeed | None:
     """The test or validation rows of named columns given apart (`what`), made as the
     training rows are; None where none are given."""
-    if given is None:
-        return None
-    with rows_named(row_naming(rows_of(given), of=f"the {what} rows")):
-        return _made(rows_of(given), pipeline, network, loss)
+    return None if given is None else _rows_made(given, what, pipeline, network, loss)
+
+
+def _rows_made(
+    given: object, what: str, pipeline: Pipeline, network: Network, loss: Loss
+) -> ArrayFeed:
+    """Rows of named columns given apart, made as the training rows are, a row named in
+    messages by its place among them."""
+    rows = rows_of(given)
+    with rows_named(row_naming(rows, of=f"the {what} rows")):
+        return _made(rows, pipeline, network, loss)
 
 
 def _arrays_apart(
