@@ -19,7 +19,9 @@ from deepsharp.core.cli import main
 from deepsharp.core.samples import data_path
 
 
-@pytest.mark.parametrize("command", [[], ["sample"], ["train"], ["predict"], ["doctor"]])
+@pytest.mark.parametrize(
+    "command", [[], ["sample"], ["train"], ["predict"], ["evaluate"], ["doctor"]]
+)
 def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:
         main([*command, "--help"])

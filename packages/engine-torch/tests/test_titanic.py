@@ -108,3 +108,12 @@ def test_a_checkpoint_is_refused_on_the_other_engine_naming_both(
 def test_the_command_line_runs_the_sample_on_torch(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sample", "titanic", "--engine", "torch:cpu", "--no-progress"]) == 0
     assert "deepsharp run on torch" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("spec", ["torch:cpu", "torch:cpu:strict"])
+def test_rows_evaluated_on_torch_give_the_bits_its_run_measured_them_at(spec: str) -> None:
+    rows = titanic.rows()
+    options = FitOptions(seed=4, epochs=2, engine=spec, progress=False, metrics=("auc",))
+    run = fit(titanic.pipeline(), rows[:600], titanic.network(), BinaryCrossEntropy(),
+              Adam(0.01), options, test_rows=rows[600:])  # fmt: skip
+    assert run.trained.evaluate(rows[600:], spec, metrics=("auc",)) == run.report.measures

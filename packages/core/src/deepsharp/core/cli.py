@@ -163,6 +163,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_imports(predict)
 
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="measure a saved trained network on rows with their targets",
+        description="The loss of the trained network in FILE on every row of ROWS.csv (rows "
+        "with the target column), the accuracy for a classifier, and the metrics named: a "
+        "line each, as a run's report gives its test rows. A Parquet file is read as Parquet.",
+    )
+    evaluate.add_argument(
+        "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
+    )
+    evaluate.add_argument(
+        "rows", metavar="ROWS.csv", help="rows with the pipeline's columns and the target"
+    )
+    evaluate.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
+    evaluate.add_argument(
+        "--metrics",
+        default="",
+        metavar="NAMES",
+        help="metrics to measure too, by commas: accuracy, auc, f1, precision, recall (and their "
+        "_macro forms), mae, mse, rmse, r2",
+    )
+    evaluate.add_argument(
+        "--batch-size", type=at_least_one, default=32, help="rows a pass (default 32, as fit's)"
+    )
+    _add_imports(evaluate)
+
     add_compare(commands, ENGINE_HELP)
     export = commands.add_parser(
         "export",
@@ -220,10 +246,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _sample(arguments) if arguments.command == "sample" else _train(arguments)
         if arguments.command == "sample":
             return _sample(arguments)
-        if arguments.command in ("predict", "export"):
+        if arguments.command in ("predict", "evaluate", "export"):
             import_modules(arguments)
         if arguments.command == "predict":
             return _predict(arguments)
+        if arguments.command == "evaluate":
+            return _evaluate(arguments)
         if arguments.command == "compare":
             if arguments.plot:
                 read = ((arguments.file, "the file compared"), (arguments.rows, "the rows read"))
@@ -509,9 +537,6 @@ def _network_from(
 
 def _predict(arguments: argparse.Namespace) -> int:
     from deepsharp.core.atomic import write_atomically
-    from deepsharp.core.data.paths import is_parquet
-    from deepsharp.core.data.scan import scan_csv, scan_parquet
-    from deepsharp.core.serving import TrainedNetwork
 
     if arguments.output:
         writable(arguments.output, "--output", printed=False)
@@ -519,25 +544,7 @@ def _predict(arguments: argparse.Namespace) -> int:
             arguments.output, (arguments.rows, "the rows"), (arguments.file, "the trained network")
         )
     engine = _engine(arguments.engine)
-    if str(arguments.file).lower().endswith(".csv") and not str(arguments.rows).lower().endswith(
-        ".csv"
-    ):
-        raise CommandError(
-            f"{arguments.file} looks like the rows and {arguments.rows} like the trained "
-            "network: the trained network comes first, deepsharp predict FILE ROWS.csv"
-        )
-    trained = TrainedNetwork.load(arguments.file)
-    if trained.pipeline.takes_arrays:
-        raise CommandError(
-            f"{arguments.file} was trained on arrays (fit(None, (x, y), ...)), not on rows of "
-            "named columns: it holds no recipe for CSV columns, so the command line cannot read "
-            f"{arguments.rows} for it. Predict in Python with an array of its features: "
-            f"TrainedNetwork.load({arguments.file!r}).predict(x), x of shape (N, ...)"
-        )
-    try:  # read and predicted a part at a time: memory stays flat
-        rows = (scan_parquet if is_parquet(arguments.rows) else scan_csv)(arguments.rows)
-    except ImportError as error:  # a Parquet file, without pyarrow
-        raise CommandError(f"{arguments.rows} is a Parquet file: {error}") from None
+    trained, rows = _trained_and_rows(arguments, "predict")
     predictions = _PredictionLines(trained, trained.predict_parts(rows, engine))
     if arguments.output:
         try:
@@ -550,6 +557,47 @@ def _predict(arguments: argparse.Namespace) -> int:
         print(f"wrote {predictions.rows} predictions to {arguments.output}", file=sys.stderr)
         return 0
     return to_stdout(predictions)
+
+
+def _trained_and_rows(arguments: argparse.Namespace, doing: str) -> tuple[Any, Any]:
+    """The trained network FILE and a scan of ROWS (CSV, or Parquet), for `doing`
+    (predict, evaluate); a network trained on arrays, which reads no columns, refused."""
+    from deepsharp.core.data.paths import is_parquet
+    from deepsharp.core.data.scan import scan_csv, scan_parquet
+    from deepsharp.core.serving import TrainedNetwork
+
+    if str(arguments.file).lower().endswith(".csv") and not str(arguments.rows).lower().endswith(
+        ".csv"
+    ):
+        raise CommandError(
+            f"{arguments.file} looks like the rows and {arguments.rows} like the trained "
+            f"network: the trained network comes first, deepsharp {doing} FILE ROWS.csv"
+        )
+    trained = TrainedNetwork.load(arguments.file)
+    if trained.pipeline.takes_arrays:
+        call = "predict(x)" if doing == "predict" else "evaluate((x, y))"
+        raise CommandError(
+            f"{arguments.file} was trained on arrays (fit(None, (x, y), ...)), not on rows of "
+            "named columns: it holds no recipe for CSV columns, so the command line cannot read "
+            f"{arguments.rows} for it. {doing.capitalize()} in Python with an array of its "
+            f"features: TrainedNetwork.load({arguments.file!r}).{call}, x of shape (N, ...)"
+        )
+    try:  # read a part at a time: memory stays flat
+        rows = (scan_parquet if is_parquet(arguments.rows) else scan_csv)(arguments.rows)
+    except ImportError as error:  # a Parquet file, without pyarrow
+        raise CommandError(f"{arguments.rows} is a Parquet file: {error}") from None
+    return trained, rows
+
+
+def _evaluate(arguments: argparse.Namespace) -> int:
+    engine = _engine(arguments.engine)
+    metrics = [name.strip() for name in arguments.metrics.split(",") if name.strip()]
+    trained, rows = _trained_and_rows(arguments, "evaluate")
+    measures = trained.evaluate(rows, engine, metrics=metrics, batch_size=arguments.batch_size)
+    width = max(len(name) for name in measures)
+    print(f"on the rows of {arguments.rows}:", file=sys.stderr)
+    print("".join(f"{name:<{width}}  {value!r}\n" for name, value in measures.items()), end="")
+    return 0
 
 
 class _PredictionLines:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -36,7 +36,7 @@ from deepsharp.core.files import read_safetensors, write_safetensors
 from deepsharp.core.nn.losses import Loss, loss_from_json, loss_to_json
 from deepsharp.core.nn.network import Network
 from deepsharp.core.nn.predicting import CHUNK, Predictor
-from deepsharp.core.nn.rows import checked_ids, without_ones
+from deepsharp.core.nn.rows import checked_ids, image_layout_refusal
 from deepsharp.core.nn.saving import (
     expectation,
     file_tensors,
@@ -51,7 +51,8 @@ TRAINED_FORMAT = "deepsharp.trained"
 
 
 class TrainedNetwork:
-    """What a run gives: `predict(rows, engine=None)`, `save(path)`, `TrainedNetwork.load(path)`.
+    """What a run gives: `predict(rows, engine=None)`, `evaluate(rows, engine=None)`,
+    `save(path)`, `TrainedNetwork.load(path)`.
 
     `rows` are what the pipeline reads: rows of named columns, or (for a network trained on
     arrays) an array of features."""
@@ -131,6 +132,25 @@ class TrainedNetwork:
             raise DataError(
                 f"{rows.path}: no rows: the file holds its header and no row; give at least one row"
             )
+
+    def evaluate(
+        self,
+        rows: Any,
+        engine: Engine | str | None = None,
+        *,
+        metrics: Sequence[str] = (),
+        batch_size: int = 32,
+    ) -> dict[str, float]:
+        """The loss on rows with their targets — rows of named columns with the target column,
+        a scanned file (`scan_csv`, `scan_parquet`) read part by part, or for a network trained
+        on arrays a pair (x, y) — and the accuracy for losses of classes, then each of
+        `metrics` ("auc", "f1", ..., as `FitOptions(metrics=...)` names them): a dict in that
+        order. As a run measures its test rows: on the run's engine and batch size (32 unless
+        it set another), the same bits as its `report.measures` for the same rows
+        (`deepsharp.core.evaluating`)."""
+        from deepsharp.core.evaluating import evaluate
+
+        return evaluate(self, rows, engine, metrics, batch_size)
 
     def generate(
         self,
@@ -233,34 +253,6 @@ class TrainedNetwork:
 
     def __repr__(self) -> str:
         return f"TrainedNetwork({self.network!r}, {self.loss!r})"
-
-
-def image_layout_refusal(pipeline: Pipeline, network: Network) -> str | None:
-    """Where an input is fed by one image column alone whose shape lays its values out
-    otherwise than the input's rows (8 x 2 into 4 x 4: the same count, other places), what is
-    wrong; None where every such input fits (up to axes of length 1, or a flat image). Sizes
-    alone were compared: such a file predicted, silently (trial HG)."""
-    if pipeline.takes_arrays:
-        return None
-    specs = network.input_specs
-    for input_name, group in pipeline.column_groups().items():
-        if len(group) != 1 or group[0].kind != "image":
-            continue
-        spec = (
-            specs[0]
-            if input_name is None
-            else next((s for s in specs if s.name == input_name), None)
-        )
-        shape = tuple(getattr(group[0], "shape", ()))
-        if spec is None or spec.shape is None or len(without_ones(shape)) <= 1:
-            continue
-        if without_ones(shape) != without_ones(spec.shape):
-            return (
-                f"the pipeline's image column {group[0].name!r} holds images of shape {shape}, "
-                f"and the network's input {spec.name!r} takes rows of shape {spec.shape}: the "
-                "same count of values, laid out otherwise"
-            )
-    return None
 
 
 def _check_inputs(where: str, pipeline: Pipeline, network: Network) -> None:

@@ -32,7 +32,7 @@ from deepsharp.core.nn.losses import Loss
 if TYPE_CHECKING:
     from deepsharp.core.nn.network import Features, Network
 
-__all__ = ["CHUNK", "PASS_VALUES", "Predictor", "predict"]
+__all__ = ["CHUNK", "PASS_VALUES", "Predictor", "measured", "predict"]
 
 CHUNK = 32
 PASS_VALUES = 1 << 14
@@ -94,6 +94,11 @@ class Predictor:
                 f"(scale them: a pipeline's number and image columns can){half}"
             )
         return result
+
+    def measured(self, arranged: Features, targets: Any) -> tuple[float, NDArray[np.float32]]:
+        """A batch's mean loss and predictions (`measured`), its features as the network takes
+        them: the batch in one pass, as a run measures its validation and test rows."""
+        return measured(self.network, self.loss, self.bound, self.context, arranged, targets)
 
     def _refuse_unfinished_slots(self) -> None:
         """Where a prediction is not finite, the network's own values first: a slot or buffer
@@ -170,6 +175,24 @@ def predict(
 ) -> NDArray[np.float32]:
     """Predictions for a batch of features on `engine` (the light engine when none is named)."""
     return Predictor(network, loss, engine).predict(features)
+
+
+def measured(
+    network: Network, loss: Loss, bound: Bound, context: Pass, arranged: Features, targets: Any
+) -> tuple[float, NDArray[np.float32]]:
+    """The mean loss and the predictions (the loss's link applied) of one batch, its features
+    as the network takes them, in one pass without recording: how a run measures its
+    validation and test rows, and `TrainedNetwork.evaluate` its rows. A loss that is not
+    finite is given back, for the caller to judge (NumPy's warnings of it held)."""
+    engine = context.engine
+    xs = [Tensor.put(engine, a) for a in arranged]
+    y = Tensor.put(engine, loss.targets(targets, network.outputs))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        outputs = network.forward(xs, bound, context)
+        value = loss.value(outputs, y)
+        rows = arranged[0].shape[0]
+        predicted = loss.predictions(engine, outputs.handle, rows, network.outputs)
+        return float(engine.get(value.handle)), engine.get(predicted)
 
 
 def _batch_invariant(engine: Engine) -> bool:

@@ -5,7 +5,7 @@ it was given and what to do (a channels-last image, a row without its batch axis
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -14,7 +14,18 @@ from deepsharp.core.engine.fused import all_finite
 from deepsharp.core.errors import DataError, ShapeError
 from deepsharp.core.nn.graph import InputSpec
 
-__all__ = ["channels_last_hint", "checked_features", "checked_ids", "reshaped", "without_ones"]
+if TYPE_CHECKING:
+    from deepsharp.core.data.pipeline import Pipeline
+    from deepsharp.core.nn.network import Network
+
+__all__ = [
+    "channels_last_hint",
+    "checked_features",
+    "checked_ids",
+    "image_layout_refusal",
+    "reshaped",
+    "without_ones",
+]
 
 
 def checked_ids(value: Any, where: str) -> NDArray[np.int64]:
@@ -111,3 +122,31 @@ def channels_last_hint(rows: tuple[int, ...], inputs: tuple[int, ...]) -> str:
             f"so give x.transpose(0, 3, 1, 2) (rows of shape {inputs})"
         )
     return ""
+
+
+def image_layout_refusal(pipeline: Pipeline, network: Network) -> str | None:
+    """Where an input is fed by one image column alone whose shape lays its values out
+    otherwise than the input's rows (8 x 2 into 4 x 4: the same count, other places), what is
+    wrong; None where every such input fits (up to axes of length 1, or a flat image). Sizes
+    alone were compared: such a file predicted, silently (trial HG)."""
+    if pipeline.takes_arrays:
+        return None
+    specs = network.input_specs
+    for input_name, group in pipeline.column_groups().items():
+        if len(group) != 1 or group[0].kind != "image":
+            continue
+        spec = (
+            specs[0]
+            if input_name is None
+            else next((s for s in specs if s.name == input_name), None)
+        )
+        shape = tuple(getattr(group[0], "shape", ()))
+        if spec is None or spec.shape is None or len(without_ones(shape)) <= 1:
+            continue
+        if without_ones(shape) != without_ones(spec.shape):
+            return (
+                f"the pipeline's image column {group[0].name!r} holds images of shape {shape}, "
+                f"and the network's input {spec.name!r} takes rows of shape {spec.shape}: the "
+                "same count of values, laid out otherwise"
+            )
+    return None

@@ -27,6 +27,7 @@ from deepsharp.core.reals import brief
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.distribution import Distribution
 from deepsharp.core.training.hooks import StepHook
+from deepsharp.core.training.metrics import LOWER_IS_BETTER, MONITORED
 from deepsharp.core.training.state import Snapshot
 from deepsharp.core.training.trainer import Trainer
 from deepsharp.core.training.weights import ClassWeights
@@ -71,7 +72,8 @@ class RunState:
         self.epoch = 0
         self.history: list[EpochRecord] = []
         self.best_epoch = 0
-        self.best_loss = math.inf
+        self.best_standing = math.inf
+        """The best epoch's standing (`standing`): lower is better."""
         self.best: Snapshot = trainer.snapshot()  # the slots it started from, until an epoch
         self.stop = False
         self.stopped_by = ""
@@ -90,12 +92,24 @@ class RunState:
         return self.distribution.writes
 
     def end_epoch(self, record: EpochRecord) -> None:
-        """Record an epoch; keep its slots when its validation loss is the best so far."""
+        """Record an epoch; keep its slots when it is the best so far (by its validation loss,
+        or the metric `FitOptions(monitor=...)` names)."""
         self.epoch = record.epoch
         self.history.append(record)
-        if record.validation_loss < self.best_loss:
-            self.best_loss, self.best_epoch = record.validation_loss, record.epoch
+        standing = self.standing(record)
+        if standing < self.best_standing:
+            self.best_standing, self.best_epoch = standing, record.epoch
             self.trainer.snapshot(self.best)
+
+    def standing(self, record: EpochRecord) -> float:
+        """An epoch's standing, lower is better: its validation loss, or the metric
+        `FitOptions(monitor=...)` names (negated where more is better); infinity where it is
+        NaN (AUC on rows of one class), so that such an epoch is never the best."""
+        monitor = self.options.monitor
+        value = record.validation_loss if monitor == MONITORED else record.metrics[monitor]
+        if math.isnan(value):
+            return math.inf
+        return value if monitor in LOWER_IS_BETTER else -value
 
     def checkpoint(self) -> Checkpoint:
         """Everything the run needs to go on from here."""
@@ -134,7 +148,8 @@ class RunState:
             raise
         self.epoch = checkpoint.epoch
         self.history = list(checkpoint.history)
-        self.best_epoch, self.best_loss = checkpoint.best_epoch, checkpoint.best_loss
+        self.best_epoch = checkpoint.best_epoch
+        self.best_standing = self.standing(checkpoint.history[checkpoint.best_epoch - 1])
 
 
 class Callback:
@@ -203,14 +218,16 @@ class EachEpoch(Callback):
 
 
 class EarlyStopping(Callback):
-    """Stops the run once `patience` epochs go by without a better validation loss, and (with
-    `restore_best`) puts back the best epoch's slots at its end."""
+    """Stops the run once `patience` epochs go by without a better epoch (by its validation
+    loss, or the metric `monitor` names: `RunState.standing`), and (with `restore_best`) puts
+    back the best epoch's slots at its end."""
 
     name = "early_stopping"
 
-    def __init__(self, patience: int, restore_best: bool = True) -> None:
+    def __init__(self, patience: int, restore_best: bool = True, monitor: str = MONITORED) -> None:
         self.patience = patience
         self.restore_best = restore_best
+        self.monitor = monitor
         self.waited = 0
 
     def on_run_start(self, run: RunState) -> None:
@@ -229,7 +246,9 @@ class EarlyStopping(Callback):
             run.trainer.restore(run.best)
 
     def state(self) -> dict[str, Any]:
-        settings = {"patience": self.patience, "restore_best": self.restore_best}
+        settings: dict[str, Any] = {"patience": self.patience, "restore_best": self.restore_best}
+        if self.monitor != MONITORED:  # (a checkpoint of a run by the validation loss says none)
+            settings["monitor"] = self.monitor
         return {"waited": self.waited, "settings": settings}
 
     def restore(self, state: Mapping[str, Any]) -> None:

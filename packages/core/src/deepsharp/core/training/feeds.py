@@ -26,8 +26,8 @@ from deepsharp.core.data.values import ColumnName, rows_named
 from deepsharp.core.errors import ConfigurationError, DataError, ShapeError, described
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Features, Network
+from deepsharp.core.nn.rows import image_layout_refusal
 from deepsharp.core.random import Generator, KeyedOrder, Streams
-from deepsharp.core.serving import image_layout_refusal
 from deepsharp.core.training.checks import checked_weights
 from deepsharp.core.training.spill import Spill, block_rows, buffers, spill_folder
 
@@ -187,7 +187,7 @@ class Rows(Source):
         with rows_named(row_naming(self.rows, parts[0])):
             pipeline.learn(take(self.rows, parts[0]))
         with rows_named(row_naming(self.rows)):
-            whole = _made(self.rows, pipeline, network, loss)
+            whole = made_feed(self.rows, pipeline, network, loss)
         loss.check_training_targets(whole.targets[parts[0]])
         return _in_memory(
             pipeline,
@@ -365,7 +365,7 @@ class Streamed(Source):
                 (spill,) = self._spill(given, reads, made, None, 1, None)
                 apart: SpillFeed | ArrayFeed = SpillFeed(spill, given.buffer_rows)
             elif given is not None:  # rows in memory: a row named as one of the rows given
-                apart = _rows_made(given, what, pipeline, network, loss)
+                apart = rows_made(given, what, pipeline, network, loss)
             else:
                 continue
             if len(apart) == 0:
@@ -599,8 +599,8 @@ def _shaped(features: Any, pipeline: Pipeline, network: Network) -> Features:
     return network.arrange(features, reshape=True)
 
 
-def _made(rows: object, pipeline: Pipeline, network: Network, loss: Loss) -> ArrayFeed:
-    """Rows of named columns as a feed: their features shaped for the network, their targets
+def made_feed(rows: object, pipeline: Pipeline, network: Network, loss: Loss) -> ArrayFeed:
+    """Rows of named columns (a scanned file's part among them) as a feed: their features shaped for the network, their targets
     as the loss takes them."""
     return ArrayFeed(
         _shaped(pipeline.features(rows), pipeline, network),
@@ -613,17 +613,17 @@ def _rows_apart(
 ) -> ArrayFeed | None:
     """The test or validation rows of named columns given apart (`what`), made as the
     training rows are; None where none are given."""
-    return None if given is None else _rows_made(given, what, pipeline, network, loss)
+    return None if given is None else rows_made(given, what, pipeline, network, loss)
 
 
-def _rows_made(
+def rows_made(
     given: object, what: str, pipeline: Pipeline, network: Network, loss: Loss
 ) -> ArrayFeed:
     """Rows of named columns given apart, made as the training rows are, a row named in
     messages by its place among them."""
     rows = rows_of(given)
     with rows_named(row_naming(rows, of=f"the {what} rows")):
-        return _made(rows, pipeline, network, loss)
+        return made_feed(rows, pipeline, network, loss)
 
 
 def _arrays_apart(
@@ -635,13 +635,21 @@ def _arrays_apart(
         return None
     if not (isinstance(given, tuple) and len(given) == 2):
         raise DataError(f"{what} rows for arrays come as a pair (x_{what}, y_{what})")
-    try:  # said of test_rows (validation_rows): the same words fit the training arrays
+    return arrays_made(given, f"{what}_rows", pipeline, network, loss)
+
+
+def arrays_made(
+    given: tuple[Any, Any], where: str, pipeline: Pipeline, network: Network, loss: Loss
+) -> ArrayFeed:
+    """Arrays given apart as a pair (x, y), made as the training arrays are; a message
+    begins with `where` (the argument they came as: "test_rows: ...")."""
+    try:  # the same words fit the training arrays
         x, y = _pair(network.named(given[0]), given[1])
         return ArrayFeed(
             _shaped(pipeline.features(x), pipeline, network), loss.targets(y, network.outputs)
         )
     except (DataError, ShapeError) as error:
-        raise type(error)(f"{what}_rows: {error}") from None
+        raise type(error)(f"{where}: {error}") from None
 
 
 def _in_memory(

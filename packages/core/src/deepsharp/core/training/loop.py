@@ -57,7 +57,13 @@ from deepsharp.core.training.checks import check_parts
 from deepsharp.core.training.distribution import OneProcess, Spread, Sums
 from deepsharp.core.training.feeds import Batch, Feed, Feeds, check_classes, feeds_for
 from deepsharp.core.training.hooks import StepHook
-from deepsharp.core.training.metrics import check_metric_names, check_metrics_fit, measure
+from deepsharp.core.training.measuring import measured_part, measures_of
+from deepsharp.core.training.metrics import (
+    MONITORED,
+    check_metric_names,
+    check_metrics_fit,
+    check_monitor,
+)
 from deepsharp.core.training.report import Report, Run
 from deepsharp.core.training.resuming import check_run, first_difference, run_record
 from deepsharp.core.training.scaling import (
@@ -94,6 +100,10 @@ class FitOptions:
     `metrics`: what the run measures besides its loss, on the validation rows each epoch and on
     the test rows at the end (`deepsharp.core.training.metrics`: "accuracy", "auc", "f1",
     "precision", "recall" and their "_macro" forms, "mae", "mse", "rmse", "r2").
+    `monitor`: what judges each epoch — which is the best (kept, and put back at the end with
+    `restore_best`) and whether early stopping's `patience` ran out: "validation_loss", or one
+    of `metrics` (more is better but for "mae", "mse" and "rmse"; an epoch whose metric is NaN
+    is never the best).
     `accumulate`: batches a step takes (gradient accumulation): each update applies the
     gradients of `accumulate` batches of `batch_size` rows, taken one after the other.
     `compile` (True by default): each kind of batch's step is traced once and replayed as a
@@ -114,6 +124,7 @@ class FitOptions:
     loss_scale: LossScaleSetting = "auto"
     shadow: Shadow | None = None
     metrics: Sequence[str] = ()
+    monitor: str = MONITORED
     accumulate: int = 1
     compile: bool = True
 
@@ -154,6 +165,7 @@ class FitOptions:
             )
         check_setting(self.loss_scale, "FitOptions")
         self.metrics = check_metric_names(self.metrics, "FitOptions")
+        self.monitor = check_monitor(self.monitor, self.metrics, "FitOptions")
         if self.shadow is not None and not isinstance(self.shadow, Shadow):
             raise TypeError(
                 f"FitOptions: shadow is a Shadow (such as Shadow(every=100, engine='light')), "
@@ -277,15 +289,11 @@ def fit(
     finally:
         for part in parts:
             part.close()
-    measures = {"loss": test.mean_loss}
-    if loss.measures_accuracy:
-        measures["accuracy"] = test.accuracy
-    measures.update(figures)
     report = Report(
         epochs_run=len(run.history),
         best_epoch=run.best_epoch,
         history=run.history,
-        measures=measures,
+        measures=measures_of(loss, test, figures),
         engine=engine.identity,
         test_rows=test.rows,
         seconds=time.perf_counter() - began,
@@ -335,7 +343,8 @@ def _run_settings(
     return {
         "batch sizes": str(size_of(options)),
         "epochs": str(options.epochs),
-        "early stopping": f"patience {options.patience}, restore_best {options.restore_best}",
+        "early stopping": f"patience {options.patience}, restore_best {options.restore_best}, "
+        f"monitor {options.monitor}",
         "class weights": "none" if weights is None else repr(weights.weights.tolist()),
         "metrics": repr(list(options.metrics)),
         "scan buffers": repr(getattr(feeds.train, "buffer_rows", None)),
@@ -398,7 +407,7 @@ def _callbacks(options: FitOptions, given: Sequence[Callback | EpochFunction]) -
             )
     made = [c if isinstance(c, Callback) else EachEpoch(c) for c in given]
     _check_names(made)
-    parts: list[Callback] = [EarlyStopping(options.patience, options.restore_best)]
+    parts: list[Callback] = [EarlyStopping(options.patience, options.restore_best, options.monitor)]
     parts.extend(c for c in made if c.name)
     if options.checkpoint_every:
         assert options.checkpoint_dir is not None
@@ -668,31 +677,12 @@ HUGE_LOSS = 1e30
 def _evaluate(run: RunState, feed: Feed) -> tuple[Sums, dict[str, float]]:
     """The loss (and the rows predicted right) over a part of the rows, every process's, and
     the run's metrics of every process's predictions."""
-    trainer, loss, metrics = run.trainer, run.trainer.loss, run.options.metrics
-    sums = Sums()
-    predictions: list[NDArray[Any]] = []
-    targets: list[NDArray[Any]] = []
-    for batch in feed.batches(run.options.batch_size, None, run.distribution.share):
-        if len(batch) == 0:
-            continue
-        value, predicted = trainer.evaluate(batch.features, batch.targets)
-        right = (
-            float(loss.correct(predicted, batch.targets).sum()) if loss.measures_accuracy else 0.0
-        )
-        sums.add(value, len(batch), right)
-        if metrics:  # a feed's targets are as the loss takes them
-            predictions.append(predicted)
-            targets.append(batch.targets)
-    figures: dict[str, float] = {}
-    if metrics:
-        assert loss.task is not None  # check_metrics_fit refused a loss of no task
-        width = trainer.network.outputs
-        none = (0,) if loss.task == "classes" else (0, width)  # a process left no rows
-        every = run.distribution.gather(
-            [
-                np.concatenate(predictions) if predictions else np.zeros((0, width), np.float32),
-                np.concatenate(targets) if targets else np.zeros(none, np.float32),
-            ]
-        )
-        figures = measure(metrics, loss.task, every[0], every[1])
-    return run.distribution.combine(sums), figures
+    trainer = run.trainer
+    batches = (
+        (*trainer.evaluate(batch.features, batch.targets), batch.targets)
+        for batch in feed.batches(run.options.batch_size, None, run.distribution.share)
+        if len(batch)
+    )
+    return measured_part(
+        batches, trainer.loss, run.options.metrics, trainer.network.outputs, run.distribution
+    )

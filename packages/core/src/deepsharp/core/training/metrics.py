@@ -36,7 +36,16 @@ from numpy.typing import NDArray
 
 from deepsharp.core.errors import ConfigurationError
 
-__all__ = ["METRICS", "Metric", "check_metric_names", "check_metrics_fit", "measure"]
+__all__ = [
+    "LOWER_IS_BETTER",
+    "METRICS",
+    "MONITORED",
+    "Metric",
+    "check_metric_names",
+    "check_metrics_fit",
+    "check_monitor",
+    "measure",
+]
 
 Array = NDArray[Any]
 CLASSIFYING = ("binary", "classes")
@@ -177,6 +186,35 @@ METRICS: dict[str, Metric] = {
     )
 }
 """Every metric a run can take, by name."""
+
+
+MONITORED = "validation_loss"
+"""What judges each epoch by default (early stopping, the best epoch): the validation loss."""
+
+LOWER_IS_BETTER = frozenset({MONITORED, "mae", "mse", "rmse"})
+"""What an epoch is better for having less of (the others: more)."""
+
+
+def check_monitor(monitor: object, metrics: Sequence[str], where: str) -> str:
+    """What judges each epoch: the validation loss, or one of the run's metrics (refused,
+    naming the fix, where the run does not measure it)."""
+    if not isinstance(monitor, str):
+        raise TypeError(
+            f"{where}: monitor names what judges each epoch, 'validation_loss' or one of the "
+            f"run's metrics, not {monitor!r}"
+        )
+    if monitor == MONITORED or monitor in metrics:
+        return monitor
+    if monitor in METRICS:
+        raise ValueError(
+            f"{where}: monitor={monitor!r} judges each epoch by a metric the run does not "
+            f"measure: add it to metrics=({', '.join(map(repr, [*metrics, monitor]))},)"
+        )
+    close = difflib.get_close_matches(monitor.lower(), [MONITORED, *METRICS], n=2, cutoff=0.5)
+    hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    raise ValueError(
+        f"{where}: monitor is 'validation_loss' or one of the run's metrics, not {monitor!r}{hint}"
+    )
 
 
 def check_metric_names(names: object, where: str) -> tuple[str, ...]:

@@ -51,6 +51,7 @@ from deepsharp.core.nn.layer import Pass
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Features, Network, in_order
 from deepsharp.core.nn.optimizers import Optimizer, OptimizerState
+from deepsharp.core.nn.predicting import measured
 from deepsharp.core.random import Generator, Streams
 from deepsharp.core.training.accumulation import added, part_rows, parts_of
 from deepsharp.core.training.checks import (
@@ -543,15 +544,9 @@ class Trainer:
         """The loss and the predictions (the link applied) for a batch, without recording."""
         self._check_open("evaluate")
         arranged = self._arranged(features)
-        engine = self.engine
-        xs = [Tensor.put(engine, a) for a in arranged]
-        y = Tensor.put(engine, self.loss.targets(targets, self.network.outputs))
-        with quiet(), self.held.bound.lock:  # a loss that is not finite is the caller's to judge
-            outputs = self.network.forward(xs, self.held.bound, Pass(engine, False, None))
-            value = self.loss.value(outputs, y)
-            rows = arranged[0].shape[0]
-            predicted = self.loss.predictions(engine, outputs.handle, rows, self.network.outputs)
-            return float(engine.get(value.handle)), engine.get(predicted)
+        context = Pass(self.engine, False, None)
+        with self.held.bound.lock:
+            return measured(self.network, self.loss, self.held.bound, context, arranged, targets)
 
     # --- state: what the trainer holds (Held), as the loop and checkpoints ask for it ----------
 

@@ -1,0 +1,120 @@
+"""Evaluation: a trained network's loss and metrics on rows with their targets
+(`TrainedNetwork.evaluate`), as a run measures its test rows.
+
+The rows go through the pipeline as a run's test rows do (rows of named columns with the target
+column; for a network trained on arrays, a pair (x, y); a scanned file part by part), then
+through the network `batch_size` rows at a time in one pass each, without padding: with the
+run's batch size (32 unless it set another) and engine, the figures are the bits the run's
+report gave for the same rows (`report.measures`). The loss is the mean over every row; the
+accuracy is given for losses of classes; each metric named (`deepsharp.core.training.metrics`)
+is computed once from every row's prediction and target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.data.scan import Scan
+from deepsharp.core.engine import Engine
+from deepsharp.core.errors import DataError
+from deepsharp.core.nn.predicting import Predictor
+from deepsharp.core.training.feeds import ArrayFeed, arrays_made, made_feed, rows_made
+from deepsharp.core.training.measuring import measured_part, measures_of
+from deepsharp.core.training.metrics import check_metric_names, check_metrics_fit
+
+if TYPE_CHECKING:
+    from deepsharp.core.serving import TrainedNetwork
+
+__all__ = ["evaluate"]
+
+WHAT = "evaluated"
+"""How messages name the rows evaluate is given ("row 3 of the evaluated rows")."""
+
+
+def evaluate(
+    trained: TrainedNetwork,
+    rows: Any,
+    engine: Engine | str | None,
+    metrics: Sequence[str],
+    batch_size: int,
+) -> dict[str, float]:
+    """`trained`'s measures on `rows` (see the module's docstring): {"loss": ..., "accuracy":
+    ..., metric: ...}, in that order."""
+    names = check_metric_names(metrics, "evaluate")
+    if isinstance(batch_size, (bool, np.bool_)) or not isinstance(batch_size, (int, np.integer)):
+        raise TypeError(f"evaluate: batch_size is a whole number, not {batch_size!r}")
+    if batch_size < 1:
+        raise ValueError(f"evaluate: batch_size is 1 or more, not {batch_size!r}")
+    pipeline, network, loss = trained.pipeline, trained.network, trained.loss
+    check_metrics_fit(names, loss, network.outputs)
+    if not pipeline.takes_arrays and pipeline.target_name is None:
+        raise DataError(
+            "evaluate measures predictions against the rows' targets, and this network's "
+            "pipeline declares no target column: predict(rows) gives its predictions"
+        )
+    if pipeline.takes_arrays:
+        if not (isinstance(rows, tuple) and len(rows) == 2):
+            raise DataError(
+                "evaluate: a network trained on arrays is evaluated on a pair (x, y), features "
+                f"and their targets, not {type(rows).__name__}"
+            )
+        feeds: Iterable[ArrayFeed] = [arrays_made(rows, "evaluate", pipeline, network, loss)]
+    elif isinstance(rows, Scan):
+        feeds = _scanned(trained, rows)
+    else:
+        feeds = [rows_made(rows, WHAT, pipeline, network, loss)]
+    predictor = Predictor(network, loss, engine)
+    batches = (
+        (*predictor.measured(features, targets), targets)
+        for features, targets in _batches(feeds, int(batch_size))
+    )
+    sums, figures = measured_part(batches, loss, names, network.outputs)
+    if sums.rows == 0:
+        raise DataError(
+            f"no {WHAT} rows: {'the file holds its header and no row' if isinstance(rows, Scan) else 'the rows given hold none'}; "
+            "give at least one row"
+        )
+    return measures_of(loss, sums, figures)
+
+
+def _scanned(trained: TrainedNetwork, scan: Scan) -> Iterator[ArrayFeed]:
+    """A scanned file's rows part by part, each made as a run makes a scanned file's rows."""
+    pipeline, network, loss = trained.pipeline, trained.network, trained.loss
+    for part in scan.parts(pipeline.reads(scan.names, target=True)):
+        if len(part) == 0:
+            continue
+        with scan.reading():
+            yield made_feed(part, pipeline, network, loss)
+
+
+def _batches(feeds: Iterable[ArrayFeed], size: int) -> Iterator[tuple[Any, NDArray[Any]]]:
+    """Batches of `size` rows across the feeds in turn (the last may be smaller): the rows of a
+    scanned file are batched as one run of rows, whatever its parts, as a run's are."""
+    held: list[tuple[tuple[NDArray[Any], ...], NDArray[Any]]] = []
+    count = 0
+    for feed in feeds:
+        start, rows = 0, len(feed)
+        while start < rows:
+            take = min(size - count, rows - start)
+            span = slice(start, start + take)
+            held.append((tuple(f[span] for f in feed.features), feed.targets[span]))
+            count, start = count + take, start + take
+            if count == size:
+                yield _joined(held)
+                held, count = [], 0
+    if held:
+        yield _joined(held)
+
+
+def _joined(
+    pieces: list[tuple[tuple[NDArray[Any], ...], NDArray[Any]]],
+) -> tuple[tuple[NDArray[Any], ...], NDArray[Any]]:
+    if len(pieces) == 1:
+        return pieces[0]
+    inputs = len(pieces[0][0])
+    features = tuple(np.concatenate([p[0][i] for p in pieces]) for i in range(inputs))
+    return features, np.concatenate([p[1] for p in pieces])

@@ -1,0 +1,70 @@
+"""Measuring a part of the rows: its loss, its accuracy (for losses of classes) and the metrics
+asked for, batch by batch — a run's validation rows each epoch and its test rows at its end
+(`deepsharp.core.training.loop`), and the rows handed to `TrainedNetwork.evaluate`.
+
+Each batch's mean loss counts its rows (the part's loss is the mean over every row); the metrics
+are computed once, from every row's prediction and target (`measure`); in a data-parallel run
+the sums and the predictions are every process's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deepsharp.core.nn.losses import Loss
+from deepsharp.core.training.distribution import Distribution, OneProcess, Sums
+from deepsharp.core.training.metrics import measure
+
+__all__ = ["Measured", "measured_part", "measures_of"]
+
+Measured = tuple[float, NDArray[Any], NDArray[Any]]
+"""One batch measured: its mean loss, its predictions (the link applied), its targets."""
+
+
+def measured_part(
+    batches: Iterable[Measured],
+    loss: Loss,
+    metrics: Sequence[str],
+    outputs: int,
+    distribution: Distribution | None = None,
+) -> tuple[Sums, dict[str, float]]:
+    """The sums of a part's batches (the loss over its rows, the rows predicted right) and the
+    metrics of its predictions, every process's where a `distribution` spreads the run."""
+    distribution = OneProcess() if distribution is None else distribution
+    sums = Sums()
+    predictions: list[NDArray[Any]] = []
+    targets: list[NDArray[Any]] = []
+    for value, predicted, batch_targets in batches:
+        right = (
+            float(loss.correct(predicted, batch_targets).sum()) if loss.measures_accuracy else 0.0
+        )
+        sums.add(value, len(predicted), right)
+        if metrics:  # a feed's targets are as the loss takes them
+            predictions.append(predicted)
+            targets.append(batch_targets)
+    figures: dict[str, float] = {}
+    if metrics:
+        assert loss.task is not None  # check_metrics_fit refused a loss of no task
+        none = (0,) if loss.task == "classes" else (0, outputs)  # a process left no rows
+        every = distribution.gather(
+            [
+                np.concatenate(predictions) if predictions else np.zeros((0, outputs), np.float32),
+                np.concatenate(targets) if targets else np.zeros(none, np.float32),
+            ]
+        )
+        figures = measure(metrics, loss.task, every[0], every[1])
+    return distribution.combine(sums), figures
+
+
+def measures_of(loss: Loss, sums: Sums, figures: dict[str, float]) -> dict[str, float]:
+    """What a report says of measured rows: the loss, the accuracy (for losses that measure
+    it), then each metric."""
+    measures = {"loss": sums.mean_loss}
+    if loss.measures_accuracy:
+        measures["accuracy"] = sums.accuracy
+    measures.update(figures)
+    return measures

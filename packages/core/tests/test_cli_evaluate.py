@@ -1,0 +1,76 @@
+"""`deepsharp evaluate FILE ROWS.csv`: a saved trained network measured on rows with their
+targets, a line a figure — the figures `TrainedNetwork.evaluate` gives."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    Adam,
+    Dense,
+    FitOptions,
+    MeanSquaredError,
+    Network,
+    TrainedNetwork,
+    fit,
+    read_csv,
+)
+from deepsharp.core.cli import main
+from deepsharp.core.samples import data_path
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    saved = tmp_path_factory.mktemp("evaluate") / "titanic.safetensors"
+    assert main(["sample", "titanic", "--save", str(saved), "--no-progress"]) == 0
+    return saved
+
+
+def test_a_saved_network_is_measured_a_line_a_figure(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    rows = str(data_path("titanic.csv"))
+    assert main(["evaluate", str(model), rows, "--metrics", "auc, f1", "--batch-size", "50"]) == 0
+    said = capsys.readouterr()
+    lines = [line.split() for line in said.out.splitlines()]
+    assert [name for name, _ in lines] == ["loss", "accuracy", "auc", "f1"]
+    expected = TrainedNetwork.load(model).evaluate(
+        read_csv(rows), metrics=("auc", "f1"), batch_size=50
+    )
+    assert {name: float(value) for name, value in lines} == expected
+    assert "titanic.csv" in said.err
+
+
+def test_what_cannot_be_measured_is_one_line_saying_why(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    rows = data_path("titanic.csv")
+    assert main(["evaluate", str(model), str(rows), "--metrics", "r2"]) == 1
+    assert "'r2' measures regression predictions" in capsys.readouterr().err
+    assert main(["evaluate", str(rows), str(model)]) == 1
+    assert "deepsharp evaluate FILE ROWS.csv" in capsys.readouterr().err
+    unlabelled = tmp_path / "unlabelled.csv"
+    with open(rows, newline="") as source, open(unlabelled, "w", newline="") as out:
+        table = list(csv.reader(source))
+        at = table[0].index("Survived")
+        csv.writer(out).writerows([row[:at] + row[at + 1 :] for row in table])
+    assert main(["evaluate", str(model), str(unlabelled)]) == 1
+    assert "Survived" in capsys.readouterr().err
+
+
+def test_a_network_of_arrays_is_sent_to_python(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = np.ones((40, 2), np.float32)
+    options = FitOptions(seed=0, epochs=1, progress=False)
+    run = fit(None, (x, x[:, :1]), Network([Dense(1)]), MeanSquaredError(), Adam(0.1), options)
+    run.trained.save(tmp_path / "arrays.safetensors")
+    rows = str(data_path("titanic.csv"))
+    assert main(["evaluate", str(tmp_path / "arrays.safetensors"), rows]) == 1
+    assert ".evaluate((x, y))" in capsys.readouterr().err

@@ -1,0 +1,127 @@
+"""`TrainedNetwork.evaluate(rows)`: a trained (or loaded) network's loss and metrics on new rows
+with their targets — on the run's engine and batch size, the bits its report gave for the same
+rows as test rows. Asked for by trial PT (F3): before, the figures were the run's alone, and new
+labelled rows had to be predicted and scored by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
+    ConfigurationError,
+    CrossEntropy,
+    DataError,
+    Dense,
+    FitOptions,
+    MeanSquaredError,
+    Network,
+    Relu,
+    TrainedNetwork,
+    fit,
+    scan_csv,
+)
+from deepsharp.core.samples import passengers, titanic
+
+
+def _options(**extra: object) -> FitOptions:
+    return FitOptions(**{"seed": 3, "epochs": 3, "patience": 100, "progress": False, **extra})
+
+
+def _titanic_run(tmp_path: Path, **extra: object):  # type: ignore[no-untyped-def]
+    rows = titanic.rows()
+    return fit(
+        titanic.pipeline(), rows[:600], titanic.network(), BinaryCrossEntropy(), Adam(0.01),
+        _options(metrics=("auc", "f1"), **extra), test_rows=rows[600:],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("batch_size", [32, 50])
+def test_rows_evaluated_give_the_bits_the_run_measured_them_at(
+    tmp_path: Path, batch_size: int
+) -> None:
+    run = _titanic_run(tmp_path, batch_size=batch_size)
+    rows = titanic.rows()[600:]
+    found = run.trained.evaluate(rows, metrics=("auc", "f1"), batch_size=batch_size)
+    assert list(found) == ["loss", "accuracy", "auc", "f1"]
+    assert found == run.report.measures
+    # A saved and loaded network measures the same rows the same.
+    run.trained.save(tmp_path / "titanic.safetensors")
+    loaded = TrainedNetwork.load(tmp_path / "titanic.safetensors")
+    assert loaded.evaluate(rows, metrics=("auc", "f1"), batch_size=batch_size) == found
+
+
+def test_a_scanned_file_is_evaluated_part_by_part_as_its_rows_in_memory(tmp_path: Path) -> None:
+    path, training = tmp_path / "passengers.csv", tmp_path / "training.csv"
+    passengers.write_csv(path, 300, seed=5)
+    passengers.write_csv(training, 500, seed=6)
+    run = fit(
+        titanic.pipeline(), scan_csv(training), titanic.network(), BinaryCrossEntropy(),
+        Adam(0.01), _options(), test_rows=scan_csv(path),
+    )  # fmt: skip
+    found = run.trained.evaluate(scan_csv(path, read_rows=7))  # parts cut across batches
+    assert found == run.report.measures
+    with pytest.raises(DataError, match="no evaluated rows: the file holds its header"):
+        empty = tmp_path / "empty.csv"
+        empty.write_text(path.read_text().splitlines()[0] + "\n")
+        run.trained.evaluate(scan_csv(empty))
+
+
+def test_a_network_of_arrays_is_evaluated_on_a_pair() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 5)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0.5).astype(np.int64)
+    run = fit(
+        None, (x[:200], y[:200]), Network([Dense(8), Relu(), Dense(3)]), CrossEntropy(),
+        Adam(0.01), _options(metrics=("f1_macro",)), test_rows=(x[200:], y[200:]),
+    )  # fmt: skip
+    assert run.trained.evaluate((x[200:], y[200:]), metrics=["f1_macro"]) == run.report.measures
+    with pytest.raises(DataError, match=r"evaluated on a pair \(x, y\), features and their"):
+        run.trained.evaluate(x[200:])
+    with pytest.raises(DataError, match=r"^evaluate: x holds 100 rows but y has shape \(99,\)"):
+        run.trained.evaluate((x[200:], y[200:299]))
+
+
+def test_a_regression_gives_its_loss_and_no_accuracy() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((120, 3)).astype(np.float32)
+    y = (x @ np.array([[1.0], [-2.0], [0.5]], np.float32)).astype(np.float32)
+    run = fit(None, (x, y), Network([Dense(1)]), MeanSquaredError(), Adam(0.05), _options())
+    found = run.trained.evaluate((x, y), metrics=("mae", "r2"), batch_size=7)
+    assert list(found) == ["loss", "mae", "r2"]
+    predicted = run.trained.predict(x).astype(np.float64)
+    assert found["mae"] == pytest.approx(np.abs(predicted - y).mean(), rel=1e-12)
+    assert found["loss"] == pytest.approx(((predicted - y) ** 2).mean(), rel=1e-5)
+
+
+def test_what_cannot_be_evaluated_is_refused_saying_why(tmp_path: Path) -> None:
+    run = _titanic_run(tmp_path)
+    rows = titanic.rows()[600:]
+    with pytest.raises(ConfigurationError, match="'r2' measures regression predictions"):
+        run.trained.evaluate(rows, metrics=("r2",))
+    with pytest.raises(ValueError, match="unknown metric 'acc'"):
+        run.trained.evaluate(rows, metrics=("acc",))
+    with pytest.raises(ValueError, match="batch_size is 1 or more, not 0"):
+        run.trained.evaluate(rows, batch_size=0)
+    with pytest.raises(TypeError, match=r"batch_size is a whole number, not 2\.5"):
+        run.trained.evaluate(rows, batch_size=2.5)  # type: ignore[arg-type]
+    with pytest.raises(DataError, match="no rows: the rows handed in are empty"):
+        run.trained.evaluate([])
+    unlabelled = [{k: v for k, v in row.items() if k != "Survived"} for row in rows]
+    with pytest.raises(DataError, match="Survived"):
+        run.trained.evaluate(unlabelled)
+    broken = [dict(row) for row in rows[:5]]
+    broken[3]["Age"] = "old"
+    with pytest.raises(DataError, match=r"row 4 .*of the evaluated rows"):
+        run.trained.evaluate(broken)
+
+
+def test_arrays_of_no_rows_are_refused() -> None:
+    x = np.ones((40, 2), np.float32)
+    run = fit(None, (x, x[:, :1]), Network([Dense(1)]), MeanSquaredError(), Adam(0.05), _options())
+    with pytest.raises(DataError, match=r"evaluate: .*row"):
+        run.trained.evaluate((x[:0], x[:0, :1]))

@@ -1,0 +1,102 @@
+"""`FitOptions(monitor=...)`: a metric of the run's, instead of the validation loss, judges each
+epoch — which is the best (kept, put back with `restore_best`), and when early stopping's
+patience runs out (Keras's `monitor=`; asked for by trial PT). More is better but for "mae",
+"mse" and "rmse"; an epoch whose metric is NaN is never the best."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
+    Checkpoint,
+    CheckpointMismatchError,
+    Dense,
+    FitOptions,
+    MeanSquaredError,
+    Network,
+    Relu,
+    fit,
+)
+from deepsharp.core.samples import titanic
+from deepsharp.core.training.callbacks import RunState
+from deepsharp.core.training.checkpoint import EpochRecord
+
+ROWS = titanic.rows()
+
+
+def _run(**options: object):  # type: ignore[no-untyped-def]
+    settings = {"seed": 2, "epochs": 12, "patience": 100, "progress": False, "metrics": ("auc",)}
+    return fit(titanic.pipeline(), ROWS, titanic.network(), BinaryCrossEntropy(), Adam(0.01),
+               FitOptions(**{**settings, **options}))  # fmt: skip
+
+
+def _slots(run) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    return dict(run.trained.network.slots)
+
+
+def test_the_best_epoch_is_the_monitored_metric_s_and_its_slots_are_put_back() -> None:
+    by_loss, by_auc = _run(), _run(monitor="auc")
+    history = by_auc.report.history
+    assert by_auc.report.best_epoch == max(history, key=lambda r: r.metrics["auc"]).epoch == 3
+    assert by_loss.report.best_epoch == min(history, key=lambda r: r.validation_loss).epoch == 9
+    # Epoch 3's slots: what a run of 3 epochs ends with.
+    three = _run(epochs=3, restore_best=False)
+    assert all((_slots(by_auc)[k] == v).all() for k, v in _slots(three).items())
+    assert by_auc.report.measures == three.report.measures
+
+
+def test_early_stopping_waits_for_the_monitored_metric() -> None:
+    run = _run(monitor="auc", patience=2)
+    assert run.report.epochs_run == 5 and run.report.best_epoch == 3  # auc fell after epoch 3
+
+
+def test_an_error_is_better_for_being_less() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 4)).astype(np.float32)
+    y = (x @ np.array([[1.0], [-1.0], [0.5], [2.0]], np.float32)) ** 2
+    run = fit(None, (x, y.astype(np.float32)), Network([Dense(16), Relu(), Dense(1)]),
+              MeanSquaredError(), Adam(0.01),
+              FitOptions(seed=0, epochs=8, progress=False, metrics=("r2", "mae"),
+                         monitor="mae"))  # fmt: skip
+    history = run.report.history
+    assert run.report.best_epoch == min(history, key=lambda r: r.metrics["mae"]).epoch
+
+
+def test_an_epoch_whose_metric_is_nan_is_never_the_best() -> None:
+    state = RunState.__new__(RunState)
+    state.options = FitOptions(seed=0, metrics=("auc",), monitor="auc")
+    nan, good = (
+        EpochRecord(1, 0.5, 0.4, 1.0, {"auc": math.nan}),
+        EpochRecord(2, 0.5, 0.6, 1.0, {"auc": 0.7}),
+    )
+    assert state.standing(nan) == math.inf and state.standing(good) == -0.7
+
+
+def test_a_monitor_the_run_does_not_measure_is_refused_naming_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"add it to metrics=\('accuracy', 'auc',\)"):
+        FitOptions(seed=0, metrics=("accuracy",), monitor="auc")
+    with pytest.raises(ValueError, match="did you mean 'validation_loss'"):
+        FitOptions(seed=0, monitor="val_loss")
+    with pytest.raises(TypeError, match="monitor names what judges each epoch"):
+        FitOptions(seed=0, monitor=None)  # type: ignore[arg-type]
+
+
+def test_a_checkpoint_resumes_only_under_its_own_monitor(tmp_path: Path) -> None:
+    whole = _run(monitor="auc", patience=2)
+    _run(monitor="auc", patience=2, epochs=4, checkpoint_dir=tmp_path)
+    checkpoint = Checkpoint.path_in(tmp_path)
+    with pytest.raises(CheckpointMismatchError, match="monitor"):
+        fit(titanic.pipeline(), ROWS, titanic.network(), BinaryCrossEntropy(), Adam(0.01),
+            FitOptions(seed=2, epochs=12, patience=2, progress=False, metrics=("auc",)),
+            resume_from=checkpoint)  # fmt: skip
+    resumed = fit(titanic.pipeline(), ROWS, titanic.network(), BinaryCrossEntropy(), Adam(0.01),
+                  FitOptions(seed=2, epochs=12, patience=2, progress=False, metrics=("auc",),
+                             monitor="auc"), resume_from=checkpoint)  # fmt: skip
+    assert resumed.report.best_epoch == 3 and resumed.report.epochs_run == 5
+    assert all((_slots(resumed)[k] == v).all() for k, v in _slots(whole).items())
