@@ -100,3 +100,23 @@ def test_the_prompt_is_laid_out_as_the_column_lays_out_its_ids(padding: str) -> 
         drawable = logits[last, 2 : 2 + len(tokens)]
         expected = tokens[int(drawable.argmax())]
         assert model.generate(prompt, 1, temperature=1e-6) == prompt + expected, prompt
+
+
+def test_top_k_draws_from_the_likeliest_tokens_alone() -> None:
+    import numpy as np
+
+    from deepsharp.core.generating import _draw
+
+    logits = np.array([9.0, 9.0, 0.5, 3.0, 2.0, 3.0, -1.0, 7.0])  # ids 0, 1: padding, unknown
+    drawn = {_draw(logits, 1e6, Generator(seed), 7, top_k=2) for seed in range(200)}
+    assert drawn == {3, 5}  # 3.0 twice (id 7 holds no token); 0.5, 2.0 and -1.0 never
+    drawn = {_draw(logits, 1e6, Generator(seed), 7, top_k=3) for seed in range(200)}
+    assert drawn == {3, 4, 5}
+    everything = {_draw(logits, 1e6, Generator(seed), 7, top_k=50) for seed in range(300)}
+    assert everything == {2, 3, 4, 5, 6}
+    model = _model(6, "abcabcabba")
+    assert model.generate("ab", 20, top_k=1, seed=7) == model.generate("ab", 20, temperature=0)
+    assert model.generate("ab", 20, seed=2, top_k=None) == model.generate("ab", 20, seed=2)
+    for wrong in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="top_k is a whole number of tokens from 1"):
+            model.generate("ab", 3, top_k=wrong)  # type: ignore[arg-type]

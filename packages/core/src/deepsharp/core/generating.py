@@ -78,9 +78,18 @@ def generate(
     temperature: float = 1.0,
     seed: int = 0,
     engine: Engine | str | None = None,
+    top_k: int | None = None,
 ) -> str:
-    """`prompt` and `length` tokens drawn after it (see the module's docstring)."""
+    """`prompt` and `length` tokens drawn after it (see the module's docstring); `top_k`: each
+    drawn from the `top_k` likeliest tokens alone (those tied with the last of them too)."""
     column = next_token_column(trained)
+    if top_k is not None and (
+        isinstance(top_k, (bool, np.bool_)) or not isinstance(top_k, numbers.Integral) or top_k < 1
+    ):
+        raise ValueError(
+            f"generate: top_k is a whole number of tokens from 1 (1: the likeliest each time), "
+            f"or None for every token, not {top_k!r}"
+        )
     if (
         isinstance(length, (bool, np.bool_))
         or not isinstance(length, numbers.Integral)
@@ -130,7 +139,7 @@ def generate(
             row[0, place : place + len(window)] = window  # as the column lays out its ids
             out = network.forward([Tensor.put(made, row)], bound, context)
             logits = _logits(trained, made.get(out.handle)[0, place + len(window) - 1])
-            chosen = _draw(logits, temperature, draws, 2 + len(tokens))
+            chosen = _draw(logits, temperature, draws, 2 + len(tokens), top_k)
             ids.append(chosen)
             drawn.append(tokens[chosen - 2])
     joiner = "" if column.tokens_of == "characters" else " "
@@ -148,12 +157,22 @@ def _logits(trained: TrainedNetwork, outputs: NDArray[Any]) -> NDArray[np.float6
     return values
 
 
-def _draw(logits: NDArray[np.float64], temperature: float, draws: Generator, drawable: int) -> int:
+def _draw(
+    logits: NDArray[np.float64],
+    temperature: float,
+    draws: Generator,
+    drawable: int,
+    top_k: int | None = None,
+) -> int:
     """An id drawn from softmax(logits / temperature), never padding (0), unknown (1) or an id
-    from `drawable` on (one the vocabulary holds no token for)."""
+    from `drawable` on (one the vocabulary holds no token for); where `top_k` is given, from
+    the `top_k` likeliest of the others alone (and those tied with the last of them)."""
     logits = logits.copy()
     logits[:2] = -np.inf
     logits[drawable:] = -np.inf
+    if top_k is not None and top_k < drawable - 2:
+        kept = np.partition(logits, -top_k)[-top_k]  # the k-th largest
+        logits[logits < kept] = -np.inf
     if temperature == 0.0:  # greedy, as many generators take 0 (trial PT: it was refused)
         return int(np.argmax(logits))
     scaled = logits / temperature

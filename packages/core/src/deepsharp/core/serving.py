@@ -159,14 +159,15 @@ class TrainedNetwork:
         temperature: float = 1.0,
         seed: int = 0,
         engine: Engine | str | None = None,
+        top_k: int | None = None,
     ) -> str:
         """For a next-token model (one text column in, each position's next-token logits out,
         CrossEntropy — the Shakespeare sample): `prompt` and `length` tokens drawn after it,
         each from softmax(logits / temperature) (lower: likelier text; 0: the likeliest
-        token each time), from deepsharp's
-        generator keyed by `seed`. Refused, naming why, for a network that is no such model
-        (`deepsharp.core.generating`)."""
-        return generating.generate(self, prompt, length, temperature, seed, engine)
+        token each time), among the `top_k` likeliest tokens alone where it is given, from
+        deepsharp's generator keyed by `seed`. Refused, naming why, for a network that is no
+        such model (`deepsharp.core.generating`)."""
+        return generating.generate(self, prompt, length, temperature, seed, engine, top_k)
 
     def _named(self, rows: Any) -> Any:
         """Arrays of several inputs given as a list in their order, keyed by the inputs' names
