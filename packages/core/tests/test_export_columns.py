@@ -164,7 +164,7 @@ def test_float32_categories_missing_texts_and_odd_names_are_found_as_predict_fin
     pandas' missing texts ('NA') missed the missing category predict reads them as; columns
     named as the exporter's own nodes ('column a/isnan', 'dense/gemm') were refused as a graph
     the onnx checker refuses."""
-    import pandas as pd
+    pd = pytest.importorskip("pandas")
 
     frame = pd.DataFrame(
         {
