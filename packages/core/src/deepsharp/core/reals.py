@@ -8,10 +8,22 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import TypeGuard
 
 import numpy as np
 
-__all__ = ["finite_real", "brief"]
+__all__ = ["brief", "finite_real", "is_real", "is_whole"]
+
+
+def is_whole(value: object) -> TypeGuard[int]:
+    """Whether `value` is a whole number: a Python int or a NumPy integer, not a bool (a NumPy
+    scalar from `np.arange` is as good as an int)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def is_real(value: object) -> TypeGuard[float]:
+    """Whether `value` is a real number: an int, a float or a NumPy number, not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
 def finite_real(value: object) -> float | None:

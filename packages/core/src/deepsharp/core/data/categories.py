@@ -27,6 +27,7 @@ from deepsharp.core.data.values import (
     sorted_labels,
 )
 from deepsharp.core.errors import DataError, DeepSharpWarning
+from deepsharp.core.reals import is_whole
 
 __all__ = ["Category", "CategoryLearner", "Flag", "UnknownRule"]
 
@@ -56,9 +57,7 @@ class Category(ColumnKind):
             raise ValueError(
                 f"column {self.name!r}: unknown must be 'zeros' or 'error', not {unknown!r}"
             )
-        if max_values is not None and (
-            isinstance(max_values, bool) or not isinstance(max_values, int) or max_values < 1
-        ):
+        if max_values is not None and (not is_whole(max_values) or max_values < 1):
             raise ValueError(
                 f"column {self.name!r}: max_values is a positive whole number or None, not "
                 f"{max_values!r}"
@@ -69,7 +68,7 @@ class Category(ColumnKind):
                 "unknown='error' forbids: choose one of them"
             )
         self.unknown: UnknownRule = unknown
-        self.max_values = max_values
+        self.max_values = None if max_values is None else int(max_values)
         self.values: list[str] | None = None
         self.has_missing = False
         self.lookup: dict[str | None, int] = {}

@@ -54,6 +54,7 @@ from deepsharp.core.data.sources import (
 )
 from deepsharp.core.data.values import Column, ColumnName
 from deepsharp.core.errors import DataError, FileFormatError
+from deepsharp.core.reals import is_whole
 
 __all__ = ["BUFFER_ROWS", "READ_ROWS", "CsvScan", "ParquetScan", "Scan", "scan_csv", "scan_parquet"]
 
@@ -65,9 +66,9 @@ BUFFER_ROWS = 65_536
 
 
 def _whole(what: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_whole(value) or value < 1:
         raise ValueError(f"{what} is a whole number of rows, 1 or more, not {value!r}")
-    return value
+    return int(value)
 
 
 class Scan:

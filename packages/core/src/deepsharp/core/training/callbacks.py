@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from deepsharp.core.errors import ConfigurationError, DeepSharpWarning, FileFormatError, StateError
 from deepsharp.core.files import read_metadata
-from deepsharp.core.reals import brief
+from deepsharp.core.reals import brief, is_real, is_whole
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.distribution import Distribution
 from deepsharp.core.training.hooks import StepHook
@@ -273,11 +273,11 @@ class ReduceOnPlateau(Callback):
         self, factor: float = 0.5, patience: int = 5, min_delta: float = 0.0, min_rate: float = 0.0
     ) -> None:
         for what, value in (("factor", factor), ("min_delta", min_delta), ("min_rate", min_rate)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if not is_real(value):
                 raise TypeError(f"ReduceOnPlateau: {what} must be a number, not {value!r}")
         if not 0.0 < factor < 1.0:
             raise ValueError(f"ReduceOnPlateau: factor must lie between 0 and 1, not {factor!r}")
-        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+        if not is_whole(patience) or patience < 1:
             raise ValueError(
                 f"ReduceOnPlateau: patience is a whole number from 1, not {patience!r}"
             )
@@ -286,7 +286,7 @@ class ReduceOnPlateau(Callback):
         if not (math.isfinite(min_rate) and min_rate >= 0):
             raise ValueError(f"ReduceOnPlateau: min_rate must be 0 or more, not {min_rate!r}")
         self.factor = float(factor)
-        self.patience = patience
+        self.patience = int(patience)
         self.min_delta = float(min_delta)
         self.min_rate = float(min_rate)
         self.best = math.inf

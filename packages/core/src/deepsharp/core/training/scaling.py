@@ -5,7 +5,9 @@ Under `mixed_float16` the products' inputs are rounded to float16, whose smalles
 lose their bits there, or turn to 0, and the slots they belong to stop learning. A loss scale S
 multiplies the loss before the way back, so every gradient on the way is S times larger (the rules
 are linear in the gradient they are handed); before the update the gradients are divided by S
-again (exactly, S being a power of two). A gradient S times too large may overflow instead: a step
+again (exactly where S is a power of two, as every scale of the dynamic rule is from a
+power-of-two start such as the default; another S, `LossScale(3.0)`, is taken, and its
+gradients are rounded once more by the multiplication by 1/S). A gradient S times too large may overflow instead: a step
 whose gradients hold inf or NaN is skipped — the optimizer does not see it — and counted
 (`trainer.skipped_steps`, `run.report.skipped_steps`).
 
@@ -39,7 +41,7 @@ from deepsharp.core.autodiff.functions import mul
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Handle
 from deepsharp.core.errors import CheckpointMismatchError, FileFormatError
-from deepsharp.core.reals import finite_real
+from deepsharp.core.reals import finite_real, is_whole
 from deepsharp.core.training.hooks import Share, StepHook
 
 if TYPE_CHECKING:
@@ -84,7 +86,7 @@ class LossScale(StepHook):
         interval: int = 2000,
     ) -> None:
         for what, value, low in (("initial", initial, 0.0), ("growth", growth, 1.0)):
-            if not _positive_number(value) or value < low:
+            if not _positive_number(value) or value <= low:
                 raise ValueError(
                     f"LossScale: {what} must be a finite number above {low:g}, not {value!r}"
                 )
@@ -93,7 +95,7 @@ class LossScale(StepHook):
             raise ValueError(f"LossScale: growth {growth!r} is beyond float32's range (3.4e38)")
         if not _positive_number(backoff) or backoff >= 1.0:
             raise ValueError(f"LossScale: backoff must be a number in (0, 1), not {backoff!r}")
-        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+        if not is_whole(interval) or interval < 1:
             raise ValueError(f"LossScale: interval must be a whole number from 1, not {interval!r}")
         if not isinstance(dynamic, bool):
             raise TypeError(f"LossScale: dynamic is True or False, not {dynamic!r}")
@@ -101,7 +103,7 @@ class LossScale(StepHook):
         self.dynamic = dynamic
         self.growth = float(growth)
         self.backoff = float(backoff)
-        self.interval = interval
+        self.interval = int(interval)
         self.scale = self.initial
         """The scale the next step's loss is multiplied by."""
         self.good_steps = 0

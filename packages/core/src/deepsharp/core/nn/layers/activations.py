@@ -10,6 +10,7 @@ from typing import Any
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.nn.layer import Layer, Pass
+from deepsharp.core.reals import is_real
 
 __all__ = [
     "ACTIVATIONS",
@@ -145,7 +146,7 @@ class LeakyRelu(Layer):
 
     def __init__(self, slope: float = 0.01, name: str | None = None) -> None:
         super().__init__(name)
-        if isinstance(slope, bool) or not isinstance(slope, (int, float)) or not 0.0 <= slope < 1.0:
+        if not is_real(slope) or not 0.0 <= slope < 1.0:
             raise ValueError(f"LeakyRelu: slope is a number in [0, 1), not {slope!r}")
         self.slope = float(slope)
 

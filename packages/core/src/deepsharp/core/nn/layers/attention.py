@@ -29,6 +29,7 @@ from deepsharp.core.nn.layer import Layer, Pass, Shape, whole
 from deepsharp.core.nn.layers.activations import softmax
 from deepsharp.core.nn.layers.dense import Dense, dropout
 from deepsharp.core.nn.layers.normalization import LayerNorm
+from deepsharp.core.reals import is_real
 
 __all__ = ["MultiHeadAttention", "PositionalEmbedding", "TransformerBlock"]
 
@@ -40,7 +41,7 @@ weights, and under `causal` a position read the ones after it: trial NU.)"""
 
 
 def _rate(layer: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+    if not is_real(value) or not 0.0 <= value < 1.0:
         raise ValueError(f"{layer}: dropout is a number in [0, 1), not {value!r}")
     return float(value)
 

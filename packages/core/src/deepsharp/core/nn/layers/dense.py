@@ -19,7 +19,7 @@ from deepsharp.core.nn.initializers import check_initializer
 from deepsharp.core.nn.layer import Layer, Pass, Shape, whole
 from deepsharp.core.nn.layers.activations import activation, check_activation, ends_in
 from deepsharp.core.random import Generator
-from deepsharp.core.reals import brief
+from deepsharp.core.reals import brief, is_real
 
 __all__ = ["Dense", "Dropout", "Flatten", "Rescaling", "Reshape", "dropout"]
 
@@ -84,7 +84,7 @@ class Dropout(Layer):
 
     def __init__(self, rate: float, name: str | None = None) -> None:
         super().__init__(name)
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
+        if not is_real(rate) or not 0.0 <= rate < 1.0:
             raise ValueError(f"Dropout's rate must be a number in [0, 1), not {rate!r}")
         self.rate = float(rate)
 

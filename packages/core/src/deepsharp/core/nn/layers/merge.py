@@ -9,6 +9,7 @@ from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.errors import ShapeError
 from deepsharp.core.nn.layer import Layer, Pass, Shape
+from deepsharp.core.reals import is_whole
 
 __all__ = ["Add", "Concatenate"]
 
@@ -44,12 +45,12 @@ class Concatenate(Layer):
 
     def __init__(self, axis: int = -1, name: str | None = None) -> None:
         super().__init__(name)
-        if isinstance(axis, bool) or not isinstance(axis, int) or axis == 0:
+        if not is_whole(axis) or axis == 0:
             raise ValueError(
                 f"Concatenate: axis is a whole number other than 0 (axis 0 is the batch's), "
                 f"not {axis!r}"
             )
-        self.axis = axis
+        self.axis = int(axis)
 
     def build(self, shapes: list[Shape]) -> Shape:
         rank = len(shapes[0])

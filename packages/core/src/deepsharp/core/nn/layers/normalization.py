@@ -12,12 +12,13 @@ from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.errors import ShapeError
 from deepsharp.core.nn.layer import Layer, Pass, Shape
 from deepsharp.core.nn.layers.convolution import _not_positions
+from deepsharp.core.reals import is_real
 
 __all__ = ["BatchNorm", "LayerNorm"]
 
 
 def _fraction(layer: str, what: str, value: object, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value < high:
+    if not is_real(value) or not low < value < high:
         raise ValueError(f"{layer}: {what} is a number in ({low:g}, {high:g}), not {value!r}")
     return float(value)
 
