@@ -47,3 +47,30 @@ def test_a_permutation_holds_every_index_once() -> None:
 def test_a_seed_must_be_an_integer() -> None:
     with pytest.raises(TypeError, match="integer"):
         Generator(1.5)  # type: ignore[arg-type]
+
+
+def test_a_draw_no_value_can_meet_or_of_fewer_than_no_values_is_refused() -> None:
+    """Before (trial AP): normal(4, truncate=0) drew for ever; bits(-5) moved the counter back
+    to -5 and the next draw raised an OverflowError."""
+    generator = Generator(0)
+    for bound in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="truncate is a bound above 0"):
+            generator.normal(4, truncate=bound)
+    with pytest.raises(ValueError, match="a draw is of 0 or more values, not -5"):
+        generator.bits(-5)
+    with pytest.raises(ValueError, match="a draw is of 0 or more values"):
+        generator.normal(-2)
+    assert generator.counter == 0 and len(generator.uniform(3)) == 3
+
+
+def test_a_tensor_put_from_a_list_of_whole_numbers_is_int64() -> None:
+    """Before (trial AP): labelled float32 while the engine held int64 (torch then failed
+    inside torch)."""
+    from deepsharp.core.autodiff.tensor import Tensor
+    from deepsharp.core.engine import make_engine
+
+    engine = make_engine("light")
+    ids = Tensor.put(engine, [1, 2, 3])
+    assert ids.dtype == "int64" and ids.numpy().dtype == np.int64
+    values = Tensor.put(engine, [0.5, 2.0])
+    assert values.dtype == "float32" and values.numpy().dtype == np.float32

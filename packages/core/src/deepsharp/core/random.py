@@ -38,7 +38,8 @@ def _mix_word(z: int) -> int:
 
 
 class Generator:
-    """Random bits, floats, permutations and masks from a seed and a counter."""
+    """Random bits, floats, permutations and masks from a seed and a counter (the seed taken
+    modulo 2**64: -1 is 2**64 - 1's generator)."""
 
     def __init__(self, seed: int, counter: int = 0, stream: int = 0) -> None:
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
@@ -52,6 +53,8 @@ class Generator:
 
     def bits(self, count: int) -> NDArray[np.uint64]:
         """`count` fresh 64-bit words."""
+        if count < 0:  # (it moved the counter back, and the next draw overflowed: trial AP)
+            raise ValueError(f"a draw is of 0 or more values, not {count!r}")
         places = np.arange(self.counter, self.counter + count, dtype=np.uint64)
         self.counter += count
         return _mix(places * _GOLDEN + self._key)
@@ -69,6 +72,10 @@ class Generator:
         kept pair gives two values x·sqrt(-2 ln s / s). The logarithm is Python's (the C
         library's, correctly rounded), every other step exact IEEE arithmetic, so a draw does
         not change with the NumPy version."""
+        if truncate is not None and not truncate > 0:  # no draw lies within: it never ended
+            raise ValueError(f"normal: truncate is a bound above 0, or None, not {truncate!r}")
+        if count < 0:
+            raise ValueError(f"a draw is of 0 or more values, not {count!r}")
         out = np.empty(count, np.float64)
         done = 0
         while done < count:

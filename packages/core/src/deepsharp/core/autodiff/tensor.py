@@ -16,6 +16,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 from deepsharp.core.engine import Engine, Handle
 
 __all__ = [
@@ -68,7 +70,9 @@ class Tensor:
     @classmethod
     def put(cls, engine: Engine, array: Any) -> Tensor:
         """Host values onto the engine (one counted transfer in): integers as int64, anything
-        else as float32."""
+        else as float32 (a list as the array NumPy makes of it)."""
+        if getattr(array, "dtype", None) is None:  # a list of ints was said float32 (trial AP)
+            array = np.asarray(array)
         handle = engine.put(array)
         kind = getattr(array, "dtype", None)
         dtype = "int64" if kind is not None and kind.kind in "iub" else "float32"
