@@ -672,3 +672,14 @@ def test_a_validation_loss_huge_at_the_first_epoch_names_scaling_the_values() ->
             _diverged(run, "the loss turned inf at epoch 3, step 4")  # type: ignore[arg-type]
         said = str(refused.value)
         assert "The loss reached 3.2e+33 at epoch 1" in said and "scale the targets" in said
+
+
+def test_a_convolution_over_an_image_column_s_flat_rows_names_the_input_shape_to_give() -> None:
+    """Before (trial AP): the Conv2D's refusal of rows of shape (16,) said nothing of the image
+    column's shape, nor of Network(..., inputs=shape), which makes the run work."""
+    rows = [{"img": list(np.random.default_rng(i).random(16)), "y": str(i % 2)} for i in range(40)]
+    pipeline = Pipeline().image("img", (1, 4, 4)).target("y")
+    network = Network([Conv2D(2, 3), Flatten(), Dense(1)])
+    with pytest.raises(ShapeError, match=re.escape("Network([...], inputs=(1, 4, 4))")):
+        fit_run(pipeline, rows, network, BinaryCrossEntropy(), Adam(0.01),
+                FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip

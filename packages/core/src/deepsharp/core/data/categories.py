@@ -1,6 +1,6 @@
 """The category and flag kinds: `Category`, a one-hot over the values the training rows hold
 (the most frequent `max_values` of them where given), and the `Learner` counting its labels over
-parts of the rows; `Flag`, 1.0 where a field holds anything.
+parts of the rows; `Flag`, 1.0 where a field holds a value (one not missing).
 """
 
 from __future__ import annotations
@@ -180,7 +180,9 @@ class CategoryLearner(Learner):
 
 
 class Flag(ColumnKind):
-    """1.0 where the field holds anything, else 0.0."""
+    """1.0 where the field holds a value, 0.0 where it is missing (`is_missing`: None, an empty
+    or blank text, a text pandas reads as missing such as "NA" or "None", NaN). A category reads
+    such texts as values of their own: a missing field alone is its missing category."""
 
     kind = "flag"
 

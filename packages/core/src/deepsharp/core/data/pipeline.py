@@ -118,7 +118,9 @@ class Pipeline:
         return self.column(Category(name, unknown, max_values, input))
 
     def flag(self, name: ColumnName, input: str | None = None) -> Pipeline:
-        """1.0 where the field holds anything, else 0.0; feeding `input`, if named."""
+        """1.0 where the field holds a value, 0.0 where it is missing (None, an empty or blank
+        text, a text pandas reads as missing — "NA", "None", "nan", "NULL", ...: `MISSING_TEXTS`
+        — or NaN); feeding `input`, if named."""
         return self.column(Flag(name, input))
 
     def image(

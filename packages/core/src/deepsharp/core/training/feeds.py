@@ -559,7 +559,18 @@ def build_for(network: Network, pipeline: Pipeline) -> None:
             " name=...), ...], outputs=...), or leave input= out of the pipeline's columns"
         )
     if not network.built:
-        network.build(pipeline.row_shape)
+        try:
+            network.build(pipeline.row_shape)
+        except ShapeError as error:  # images of a layer built on the flat row (trial AP)
+            images = [c for g in pipeline.column_groups().values() for c in g if c.kind == "image"]
+            if len(images) != 1 or pipeline.input_shapes is not None:
+                raise
+            shape = tuple(getattr(images[0], "shape", ()))
+            raise ShapeError(
+                f"{error}; the pipeline's image column {images[0].name!r} holds images of shape "
+                f"{shape}, handed to the network as flat rows of {pipeline.feature_count} values "
+                f"unless it says its input's shape: Network([...], inputs={shape})"
+            ) from None
     laid_out = image_layout_refusal(pipeline, network)
     if laid_out is not None:
         raise DataError(f"{laid_out}: declare the image's shape as the network takes it")
