@@ -588,3 +588,23 @@ def test_a_run_resumed_with_its_metrics_in_another_order_goes_on(tmp_path: Path)
     """Trial BL: the check of the metrics (this round's) first compared them in order."""
     _resumed(tmp_path, metrics=("accuracy", "auc"))
     assert _resumed(tmp_path, metrics=("auc", "accuracy")).report.epochs_run == 3
+
+
+def test_a_diverged_step_is_said_by_the_whole_batch_s_loss() -> None:
+    """Failed before (trial DS): where a data-parallel step's batch loss was NaN from another
+    process's share, this process's message quoted its own share's finite loss ("the loss
+    turned 0.544 at epoch 1, step 1")."""
+    from deepsharp.core import MeanSquaredError
+    from deepsharp.core.training.distribution import OneProcess
+
+    class Shared(OneProcess):  # another process's share of the batch was not finite
+        def all_finite(self, loss: float) -> bool:
+            return False
+
+        def batch_loss(self, loss: float) -> float:
+            return math.nan
+
+    x = np.ones((40, 3), np.float32)
+    options = FitOptions(seed=0, epochs=1, progress=False, distributed=Shared())
+    with pytest.raises(TrainingDivergedError, match="the loss turned nan at epoch 1, step 1"):
+        fit(None, (x, x[:, :1]), Network([Dense(1)]), MeanSquaredError(), Adam(0.1), options)

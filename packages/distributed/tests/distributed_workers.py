@@ -29,6 +29,7 @@ from deepsharp.core import (
     Network,
     Relu,
     Run,
+    Tanh,
     Trainer,
     TrainingDivergedError,
     fit,
@@ -294,9 +295,9 @@ def titanic_fits(specs: list[str], folder: str) -> dict[str, Any]:
     return found
 
 
-def titanic_resumed(spec: str, checkpoint: str) -> dict[str, Any]:
+def titanic_resumed(spec: str, checkpoint: str, reduction: str = "ordered") -> dict[str, Any]:
     """The Titanic sample resumed from `checkpoint` (whatever the world size it was taken at)."""
-    config = DataParallel()
+    config = DataParallel(reduction=reduction)
     try:
         run = fit_titanic(
             FitOptions(seed=SAMPLE_SEED, engine=spec, distributed=config, progress=False),
@@ -550,7 +551,9 @@ def titanic_handed(flipped_on: int | None, seed_on: int | None) -> dict[str, Any
 
 def titanic_set_apart(what: str) -> dict[str, Any]:
     """The Titanic sample data-parallel, where rank 1 runs with another learning rate (`what`
-    "rate") or on another precision ("engine"): what fit raised, and whether the run began."""
+    "rate"), on another precision ("engine"), another network ("tanh": a Tanh for the Relu;
+    "dropout": a Dropout more), another reduction ("reduction") or writes checkpoints alone
+    ("checkpoints"): what fit raised, and whether the run began."""
     rank = DataParallel().join().rank
     rate = 0.01 if what == "rate" and rank == 1 else 0.001
     engine = "light:float32" if what == "engine" and rank == 1 else "light"
@@ -565,16 +568,22 @@ def titanic_set_apart(what: str) -> dict[str, Any]:
         def on_run_start(self, run: Any) -> None:
             began.append(True)
 
+    layers: list[Any] = [Dense(16), Tanh() if apart and what == "tanh" else Relu(), Dense(1)]
+    if apart and what == "dropout":
+        layers.insert(2, Dropout(0.3))
+    reduction = "fast" if apart and what == "reduction" else "ordered"
+    folder = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"set-apart-{os.getpid()}")
     options = FitOptions(
         seed=SAMPLE_SEED,
         epochs=2 if apart and what == "epochs" else 1,
         batch_size=sizes["batch"],
-        distributed=DataParallel(),
+        distributed=DataParallel(reduction=reduction),
         progress=False,
         engine=engine,
+        checkpoint_dir=folder if apart and what == "checkpoints" else None,
     )
     try:
-        fit(titanic.pipeline(), titanic.rows(), titanic.network(), BinaryCrossEntropy(),
+        fit(titanic.pipeline(), titanic.rows(), Network(layers), BinaryCrossEntropy(),
             Adam(rate), options, callbacks=[Beginning()], **extra)  # fmt: skip
     except ReplicasDifferError as error:
         return {"refused": str(error), "began": bool(began)}

@@ -134,3 +134,23 @@ def test_a_job_environment_out_of_place_is_refused_before_joining(
         titanic.run(distributed=DataParallel(timeout=5), progress=False)
     with pytest.raises(DistributedError, match=said):
         assert DataParallel().rank is not None
+
+
+def test_a_port_out_of_place_is_said_as_a_port_and_launch_s_settings_as_launch_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before (trial DS): MASTER_PORT=abc ended with advice about RANK, and launch(...,
+    timeout=-1) named DataParallel's timeout."""
+    pytest.importorskip("torch")
+    from deepsharp.distributed import launch
+    from deepsharp.distributed.job import environment_place
+
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "abc")):
+        monkeypatch.setenv(name, value)
+    with pytest.raises(DistributedError) as caught:
+        environment_place()
+    said = str(caught.value)
+    assert "MASTER_PORT='abc'" in said and "the port rank 0 listens on" in said
+    assert "RANK from 0" not in said
+    with pytest.raises(ValueError, match=r"^launch's timeout is a number of seconds above 0"):
+        launch(print, 2, timeout=-1)

@@ -128,6 +128,18 @@ def test_resuming_at_another_world_size_is_refused_naming_both(runs: dict[str, A
     assert f"resume with {world} processes" in said
 
 
+def test_resuming_under_another_reduction_is_refused(runs: dict[str, Any]) -> None:
+    """Failed before (trial DS): accepted, and the resumed run parted from the uninterrupted
+    one (its sums added in another order)."""
+    if runs["world"] != 2:
+        pytest.skip("a checkpoint of 2 processes (every world refuses alike)")
+    path = str(Checkpoint.path_in(runs["folder"], RESUME_AT))
+    found = launch(workers.titanic_resumed, 2, "light", path, "fast", start_method=workers.START)
+    said = found["refused"]
+    assert said.startswith("CheckpointMismatchError: the checkpoint ") and path in said
+    assert "gradients were summed 'ordered'; this run's are summed 'fast'" in said
+
+
 def test_resuming_in_one_process_is_refused_naming_both(runs: dict[str, Any]) -> None:
     path = Checkpoint.path_in(runs["folder"], RESUME_AT)
     with pytest.raises(CheckpointMismatchError) as caught:
@@ -229,6 +241,10 @@ def test_one_rank_s_callback_ending_the_run_ends_it_on_every_rank(mid: bool) -> 
         ("batch", "rank 0: 32; rank 1: 17"),
         ("epochs", "rank 0: 1; rank 1: 2"),
         ("class_weight", "rank 1: [1.0, 5.0]"),
+        ("tanh", "rank 0: layer 2 Relu 'relu' {}; rank 1: layer 2 Tanh 'tanh' {}"),
+        ("dropout", "rank 0: 3 layers; rank 1: 4 layers"),
+        ("reduction", "rank 0: ordered; rank 1: fast"),
+        ("checkpoints", "rank 0: every 0 epochs (0: none), keeping 1; rank 1: every 1 epochs"),
     ],
 )
 def test_ranks_set_apart_are_refused_before_the_first_step_naming_the_setting(
@@ -237,17 +253,24 @@ def test_ranks_set_apart_are_refused_before_the_first_step_naming_the_setting(
     """Failed before: rank 1 with ten times the learning rate, or on light:float32 beside
     light, trained on, the replicas parting from the first step (docs/distributed.md says
     every process returns the same run); so did another batch size or other class weights
-    (trial BA: each trained on a mix of the two), and other epochs ended in gloo's abort."""
+    (trial BA: each trained on a mix of the two), and other epochs ended in gloo's abort; so
+    did a Tanh for a Relu or a Dropout more on one rank (the slots' names and shapes alike:
+    trial DS, a blend of the two networks), and another reduction waited out the timeout in a
+    collective; a checkpoint folder given to rank 1 alone wrote nothing."""
     found = launch(workers.titanic_set_apart, 2, what, start_method=workers.START)
     said = found["refused"]
     name = {
-        "rate": "optimizers",
-        "engine": "engines",
-        "batch": "batch sizes",
-        "epochs": "epochs",
-        "class_weight": "class weights",
+        "rate": "run with different optimizers",
+        "engine": "run with different engines",
+        "batch": "run with different batch sizes",
+        "epochs": "run with different epochs",
+        "class_weight": "run with different class weights",
+        "tanh": "build different networks",
+        "dropout": "build networks of different sizes",
+        "reduction": "run with different gradient reductions",
+        "checkpoints": "run with different checkpoints",
     }[what]
-    assert said.startswith(f"the processes run with different {name} (rank 0: "), said
+    assert said.startswith(f"the processes {name} (rank 0: "), said
     assert says in said and "rank 1: " in said
     assert ("(float32)" in said) == (what == "engine")
     assert not found["began"]

@@ -5,6 +5,8 @@ the rank and the traceback's text, within the timeout: never a hang."""
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -108,3 +110,51 @@ def test_a_function_defined_under_the_main_guard_is_said_to_be_so(tmp_path: Path
     )
     assert "ProcessFailedError" in done.stdout, done.stdout + done.stderr[-2000:]
     assert 'defined under `if __name__ == "__main__":`' in done.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_ranks_end_when_their_launcher_is_stopped(tmp_path: Path, how: signal.Signals) -> None:
+    """Failed before (trial DS): a launcher stopped by a signal (a scheduler's SIGTERM,
+    `timeout`) left its ranks training to their last epoch, writing checkpoints."""
+    script = tmp_path / "long.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from deepsharp.distributed import launch\n"
+        "def work(folder):\n"
+        "    with open(os.path.join(folder, f'rank-{os.environ[\"RANK\"]}'), 'w') as f:\n"
+        "        f.write(str(os.getpid()))\n"
+        "    time.sleep(120)\n"
+        "if __name__ == '__main__':\n"
+        "    launch(work, 2, sys.argv[1], timeout=300)\n"
+    )
+    launcher = subprocess.Popen([sys.executable, str(script), str(tmp_path)])
+    ranks: list[int] = []
+    try:
+        files = [tmp_path / "rank-0", tmp_path / "rank-1"]
+        began = time.monotonic()
+        while not all(f.exists() and f.read_text() for f in files):
+            assert time.monotonic() - began < 120 and launcher.poll() is None
+            time.sleep(0.1)
+        ranks = [int(f.read_text()) for f in files]
+        launcher.send_signal(how)
+        launcher.wait(timeout=60)
+        ended = time.monotonic() + 10
+        while any(_running(pid) for pid in ranks) and time.monotonic() < ended:
+            time.sleep(0.1)
+        assert not any(_running(pid) for pid in ranks)
+    finally:
+        launcher.kill()
+        launcher.wait()
+        for pid in ranks:  # what a failure left running
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """Whether the process `pid` runs (a zombie, ended and not reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

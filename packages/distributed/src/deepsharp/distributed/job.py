@@ -49,10 +49,14 @@ def environment_place() -> tuple[int, int, int]:
             value = least - 1
         if value < least or (below is not None and value >= below):
             within = f"from {least}" + ("" if below is None else f" to {below - 1}")
+            hint = {  # (a port's was RANK's advice: trial DS)
+                "MASTER_PORT": "the port rank 0 listens on, the same on every process",
+                "WORLD_SIZE": "how many processes the job has, the same on every process",
+            }.get(name, "give each process its own RANK from 0 to WORLD_SIZE - 1")
             raise DistributedError(
                 f"the environment sets {name}={said!r}, which must be a whole number {within} "
-                "(the launcher sets it: torchrun or deepsharp.distributed.launch; set by hand, "
-                "give each process its own RANK from 0 to WORLD_SIZE - 1)"
+                f"(the launcher sets it: torchrun or deepsharp.distributed.launch; set by hand, "
+                f"{hint})"
             )
         return value
 
@@ -313,6 +317,29 @@ class Job:
                 )
             )
 
+    def check_same_parts(self, what: str, parts: Sequence[str], unit: str, why: str) -> None:
+        """Raise `ReplicasDifferError` on every process unless every process passed the same
+        `parts` (in words: a network's layers, one a part, each a `unit`) as rank 0, naming how
+        many each has where the counts differ, else the first part that differs, with rank 0's
+        and the other rank's, and `why` they must agree. One collective of 32 bytes where they
+        agree."""
+        each = [hashlib.sha256(part.encode()).digest() for part in parts]
+        every = self._gather_bytes(hashlib.sha256(b"".join(each)).digest())
+        if all(seen == every[0] for seen in every):
+            return
+        counts = [
+            int.from_bytes(c, "little")
+            for c in self._gather_bytes(len(parts).to_bytes(8, "little"))
+        ]
+        other = [rank for rank, count in enumerate(counts) if count != counts[0]]
+        if other:
+            said = "; ".join(f"rank {rank}: {counts[rank]} {unit}s" for rank in (0, *other))
+            raise ReplicasDifferError(
+                f"the processes build {what} of different sizes ({said}): {why}"
+            )
+        _, said = self._first_apart(each, parts)
+        raise ReplicasDifferError(f"the processes build different {what} ({said}): {why}")
+
     def check_same_settings(self, settings: Mapping[str, str]) -> None:
         """Raise `ReplicasDifferError` on every process unless every process runs with the same
         `settings` as rank 0 (each named, in words: the engine, the optimizer, the loss ...),
@@ -331,29 +358,36 @@ class Job:
                 f"{_ranks(other)} {'check' if len(other) > 1 else 'checks'} other settings "
                 "than rank 0: every process must run the same deepsharp"
             )
-        digests = self._gather_bytes(b"".join(each))
-        first = next(
-            index
-            for index in range(len(names))
-            if any(
-                d[32 * index : 32 * index + 32] != digests[0][32 * index : 32 * index + 32]
-                for d in digests
-            )
-        )
+        first, said = self._first_apart(each, [settings[name] for name in names])
         name = names[first]
-        shown = self._gather_bytes(_text(settings[name], 200))
-        part = slice(32 * first, 32 * first + 32)
-        other = [rank for rank, seen in enumerate(digests) if seen[part] != digests[0][part]]
-        said = "; ".join(
-            f"rank {rank}: {shown[rank].rstrip(bytes(1)).decode(errors='replace')}"
-            for rank in (0, *other)
-        )
         raise ReplicasDifferError(
             f"the processes run with different {name} ({said}): every process must run "
             "with the same settings, or their replicas part at the first step (the same "
             "FitOptions and class weights; the same engine and precision, optimizer, loss, loss "
             "scale and accumulation)"
         )
+
+    def _first_apart(self, each: Sequence[bytes], texts: Sequence[str]) -> tuple[int, str]:
+        """Where processes' lists of as many digests (`each`, of `texts`) part: the first place
+        any process's differs from rank 0's, and its text on rank 0 and on each process that
+        differs there ("rank 0: ...; rank 1: ..."), each cut to 200 bytes."""
+        digests = self._gather_bytes(b"".join(each))
+        first = next(
+            index
+            for index in range(len(texts))
+            if any(
+                d[32 * index : 32 * index + 32] != digests[0][32 * index : 32 * index + 32]
+                for d in digests
+            )
+        )
+        shown = self._gather_bytes(_text(texts[first], 200))
+        part = slice(32 * first, 32 * first + 32)
+        other = [rank for rank, seen in enumerate(digests) if seen[part] != digests[0][part]]
+        said = "; ".join(
+            f"rank {rank}: {shown[rank].rstrip(bytes(1)).decode(errors='replace')}"
+            for rank in (0, *other)
+        )
+        return first, said
 
     def check_same_run(self, seed: int, data: Mapping[str, Any]) -> None:
         """Raise `ReplicasDifferError` on every process unless every process runs from the

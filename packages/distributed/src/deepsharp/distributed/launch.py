@@ -16,6 +16,7 @@ import pickle
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -37,6 +38,9 @@ GRACE = 2.0
 caused it (which may arrive a moment later) before ending the job."""
 
 _COMMUNICATION = os.sep + os.path.join("torch", "distributed") + os.sep
+
+PARENT_POLL = 0.25
+"""How often a rank looks whether its launching process still runs (seconds)."""
 
 
 def launch(
@@ -61,7 +65,10 @@ def launch(
     default) `function` and `args` must be importable by the new processes: a function at the
     top level of a module, not one made in a notebook cell ("fork" takes those, on Linux).
     """
-    DataParallel(backend=backend, timeout=timeout)  # the same checks, the same messages
+    try:  # DataParallel's checks, said as launch's (they named DataParallel: trial DS)
+        DataParallel(backend=backend, timeout=timeout)
+    except (TypeError, ValueError) as error:
+        raise type(error)(str(error).replace("DataParallel's", "launch's")) from None
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
         raise ValueError(f"launch starts 1 or more processes, not nprocs={nprocs!r}")
     if start_method not in multiprocessing.get_all_start_methods():
@@ -335,6 +342,7 @@ def _run_rank(
     report: Connection,
 ) -> None:
     """One process of the job: join the group, run the function, report, leave at once."""
+    _end_with(os.getppid())
     os.environ.update(
         RANK=str(rank),
         LOCAL_RANK=str(rank),
@@ -390,6 +398,20 @@ def _run_rank(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)  # no interpreter teardown: nothing may wait on a broken group
+
+
+def _end_with(launcher: int) -> None:
+    """End this process within a second of the launching process `launcher` (its parent)
+    ending in any way, a signal included: a rank whose launcher was stopped (a scheduler's
+    SIGTERM, `timeout`, `docker stop`) trained on to its last epoch, writing checkpoints into
+    the folder a restarted run resumes from (trial DS). Nothing is left to report to."""
+
+    def watch() -> None:
+        while os.getppid() == launcher:
+            time.sleep(PARENT_POLL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="deepsharp-launcher-watch", daemon=True).start()
 
 
 def _in_collective(error: BaseException) -> bool:

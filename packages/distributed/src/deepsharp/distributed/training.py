@@ -34,6 +34,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.engine import Engine, Handle
+from deepsharp.core.errors import CheckpointMismatchError
+from deepsharp.core.nn.network import Network
 from deepsharp.core.training.distribution import Distribution, Sums, data_fingerprint
 from deepsharp.core.training.feeds import Feeds
 from deepsharp.core.training.hooks import StepHook
@@ -115,7 +117,14 @@ class Place(Distribution):
 
     def start(self, trainer: Trainer) -> None:
         job, engine = self.job, trainer.engine
-        job.check_same_settings(_settings(trainer))
+        job.check_same_parts(
+            "networks",
+            _layers(trainer.network),
+            "layer",
+            "every process must build the same network: a layer of no slots, or of other "
+            "settings, on one process gives its share of each step's gradient another network's",
+        )
+        job.check_same_settings(_settings(trainer, job.config.reduction))
         bound = trainer.bound
         job.start_identical(
             engine, {name: t.handle for name, t in {**bound.tensors, **bound.buffers}.items()}
@@ -161,6 +170,9 @@ class Place(Distribution):
         # The whole batch's loss, the same bits on every process: all go on, or all stop.
         return math.isfinite(self.hook.batch_loss_value())
 
+    def batch_loss(self, loss: float) -> float:
+        return self.hook.batch_loss_value()
+
     def any_process(self, flag: bool) -> bool:
         return self.job.totals({"flag": float(flag)})["flag"] > 0
 
@@ -177,6 +189,13 @@ class Place(Distribution):
     def check(self, state: Mapping[str, Any], where: str) -> None:
         recorded = state.get("world_size")
         check_world_size(None if recorded is None else int(recorded), self.job.world_size, where)
+        reduction = state.get("reduction", self.job.config.reduction)
+        if reduction != self.job.config.reduction:  # (it resumed, and parted from the run)
+            raise CheckpointMismatchError(
+                f"{where} was taken by a run whose gradients were summed {reduction!r}; this "
+                f"run's are summed {self.job.config.reduction!r}, which adds them in another "
+                f"order: resume with DataParallel(reduction={reduction!r}), or start afresh"
+            )
 
     def finish(self) -> None:
         """Leave the job (its group ends here where this process started it: under torchrun)."""
@@ -194,14 +213,30 @@ def _memory(trainer: Trainer) -> dict[str, Handle]:
     }
 
 
-def _settings(trainer: Trainer) -> dict[str, str]:
+def _layers(network: Network) -> list[str]:
+    """A network's layers in words (each one's place, kind, name and settings): what every
+    process must build alike, with its inputs and joins (`_settings`). The slots' names and
+    shapes alone let a Tanh stand for a Relu, or a Dropout on one process alone (trial DS)."""
+    return [
+        f"layer {index} {layer['kind']} {layer['name']!r} "
+        + json.dumps(layer["config"], sort_keys=True)
+        for index, layer in enumerate(network.to_json()["layers"], start=1)
+    ]
+
+
+def _settings(trainer: Trainer, reduction: str) -> dict[str, str]:
     """What must be the same on every process for the replicas to take the same steps, in
     words: the engine (its name, version and precision; each process has its own device), the
-    optimizer (its kind and settings, clipping among them), the loss, the loss scale, and how
-    many batches' gradients one update adds."""
+    optimizer (its kind and settings, clipping among them), the loss, the loss scale, how
+    many batches' gradients one update adds, and how gradients are summed (one process's
+    "ordered" beside another's "fast" waited out the timeout in a collective: trial DS)."""
     identity = trainer.engine.identity
     scale = trainer.loss_scale
+    made = trainer.network.to_json()
+    del made["layers"]  # (each compared first, `_layers`)
     return {
+        "network inputs and joins": json.dumps(made, sort_keys=True),
+        "gradient reductions": reduction,
         "engines": f"{identity.name} {identity.version or ''} ({identity.precision})",
         "optimizers": json.dumps(optimizer_record(trainer.optimizer), sort_keys=True),
         "losses": repr(trainer.loss),

@@ -150,6 +150,12 @@ class Distribution(Spread):
         """Whether a step's loss is finite on every process."""
         return math.isfinite(loss)
 
+    def batch_loss(self, loss: float) -> float:
+        """The whole batch's loss of the step this process's share of it gave `loss` (what a
+        diverged run's message quotes: one process's share may be finite where the batch's
+        is not)."""
+        return loss
+
     def combine(self, sums: Sums) -> Sums:
         """The sums of every process."""
         return sums

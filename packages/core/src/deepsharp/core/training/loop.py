@@ -347,6 +347,9 @@ def _run_settings(
         f"monitor {options.monitor}",
         "class weights": "none" if weights is None else repr(weights.weights.tolist()),
         "metrics": repr(list(options.metrics)),
+        # Rank 0 alone writes: a folder given to another alone wrote nothing (trial DS).
+        "checkpoints": f"every {options.checkpoint_every} epochs (0: none), keeping "
+        f"{options.checkpoint_keep}",
         "scan buffers": repr(getattr(feeds.train, "buffer_rows", None)),
     }
 
@@ -490,7 +493,8 @@ def _epoch(
         if not updated and run.first_loss is None:  # the loss of the slots it started from
             run.first_loss = value
         if not distribution.all_finite(value):
-            _diverged(run, f"the loss turned {value} at epoch {epoch}, step {step}", updated)
+            whole = distribution.batch_loss(value)  # (a share's was quoted, finite: trial DS)
+            _diverged(run, f"the loss turned {whole} at epoch {epoch}, step {step}", updated)
         sums.add(value, len(batch))
         for part in run.callbacks:
             part.on_batch_end(run, step, value)
