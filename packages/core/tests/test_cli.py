@@ -20,7 +20,7 @@ from deepsharp.core.samples import data_path
 
 
 @pytest.mark.parametrize(
-    "command", [[], ["sample"], ["train"], ["predict"], ["evaluate"], ["doctor"]]
+    "command", [[], ["sample"], ["train"], ["predict"], ["evaluate"], ["generate"], ["doctor"]]
 )
 def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:

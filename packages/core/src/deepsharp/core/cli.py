@@ -1,5 +1,6 @@
-"""The command line: `deepsharp sample`, `deepsharp train`, `deepsharp predict`, `deepsharp compare`,
-`deepsharp export`, `deepsharp seal`, `deepsharp doctor`.
+"""The command line: `deepsharp sample`, `deepsharp train`, `deepsharp predict`, `deepsharp
+evaluate`, `deepsharp generate` (cli_serving.py), `deepsharp compare`, `deepsharp export`,
+`deepsharp seal`, `deepsharp doctor`.
 
 Whatever goes wrong ends in one line on stderr and a non-zero exit, never a traceback: what
 can be checked before a long run (where files go, what --plot needs, the engine) is checked
@@ -10,16 +11,14 @@ earlier file as it was.
 from __future__ import annotations
 
 import argparse
-import csv
 import inspect
-import io
-import itertools
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from importlib import import_module
 from typing import Any
 
 from deepsharp.core.cli_arguments import (
+    add_imports,
     at_least_one,
     check_names,
     import_modules,
@@ -32,19 +31,21 @@ from deepsharp.core.cli_arguments import (
 from deepsharp.core.cli_output import (
     CommandError,
     checked_checkpoints,
+    engine_named,
     interrupted_run,
     left_behind,
     outliving_stdout,
     quiet_stdout,
     seed,
     system_said,
-    to_stdout,
     writable,
 )
+from deepsharp.core.cli_serving import SERVING
+from deepsharp.core.cli_serving import add_commands as add_serving
+from deepsharp.core.cli_serving import run_command as run_serving
 from deepsharp.core.comparing.command import add_command as add_compare
 from deepsharp.core.comparing.command import run_command as run_compare
 from deepsharp.core.doctor import doctor
-from deepsharp.core.engine import Engine, make_engine
 from deepsharp.core.errors import DeepSharpError
 from deepsharp.core.version import __version__
 
@@ -145,50 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         help="show a progress bar (default: on a terminal)",
     )
 
-    predict = commands.add_parser(
-        "predict",
-        help="predict the rows of a CSV (or Parquet) file with a saved trained network",
-        description="Predict every row of ROWS.csv with the trained network in FILE; the "
-        "predictions as CSV. A Parquet file is read as Parquet (needs deepsharp[parquet]).",
-    )
-    predict.add_argument(
-        "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
-    )
-    predict.add_argument(
-        "rows", metavar="ROWS.csv", help="rows with the pipeline's columns (CSV, Parquet; -: stdin)"
-    )
-    predict.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
-    predict.add_argument(
-        "--output", metavar="FILE", help="write the predictions to FILE (default: stdout)"
-    )
-    _add_imports(predict)
-
-    evaluate = commands.add_parser(
-        "evaluate",
-        help="measure a saved trained network on rows with their targets",
-        description="The loss of the trained network in FILE on every row of ROWS.csv (rows "
-        "with the target column), the accuracy for a classifier, and the metrics named: a "
-        "line each, as a run's report gives its test rows. A Parquet file is read as Parquet.",
-    )
-    evaluate.add_argument(
-        "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
-    )
-    evaluate.add_argument(
-        "rows", metavar="ROWS.csv", help="rows with the pipeline's columns and the target"
-    )
-    evaluate.add_argument("--engine", default=None, metavar="SPEC", help=ENGINE_HELP)
-    evaluate.add_argument(
-        "--metrics",
-        default="",
-        metavar="NAMES",
-        help="metrics to measure too, by commas: accuracy, auc, f1, precision, recall (and their "
-        "_macro forms), mae, mse, rmse, r2",
-    )
-    evaluate.add_argument(
-        "--batch-size", type=at_least_one, default=32, help="rows a pass (default 32, as fit's)"
-    )
-    _add_imports(evaluate)
-
+    add_serving(commands, ENGINE_HELP)
     add_compare(commands, ENGINE_HELP)
     export = commands.add_parser(
         "export",
@@ -204,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--opset", type=at_least_one, default=17, help="the ONNX opset to write (default 17)"
     )
-    _add_imports(export)
+    add_imports(export)
 
     seal = commands.add_parser(
         "seal",
@@ -224,18 +182,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_imports(command: argparse.ArgumentParser) -> None:
-    command.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first (again for more): where the file's layers, losses or "
-        "activations of your own are defined; looked for in the current folder first",
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     try:
@@ -246,12 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _sample(arguments) if arguments.command == "sample" else _train(arguments)
         if arguments.command == "sample":
             return _sample(arguments)
-        if arguments.command in ("predict", "evaluate", "export"):
+        if arguments.command in (*SERVING, "export"):
             import_modules(arguments)
-        if arguments.command == "predict":
-            return _predict(arguments)
-        if arguments.command == "evaluate":
-            return _evaluate(arguments)
+        if arguments.command in SERVING:
+            return run_serving(arguments)
         if arguments.command == "compare":
             if arguments.plot:
                 read = ((arguments.file, "the file compared"), (arguments.rows, "the rows read"))
@@ -283,24 +227,13 @@ def _fail(message: str, code: int = 1) -> int:
     return code
 
 
-def _engine(spec: str | None) -> Engine:
-    """The engine a spec names; a factory that exits the program instead is refused."""
-    try:
-        return make_engine(spec)
-    except SystemExit as stopped:
-        raise CommandError(
-            f"the engine {spec!r} exited the program (exit code {stopped.code!r}) instead of "
-            "making an engine; give an engine spec or a module:factory that returns one"
-        ) from None
-
-
 def _sample(arguments: argparse.Namespace) -> int:
     if arguments.save:
         writable(arguments.save, "--save")
     if arguments.plot:
         arguments.plot = plot_target(arguments.plot, (arguments.save, "the --save file"))
     module: Any = import_module(f"deepsharp.core.samples.{arguments.name}")
-    engine = _engine(arguments.engine)
+    engine = engine_named(arguments.engine)
     extra = {} if arguments.epochs is None else {"epochs": arguments.epochs}
     counted_in_steps = "steps" in inspect.signature(module.run).parameters
     if arguments.steps is not None:
@@ -358,7 +291,7 @@ def _train(arguments: argparse.Namespace) -> int:
         arguments.out, (arguments.rows, "the rows"), option="--out", written="trained network"
     )
     builder = _builder(arguments.network) if arguments.network else default_network
-    engine = _engine(arguments.engine)
+    engine = engine_named(arguments.engine)
     rows = read_csv(arguments.rows)
     if not rows:
         raise CommandError(f"{arguments.rows} holds no rows under its header: nothing to train on")
@@ -533,103 +466,6 @@ def _network_from(
             f"deepsharp.core.Network([...]) (with {outputs} output{'s' if outputs > 1 else ''})"
         )
     return made
-
-
-def _predict(arguments: argparse.Namespace) -> int:
-    from deepsharp.core.atomic import write_atomically
-
-    if arguments.output:
-        writable(arguments.output, "--output", printed=False)
-        not_an_input(
-            arguments.output, (arguments.rows, "the rows"), (arguments.file, "the trained network")
-        )
-    engine = _engine(arguments.engine)
-    trained, rows = _trained_and_rows(arguments, "predict")
-    predictions = _PredictionLines(trained, trained.predict_parts(rows, engine))
-    if arguments.output:
-        try:
-            write_atomically(arguments.output, predictions)
-        except OSError as error:
-            raise CommandError(
-                system_said(error, "could not write the predictions to", arguments.output)
-                + left_behind(arguments.output)
-            ) from None
-        print(f"wrote {predictions.rows} predictions to {arguments.output}", file=sys.stderr)
-        return 0
-    return to_stdout(predictions)
-
-
-def _trained_and_rows(arguments: argparse.Namespace, doing: str) -> tuple[Any, Any]:
-    """The trained network FILE and a scan of ROWS (CSV, or Parquet), for `doing`
-    (predict, evaluate); a network trained on arrays, which reads no columns, refused."""
-    from deepsharp.core.data.paths import is_parquet
-    from deepsharp.core.data.scan import scan_csv, scan_parquet
-    from deepsharp.core.serving import TrainedNetwork
-
-    if str(arguments.file).lower().endswith(".csv") and not str(arguments.rows).lower().endswith(
-        ".csv"
-    ):
-        raise CommandError(
-            f"{arguments.file} looks like the rows and {arguments.rows} like the trained "
-            f"network: the trained network comes first, deepsharp {doing} FILE ROWS.csv"
-        )
-    trained = TrainedNetwork.load(arguments.file)
-    if trained.pipeline.takes_arrays:
-        call = "predict(x)" if doing == "predict" else "evaluate((x, y))"
-        raise CommandError(
-            f"{arguments.file} was trained on arrays (fit(None, (x, y), ...)), not on rows of "
-            "named columns: it holds no recipe for CSV columns, so the command line cannot read "
-            f"{arguments.rows} for it. {doing.capitalize()} in Python with an array of its "
-            f"features: TrainedNetwork.load({arguments.file!r}).{call}, x of shape (N, ...)"
-        )
-    try:  # read a part at a time: memory stays flat
-        rows = (scan_parquet if is_parquet(arguments.rows) else scan_csv)(arguments.rows)
-    except ImportError as error:  # a Parquet file, without pyarrow
-        raise CommandError(f"{arguments.rows} is a Parquet file: {error}") from None
-    return trained, rows
-
-
-def _evaluate(arguments: argparse.Namespace) -> int:
-    engine = _engine(arguments.engine)
-    metrics = [name.strip() for name in arguments.metrics.split(",") if name.strip()]
-    trained, rows = _trained_and_rows(arguments, "evaluate")
-    measures = trained.evaluate(rows, engine, metrics=metrics, batch_size=arguments.batch_size)
-    width = max(len(name) for name in measures)
-    print(f"on the rows of {arguments.rows}:", file=sys.stderr)
-    print("".join(f"{name:<{width}}  {value!r}\n" for name, value in measures.items()), end="")
-    return 0
-
-
-class _PredictionLines:
-    """The predictions as CSV text, a part at a time: the header, then a line a row (counted)."""
-
-    def __init__(self, trained: Any, parts: Iterator[Any]) -> None:
-        self.trained = trained
-        self.parts = parts
-        self.rows = 0
-
-    def __iter__(self) -> Iterator[bytes]:
-        # The first part's predictions before the header: a run that fails at once (a column
-        # missing, no rows) prints nothing.
-        first = next(self.parts, None)
-        pipeline, outputs = self.trained.pipeline, self.trained.outputs
-        classes = pipeline.classes
-        if outputs == 1 and classes is not None and classes[-1] not in ("1", "1.0", "True", "true"):
-            header = [f"{pipeline.target_name}={classes[-1]}"]  # the chance of the named label
-        elif outputs == 1:
-            header = [f"{pipeline.target_name or 'prediction'}"]
-        elif pipeline.classes is not None and len(pipeline.classes) == outputs:
-            header = [f"{pipeline.target_name}={label}" for label in pipeline.classes]
-        else:
-            header = [f"output{index}" for index in range(outputs)]
-        text = io.StringIO()
-        csv.writer(text, lineterminator="\n").writerow(header)
-        # A lone surrogate in a file's names (no UTF-8 text) is written escaped (trial HF).
-        yield text.getvalue().encode("utf-8", "backslashreplace")
-        for predictions in itertools.chain([] if first is None else [first], self.parts):
-            self.rows += len(predictions)
-            # Each value as repr(float(value)), the shortest text that reads back the same.
-            yield "".join(",".join(map(repr, row)) + "\n" for row in predictions.tolist()).encode()
 
 
 def _export(arguments: argparse.Namespace) -> int:

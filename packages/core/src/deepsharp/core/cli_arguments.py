@@ -15,6 +15,7 @@ from deepsharp.core.plotting import image_kind
 
 __all__ = [
     "STDIN",
+    "add_imports",
     "at_least_one",
     "check_names",
     "import_modules",
@@ -168,3 +169,17 @@ def plot_target(path: str, *files: tuple[str | None, str]) -> str:
     except ValueError as error:
         raise CommandError(str(error)) from None
     return path
+
+
+def add_imports(command: argparse.ArgumentParser) -> None:
+    """`--import MODULE` on a command that reads a file of layers (losses, activations) of
+    one's own."""
+    command.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (again for more): where the file's layers, losses or "
+        "activations of your own are defined; looked for in the current folder first",
+    )

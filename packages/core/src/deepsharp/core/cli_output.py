@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import TextIO
 
 from deepsharp.core.atomic import descriptor_of
+from deepsharp.core.engine import Engine, make_engine
 
 __all__ = [
+    "engine_named",
     "CommandError",
     "checked_checkpoints",
     "interrupted_run",
@@ -260,3 +262,14 @@ def seed(text: str) -> int:
     if not -(2**63) <= value < 2**63:
         raise argparse.ArgumentTypeError(f"a 64-bit whole number, -2**63 .. 2**63 - 1, not {value}")
     return value
+
+
+def engine_named(spec: str | None) -> Engine:
+    """The engine a spec names; a factory that exits the program instead is refused."""
+    try:
+        return make_engine(spec)
+    except SystemExit as stopped:
+        raise CommandError(
+            f"the engine {spec!r} exited the program (exit code {stopped.code!r}) instead of "
+            "making an engine; give an engine spec or a module:factory that returns one"
+        ) from None

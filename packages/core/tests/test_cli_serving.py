@@ -1,5 +1,7 @@
-"""`deepsharp evaluate FILE ROWS.csv`: a saved trained network measured on rows with their
-targets, a line a figure — the figures `TrainedNetwork.evaluate` gives."""
+"""The commands on a saved trained network beside predict: `deepsharp evaluate FILE ROWS.csv`
+(measured on rows with their targets, a line a figure — the figures `TrainedNetwork.evaluate`
+gives) and `deepsharp generate FILE PROMPT` (a next-token model's text, as `generate` writes
+it; `predict` given such a model says so)."""
 
 from __future__ import annotations
 
@@ -74,3 +76,45 @@ def test_a_network_of_arrays_is_sent_to_python(
     rows = str(data_path("titanic.csv"))
     assert main(["evaluate", str(tmp_path / "arrays.safetensors"), rows]) == 1
     assert ".evaluate((x, y))" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def writer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny next-token model (characters, 8 a context), untrained, saved."""
+    from deepsharp.core import CrossEntropy, Embedding, Input, Pipeline
+    from deepsharp.core.random import Generator
+
+    pipeline = Pipeline().text("context", tokens="characters", length=8, vocabulary=12)
+    pipeline.learn([{"context": "abcabcabbadcc"}])
+    ids = Input(8, dtype="int64", name="context")
+    network = Network(inputs=ids, outputs=Dense(12)(Embedding(12, 4)(ids)))
+    network.initialize(Generator(0))
+    saved = tmp_path_factory.mktemp("generate") / "writer.safetensors"
+    TrainedNetwork(network, CrossEntropy(), pipeline).save(saved)
+    return saved
+
+
+def test_generate_writes_what_generate_writes(
+    writer: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    options = ["--length", "20", "--temperature", "0.7", "--seed", "3", "--top-k", "2"]
+    assert main(["generate", str(writer), "abca", *options]) == 0
+    written = capsys.readouterr().out
+    expected = TrainedNetwork.load(writer).generate("abca", 20, 0.7, seed=3, top_k=2)
+    assert written == expected + "\n" and len(expected) == 24
+
+
+def test_generate_refuses_a_model_that_writes_no_text_and_predict_points_to_it(
+    writer: Path, model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["generate", str(model), "hello"]) == 1
+    assert "generate draws tokens of a next-token model" in capsys.readouterr().err
+    rows = tmp_path / "contexts.csv"
+    rows.write_text("context\nabcabcab\n")
+    assert main(["predict", str(writer), str(rows)]) == 0
+    said = capsys.readouterr().err
+    assert f"deepsharp generate {writer} PROMPT" in said
+    assert main(["predict", str(model), str(data_path("titanic.csv"))]) == 0
+    assert "next-token" not in capsys.readouterr().err

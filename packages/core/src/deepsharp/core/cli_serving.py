@@ -1,0 +1,255 @@
+"""The commands on a saved trained network: `deepsharp predict` (its predictions of a file's
+rows, as CSV), `deepsharp evaluate` (its loss and metrics on rows with their targets) and
+`deepsharp generate` (a next-token model's text after a prompt). Each reads the file once and
+a file of rows part by part, so memory stays flat whatever the rows' count."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import itertools
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from deepsharp.core.cli_arguments import add_imports, at_least_one, not_an_input
+from deepsharp.core.cli_output import (
+    CommandError,
+    engine_named,
+    left_behind,
+    system_said,
+    to_stdout,
+    writable,
+)
+
+__all__ = ["SERVING", "add_commands", "run_command"]
+
+SERVING = ("predict", "evaluate", "generate")
+"""The commands of this module."""
+
+
+def add_commands(commands: Any, engine_help: str) -> None:
+    """The `predict`, `evaluate` and `generate` subcommands, on the command line's
+    subparsers."""
+    predict = commands.add_parser(
+        "predict",
+        help="predict the rows of a CSV (or Parquet) file with a saved trained network",
+        description="Predict every row of ROWS.csv with the trained network in FILE; the "
+        "predictions as CSV. A Parquet file is read as Parquet (needs deepsharp[parquet]).",
+    )
+    predict.add_argument(
+        "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
+    )
+    predict.add_argument(
+        "rows", metavar="ROWS.csv", help="rows with the pipeline's columns (CSV, Parquet; -: stdin)"
+    )
+    predict.add_argument("--engine", default=None, metavar="SPEC", help=engine_help)
+    predict.add_argument(
+        "--output", metavar="FILE", help="write the predictions to FILE (default: stdout)"
+    )
+    add_imports(predict)
+
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="measure a saved trained network on rows with their targets",
+        description="The loss of the trained network in FILE on every row of ROWS.csv (rows "
+        "with the target column), the accuracy for a classifier, and the metrics named: a "
+        "line each, as a run's report gives its test rows. A Parquet file is read as Parquet.",
+    )
+    evaluate.add_argument(
+        "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
+    )
+    evaluate.add_argument(
+        "rows", metavar="ROWS.csv", help="rows with the pipeline's columns and the target"
+    )
+    evaluate.add_argument("--engine", default=None, metavar="SPEC", help=engine_help)
+    evaluate.add_argument(
+        "--metrics",
+        default="",
+        metavar="NAMES",
+        help="metrics to measure too, by commas: accuracy, auc, f1, precision, recall (and their "
+        "_macro forms), mae, mse, rmse, r2",
+    )
+    evaluate.add_argument(
+        "--batch-size", type=at_least_one, default=32, help="rows a pass (default 32, as fit's)"
+    )
+    add_imports(evaluate)
+
+    generate = commands.add_parser(
+        "generate",
+        help="write text after a prompt with a saved next-token model",
+        description="Draw LENGTH tokens after PROMPT from the next-token model in FILE (one text "
+        "column in, each position's next-token logits out: the shakespeare sample's --save), "
+        "each from softmax(logits / temperature); the prompt and the text on standard output.",
+    )
+    generate.add_argument("file", metavar="FILE", help="a trained next-token model")
+    generate.add_argument("prompt", metavar="PROMPT", help="the text to go on from")
+    generate.add_argument(
+        "--length", type=_whole_from_0, default=200, help="tokens to draw (default 200)"
+    )
+    generate.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="lower: likelier text; 0: the likeliest token each time (default 1.0)",
+    )
+    generate.add_argument(
+        "--top-k", type=at_least_one, default=None, help="draw from the K likeliest tokens alone"
+    )
+    generate.add_argument(
+        "--seed", type=_whole_from_0, default=0, help="the draws' seed (default 0)"
+    )
+    generate.add_argument("--engine", default=None, metavar="SPEC", help=engine_help)
+    add_imports(generate)
+
+
+def run_command(arguments: argparse.Namespace) -> int:
+    """Run the serving command `arguments` name."""
+    if arguments.command == "predict":
+        return _predict(arguments)
+    if arguments.command == "evaluate":
+        return _evaluate(arguments)
+    return _generate(arguments)
+
+
+def _whole_from_0(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a whole number from 0, not {text!r}")
+    return value
+
+
+def _predict(arguments: argparse.Namespace) -> int:
+    from deepsharp.core.atomic import write_atomically
+
+    if arguments.output:
+        writable(arguments.output, "--output", printed=False)
+        not_an_input(
+            arguments.output, (arguments.rows, "the rows"), (arguments.file, "the trained network")
+        )
+    engine = engine_named(arguments.engine)
+    trained, rows = _trained_and_rows(arguments, "predict")
+    _next_token_note(trained, arguments.file)
+    predictions = _PredictionLines(trained, trained.predict_parts(rows, engine))
+    if arguments.output:
+        try:
+            write_atomically(arguments.output, predictions)
+        except OSError as error:
+            raise CommandError(
+                system_said(error, "could not write the predictions to", arguments.output)
+                + left_behind(arguments.output)
+            ) from None
+        print(f"wrote {predictions.rows} predictions to {arguments.output}", file=sys.stderr)
+        return 0
+    return to_stdout(predictions)
+
+
+def _trained_and_rows(arguments: argparse.Namespace, doing: str) -> tuple[Any, Any]:
+    """The trained network FILE and a scan of ROWS (CSV, or Parquet), for `doing`
+    (predict, evaluate); a network trained on arrays, which reads no columns, refused."""
+    from deepsharp.core.data.paths import is_parquet
+    from deepsharp.core.data.scan import scan_csv, scan_parquet
+    from deepsharp.core.serving import TrainedNetwork
+
+    if str(arguments.file).lower().endswith(".csv") and not str(arguments.rows).lower().endswith(
+        ".csv"
+    ):
+        raise CommandError(
+            f"{arguments.file} looks like the rows and {arguments.rows} like the trained "
+            f"network: the trained network comes first, deepsharp {doing} FILE ROWS.csv"
+        )
+    trained = TrainedNetwork.load(arguments.file)
+    if trained.pipeline.takes_arrays:
+        call = "predict(x)" if doing == "predict" else "evaluate((x, y))"
+        raise CommandError(
+            f"{arguments.file} was trained on arrays (fit(None, (x, y), ...)), not on rows of "
+            "named columns: it holds no recipe for CSV columns, so the command line cannot read "
+            f"{arguments.rows} for it. {doing.capitalize()} in Python with an array of its "
+            f"features: TrainedNetwork.load({arguments.file!r}).{call}, x of shape (N, ...)"
+        )
+    try:  # read a part at a time: memory stays flat
+        rows = (scan_parquet if is_parquet(arguments.rows) else scan_csv)(arguments.rows)
+    except ImportError as error:  # a Parquet file, without pyarrow
+        raise CommandError(f"{arguments.rows} is a Parquet file: {error}") from None
+    return trained, rows
+
+
+def _evaluate(arguments: argparse.Namespace) -> int:
+    engine = engine_named(arguments.engine)
+    metrics = [name.strip() for name in arguments.metrics.split(",") if name.strip()]
+    trained, rows = _trained_and_rows(arguments, "evaluate")
+    measures = trained.evaluate(rows, engine, metrics=metrics, batch_size=arguments.batch_size)
+    width = max(len(name) for name in measures)
+    print(f"on the rows of {arguments.rows}:", file=sys.stderr)
+    print("".join(f"{name:<{width}}  {value!r}\n" for name, value in measures.items()), end="")
+    return 0
+
+
+class _PredictionLines:
+    """The predictions as CSV text, a part at a time: the header, then a line a row (counted)."""
+
+    def __init__(self, trained: Any, parts: Iterator[Any]) -> None:
+        self.trained = trained
+        self.parts = parts
+        self.rows = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        # The first part's predictions before the header: a run that fails at once (a column
+        # missing, no rows) prints nothing.
+        first = next(self.parts, None)
+        pipeline, outputs = self.trained.pipeline, self.trained.outputs
+        classes = pipeline.classes
+        if outputs == 1 and classes is not None and classes[-1] not in ("1", "1.0", "True", "true"):
+            header = [f"{pipeline.target_name}={classes[-1]}"]  # the chance of the named label
+        elif outputs == 1:
+            header = [f"{pipeline.target_name or 'prediction'}"]
+        elif pipeline.classes is not None and len(pipeline.classes) == outputs:
+            header = [f"{pipeline.target_name}={label}" for label in pipeline.classes]
+        else:
+            header = [f"output{index}" for index in range(outputs)]
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerow(header)
+        # A lone surrogate in a file's names (no UTF-8 text) is written escaped (trial HF).
+        yield text.getvalue().encode("utf-8", "backslashreplace")
+        for predictions in itertools.chain([] if first is None else [first], self.parts):
+            self.rows += len(predictions)
+            # Each value as repr(float(value)), the shortest text that reads back the same.
+            yield "".join(",".join(map(repr, row)) + "\n" for row in predictions.tolist()).encode()
+
+
+def _generate(arguments: argparse.Namespace) -> int:
+    from deepsharp.core.serving import TrainedNetwork
+
+    engine = engine_named(arguments.engine)
+    trained = TrainedNetwork.load(arguments.file)
+    text = trained.generate(
+        arguments.prompt,
+        arguments.length,
+        arguments.temperature,
+        arguments.seed,
+        engine,
+        arguments.top_k,
+    )
+    print(text)
+    return 0
+
+
+def _next_token_note(trained: Any, file: str) -> None:
+    """Where `deepsharp predict` is given a next-token model: say that its predictions are
+    logits, and which command writes its text."""
+    from deepsharp.core.errors import ConfigurationError
+    from deepsharp.core.generating import next_token_column
+
+    try:
+        next_token_column(trained)
+    except ConfigurationError:
+        return
+    print(
+        f"{file} is a next-token model: its predictions are each position's chances of the "
+        f"next token; `deepsharp generate {file} PROMPT` writes text after a prompt",
+        file=sys.stderr,
+    )
