@@ -656,9 +656,10 @@ def arrays_made(
     begins with `where` (the argument they came as: "test_rows: ...")."""
     try:  # the same words fit the training arrays
         x, y = _pair(network.named(given[0]), given[1])
-        return ArrayFeed(
-            _shaped(pipeline.features(x), pipeline, network), loss.targets(y, network.outputs)
-        )
+        # A DataFrame read by its columns' names, as predict reads it (it was read by their
+        # places: reordered columns measured scrambled rows, trial EV).
+        features = pipeline.features(given[0] if is_frame(given[0]) else x)
+        return ArrayFeed(_shaped(features, pipeline, network), loss.targets(y, network.outputs))
     except (DataError, ShapeError) as error:
         raise type(error)(f"{where}: {error}") from None
 
