@@ -30,10 +30,10 @@ from deepsharp.core.training.checkpoint import EpochRecord
 ROWS = titanic.rows()
 
 
-def _run(**options: object):  # type: ignore[no-untyped-def]
+def _run(validation_rows: object = None, **options: object):  # type: ignore[no-untyped-def]
     settings = {"seed": 2, "epochs": 12, "patience": 100, "progress": False, "metrics": ("auc",)}
     return fit(titanic.pipeline(), ROWS, titanic.network(), BinaryCrossEntropy(), Adam(0.01),
-               FitOptions(**{**settings, **options}))  # fmt: skip
+               FitOptions(**{**settings, **options}), validation_rows=validation_rows)  # fmt: skip
 
 
 def _slots(run) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
@@ -100,3 +100,20 @@ def test_a_checkpoint_resumes_only_under_its_own_monitor(tmp_path: Path) -> None
                              monitor="auc"), resume_from=checkpoint)  # fmt: skip
     assert resumed.report.best_epoch == 3 and resumed.report.epochs_run == 5
     assert all((_slots(resumed)[k] == v).all() for k, v in _slots(whole).items())
+
+
+def test_a_metric_nan_at_every_epoch_keeps_the_first_and_its_checkpoints_resume(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial EV): AUC on validation rows of one class left the best epoch 0,
+    written into every checkpoint, which then no load would take."""
+    one_class = [row for row in ROWS if row["Survived"] == "0"][:60]
+    options = {"epochs": 3, "monitor": "auc", "checkpoint_dir": tmp_path}
+    run = _run(**options, validation_rows=one_class)
+    assert all(math.isnan(r.metrics["auc"]) for r in run.report.history)
+    assert run.report.best_epoch == 1
+    resumed = fit(titanic.pipeline(), ROWS, titanic.network(), BinaryCrossEntropy(), Adam(0.01),
+                  FitOptions(seed=2, epochs=4, patience=100, progress=False, metrics=("auc",),
+                             monitor="auc"), validation_rows=one_class,
+                  resume_from=tmp_path)  # fmt: skip
+    assert resumed.report.epochs_run == 4 and resumed.report.best_epoch == 1

@@ -97,14 +97,17 @@ class RunState:
         self.epoch = record.epoch
         self.history.append(record)
         standing = self.standing(record)
-        if standing < self.best_standing:
+        # The first epoch stands until one is better: a metric NaN at every epoch (AUC on
+        # validation rows of one class) left epoch 0, which no checkpoint may hold (trial EV).
+        if standing < self.best_standing or not self.best_epoch:
             self.best_standing, self.best_epoch = standing, record.epoch
             self.trainer.snapshot(self.best)
 
     def standing(self, record: EpochRecord) -> float:
         """An epoch's standing, lower is better: its validation loss, or the metric
         `FitOptions(monitor=...)` names (negated where more is better); infinity where it is
-        NaN (AUC on rows of one class), so that such an epoch is never the best."""
+        NaN (AUC on rows of one class), so that such an epoch is never the best (but the
+        first, until an epoch is better)."""
         monitor = self.options.monitor
         value = record.validation_loss if monitor == MONITORED else record.metrics[monitor]
         if math.isnan(value):

@@ -103,7 +103,7 @@ class FitOptions:
     `monitor`: what judges each epoch — which is the best (kept, and put back at the end with
     `restore_best`) and whether early stopping's `patience` ran out: "validation_loss", or one
     of `metrics` (more is better but for "mae", "mse" and "rmse"; an epoch whose metric is NaN
-    is never the best).
+    is never the best, but the first stands until an epoch is better).
     `accumulate`: batches a step takes (gradient accumulation): each update applies the
     gradients of `accumulate` batches of `batch_size` rows, taken one after the other.
     `compile` (True by default): each kind of batch's step is traced once and replayed as a
