@@ -118,3 +118,29 @@ def test_generate_refuses_a_model_that_writes_no_text_and_predict_points_to_it(
     assert f"deepsharp generate {writer} PROMPT" in said
     assert main(["predict", str(model), str(data_path("titanic.csv"))]) == 0
     assert "next-token" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["evaluate", "{model}", "{rows}", "--metrics", "aucc"], "unknown metric 'aucc'"),
+        (["generate", "{writer}", "ab", "--temperature", "-1"], "temperature is a number from 0"),
+        (["generate", "{writer}", "ab", "--temperature", "nan"], "temperature is a number from 0"),
+        (["generate", "{writer}", "ab", "--seed", str(2**64)], "seed is a whole number from 0"),
+    ],
+)
+def test_settings_refused_are_one_line_not_a_traceback(
+    model: Path,
+    writer: Path,
+    arguments: list[str],
+    said: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Failed before (trial EV, review): a ValueError's traceback."""
+    capsys.readouterr()
+    filled = [
+        a.format(model=model, writer=writer, rows=data_path("titanic.csv")) for a in arguments
+    ]
+    assert main(filled) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("deepsharp: ") and said in err and "Traceback" not in err

@@ -179,8 +179,15 @@ def _trained_and_rows(arguments: argparse.Namespace, doing: str) -> tuple[Any, A
 
 
 def _evaluate(arguments: argparse.Namespace) -> int:
+    from deepsharp.core.training.metrics import check_metric_names
+
     engine = engine_named(arguments.engine)
-    metrics = [name.strip() for name in arguments.metrics.split(",") if name.strip()]
+    try:  # before the file is read; one line, not a traceback (trial EV)
+        metrics = check_metric_names(
+            [name.strip() for name in arguments.metrics.split(",") if name.strip()], "--metrics"
+        )
+    except ValueError as error:
+        raise CommandError(str(error)) from None
     trained, rows = _trained_and_rows(arguments, "evaluate")
     measures = trained.evaluate(rows, engine, metrics=metrics, batch_size=arguments.batch_size)
     width = max(len(name) for name in measures)
@@ -226,14 +233,17 @@ def _generate(arguments: argparse.Namespace) -> int:
 
     engine = engine_named(arguments.engine)
     trained = TrainedNetwork.load(arguments.file)
-    text = trained.generate(
-        arguments.prompt,
-        arguments.length,
-        arguments.temperature,
-        arguments.seed,
-        engine,
-        arguments.top_k,
-    )
+    try:
+        text = trained.generate(
+            arguments.prompt,
+            arguments.length,
+            arguments.temperature,
+            arguments.seed,
+            engine,
+            arguments.top_k,
+        )
+    except ValueError as error:  # a setting generate refuses: one line (a review)
+        raise CommandError(str(error).replace("generate: ", "", 1)) from None
     print(text)
     return 0
 
