@@ -74,3 +74,12 @@ def test_a_tensor_put_from_a_list_of_whole_numbers_is_int64() -> None:
     assert ids.dtype == "int64" and ids.numpy().dtype == np.int64
     values = Tensor.put(engine, [0.5, 2.0])
     assert values.dtype == "float32" and values.numpy().dtype == np.float32
+
+
+def test_a_draw_of_a_fraction_of_values_is_refused() -> None:
+    """Taken before (review): the counter became a float and later draws differed."""
+    generator = Generator(0)
+    with pytest.raises(ValueError, match=r"a draw is of 0 or more values, not 2\.5"):
+        generator.bits(2.5)  # type: ignore[arg-type]
+    assert generator.counter == 0
+    assert len(generator.bits(np.int64(2))) == 2

@@ -71,3 +71,12 @@ def test_a_category_s_most_values_and_a_scan_s_rows_take_numpy_numbers(tmp_path:
 def test_growth_of_1_is_refused_as_its_message_says() -> None:
     with pytest.raises(ValueError, match="growth must be a finite number above 1"):
         LossScale(growth=1.0)
+
+
+def test_a_number_column_s_fill_takes_numpy_numbers() -> None:
+    """Refused before (review): 'fill must be ... a number, not np.int64(0)'."""
+    for fill in (np.int64(3), np.float32(0.5)):
+        made = Pipeline().number("n", fill=fill)
+        assert json.dumps(made.to_json()) == json.dumps(
+            Pipeline().number("n", fill=fill.item()).to_json()
+        )

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from deepsharp.core.reals import is_whole
+
 __all__ = ["Generator", "KeyedOrder", "Streams"]
 
 _MASK = (1 << 64) - 1
@@ -53,8 +55,8 @@ class Generator:
 
     def bits(self, count: int) -> NDArray[np.uint64]:
         """`count` fresh 64-bit words."""
-        if count < 0:  # (it moved the counter back, and the next draw overflowed: trial AP)
-            raise ValueError(f"a draw is of 0 or more values, not {count!r}")
+        if not is_whole(count) or count < 0:  # (it moved the counter back, or made it a float,
+            raise ValueError(f"a draw is of 0 or more values, not {count!r}")  # trial AP, review)
         places = np.arange(self.counter, self.counter + count, dtype=np.uint64)
         self.counter += count
         return _mix(places * _GOLDEN + self._key)
@@ -74,7 +76,7 @@ class Generator:
         not change with the NumPy version."""
         if truncate is not None and not truncate > 0:  # no draw lies within: it never ended
             raise ValueError(f"normal: truncate is a bound above 0, or None, not {truncate!r}")
-        if count < 0:
+        if not is_whole(count) or count < 0:
             raise ValueError(f"a draw is of 0 or more values, not {count!r}")
         out = np.empty(count, np.float64)
         done = 0

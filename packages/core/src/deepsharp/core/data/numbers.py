@@ -25,7 +25,7 @@ from deepsharp.core.data.values import (
     shown_value,
 )
 from deepsharp.core.errors import DataError
-from deepsharp.core.reals import brief, finite_real
+from deepsharp.core.reals import brief, finite_real, is_real
 
 __all__ = ["FillSpec", "Number", "NumberLearner", "Numbers"]
 
@@ -45,7 +45,7 @@ def _check_fill(name: ColumnName, fill: object, log: bool) -> FillSpec:
                 f"column {name!r}: fill must be 'median', 'mean' or a number, not {fill!r}"
             )
         return "median" if fill == "median" else "mean"
-    if isinstance(fill, bool) or not isinstance(fill, (int, float)):
+    if not is_real(fill):  # (a NumPy number is one: a review)
         raise TypeError(f"column {name!r}: fill must be 'median', 'mean' or a number, not {fill!r}")
     value = finite_real(fill)
     if value is None or abs(value) > FLOAT32_MAX:
