@@ -81,8 +81,9 @@ def test_an_epoch_whose_metric_is_nan_is_never_the_best() -> None:
 def test_a_monitor_the_run_does_not_measure_is_refused_naming_the_fix() -> None:
     with pytest.raises(ValueError, match=r"add it to metrics=\('accuracy', 'auc',\)"):
         FitOptions(seed=0, metrics=("accuracy",), monitor="auc")
-    with pytest.raises(ValueError, match="did you mean 'validation_loss'"):
-        FitOptions(seed=0, monitor="val_loss")
+    for near in ("val_loss", "loss"):  # ("loss" had no hint: trial EV)
+        with pytest.raises(ValueError, match="did you mean 'validation_loss'"):
+            FitOptions(seed=0, monitor=near)
     with pytest.raises(TypeError, match="monitor names what judges each epoch"):
         FitOptions(seed=0, monitor=None)  # type: ignore[arg-type]
 

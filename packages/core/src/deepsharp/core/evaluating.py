@@ -54,7 +54,8 @@ def evaluate(
     if not pipeline.takes_arrays and pipeline.target_name is None:
         raise DataError(
             "evaluate measures predictions against the rows' targets, and this network's "
-            "pipeline declares no target column: predict(rows) gives its predictions"
+            "pipeline declares no target column to measure them against: predict gives its "
+            "predictions"
         )
     if pipeline.takes_arrays:
         if not (isinstance(rows, tuple) and len(rows) == 2):
@@ -74,10 +75,12 @@ def evaluate(
     )
     sums, figures = measured_part(batches, loss, names, network.outputs)
     if sums.rows == 0:
-        raise DataError(
-            f"no {WHAT} rows: {'the file holds its header and no row' if isinstance(rows, Scan) else 'the rows given hold none'}; "
-            "give at least one row"
+        said = (
+            f"{rows.path}: the file holds its header and no row"
+            if isinstance(rows, Scan)
+            else "the rows given hold none"
         )
+        raise DataError(f"no {WHAT} rows: {said}; give at least one row")
     return measures_of(loss, sums, figures)
 
 

@@ -211,6 +211,8 @@ def check_monitor(monitor: object, metrics: Sequence[str], where: str) -> str:
             f"measure: add it to metrics=({', '.join(map(repr, [*metrics, monitor]))},)"
         )
     close = difflib.get_close_matches(monitor.lower(), [MONITORED, *METRICS], n=2, cutoff=0.5)
+    if not close and "loss" in monitor.lower():  # "loss", "val_loss": no close match (trial EV)
+        close = [MONITORED]
     hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
     raise ValueError(
         f"{where}: monitor is 'validation_loss' or one of the run's metrics, not {monitor!r}{hint}"
