@@ -39,9 +39,6 @@ caused it (which may arrive a moment later) before ending the job."""
 
 _COMMUNICATION = os.sep + os.path.join("torch", "distributed") + os.sep
 
-PARENT_POLL = 0.25
-"""How often a rank looks whether its launching process still runs (seconds)."""
-
 
 def launch(
     function: Callable[..., T],
@@ -95,6 +92,8 @@ def launch(
     with tempfile.TemporaryDirectory(prefix="deepsharp-launch-") as folder:
         meeting = "file://" + os.path.join(folder, "rendezvous")
         ranks = [_Rank(rank) for rank in range(nprocs)]
+        # Held by this process alone: a rank reads its end until the launcher ends.
+        lifeline, held = context.Pipe(duplex=False)
         try:
             with _threads_set(threads):
                 for place in ranks:
@@ -111,15 +110,19 @@ def launch(
                             threads,
                             work,
                             writer,
+                            lifeline,
+                            held,
                         ),
                         name=f"deepsharp-rank-{place.rank}",
                     )
                     process.start()
                     place.process = process  # only a started process is ended and reaped
                     writer.close()
+            lifeline.close()
             _watch(ranks, timeout)
         finally:
             _end(ranks)
+            held.close()
         return _outcome(ranks, timeout)  # type: ignore[no-any-return]
 
 
@@ -340,9 +343,12 @@ def _run_rank(
     threads: int | None,
     work: Any,
     report: Connection,
+    lifeline: Connection,
+    held: Connection,
 ) -> None:
     """One process of the job: join the group, run the function, report, leave at once."""
-    _end_with(os.getppid())
+    held.close()  # the launcher's end (a forked process has a copy): the launcher's alone
+    _end_with(lifeline)
     os.environ.update(
         RANK=str(rank),
         LOCAL_RANK=str(rank),
@@ -400,16 +406,20 @@ def _run_rank(
         os._exit(code)  # no interpreter teardown: nothing may wait on a broken group
 
 
-def _end_with(launcher: int) -> None:
-    """End this process within a second of the launching process `launcher` (its parent)
-    ending in any way, a signal included: a rank whose launcher was stopped (a scheduler's
-    SIGTERM, `timeout`, `docker stop`) trained on to its last epoch, writing checkpoints into
-    the folder a restarted run resumes from (trial DS). Nothing is left to report to."""
+def _end_with(lifeline: Connection) -> None:
+    """End this process as soon as the launching process ends in any way, a signal included
+    (the only writer of `lifeline` is gone: its reading ends): a rank whose launcher was
+    stopped (a scheduler's SIGTERM, `timeout`, `docker stop`) trained on to its last epoch,
+    writing checkpoints into the folder a restarted run resumes from (trial DS). Its parent is
+    no guide: under forkserver it is the fork server, which outlived the launcher (review).
+    Nothing is left to report to."""
 
     def watch() -> None:
-        while os.getppid() == launcher:
-            time.sleep(PARENT_POLL)
-        os._exit(1)
+        try:
+            while True:
+                lifeline.recv()  # nothing is ever sent
+        except (EOFError, OSError):
+            os._exit(1)
 
     threading.Thread(target=watch, name="deepsharp-launcher-watch", daemon=True).start()
 
