@@ -562,8 +562,8 @@ def build_for(network: Network, pipeline: Pipeline) -> None:
         try:
             network.build(pipeline.row_shape)
         except ShapeError as error:  # images of a layer built on the flat row (trial AP)
-            images = [c for g in pipeline.column_groups().values() for c in g if c.kind == "image"]
-            if len(images) != 1 or pipeline.input_shapes is not None:
+            images = pipeline.columns  # the hint fits an image alone (beside others: a review)
+            if len(images) != 1 or images[0].kind != "image":
                 raise
             shape = tuple(getattr(images[0], "shape", ()))
             raise ShapeError(
