@@ -38,13 +38,9 @@ def add_commands(commands: Any, engine_help: str) -> None:
         description="Predict every row of ROWS.csv with the trained network in FILE; the "
         "predictions as CSV. A Parquet file is read as Parquet (needs deepsharp[parquet]).",
     )
-    predict.add_argument(
-        "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
+    _file_and_rows(
+        predict, "rows with the pipeline's columns (CSV, Parquet; -: stdin)", engine_help
     )
-    predict.add_argument(
-        "rows", metavar="ROWS.csv", help="rows with the pipeline's columns (CSV, Parquet; -: stdin)"
-    )
-    predict.add_argument("--engine", default=None, metavar="SPEC", help=engine_help)
     predict.add_argument(
         "--output", metavar="FILE", help="write the predictions to FILE (default: stdout)"
     )
@@ -57,13 +53,7 @@ def add_commands(commands: Any, engine_help: str) -> None:
         "with the target column), the accuracy for a classifier, and the metrics named: a "
         "line each, as a run's report gives its test rows. A Parquet file is read as Parquet.",
     )
-    evaluate.add_argument(
-        "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
-    )
-    evaluate.add_argument(
-        "rows", metavar="ROWS.csv", help="rows with the pipeline's columns and the target"
-    )
-    evaluate.add_argument("--engine", default=None, metavar="SPEC", help=engine_help)
+    _file_and_rows(evaluate, "rows with the pipeline's columns and the target", engine_help)
     evaluate.add_argument(
         "--metrics",
         default="",
@@ -102,6 +92,15 @@ def add_commands(commands: Any, engine_help: str) -> None:
     )
     generate.add_argument("--engine", default=None, metavar="SPEC", help=engine_help)
     add_imports(generate)
+
+
+def _file_and_rows(command: argparse.ArgumentParser, rows: str, engine_help: str) -> None:
+    """FILE (a trained network), ROWS.csv (`rows` says what they hold) and --engine."""
+    command.add_argument(
+        "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
+    )
+    command.add_argument("rows", metavar="ROWS.csv", help=rows)
+    command.add_argument("--engine", default=None, metavar="SPEC", help=engine_help)
 
 
 def run_command(arguments: argparse.Namespace) -> int:
