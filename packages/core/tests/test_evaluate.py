@@ -21,6 +21,7 @@ from deepsharp.core import (
     MeanSquaredError,
     Network,
     Relu,
+    ShapeError,
     TrainedNetwork,
     fit,
     scan_csv,
@@ -156,3 +157,18 @@ def test_a_frame_of_arrays_is_read_by_its_columns_names_as_predict_reads_it() ->
     assert trained.evaluate((backwards, labels)) == trained.evaluate((held, labels))
     with pytest.raises(DataError, match="it lacks 'a'; it holds 'z'"):
         trained.evaluate((held.rename(columns={"a": "z"}), labels))
+
+
+def test_labels_a_trained_network_has_no_output_for_are_said_so() -> None:
+    """Before (review): 'end the network in Dense(6)', advice a trained network cannot take;
+    fit's own refusal keeps its advice."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((100, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0).astype(np.int64)
+    run = fit(None, (x, y), Network([Dense(3)]), CrossEntropy(), Adam(0.01), _options())
+    with pytest.raises(ShapeError) as caught:
+        run.trained.evaluate((x, y + 3))
+    said = str(caught.value)
+    assert "trained on 3 classes, and these rows hold others" in said and "Dense(" not in said
+    with pytest.raises(ShapeError, match=r"end the network in Dense\(6\)"):
+        fit(None, (x, y + 3), Network([Dense(3)]), CrossEntropy(), Adam(0.01), _options())

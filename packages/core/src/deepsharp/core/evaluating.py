@@ -21,7 +21,10 @@ from numpy.typing import NDArray
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.engine import Engine
 from deepsharp.core.errors import DataError
+from deepsharp.core.nn.losses import of_a_trained_network
 from deepsharp.core.nn.predicting import Predictor
+from deepsharp.core.reals import is_whole
+from deepsharp.core.training.distribution import Sums
 from deepsharp.core.training.feeds import ArrayFeed, arrays_made, made_feed, rows_made
 from deepsharp.core.training.measuring import measured_part, measures_of
 from deepsharp.core.training.metrics import check_metric_names, check_metrics_fit
@@ -45,7 +48,7 @@ def evaluate(
     """`trained`'s measures on `rows` (see the module's docstring): {"loss": ..., "accuracy":
     ..., metric: ...}, in that order."""
     names = check_metric_names(metrics, "evaluate")
-    if isinstance(batch_size, (bool, np.bool_)) or not isinstance(batch_size, (int, np.integer)):
+    if not is_whole(batch_size):
         raise TypeError(f"evaluate: batch_size is a whole number, not {batch_size!r}")
     if batch_size < 1:
         raise ValueError(f"evaluate: batch_size is 1 or more, not {batch_size!r}")
@@ -57,6 +60,27 @@ def evaluate(
             "pipeline declares no target column to measure them against: predict gives its "
             "predictions"
         )
+    with of_a_trained_network():  # a refused target advises no other last layer
+        sums, figures = _measured(trained, rows, engine, names, int(batch_size))
+    if sums.rows == 0:
+        said = (
+            f"{rows.path}: the file holds its header and no row"
+            if isinstance(rows, Scan)
+            else "the rows given hold none"
+        )
+        raise DataError(f"no {WHAT} rows: {said}; give at least one row")
+    return measures_of(loss, sums, figures)
+
+
+def _measured(
+    trained: TrainedNetwork,
+    rows: Any,
+    engine: Engine | str | None,
+    names: Sequence[str],
+    size: int,
+) -> tuple[Sums, dict[str, float]]:
+    """The rows' sums and metrics (`evaluate`, its arguments checked)."""
+    pipeline, network, loss = trained.pipeline, trained.network, trained.loss
     if pipeline.takes_arrays:
         if not (isinstance(rows, tuple) and len(rows) == 2):
             raise DataError(
@@ -71,17 +95,9 @@ def evaluate(
     predictor = Predictor(network, loss, engine)
     batches = (
         (*predictor.measured(features, targets), targets)
-        for features, targets in _batches(feeds, int(batch_size))
+        for features, targets in _batches(feeds, size)
     )
-    sums, figures = measured_part(batches, loss, names, network.outputs)
-    if sums.rows == 0:
-        said = (
-            f"{rows.path}: the file holds its header and no row"
-            if isinstance(rows, Scan)
-            else "the rows given hold none"
-        )
-        raise DataError(f"no {WHAT} rows: {said}; give at least one row")
-    return measures_of(loss, sums, figures)
+    return measured_part(batches, loss, names, network.outputs)
 
 
 def _scanned(trained: TrainedNetwork, scan: Scan) -> Iterator[ArrayFeed]:

@@ -18,8 +18,11 @@ float targets, `float_targets(self, targets, outputs)`); `task` ("binary", "clas
 
 from __future__ import annotations
 
+import contextvars
 import math
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -181,10 +184,27 @@ def float_targets(
     return np.ascontiguousarray(array)
 
 
+_TRAINED = contextvars.ContextVar("deepsharp_targets_of_a_trained_network", default=False)
+
+
+@contextmanager
+def of_a_trained_network() -> Iterator[None]:
+    """Targets checked against a trained network (`TrainedNetwork.evaluate`'s rows): a
+    refusal advises no other last layer, which a trained network cannot take (a review)."""
+    token = _TRAINED.set(True)
+    try:
+        yield
+    finally:
+        _TRAINED.reset(token)
+
+
 def _outputs_wanted(low: int, high: int, classes: int) -> str:
     """Where class indices reach past the network's outputs, the outputs they ask for (trial
     PT), and, where they run 1..classes, that indices count from 0 (review); nothing for an
-    index far past any count of outputs (one stray label)."""
+    index far past any count of outputs (one stray label). For a trained network's rows, what
+    it was trained on."""
+    if _TRAINED.get():
+        return f": the network was trained on {classes} classes, and these rows hold others"
     if low < 0 or high >= max(1024, 16 * classes):
         return ""
     said = (
@@ -198,7 +218,7 @@ def _outputs_wanted(low: int, high: int, classes: int) -> str:
 def _one_a_row(array: NDArray[np.float32], outputs: int) -> str:
     """Where one target a row met a network of several outputs, the two ways on (the message
     named neither: trial PT, class indices under BinaryCrossEntropy and Dense(10))."""
-    if array.ndim != 1 or outputs < 2:
+    if array.ndim != 1 or outputs < 2 or _TRAINED.get():
         return ""
     said = "; the targets are one a row: end the network in Dense(1)"
     with np.errstate(invalid="ignore"):
