@@ -116,15 +116,17 @@ def test_a_function_defined_under_the_main_guard_is_said_to_be_so(tmp_path: Path
 @pytest.mark.parametrize(
     ("how", "start"),
     [(signal.SIGTERM, "spawn"), (signal.SIGKILL, "spawn"), (signal.SIGKILL, "forkserver"),
-     (signal.SIGKILL, "fork")],
-    ids=["SIGTERM", "SIGKILL", "SIGKILL-forkserver", "SIGKILL-fork"],
+     (signal.SIGKILL, "fork"), (signal.SIGKILL, "spawn+forked")],
+    ids=["SIGTERM", "SIGKILL", "SIGKILL-forkserver", "SIGKILL-fork", "SIGKILL-forked-beside"],
 )  # fmt: skip
 def test_ranks_end_when_their_launcher_is_stopped(
     tmp_path: Path, how: signal.Signals, start: str
 ) -> None:
     """Failed before (trial DS): a launcher stopped by a signal (a scheduler's SIGTERM,
     `timeout`) left its ranks training to their last epoch, writing checkpoints; a rank's
-    parent is no guide under forkserver (the fork server outlived the launcher: review)."""
+    parent is no guide under forkserver (the fork server outlived the launcher: review), and
+    a process the launcher forked beside its ranks (launch in a thread, a pool's worker) held
+    their lifeline open (review)."""
     script = tmp_path / "long.py"
     script.write_text(
         "import os, sys, time\n"
@@ -134,7 +136,17 @@ def test_ranks_end_when_their_launcher_is_stopped(
         "        f.write(str(os.getpid()))\n"
         "    time.sleep(120)\n"
         "if __name__ == '__main__':\n"
-        "    launch(work, 2, sys.argv[1], timeout=300, start_method=sys.argv[2])\n"
+        "    method, beside = (sys.argv[2].split('+') + [''])[:2]\n"
+        "    if not beside:\n"
+        "        launch(work, 2, sys.argv[1], timeout=300, start_method=method)\n"
+        "    import multiprocessing, threading\n"
+        "    threading.Thread(target=launch, args=(work, 2, sys.argv[1]),\n"
+        "                     kwargs={'timeout': 300, 'start_method': method}, daemon=True).start()\n"
+        "    while not os.path.exists(os.path.join(sys.argv[1], 'rank-1')):\n"
+        "        time.sleep(0.05)\n"
+        "    helper = multiprocessing.get_context('fork').Process(target=time.sleep, args=(20,))\n"
+        "    helper.start()\n"
+        "    time.sleep(300)\n"
     )
     launcher = subprocess.Popen([sys.executable, str(script), str(tmp_path), start])
     ranks: list[int] = []

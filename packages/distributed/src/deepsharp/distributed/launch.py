@@ -40,6 +40,23 @@ caused it (which may arrive a moment later) before ending the job."""
 _COMMUNICATION = os.sep + os.path.join("torch", "distributed") + os.sep
 
 
+_HELD: set[Connection] = set()
+"""The write ends of the lifelines of the launches running in this process (`_end_with`)."""
+
+
+def _let_go_of_lifelines() -> None:
+    """In a process forked from a launcher (a rank under fork, a pool's worker, another
+    thread's process): its copies of the lifelines' write ends closed, or a rank would not see
+    its launcher end while that process lived (a review)."""
+    for held in list(_HELD):
+        held.close()
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_let_go_of_lifelines)
+
+
 def launch(
     function: Callable[..., T],
     nprocs: int,
@@ -94,6 +111,7 @@ def launch(
         ranks = [_Rank(rank) for rank in range(nprocs)]
         # Held by this process alone: a rank reads its end until the launcher ends.
         lifeline, held = context.Pipe(duplex=False)
+        _HELD.add(held)
         try:
             with _threads_set(threads):
                 for place in ranks:
@@ -122,6 +140,7 @@ def launch(
             _watch(ranks, timeout)
         finally:
             _end(ranks)
+            _HELD.discard(held)
             held.close()
         return _outcome(ranks, timeout)  # type: ignore[no-any-return]
 
