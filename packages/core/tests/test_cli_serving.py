@@ -144,3 +144,18 @@ def test_settings_refused_are_one_line_not_a_traceback(
     assert main(filled) == 1
     err = capsys.readouterr().err
     assert err.startswith("deepsharp: ") and said in err and "Traceback" not in err
+
+
+def test_text_and_figures_to_a_closed_standard_output_are_refused(
+    model: Path, writer: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before (review): generate and evaluate printed to a closed standard output (>&-) and
+    exited 0, their text lost."""
+    import sys
+
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(["generate", str(writer), "ab", "--length", "3"]) == 1
+    assert main(["evaluate", str(model), str(data_path("titanic.csv"))]) == 1
+    said = capsys.readouterr().err
+    assert said.count("standard output is closed") == 2

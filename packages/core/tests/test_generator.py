@@ -83,3 +83,15 @@ def test_a_draw_of_a_fraction_of_values_is_refused() -> None:
         generator.bits(2.5)  # type: ignore[arg-type]
     assert generator.counter == 0
     assert len(generator.bits(np.int64(2))) == 2
+
+
+def test_numpy_counts_keep_the_counter_a_python_int() -> None:
+    """Before (review): np.uint64 then np.int64 counts made the counter a float64 (the draws
+    after it other ones), and next_key overflowed."""
+    generator = Generator(0)
+    generator.bits(np.uint64(2))
+    generator.bits(np.int64(1))
+    assert type(generator.counter) is int and generator.counter == 3
+    assert (
+        generator.next_key().bits(1).tolist() == Generator(0, counter=3).next_key().bits(1).tolist()
+    )

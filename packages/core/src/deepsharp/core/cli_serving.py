@@ -191,8 +191,8 @@ def _evaluate(arguments: argparse.Namespace) -> int:
     measures = trained.evaluate(rows, engine, metrics=metrics, batch_size=arguments.batch_size)
     width = max(len(name) for name in measures)
     print(f"on the rows of {arguments.rows}:", file=sys.stderr)
-    print("".join(f"{name:<{width}}  {value!r}\n" for name, value in measures.items()), end="")
-    return 0
+    lines = "".join(f"{name:<{width}}  {value!r}\n" for name, value in measures.items())
+    return to_stdout([lines.encode()])  # (a closed standard output said: a review)
 
 
 class _PredictionLines:
@@ -243,8 +243,7 @@ def _generate(arguments: argparse.Namespace) -> int:
         )
     except ValueError as error:  # a setting generate refuses: one line (a review)
         raise CommandError(str(error).replace("generate: ", "", 1)) from None
-    print(text)
-    return 0
+    return to_stdout([(text + "\n").encode("utf-8", "backslashreplace")])
 
 
 def _next_token_note(trained: Any, file: str) -> None:

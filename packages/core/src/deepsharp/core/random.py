@@ -58,7 +58,7 @@ class Generator:
         if not is_whole(count) or count < 0:  # (it moved the counter back, or made it a float,
             raise ValueError(f"a draw is of 0 or more values, not {count!r}")  # trial AP, review)
         places = np.arange(self.counter, self.counter + count, dtype=np.uint64)
-        self.counter += count
+        self.counter += int(count)  # a NumPy count made it a NumPy number (a review)
         return _mix(places * _GOLDEN + self._key)
 
     def uniform(self, count: int) -> NDArray[np.float64]:
@@ -105,7 +105,7 @@ class Generator:
         total = rows if total is None else total
         start = self.counter + first * width
         places = np.arange(start, start + rows * width, dtype=np.uint64)
-        self.counter += total * width
+        self.counter += int(total) * int(width)
         floats: NDArray[np.float64] = (_mix(places * _GOLDEN + self._key) >> np.uint64(11)).astype(
             np.float64
         )
