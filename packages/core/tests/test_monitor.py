@@ -16,6 +16,7 @@ from deepsharp.core import (
     BinaryCrossEntropy,
     Checkpoint,
     CheckpointMismatchError,
+    ConfigurationError,
     Dense,
     FitOptions,
     MeanSquaredError,
@@ -118,3 +119,44 @@ def test_a_metric_nan_at_every_epoch_keeps_the_first_and_its_checkpoints_resume(
                              monitor="auc"), validation_rows=one_class,
                   resume_from=tmp_path)  # fmt: skip
     assert resumed.report.epochs_run == 4 and resumed.report.best_epoch == 1
+
+
+def _lowered_at(values: list[float], patience: int) -> list[int]:
+    """The epochs at whose end ReduceOnPlateau lowers the rate, by its rule over `values`
+    (lower is better)."""
+    best, waited, lowered = math.inf, 0, []
+    for epoch, value in enumerate(values, start=1):
+        if value < best:
+            best, waited = value, 0
+            continue
+        waited += 1
+        if waited == patience:
+            waited = 0
+            lowered.append(epoch)
+    return lowered
+
+
+def test_reduce_on_plateau_watches_the_metric_it_is_told_to() -> None:
+    """Asked for by trial EV (Keras's ReduceLROnPlateau takes a monitor): it watched the
+    validation loss alone."""
+    from deepsharp.core import Callback, ReduceOnPlateau
+
+    scales: list[float] = []
+
+    class Scales(Callback):  # (no name: after ReduceOnPlateau, which has one)
+        def on_epoch_end(self, run, record):  # type: ignore[no-untyped-def]
+            scales.append(run.trainer.state.rate_scale)
+
+    run = fit(titanic.pipeline(), ROWS, titanic.network(), BinaryCrossEntropy(), Adam(0.01),
+              FitOptions(seed=2, epochs=8, patience=100, progress=False, metrics=("auc",)),
+              callbacks=[ReduceOnPlateau(patience=2, monitor="auc"), Scales()])  # fmt: skip
+    aucs = [-r.metrics["auc"] for r in run.report.history]
+    losses = [r.validation_loss for r in run.report.history]
+    lowered = _lowered_at(aucs, 2)
+    assert lowered and lowered != _lowered_at(losses, 2)  # the two watches part here
+    assert scales == [0.5 ** sum(at <= epoch for at in lowered) for epoch in range(1, 9)]
+    assert "monitor='auc'" in repr(ReduceOnPlateau(monitor="auc"))
+    with pytest.raises(ConfigurationError, match="add it to FitOptions"):
+        fit(titanic.pipeline(), ROWS, titanic.network(), BinaryCrossEntropy(), Adam(0.01),
+            FitOptions(seed=2, epochs=1, progress=False),
+            callbacks=[ReduceOnPlateau(monitor="auc")])  # fmt: skip

@@ -104,15 +104,9 @@ class RunState:
             self.trainer.snapshot(self.best)
 
     def standing(self, record: EpochRecord) -> float:
-        """An epoch's standing, lower is better: its validation loss, or the metric
-        `FitOptions(monitor=...)` names (negated where more is better); infinity where it is
-        NaN (AUC on rows of one class), so that such an epoch is never the best (but the
-        first, until an epoch is better)."""
-        monitor = self.options.monitor
-        value = record.validation_loss if monitor == MONITORED else record.metrics[monitor]
-        if math.isnan(value):
-            return math.inf
-        return value if monitor in LOWER_IS_BETTER else -value
+        """An epoch's standing by `FitOptions(monitor=...)` (`standing`): an epoch whose
+        standing is infinite is never the best, but the first, until an epoch is better."""
+        return standing(self.options.monitor, record)
 
     def checkpoint(self) -> Checkpoint:
         """Everything the run needs to go on from here."""
@@ -153,6 +147,24 @@ class RunState:
         self.history = list(checkpoint.history)
         self.best_epoch = checkpoint.best_epoch
         self.best_standing = self.standing(checkpoint.history[checkpoint.best_epoch - 1])
+
+
+def standing(monitor: str, record: EpochRecord) -> float:
+    """An epoch's standing by `monitor`, lower is better: its validation loss, or the metric
+    named (negated where more is better); infinity where it is NaN (AUC on rows of one class)."""
+    value = record.validation_loss if monitor == MONITORED else record.metrics[monitor]
+    if math.isnan(value):
+        return math.inf
+    return value if monitor in LOWER_IS_BETTER else -value
+
+
+def check_monitored(monitor: str, run: RunState, who: str) -> None:
+    """Refuse (ConfigurationError) a `monitor` the run does not measure, naming the fix."""
+    if monitor != MONITORED and monitor not in run.options.metrics:
+        raise ConfigurationError(
+            f"{who} watches {monitor!r}, a metric this run does not measure: add it to "
+            f"FitOptions(metrics=(...)), or watch 'validation_loss'"
+        )
 
 
 class Callback:
@@ -265,7 +277,9 @@ class ReduceOnPlateau(Callback):
     """Multiplies the learning rate by `factor` once `patience` epochs go by without a
     validation loss better than the best by more than `min_delta` (Keras's
     ReduceLROnPlateau), then waits `patience` epochs again; never below `min_rate` (a rate
-    already there stays). Give it to `fit` (`callbacks=[ReduceOnPlateau()]`); it works with a
+    already there stays). `monitor` names one of the run's metrics to watch instead of the
+    validation loss, as `FitOptions(monitor=...)` does (more is better but for "mae", "mse"
+    and "rmse"; an epoch whose metric is NaN is no better). Give it to `fit` (`callbacks=[ReduceOnPlateau()]`); it works with a
     number or a schedule as the optimizer's rate (a schedule's rates are then all multiplied).
     The factor it has put on the rate lives in the optimizer's state, kept in checkpoints with
     its own count: a resumed run goes on as the uninterrupted one does."""
@@ -273,8 +287,18 @@ class ReduceOnPlateau(Callback):
     name = "reduce_on_plateau"
 
     def __init__(
-        self, factor: float = 0.5, patience: int = 5, min_delta: float = 0.0, min_rate: float = 0.0
+        self,
+        factor: float = 0.5,
+        patience: int = 5,
+        min_delta: float = 0.0,
+        min_rate: float = 0.0,
+        monitor: str = MONITORED,
     ) -> None:
+        if not isinstance(monitor, str):
+            raise TypeError(
+                f"ReduceOnPlateau: monitor is 'validation_loss' or one of the run's metrics, "
+                f"not {monitor!r}"
+            )
         for what, value in (("factor", factor), ("min_delta", min_delta), ("min_rate", min_rate)):
             if not is_real(value):
                 raise TypeError(f"ReduceOnPlateau: {what} must be a number, not {value!r}")
@@ -292,6 +316,7 @@ class ReduceOnPlateau(Callback):
         self.patience = int(patience)
         self.min_delta = float(min_delta)
         self.min_rate = float(min_rate)
+        self.monitor = monitor
         self.best = math.inf
         self.waited = 0
         self._resumed = False
@@ -299,12 +324,15 @@ class ReduceOnPlateau(Callback):
     def __repr__(self) -> str:
         return (
             f"ReduceOnPlateau(factor={self.factor!r}, patience={self.patience!r}, "
-            f"min_delta={self.min_delta!r}, min_rate={self.min_rate!r})"
+            f"min_delta={self.min_delta!r}, min_rate={self.min_rate!r}"
+            + ("" if self.monitor == MONITORED else f", monitor={self.monitor!r}")
+            + ")"
         )
 
     def on_run_start(self, run: RunState) -> None:
         """A run starts from no best loss, as Keras's does, unless it resumes a checkpoint's
         (the same callback given to a second fit is the same run again)."""
+        check_monitored(self.monitor, run, "ReduceOnPlateau")
         if not self._resumed:
             self.best, self.waited = math.inf, 0
         self._resumed = False
@@ -313,8 +341,9 @@ class ReduceOnPlateau(Callback):
         self._resumed = False  # a resume refused after its restore leaves nothing behind
 
     def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
-        if record.validation_loss < self.best - self.min_delta:
-            self.best, self.waited = record.validation_loss, 0
+        value = standing(self.monitor, record)
+        if value < self.best - self.min_delta:
+            self.best, self.waited = value, 0
             return
         self.waited += 1
         if self.waited < self.patience:
@@ -329,12 +358,14 @@ class ReduceOnPlateau(Callback):
         state.rate_scale *= lowered / rate
 
     def state(self) -> dict[str, Any]:
-        settings = {
+        settings: dict[str, Any] = {
             "factor": self.factor,
             "patience": self.patience,
             "min_delta": self.min_delta,
             "min_rate": self.min_rate,
         }
+        if self.monitor != MONITORED:  # (a checkpoint of one by the validation loss says none)
+            settings["monitor"] = self.monitor
         best = self.best if math.isfinite(self.best) else None
         return {"best": best, "waited": self.waited, "settings": settings}
 
