@@ -656,3 +656,16 @@ def test_lines_of_only_spaces_are_skipped_as_blank_lines_are(tmp_path: Path) -> 
     one.write_text("a\n1\n  \n", encoding="utf-8")
     assert read_csv(one) == [{"a": "1"}, {"a": "  "}]
     assert _rows(list(scan_csv(one).parts())) == read_csv(one)
+
+
+def test_a_file_without_a_column_lists_its_columns_within_bounds(tmp_path: Path) -> None:
+    """Before (trial HC): every column of the header, each name whole, went into the message
+    (a header of a million columns made a message of 11 MB)."""
+    path = tmp_path / "wide.csv"
+    names = [f"c{i}" for i in range(5000)] + ["x" * 100_000]
+    path.write_text(",".join(names) + "\n" + ",".join("1" for _ in names) + "\n")
+    with pytest.raises(DataError) as caught:
+        list(scan_csv(path).parts(["Age"]))
+    said = str(caught.value)
+    assert "no column 'Age'" in said and "'c0', 'c1'" in said and "and 4,971 more" in said
+    assert len(said) < 2000

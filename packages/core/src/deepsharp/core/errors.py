@@ -6,10 +6,11 @@ Every message says what was wrong, where (row, column, layer, file) and what to 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "names_shown",
     "CheckpointMismatchError",
     "ConfigurationError",
     "DataError",
@@ -104,6 +105,14 @@ def described(value: Any, width: int = 80) -> str:
         return f"{type(value).__name__} of shape {shape} and dtype {dtype}"
     shown = repr(value)
     return shown if len(shown) <= width else shown[: width - 3] + "..."
+
+
+def names_shown(names: Sequence[Any], most: int = 30, width: int = 60) -> str:
+    """Names as a message lists them: each repr cut to `width` characters, the first `most` of
+    them and how many more (a header of a million columns was a message of 11 MB: trial HC)."""
+    shown = ", ".join(described(name, width) for name in names[:most]) or "(none)"
+    more = len(names) - most
+    return shown + (f", and {more:,} more" if more > 0 else "")
 
 
 def listed(given: Any, name: str, where: str) -> list[Any]:

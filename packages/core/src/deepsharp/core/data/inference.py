@@ -33,7 +33,7 @@ from deepsharp.core.data.sources import column_names, columns, separated_otherwi
 from deepsharp.core.data.target import TargetKind
 from deepsharp.core.data.text import words
 from deepsharp.core.data.values import Column, ColumnName, label, parse_number, sorted_labels
-from deepsharp.core.errors import DataError
+from deepsharp.core.errors import DataError, described, names_shown
 
 __all__ = [
     "RULES",
@@ -438,7 +438,7 @@ def infer_pipeline(
         if separated:  # said as a scan of the file says it
             raise DataError(f"there is no column {target!r}: the header is one column, {separated}")
         raise DataError(
-            f"there is no column {target!r}; the columns are: {', '.join(map(repr, names))}"
+            f"there is no column {described(target, 60)}; the columns are: {names_shown(names)}"
             + _close(target, names)
         )
     _, taken = columns(rows, names)

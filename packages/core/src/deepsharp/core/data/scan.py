@@ -53,7 +53,7 @@ from deepsharp.core.data.sources import (
     wrong_width,
 )
 from deepsharp.core.data.values import Column, ColumnName
-from deepsharp.core.errors import DataError, FileFormatError
+from deepsharp.core.errors import DataError, FileFormatError, described, names_shown
 from deepsharp.core.reals import is_whole
 
 __all__ = ["BUFFER_ROWS", "READ_ROWS", "CsvScan", "ParquetScan", "Scan", "scan_csv", "scan_parquet"]
@@ -177,9 +177,9 @@ class Scan:
                         f"{self.path}: the file has no column {name!r}: its header is one "
                         f"column, {separated}"
                     )
-                shown = ", ".join(repr(n) for n in self.names) or "(none)"
                 raise DataError(
-                    f"{self.path}: the file has no column {name!r}; its columns are: {shown}"
+                    f"{self.path}: the file has no column {described(name, 60)}; its columns "
+                    f"are: {names_shown(self.names)}"
                 )
         return wanted
 
