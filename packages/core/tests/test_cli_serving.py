@@ -159,3 +159,13 @@ def test_text_and_figures_to_a_closed_standard_output_are_refused(
     assert main(["evaluate", str(model), str(data_path("titanic.csv"))]) == 1
     said = capsys.readouterr().err
     assert said.count("standard output is closed") == 2
+    assert "--output" not in said  # (an option only predict takes: trial HC)
+
+
+def test_a_prompt_s_bytes_that_are_no_utf8_come_back_as_they_were(
+    writer: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """Before (trial HC): a byte Python read as no UTF-8 came back as the text '\\udcff'."""
+    capsysbinary.readouterr()
+    assert main(["generate", str(writer), "ab\udcffc", "--length", "0"]) == 0
+    assert capsysbinary.readouterr().out == b"ab\xffc\n"

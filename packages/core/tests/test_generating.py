@@ -120,3 +120,32 @@ def test_top_k_draws_from_the_likeliest_tokens_alone() -> None:
     for wrong in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="top_k is a whole number of tokens from 1"):
             model.generate("ab", 3, top_k=wrong)  # type: ignore[arg-type]
+
+
+def test_logits_that_overflowed_are_refused_not_drawn_as_padding() -> None:
+    """Failed before (trial HC): every logit NaN or infinite, argmax drew id 0, padding, and
+    its token was printed ('the&&&&&'); predict refuses such a network."""
+    import numpy as np
+
+    from deepsharp.core import DataError
+
+    model = _model(6, "abcabcabba")
+    network = model.network
+    network.set_slots({name: np.full_like(value, 3e38) for name, value in network.slots.items()})
+    with pytest.raises(DataError, match="the logits of token 1 drawn are not all finite"):
+        model.generate("ab", 5)
+
+
+def test_pieces_come_as_each_token_is_drawn() -> None:
+    """`deepsharp generate` writes each token as it comes (a long text was silent to its end:
+    trial HC): the pieces are the prompt, then a token each, lazily."""
+    import itertools
+
+    from deepsharp.core.generating import pieces
+
+    model = _model(6, "abcabcabba")
+    first = list(itertools.islice(pieces(model, "ab", 10**12, seed=4), 4))  # no hang
+    assert first[0] == "ab" and all(len(piece) == 1 for piece in first[1:])
+    assert "".join(pieces(model, "ab", 9, seed=4)) == model.generate("ab", 9, seed=4)
+    with pytest.raises(ValueError, match="temperature"):  # settings checked before any piece
+        pieces(model, "ab", 3, temperature=-1.0)

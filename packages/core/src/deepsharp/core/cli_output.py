@@ -98,13 +98,19 @@ def left_behind(path: str) -> str:
     return "" if Path(path).exists() else "; nothing was written"
 
 
-def to_stdout(parts: Iterable[bytes]) -> int:
-    """Write the parts to standard output as they come."""
+def to_stdout(parts: Iterable[bytes], each: bool = False, output: bool = True) -> int:
+    """Write the parts to standard output as they come (`each`: each seen at once, as text
+    written token by token is). `output`: whether the command takes --output FILE instead."""
     if sys.stdout is None:
-        raise CommandError("standard output is closed (>&-): give --output FILE, or leave it open")
+        raise CommandError(
+            "standard output is closed (>&-): "
+            + ("give --output FILE, or leave it open" if output else "leave it open")
+        )
     try:
         for part in parts:
             sys.stdout.buffer.write(part)
+            if each:
+                sys.stdout.flush()
         sys.stdout.flush()
     except BrokenPipeError:  # the reader stopped early (`deepsharp predict ... | head`): quietly
         quiet_stdout()

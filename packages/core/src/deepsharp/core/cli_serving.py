@@ -192,7 +192,7 @@ def _evaluate(arguments: argparse.Namespace) -> int:
     width = max(len(name) for name in measures)
     print(f"on the rows of {arguments.rows}:", file=sys.stderr)
     lines = "".join(f"{name:<{width}}  {value!r}\n" for name, value in measures.items())
-    return to_stdout([lines.encode()])  # (a closed standard output said: a review)
+    return to_stdout([lines.encode()], output=False)  # (a closed one was not said: a review)
 
 
 class _PredictionLines:
@@ -228,12 +228,14 @@ class _PredictionLines:
 
 
 def _generate(arguments: argparse.Namespace) -> int:
+    from deepsharp.core.generating import pieces
     from deepsharp.core.serving import TrainedNetwork
 
     engine = engine_named(arguments.engine)
     trained = TrainedNetwork.load(arguments.file)
-    try:
-        text = trained.generate(
+    try:  # the settings checked before the first piece
+        text = pieces(
+            trained,
             arguments.prompt,
             arguments.length,
             arguments.temperature,
@@ -243,7 +245,19 @@ def _generate(arguments: argparse.Namespace) -> int:
         )
     except ValueError as error:  # a setting generate refuses: one line (a review)
         raise CommandError(str(error).replace("generate: ", "", 1)) from None
-    return to_stdout([(text + "\n").encode("utf-8", "backslashreplace")])
+    # Each token as it is drawn (a long text was silent to its end: trial HC); a prompt's
+    # bytes that were no UTF-8 written back as they came (surrogateescape, as Python read them).
+    written = (_bytes_of(piece) for piece in itertools.chain(text, ["\n"]))
+    return to_stdout(written, each=True, output=False)
+
+
+def _bytes_of(text: str) -> bytes:
+    """Text as standard output takes it: UTF-8, a byte Python read as no UTF-8 written back as
+    it came (it came out as the text '\\udcff': trial HC), any other lone surrogate escaped."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace")
 
 
 def _next_token_note(trained: Any, file: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,7 +25,7 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.data.text import UNKNOWN, Text
 from deepsharp.core.engine import Engine
-from deepsharp.core.errors import ConfigurationError
+from deepsharp.core.errors import ConfigurationError, DataError
 from deepsharp.core.nn.layer import Pass
 from deepsharp.core.nn.losses import CrossEntropy
 from deepsharp.core.nn.predicting import serving_engine
@@ -33,7 +34,7 @@ from deepsharp.core.random import Generator
 if TYPE_CHECKING:
     from deepsharp.core.serving import TrainedNetwork
 
-__all__ = ["generate", "next_token_column"]
+__all__ = ["generate", "next_token_column", "pieces"]
 
 
 def next_token_column(trained: TrainedNetwork) -> Text:
@@ -82,6 +83,21 @@ def generate(
 ) -> str:
     """`prompt` and `length` tokens drawn after it (see the module's docstring); `top_k`: each
     drawn from the `top_k` likeliest tokens alone (those tied with the last of them too)."""
+    return "".join(pieces(trained, prompt, length, temperature, seed, engine, top_k))
+
+
+def pieces(
+    trained: TrainedNetwork,
+    prompt: str,
+    length: int,
+    temperature: float = 1.0,
+    seed: int = 0,
+    engine: Engine | str | None = None,
+    top_k: int | None = None,
+) -> Iterator[str]:
+    """The text `generate` writes, piece by piece as each token is drawn: the prompt, then each
+    token with what joins it to the text before (`deepsharp generate` writes them as they
+    come). Its settings are checked here, before any piece."""
     column = next_token_column(trained)
     if top_k is not None and (
         isinstance(top_k, (bool, np.bool_)) or not isinstance(top_k, numbers.Integral) or top_k < 1
@@ -111,7 +127,7 @@ def generate(
         or not 0 <= seed < 2**64
     ):  # (a larger one, or a negative one, would be another's 64 bits: the same draws)
         raise ValueError(f"generate: seed is a whole number from 0 to 2**64 - 1, not {seed!r}")
-    length, temperature, seed = int(length), warmth, int(seed)
+    length, seed = int(length), int(seed)
     if not isinstance(prompt, str):
         raise TypeError(f"generate: the prompt is text, not {type(prompt).__name__}")
     ids = [column.lookup.get(token, UNKNOWN) for token in column.split(prompt)]
@@ -125,29 +141,40 @@ def generate(
         raise ConfigurationError(
             f"generate: the column {column.name!r} learned no token, so there is none to draw"
         )
+    return _drawn(trained, column, prompt, ids, length, warmth, seed, engine, top_k)
+
+
+def _drawn(
+    trained: TrainedNetwork,
+    column: Text,
+    prompt: str,
+    ids: list[int],
+    length: int,
+    temperature: float,
+    seed: int,
+    engine: Engine | str | None,
+    top_k: int | None,
+) -> Iterator[str]:
+    tokens = column.tokens or []
     made = serving_engine(engine)
     network, context_length = trained.network, column.length
     bound = network.put(made)
     context = Pass(made, False, None)
     draws = Generator(seed)
-    drawn: list[str] = []
-    with np.errstate(all="ignore"):
-        for _ in range(length):
-            window = ids[-context_length:]
-            row = np.zeros((1, context_length), np.int64)
-            place = context_length - len(window) if column.padding == "start" else 0
-            row[0, place : place + len(window)] = window  # as the column lays out its ids
-            out = network.forward([Tensor.put(made, row)], bound, context)
-            logits = _logits(trained, made.get(out.handle)[0, place + len(window) - 1])
-            chosen = _draw(logits, temperature, draws, 2 + len(tokens), top_k)
-            ids.append(chosen)
-            drawn.append(tokens[chosen - 2])
     joiner = "" if column.tokens_of == "characters" else " "
-    return (
-        prompt
-        + (joiner if drawn and joiner and not prompt.endswith(" ") else "")
-        + joiner.join(drawn)
-    )
+    yield prompt
+    ids = ids[-context_length:]
+    with np.errstate(all="ignore"):
+        for drawn in range(length):
+            row = np.zeros((1, context_length), np.int64)
+            place = context_length - len(ids) if column.padding == "start" else 0
+            row[0, place : place + len(ids)] = ids  # as the column lays out its ids
+            out = network.forward([Tensor.put(made, row)], bound, context)
+            logits = _logits(trained, made.get(out.handle)[0, place + len(ids) - 1])
+            chosen = _draw(logits, temperature, draws, 2 + len(tokens), top_k, drawn)
+            ids = [*ids[1 - context_length :], chosen] if context_length > 1 else [chosen]
+            first = drawn == 0 and (not joiner or prompt.endswith(" "))
+            yield ("" if first else joiner) + tokens[chosen - 2]
 
 
 def _logits(trained: TrainedNetwork, outputs: NDArray[Any]) -> NDArray[np.float64]:
@@ -163,10 +190,19 @@ def _draw(
     draws: Generator,
     drawable: int,
     top_k: int | None = None,
+    before: int = 0,
 ) -> int:
     """An id drawn from softmax(logits / temperature), never padding (0), unknown (1) or an id
     from `drawable` on (one the vocabulary holds no token for); where `top_k` is given, from
     the `top_k` likeliest of the others alone (and those tied with the last of them)."""
+    found = logits[2:drawable]
+    if not np.isfinite(found).all():  # (argmax then drew padding, printed: trial HC)
+        bad = float(found[~np.isfinite(found)][0])
+        raise DataError(
+            f"generate: the logits of token {before + 1} drawn are not all finite ({bad!r}): a "
+            "value overflowed inside the network from finite ids (its slots may hold values too "
+            "large: predict refuses its rows too)"
+        )
     logits = logits.copy()
     logits[:2] = -np.inf
     logits[drawable:] = -np.inf
