@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from deepsharp.core.cli_arguments import add_imports, at_least_one, not_an_input
+from deepsharp.core.cli_arguments import STDIN, add_imports, at_least_one, not_an_input
 from deepsharp.core.cli_output import (
     CommandError,
     engine_named,
@@ -88,7 +88,7 @@ def add_commands(commands: Any, engine_help: str) -> None:
         "--top-k", type=at_least_one, default=None, help="draw from the K likeliest tokens alone"
     )
     generate.add_argument(
-        "--seed", type=_whole_from_0, default=0, help="the draws' seed (default 0)"
+        "--seed", type=_whole_from_0, default=0, help="the draws' seed, 0 to 2**64 - 1 (default 0)"
     )
     generate.add_argument("--engine", default=None, metavar="SPEC", help=engine_help)
     add_imports(generate)
@@ -190,7 +190,8 @@ def _evaluate(arguments: argparse.Namespace) -> int:
     trained, rows = _trained_and_rows(arguments, "evaluate")
     measures = trained.evaluate(rows, engine, metrics=metrics, batch_size=arguments.batch_size)
     width = max(len(name) for name in measures)
-    print(f"on the rows of {arguments.rows}:", file=sys.stderr)
+    rows_said = "standard input" if arguments.rows == STDIN else arguments.rows  # (trial HC)
+    print(f"on the rows of {rows_said}:", file=sys.stderr)
     lines = "".join(f"{name:<{width}}  {value!r}\n" for name, value in measures.items())
     return to_stdout([lines.encode()], output=False)  # (a closed one was not said: a review)
 

@@ -18,8 +18,9 @@ its columns by text: a pipeline's column named by a whole number (learned from
 A Parquet file needs pyarrow (`pip install 'deepsharp[parquet]'`), imported only when a Parquet
 file is scanned. Its columns of numbers come as NumPy arrays (a missing value as NaN), other
 columns as Python values (None where missing), as a DataFrame's would. Only a regular file is
-read (Parquet is read by seeking); a file pyarrow cannot read, or that is damaged anywhere, is a
-FileFormatError naming it.
+read (Parquet is read by seeking); a file pyarrow cannot read, or whose damage it finds (its
+structure, its pages' headers), is a FileFormatError naming it. pyarrow does not check every
+value: a byte changed inside a page of numbers may read as another number (trial HC).
 """
 
 from __future__ import annotations
