@@ -427,3 +427,16 @@ def test_a_folder_whose_latest_checkpoint_is_damaged_names_the_one_before(tmp_pa
     with pytest.raises(FileFormatError) as both:
         Checkpoint.load(folder)
     assert "the one before it" not in str(both.value)
+
+
+def test_a_checkpoint_that_waited_past_its_patience_is_refused(tmp_path: Path) -> None:
+    """Taken before (trial RS): a checkpoint no run writes, whose run then stopped at once."""
+    from deepsharp.core import FileFormatError, FitOptions
+
+    options = FitOptions(seed=0, epochs=2, patience=3, progress=False, checkpoint_dir=tmp_path)
+    fit_titanic(options)
+    checkpoint = Checkpoint.load(Checkpoint.path_in(tmp_path))
+    checkpoint.callbacks["early_stopping"]["waited"] = 7
+    resumed = FitOptions(seed=0, epochs=4, patience=3, progress=False)
+    with pytest.raises(FileFormatError, match="'waited' is 7, past its patience of 3"):
+        fit_titanic(resumed, resume_from=checkpoint)

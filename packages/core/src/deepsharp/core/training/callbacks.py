@@ -270,6 +270,11 @@ class EarlyStopping(Callback):
         waited = state.get("waited")
         if not isinstance(waited, int) or isinstance(waited, bool) or waited < 0:
             raise FileFormatError(f"checkpoint: early stopping's 'waited' is {waited!r}")
+        if waited > self.patience:  # a run stops once it waits its patience (taken before)
+            raise FileFormatError(
+                f"checkpoint: early stopping's 'waited' is {waited}, past its patience of "
+                f"{self.patience}: no run writes that"
+            )
         self.waited = waited
 
 
