@@ -169,3 +169,21 @@ def test_a_prompt_s_bytes_that_are_no_utf8_come_back_as_they_were(
     capsysbinary.readouterr()
     assert main(["generate", str(writer), "ab\udcffc", "--length", "0"]) == 0
     assert capsysbinary.readouterr().out == b"ab\xffc\n"
+
+
+def test_a_text_cut_short_by_a_failure_ends_its_line(
+    writer: Path, capsysbinary: pytest.CaptureFixture[bytes], tmp_path: Path
+) -> None:
+    """The text drawn before a failure stays, on a line of its own (a review: it ended with no
+    newline, the error's line after it)."""
+    import numpy as np
+
+    loaded = TrainedNetwork.load(writer)
+    network = loaded.network
+    network.set_slots({name: np.full_like(v, 3e38) for name, v in network.slots.items()})
+    broken = tmp_path / "broken.safetensors"
+    loaded.save(broken)
+    capsysbinary.readouterr()
+    assert main(["generate", str(broken), "ab", "--length", "3"]) == 1
+    said = capsysbinary.readouterr()
+    assert said.out == b"ab\n" and b"not all finite" in said.err

@@ -149,3 +149,36 @@ def test_pieces_come_as_each_token_is_drawn() -> None:
     assert "".join(pieces(model, "ab", 9, seed=4)) == model.generate("ab", 9, seed=4)
     with pytest.raises(ValueError, match="temperature"):  # settings checked before any piece
         pieces(model, "ab", 3, temperature=-1.0)
+
+
+def test_pieces_leave_numpy_s_warnings_as_they_were_between_pieces() -> None:
+    """Failed before (review): the errstate the draws hold stayed on while the caller held
+    the text, its own NumPy warnings off."""
+    import numpy as np
+
+    from deepsharp.core.generating import pieces
+
+    model = _model(6, "abcabcabba")
+    before = np.geterr()
+    text = pieces(model, "ab", 3, seed=1)
+    next(text)
+    next(text)
+    assert np.geterr() == before
+    list(text)
+    assert np.geterr() == before
+
+
+def test_a_token_of_no_chance_is_no_overflow() -> None:
+    """Refused before (review): a logit of -inf alone is a token of no chance (predict serves
+    such a network); NaN, +inf or every logit -inf are the overflow refused."""
+    import numpy as np
+
+    from deepsharp.core import DataError
+    from deepsharp.core.generating import _draw
+
+    logits = np.array([0.0, 0.0, 1.0, -np.inf, 2.0])
+    assert {_draw(logits, 1.0, Generator(seed), 5) for seed in range(50)} == {2, 4}
+    for broken in ([0.0, 0.0, np.nan, 1.0, 1.0], [0.0, 0.0, np.inf, 1.0, 1.0],
+                   [0.0, 0.0, -np.inf, -np.inf, -np.inf]):  # fmt: skip
+        with pytest.raises(DataError, match="not all finite"):
+            _draw(np.array(broken), 1.0, Generator(0), 5)

@@ -22,6 +22,7 @@ from deepsharp.core.cli_output import (
     to_stdout,
     writable,
 )
+from deepsharp.core.errors import DeepSharpError
 
 __all__ = ["SERVING", "add_commands", "run_command"]
 
@@ -248,8 +249,19 @@ def _generate(arguments: argparse.Namespace) -> int:
         raise CommandError(str(error).replace("generate: ", "", 1)) from None
     # Each token as it is drawn (a long text was silent to its end: trial HC); a prompt's
     # bytes that were no UTF-8 written back as they came (surrogateescape, as Python read them).
-    written = (_bytes_of(piece) for piece in itertools.chain(text, ["\n"]))
-    return to_stdout(written, each=True, output=False)
+    return to_stdout(_lines_of(text), each=True, output=False)
+
+
+def _lines_of(text: Iterator[str]) -> Iterator[bytes]:
+    """The pieces as bytes, then the line's end; a failure mid-text ends the line first, the
+    text drawn before it kept (a review)."""
+    try:
+        for piece in text:
+            yield _bytes_of(piece)
+    except DeepSharpError:
+        yield b"\n"
+        raise
+    yield b"\n"
 
 
 def _bytes_of(text: str) -> bytes:

@@ -164,17 +164,19 @@ def _drawn(
     joiner = "" if column.tokens_of == "characters" else " "
     yield prompt
     ids = ids[-context_length:]
-    with np.errstate(all="ignore"):
-        for drawn in range(length):
+    for drawn in range(length):
+        # NumPy's warnings held while a token is drawn alone, not while the caller holds the
+        # text between pieces (a review: they were off in the caller's own work).
+        with np.errstate(all="ignore"):
             row = np.zeros((1, context_length), np.int64)
             place = context_length - len(ids) if column.padding == "start" else 0
             row[0, place : place + len(ids)] = ids  # as the column lays out its ids
             out = network.forward([Tensor.put(made, row)], bound, context)
             logits = _logits(trained, made.get(out.handle)[0, place + len(ids) - 1])
             chosen = _draw(logits, temperature, draws, 2 + len(tokens), top_k, drawn)
-            ids = [*ids[1 - context_length :], chosen] if context_length > 1 else [chosen]
-            first = drawn == 0 and (not joiner or prompt.endswith(" "))
-            yield ("" if first else joiner) + tokens[chosen - 2]
+        ids = [*ids[1 - context_length :], chosen] if context_length > 1 else [chosen]
+        first = drawn == 0 and (not joiner or prompt.endswith(" "))
+        yield ("" if first else joiner) + tokens[chosen - 2]
 
 
 def _logits(trained: TrainedNetwork, outputs: NDArray[Any]) -> NDArray[np.float64]:
@@ -196,8 +198,11 @@ def _draw(
     from `drawable` on (one the vocabulary holds no token for); where `top_k` is given, from
     the `top_k` likeliest of the others alone (and those tied with the last of them)."""
     found = logits[2:drawable]
-    if not np.isfinite(found).all():  # (argmax then drew padding, printed: trial HC)
-        bad = float(found[~np.isfinite(found)][0])
+    # NaN or +inf, or no token of finite logit (argmax then drew padding and printed it:
+    # trial HC); a token whose logit is -inf alone is one of no chance (a review).
+    broken = np.isnan(found) | (found == np.inf)
+    if broken.any() or not (found > -np.inf).any():
+        bad = float(found[broken][0]) if broken.any() else -math.inf
         raise DataError(
             f"generate: the logits of token {before + 1} drawn are not all finite ({bad!r}): a "
             "value overflowed inside the network from finite ids (its slots may hold values too "
