@@ -169,6 +169,9 @@ def test_labels_a_trained_network_has_no_output_for_are_said_so() -> None:
     with pytest.raises(ShapeError) as caught:
         run.trained.evaluate((x, y + 3))
     said = str(caught.value)
-    assert "trained on 3 classes, and these rows hold others" in said and "Dense(" not in said
+    assert "gives 3 outputs, a class each, and these rows hold others" in said
+    assert "Dense(" not in said
+    with pytest.raises(ShapeError, match=r"count from 1, give them from 0 \(y - 1\)"):
+        run.trained.evaluate((x, y + 1))  # labels 1..3
     with pytest.raises(ShapeError, match=r"end the network in Dense\(6\)"):
         fit(None, (x, y + 3), Network([Dense(3)]), CrossEntropy(), Adam(0.01), _options())

@@ -160,3 +160,14 @@ def test_reduce_on_plateau_watches_the_metric_it_is_told_to() -> None:
         fit(titanic.pipeline(), ROWS, titanic.network(), BinaryCrossEntropy(), Adam(0.01),
             FitOptions(seed=2, epochs=1, progress=False),
             callbacks=[ReduceOnPlateau(monitor="auc")])  # fmt: skip
+
+
+def test_reduce_on_plateau_s_monitor_of_no_metric_is_named_where_made() -> None:
+    """Before (review): 'val_loss' or 'acuracy' were told to be added to metrics=, which then
+    refused them as unknown."""
+    from deepsharp.core import ReduceOnPlateau
+
+    with pytest.raises(ValueError, match="did you mean 'validation_loss'"):
+        ReduceOnPlateau(monitor="val_loss")
+    with pytest.raises(ValueError, match="did you mean 'accuracy'"):
+        ReduceOnPlateau(monitor="acuracy")

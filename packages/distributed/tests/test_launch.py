@@ -146,6 +146,7 @@ def test_ranks_end_when_their_launcher_is_stopped(
         "        time.sleep(0.05)\n"
         "    helper = multiprocessing.get_context('fork').Process(target=time.sleep, args=(20,))\n"
         "    helper.start()\n"
+        "    open(os.path.join(sys.argv[1], 'helper'), 'w').close()\n"
         "    time.sleep(300)\n"
     )
     launcher = subprocess.Popen([sys.executable, str(script), str(tmp_path), start])
@@ -153,7 +154,10 @@ def test_ranks_end_when_their_launcher_is_stopped(
     try:
         files = [tmp_path / "rank-0", tmp_path / "rank-1"]
         began = time.monotonic()
-        while not all(f.exists() and f.read_text() for f in files):
+        helper = [tmp_path / "helper"] if "+" in start else []  # forked before the kill
+        while not all(f.exists() and f.read_text() for f in files) or not all(
+            f.exists() for f in helper
+        ):
             assert time.monotonic() - began < 120 and launcher.poll() is None
             time.sleep(0.1)
         ranks = [int(f.read_text()) for f in files]

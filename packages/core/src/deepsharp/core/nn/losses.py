@@ -204,7 +204,10 @@ def _outputs_wanted(low: int, high: int, classes: int) -> str:
     index far past any count of outputs (one stray label). For a trained network's rows, what
     it was trained on."""
     if _TRAINED.get():
-        return f": the network was trained on {classes} classes, and these rows hold others"
+        said = f": the network gives {classes} outputs, a class each, and these rows hold others"
+        if low >= 1 and high == classes:  # (the hint the review saw lost)
+            said += "; as they count from 1, give them from 0 (y - 1)"
+        return said
     if low < 0 or high >= max(1024, 16 * classes):
         return ""
     said = (

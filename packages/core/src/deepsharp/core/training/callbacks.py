@@ -27,7 +27,7 @@ from deepsharp.core.reals import brief, is_real, is_whole
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.distribution import Distribution
 from deepsharp.core.training.hooks import StepHook
-from deepsharp.core.training.metrics import LOWER_IS_BETTER, MONITORED
+from deepsharp.core.training.metrics import LOWER_IS_BETTER, METRICS, MONITORED, check_monitor
 from deepsharp.core.training.state import Snapshot
 from deepsharp.core.training.trainer import Trainer
 from deepsharp.core.training.weights import ClassWeights
@@ -304,6 +304,7 @@ class ReduceOnPlateau(Callback):
                 f"ReduceOnPlateau: monitor is 'validation_loss' or one of the run's metrics, "
                 f"not {monitor!r}"
             )
+        check_monitor(monitor, list(METRICS), "ReduceOnPlateau")  # a name's hint (a review)
         for what, value in (("factor", factor), ("min_delta", min_delta), ("min_rate", min_rate)):
             if not is_real(value):
                 raise TypeError(f"ReduceOnPlateau: {what} must be a number, not {value!r}")
