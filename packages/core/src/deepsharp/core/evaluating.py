@@ -21,8 +21,8 @@ from numpy.typing import NDArray
 from deepsharp.core.data.scan import Scan
 from deepsharp.core.engine import Engine
 from deepsharp.core.errors import DataError
-from deepsharp.core.nn.losses import of_a_trained_network
 from deepsharp.core.nn.predicting import Predictor
+from deepsharp.core.nn.target_hints import of_a_trained_network
 from deepsharp.core.reals import is_whole
 from deepsharp.core.training.distribution import Sums
 from deepsharp.core.training.feeds import ArrayFeed, arrays_made, made_feed, rows_made

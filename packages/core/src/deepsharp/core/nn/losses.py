@@ -18,11 +18,8 @@ float targets, `float_targets(self, targets, outputs)`); `task` ("binary", "clas
 
 from __future__ import annotations
 
-import contextvars
 import math
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -40,6 +37,7 @@ from deepsharp.core.errors import (
     json_values,
 )
 from deepsharp.core.kinds import Kinds, warn_unrecorded
+from deepsharp.core.nn.target_hints import one_a_row, outputs_wanted
 
 if TYPE_CHECKING:
     from deepsharp.core.nn.network import Network
@@ -175,68 +173,13 @@ def float_targets(
     if array.ndim != 2 or array.shape[1] != outputs:
         raise ShapeError(
             f"{loss.kind}: targets of shape {np.shape(targets)} do not match the network's "
-            f"outputs (N, {outputs}); give one target per output per row{_one_a_row(array, outputs)}"
+            f"outputs (N, {outputs}); give one target per output per row{one_a_row(array, outputs)}"
         )
     with np.errstate(invalid="ignore"):  # inf + -inf: NaN, named below, not warned of
         total = array.sum(dtype=np.float64)
     if finite and not math.isfinite(total):  # one pass; float64 cannot
         _not_finite(loss, array, targets)  # overflow here
     return np.ascontiguousarray(array)
-
-
-_TRAINED = contextvars.ContextVar("deepsharp_targets_of_a_trained_network", default=False)
-
-
-@contextmanager
-def of_a_trained_network() -> Iterator[None]:
-    """Targets checked against a trained network (`TrainedNetwork.evaluate`'s rows): a
-    refusal advises no other last layer, which a trained network cannot take (a review)."""
-    token = _TRAINED.set(True)
-    try:
-        yield
-    finally:
-        _TRAINED.reset(token)
-
-
-def _outputs_wanted(low: int, high: int, classes: int) -> str:
-    """Where class indices reach past the network's outputs, the outputs they ask for (trial
-    PT), and, where they run 1..classes, that indices count from 0 (review); nothing for an
-    index far past any count of outputs (one stray label). For a trained network's rows, what
-    it was trained on."""
-    if _TRAINED.get():
-        said = f": the network gives {classes} outputs, a class each, and these rows hold others"
-        if low >= 1 and high == classes:  # (the hint the review saw lost)
-            said += "; as they count from 1, give them from 0 (y - 1)"
-        return said
-    if low < 0 or high >= max(1024, 16 * classes):
-        return ""
-    said = (
-        f": the targets reach {high}, so end the network in Dense({high + 1}) (an output a class)"
-    )
-    if low >= 1 and high == classes:
-        said += f", or, as they count from 1, give them from 0 (y - 1) to keep Dense({classes})"
-    return said
-
-
-def _one_a_row(array: NDArray[np.float32], outputs: int) -> str:
-    """Where one target a row met a network of several outputs, the two ways on (the message
-    named neither: trial PT, class indices under BinaryCrossEntropy and Dense(10))."""
-    if array.ndim != 1 or outputs < 2 or _TRAINED.get():
-        return ""
-    said = "; the targets are one a row: end the network in Dense(1)"
-    with np.errstate(invalid="ignore"):
-        classes = bool(
-            array.size
-            and np.all(array == np.round(array))
-            and array.min() >= 0
-            and array.max() < outputs
-        )
-    if classes:
-        said += (
-            f", or, as they are class indices (0..{int(array.max())}), train with "
-            "CrossEntropy(), which takes an output a class"
-        )
-    return said
 
 
 def _not_finite(loss: Loss, array: NDArray[np.float32], given: Any = None) -> None:
@@ -570,7 +513,7 @@ class CrossEntropy(Loss):
             low, high = int(indices.min()), int(indices.max())
             raise ShapeError(
                 f"CrossEntropy: class indices must lie in 0..{classes - 1} for {classes} "
-                f"classes, found {low}..{high}{_outputs_wanted(low, high, classes)}"
+                f"classes, found {low}..{high}{outputs_wanted(low, high, classes)}"
             )
         return indices
 
