@@ -129,7 +129,6 @@ def launch(
                             work,
                             writer,
                             lifeline,
-                            held,
                         ),
                         name=f"deepsharp-rank-{place.rank}",
                     )
@@ -363,10 +362,8 @@ def _run_rank(
     work: Any,
     report: Connection,
     lifeline: Connection,
-    held: Connection,
 ) -> None:
     """One process of the job: join the group, run the function, report, leave at once."""
-    held.close()  # the launcher's end (a forked process has a copy): the launcher's alone
     _end_with(lifeline)
     os.environ.update(
         RANK=str(rank),

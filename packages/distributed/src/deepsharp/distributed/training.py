@@ -166,11 +166,8 @@ class Place(Distribution):
     def _batch_total(self, engine: Engine, partial: Handle) -> Handle:
         return self.job.reduce_gradients(engine, [partial])[0]
 
-    def all_finite(self, loss: float) -> bool:
-        # The whole batch's loss, the same bits on every process: all go on, or all stop.
-        return math.isfinite(self.hook.batch_loss_value())
-
     def batch_loss(self, loss: float) -> float:
+        # The same bits on every process (`all_finite` reads it): all go on, or all stop.
         return self.hook.batch_loss_value()
 
     def any_process(self, flag: bool) -> bool:

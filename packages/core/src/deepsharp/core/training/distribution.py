@@ -147,8 +147,8 @@ class Distribution(Spread):
         """Before the first step, with the trainer's slots in place."""
 
     def all_finite(self, loss: float) -> bool:
-        """Whether a step's loss is finite on every process."""
-        return math.isfinite(loss)
+        """Whether a step's loss is finite on every process: its whole batch's loss is."""
+        return math.isfinite(self.batch_loss(loss))
 
     def batch_loss(self, loss: float) -> float:
         """The whole batch's loss of the step this process's share of it gave `loss` (what a
