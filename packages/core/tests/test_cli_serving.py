@@ -116,6 +116,7 @@ def test_generate_refuses_a_model_that_writes_no_text_and_predict_points_to_it(
     assert main(["predict", str(writer), str(rows)]) == 0
     said = capsys.readouterr().err
     assert f"deepsharp generate {writer} PROMPT" in said
+    assert f"deepsharp evaluate {writer} TEXT.txt" in said
     assert main(["predict", str(model), str(data_path("titanic.csv"))]) == 0
     assert "next-token" not in capsys.readouterr().err
 
@@ -187,3 +188,33 @@ def test_a_text_cut_short_by_a_failure_ends_its_line(
     assert main(["generate", str(broken), "ab", "--length", "3"]) == 1
     said = capsysbinary.readouterr()
     assert said.out == b"ab\n" and b"not all finite" in said.err
+
+
+def test_a_next_token_model_is_evaluated_on_a_text_file(
+    writer: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Failed before: the command read the text as CSV rows and refused the model, which has
+    no target column; now a text file (or standard input) is its rows, each next token a
+    target."""
+    import io
+
+    capsys.readouterr()
+    text = tmp_path / "held-out.txt"
+    text.write_text("abcabcabbadccabcabcabba", encoding="utf-8")
+    assert main(["evaluate", str(writer), str(text), "--metrics", "f1"]) == 0
+    said = capsys.readouterr()
+    expected = TrainedNetwork.load(writer).evaluate(text.read_text(), metrics=("f1",))
+    lines = [line.split() for line in said.out.splitlines()]
+    assert {name: float(value) for name, value in lines} == expected
+    assert f"on the text of {text}" in said.err
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.read_bytes())))
+    assert main(["evaluate", str(writer), "-"]) == 0
+    assert capsys.readouterr().out.split()[1] == repr(expected["loss"])
+    text.write_bytes(b"abc\xffabcabcabcabc")
+    assert main(["evaluate", str(writer), str(text)]) == 1
+    assert "is no UTF-8 text (byte 3" in capsys.readouterr().err
+    assert main(["evaluate", str(writer), str(tmp_path / "none.txt")]) == 1
+    assert "no such text file" in capsys.readouterr().err

@@ -3,11 +3,13 @@ vocabulary holds a token, and what it refuses."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from deepsharp.core import (
     ConfigurationError,
     CrossEntropy,
+    DataError,
     Dense,
     Embedding,
     Input,
@@ -182,3 +184,47 @@ def test_a_token_of_no_chance_is_no_overflow() -> None:
                    [0.0, 0.0, -np.inf, -np.inf, -np.inf]):  # fmt: skip
         with pytest.raises(DataError, match="not all finite"):
             _draw(np.array(broken), 1.0, Generator(0), 5)
+
+
+def _bigram_losses(model: TrainedNetwork, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's logits from the one before it, as `_model`'s network gives them (a
+    position reads its own token alone), worked out on the host in float64."""
+    slots = model.network.slots
+    table = np.asarray(slots["embedding.table"], np.float64)
+    logits = table @ np.asarray(slots["dense.weights"], np.float64)
+    logits += np.asarray(slots["dense.bias"], np.float64)
+    column = model.pipeline.columns[0]
+    ids = np.array([column.lookup.get(token, 1) for token in text])
+    return logits[ids[:-1]], ids[1:]
+
+
+def test_a_next_token_model_is_evaluated_on_a_text_every_token_once() -> None:
+    """Failed before (the last round's note): a next-token model's pipeline has no target
+    column, so evaluate refused it whatever it was given; a text is its rows with targets."""
+    model = _model(6, "abcabcabba")  # 8 positions: windows of 9 tokens
+    text = "abcabcabbacbacabc"  # 17 tokens: windows from 0 and 8, every target once
+    measures = model.evaluate(text, metrics=("f1",))
+    logits, targets = _bigram_losses(model, text)
+    logs = logits - logits.max(1, keepdims=True)
+    logs -= np.log(np.exp(logs).sum(1, keepdims=True))
+    assert list(measures) == ["loss", "accuracy", "f1"]
+    assert measures["loss"] == pytest.approx(-logs[np.arange(16), targets].mean(), rel=1e-5)
+    assert measures["accuracy"] == pytest.approx((logits.argmax(1) == targets).mean())
+    # 19 tokens: a third window ends at the last token; the 6 it shares are counted twice
+    longer = text + "ab"
+    logits, targets = _bigram_losses(model, longer)
+    logs = logits - logits.max(1, keepdims=True)
+    logs -= np.log(np.exp(logs).sum(1, keepdims=True))
+    places = np.r_[0:16, 10:18]
+    wanted = -logs[places, targets[places]].mean()
+    assert model.evaluate(longer, batch_size=2)["loss"] == pytest.approx(wanted, rel=1e-5)
+
+
+def test_evaluate_says_a_text_is_what_a_next_token_model_is_measured_on() -> None:
+    model = _model(6, "abcabcabba")
+    with pytest.raises(DataError, match="it is a next-token model, so give evaluate a text"):
+        model.evaluate([{"context": "abcabcab"}])
+    with pytest.raises(DataError, match=r"cuts into 8 tokens .* give a text of 9 tokens or more"):
+        model.evaluate("abcabcab")
+    with pytest.raises(ConfigurationError, match="evaluate measures the next token's softmax"):
+        _model(6, "abcabc", MeanSquaredError()).evaluate("abcabcabcabc")

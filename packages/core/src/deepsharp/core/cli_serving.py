@@ -1,5 +1,6 @@
 """The commands on a saved trained network: `deepsharp predict` (its predictions of a file's
-rows, as CSV), `deepsharp evaluate` (its loss and metrics on rows with their targets) and
+rows, as CSV), `deepsharp evaluate` (its loss and metrics on rows with their targets, or a next-token model's
+on a text) and
 `deepsharp generate` (a next-token model's text after a prompt). Each reads the file once and
 a file of rows part by part, so memory stays flat whatever the rows' count."""
 
@@ -52,9 +53,15 @@ def add_commands(commands: Any, engine_help: str) -> None:
         help="measure a saved trained network on rows with their targets",
         description="The loss of the trained network in FILE on every row of ROWS.csv (rows "
         "with the target column), the accuracy for a classifier, and the metrics named: a "
-        "line each, as a run's report gives its test rows. A Parquet file is read as Parquet.",
+        "line each, as a run's report gives its test rows. A Parquet file is read as Parquet. "
+        "A next-token model (the shakespeare sample's) is measured on a text file instead: "
+        "each next token its target, the loss in nats a token.",
     )
-    _file_and_rows(evaluate, "rows with the pipeline's columns and the target", engine_help)
+    _file_and_rows(
+        evaluate,
+        "rows with the pipeline's columns and the target (a next-token model: a text file)",
+        engine_help,
+    )
     evaluate.add_argument(
         "--metrics",
         default="",
@@ -163,6 +170,8 @@ def _trained_and_rows(arguments: argparse.Namespace, doing: str) -> tuple[Any, A
             f"network: the trained network comes first, deepsharp {doing} FILE ROWS.csv"
         )
     trained = TrainedNetwork.load(arguments.file)
+    if doing == "evaluate" and _next_token_model(trained):  # its rows: a text
+        return trained, _text_of(arguments.rows)
     if trained.pipeline.takes_arrays:
         call = "predict(x)" if doing == "predict" else "evaluate((x, y))"
         raise CommandError(
@@ -176,6 +185,37 @@ def _trained_and_rows(arguments: argparse.Namespace, doing: str) -> tuple[Any, A
     except ImportError as error:  # a Parquet file, without pyarrow
         raise CommandError(f"{arguments.rows} is a Parquet file: {error}") from None
     return trained, rows
+
+
+def _next_token_model(trained: Any) -> bool:
+    from deepsharp.core.errors import ConfigurationError
+    from deepsharp.core.generating import next_token_column
+
+    try:
+        next_token_column(trained, "evaluate")
+    except ConfigurationError:
+        return False
+    return True
+
+
+def _text_of(path: str) -> str:
+    """A next-token model's text to evaluate: the file at `path` (or standard input), UTF-8."""
+    if path == STDIN:
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            raise CommandError(f"no such text file: {path!r}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        said = "standard input" if path == STDIN else path
+        raise CommandError(
+            f"{said} is no UTF-8 text (byte {error.start:,} cannot start a character): a "
+            "next-token model is evaluated on a text file"
+        ) from None
 
 
 def _evaluate(arguments: argparse.Namespace) -> int:
@@ -192,7 +232,8 @@ def _evaluate(arguments: argparse.Namespace) -> int:
     measures = trained.evaluate(rows, engine, metrics=metrics, batch_size=arguments.batch_size)
     width = max(len(name) for name in measures)
     rows_said = "standard input" if arguments.rows == STDIN else arguments.rows  # (trial HC)
-    print(f"on the rows of {rows_said}:", file=sys.stderr)
+    what = "text" if isinstance(rows, str) else "rows"
+    print(f"on the {what} of {rows_said}:", file=sys.stderr)
     lines = "".join(f"{name:<{width}}  {value!r}\n" for name, value in measures.items())
     return to_stdout([lines.encode()], output=False)  # (a closed one was not said: a review)
 
@@ -276,15 +317,11 @@ def _bytes_of(text: str) -> bytes:
 def _next_token_note(trained: Any, file: str) -> None:
     """Where `deepsharp predict` is given a next-token model: say that its predictions are
     logits, and which command writes its text."""
-    from deepsharp.core.errors import ConfigurationError
-    from deepsharp.core.generating import next_token_column
-
-    try:
-        next_token_column(trained)
-    except ConfigurationError:
+    if not _next_token_model(trained):
         return
     print(
         f"{file} is a next-token model: its predictions are each position's chances of the "
-        f"next token; `deepsharp generate {file} PROMPT` writes text after a prompt",
+        f"next token; `deepsharp generate {file} PROMPT` writes text after a prompt, and "
+        f"`deepsharp evaluate {file} TEXT.txt` measures it on a text",
         file=sys.stderr,
     )

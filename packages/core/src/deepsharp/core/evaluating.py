@@ -8,6 +8,15 @@ run's batch size (32 unless it set another) and engine, the figures are the bits
 report gave for the same rows (`report.measures`). The loss is the mean over every row; the
 accuracy is given for losses of classes; each metric named (`deepsharp.core.training.metrics`)
 is computed once from every row's prediction and target.
+
+A next-token model (`generating.next_token_column`: the Shakespeare sample's kind) is evaluated
+on a text, a `str`: its tokens, as the text column cuts them, laid out as windows of L + 1 (the
+network's L positions and the token after), the first L the input and the last L the targets,
+each window starting L tokens after the one before, so that every token after the first is a
+target once, predicted from those before it in its window; where tokens are left after the last
+such window, one more ends at the text's last token (the tokens it predicts that the one before
+predicted count twice). The loss is then nats a token (the mean over the windows' positions),
+the accuracy the share of positions whose likeliest token is the one that follows.
 """
 
 from __future__ import annotations
@@ -19,8 +28,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.data.scan import Scan
+from deepsharp.core.data.text import UNKNOWN
 from deepsharp.core.engine import Engine
-from deepsharp.core.errors import DataError
+from deepsharp.core.errors import ConfigurationError, DataError
+from deepsharp.core.generating import next_token_column
 from deepsharp.core.nn.predicting import Predictor
 from deepsharp.core.nn.target_hints import of_a_trained_network
 from deepsharp.core.reals import is_whole
@@ -54,11 +65,18 @@ def evaluate(
         raise ValueError(f"evaluate: batch_size is 1 or more, not {batch_size!r}")
     pipeline, network, loss = trained.pipeline, trained.network, trained.loss
     check_metrics_fit(names, loss, network.outputs)
-    if not pipeline.takes_arrays and pipeline.target_name is None:
+    if isinstance(rows, str):
+        next_token_column(trained, "evaluate")  # a text is a next-token model's rows alone
+    elif not pipeline.takes_arrays and pipeline.target_name is None:
         raise DataError(
             "evaluate measures predictions against the rows' targets, and this network's "
-            "pipeline declares no target column to measure them against: predict gives its "
-            "predictions"
+            "pipeline declares no target column to measure them against: "
+            + (
+                "it is a next-token model, so give evaluate a text (a str): each next token is "
+                "its target"
+                if _next_token_model(trained)
+                else "predict gives its predictions"
+            )
         )
     with of_a_trained_network():  # a refused target advises no other last layer
         sums, figures = _measured(trained, rows, engine, names, int(batch_size))
@@ -88,6 +106,8 @@ def _measured(
                 f"and their targets, not {type(rows).__name__}"
             )
         feeds: Iterable[ArrayFeed] = [arrays_made(rows, "evaluate", pipeline, network, loss)]
+    elif isinstance(rows, str):
+        feeds = [_windows(trained, rows)]
     elif isinstance(rows, Scan):
         feeds = _scanned(trained, rows)
     else:
@@ -98,6 +118,33 @@ def _measured(
         for features, targets in _batches(feeds, size)
     )
     return measured_part(batches, loss, names, network.outputs)
+
+
+def _next_token_model(trained: TrainedNetwork) -> bool:
+    try:
+        next_token_column(trained)
+    except ConfigurationError:
+        return False
+    return True
+
+
+def _windows(trained: TrainedNetwork, text: str) -> ArrayFeed:
+    """A next-token model's windows of `text` (see the module's docstring)."""
+    column = next_token_column(trained, "evaluate")
+    ids = np.array([column.lookup.get(token, UNKNOWN) for token in column.split(text)], np.int64)
+    length = column.length
+    if len(ids) < length + 1:
+        raise DataError(
+            f"evaluate: the text cuts into {len(ids):,} tokens of the column {column.name!r} "
+            f"({column.tokens_of}), and a next-token model of {length} positions is measured on "
+            f"windows of {length + 1} (its input and the token after): give a text of "
+            f"{length + 1} tokens or more"
+        )
+    starts = list(range(0, len(ids) - length, length))  # each window's L + 1 inside the text
+    if starts[-1] != len(ids) - length - 1:  # tokens left: a last window ends at the last
+        starts.append(len(ids) - length - 1)
+    windows = ids[np.array(starts)[:, None] + np.arange(length + 1)]
+    return ArrayFeed((windows[:, :-1],), windows[:, 1:])
 
 
 def _scanned(trained: TrainedNetwork, scan: Scan) -> Iterator[ArrayFeed]:

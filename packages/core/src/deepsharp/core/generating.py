@@ -37,39 +37,52 @@ if TYPE_CHECKING:
 __all__ = ["generate", "next_token_column", "pieces"]
 
 
-def next_token_column(trained: TrainedNetwork) -> Text:
+def next_token_column(trained: TrainedNetwork, doing: str = "generate") -> Text:
     """The text column whose tokens a next-token model draws; a ConfigurationError naming what
-    makes `trained` none (its pipeline, its network's input or output, its loss)."""
+    makes `trained` none (its pipeline, its network's input or output, its loss), for `doing`
+    (generate, evaluate on a text)."""
     pipeline, network = trained.pipeline, trained.network
     columns = [] if pipeline.takes_arrays else pipeline.columns
     if len(columns) != 1 or not isinstance(columns[0], Text):
         kinds = ", ".join(f"{c.kind} {c.name!r}" for c in columns) or "arrays"
         raise ConfigurationError(
-            f"generate draws tokens of a next-token model, whose pipeline is one text column; "
-            f"this one's is {kinds}: a network trained on other rows predicts them, it does not "
-            "write text"
+            f"{_does(doing)}, whose pipeline is one text column; this one's is {kinds}: a network "
+            f"trained on other rows {_instead(doing)}"
         )
     column = columns[0]
     specs = network.input_specs
     if len(specs) != 1 or specs[0].dtype != "int64" or specs[0].shape != (column.length,):
         raise ConfigurationError(
-            f"generate needs a network of one input of the text column {column.name!r}'s ids, "
+            f"{doing} needs a network of one input of the text column {column.name!r}'s ids, "
             f"({column.length},) int64; this network's inputs are "
             f"{[(s.name, s.shape, s.dtype) for s in specs]}"
         )
     if network.output_shape != (column.length, column.vocabulary):
         raise ConfigurationError(
-            f"generate needs a network that gives, at each of the {column.length} positions, "
+            f"{doing} needs a network that gives, at each of the {column.length} positions, "
             f"the logits of the next token over the column's {column.vocabulary} ids: "
             f"(N, {column.length}, {column.vocabulary}); this one gives rows of "
             f"{network.output_shape} ({network.layers[network.graph.nodes[-1].layer].label})"
         )
     if not isinstance(trained.loss, CrossEntropy):
         raise ConfigurationError(
-            f"generate draws from the next token's softmax: the network's loss is "
+            f"{doing} {'draws from' if doing == 'generate' else 'measures'} the next token's "
+            f"softmax: the network's loss is "
             f"{trained.loss!r}, not CrossEntropy"
         )
     return column
+
+
+def _does(doing: str) -> str:
+    if doing == "generate":
+        return "generate draws tokens of a next-token model"
+    return "evaluate measures a text with a next-token model"
+
+
+def _instead(doing: str) -> str:
+    if doing == "generate":
+        return "predicts them, it does not write text"
+    return "is evaluated on such rows with their targets, not on a text"
 
 
 def generate(

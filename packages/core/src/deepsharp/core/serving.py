@@ -146,7 +146,9 @@ class TrainedNetwork:
         on arrays a pair (x, y) — and the accuracy for losses of classes, then each of
         `metrics` ("auc", "f1", ..., as `FitOptions(metrics=...)` names them): a dict in that
         order. As a run measures its test rows: on the run's engine and batch size (32 unless
-        it set another), the same bits as its `report.measures` for the same rows
+        it set another), the same bits as its `report.measures` for the same rows. A next-token
+        model (one text column in, the next token's logits out) is evaluated on a text, a
+        `str`: each token after the first a target, the loss in nats a token
         (`deepsharp.core.evaluating`)."""
         from deepsharp.core.evaluating import evaluate
 
