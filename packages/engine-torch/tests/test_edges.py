@@ -82,3 +82,37 @@ def test_convolutions_of_no_channels_or_no_filters_and_products_of_no_terms(
     a, b = np.zeros((2, 2, 0), np.float32), np.zeros((2, 0, 4), np.float32)
     product = engine.get(engine.batch_matmul(engine.put(a), engine.put(b)))
     assert product.shape == (2, 2, 4) and not product.any()
+
+
+def test_layer_norm_at_strict_takes_each_row_s_totals_in_float64() -> None:
+    """Before (trial NU2): strict's LayerNorm ran libtorch's kernel, which takes a row's mean
+    and variance in float32: a constant row of -1e10 (variance exactly 0) came out with the
+    input's gradient 0 where it is ±790, and rows far from 0 strayed far past strict's bound.
+    Now strict runs the reference on its float64 totals: the light engine's values, within
+    an ulp (each is the same formula's calls, on two libraries' elementwise kernels)."""
+    engine = TorchEngine.on_cpu("strict")
+    rng = np.random.default_rng(0)
+    rows = np.full((3, 6), -1e10, np.float32)
+    rows[1] = 1000 + rng.standard_normal(6).astype(np.float32) * np.float32(1e-2)
+    rows[2] = rng.standard_normal(6).astype(np.float32)
+    scale, shift = (rng.standard_normal(6).astype(np.float32) for _ in range(2))
+    grad = np.arange(18, dtype=np.float32).reshape(3, 6)
+    for name, args in (
+        ("layer_norm", (rows, scale, shift, 1e-5)),
+        ("layer_norm_back", (rows, scale, grad, 1e-5)),
+    ):
+        got = getattr(engine, name)(
+            *[engine.put(a) if isinstance(a, np.ndarray) else a for a in args]
+        )
+        wanted = getattr(LIGHT, name)(
+            *[LIGHT.put(a) if isinstance(a, np.ndarray) else a for a in args]
+        )
+        for ours, light in zip(
+            got if isinstance(got, tuple) else (got,),
+            wanted if isinstance(wanted, tuple) else (wanted,),
+        ):
+            np.testing.assert_allclose(engine.get(ours), LIGHT.get(light), rtol=3e-7, atol=1e-6)
+    dx = engine.get(
+        engine.layer_norm_back(*(engine.put(a) for a in (rows, scale)), engine.put(grad), 1e-5)[0]
+    )
+    assert np.abs(dx[0]).max() > 100  # the constant row's gradient, 0 before

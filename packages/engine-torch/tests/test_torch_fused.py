@@ -190,6 +190,8 @@ def test_a_dense_layer_s_product_and_bias_in_one_call_is_the_reference_s_total(
 def test_layer_norm_s_way_back_reads_the_forward_s_means_while_its_input_is_unchanged(
     engine: TorchEngine,
 ) -> None:
+    if engine.precision == "strict":
+        pytest.skip("strict runs LayerNorm's reference, which keeps nothing")
     rng = np.random.default_rng(9)
     x = engine.put((rng.standard_normal((64, 32)) * 2 + 1).astype(np.float32))
     scale, shift, grad = (

@@ -45,7 +45,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.engine import Counters, EngineIdentity, Precision, Totals, choose_totals
-from deepsharp.core.engine.fused import all_finite, binary_cross_entropy_terms_reference
+from deepsharp.core.engine.fused import (
+    all_finite,
+    binary_cross_entropy_terms_reference,
+    layer_norm_back_reference,
+    layer_norm_reference,
+)
 from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.core.engine.protocol import int64_put
@@ -398,15 +403,22 @@ class TorchEngine:
         return _gelu_back(flat_grad, flat)[:count].view(x.shape)
 
     def layer_norm(self, x: Tensor, scale: Tensor, shift: Tensor, epsilon: float) -> Tensor:
-        """Fast path: libtorch's LayerNorm kernel, one pass over each position's last axis."""
+        """Fast path: libtorch's LayerNorm kernel, one pass over each position's last axis; at
+        strict, the reference, its totals in float64 (libtorch's kernel takes each row's mean
+        and variance in float32: a constant row of -1e10 came out of variance 0.006, trial NU2)."""
+        if self.precision == "strict":
+            return layer_norm_reference(self, x, scale, shift, epsilon)
         return self._layer_norms.forward(x, scale, shift, epsilon)
 
     def layer_norm_back(
         self, x: Tensor, scale: Tensor, grad: Tensor, epsilon: float
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """Fast path: libtorch's LayerNorm way back (`_norms.Norms.back`)."""
-        strict = self.totals if self.precision == "strict" else None
-        return self._layer_norms.back(x, scale, grad, epsilon, strict)
+        """Fast path: libtorch's LayerNorm way back (`_norms.Norms.back`); at strict, the
+        reference (its row totals float64's: the kernel's, float32's, gave a constant row of
+        -1e10 a gradient of 0 where it is 790, trial NU2)."""
+        if self.precision == "strict":
+            return layer_norm_back_reference(self, x, scale, grad, epsilon)
+        return self._layer_norms.back(x, scale, grad, epsilon)
 
     # --- fast paths (deepsharp.core.engine.fused) -----------------------------------------
     def lstm_cell(

@@ -1,6 +1,6 @@
-"""LayerNorm's fast paths: libtorch's kernel each way, each position's mean and reciprocal root
-kept from the forward for the way back while its input lives unchanged; at strict, the scale's
-and the shift's totals over the rows added in float64.
+"""LayerNorm's fast paths at float32 and the mixed precisions: libtorch's kernel each way, each
+position's mean and reciprocal root kept from the forward for the way back while its input lives
+unchanged (strict runs the reference: the kernel takes a row's totals in float32).
 
 torch is bound (`bind`) when the first engine is made, never when this module is imported.
 """
@@ -41,23 +41,16 @@ class Norms:
         return out
 
     def back(
-        self, x: Tensor, scale: Tensor, grad: Tensor, epsilon: float, strict: Any
+        self, x: Tensor, scale: Tensor, grad: Tensor, epsilon: float
     ) -> tuple[Tensor, Tensor, Tensor]:
         """The gradients towards x, the scale and the shift, from the forward's means and
         reciprocal roots where x is the forward's (else made again by its kernel: the same
-        values, a tenth of `torch.var_mean`'s time over the last axis). `strict`: the
-        engine's totals where they are float64's (else None): libtorch's kernel adds the
-        scale's and the shift's in float32 as its threads split the rows, other bits on
-        another thread count (trial TE); each row's own gradient is one thread's."""
+        values, a tenth of `torch.var_mean`'s time over the last axis)."""
         width = [x.shape[-1]]
         kept = self.kept.get(id(x))
         if kept is not None and kept[0]() is x and kept[1:3] == (x._version, epsilon):
             mean, root = kept[3], kept[4]
         else:
             _, mean, root = _forward(x, width, None, None, epsilon)
-        if strict is not None:
-            made = _back(grad, x, width, mean, root, scale, scale, [True, False, False])
-            rows = tuple(range(x.dim() - 1))
-            return made[0], strict.sum(grad * ((x - mean) * root), rows), strict.sum(grad, rows)
         made = _back(grad, x, width, mean, root, scale, scale, [True, True, True])  # the
         return made[0], made[1], made[2]  # shift's gradient: its shape read from `scale`'s
