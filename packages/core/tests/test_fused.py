@@ -41,7 +41,8 @@ FAST_PATH_NAMES = {
 FAST_PATH_NAMES |= {"clip_norm", "global_clip_norm"}  # gradient clipping (test_clipping.py too)
 FAST_PATH_NAMES |= {"lstm_cell", "lstm_cell_back"}  # an LSTM's position (test_recurrent.py)
 SEQUENCE = {"lstm_sequence", "lstm_sequence_back"}
-"""A whole LSTM sequence each way: for an engine with a fused kernel for it (the torch engine's
+SEQUENCE |= {"lstm_masked_sequence", "lstm_masked_sequence_back"}  # a padded one
+"""A whole LSTM sequence each way (with a padding mask too): for an engine with a fused kernel for it (the torch engine's
 oneDNN). Light leaves them out: its positions keep their gates for the way back, where the
 sequence's reference would make them again."""
 FAST_PATH_NAMES |= SEQUENCE

@@ -99,3 +99,53 @@ def test_the_layer_harness_holds_on_the_torch_engine(kind: type[Layer], sequence
         engines += ["torch:cuda:0", "torch:cuda:0:mixed_float16", "torch:cuda:0:mixed_bfloat16"]
     found = check_layer(kind(3, return_sequences=sequences), (4, 2), engines=engines)  # type: ignore[call-arg]
     assert found.nudge_ratio <= 1.0 and set(found.engine_ratios) == set(engines)
+
+
+RUNS = [(0, 12), (0, 5), (7, 5), (3, 9), (0, 1), (11, 1)]
+"""Each row's tokens (start, count) among its 12 places: padded at its end, at its start, at
+both, or not at all."""
+
+
+def _masked_twin(kind: type[Layer], rows: np.ndarray, units: int) -> Any:
+    """The PyTorch twin in float64 run on each row's tokens alone: its last state is what the
+    padded row's must be, and the padding's places get no gradient."""
+    torch.manual_seed(5)
+    twin = TWINS[kind](rows.shape[2], units, batch_first=True).double()
+    given = torch.tensor(rows, dtype=torch.float64, requires_grad=True)
+    last = torch.stack(
+        [twin(given[n : n + 1, s : s + c])[0][0, -1] for n, (s, c) in enumerate(RUNS)]
+    )
+    aim = np.random.default_rng(6).standard_normal(tuple(last.shape))
+    (last * torch.tensor(aim)).sum().backward()
+    slots = {name: getattr(twin, f"{name}_l0").detach().numpy().copy() for name in SLOTS}
+    grads = [getattr(twin, f"{name}_l0").grad.numpy() for name in SLOTS] + [given.grad.numpy()]
+    return slots, last.detach().numpy(), aim, grads
+
+
+@pytest.mark.parametrize("spec", (*ENGINES, "torch:cpu:mixed_bfloat16"))
+@pytest.mark.parametrize("kind", [LSTM, GRU], ids=lambda kind: kind.kind)
+def test_a_padded_row_s_last_state_is_its_tokens_alone(kind: type[Layer], spec: str) -> None:
+    """Failed before (trial RN): the layers read the padding an Embedding's mask marks as
+    tokens. Now each row's last state and gradients are those of its tokens alone, as
+    PyTorch's twin run on them gives (what pack_padded_sequence does for rows padded at their
+    end): on torch:cpu in oneDNN's kernel over each row turned to start at its tokens."""
+    rows = np.random.default_rng(4).standard_normal((len(RUNS), 12, 3))
+    mask = np.zeros((len(RUNS), 12), np.float32)
+    for n, (start, count) in enumerate(RUNS):
+        mask[n, start : start + count] = 1
+    slots, want, aim, want_grads = _masked_twin(kind, rows, 4)
+    engine = make_engine(spec)
+    layer = kind(4)
+    layer.built_for(rows.shape[1:])
+    tensors = {name: Tensor.put(engine, value.astype(np.float32)) for name, value in slots.items()}
+    given = Tensor.put(engine, rows.astype(np.float32))
+    given.mask = Tensor.put(engine, mask)
+    wanted = [*(tensors[name] for name in SLOTS), given]
+    with Recording(wanted) as recording:
+        out = layer.forward(given, tensors, Pass(engine, True, None))
+        total = ops.sum(out * Tensor.put(engine, aim.astype(np.float32)))
+        grads = recording.gradients(total, wanted)
+    tolerance = 2e-2 if "mixed" in spec else TOLERANCE
+    assert _off(np.asarray(engine.get(out.handle)), want) <= tolerance
+    for name, mine, theirs in zip((*SLOTS, "rows"), grads, want_grads, strict=True):
+        assert _off(np.asarray(engine.get(mine)), theirs) <= tolerance, name

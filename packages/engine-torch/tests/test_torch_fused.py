@@ -37,6 +37,7 @@ def engine(request: pytest.FixtureRequest) -> TorchEngine:
 
 
 SEQUENCE = {"lstm_sequence", "lstm_sequence_back"}
+SEQUENCE |= {"lstm_masked_sequence", "lstm_masked_sequence_back"}  # turned to each row's tokens
 """oneDNN's LSTM over a whole sequence: offered at float32 on the processor only."""
 
 

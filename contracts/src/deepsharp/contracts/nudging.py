@@ -62,6 +62,8 @@ def _cases() -> list[RuleCase]:
     def normal(*shape: int) -> Array:
         return rng.standard_normal(shape)
 
+    padding = np.array([[1, 1, 0, 0], [0, 1, 1, 1], [1, 1, 1, 1]], np.int64)
+
     def positive(*shape: int) -> Array:
         return rng.uniform(0.5, 2.0, shape)
 
@@ -223,6 +225,19 @@ def _cases() -> list[RuleCase]:
             [normal(2, 1, 2), normal(8, 2), normal(8, 2), normal(8)],
             {"sequences": True},
             "one-position",
+        ),
+        # an LSTM over padded sequences: a mask (0 at padding, at the end, at the start, none)
+        # carries the state and the cell over the places it marks
+        RuleCase(
+            "lstm",
+            [normal(3, 4, 2), normal(8, 2), normal(8, 2), normal(8), padding],
+            label="masked",
+        ),
+        RuleCase(
+            "lstm",
+            [normal(3, 4, 2), normal(8, 2), normal(8, 2), normal(8), padding],
+            {"sequences": True},
+            "masked-sequences",
         ),
         # a dense layer whose weights are stored (out, in): attention's projections
         RuleCase("affine", [normal(3, 4), normal(5, 4), normal(5)], {"transpose_b": True}, "tb"),

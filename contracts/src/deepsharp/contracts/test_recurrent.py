@@ -12,7 +12,9 @@ An engine that offers neither runs the reference in its primitives, held here al
 
 A whole sequence (`lstm_sequence`, `lstm_sequence_back`: an engine with a fused kernel for it
 offers the pair) is held likewise: its states, and the gradients its way back gives from the
-states its own forward gave, within the bounds the reference propagates through every position.
+states its own forward gave, within the bounds the reference propagates through every position;
+and so is one with a padding mask (`lstm_masked_sequence` and its way back), its rows padded at
+their end, at their start, between their tokens, not at all, or all padding.
 
 Inputs: states, gates and tanh's outputs within (-1, 1) (the sigmoid's within (0, 1)), as a
 layer makes them; shares, cells and gradients of magnitudes 10⁻³ to 10; the first position (no
@@ -33,7 +35,14 @@ from deepsharp.contracts.measure import Contract
 from deepsharp.contracts.propagated import Propagated
 from deepsharp.core.engine import Engine, fused
 
-CHECKED = {"lstm_cell", "lstm_cell_back", "lstm_sequence", "lstm_sequence_back"}
+CHECKED = {
+    "lstm_cell",
+    "lstm_cell_back",
+    "lstm_sequence",
+    "lstm_sequence_back",
+    "lstm_masked_sequence",
+    "lstm_masked_sequence_back",
+}
 """The fast paths this module holds (test_fast_paths holds the others)."""
 
 OUTPUTS = {
@@ -124,22 +133,22 @@ def check_sequence(
 ) -> None:
     """`fused.lstm_sequence` and its way back on the engine (its own pair where it offers
     one) against the bounds the reference propagates; `arrays` are x, weight_ih, weight_hh
-    and bias."""
-    own = callable(getattr(engine, "lstm_sequence", None))
-    label = "fast lstm_sequence" if own else "lstm_sequence"
-    x, weight_ih, weight_hh, bias = (engine.put(a) for a in arrays)
-    states = fused.lstm_sequence(engine, x, weight_ih, weight_hh, bias)
+    and bias — and a padding mask (N, L) where a fifth is given: `fused.lstm_masked_sequence`
+    and its way back."""
+    name = "lstm_masked_sequence" if len(arrays) == 5 else "lstm_sequence"
+    own = callable(getattr(engine, name, None))
+    label = f"fast {name}" if own else name
+    handles = [engine.put(a) for a in arrays]
+    states = getattr(fused, name)(engine, *handles)
     toward_states, toward_last = (
         None if g is None else engine.put(g) for g in (grad_states, grad_last)
     )
-    got = fused.lstm_sequence_back(
-        engine, toward_states, toward_last, x, weight_ih, weight_hh, bias, states
-    )
+    got = getattr(fused, f"{name}_back")(engine, toward_states, toward_last, *handles, states)
     bounded = Propagated(contract.precision.name)
     made = [bounded.put(a) for a in arrays]
-    expected_states = fused.FAST_PATHS["lstm_sequence"](bounded, *made)
+    expected_states = fused.FAST_PATHS[name](bounded, *made)
     given = [None if g is None else bounded.put(g) for g in (grad_states, grad_last)]
-    expected = fused.FAST_PATHS["lstm_sequence_back"](bounded, *given, *made, expected_states)
+    expected = fused.FAST_PATHS[f"{name}_back"](bounded, *given, *made, expected_states)
     towards = [f"the gradient towards {what}" for what in ("x", "weight_ih", "weight_hh", "bias")]
     outputs = zip(["states", *towards], [states, *got], [expected_states, *expected], strict=True)
     held(engine, contract, label, outputs)
@@ -169,6 +178,65 @@ def test_an_lstm_sequence_and_its_way_back_hold_their_reference_s_bounds(
         draw(seed + 1, (4 * units, features), low=-3, high=0),
         draw(seed + 2, (4 * units, units), low=-3, high=0),
         draw(seed + 3, (4 * units,), low=-3, high=0),
+    ]
+    grad_states = draw(seed + 4, (rows, length, units), low=-3, high=0.5)
+    grad_last = draw(seed + 5, (rows, units), low=-3, high=0.5)
+    check_sequence(
+        engine,
+        contract,
+        arrays,
+        None if towards == "last" else grad_states,
+        None if towards == "states" else grad_last,
+    )
+
+
+PADDINGS = ["end", "start", "between", "none", "all"]
+
+
+def _padding(kind: str, rows: int, length: int) -> np.ndarray:
+    """A padding mask (rows, length): 1 at a token, 0 at padding; row r's tokens as `kind`
+    says, each row of a different count (the first row all padding where `kind` is "all")."""
+    mask = np.ones((rows, length))
+    for r in range(rows):
+        count = (r % length) + 1
+        if kind == "end":
+            mask[r, count:] = 0
+        elif kind == "start":
+            mask[r, : length - count] = 0
+        elif kind == "between" and length > 2:
+            mask[r, 1 + r % (length - 2)] = 0
+        elif kind == "all" and r == 0:
+            mask[r] = 0
+    return mask
+
+
+@pinned
+@given(
+    rows=widths,
+    length=st.sampled_from([1, 2, 3, 6]),
+    units=st.sampled_from([1, 2, 3, 5]),
+    features=st.sampled_from([1, 2, 4]),
+    seed=seeds,
+    towards=st.sampled_from(["states", "last", "both"]),
+    padding=st.sampled_from(PADDINGS),
+)
+def test_a_masked_lstm_sequence_and_its_way_back_hold_their_reference_s_bounds(
+    engine: Engine,
+    contract: Contract,
+    rows: int,
+    length: int,
+    units: int,
+    features: int,
+    seed: int,
+    towards: str,
+    padding: str,
+) -> None:
+    arrays = [
+        draw(seed, (rows, length, features), low=-3, high=0.5),
+        draw(seed + 1, (4 * units, features), low=-3, high=0),
+        draw(seed + 2, (4 * units, units), low=-3, high=0),
+        draw(seed + 3, (4 * units,), low=-3, high=0),
+        _padding(padding, rows, length),
     ]
     grad_states = draw(seed + 4, (rows, length, units), low=-3, high=0.5)
     grad_last = draw(seed + 5, (rows, units), low=-3, high=0.5)

@@ -221,13 +221,19 @@ def take_rows(table: Tensor, ids: Tensor) -> Tensor:
 
 
 def lstm(
-    x: Tensor, weight_ih: Tensor, weight_hh: Tensor, bias: Tensor, sequences: bool = False
+    x: Tensor,
+    weight_ih: Tensor,
+    weight_hh: Tensor,
+    bias: Tensor,
+    sequences: bool = False,
+    mask: Tensor | None = None,
 ) -> Tensor:
     """An LSTM over a whole sequence from zero states, one node: `x` (N, L, D), `weight_ih`
     (4·U, D), `weight_hh` (4·U, U), `bias` (4·U,) (both of PyTorch's biases added), the gates
     in PyTorch's order i, f, g, o -> every state (N, L, U) with `sequences`, else the last
-    (N, U)."""
-    return apply(RULES["lstm"], (x, weight_ih, weight_hh, bias), sequences=bool(sequences))
+    (N, U). A padding `mask` (N, L), 0 at padding: the state and the cell carried on over it."""
+    inputs = (x, weight_ih, weight_hh, bias) + (() if mask is None else (mask,))
+    return apply(RULES["lstm"], inputs, sequences=bool(sequences))
 
 
 def reshape(x: Tensor, shape: tuple[int, ...]) -> Tensor:

@@ -72,7 +72,9 @@ The recurrent layers (`fused_recurrent`): `lstm_cell(share, state, cell, weight_
 `lstm_cell_back(dh, dc, i, f, g, o, k, cell)`, one position of an LSTM forward and back (so
 that an engine can run a position in a few calls of its own instead of a rule's each); and
 `lstm_sequence`, `lstm_sequence_back`, a whole sequence each way (an engine with a fused
-kernel for it offers the pair: the torch engine, oneDNN's on the processor).
+kernel for it offers the pair: the torch engine, oneDNN's on the processor); and
+`lstm_masked_sequence`, `lstm_masked_sequence_back`, the same over a sequence with a padding
+mask, whose marked places carry the state on.
 
 A step's batch: `put_checked(array, *, owned=False)`: the array put on the engine (one
 transfer in, exact) and whether every value of it is finite, in one go where the engine can
@@ -662,6 +664,10 @@ from deepsharp.core.engine.fused_recurrent import (  # noqa: E402
     lstm_cell_back,
     lstm_cell_back_reference,
     lstm_cell_reference,
+    lstm_masked_sequence,
+    lstm_masked_sequence_back,
+    lstm_masked_sequence_back_reference,
+    lstm_masked_sequence_reference,
     lstm_sequence,
     lstm_sequence_back,
     lstm_sequence_back_reference,
@@ -673,12 +679,18 @@ FAST_PATHS.update(
     lstm_cell_back=lstm_cell_back_reference,
     lstm_sequence=lstm_sequence_reference,
     lstm_sequence_back=lstm_sequence_back_reference,
+    lstm_masked_sequence=lstm_masked_sequence_reference,
+    lstm_masked_sequence_back=lstm_masked_sequence_back_reference,
 )
 __all__ += [
     "lstm_cell",
     "lstm_cell_back",
     "lstm_cell_back_reference",
     "lstm_cell_reference",
+    "lstm_masked_sequence",
+    "lstm_masked_sequence_back",
+    "lstm_masked_sequence_back_reference",
+    "lstm_masked_sequence_reference",
     "lstm_sequence",
     "lstm_sequence_back",
     "lstm_sequence_back_reference",

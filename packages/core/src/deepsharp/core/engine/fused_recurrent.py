@@ -31,6 +31,15 @@ it offers one, else the reference below, written in the primitives.
   gave (the torch engine keeps oneDNN's workspace), and must give the same for states of any
   other making (made again from x).
 
+- `lstm_masked_sequence(x, weight_ih, weight_hh, bias, mask)`, `lstm_masked_sequence_back(
+  grad_states, grad_last, x, weight_ih, weight_hh, bias, mask, states)`: the pair over a
+  sequence with a padding mask (N, L), 0 at a place to pass over: there the state and the cell
+  are the place before's, carried on unchanged (zeros before the first kept place), and the
+  way back sends the gradients of a passed place on to the one before it, its gates none (as
+  Keras's masked LSTM). Reference: `forward_positions` and `back_positions` with the mask. An
+  engine offers the pair or neither (the torch engine runs oneDNN's kernel where each row's
+  kept places are one run, its whole sequence turned to start at the run).
+
 Family: the gates' products are totals, the rest value by value; an engine's own is held to the
 bound its reference's operations give when each keeps the engine's contract (the contract's
 `Propagated` engine runs the reference).
@@ -49,6 +58,10 @@ __all__ = [
     "lstm_cell_back",
     "lstm_cell_back_reference",
     "lstm_cell_reference",
+    "lstm_masked_sequence",
+    "lstm_masked_sequence_back",
+    "lstm_masked_sequence_back_reference",
+    "lstm_masked_sequence_reference",
     "lstm_sequence",
     "lstm_sequence_back",
     "lstm_sequence_back_reference",
@@ -167,22 +180,42 @@ Kept = list[tuple[Handle | None, list[Handle]]]
 """Each position's cell before it and its gates (i, f, g, o, tanh(c)): what its way back reads."""
 
 
+def _spread(engine: Engine, mask: Handle, units: int) -> Handle:
+    """A padding mask (N, L) spread over the units: (N, L, U), non-zero to keep; a position's
+    is `_position` of it."""
+    rows, length = engine.shape(mask)
+    return engine.broadcast_to(engine.reshape(mask, (rows, length, 1)), (rows, length, units))
+
+
 def forward_positions(
-    engine: Engine, x: Handle, weight_ih: Handle, weight_hh: Handle, bias: Handle
+    engine: Engine,
+    x: Handle,
+    weight_ih: Handle,
+    weight_hh: Handle,
+    bias: Handle,
+    mask: Handle | None = None,
 ) -> tuple[list[Handle], Kept]:
     """The sequence a position at a time (`lstm_cell`): every state, and what each position's
-    way back reads. The LSTM's rule runs this where the engine runs no whole sequence."""
+    way back reads. The LSTM's rule runs this where the engine runs no whole sequence, and
+    wherever a padding `mask` (N, L) comes: at a position it marks (0), the state and the cell
+    are the last position's, carried on unchanged (the zero state before the first kept one),
+    as Keras's masked LSTM runs."""
     shares = _shares(engine, x, weight_ih, bias)
+    keeps = None if mask is None else _spread(engine, mask, engine.shape(weight_hh)[1])
     state = cell = None
     states: list[Handle] = []
     kept: Kept = []
     for t in range(engine.shape(x)[1]):
-        state, new_cell, *gates = lstm_cell(
+        new_state, new_cell, *gates = lstm_cell(
             engine, _position(engine, shares, t), state, cell, weight_hh
         )
-        states.append(state)
         kept.append((cell, gates))
-        cell = new_cell
+        if keeps is not None:
+            keep = _position(engine, keeps, t)
+            new_state = engine.where(keep, new_state, 0.0 if state is None else state)
+            new_cell = engine.where(keep, new_cell, 0.0 if cell is None else cell)
+        states.append(new_state)
+        state, cell = new_state, new_cell
     return states, kept
 
 
@@ -196,12 +229,15 @@ def back_positions(
     states: list[Handle],
     kept: Kept,
     needs: tuple[bool, ...] = (True, True, True, True),
+    mask: Handle | None = None,
 ) -> tuple[Handle | None, ...]:
     """The way back of `forward_positions` (`lstm_cell_back` from the last position to the
     first), then the three products: the gradients towards x, weight_ih, weight_hh and bias,
-    None where `needs` says none is wanted."""
+    None where `needs` says none is wanted. With a padding `mask`, a position it marks sends
+    its state's and its cell's gradients on to the position before, and its gates none."""
     rows, length, features = engine.shape(x)
     wide = engine.shape(weight_ih)[0]
+    keeps = None if mask is None else _spread(engine, mask, engine.shape(weight_hh)[1])
     towards: list[Handle] = []
     dh, dc = grad_last, None
     for t in reversed(range(length)):
@@ -211,11 +247,23 @@ def back_positions(
             dh = own if dh is None else engine.add(dh, own)
         if dh is None:  # no gradient reached this position or a later one
             dh = engine.zeros(engine.shape(entering))
+        passed = passed_cell = None
+        if keeps is not None:  # what a marked position carried on goes back past it
+            keep = _position(engine, keeps, t)
+            passed = engine.where(keep, 0.0, dh)
+            dh = engine.where(keep, dh, 0.0)
+            if dc is not None:
+                passed_cell = engine.where(keep, 0.0, dc)
+                dc = engine.where(keep, dc, 0.0)
         gate_grad, dc = lstm_cell_back(
             engine, dh, dc, entering, forget, candidate, out, squashed, cell
         )
         towards.insert(0, gate_grad)
         dh = engine.matmul(gate_grad, weight_hh, False, False) if t > 0 else None
+        if passed is not None and t > 0:
+            dh = engine.add(dh, passed)
+            if passed_cell is not None:
+                dc = passed_cell if dc is None else engine.add(dc, passed_cell)
     flat = engine.reshape(stacked(engine, towards), (rows * length, wide))
     to_x = to_weight_ih = to_weight_hh = to_bias = None
     if needs[0]:
@@ -263,6 +311,60 @@ def lstm_sequence_back_reference(
     assert to_x is not None and to_weight_ih is not None
     assert to_weight_hh is not None and to_bias is not None
     return to_x, to_weight_ih, to_weight_hh, to_bias
+
+
+def lstm_masked_sequence_reference(
+    engine: Engine, x: Handle, weight_ih: Handle, weight_hh: Handle, bias: Handle, mask: Handle
+) -> Handle:
+    return stacked(engine, forward_positions(engine, x, weight_ih, weight_hh, bias, mask)[0])
+
+
+def lstm_masked_sequence_back_reference(
+    engine: Engine,
+    grad_states: Handle | None,
+    grad_last: Handle | None,
+    x: Handle,
+    weight_ih: Handle,
+    weight_hh: Handle,
+    bias: Handle,
+    mask: Handle,
+    states: Handle,
+) -> tuple[Handle, Handle, Handle, Handle]:
+    # Given only the states, the positions' gates are made again.
+    made, kept = forward_positions(engine, x, weight_ih, weight_hh, bias, mask)
+    given = (grad_states, grad_last, x, weight_ih, weight_hh, made, kept)
+    to_x, to_weight_ih, to_weight_hh, to_bias = back_positions(engine, *given, mask=mask)
+    assert to_x is not None and to_weight_ih is not None
+    assert to_weight_hh is not None and to_bias is not None
+    return to_x, to_weight_ih, to_weight_hh, to_bias
+
+
+def lstm_masked_sequence(
+    engine: Engine, x: Handle, weight_ih: Handle, weight_hh: Handle, bias: Handle, mask: Handle
+) -> Handle:
+    own = getattr(engine, "lstm_masked_sequence", None)
+    if own is not None:
+        return own(x, weight_ih, weight_hh, bias, mask)
+    return lstm_masked_sequence_reference(engine, x, weight_ih, weight_hh, bias, mask)
+
+
+def lstm_masked_sequence_back(
+    engine: Engine,
+    grad_states: Handle | None,
+    grad_last: Handle | None,
+    x: Handle,
+    weight_ih: Handle,
+    weight_hh: Handle,
+    bias: Handle,
+    mask: Handle,
+    states: Handle,
+) -> tuple[Handle, Handle, Handle, Handle]:
+    args = (grad_states, grad_last, x, weight_ih, weight_hh, bias, mask, states)
+    own = getattr(engine, "lstm_masked_sequence_back", None)
+    if own is not None:
+        made: tuple[Handle, Handle, Handle, Handle] = own(*args)
+        return made
+    return lstm_masked_sequence_back_reference(engine, *args)
 
 
 def lstm_sequence(

@@ -168,6 +168,7 @@ class TorchEngine:
             for name in ("lstm_sequence", "lstm_sequence_back"):
                 if not hasattr(type(self), name):
                     setattr(self, name, getattr(self, f"_{name}"))
+            _recurrent.offer_masked(self, torch)  # a padded sequence's, turned to its tokens
 
     @classmethod
     def on_cpu(cls, precision: str | Precision = "float32") -> TorchEngine:

@@ -43,6 +43,7 @@ class HalfOutputs(TorchEngine, mixed=True):
             # oneDNN's float32 LSTM kernel on inputs rounded to the half format (_recurrent)
             self.lstm_sequence = self._half_lstm_sequence
             self.lstm_sequence_back = self._half_lstm_sequence_back
+            _recurrent.offer_masked(self, _engine.torch)
 
     def _half_lstm_sequence(
         self, x: Tensor, weight_ih: Tensor, weight_hh: Tensor, bias: Tensor

@@ -4,7 +4,10 @@ one direction, `batch_first=True`).
 
 The inputs' share of every gate at every position is one product, taken before the first
 step; each step then adds the state's share (one product) and mixes the gates. The state starts
-at zeros. GRU is written in the operations every engine has (products, slices, sigmoid, tanh,
+at zeros. Where the sequence carries a padding mask (an `Embedding` of ids marks id 0), a
+position it marks changes nothing: the state (and an LSTM's cell) is carried on from the
+position before, zeros before the first token, as Keras's masked layers run — so a text padded
+at its end ends on its last token's state, and one padded at its start begins at its first. GRU is written in the operations every engine has (products, slices, sigmoid, tanh,
 sums and products value by value), so its way back is the rulebook's; LSTM is one rule over the
 sequence (`ops.lstm`) whose positions are the fast paths `lstm_cell` and `lstm_cell_back`
 (written in those same operations, and an engine's own where it offers them).
@@ -131,7 +134,8 @@ class LSTM(_Recurrent):
         # above in the order written, and its way back `lstm_cell_back`
         # (deepsharp.core.engine.fused_recurrent).
         bias = slots["bias_ih"] + slots["bias_hh"]
-        return ops.lstm(x, slots["weight_ih"], slots["weight_hh"], bias, self.return_sequences)
+        weights = slots["weight_ih"], slots["weight_hh"]
+        return ops.lstm(x, *weights, bias, self.return_sequences, getattr(x, "mask", None))
 
 
 class GRU(_Recurrent):
@@ -152,8 +156,9 @@ class GRU(_Recurrent):
         units = self.units
         weights, bias = slots["weight_hh"], slots["bias_hh"]
         shares = self._inputs_share(x, slots["weight_ih"], slots["bias_ih"])
+        mask = getattr(x, "mask", None)
         states: list[Tensor] = []
-        for share in shares:
+        for t, share in enumerate(shares):
             # The state's share of the gates; from the zero state, its bias alone.
             own = bias if not states else ops.affine(states[-1], weights, bias, transpose_b=True)
             mixed = ops.sigmoid(
@@ -165,5 +170,11 @@ class GRU(_Recurrent):
                 + reset * ops.slice(own, -1, 2 * units, 3 * units)
             )
             # (1 - z)·n + z·h, written n + z·(h - n): one product fewer.
-            states.append((1.0 - update) * new if not states else new + update * (states[-1] - new))
+            made = (1.0 - update) * new if not states else new + update * (states[-1] - new)
+            if mask is not None:  # padding carries the last state on (zeros before the first)
+                keep = ops.reshape(ops.slice(mask, 1, t, t + 1), (x.shape[0], 1))
+                made = made * keep
+                if states:
+                    made = made + states[-1] * (1.0 - keep)
+            states.append(made)
         return self._outputs(states)
