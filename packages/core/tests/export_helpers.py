@@ -39,6 +39,7 @@ from deepsharp.core import (
     PositionalEmbedding,
     Relu,
     Reshape,
+    SequencePool,
     Sigmoid,
     Silu,
     Softmax,
@@ -291,6 +292,7 @@ class Graphs:
             lambda: self.use(Concatenate(axis=-1), [x, self.use(Dense(2), x)]),
             lambda: self.use(BatchNorm(), x),
             lambda: self.use(GlobalAvgPool(), self._channels_first(x)),
+            lambda: self.use(SequencePool(self.pick(["mean", "max"])), x),
             lambda: self.use(Flatten(), x),
             lambda: self.use(PositionalEmbedding(length + self.size(0, 2), width), x),
         ]
@@ -454,6 +456,7 @@ EVERY_KIND = {
     "MaxPool2D pair",
     "AvgPool2D",
     "GlobalAvgPool",
+    "SequencePool",
     "Add",
     "Concatenate",
     "BatchNorm",

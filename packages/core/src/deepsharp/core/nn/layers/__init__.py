@@ -25,6 +25,7 @@ from deepsharp.core.nn.layers.dense import Dense, Dropout, Flatten, Rescaling, R
 from deepsharp.core.nn.layers.embedding import Embedding
 from deepsharp.core.nn.layers.merge import Add, Concatenate
 from deepsharp.core.nn.layers.normalization import BatchNorm, LayerNorm
+from deepsharp.core.nn.layers.pooling import SequencePool
 from deepsharp.core.nn.layers.recurrent import GRU, LSTM
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "Relu",
     "Rescaling",
     "Reshape",
+    "SequencePool",
     "Sigmoid",
     "Silu",
     "SlotSpec",

@@ -276,7 +276,9 @@ class GlobalAvgPool(Layer):
 
 
 SUMMARISE = (
-    "To summarise a sequence, end it with LSTM or GRU (their last state, return_sequences=False)"
+    "To summarise a sequence, pool it over its positions with SequencePool() (the mean, or "
+    "SequencePool('max'), each leaving out the padding) or end it with LSTM or GRU (their last "
+    "state, return_sequences=False)"
 )
 
 
