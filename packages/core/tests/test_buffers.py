@@ -46,6 +46,23 @@ def test_a_training_step_moves_the_running_statistics_as_keras_does() -> None:
     )
 
 
+def test_a_momentum_of_0_keeps_the_last_batch_s_statistics_alone() -> None:
+    """Refused before (trial RN): Keras takes momentum=0 (PyTorch's momentum=1.0)."""
+    network = Network([BatchNorm(momentum=0.0), Dense(1)], inputs=3)
+    x, y = _rows(4)
+    with Trainer(network, MeanSquaredError(), AdamW(0.01), seed=0) as trainer:
+        trainer.step(*_rows(5))
+        trainer.step(x, y)
+        buffers = network.buffers
+    mean, variance = x.astype(np.float64).mean(axis=0), x.astype(np.float64).var(axis=0)
+    np.testing.assert_allclose(buffers["batchnorm.moving_mean"], mean, rtol=1e-6)
+    np.testing.assert_allclose(buffers["batchnorm.moving_variance"], variance, rtol=1e-5)
+    assert network.layers[0].config() == {"momentum": 0.0}
+    for wrong in (-0.1, 1.0, float("nan")):
+        with pytest.raises(ValueError, match=r"momentum is a number in \[0, 1\)"):
+            BatchNorm(momentum=wrong)
+
+
 def test_no_optimizer_touches_a_buffer_and_evaluation_moves_none() -> None:
     network = Network([BatchNorm(), Dense(1)], inputs=3)
     x, y = _rows(1)

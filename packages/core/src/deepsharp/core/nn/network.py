@@ -16,7 +16,7 @@ import math
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,12 +40,10 @@ from deepsharp.core.nn.graph import (
     trace,
 )
 from deepsharp.core.nn.layer import BufferSpec, Layer, Pass, Shape, SlotSpec
+from deepsharp.core.nn.losses import Loss, MeanSquaredError
 from deepsharp.core.nn.rows import channels_last_hint, checked_features, checked_ids, reshaped
 from deepsharp.core.nn.summary import summarized
 from deepsharp.core.random import Generator
-
-if TYPE_CHECKING:
-    from deepsharp.core.nn.losses import Loss
 
 __all__ = ["Features", "Network", "in_order"]
 
@@ -382,6 +380,12 @@ class Network:
 
     def set_slots(self, values: Mapping[str, Any]) -> None:
         """Replace every slot's values (names and shapes must match the network's)."""
+        if not self.built:  # no slots yet: its rows' shape is not known (trial RN)
+            raise ShapeError(
+                "the network is not built yet, so it has no slots to set: its slots' shapes "
+                "follow from its rows' shape; give Network(..., inputs=shape), or call "
+                "network.build(shape) first"
+            )
         checked = checked_values(values, self.specs, "slot")
         if self._bound is not None:
             raise StateError("a run is training this network: set its slots before or after")
@@ -479,11 +483,14 @@ class Network:
         return out
 
     def predict(
-        self, features: Any, loss: Loss, engine: Engine | str | None = None
+        self, features: Any, loss: Loss | None = None, engine: Engine | str | None = None
     ) -> NDArray[np.float32]:
-        """The predictions (the loss's link applied) for a batch of features: the same bits for
+        """The predictions (the loss's link applied: a softmax for CrossEntropy's logits) for a
+        batch of features; without a loss, the network's outputs as they are. The same bits for
         a row in any company, as `TrainedNetwork.predict` gives (one path serves both). While a
         run trains the network, with the slots one of its steps left."""
+        if loss is None:  # (trial RN: a loss was asked for raw outputs) the identity link
+            loss = MeanSquaredError()
         return predicting.predict(self, loss, features, engine)
 
     def summary(self, print_fn: Callable[[str], object] = print) -> None:

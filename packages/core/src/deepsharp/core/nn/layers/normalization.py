@@ -37,7 +37,12 @@ class BatchNorm(Layer):
         self, momentum: float = 0.99, epsilon: float = 1e-3, name: str | None = None
     ) -> None:
         super().__init__(name)
-        self.momentum = _fraction("BatchNorm", "momentum", momentum, 0.0, 1.0)
+        if not is_real(momentum) or not 0 <= momentum < 1:  # 0: the last batch's alone
+            raise ValueError(
+                f"BatchNorm: momentum is a number in [0, 1) (0 keeps the last batch's "
+                f"statistics alone, as PyTorch's momentum=1.0), not {momentum!r}"
+            )
+        self.momentum = float(momentum)
         self.epsilon = _fraction("BatchNorm", "epsilon", epsilon, 0.0, math.inf)
 
     def build(self, shape: Shape) -> Shape:
