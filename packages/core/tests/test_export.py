@@ -617,6 +617,31 @@ def test_the_spam_sample_s_file_serves_its_ids_in_onnxruntime(tmp_path: Path) ->
     assert np.abs(got - trained.predict(rows)).max() < 1e-5
 
 
+@pytest.mark.parametrize("padding", ["end", "start"])
+def test_recurrent_layers_over_padded_ids_serve_deepsharp_s_predictions(
+    padding: str, tmp_path: Path
+) -> None:
+    """The layers that pass over the padding (both directions of an LSTM, a GRU, the mean over
+    the positions) are written as the calls they make: the file gives their predictions."""
+    from deepsharp.core import GRU, LSTM, SequencePool
+    from deepsharp.core.random import Generator
+
+    ids = Input(6, dtype="int64", name="ids")
+    h = LSTM(3, return_sequences=True, bidirectional=True)(Embedding(9, 4)(ids))
+    joined = Concatenate()([GRU(2)(h), SequencePool()(h)])
+    network = Network(inputs=ids, outputs=Dense(2)(joined))
+    network.initialize(Generator(0))
+    rows = np.random.default_rng(1).integers(1, 9, (5, 6))
+    for n, count in enumerate((6, 3, 1, 0, 4)):
+        pad = slice(count, None) if padding == "end" else slice(0, 6 - count)
+        rows[n, pad] = 0
+    path = tmp_path / "padded.onnx"
+    network.export_onnx(path, CrossEntropy())
+    served = session(path)
+    got = served.run(None, {"ids": rows})[0]
+    np.testing.assert_allclose(got, network.predict(rows, CrossEntropy()), rtol=1e-5, atol=1e-6)
+
+
 def test_an_id_outside_the_vocabulary_is_refused_by_the_file_as_by_deepsharp(
     tmp_path: Path,
 ) -> None:

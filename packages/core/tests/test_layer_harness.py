@@ -83,6 +83,12 @@ CASES: dict[str, Case] = {
     "lstm-sequences": (lambda: LSTM(2, return_sequences=True, init="glorot_normal"), (3, 3), {}),
     "gru": (lambda: GRU(3), (4, 2), {}),
     "gru-sequences": (lambda: GRU(2, return_sequences=True), (3, 3), {}),
+    "lstm-bidirectional": (lambda: LSTM(2, bidirectional=True), (3, 2), {}),
+    "gru-bidirectional-sequences": (
+        lambda: GRU(2, return_sequences=True, bidirectional=True),
+        (3, 2),
+        {},
+    ),
     "multiheadattention": (lambda: MultiHeadAttention(2), (3, 4), {}),
     "multiheadattention-causal-dropout": (
         lambda: MultiHeadAttention(1, causal=True, dropout=0.3),

@@ -231,3 +231,50 @@ def test_a_step_on_texts_padded_at_their_end_is_the_step_on_the_texts_alone(
     assert after[0].keys() == after[1].keys()
     for name in after[0]:
         np.testing.assert_array_equal(after[0][name], after[1][name], err_msg=name)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.kind)
+def test_a_bidirectional_layer_has_pytorch_s_reverse_slots_and_is_saved_with_them(
+    kind: type[LSTM], tmp_path: Path
+) -> None:
+    """Asked for by trial RN (no Bidirectional); PyTorch twins in the torch engine's tests."""
+    gates = 4 if kind is LSTM else 3
+    both = Network([kind(5, bidirectional=True)], inputs=(7, 3))
+    name = kind.kind.lower()
+    assert {n: s.shape for n, s in both.specs.items() if n.endswith("_reverse")} == {
+        f"{name}.weight_ih_reverse": (gates * 5, 3),
+        f"{name}.weight_hh_reverse": (gates * 5, 5),
+        f"{name}.bias_ih_reverse": (gates * 5,),
+        f"{name}.bias_hh_reverse": (gates * 5,),
+    }
+    assert both.output_shape == (10,)
+    every = Network([kind(5, return_sequences=True, bidirectional=True)], inputs=(7, 3))
+    assert every.output_shape == (7, 10)
+    network = Network(
+        [Embedding(9, 4), kind(3, return_sequences=True, bidirectional=True), kind(2), Dense(1)],
+        inputs=6,
+    )
+    network.initialize(Generator(3))
+    network.save(tmp_path / "both.safetensors")
+    again = Network.load(tmp_path / "both.safetensors")
+    assert again.layers[1].bidirectional and repr(again) == repr(network)
+    loss = MeanSquaredError()
+    np.testing.assert_array_equal(
+        again.predict(AT_THE_END, loss), network.predict(AT_THE_END, loss)
+    )
+    with pytest.raises(ValueError, match="bidirectional is True or False, not 1"):
+        kind(3, bidirectional=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.kind)
+def test_both_directions_of_a_padded_text_are_its_tokens_alone(kind: type[LSTM]) -> None:
+    """The reverse direction starts at a text's last token, whichever end is padded."""
+    short = Network([Embedding(9, 4), kind(5, bidirectional=True), Dense(1)], inputs=3)
+    long = Network([Embedding(9, 4), kind(5, bidirectional=True), Dense(1)], inputs=6)
+    short.initialize(Generator(4))
+    long.initialize(Generator(5))
+    long.set_slots(short.slots)
+    loss = MeanSquaredError()
+    alone = short.predict(IDS, loss)
+    np.testing.assert_allclose(long.predict(AT_THE_END, loss), alone, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(long.predict(AT_THE_START, loss), alone, rtol=1e-6, atol=1e-7)

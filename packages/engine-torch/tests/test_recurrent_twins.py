@@ -149,3 +149,58 @@ def test_a_padded_row_s_last_state_is_its_tokens_alone(kind: type[Layer], spec: 
     assert _off(np.asarray(engine.get(out.handle)), want) <= tolerance
     for name, mine, theirs in zip((*SLOTS, "rows"), grads, want_grads, strict=True):
         assert _off(np.asarray(engine.get(mine)), theirs) <= tolerance, name
+
+
+def _both_last(kind: type[Layer], out: Any, h: Any) -> Any:
+    """A bidirectional PyTorch twin's last states, forward's then reverse's: (N, 2·units)."""
+    last = h[0] if kind is LSTM else h
+    return torch.cat([last[0], last[1]], -1)
+
+
+@pytest.mark.parametrize("spec", ("light", "light:float32", "torch:cpu", "torch:cpu:strict"))
+@pytest.mark.parametrize("masked", [False, True], ids=["whole", "padded"])
+@pytest.mark.parametrize("kind", [LSTM, GRU], ids=lambda kind: kind.kind)
+def test_both_directions_are_pytorch_s_bidirectional_layer(
+    kind: type[Layer], masked: bool, spec: str
+) -> None:
+    """`bidirectional=True` takes nn.LSTM(bidirectional=True)'s weights (the `_reverse` ones
+    too) and gives its h_n, both directions side by side; over padded rows, what the twin gives
+    each row's tokens alone (the reverse direction starts at a row's last token)."""
+    rows = np.random.default_rng(8).standard_normal((len(RUNS), 12, 3))
+    torch.manual_seed(9)
+    twin = TWINS[kind](3, 4, batch_first=True, bidirectional=True).double()
+    given = torch.tensor(rows, dtype=torch.float64, requires_grad=True)
+    runs = RUNS if masked else [(0, 12)] * len(RUNS)
+    last = torch.cat(
+        [_both_last(kind, *twin(given[n : n + 1, s : s + c])) for n, (s, c) in enumerate(runs)]
+    )
+    aim = np.random.default_rng(10).standard_normal(tuple(last.shape))
+    (last * torch.tensor(aim)).sum().backward()
+    names = [*SLOTS, *(f"{name}_reverse" for name in SLOTS)]
+    slots = {
+        name: getattr(
+            twin, name.replace("_reverse", "_l0_reverse") if "reverse" in name else f"{name}_l0"
+        )
+        for name in names
+    }
+    engine = make_engine(spec)
+    layer = kind(4, bidirectional=True)
+    layer.built_for(rows.shape[1:])
+    tensors = {
+        n: Tensor.put(engine, v.detach().numpy().astype(np.float32)) for n, v in slots.items()
+    }
+    x = Tensor.put(engine, rows.astype(np.float32))
+    if masked:
+        mask = np.zeros((len(RUNS), 12), np.float32)
+        for n, (start, count) in enumerate(RUNS):
+            mask[n, start : start + count] = 1
+        x.mask = Tensor.put(engine, mask)
+    wanted = [*(tensors[name] for name in names), x]
+    with Recording(wanted) as recording:
+        out = layer.forward(x, tensors, Pass(engine, True, None))
+        total = ops.sum(out * Tensor.put(engine, aim.astype(np.float32)))
+        grads = recording.gradients(total, wanted)
+    assert _off(np.asarray(engine.get(out.handle)), last.detach().numpy()) <= TOLERANCE
+    theirs = [slots[name].grad.numpy() for name in names] + [given.grad.numpy()]
+    for name, mine, want in zip((*names, "rows"), grads, theirs, strict=True):
+        assert _off(np.asarray(engine.get(mine)), want) <= TOLERANCE, name

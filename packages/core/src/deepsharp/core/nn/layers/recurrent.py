@@ -28,8 +28,14 @@ __all__ = ["GRU", "LSTM"]
 
 
 class _Recurrent(Layer):
-    """What LSTM and GRU share: the slots, their shapes and first values, and the inputs' share
-    of the gates at every position."""
+    """What LSTM and GRU share: the slots, their shapes and first values, the inputs' share of
+    the gates at every position, and a second direction.
+
+    With `bidirectional=True` (PyTorch's `bidirectional=True`, Keras's `Bidirectional`), a
+    second set of slots (`weight_ih_reverse`, ..., PyTorch's `_l0_reverse` ones) reads the
+    sequence from its end: the output is both directions' side by side, the forward's first —
+    the last states (N, 2·units), PyTorch's h_n of both; or at every position (N, L, 2·units),
+    the reverse direction's state there having read that position and every one after it."""
 
     gates: ClassVar[int] = 1
     """How many gates share the slots' rows."""
@@ -51,15 +57,19 @@ class _Recurrent(Layer):
         units: int,
         return_sequences: bool = False,
         init: str | None = None,
+        bidirectional: bool = False,
         name: str | None = None,
     ) -> None:
         super().__init__(name)
         self.units = whole(self.kind, "units", units)
-        if not isinstance(return_sequences, bool):
-            raise ValueError(
-                f"{self.kind}: return_sequences is True or False, not {return_sequences!r}"
-            )
+        for what, given in (
+            ("return_sequences", return_sequences),
+            ("bidirectional", bidirectional),
+        ):
+            if not isinstance(given, bool):
+                raise ValueError(f"{self.kind}: {what} is True or False, not {given!r}")
         self.return_sequences = return_sequences
+        self.bidirectional = bidirectional
         self.init = None if init is None else check_initializer(init, self.kind)
 
     def build(self, shape: Shape) -> Shape:
@@ -71,19 +81,37 @@ class _Recurrent(Layer):
             )
         length, features = shape
         units, wide = self.units, self.gates * self.units
-        if self.init is None:
-            # PyTorch's first values: every slot uniform in ±1/sqrt(units), which is he_uniform
-            # (±sqrt(6 / fan_in)) with a fan_in of 6·units.
-            for slot, size in (("weight_ih", features), ("weight_hh", units)):
-                self.slot(slot, (wide, size), "he_uniform", 6 * units)
-            for slot in ("bias_ih", "bias_hh"):
-                self.slot(slot, (wide,), "he_uniform", 6 * units)
-        else:
-            self.slot("weight_ih", (wide, features), self.init, features, wide)
-            self.slot("weight_hh", (wide, units), self.init, units, wide)
-            for slot in ("bias_ih", "bias_hh"):
-                self.slot(slot, (wide,), "zeros")
-        return (length, units) if self.return_sequences else (units,)
+        for suffix in DIRECTIONS[: 2 if self.bidirectional else 1]:
+            if self.init is None:
+                # PyTorch's first values: every slot uniform in ±1/sqrt(units), which is
+                # he_uniform (±sqrt(6 / fan_in)) with a fan_in of 6·units.
+                for slot, size in (("weight_ih", features), ("weight_hh", units)):
+                    self.slot(slot + suffix, (wide, size), "he_uniform", 6 * units)
+                for slot in ("bias_ih", "bias_hh"):
+                    self.slot(slot + suffix, (wide,), "he_uniform", 6 * units)
+            else:
+                self.slot("weight_ih" + suffix, (wide, features), self.init, features, wide)
+                self.slot("weight_hh" + suffix, (wide, units), self.init, units, wide)
+                for slot in ("bias_ih", "bias_hh"):
+                    self.slot(slot + suffix, (wide,), "zeros")
+        both = 2 * units if self.bidirectional else units
+        return (length, both) if self.return_sequences else (both,)
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        mask = getattr(x, "mask", None)
+        out = self._direction(x, mask, slots, "")
+        if not self.bidirectional:
+            return out
+        # The reverse direction reads the sequence from its end (the padding at a row's end
+        # then comes first, and the mask passes over it), its states laid back in order.
+        back = self._direction(_flipped(x), None if mask is None else _flipped(mask), slots, _R)
+        return ops.concatenate([out, _flipped(back) if self.return_sequences else back], -1)
+
+    def _direction(
+        self, x: Tensor, mask: Tensor | None, slots: Mapping[str, Tensor], suffix: str
+    ) -> Tensor:
+        """One direction's states over x (its slots those named with `suffix`)."""
+        raise NotImplementedError
 
     def _inputs_share(self, x: Tensor, weights: Tensor, bias: Tensor) -> list[Tensor]:
         """x @ weights.T + bias at every position, one product for them all: (N, gates·units)
@@ -110,7 +138,23 @@ class _Recurrent(Layer):
             made["return_sequences"] = True
         if self.init is not None:
             made["init"] = self.init
+        if self.bidirectional:
+            made["bidirectional"] = True
         return made
+
+
+_R = "_reverse"
+DIRECTIONS = ("", _R)
+"""The slots' suffixes of each direction: PyTorch's names (weight_ih_l0, weight_ih_l0_reverse)
+without the layer's number."""
+
+
+def _flipped(x: Tensor) -> Tensor:
+    """x (N, L, ...) with its positions in the reverse order."""
+    length = x.shape[1]
+    if length == 1:
+        return x
+    return ops.concatenate([ops.slice(x, 1, t, t + 1) for t in reversed(range(length))], 1)
 
 
 class LSTM(_Recurrent):
@@ -128,14 +172,16 @@ class LSTM(_Recurrent):
 
     gates = 4
 
-    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+    def _direction(
+        self, x: Tensor, mask: Tensor | None, slots: Mapping[str, Tensor], suffix: str
+    ) -> Tensor:
         # One node over the whole sequence (`ops.lstm`): the engine's own over the sequence
         # where it offers one, else each position the fast path `lstm_cell`, the equations
         # above in the order written, and its way back `lstm_cell_back`
         # (deepsharp.core.engine.fused_recurrent).
-        bias = slots["bias_ih"] + slots["bias_hh"]
-        weights = slots["weight_ih"], slots["weight_hh"]
-        return ops.lstm(x, *weights, bias, self.return_sequences, getattr(x, "mask", None))
+        bias = slots["bias_ih" + suffix] + slots["bias_hh" + suffix]
+        weights = slots["weight_ih" + suffix], slots["weight_hh" + suffix]
+        return ops.lstm(x, *weights, bias, self.return_sequences, mask)
 
 
 class GRU(_Recurrent):
@@ -152,11 +198,12 @@ class GRU(_Recurrent):
 
     gates = 3
 
-    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+    def _direction(
+        self, x: Tensor, mask: Tensor | None, slots: Mapping[str, Tensor], suffix: str
+    ) -> Tensor:
         units = self.units
-        weights, bias = slots["weight_hh"], slots["bias_hh"]
-        shares = self._inputs_share(x, slots["weight_ih"], slots["bias_ih"])
-        mask = getattr(x, "mask", None)
+        weights, bias = slots["weight_hh" + suffix], slots["bias_hh" + suffix]
+        shares = self._inputs_share(x, slots["weight_ih" + suffix], slots["bias_ih" + suffix])
         states: list[Tensor] = []
         for t, share in enumerate(shares):
             # The state's share of the gates; from the zero state, its bias alone.
