@@ -312,7 +312,7 @@ def test_the_checkpoint_records_its_own_format_version_and_the_optimizer(
 ) -> None:
     _, metadata = read_safetensors(adam_checkpoint)
     state = json.loads(metadata["state"])
-    assert metadata["format_version"] == "4"
+    assert metadata["format_version"] == "5"
     assert (
         state["optimizer"]["kind"] == "Adam"
         and state["optimizer"]["config"]["learning_rate"] == 0.001

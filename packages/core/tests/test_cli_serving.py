@@ -213,6 +213,14 @@ def test_a_next_token_model_is_evaluated_on_a_text_file(
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.read_bytes())))
     assert main(["evaluate", str(writer), "-"]) == 0
     assert capsys.readouterr().out.split()[1] == repr(expected["loss"])
+    # a byte-order mark and CRLF line ends read as Python reads a text file (a review: each
+    # was measured as an unknown token)
+    plain = "abcab\ncabbad\nccabcabcabba\n"
+    text.write_bytes(b"\xef\xbb\xbf" + plain.replace("\n", "\r\n").encode())
+    assert main(["evaluate", str(writer), str(text)]) == 0
+    assert capsys.readouterr().out.split()[1] == repr(
+        TrainedNetwork.load(writer).evaluate(plain)["loss"]
+    )
     text.write_bytes(b"abc\xffabcabcabcabc")
     assert main(["evaluate", str(writer), str(text)]) == 1
     assert "is no UTF-8 text (byte 3" in capsys.readouterr().err

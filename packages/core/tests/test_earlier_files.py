@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -112,3 +113,78 @@ def test_a_file_loaded_from_format_1_is_saved_in_format_3_and_loads_again(tmp_pa
     rows = np.load(EARLIER / "images_rows.npy")
     assert again.predict(rows).tobytes() == trained.predict(rows).tobytes()
     assert again.network.to_json() == trained.network.to_json()
+
+
+# --- format 3: LSTM and GRU read the padding as tokens ------------------------------------------
+
+FORMAT3 = EARLIER / "format3"
+EXPECTED3 = json.loads((FORMAT3 / "expected.json").read_text())
+
+
+def _texts() -> list[dict[str, object]]:
+    from deepsharp.core.samples import spam
+
+    return spam.rows()[:60]
+
+
+def _pipeline() -> Any:
+    from deepsharp.core import Pipeline
+
+    return Pipeline().text("message", length=30, vocabulary=40).target("label")
+
+
+def _text_network(skip_padding: bool) -> Network:
+    from deepsharp.core import GRU, LSTM, Embedding
+
+    return Network(
+        [
+            Embedding(40, 4),
+            LSTM(3, return_sequences=True, skip_padding=skip_padding),
+            GRU(3, skip_padding=skip_padding),
+            Dense(1),
+        ],
+        inputs=30,
+    )
+
+
+def test_a_trained_file_of_format_3_reads_the_padding_as_it_was_trained(tmp_path: Path) -> None:
+    """Failed before (a review): files written before LSTM and GRU passed over the padding were
+    read with the new meaning, and their padded texts predicted anew without a word."""
+    trained = TrainedNetwork.load(FORMAT3 / "texts.trained.safetensors")
+    recurrent = [layer for layer in trained.network.layers if hasattr(layer, "skip_padding")]
+    assert [layer.skip_padding for layer in recurrent] == [False, False]
+    rows = _texts()[:6]
+    wanted = np.asarray(EXPECTED3["texts"], np.float32)
+    assert trained.predict(rows).tobytes() == wanted.tobytes()
+    trained.save(tmp_path / "again.safetensors")  # format 4, the setting recorded
+    again = TrainedNetwork.load(tmp_path / "again.safetensors")
+    assert again.network.layers[1].config()["skip_padding"] is False
+    assert again.predict(rows).tobytes() == wanted.tobytes()
+
+
+def test_a_checkpoint_of_version_4_resumes_only_with_its_layers_reading_the_padding() -> None:
+    from deepsharp.core import BinaryCrossEntropy
+    from deepsharp.core.errors import CheckpointMismatchError
+
+    options = FitOptions(seed=3, epochs=3, progress=False)
+    with pytest.raises(CheckpointMismatchError, match="'skip_padding' is only there"):
+        fit(
+            _pipeline(),
+            _texts(),
+            _text_network(True),
+            BinaryCrossEntropy(),
+            Adam(0.01),
+            options,
+            resume_from=FORMAT3 / "run",
+        )
+    resumed = fit(
+        _pipeline(),
+        _texts(),
+        _text_network(False),
+        BinaryCrossEntropy(),
+        Adam(0.01),
+        options,
+        resume_from=FORMAT3 / "run",
+    )
+    wanted = np.asarray(EXPECTED3["resumed"], np.float32)
+    assert resumed.trained.predict(_texts()[:6]).tobytes() == wanted.tobytes()

@@ -161,3 +161,38 @@ def test_a_smoothed_binary_loss_on_large_logits_is_within_its_bound_beside_light
         network, BinaryCrossEntropy(label_smoothing=0.01), (x, y), engines=("light", engine)
     )
     assert found.within, found
+
+
+def test_a_padded_lstm_s_fast_path_is_held_and_a_fault_in_it_is_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Failed before (a review): compare knew no bound for lstm_masked_sequence, so it ran it
+    uncompared: every state of the torch engine's fast path 0.5 off was 'within'."""
+    from deepsharp.core import LSTM, BinaryCrossEntropy
+    from deepsharp.core.random import Generator
+    from deepsharp.engines.torch import _recurrent
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 9, (8, 6))
+    ids[:4, 3:] = 0
+    ids[6, :2] = 0
+    aims = rng.integers(0, 2, (8, 1)).astype(np.float32)
+    network = Network([Embedding(9, 4), LSTM(5), Dense(1)], inputs=6)
+    network.initialize(Generator(1))
+    given = (network, BinaryCrossEntropy(), (ids, aims))
+    found = compare(*given, engines=("light", "torch:cpu"))
+    assert found.within, found
+    assert "lstm_masked_sequence_back" in str(found)
+    real = _recurrent.masked_forward
+
+    def off(*args: Any) -> Any:
+        out = real(*args)
+        kept = getattr(out, _recurrent.MASKED)
+        out = out + 0.5
+        setattr(out, _recurrent.MASKED, kept)
+        return out
+
+    monkeypatch.setattr(_recurrent, "masked_forward", off)
+    broken = compare(*given, engines=("light", "torch:cpu"))
+    assert not broken.within
+    assert "first past its bound: lstm_masked_sequence" in str(broken)

@@ -28,10 +28,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.data.scan import Scan
-from deepsharp.core.data.text import UNKNOWN
+from deepsharp.core.data.text import UNKNOWN, Text
 from deepsharp.core.engine import Engine
-from deepsharp.core.errors import ConfigurationError, DataError
-from deepsharp.core.generating import next_token_column
+from deepsharp.core.errors import DataError
+from deepsharp.core.generating import is_next_token_model, next_token_column
 from deepsharp.core.nn.predicting import Predictor
 from deepsharp.core.nn.target_hints import of_a_trained_network
 from deepsharp.core.reals import is_whole
@@ -74,7 +74,7 @@ def evaluate(
             + (
                 "it is a next-token model, so give evaluate a text (a str): each next token is "
                 "its target"
-                if _next_token_model(trained)
+                if is_next_token_model(trained)
                 else "predict gives its predictions"
             )
         )
@@ -107,7 +107,7 @@ def _measured(
             )
         feeds: Iterable[ArrayFeed] = [arrays_made(rows, "evaluate", pipeline, network, loss)]
     elif isinstance(rows, str):
-        feeds = [_windows(trained, rows)]
+        feeds = _windows(trained, rows)
     elif isinstance(rows, Scan):
         feeds = _scanned(trained, rows)
     else:
@@ -120,18 +120,15 @@ def _measured(
     return measured_part(batches, loss, names, network.outputs)
 
 
-def _next_token_model(trained: TrainedNetwork) -> bool:
-    try:
-        next_token_column(trained)
-    except ConfigurationError:
-        return False
-    return True
+PART = 1 << 20
+"""Characters of a text cut into tokens at a time, and windows measured a feed (memory: a text's
+ids, 4 bytes a token, and one part's tokens; not every token's string at once)."""
 
 
-def _windows(trained: TrainedNetwork, text: str) -> ArrayFeed:
-    """A next-token model's windows of `text` (see the module's docstring)."""
+def _windows(trained: TrainedNetwork, text: str) -> Iterator[ArrayFeed]:
+    """A next-token model's windows of `text` (see the module's docstring), a part at a time."""
     column = next_token_column(trained, "evaluate")
-    ids = np.array([column.lookup.get(token, UNKNOWN) for token in column.split(text)], np.int64)
+    ids = _ids(column, text)
     length = column.length
     if len(ids) < length + 1:
         raise DataError(
@@ -140,11 +137,33 @@ def _windows(trained: TrainedNetwork, text: str) -> ArrayFeed:
             f"windows of {length + 1} (its input and the token after): give a text of "
             f"{length + 1} tokens or more"
         )
-    starts = list(range(0, len(ids) - length, length))  # each window's L + 1 inside the text
+    starts = np.arange(0, len(ids) - length, length)  # each window's L + 1 inside the text
     if starts[-1] != len(ids) - length - 1:  # tokens left: a last window ends at the last
-        starts.append(len(ids) - length - 1)
-    windows = ids[np.array(starts)[:, None] + np.arange(length + 1)]
-    return ArrayFeed((windows[:, :-1],), windows[:, 1:])
+        starts = np.append(starts, len(ids) - length - 1)
+    step = max(1, PART // (length + 1))
+    for first in range(0, len(starts), step):
+        places = starts[first : first + step, None] + np.arange(length + 1)
+        windows = ids[places].astype(np.int64)
+        yield ArrayFeed((windows[:, :-1],), windows[:, 1:])
+
+
+def _ids(column: Text, text: str) -> NDArray[np.int32]:
+    """The text's ids as the column cuts it, `PART` characters at a time (words cut at a space:
+    no word, and no letter and its combining mark, lies across two parts)."""
+    parts: list[NDArray[np.int32]] = []
+    start = 0
+    while start < len(text):
+        stop = min(len(text), start + PART)
+        if stop < len(text) and column.tokens_of == "words":
+            cut = stop
+            while cut > start and not text[cut - 1].isspace():
+                cut -= 1
+            stop = cut if cut > start else stop
+        lookup = column.lookup
+        tokens = column.split(text[start:stop])
+        parts.append(np.fromiter((lookup.get(t, UNKNOWN) for t in tokens), np.int32, len(tokens)))
+        start = stop
+    return np.concatenate(parts) if parts else np.zeros(0, np.int32)
 
 
 def _scanned(trained: TrainedNetwork, scan: Scan) -> Iterator[ArrayFeed]:

@@ -34,7 +34,7 @@ from deepsharp.core.random import Generator
 if TYPE_CHECKING:
     from deepsharp.core.serving import TrainedNetwork
 
-__all__ = ["generate", "next_token_column", "pieces"]
+__all__ = ["generate", "is_next_token_model", "next_token_column", "pieces"]
 
 
 def next_token_column(trained: TrainedNetwork, doing: str = "generate") -> Text:
@@ -71,6 +71,15 @@ def next_token_column(trained: TrainedNetwork, doing: str = "generate") -> Text:
             f"{trained.loss!r}, not CrossEntropy"
         )
     return column
+
+
+def is_next_token_model(trained: TrainedNetwork) -> bool:
+    """Whether `trained` is a next-token model (`next_token_column` finds its column)."""
+    try:
+        next_token_column(trained)
+    except ConfigurationError:
+        return False
+    return True
 
 
 def _does(doing: str) -> str:

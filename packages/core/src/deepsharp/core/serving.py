@@ -148,7 +148,8 @@ class TrainedNetwork:
         order. As a run measures its test rows: on the run's engine and batch size (32 unless
         it set another), the same bits as its `report.measures` for the same rows. A next-token
         model (one text column in, the next token's logits out) is evaluated on a text, a
-        `str`: each token after the first a target, the loss in nats a token
+        `str`: each token after the first a target (once, but those a last, overlapping window
+        shares with the one before), the loss in nats a token
         (`deepsharp.core.evaluating`)."""
         from deepsharp.core.evaluating import evaluate
 

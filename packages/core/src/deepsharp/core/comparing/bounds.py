@@ -55,6 +55,7 @@ MOVES = (
 
 CHAINS = (
     "layer_norm layer_norm_back lstm_cell lstm_cell_back lstm_sequence lstm_sequence_back "
+    "lstm_masked_sequence lstm_masked_sequence_back "
     "clip_norm global_clip_norm binary_cross_entropy_terms"
 ).split()
 

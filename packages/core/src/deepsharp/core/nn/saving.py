@@ -40,6 +40,7 @@ from deepsharp.core.nn.layer import (
     layer_from_json,
     value_refusal,
 )
+from deepsharp.core.nn.layers.recurrent import GRU, LSTM
 from deepsharp.core.version import __version__
 
 if TYPE_CHECKING:
@@ -64,9 +65,14 @@ __all__ = [
 ]
 
 NETWORK_FORMAT = "deepsharp.network"
-FORMAT_VERSION = "3"
-READS = ("1", "3")
-"""The versions of network and trained-network files this deepsharp reads (there was no 2)."""
+FORMAT_VERSION = "4"
+READS = ("1", "3", "4")
+"""The versions of network and trained-network files this deepsharp reads (there was no 2).
+Format 4: LSTM and GRU pass over the padding an Embedding's mask marks; a file of an earlier
+format is read with them reading it (`skip_padding=False`), as it was trained."""
+
+PADDING_READ = ("1", "3")
+"""The formats whose LSTM and GRU read the padding as tokens."""
 
 _LOADERS = {
     "deepsharp.trained": ": it is a trained network (network, loss and pipeline), saved by "
@@ -103,7 +109,7 @@ def check_format(
 
 
 def network_to_json(network: Network) -> dict[str, Any]:
-    """The architecture as format 3 records it."""
+    """The architecture as format 4 records it (as format 3 did)."""
     graph = network.graph
     return {
         "inputs": [
@@ -132,11 +138,11 @@ def _config(layer: Layer) -> dict[str, Any]:
 def network_from_json(
     cls: type[Network], data: Any, where: str = "the file", version: str = FORMAT_VERSION
 ) -> Network:
-    """A network from its recorded architecture (format 1 or 3), every part checked."""
+    """A network from its recorded architecture (format 1, 3 or 4), every part checked."""
     try:
         if version == "1":
             return _chain_of_format_1(cls, data)
-        return _graph(cls, data)
+        return _graph(cls, data, version)
     except (KeyError, TypeError, ValueError, IndexError) as error:
         if isinstance(error, FileFormatError):
             raise
@@ -146,10 +152,20 @@ def network_from_json(
 
 def _chain_of_format_1(cls: type[Network], data: Any) -> Network:
     layers = [layer_from_json(entry) for entry in _list(data["layers"], "layers")]
-    return cls(layers, inputs=data["inputs"])
+    return cls(_as_trained(layers, "1"), inputs=data["inputs"])
 
 
-def _graph(cls: type[Network], data: Any) -> Network:
+def _as_trained(layers: list[Layer], version: str) -> list[Layer]:
+    """The layers as a file of `version` was trained: before format 4, LSTM and GRU read the
+    padding as tokens (a review: an old file's padded rows were otherwise predicted anew)."""
+    if version in PADDING_READ:
+        for layer in layers:
+            if isinstance(layer, (LSTM, GRU)):
+                layer.skip_padding = False
+    return layers
+
+
+def _graph(cls: type[Network], data: Any, version: str = FORMAT_VERSION) -> Network:
     if not isinstance(data, dict):
         raise ValueError(f"an architecture is an object, not {type(data).__name__}")
     inputs = []
@@ -160,6 +176,7 @@ def _graph(cls: type[Network], data: Any) -> Network:
         shape = None if entry["shape"] is None else row_shape(entry["shape"], "an input")
         inputs.append(InputSpec(check_layer_name(entry["name"], "an input"), shape, dtype))
     layers = [layer_from_json(entry) for entry in _list(data["layers"], "layers")]
+    layers = _as_trained(layers, version)
     if not inputs or not layers:
         raise ValueError("a network has at least one input and one layer")
     nodes = []

@@ -43,11 +43,15 @@ from deepsharp.core.version import __version__
 __all__ = ["CHECKPOINT_FORMAT", "Checkpoint", "EpochRecord"]
 
 CHECKPOINT_FORMAT = "deepsharp.checkpoint"
-CHECKPOINT_VERSION = "4"
-READS = ("2", "3", "4")
+CHECKPOINT_VERSION = "5"
+READS = ("2", "3", "4", "5")
 """The checkpoint versions this deepsharp reads: 2 (before graphs: slots named by position, no
-buffers), 3 (the history in the state's JSON) and 4 (the history a float64 tensor: a run of
-14,000 epochs outgrew the 1 MiB header, and its next checkpoint ended it: trial HG)."""
+buffers), 3 (the history in the state's JSON), 4 (the history a float64 tensor: a run of
+14,000 epochs outgrew the 1 MiB header, and its next checkpoint ended it: trial HG) and 5 (its
+architecture of network format 4: LSTM and GRU pass over padding)."""
+
+ARCHITECTURES = {"2": "1", "3": "3", "4": "3", "5": "4"}
+"""The network format of each checkpoint version's architecture."""
 HISTORY = "history"
 """The tensor of a version-4 checkpoint's history: a row an epoch, [epoch, loss, validation
 loss, seconds, *metrics] (NaN where a metric has no value), the metrics' names in the state."""
@@ -249,7 +253,7 @@ def _contents(metadata: Mapping[str, str], where: str) -> tuple[dict[str, Any], 
         raise FileFormatError(f"{where}: its state cannot be read ({error})") from None
     if not isinstance(state, dict):
         raise FileFormatError(f"{where}: its state must be a JSON object")
-    network = Network.from_json(architecture, where, "1" if version == "2" else "3")
+    network = Network.from_json(architecture, where, ARCHITECTURES[version])
     if not network.built:
         raise FileFormatError(f"{where}: its architecture names no inputs")
     return state, network, version

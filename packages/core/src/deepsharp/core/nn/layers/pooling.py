@@ -66,7 +66,8 @@ class SequencePool(Layer):
         out = ops.reshape(top, (rows, features))
         if mask is None:
             return out
-        return out * ops.greater(ops.sum(mask, 1, keepdims=True), 0.5)  # a row of none: 0
+        # a row of none: 0 (its lowest times 0 is -0.0, and -0.0 + 0.0 is 0.0: trial MS)
+        return out * ops.greater(ops.sum(mask, 1, keepdims=True), 0.5) + 0.0
 
     def config(self) -> dict[str, Any]:
         return {} if self.how == "mean" else {"how": self.how}

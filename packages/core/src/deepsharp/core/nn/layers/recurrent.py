@@ -35,7 +35,10 @@ class _Recurrent(Layer):
     second set of slots (`weight_ih_reverse`, ..., PyTorch's `_l0_reverse` ones) reads the
     sequence from its end: the output is both directions' side by side, the forward's first —
     the last states (N, 2·units), PyTorch's h_n of both; or at every position (N, L, 2·units),
-    the reverse direction's state there having read that position and every one after it."""
+    the reverse direction's state there having read that position and every one after it.
+
+    `skip_padding=False` reads the padding an Embedding's mask marks as it reads a token, as
+    these layers did before they passed over it (files of format 3 and before load so)."""
 
     gates: ClassVar[int] = 1
     """How many gates share the slots' rows."""
@@ -58,6 +61,7 @@ class _Recurrent(Layer):
         return_sequences: bool = False,
         init: str | None = None,
         bidirectional: bool = False,
+        skip_padding: bool = True,
         name: str | None = None,
     ) -> None:
         super().__init__(name)
@@ -65,11 +69,13 @@ class _Recurrent(Layer):
         for what, given in (
             ("return_sequences", return_sequences),
             ("bidirectional", bidirectional),
+            ("skip_padding", skip_padding),
         ):
             if not isinstance(given, bool):
                 raise ValueError(f"{self.kind}: {what} is True or False, not {given!r}")
         self.return_sequences = return_sequences
         self.bidirectional = bidirectional
+        self.skip_padding = skip_padding
         self.init = None if init is None else check_initializer(init, self.kind)
 
     def build(self, shape: Shape) -> Shape:
@@ -98,7 +104,7 @@ class _Recurrent(Layer):
         return (length, both) if self.return_sequences else (both,)
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
-        mask = getattr(x, "mask", None)
+        mask = getattr(x, "mask", None) if self.skip_padding else None
         out = self._direction(x, mask, slots, "")
         if not self.bidirectional:
             return out
@@ -140,6 +146,8 @@ class _Recurrent(Layer):
             made["init"] = self.init
         if self.bidirectional:
             made["bidirectional"] = True
+        if not self.skip_padding:
+            made["skip_padding"] = False
         return made
 
 
