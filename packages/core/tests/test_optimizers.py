@@ -162,3 +162,26 @@ def test_an_adamw_schedule_whose_rate_keeps_nothing_of_the_slots_is_named_at_its
                        r"weight_decay 0.1 is 1 or more"):  # fmt: skip
         fit(None, (x, np.arange(40) % 3), Network([Dense(4), Relu(), Dense(3)]), CrossEntropy(),
             optimizer, FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", [LightEngine(), PrimitivesOnly(LightEngine())])
+def test_nesterov_takes_pytorch_s_steps(engine: Any) -> None:
+    """Asked for by trial RN: SGD(nesterov=True), as Keras writes it; the steps PyTorch's
+    SGD(lr, momentum, nesterov=True) takes (buf = μ·buf + g; p -= lr·(g + μ·buf)), worked by
+    hand in float64."""
+    rate, momentum = 0.1, 0.9
+    got = _steps(SGD(rate, momentum=momentum, nesterov=True), engine, steps=3)
+    for values, grad, mine in zip(SLOTS, GRADS, got, strict=True):
+        slot, buf = np.array(values, np.float64), np.zeros(len(values))
+        for _ in range(3):
+            buf = momentum * buf + np.array(grad)
+            slot = slot - rate * (np.array(grad) + momentum * buf)
+        np.testing.assert_allclose(mine, slot, rtol=1e-6)
+    plain = _steps(SGD(rate, momentum=momentum), engine, steps=3)
+    assert not np.allclose(plain[0], got[0])
+    assert SGD(rate, momentum=momentum, nesterov=True).config()["nesterov"] is True
+    assert "nesterov" not in SGD(rate, momentum=momentum).config()
+    with pytest.raises(ValueError, match="nesterov=True looks ahead along the momentum"):
+        SGD(rate, nesterov=True)
+    with pytest.raises(TypeError, match="nesterov is True or False, not 1"):
+        SGD(rate, momentum=0.5, nesterov=1)  # type: ignore[arg-type]

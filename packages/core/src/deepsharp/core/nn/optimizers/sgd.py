@@ -1,4 +1,5 @@
-"""SGD with momentum: v = momentum·v - learning_rate·gradient; slot += v."""
+"""SGD with momentum: v = momentum·v - learning_rate·gradient; slot += v (Nesterov's: slot +=
+momentum·v - learning_rate·gradient)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ class SGD(Optimizer):
     """slot += v, with v = momentum * v - learning_rate * gradient (v starts at zero).
 
     `learning_rate`: a number or a schedule (`CosineDecay`, `StepDecay`, one's own);
+    `nesterov=True`: Nesterov's momentum, as Keras writes it (slot += momentum·v -
+    learning_rate·gradient, with the new v), the steps PyTorch's `SGD(nesterov=True)` takes;
     `clip_norm`, `global_clip_norm`: clip the gradients first (Keras's clipnorm and
     global_clipnorm; None: not clipped)."""
 
@@ -31,11 +34,20 @@ class SGD(Optimizer):
         learning_rate: LearningRate,
         momentum: float = 0.0,
         *,
+        nesterov: bool = False,
         clip_norm: float | None = None,
         global_clip_norm: float | None = None,
     ) -> None:
         self.learning_rate = learning_rate_setting("SGD", learning_rate)
         self.momentum = setting("SGD", "momentum", momentum, at_least=0.0, below=1.0)
+        if not isinstance(nesterov, bool):
+            raise TypeError(f"SGD: nesterov is True or False, not {nesterov!r}")
+        if nesterov and self.momentum == 0:
+            raise ValueError(
+                "SGD: nesterov=True looks ahead along the momentum, and momentum is 0: give "
+                "momentum=0.9 (say), or leave nesterov out"
+            )
+        self.nesterov = nesterov
         self.clipping(clip_norm, global_clip_norm)
 
     def update(
@@ -47,6 +59,13 @@ class SGD(Optimizer):
     ) -> None:
         rate = self.rate(state)
         state.steps += 1
+        if self.nesterov:  # in the engine's primitives: v = μ·v - lr·g; slot += μ·v - lr·g
+            for slot, grad, velocity in zip(slots, grads, state.memory["velocity"], strict=True):
+                step = engine.mul(grad, rate)
+                engine.assign(velocity, engine.sub(engine.mul(velocity, self.momentum), step))
+                ahead = engine.sub(engine.mul(velocity, self.momentum), step)
+                engine.assign(slot, engine.add(slot, ahead))
+            return
         fused.sgd_update(
             engine,
             slots,
@@ -60,5 +79,6 @@ class SGD(Optimizer):
         return {
             "learning_rate": self.rate_config(),
             "momentum": self.momentum,
+            **({"nesterov": True} if self.nesterov else {}),
             **self.clipping_config(),
         }
