@@ -165,7 +165,6 @@ def test_a_trained_file_of_format_3_reads_the_padding_as_it_was_trained(tmp_path
 def test_a_checkpoint_of_version_4_resumes_only_with_its_layers_reading_the_padding() -> None:
     from deepsharp.core import BinaryCrossEntropy
     from deepsharp.core.errors import CheckpointMismatchError
-
     from deepsharp.core.training.resuming import first_difference
 
     checkpoint = Checkpoint.load(Checkpoint.path_in(FORMAT3 / "run"))

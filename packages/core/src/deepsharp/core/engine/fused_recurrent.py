@@ -303,11 +303,23 @@ def lstm_sequence_back_reference(
     bias: Handle,
     states: Handle,
 ) -> tuple[Handle, Handle, Handle, Handle]:
-    # Given only the states, the positions' gates are made again.
-    made, kept = forward_positions(engine, x, weight_ih, weight_hh, bias)
-    to_x, to_weight_ih, to_weight_hh, to_bias = back_positions(
-        engine, grad_states, grad_last, x, weight_ih, weight_hh, made, kept
-    )
+    return _back_made_again(engine, grad_states, grad_last, x, weight_ih, weight_hh, bias, None)
+
+
+def _back_made_again(
+    engine: Engine,
+    grad_states: Handle | None,
+    grad_last: Handle | None,
+    x: Handle,
+    weight_ih: Handle,
+    weight_hh: Handle,
+    bias: Handle,
+    mask: Handle | None,
+) -> tuple[Handle, Handle, Handle, Handle]:
+    """A sequence's way back given only its states: the positions' gates made again."""
+    made, kept = forward_positions(engine, x, weight_ih, weight_hh, bias, mask)
+    given = (grad_states, grad_last, x, weight_ih, weight_hh, made, kept)
+    to_x, to_weight_ih, to_weight_hh, to_bias = back_positions(engine, *given, mask=mask)
     assert to_x is not None and to_weight_ih is not None
     assert to_weight_hh is not None and to_bias is not None
     return to_x, to_weight_ih, to_weight_hh, to_bias
@@ -330,13 +342,7 @@ def lstm_masked_sequence_back_reference(
     mask: Handle,
     states: Handle,
 ) -> tuple[Handle, Handle, Handle, Handle]:
-    # Given only the states, the positions' gates are made again.
-    made, kept = forward_positions(engine, x, weight_ih, weight_hh, bias, mask)
-    given = (grad_states, grad_last, x, weight_ih, weight_hh, made, kept)
-    to_x, to_weight_ih, to_weight_hh, to_bias = back_positions(engine, *given, mask=mask)
-    assert to_x is not None and to_weight_ih is not None
-    assert to_weight_hh is not None and to_bias is not None
-    return to_x, to_weight_ih, to_weight_hh, to_bias
+    return _back_made_again(engine, grad_states, grad_last, x, weight_ih, weight_hh, bias, mask)
 
 
 def lstm_masked_sequence(
