@@ -30,6 +30,7 @@ from deepsharp.core import (
     LeakyRelu,
     MaxPool2D,
     MultiHeadAttention,
+    Permute,
     PositionalEmbedding,
     Relu,
     Rescaling,
@@ -75,6 +76,7 @@ CASES: dict[str, Case] = {
     "add": (lambda: Add(), [(4,), (4,), (4,)], {}),
     "concatenate": (lambda: Concatenate(axis=1), [(2, 3), (1, 3)], {}),
     "reshape": (lambda: Reshape((3, -1)), (2, 6), {}),
+    "permute": (lambda: Permute((3, 1, 2)), (2, 3, 4), {}),
     "rescaling": (lambda: Rescaling(np.array(3.0), -0.5), (2,), {}),  # a 0-d array: a number
     "rescaling-each": (lambda: Rescaling([2.0, 0.5, 3.0], [1.0, 0.0, -2.0]), (2, 3), {}),
     "flatten": (lambda: Flatten(), (2, 3), {}),

@@ -119,9 +119,10 @@ def test_a_layer_of_channels_first_warns_of_a_sequence_of_positions() -> None:
     """Failed before (trial CO): Conv1D and GlobalAvgPool after an Embedding took its 40
     positions for channels and its features for places (a text CNN, mean pooling), silently.
     A warning, not a refusal (trial CP): files trained so before still serve."""
-    for layer in (ds.GlobalAvgPool(), ds.Conv1D(4, 3)):
+    for layer, advice in ((ds.GlobalAvgPool(), "SequencePool"), (ds.Conv1D(4, 3), "Permute")):
         with pytest.warns(ds.DeepSharpWarning, match=r"takes channels first, \(channels, "
-                          r"length\).*a sequence of positions, \(10, 8\).*Flatten\(\)\(x\)"):  # fmt: skip
+                          r"length\).*a sequence of positions, \(10, 8\).*" + advice
+                          + r".*Flatten\(\)\(x\)"):  # fmt: skip
             _predicted_over_ids(lambda embedded, layer=layer: Flatten()(layer(embedded)))
 
 

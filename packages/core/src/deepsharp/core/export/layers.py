@@ -70,6 +70,7 @@ LAYER_EXPORTS: dict[str, LayerExport | str] = {
     "TransformerBlock": forward,  # its parts' forms, in order
     "LSTM": forward,  # unrolled: each step's Gemms, Sigmoids, Tanhs and products, in order
     "GRU": forward,  # likewise
+    "Permute": forward,  # Transpose
     "SequencePool": forward,  # ReduceMean, or MaxPool over the positions; the mask's weights
 }
 """Each layer kind (its key) -> its export, or why it cannot be exported."""

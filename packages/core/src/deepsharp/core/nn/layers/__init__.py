@@ -21,7 +21,7 @@ from deepsharp.core.nn.layers.attention import (
     TransformerBlock,
 )
 from deepsharp.core.nn.layers.convolution import AvgPool2D, Conv1D, Conv2D, GlobalAvgPool, MaxPool2D
-from deepsharp.core.nn.layers.dense import Dense, Dropout, Flatten, Rescaling, Reshape
+from deepsharp.core.nn.layers.dense import Dense, Dropout, Flatten, Permute, Rescaling, Reshape
 from deepsharp.core.nn.layers.embedding import Embedding
 from deepsharp.core.nn.layers.merge import Add, Concatenate
 from deepsharp.core.nn.layers.normalization import BatchNorm, LayerNorm
@@ -51,6 +51,7 @@ __all__ = [
     "MaxPool2D",
     "MultiHeadAttention",
     "Pass",
+    "Permute",
     "PositionalEmbedding",
     "Relu",
     "Rescaling",

@@ -188,7 +188,13 @@ class Conv1D(Layer):
         return (self.filters, out)
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
-        _not_positions(self, x, "filters slid along a signal's length, over its channels")
+        _not_positions(
+            self,
+            x,
+            "filters slid along a signal's length, over its channels",
+            "To slide them along the sequence's positions, give it Permute((2, 1))(x): the "
+            "features as its channels",
+        )
         count, channels, length = x.shape
         weights = slots["weights"]
         images = ops.reshape(x, (count, channels, 1, length))  # a signal: an image one place high

@@ -21,7 +21,7 @@ from deepsharp.core.nn.layers.activations import activation, check_activation, e
 from deepsharp.core.random import Generator
 from deepsharp.core.reals import brief, is_real
 
-__all__ = ["Dense", "Dropout", "Flatten", "Rescaling", "Reshape", "dropout"]
+__all__ = ["Dense", "Dropout", "Flatten", "Permute", "Rescaling", "Reshape", "dropout"]
 
 
 class Dense(Layer):
@@ -172,6 +172,46 @@ class Reshape(Layer):
 
     def config(self) -> dict[str, Any]:
         return {"shape": list(self.shape)}
+
+
+class Permute(Layer):
+    """Each row's axes in another order, Keras's `Permute`: `dims` names them from 1 (the batch's
+    axis 0 stays first), `Permute((2, 1))` makes rows (L, D) into (D, L) — a sequence's features
+    as a `Conv1D`'s channels. A sequence's padding mask goes on where its positions stay the
+    first axis (dims starting with 1), and is let go of where they move."""
+
+    def __init__(self, dims: Sequence[int], name: str | None = None) -> None:
+        super().__init__(name)
+        axes = (
+            [int(d) for d in dims if isinstance(d, (int, np.integer)) and not isinstance(d, bool)]
+            if isinstance(dims, (tuple, list)) and len(dims) <= 8
+            else []
+        )
+        if not axes or len(axes) != len(dims) or sorted(axes) != list(range(1, len(axes) + 1)):
+            raise ValueError(
+                f"Permute: dims is an order of a row's axes counted from 1 (the batch's axis 0 "
+                f"stays first), each once: (2, 1) swaps two; not {brief(dims, 80)}"
+            )
+        self.dims = tuple(axes)
+
+    @property
+    def keeps_positions(self) -> bool | None:
+        """A sequence's positions stay where the first axis stays (the mask goes on)."""
+        return None if self.dims[0] == 1 else False
+
+    def build(self, shape: Shape) -> Shape:
+        if len(shape) != len(self.dims):
+            raise ShapeError(
+                f"{self.label} orders {len(self.dims)} axes, and rows of shape {shape} have "
+                f"{len(shape)}: give as many dims as a row has axes"
+            )
+        return tuple(shape[d - 1] for d in self.dims)
+
+    def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
+        return ops.transpose(x, (0, *self.dims))
+
+    def config(self) -> dict[str, Any]:
+        return {"dims": list(self.dims)}
 
 
 class Rescaling(Layer):
