@@ -63,5 +63,5 @@ def test_dims_that_are_no_order_of_the_axes_are_refused(dims: object) -> None:
 
 
 def test_dims_of_another_count_than_the_row_s_axes_are_refused() -> None:
-    with pytest.raises(ShapeError, match="orders 2 axes, and rows of shape .* have 3"):
+    with pytest.raises(ShapeError, match=r"orders 2 axes, and rows of shape .* have 3"):
         Network([Permute((2, 1))], inputs=(2, 3, 4)).build()
