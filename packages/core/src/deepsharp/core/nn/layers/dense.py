@@ -196,8 +196,16 @@ class Permute(Layer):
 
     @property
     def keeps_positions(self) -> bool | None:
-        """A sequence's positions stay where the first axis stays (the mask goes on)."""
+        """A sequence's positions stay where the first axis stays (the mask goes on), unless
+        set (as any layer's may be)."""
+        if "_keeps" in vars(self):
+            kept: bool | None = vars(self)["_keeps"]
+            return kept
         return None if self.dims[0] == 1 else False
+
+    @keeps_positions.setter
+    def keeps_positions(self, value: bool | None) -> None:
+        self.__dict__["_keeps"] = value
 
     def build(self, shape: Shape) -> Shape:
         if len(shape) != len(self.dims):
