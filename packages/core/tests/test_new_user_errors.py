@@ -690,24 +690,3 @@ def test_a_convolution_over_an_image_column_s_flat_rows_names_the_input_shape_to
         fit_run(pipeline, rows, Network([Conv2D(2, 3), Flatten(), Dense(1)]),
                 BinaryCrossEntropy(), Adam(0.01), FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip
     assert "inputs=" not in str(caught.value)
-
-
-def test_slots_set_on_a_network_not_yet_built_say_to_give_its_inputs() -> None:
-    """Before (trial RN): 'slots [...] are not the network's; its slots are []'."""
-    from deepsharp.core import Network, Relu
-    from deepsharp.core.random import Generator
-
-    built = Network([Dense(4), Relu(), Dense(1)], inputs=3)
-    built.initialize(Generator(0))
-    later = Network([Dense(4), Relu(), Dense(1)])
-    with pytest.raises(ShapeError, match=r"not built yet.*Network\(\.\.\., inputs=shape\)"):
-        later.set_slots(built.slots)
-    later.build((3,))
-    later.set_slots(built.slots)
-    rows = np.ones((2, 3), np.float32)
-    # a network's own outputs without naming a loss (asked for one before: trial RN)
-    np.testing.assert_array_equal(later.predict(rows), built.predict(rows, MeanSquaredError()))
-    logits = Network([Dense(3)], inputs=3)
-    logits.initialize(Generator(1))
-    raw, chances = logits.predict(rows), logits.predict(rows, CrossEntropy())
-    np.testing.assert_allclose(chances, np.exp(raw) / np.exp(raw).sum(1, keepdims=True), rtol=1e-6)
