@@ -255,3 +255,27 @@ def test_a_long_text_is_cut_a_part_at_a_time_as_it_is_cut_whole(
         ]
         assert model.evaluate(text, metrics=("f1",)) == whole
         monkeypatch.undo()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ab," * 40,  # no space at all: words between commas
+        "x" * 19 + "e\u0301" + "-cafe",  # a letter and its combining mark at the cut
+        "ab " * 3 + "<\u0338" * 30 + "ab",  # a mark NFC composes with the separator before it
+        "中文" * 30 + " ab",  # a script written without spaces
+    ],
+    ids=["commas", "mark", "composed", "no-spaces"],
+)
+def test_words_are_cut_a_part_at_a_time_as_whole_whatever_separates_them(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before (a review): a part was cut at its last space alone, else mid-word."""
+    from deepsharp.core import evaluating
+    from deepsharp.core.data.text import Text
+
+    column = Text("t", tokens="words", length=4, vocabulary=10)
+    column.lookup = {"ab": 2, "x" * 19 + "é": 3, "cafe": 4, "中文" * 30: 5}
+    monkeypatch.setattr(evaluating, "PART", 19)
+    whole = [column.lookup.get(token, 1) for token in column.split(text)]
+    assert evaluating._ids(column, text).tolist() == whole

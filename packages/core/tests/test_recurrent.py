@@ -278,3 +278,15 @@ def test_both_directions_of_a_padded_text_are_its_tokens_alone(kind: type[LSTM])
     alone = short.predict(IDS, loss)
     np.testing.assert_allclose(long.predict(AT_THE_END, loss), alone, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(long.predict(AT_THE_START, loss), alone, rtol=1e-6, atol=1e-7)
+
+
+def test_an_architecture_read_back_without_a_version_is_the_network_s_own() -> None:
+    """Failed before (a review): Network.from_json took format 3 unless told, and format 3's LSTM
+    and GRU read padding as tokens: a network's own to_json read back was another network
+    (and `deepsharp compare` rebuilt a checkpoint's so)."""
+    network = Network([Embedding(9, 4), LSTM(3, return_sequences=True), GRU(2), Dense(1)], inputs=6)
+    again = Network.from_json(network.to_json())
+    assert again.to_json() == network.to_json()
+    assert [layer.skip_padding for layer in again.layers[1:3]] == [True, True]  # type: ignore[attr-defined]
+    old = Network.from_json(network.to_json(), version="3")
+    assert [layer.skip_padding for layer in old.layers[1:3]] == [False, False]  # type: ignore[attr-defined]

@@ -56,7 +56,8 @@ def add_commands(commands: Any, engine_help: str) -> None:
         "with the target column), the accuracy for a classifier, and the metrics named: a "
         "line each, as a run's report gives its test rows. A Parquet file is read as Parquet. "
         "A next-token model (the shakespeare sample's) is measured on a UTF-8 text file "
-        "instead, read as Python reads one: each token after the first a target (those a last, "
+        "instead (its line ends read as \\n, a byte-order mark dropped): each token after the "
+        "first a target (those a last, "
         "overlapping window shares with the one before count twice), the loss in nats a token.",
     )
     _file_and_rows(
@@ -205,8 +206,9 @@ def _text_of(path: str) -> str:
                 data = handle.read()
         except FileNotFoundError:
             raise CommandError(f"no such text file: {path!r}") from None
-    try:  # as Python reads a text file: a byte-order mark dropped, line ends made "\n" (the
-        # training text was read so; a review: each "\r" was measured as an unknown token)
+    try:  # line ends made "\n", as Python reads a text file (the sample's training text was
+        # read so; a review: each "\r" was measured as an unknown token), a byte-order mark
+        # dropped (its U+FEFF is no token a text was trained on)
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         said = "standard input" if path == STDIN else path

@@ -21,6 +21,7 @@ the accuracy the share of positions whose likeliest token is the one that follow
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -148,22 +149,47 @@ def _windows(trained: TrainedNetwork, text: str) -> Iterator[ArrayFeed]:
 
 
 def _ids(column: Text, text: str) -> NDArray[np.int32]:
-    """The text's ids as the column cuts it, `PART` characters at a time (words cut at a space:
-    no word, and no letter and its combining mark, lies across two parts)."""
+    """The text's ids as the column cuts it, about `PART` characters at a time (words cut after
+    a character no word holds: no word, and no letter and its combining mark, lies across two
+    parts; a review: a cut at a space alone split text of no spaces)."""
     parts: list[NDArray[np.int32]] = []
     start = 0
     while start < len(text):
         stop = min(len(text), start + PART)
         if stop < len(text) and column.tokens_of == "words":
-            cut = stop
-            while cut > start and not text[cut - 1].isspace():
-                cut -= 1
-            stop = cut if cut > start else stop
+            stop = _after_a_separator(text, start, stop)
         lookup = column.lookup
         tokens = column.split(text[start:stop])
         parts.append(np.fromiter((lookup.get(t, UNKNOWN) for t in tokens), np.int32, len(tokens)))
         start = stop
     return np.concatenate(parts) if parts else np.zeros(0, np.int32)
+
+
+def _after_a_separator(text: str, start: int, stop: int) -> int:
+    """The last place before `stop` (after `start`) that follows a character no word holds and
+    precedes no combining mark (which NFC might compose with it), or else the first such place
+    after it (the text's end where there is none)."""
+    cut = stop
+    while cut > start and not _cuttable(text, cut):
+        cut -= 1
+    if cut > start:
+        return cut
+    while stop < len(text) and not _cuttable(text, stop):
+        stop += 1
+    return stop
+
+
+def _cuttable(text: str, place: int) -> bool:
+    """Whether the words tokenizer cuts the text alike whole and in two at `place`."""
+    return not _in_a_word(text[place - 1]) and (
+        place == len(text) or unicodedata.category(text[place])[0] != "M"
+    )
+
+
+def _in_a_word(character: str) -> bool:
+    """Whether the words tokenizer takes it into a word: a letter, digit or '_' (\\w), or a
+    combining mark."""
+    return character.isalnum() or character == "_" or unicodedata.category(character)[0] == "M"
 
 
 def _scanned(trained: TrainedNetwork, scan: Scan) -> Iterator[ArrayFeed]:

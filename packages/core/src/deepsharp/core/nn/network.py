@@ -501,11 +501,15 @@ class Network:
 
     # --- files -------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        """The architecture as a network file records it: inputs, layers, nodes (format 3)."""
+        """The architecture as a network file records it: inputs, layers, nodes (format 4)."""
         return saving.network_to_json(self)
 
     @classmethod
-    def from_json(cls, data: Any, where: str = "the file", version: str = "3") -> Network:
+    def from_json(
+        cls, data: Any, where: str = "the file", version: str = saving.FORMAT_VERSION
+    ) -> Network:
+        """A network from what `to_json` gave (`version`: the format a file recorded it in;
+        before format 4, LSTM and GRU read padding as tokens, and are made so)."""
         return saving.network_from_json(cls, data, where, version)
 
     def metadata(self) -> dict[str, str]:
