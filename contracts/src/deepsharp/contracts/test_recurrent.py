@@ -173,12 +173,29 @@ def test_an_lstm_sequence_and_its_way_back_hold_their_reference_s_bounds(
     seed: int,
     towards: str,
 ) -> None:
+    _drawn_sequence(engine, contract, (rows, length, units, features), seed, towards)
+
+
+def _drawn_sequence(
+    engine: Engine,
+    contract: Contract,
+    sizes: tuple[int, int, int, int],
+    seed: int,
+    towards: str,
+    padding: str | None = None,
+) -> None:
+    """`check_sequence` on inputs drawn from `seed`: `sizes` are the rows, the length, the
+    units and the features; the gradient towards the states, the last or both; a padding mask
+    of the kind `padding` names (`_padding`), or none."""
+    rows, length, units, features = sizes
     arrays = [
         draw(seed, (rows, length, features), low=-3, high=0.5),
         draw(seed + 1, (4 * units, features), low=-3, high=0),
         draw(seed + 2, (4 * units, units), low=-3, high=0),
         draw(seed + 3, (4 * units,), low=-3, high=0),
     ]
+    if padding is not None:
+        arrays.append(_padding(padding, rows, length))
     grad_states = draw(seed + 4, (rows, length, units), low=-3, high=0.5)
     grad_last = draw(seed + 5, (rows, units), low=-3, high=0.5)
     check_sequence(
@@ -231,19 +248,4 @@ def test_a_masked_lstm_sequence_and_its_way_back_hold_their_reference_s_bounds(
     towards: str,
     padding: str,
 ) -> None:
-    arrays = [
-        draw(seed, (rows, length, features), low=-3, high=0.5),
-        draw(seed + 1, (4 * units, features), low=-3, high=0),
-        draw(seed + 2, (4 * units, units), low=-3, high=0),
-        draw(seed + 3, (4 * units,), low=-3, high=0),
-        _padding(padding, rows, length),
-    ]
-    grad_states = draw(seed + 4, (rows, length, units), low=-3, high=0.5)
-    grad_last = draw(seed + 5, (rows, units), low=-3, high=0.5)
-    check_sequence(
-        engine,
-        contract,
-        arrays,
-        None if towards == "last" else grad_states,
-        None if towards == "states" else grad_last,
-    )
+    _drawn_sequence(engine, contract, (rows, length, units, features), seed, towards, padding)
