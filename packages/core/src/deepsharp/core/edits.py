@@ -24,17 +24,22 @@ class Edited:
         next; the value it holds set again is no change)."""
         held = self.__dict__.get(name, _UNSET)
         object.__setattr__(self, name, value)
-        if held is value or (type(held) is type(value) and _equal(held, value)):
+        if held is value:  # the same object: a change only where it may have been changed in
+            if not isinstance(value, _MUTABLE):  # place (`opts["k"] = 3`, then `self.opts =
+                return  # opts`: assigned again to say so; trial C)
+        elif type(held) is type(value) and _equal(held, value):
             return
         self.__dict__["_edits"] = self.__dict__.get("_edits", 0) + 1
 
 
 _UNSET = object()
+_MUTABLE = (list, dict, set, bytearray, np.ndarray)
 
 
 def _equal(held: Any, value: Any) -> bool:
     """Whether a setting set again is the one it held: plain values, NumPy's scalars, lists,
-    tuples and dicts of them by equality (an array, or what gives no one bool, is a change)."""
+    tuples and dicts of them by equality, each of the same type (an array, or what gives no one
+    bool, is a change); a dict's items in their order."""
     if isinstance(value, (bool, int, float, str, type(None), np.generic)):
         same = held == value
         return bool(same) if isinstance(same, (bool, np.bool_)) else False
@@ -42,8 +47,6 @@ def _equal(held: Any, value: Any) -> bool:
         return len(held) == len(value) and all(
             type(a) is type(b) and _equal(a, b) for a, b in zip(held, value)
         )
-    if isinstance(value, dict):
-        return held.keys() == value.keys() and all(
-            type(held[k]) is type(value[k]) and _equal(held[k], value[k]) for k in value
-        )
+    if isinstance(value, dict):  # in their order, keys of one type: a layer may work through
+        return _equal(list(held.items()), list(value.items()))  # them in turn (trial C)
     return False

@@ -34,6 +34,7 @@ import numpy as np
 from deepsharp.core.autodiff.tensor import open_recording
 from deepsharp.core.engine import Engine, fused
 from deepsharp.core.engine.protocol import Engine as EngineProtocol
+from deepsharp.core.random import Generator
 
 __all__ = ["Captured", "Plan", "capture", "on_host"]
 
@@ -92,6 +93,11 @@ class _Watch:
         self.constants: list[Any] = []
         self.results: list[Any] = []
         self.hosts = 0
+        # The step's generators, where they stood, and the draws its host steps made from them:
+        # a draw outside a host step (a branch a layer picks on the host) a replay cannot make.
+        self.generators = [value for value in inputs if isinstance(value, Generator)]
+        self.started = _positions(self.generators)
+        self.hosts_drew = [0] * len(self.generators)
 
     # --- one call -------------------------------------------------------------------------------
     def call(
@@ -119,10 +125,13 @@ class _Watch:
     def host(self, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         encoded = self.encoded(args)
         self.depth += 1
+        before = _positions(self.generators)
         try:
             result = function(self.engine, *args)
         finally:
             self.depth -= 1
+        for index, (was, now) in enumerate(zip(before, _positions(self.generators))):
+            self.hosts_drew[index] += now[1] - was[1] if now[0] == was[0] else 0
         label = f"host{self.hosts}"
         self.hosts += 1
         self.functions[label] = function
@@ -168,6 +177,10 @@ class _Watch:
         self.kept.append(value)
         self.constants.append(value)
         return Ref(f"c{len(self.constants) - 1}")
+
+
+def _positions(generators: Sequence[Generator]) -> list[tuple[int, int]]:
+    return [(generator.stream, generator.counter) for generator in generators]
 
 
 def _is_handle(value: Any) -> bool:
@@ -252,6 +265,17 @@ def capture(
         _uninstall(engine)
     if watch.why is not None:
         return Captured(result, None, watch.why)
+    for (stream, start), drew, (now_stream, now) in zip(
+        watch.started, watch.hosts_drew, _positions(watch.generators)
+    ):
+        if now_stream != stream or now != start + drew:
+            return Captured(
+                result,
+                None,
+                "the pass drew from its random generator (a layer's context.generator) outside "
+                "on_host: a replay would take the traced step's draw again (a branch picked "
+                "at random, as stochastic depth does, is picked anew each step as recorded)",
+            )
     returned = watch.encoded(outputs(result))
     if any(not ref.name.startswith(("v", "i")) for ref in _refs(returned)):
         return Captured(result, None, "the step gives back a value it did not make")

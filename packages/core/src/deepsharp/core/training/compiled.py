@@ -25,10 +25,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from deepsharp.core.autodiff.plan import Plan, capture
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, Handle
-from deepsharp.core.nn.layer import Layer
 from deepsharp.core.random import Generator
 from deepsharp.core.training.hooks import StepHook
-from deepsharp.core.training.watch import Snapshot, every_layer
+from deepsharp.core.training.watch import (
+    Snapshot,
+    class_settings,
+    every_edited,
+    every_layer,
+    own_classes,
+)
 
 if TYPE_CHECKING:
     from deepsharp.core.training.trainer import Trainer
@@ -84,9 +89,8 @@ class CompiledSteps:
         self.recorded = 0
         self.made = 0
         self._whole = True  # every part of the step under way replayed a plan
-        self._layers: dict[int, list[Layer]] = {}  # a network's layers, its parts' too
+        self._known: dict[int, _Settings] = {}  # a network's settings (and its loss's)
         self._stateful = False  # a layer or the loss changes its state in a pass: no plans
-        self._edits: dict[int, int] = {}  # a network's settings' count when its layers were found
         self._dropped: OrderedDict[Hashable, None] = OrderedDict()  # kinds let go (the last)
 
     def begin(self) -> None:
@@ -131,8 +135,10 @@ class CompiledSteps:
                     self._graph(engine, found, handles)
                 run = found.graphed or found.plan
                 loss, grads = run(*handles)
-                if found.graphed:  # the graph's outputs are its own: the next replay rewrites them
-                    loss = engine.copy(loss)
+                if found.graphed:  # the graph's outputs are its own: the next replay rewrites
+                    loss = engine.copy(loss)  # them; the gradients too, where a hook or an
+                    if not _keeps_none(trainer):  # optimizer of one's own may keep them (trial C)
+                        grads = [engine.copy(grad) for grad in grads]
                 trainer.rules_applied += found.rules
                 return Tensor(loss, (), engine), list(grads)
             self._whole = False
@@ -156,7 +162,8 @@ class CompiledSteps:
             self._because(str(why))
             self.plans[key] = None
         else:
-            self.plans[key] = _Found(captured.plan, trainer.rules_applied - before, trainer.loss)
+            settings = self._settings(trainer)
+            self.plans[key] = _Found(captured.plan, trainer.rules_applied - before, settings)
             self.made += 1
         if key in self._dropped:
             self._because(
@@ -217,19 +224,19 @@ class CompiledSteps:
                 key.append(None)
             else:
                 key += (tensor.shape, tensor.dtype)
-        network = id(trainer.network)
-        layers = self._layers.get(network)
-        if layers is None:
-            layers = self._layers[network] = every_layer(trainer.network.layers)
-        edits = sum(vars(layer).get("_edits", 0) for layer in layers)  # a setting changed
-        if edits != self._edits.get(network, edits):  # a layer held may be another now
-            layers = self._layers[network] = every_layer(trainer.network.layers)
-            edits = sum(vars(layer).get("_edits", 0) for layer in layers)
-        self._edits[network] = edits
-        key.append(edits)
-        loss = trainer.loss  # another loss, or a setting of it changed (label_smoothing)
-        key += (id(loss), vars(loss).get("_edits", 0))
+        key.append(self._settings(trainer).key)
         return tuple(key)
+
+    def _settings(self, trainer: Trainer) -> _Settings:
+        """The settings of the trainer's network and loss as they stand: found again where a
+        setting was assigned (a layer held in an attribute may be another now)."""
+        network, loss = trainer.network, trainer.loss
+        known = self._known.get(id(network))
+        if known is not None and known.loss is loss and known.network is network:
+            if known.stamps() == known.key[1] and class_settings(known.classes) == known.key[2]:
+                return known
+        known = self._known[id(network)] = _Settings(network, loss)
+        return known
 
     def _because(self, why: str) -> None:
         if why not in self.why:
@@ -240,17 +247,49 @@ class CompiledSteps:
         return "\n".join(self.record().lines())
 
 
+class _Settings:
+    """What a plan's key reads of a network's and its loss's settings: every object whose
+    settings are counted (`Edited`: the layers, their parts and the layers and losses they
+    hold, the loss and what it holds), by identity and by how often each was assigned (a sum
+    of the counts met an earlier plan's when a layer held in an attribute was replaced: trial
+    C), and what their classes of one's own hold (`class_settings`). The objects are held while
+    a plan keyed by them is (`_Found`), so no other takes an id its key holds."""
+
+    __slots__ = ("classes", "key", "loss", "network", "objects")
+
+    def __init__(self, network: Any, loss: Any) -> None:
+        self.network, self.loss = network, loss
+        self.objects = every_edited([*network.layers, loss])
+        self.classes = own_classes(self.objects)
+        ids = tuple(map(id, self.objects))
+        self.key = (ids, self.stamps(), class_settings(self.classes))
+
+    def stamps(self) -> tuple[int, ...]:
+        """How often each object's settings were assigned."""
+        return tuple([vars(held).get("_edits", 0) for held in self.objects])
+
+
 class _Found:
-    """A plan of one kind of batch: the rules its trace applied, and its graph where the engine
-    captured one (None: not tried yet; False: none)."""
+    """A plan of one kind of batch: the rules its trace applied, the settings it was traced
+    with (held), and its graph where the engine captured one (None: not tried yet; False:
+    none)."""
 
-    __slots__ = ("graphed", "loss", "plan", "rules")
+    __slots__ = ("graphed", "plan", "rules", "settings")
 
-    def __init__(self, plan: Plan, rules: int, loss: Any) -> None:
+    def __init__(self, plan: Plan, rules: int, settings: _Settings) -> None:
         self.plan = plan
         self.rules = rules
-        self.loss = loss  # held: while the plan is, no other loss takes the id its key holds
+        self.settings = settings  # held: no other layer or loss takes an id its key holds
         self.graphed: Callable[..., Any] | Literal[False] | None = None
+
+
+def _keeps_none(trainer: Trainer) -> bool:
+    """Whether the step's gradients go only to deepsharp's own hooks and optimizer, which keep
+    none of them past the step."""
+    return all(
+        type(held).__module__.startswith("deepsharp.")
+        for held in (*trainer.hooks, trainer.optimizer)
+    )
 
 
 def _changes_objective(hook: StepHook) -> bool:

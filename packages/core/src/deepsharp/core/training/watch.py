@@ -56,10 +56,11 @@ from typing import Any
 
 import numpy as np
 
+from deepsharp.core.edits import Edited
 from deepsharp.core.nn.layer import Layer
 from deepsharp.core.random import Generator
 
-__all__ = ["Snapshot", "every_layer"]
+__all__ = ["Snapshot", "class_settings", "every_edited", "every_layer"]
 
 DEPTH = 6
 """How many levels into what an attribute holds a snapshot reads (deeper, identity alone)."""
@@ -532,17 +533,25 @@ def _module_data(module: types.ModuleType) -> list[tuple[str, Any]]:
 def _class_attributes(klass: type) -> list[tuple[type, str, Any]]:
     """The values a class of one's own (and its bases of one's own) holds in its body: not its
     functions, properties or names of Python's own."""
+    return [
+        (base, name, value)
+        for base in klass.__mro__
+        if _ones_own(base)
+        for name, value in _body(base)
+    ]
+
+
+def _body(klass: type) -> list[tuple[str, Any]]:
+    """The values a class holds in its own body: not its functions, properties or names of
+    Python's own."""
     found = []
-    for base in klass.__mro__:
-        if not _ones_own(base):
-            continue
-        for name, value in list(vars(base).items()):
-            try:
-                if name.startswith("__") or callable(value) or isinstance(value, _NOT_STATE):
-                    continue
-            except Exception:  # a value raising on any look (a lazy proxy): read by identity
-                pass
-            found.append((base, name, value))
+    for name, value in list(vars(klass).items()):
+        try:
+            if name.startswith("__") or callable(value) or isinstance(value, _NOT_STATE):
+                continue
+        except Exception:  # a value raising on any look (a lazy proxy): read by identity
+            pass
+        found.append((name, value))
     return found
 
 
@@ -550,37 +559,70 @@ def every_layer(layers: Sequence[Layer]) -> list[Layer]:
     """The layers and, within each, the layers it is built of: its parts, and layers it holds
     in an attribute of its own (a Dropout kept as `self.drop`), in a list, tuple, dict or set,
     or in an object of one's own, six levels deep."""
-    found: list[Layer] = []
+    return _every(layers, Layer)
+
+
+def every_edited(roots: Sequence[Edited]) -> list[Edited]:
+    """As `every_layer`, of every object whose settings are counted (`Edited`: layers and
+    losses): the layers, the loss, and a loss or layer one of them holds (a loss of one's own
+    wrapping a BinaryCrossEntropy, trial C)."""
+    return _every(roots, Edited)
+
+
+def _every(roots: Sequence[Any], kind: type) -> list[Any]:
+    found: list[Any] = []
     seen: set[int] = set()
-    queue = list(layers)
+    queue = list(roots)
     while queue:
         layer = queue.pop(0)
         if id(layer) in seen:
             continue
         seen.add(id(layer))
         found.append(layer)
-        held: list[Layer] = []
+        held: list[Any] = []
         visited: set[int] = set()
         try:  # (a mock passing for a layer has none of its parts)
-            held += [part for part in layer.parts.values() if isinstance(part, Layer)]
+            parts = layer.parts.values() if isinstance(layer, Layer) else ()
+            held += [part for part in parts if isinstance(part, kind)]
             attributes = list(vars(layer).values())
         except Exception:
             attributes = []
         for value in attributes:
-            _layers_in(value, 0, held, visited)
+            _layers_in(value, 0, held, visited, kind)
         queue[:0] = held  # a layer's own before the next layer's (the order of a walk)
     return found
 
 
-def _layers_in(value: Any, depth: int, out: list[Layer], visited: set[int]) -> None:
+def own_classes(objects: Sequence[Any]) -> tuple[type, ...]:
+    """The classes of one's own among these objects' and their bases (`_ones_own`), once each:
+    none where every class is deepsharp's or a library's."""
+    found = [base for klass in {type(obj) for obj in objects} for base in klass.__mro__]
+    return tuple(base for base in dict.fromkeys(found) if _ones_own(base))
+
+
+def class_settings(classes: Sequence[type]) -> tuple[Any, ...]:
+    """What these classes hold in their bodies (not their functions), as a compiled step's key
+    reads it: numbers and text by value, anything else by identity (`Scale.factor = 5.0`
+    assigned between steps is read by the next step, trial C)."""
+    found: list[Any] = []
+    for klass in classes:
+        for name, value in _body(klass):
+            plain = isinstance(value, _SCALARS) and not isinstance(value, np.generic)
+            found.append((id(klass), name, value if plain else id(value)))
+    return tuple(found)
+
+
+def _layers_in(
+    value: Any, depth: int, out: list[Any], visited: set[int], kind: type = Layer
+) -> None:
     try:
-        _look_in(value, depth, out, visited)
+        _look_in(value, depth, out, visited, kind)
     except Exception:  # an object that will not be looked into (a proxy raising on any look)
         return
 
 
-def _look_in(value: Any, depth: int, out: list[Layer], visited: set[int]) -> None:
-    if isinstance(value, Layer):
+def _look_in(value: Any, depth: int, out: list[Any], visited: set[int], kind: type) -> None:
+    if isinstance(value, kind):
         out.append(value)
         return
     if depth >= DEPTH or isinstance(value, _SCALARS) or id(value) in visited:
@@ -602,7 +644,7 @@ def _look_in(value: Any, depth: int, out: list[Layer], visited: set[int]) -> Non
     if set(map(type, held)) <= _PLAIN:  # numbers and text alone: no layer within
         return
     for item in held:
-        _layers_in(item, depth + 1, out, visited)
+        _layers_in(item, depth + 1, out, visited, kind)
 
 
 _PLAIN = {type(None), bool, int, float, complex, str, bytes, np.float64, np.float32, np.int64}
