@@ -61,7 +61,7 @@ def test_characters_are_tokens_of_their_own_case_kept() -> None:
 
 
 def test_a_value_that_is_not_text_is_refused_naming_row_and_column() -> None:
-    rows = [{"message": "hello", "label": "x"}, {"message": 3.5, "label": "y"}]
+    rows = [{"message": "hello", "label": "x"}, {"message": [3.5], "label": "y"}]
     with pytest.raises(DataError, match=r"row 2 \(counting from 1\), column 'message': .*3\.5"):
         Pipeline().text("message").target("label").learn(rows)
     pipe = learned()
@@ -294,7 +294,7 @@ def test_pandas_missing_markers_and_numpy_nans_in_a_text_column_are_all_padding(
     learned = Pipeline().text("t", length=4, vocabulary=10).learn([{"t": "a b"}])
     missing = [pandas.NA, np.float32("nan"), np.float16("nan"), None, float("nan")]
     assert learned.features([{"t": value} for value in missing]).tolist() == [[0] * 4] * 5
-    assert learned.features([{"t": "NA"}]).tolist() == [[1, 0, 0, 0]]  # text: an unknown word
+    assert learned.features([{"t": " NA"}, {"t": "null"}]).tolist() == [[0] * 4] * 2  # (trial P)
 
 
 def test_a_frame_s_text_column_missing_throughout_is_all_padding() -> None:
@@ -305,4 +305,29 @@ def test_a_frame_s_text_column_missing_throughout_is_all_padding() -> None:
     learned = Pipeline().text("t", length=4, vocabulary=10).learn([{"t": "a b"}])
     assert learned.features(pandas.DataFrame({"t": [np.nan, np.nan]})).tolist() == [[0] * 4] * 2
     with pytest.raises(DataError, match=r"row 2 \(counting from 1\), column 't': expected text"):
-        learned.features(pandas.DataFrame({"t": [np.nan, 3.0]}))
+        Pipeline().text("t").learn(pandas.DataFrame({"t": [np.nan, 3.0]}))  # numbers alone
+
+
+def test_a_text_read_as_missing_or_as_a_number_by_pandas_gives_the_csv_s_ids(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial P): a field "NA" (or "null", "None") was words read from a CSV by
+    deepsharp and padding read by pandas; and a served frame in which pandas read the column as
+    numbers (one message "42") was refused, though `deepsharp predict` took the file. Now both
+    readings give the same ids."""
+    pandas = pytest.importorskip("pandas")
+    path = tmp_path / "m.csv"
+    path.write_text("t,y\nsee you at 42,a\nNA,b\n42,a\nnull,b\n7 up,a\n", encoding="utf-8")
+    pipeline = Pipeline().text("t", length=4, vocabulary=12).target("y").learn(read_csv(path))
+    by_csv = pipeline.features(read_csv(path))
+    assert by_csv[1].tolist() == by_csv[3].tolist() == [0] * 4
+    assert by_csv.tolist() == pipeline.features(pandas.read_csv(path)).tolist()
+    one = tmp_path / "one.csv"
+    one.write_text("t,y\n42,a\n", encoding="utf-8")
+    assert pandas.read_csv(one)["t"].dtype.kind == "i"
+    assert pipeline.features(pandas.read_csv(one)).tolist() == [by_csv[2].tolist()]
+    assert pipeline.features([{"t": 42.0}, {"t": True}, {"t": np.int8(7)}]).tolist() == [
+        by_csv[2].tolist(),
+        [1, 0, 0, 0],
+        [pipeline.features([{"t": "7"}]).tolist()[0][0], 0, 0, 0],
+    ]

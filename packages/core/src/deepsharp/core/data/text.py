@@ -23,7 +23,14 @@ import numpy.typing as npt
 
 from deepsharp.core.data.columns import ColumnKind, Learner, Recipe
 from deepsharp.core.data.summaries import TokenCounts
-from deepsharp.core.data.values import Column, ColumnName, pandas_missing, row_text
+from deepsharp.core.data.values import (
+    MISSING_TEXTS,
+    Column,
+    ColumnName,
+    label,
+    pandas_missing,
+    row_text,
+)
 from deepsharp.core.errors import DataError
 
 __all__ = [
@@ -154,24 +161,20 @@ class Text(ColumnKind):
     def texts(self, column: Column) -> list[str]:
         """The column's values as texts (an empty or missing field as ""), checked."""
         values = column.tolist() if isinstance(column, np.ndarray) else column
-        if isinstance(column, np.ndarray) and column.dtype.kind in "biufc" and len(values):
-            # A column pandas read as numbers: missing throughout (NaN) is all padding, as a
-            # NaN among texts is (was refused, naming row 1: trial TX); a number is refused.
-            present = ~np.isnan(column) if column.dtype.kind in "fc" else np.ones(len(values), bool)
-            if not present.any():
-                return [""] * len(values)
-            first = int(np.argmax(present))
-            self._refuse(first, values[first])
         texts: list[str] = []
         for i, value in enumerate(values):
-            if isinstance(value, str):
-                texts.append(value)
-            elif (
-                value is None
+            if isinstance(value, str):  # one of the texts pandas reads as missing ("NA",
+                texts.append("" if value.strip() in MISSING_TEXTS else value)  # "null"), as
+            elif (  # every other kind reads it: a CSV read by deepsharp or by pandas gives
+                value is None  # the same ids (trial P)
                 or (isinstance(value, (float, np.floating)) and math.isnan(value))
                 or pandas_missing(value)
-            ):  # missing, as in every other kind of column (text such as "NA" stays text)
+            ):  # missing, as in every other kind of column
                 texts.append("")
+            elif isinstance(value, _NUMBERS):
+                # A number where pandas read the column (or a field) as numbers, a message
+                # "42": its text, as a CSV's field gives it (was refused: trial P).
+                texts.append(label(value) or "")
             else:
                 self._refuse(i, value)
         return texts
@@ -179,10 +182,16 @@ class Text(ColumnKind):
     def _refuse(self, row: int, value: object) -> None:
         shown = repr(value)
         shown = shown if len(shown) <= _SHOWN else shown[: _SHOWN - 3] + "..."
+        numbers = isinstance(value, _NUMBERS)
         raise DataError(
             f"{row_text(row)}, column {self.name!r}: expected text, found {shown} "
-            f"({type(value).__name__}); a text column takes strings (numbers go to .number(), "
-            "labels to .category())"
+            f"({type(value).__name__})"
+            + (
+                "; the training rows of a text column held numbers alone: numbers go to "
+                ".number(), labels to .category() (a number among texts is read as its text)"
+                if numbers
+                else "; a text column takes strings (and numbers, read as their text)"
+            )
         )
 
     def learner(self) -> Learner:
@@ -243,16 +252,35 @@ class Text(ColumnKind):
         return f"text({self.name!r}, {self.tokens_of}, length={self.length})"
 
 
+_NUMBERS = (bool, int, float, np.bool_, np.integer, np.floating)
+
+
 class TextLearner(Learner):
     """Every training row checked and cut into tokens; the tokens counted in bounded memory."""
 
     def __init__(self, column: Text) -> None:
         self.column = column
         self.counts = TokenCounts(max(TEXT_TOKENS, 4 * column.vocabulary))
+        self.worded = False  # a training value was text
+        self.number: tuple[int, object] | None = None  # the first that was a number, its row
+        self.rows = 0
 
     def add(self, values: Column) -> None:
         texts = self.column.texts(values)
+        if not self.worded:
+            listed = values.tolist() if isinstance(values, np.ndarray) else values
+            self.worded = any(isinstance(value, str) for value in listed)
+            if not self.worded and self.number is None:
+                for row, value in enumerate(listed):
+                    if isinstance(value, _NUMBERS) and not (
+                        isinstance(value, (float, np.floating)) and math.isnan(value)
+                    ):
+                        self.number = (self.rows + row, value)
+                        break
+        self.rows += len(texts)
         self.counts.add(itertools.chain.from_iterable(map(self.column.split, texts)))
 
     def finish(self) -> None:
+        if not self.worded and self.number is not None:  # numbers alone: meant for .number()
+            self.column._refuse(*self.number)
         self.column.set_learned(self.counts.most_frequent(self.column.vocabulary - 2))
