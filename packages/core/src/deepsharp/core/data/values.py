@@ -97,9 +97,17 @@ def rows_named(naming: Callable[[int], str] | None) -> Iterator[None]:
         _NAMING.reset(token)
 
 
+SHOWN_LENGTH = 80
+"""The most of a value a message shows (a 5,000-character field was shown whole: trial P)."""
+
+
 def shown_value(value: object) -> str:
-    """A value as a message shows it: as Python writes it (9, not np.int64(9))."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
+    """A value as a message shows it: as Python writes it (9, not np.int64(9)), its first
+    `SHOWN_LENGTH` characters and how many it has where it has more."""
+    text = repr(value.item() if isinstance(value, np.generic) else value)
+    if len(text) <= SHOWN_LENGTH:
+        return text
+    return f"{text[: SHOWN_LENGTH - 3]}... ({len(text):,} characters)"
 
 
 def shown(values: Sequence[object]) -> str:
@@ -183,8 +191,8 @@ def parse_number(value: object) -> float | None:
     if isinstance(value, (bool, int, float, np.integer, np.floating, np.bool_)):
         try:
             return float(value)
-        except OverflowError:  # an int beyond float64
-            return math.inf
+        except OverflowError:  # an int beyond float64: an infinity of its sign
+            return math.inf if value > 0 else -math.inf
     return _NAN if pandas_missing(value) else None
 
 
@@ -356,18 +364,24 @@ def refuse_beyond_float32(
         if isinstance(found, np.generic):
             found = found.item()  # shown as 1e+300, not np.float64(1e+300)
         subject = (
-            f"value {int(place[1])} (counting from 0), {found!r},"
+            f"value {int(place[1])} (counting from 0), {shown_value(found)},"
             if values.ndim > 1
-            else repr(found)
+            else shown_value(found)
         )
         raise DataError(
-            f"{row_text(i)}, column {name!r}: {subject} is {_too_big(values[tuple(place)])}"
-            f"{what}; deepsharp computes in float32 (largest {FLOAT32_MAX:.8g}): {advice}"
+            f"{row_text(i)}, column {name!r}: {subject} is "
+            f"{_too_big(values[tuple(place)], found)}{what}; deepsharp computes in float32 "
+            f"(largest {FLOAT32_MAX:.8g}): {advice}"
         )
 
 
-def _too_big(value: float) -> str:
-    return "infinite" if math.isinf(value) else "beyond float32's range"
+def _too_big(value: float, given: object) -> str:
+    """What a value beyond float32 is: a whole number beyond float64 (read as an infinity of
+    its sign) is no infinity (trial P)."""
+    whole = (isinstance(given, (int, np.integer)) and not isinstance(given, bool)) or (
+        isinstance(given, str) and _WHOLE_TEXT.fullmatch(given.strip()) is not None
+    )
+    return "infinite" if math.isinf(value) and not whole else "beyond float32's range"
 
 
 def numbers(
