@@ -4,9 +4,13 @@ deepsharp, by pandas and by the command line)."""
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import pytest
 
-from deepsharp.core import DataError, Pipeline
+from deepsharp.core import DataError, DeepSharpWarning, Pipeline
+from deepsharp.core.cli import main
 
 
 def _numbers() -> Pipeline:
@@ -27,3 +31,30 @@ def test_a_long_value_is_cut_in_a_message_and_a_huge_whole_number_is_not_infinit
         pipeline.features([{"a": -(2**1024), "c": "x", "y": "p"}])
     with pytest.raises(DataError, match=r"'a': inf is infinite"):
         pipeline.features([{"a": float("inf"), "c": "x", "y": "p"}])
+
+
+def test_one_number_written_two_ways_in_a_category_warns_where_the_rows_are_learned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before (trial P): "01" and "1" were two categories read from a CSV as text, and
+    one number read by pandas, which took "1"'s one-hot for every "01" row — silently. Now
+    learning such values warns, at the caller's line; the command line says it as its own."""
+    rows = [{"codes": c, "y": y} for c, y in zip(["01", "1", "1.0", "2", "02", "3"] * 5, "ab" * 15)]
+    with pytest.warns(DeepSharpWarning, match=r"'codes' holds .*\('01' and '1'; '02' and '2'\)"):
+        Pipeline().category("codes").target("y").learn(rows)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        Pipeline().category("codes").target("y").learn(rows)
+    assert said[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "1" and "1.0" are one label: nothing to say
+        Pipeline().category("c").learn([{"c": c} for c in ("1", "1.0", "2")])
+    path = tmp_path / "codes.csv"
+    path.write_text(
+        "codes,x,y\n" + "".join(f"{r['codes']},{i % 7},{r['y']}\n" for i, r in enumerate(rows))
+    )
+    out = tmp_path / "c.st"
+    assert main(["train", str(path), "--target", "y", "--out", str(out), "--epochs", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "deepsharp: warning: column 'codes' holds values that are one number" in err
+    assert "DeepSharpWarning" not in err

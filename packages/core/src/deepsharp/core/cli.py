@@ -36,6 +36,7 @@ from deepsharp.core.cli_output import (
     left_behind,
     outliving_stdout,
     quiet_stdout,
+    said_plainly,
     seed,
     system_said,
     writable,
@@ -184,6 +185,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
+    with said_plainly():
+        return _main(arguments)
+
+
+def _main(arguments: argparse.Namespace) -> int:
     try:
         check_names(arguments)
         rows_from_stdin(arguments)

@@ -10,6 +10,7 @@ import io
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
@@ -18,6 +19,7 @@ from deepsharp.core.atomic import descriptor_of
 from deepsharp.core.engine import Engine, make_engine
 
 __all__ = [
+    "said_plainly",
     "engine_named",
     "CommandError",
     "checked_checkpoints",
@@ -279,3 +281,24 @@ def engine_named(spec: str | None) -> Engine:
             f"the engine {spec!r} exited the program (exit code {stopped.code!r}) instead of "
             "making an engine; give an engine spec or a module:factory that returns one"
         ) from None
+
+
+@contextlib.contextmanager
+def said_plainly() -> Iterator[None]:
+    """deepsharp's warnings written as the command's own lines, `deepsharp: warning: ...` (not
+    Python's `<frozen runpy>:88: DeepSharpWarning: ...`); others as Python writes them."""
+    from deepsharp.core.errors import DeepSharpWarning
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+        if issubclass(category, DeepSharpWarning):
+            print(f"deepsharp: warning: {message}", file=sys.stderr if file is None else file)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown

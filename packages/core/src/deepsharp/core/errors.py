@@ -6,11 +6,14 @@ Every message says what was wrong, where (row, column, layer, file) and what to 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "names_shown",
+    "outside",
     "CheckpointMismatchError",
     "ConfigurationError",
     "DataError",
@@ -139,3 +142,16 @@ def json_values(value: Any, whose: str) -> Any:
             f"{whose} must be JSON values for files to record them (text, finite numbers, "
             f"lists, mappings; float(x) for a NumPy number), not {value!r}: {error}"
         ) from None
+
+
+_HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # deepsharp's folder
+
+
+def outside() -> int:
+    """The `stacklevel` of `warnings.warn` called here that names the first caller outside
+    deepsharp (a script's line, not the library's), however deep the call came."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_HOME):
+        level += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    return level

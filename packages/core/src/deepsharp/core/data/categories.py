@@ -21,12 +21,13 @@ from deepsharp.core.data.values import (
     is_missing,
     label_lookup,
     labels,
+    plain_label,
     row_text,
     shown,
     shown_value,
     sorted_labels,
 )
-from deepsharp.core.errors import DataError, DeepSharpWarning
+from deepsharp.core.errors import DataError, DeepSharpWarning, outside
 from deepsharp.core.reals import is_whole
 
 __all__ = ["Category", "CategoryLearner", "Flag", "UnknownRule"]
@@ -94,6 +95,30 @@ class Category(ColumnKind):
             known = ranked[: self.max_values]
         self.set_learned(sorted_labels(known), None in counts)
         self._warn_if_wide(rows)
+        self._warn_of_one_number(known)
+
+    def _warn_of_one_number(self, known: list[str]) -> None:
+        """Warn where two learned values are one number written two ways ("01" and "1"): read
+        as text (read_csv, deepsharp predict) each is its own, read as numbers (pandas,
+        Parquet) all are one, which finds one of them or none (trial P: rows read by pandas
+        took another one-hot, silently)."""
+        forms: dict[str, list[str]] = {}
+        for value in known:
+            forms.setdefault(plain_label(value) or value, []).append(value)
+        alike = [sorted_labels(held) for held in forms.values() if len(held) > 1]
+        if not alike:
+            return
+        pairs = "; ".join(" and ".join(map(repr, held)) for held in alike[:3])
+        warnings.warn(
+            f"column {self.name!r} holds values that are one number written two ways ({pairs}"
+            f"{', ...' if len(alike) > 3 else ''}): each is a category of its own here, and "
+            "rows read as numbers (pandas' read_csv, Parquet) give them one value, which takes "
+            "one of their categories or none: write each number one way in the training rows, "
+            f"or read the column as text wherever it is read (pandas: dtype={{{self.name!r}: "
+            "str})",
+            DeepSharpWarning,
+            stacklevel=outside(),
+        )
 
     def _warn_if_wide(self, rows: int) -> None:
         width = self.width()
