@@ -584,8 +584,8 @@ def test_a_frame_made_from_an_array_has_whole_number_column_names_shown_as_such(
     frame = pd.DataFrame(np.arange(6.0).reshape(3, 2))
     with pytest.raises(
         DataError,
-        match=r"has no column '0'; the DataFrame has the columns: 0, 1 "
-        r"\(the rows name that column 0, not '0': the pipeline and the rows must name it alike",
+        match=r"has no column '0' \(the rows name that column 0, not '0': the pipeline and the "
+        r"rows must name it alike.*; its columns: 0, 1",
     ):
         Pipeline().number("0").learn(frame)
     pipe = Pipeline().number(0).number(1, scale=False).learn(frame)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deepsharp.core import DataError, DeepSharpWarning, Pipeline
+from deepsharp.core import DataError, DeepSharpWarning, Pipeline, scan_csv
 from deepsharp.core.cli import main
 
 
@@ -58,3 +58,32 @@ def test_one_number_written_two_ways_in_a_category_warns_where_the_rows_are_lear
     err = capsys.readouterr().err
     assert "deepsharp: warning: column 'codes' holds values that are one number" in err
     assert "DeepSharpWarning" not in err
+
+
+def test_a_negative_value_served_to_a_logged_column_says_why_and_what_to_do() -> None:
+    """Before (trial P): 'this column takes the logarithm (log=True)', which a user of
+    `deepsharp train` (which chose it) never wrote, and nothing to do about it."""
+    pipeline = Pipeline().number("fare", log=True).learn([{"fare": v} for v in (0.0, 7.25, 80.0)])
+    with pytest.raises(DataError) as refused:
+        pipeline.features([{"fare": 3.0}, {"fare": -7.25}])
+    said = str(refused.value)
+    assert said.startswith("row 2 (counting from 1), column 'fare': found -7.25")
+    assert "never negative" in said and "clip the column at 0" in said
+    assert ".number('fare', log=False)" in said
+
+
+def test_rows_lacking_columns_name_every_one_and_what_each_may_mean(tmp_path: Path) -> None:
+    """Before (trial P): the first missing column alone, with no word of 'pclass' for 'Pclass'
+    (training's own inference said 'did you mean'), from a file, a frame, or rows as dicts."""
+    pandas = pytest.importorskip("pandas")
+    rows = [{"Pclass": 1, "Sex": "m", "y": "a"}, {"Pclass": 3, "Sex": "f", "y": "b"}]
+    pipeline = Pipeline().number("Pclass").category("Sex").target("y").learn(rows)
+    path = tmp_path / "lower.csv"
+    path.write_text("pclass, Sex,y\n1,m,a\n")
+    said = r"no columns 'Pclass' \(did you mean 'pclass'\?\), 'Sex' \(did you mean ' Sex'\?\)"
+    with pytest.raises(DataError, match=r"lower.csv: the file has " + said):
+        list(scan_csv(path).parts(["Pclass", "Sex"]))  # as deepsharp predict reads a file
+    with pytest.raises(DataError, match=r"the DataFrame has " + said):
+        pipeline.features(pandas.read_csv(path))
+    with pytest.raises(DataError, match=r"row 1 \(counting from 1\) has " + said):
+        pipeline.features([{"pclass": 1, " Sex": "m", "y": "a"}])

@@ -18,7 +18,6 @@ or text are classes; other numbers are a number.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections import Counter
@@ -29,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deepsharp.core.data.pipeline import Pipeline
-from deepsharp.core.data.sources import column_names, columns, separated_otherwise
+from deepsharp.core.data.sources import column_names, columns, near, separated_otherwise
 from deepsharp.core.data.target import TargetKind
 from deepsharp.core.data.text import words
 from deepsharp.core.data.values import Column, ColumnName, label, parse_number, sorted_labels
@@ -439,7 +438,7 @@ def infer_pipeline(
             raise DataError(f"there is no column {target!r}: the header is one column, {separated}")
         raise DataError(
             f"there is no column {described(target, 60)}; the columns are: {names_shown(names)}"
-            + _close(target, names)
+            + near(target, names)
         )
     _, taken = columns(rows, names)
     choices = [_choose(profile(name, taken[name]), rules) for name in names if name != target]
@@ -577,8 +576,3 @@ def _skewness(values: npt.NDArray[np.float64]) -> float:
         if spread == 0 or not math.isfinite(spread):
             return 0.0
         return float(np.mean(((values - values.mean()) / spread) ** 3))
-
-
-def _close(name: ColumnName, names: Sequence[ColumnName]) -> str:
-    near = difflib.get_close_matches(str(name), [str(n) for n in names], n=1)
-    return f" (did you mean {near[0]!r}?)" if near else ""

@@ -117,8 +117,12 @@ class Number(ColumnKind):
             if negative.any():
                 i = int(np.argmax(negative))
                 raise DataError(
-                    f"{row_text(i)}, column {self.name!r}: found {shown_value(values[i])}, but this column "
-                    f"takes the logarithm (log=True) and needs values of 0 or more"
+                    f"{row_text(i)}, column {self.name!r}: found {shown_value(values[i])}, but "
+                    "this column takes the logarithm of its values (log=True: log1p, which "
+                    "deepsharp train and infer_pipeline choose for a skewed column whose "
+                    "training values were never negative) and needs values of 0 or more: give "
+                    "such values (clip the column at 0), or train with the column's values as "
+                    f"they are (.number({self.name!r}, log=False))"
                 )
             values = np.log1p(values)
         return values, missing

@@ -47,6 +47,7 @@ from deepsharp.core.data.sources import (
     Part,
     blank,
     empty_message,
+    lacking,
     open_to_the_end,
     quote_open_to_the_end,
     read_csv_header,
@@ -54,7 +55,7 @@ from deepsharp.core.data.sources import (
     wrong_width,
 )
 from deepsharp.core.data.values import Column, ColumnName
-from deepsharp.core.errors import DataError, FileFormatError, described, names_shown
+from deepsharp.core.errors import DataError, FileFormatError, names_shown
 from deepsharp.core.reals import is_whole
 
 __all__ = ["BUFFER_ROWS", "READ_ROWS", "CsvScan", "ParquetScan", "Scan", "scan_csv", "scan_parquet"]
@@ -171,17 +172,18 @@ class Scan:
                 wanted[name] = name
             elif _whole_name(name) and str(name) in self.names and str(name) not in names:
                 wanted[name] = str(name)
-            else:
-                separated = separated_otherwise(self.names)
-                if separated:
-                    raise DataError(
-                        f"{self.path}: the file has no column {name!r}: its header is one "
-                        f"column, {separated}"
-                    )
+        missing = [name for name in names if name not in wanted]
+        if missing:
+            separated = separated_otherwise(self.names)
+            if separated:
                 raise DataError(
-                    f"{self.path}: the file has no column {described(name, 60)}; its columns "
-                    f"are: {names_shown(self.names)}"
+                    f"{self.path}: the file has no column {missing[0]!r}: its header is one "
+                    f"column, {separated}"
                 )
+            raise DataError(
+                f"{self.path}: the file has {lacking(missing, self.names)}; its columns are: "
+                f"{names_shown(self.names)}"
+            )
         return wanted
 
     def _row_text(self, place: int) -> str:

@@ -10,6 +10,7 @@ made from an array names its columns 0, 1, ...), and error messages show it as w
 from __future__ import annotations
 
 import csv
+import difflib
 import itertools
 import operator
 import os
@@ -383,14 +384,36 @@ def _names(present: Iterable[object]) -> str:
 
 
 def _hint(name: ColumnName, present: Sequence[object]) -> str:
-    """What to write instead when the name is the text of a column named by a number (or back)."""
+    """What to write instead when the name is the text of a column named by a number (or back),
+    or the column the rows may mean by it (another case or spaces: `near`)."""
     for column in present:
         if str(column) == str(name) and column != name:
             return (
                 f" (the rows name that column {column!r}, not {name!r}: the pipeline and the "
                 "rows must name it alike, the same text or the same number)"
             )
-    return ""
+    return near(name, present)
+
+
+def near(name: ColumnName, present: Sequence[object]) -> str:
+    """ " (did you mean 'pclass'?)" where a column present is the name in another case or with
+    spaces around it, or close to it as text; "" where none is."""
+    folded = str(name).strip().casefold()
+    for column in present:
+        if str(column).strip().casefold() == folded:
+            return f" (did you mean {column!r}?)"
+    texts = {str(column): column for column in present}
+    close = difflib.get_close_matches(str(name), list(texts), n=1)
+    return f" (did you mean {texts[close[0]]!r}?)" if close else ""
+
+
+def lacking(names: Sequence[ColumnName], present: Sequence[object]) -> str:
+    """ "no column 'A' (did you mean 'a'?)", or "no columns 'A' (...), 'B'": every name of
+    `names` the columns `present` lack (the first alone was named: trial P), each with what it
+    may mean."""
+    missing = list(dict.fromkeys(name for name in names if name not in present))
+    said = [f"{name!r}{_hint(name, present)}" for name in missing]
+    return f"no column {said[0]}" if len(said) == 1 else f"no columns {', '.join(said)}"
 
 
 def _missing_column(rows: Sequence[Any], names: Sequence[ColumnName]) -> DataError:
@@ -401,13 +424,12 @@ def _missing_column(rows: Sequence[Any], names: Sequence[ColumnName]) -> DataErr
                 f"{row_text(i)} is of type {type(row).__name__}, not a mapping "
                 f"from column name to value"
             )
-        for name in names:
-            if name not in row:
-                keys = list(row)
-                return DataError(
-                    f"{row_text(i)} has no column {name!r}; that row has the columns: "
-                    f"{_names(keys)}{_hint(name, keys)}"
-                )
+        keys = list(row)
+        if any(name not in row for name in names):
+            return DataError(
+                f"{row_text(i)} has {lacking(names, keys)}; that row has the columns: "
+                f"{_names(keys)}"
+            )
     shown = ", ".join(repr(name) for name in names)  # pragma: no cover - a lookup failed
     return DataError(f"the columns {shown} could not be read from the rows")  # pragma: no cover
 
@@ -417,8 +439,8 @@ def _part_columns(part: Part, names: Sequence[ColumnName]) -> tuple[int, dict[Co
     if missing:
         present = list(part.columns)
         raise DataError(
-            f"the rows read hold no column {missing[0]!r}; they hold the columns: "
-            f"{_names(present)}{_hint(missing[0], present)}"
+            f"the rows read hold {lacking(missing, present)}; they hold the columns: "
+            f"{_names(present)}"
         )
     return part.count, {name: part.columns[name] for name in names}
 
@@ -434,8 +456,7 @@ def _frame_columns(frame: Any, names: Sequence[ColumnName]) -> tuple[int, dict[C
             continue
         if name not in frame.columns:
             raise DataError(
-                f"{row_text(0)} has no column {name!r}; the DataFrame has the columns: "
-                f"{_names(present)}{_hint(name, present)}"
+                f"the DataFrame has {lacking(names, present)}; its columns: {_names(present)}"
             )
         series = frame[name]
         if getattr(series, "ndim", 1) != 1:
