@@ -107,6 +107,9 @@ def test_what_is_no_loss_scale_is_refused(setting: Any, error: type, said: str) 
         ({"growth": 0.5}, "growth must be a finite number above 1"),
         ({"backoff": 1.0}, "backoff must be a number in (0, 1)"),
         ({"interval": 0}, "interval must be a whole number from 1"),
+        # rounded to 1 by the float32 rule, they never moved the scale (trial M)
+        ({"growth": 1 + 1e-9}, "growth 1.000000001 rounds to 1 in float32"),
+        ({"backoff": 1 - 1e-9}, "backoff 0.999999999 rounds to 1 in float32"),
     ],
 )
 def test_a_loss_scale_refuses_what_is_no_rule(arguments: dict[str, Any], said: str) -> None:
@@ -376,13 +379,20 @@ def test_a_checkpoint_refuses_another_loss_scale_and_a_lying_one(tmp_path: Path)
             )
         message = str(refused.value)
         assert "was taken with the dynamic loss scale (from 65536.0" in message and said in message
-    saved.trainer.hooks["loss_scale"]["scale"] = -1.0
-    with pytest.raises(FileFormatError, match="loss scale must be a finite number above 0"):
-        fit(
-            *arguments,
-            FitOptions(seed=5, engine="light:mixed_float16", epochs=2, progress=False),
-            resume_from=saved,
-        )
+    for lying, said in (
+        (-1.0, "loss scale must be a finite number above 0"),
+        # taken as they were (trial M): 1e39 became inf at its first overflow and every step
+        # was skipped; 1e-45 made 1/S infinite and the slots NaN, blamed on the learning rate
+        (1e39, "checkpoint: its loss scale 1e+39 is beyond float32's range"),
+        (1e-45, "checkpoint: its loss scale 1e-45 is below 2**-126"),
+    ):
+        saved.trainer.hooks["loss_scale"]["scale"] = lying
+        with pytest.raises(FileFormatError, match=re.escape(said)):
+            fit(
+                *arguments,
+                FitOptions(seed=5, engine="light:mixed_float16", epochs=2, progress=False),
+                resume_from=saved,
+            )
 
 
 class _Penalty(StepHook):
@@ -429,3 +439,24 @@ def test_finite_gradients_whose_largest_values_add_up_past_float32_are_not_skipp
     )  # fmt: skip
     trainer.step(x, 2 * x[:, :1])
     assert trainer.skipped_steps == 0
+
+
+def test_a_buffer_a_skipped_step_s_forward_pass_overflowed_is_named_at_prediction() -> None:
+    """Before (trial M): a step skipped for a feature past float16's range left a BatchNorm's
+    moving mean infinite (as PyTorch's GradScaler does), and predict blamed 'a training step's
+    update' and the learning rate, though no update was made."""
+    from deepsharp.core import BatchNorm, StateError
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(32, 6)).astype(np.float32), rng.integers(0, 3, 32)
+    network = Network([Dense(8), BatchNorm(), Relu(), Dense(3)], inputs=6)
+    with Trainer(network, CrossEntropy(), Adam(0.01), "light:mixed_float16", seed=0) as trainer:
+        trainer.step(x[:16], y[:16])
+        big = x[16:].copy()
+        big[0, 0] = 1e5  # past float16's 65,504
+        trainer.step(big, y[16:])
+        assert trainer.skipped_steps == 1 and trainer.state.steps == 1
+    with pytest.raises(
+        StateError, match=r"buffer 'batchnorm.moving_mean' .*forward pass overflowed"
+    ):
+        network.predict(x[:2], CrossEntropy())

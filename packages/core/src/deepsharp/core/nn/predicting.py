@@ -110,9 +110,17 @@ class Predictor:
                 if not np.isfinite(value).all():
                     raise StateError(
                         f"the network's {kind} {name!r} holds NaN or infinite values, so no "
-                        "prediction is finite: a training step's update overflowed (fit looks "
-                        "at each epoch's end and stops; Trainer.step does not look); train "
-                        "again with a smaller learning rate, or features scaled smaller"
+                        "prediction is finite: "
+                        + (
+                            "a training step's update overflowed"
+                            if kind == "slot"
+                            else "a training step's forward pass overflowed where the buffer "
+                            "is updated (a BatchNorm's moving statistics), which a step a loss "
+                            "scale skips updates too, as PyTorch's GradScaler's does"
+                        )
+                        + " (fit looks at each epoch's end and stops; Trainer.step does not "
+                        "look); train again with features scaled smaller, or a smaller "
+                        "learning rate"
                     )
 
     def _chunks(self, arranged: Features, count: int) -> NDArray[np.float32]:

@@ -95,6 +95,15 @@ class LossScale(StepHook):
             raise ValueError(f"LossScale: growth {growth!r} is beyond float32's range (3.4e38)")
         if not _positive_number(backoff) or backoff >= 1.0:
             raise ValueError(f"LossScale: backoff must be a number in (0, 1), not {backoff!r}")
+        # The rule multiplies in float32: a factor that rounds to 1 there never moves the scale
+        # (a "dynamic" scale that skipped every step, trial M).
+        for what, value in (("growth", growth), ("backoff", backoff)):
+            if _float32(2.0**16 * float(value)) == 2.0**16:
+                raise ValueError(
+                    f"LossScale: {what} {value!r} rounds to 1 in float32, where the scale is "
+                    "multiplied by it: the scale would never move (PyTorch's: growth 2, "
+                    "backoff 0.5)"
+                )
         if not is_whole(interval) or interval < 1:
             raise ValueError(f"LossScale: interval must be a whole number from 1, not {interval!r}")
         if not isinstance(dynamic, bool):
@@ -178,6 +187,10 @@ class LossScale(StepHook):
                 f"0..{self.interval - 1}, not {good!r}"
             )
         assert isinstance(scale, (int, float, np.floating, np.integer))
+        try:  # a checkpoint's scale as the settings' (was taken as it was: trial M)
+            _in_range(float(scale), "checkpoint: its loss scale")
+        except ValueError as error:
+            raise FileFormatError(str(error)) from None
         self.scale, self.good_steps = float(scale), good
 
 
