@@ -207,6 +207,32 @@ def test_inputs_beyond_float16s_range_overflow_under_mixed_float16_and_not_bfloa
     assert LightEngine("mixed_bfloat16").matmul(a, b)[0, 0] == pytest.approx(1e5, rel=2**-8)
 
 
+def test_a_float16_product_past_its_range_is_infinite_as_a_cards_output_is() -> None:
+    """Failed before (trial M): [300, 300]·[300, 300] gave 180,000 (the output kept in float32),
+    where PyTorch's float16 autocast gives inf: a run here skipped none of the steps a card's
+    skipped. Float16's largest value, 65,504, stays; past it, an infinity of the product's
+    sign; every other product the float32 output it was."""
+    f16, bf16 = LightEngine("mixed_float16"), LightEngine("mixed_bfloat16")
+    a = np.array([[300.0, 300.0], [256.0, 0.0], [-256.0, 0.0], [1.0, 2.0]], np.float32)
+    b = np.array([[300.0, 255.875], [300.0, 0.0]], np.float32)
+    got = f16.matmul(a, b)
+    assert got.tolist() == [
+        [np.inf, np.inf],
+        [np.inf, 65504.0],
+        [-np.inf, -65504.0],
+        [900.0, 255.875],
+    ]
+    assert bf16.matmul(a, b)[0, 0] == 180000.0  # bfloat16 has float32's range
+    assert np.isinf(f16.batch_matmul(a[None], b[None])[0, :2, 0]).all()
+    x = np.full((1, 1, 3, 3), 200.0, np.float32)
+    valid = ((0, 0), (0, 0))
+    assert np.isneginf(f16.conv2d(-x, x, 1, valid)).all()  # 9 terms of 40,000
+    assert np.isposinf(f16.conv2d_bias(x, x, np.zeros(1, np.float32), 1, valid)).all()
+    gy = np.full((1, 1, 1, 1), 400.0, np.float32)
+    assert np.isposinf(f16.conv2d_weight_grad(x, gy, (3, 3), 1, valid)).all()  # 80,000 each
+    assert np.isposinf(f16.conv2d_fold(gy, x, (3, 3), 1, valid)).all()
+
+
 def test_float16_rounding_is_numpys_own_on_any_bits() -> None:
     rng = np.random.default_rng(4)
     patterns = rng.integers(0, 2**32, 1_000_000, dtype=np.uint64).astype(np.uint32)

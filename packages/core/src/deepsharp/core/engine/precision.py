@@ -28,6 +28,7 @@ slice, max-pooling's selection, ...) and transfers are exact.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +87,14 @@ class Precision:
         where there is none). Below it the format's values are evenly spaced, 2·u_h·μ_h apart,
         so rounding there strays up to u_h·μ_h whatever the value's size."""
         return {"bfloat16": 2.0**-126, "float16": 2.0**-14}.get(self.half or "", 0.0)
+
+    @property
+    def half_beyond(self) -> float:
+        """The least magnitude a product's output rounds to infinity in the half format, where
+        it is below float32's: float16's 65,520 (its largest value, 65,504, and half a step);
+        infinity where there is none (bfloat16 has float32's range). A card's float16 product
+        past it is infinite, and the light engine's too, so the loss scale sees it."""
+        return 65520.0 if self.half == "float16" else math.inf
 
     @property
     def mixed(self) -> bool:
