@@ -11,6 +11,7 @@ import pytest
 
 from deepsharp.core import DataError, DeepSharpWarning, Pipeline, scan_csv
 from deepsharp.core.cli import main
+from deepsharp.core.data.values import label_lookup
 
 
 def _numbers() -> Pipeline:
@@ -87,3 +88,18 @@ def test_rows_lacking_columns_name_every_one_and_what_each_may_mean(tmp_path: Pa
         pipeline.features(pandas.read_csv(path))
     with pytest.raises(DataError, match=r"row 1 \(counting from 1\) has " + said):
         pipeline.features([{"pclass": 1, " Sex": "m", "y": "a"}])
+
+
+def test_a_category_s_text_is_composed_as_a_text_column_s_is() -> None:
+    """Failed before (trial P): 'café' typed with a combining accent (macOS, an NFD export) was
+    an unknown value — all zeros, or an error naming 'café' beside the known 'café'."""
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    learned = Pipeline().category("c", unknown="error").learn([{"c": composed}, {"c": "th"}])
+    assert (
+        learned.features([{"c": decomposed}]).tolist()
+        == learned.features([{"c": composed}]).tolist()
+    )
+    from_nfd = Pipeline().category("c").learn([{"c": decomposed}, {"c": "th"}])
+    assert from_nfd.features([{"c": composed}]).tolist() == [[1.0, 0.0]]
+    # a file written before holds the value as it was typed: found by its composed form too
+    assert label_lookup([decomposed, "th"])[composed] == 0

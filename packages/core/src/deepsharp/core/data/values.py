@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -209,7 +210,7 @@ def label(value: object) -> str | None:
     that column (floats, where it has a gap) give the same labels; a float32 (float16) value
     gives its shortest text at its own precision (NumPy's: `np.float32(0.1)` is "0.1", not its
     widening's "0.10000000149011612"; a widened one is looked for so too, `label_index`).
-    Bytes are read as UTF-8, and a Decimal as its text.
+    Bytes are read as UTF-8, and a Decimal as its text; text is composed (Unicode NFC).
     """
     if value is None:
         return None
@@ -225,6 +226,8 @@ def label(value: object) -> str | None:
         value = str(value)
     if isinstance(value, str):
         text = value.strip()
+        if not text.isascii():  # composed, as a text column's are: "café" typed as "e" and a
+            text = unicodedata.normalize("NFC", text)  # combining accent is "café" (trial P)
         if "." in text:
             integral = _INTEGRAL_TEXT.fullmatch(text)
             if integral:
