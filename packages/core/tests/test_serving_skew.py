@@ -103,3 +103,24 @@ def test_a_category_s_text_is_composed_as_a_text_column_s_is() -> None:
     assert from_nfd.features([{"c": composed}]).tolist() == [[1.0, 0.0]]
     # a file written before holds the value as it was typed: found by its composed form too
     assert label_lookup([decomposed, "th"])[composed] == 0
+
+
+def test_the_command_line_s_refusals_say_what_the_command_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before (trial P): train on a Parquet file said 'scan it with scan_parquet(path)', which
+    no command does; on four rows, 'split(train=0.7, validation=0.15) needs at least 7 rows',
+    a split the command line never named."""
+    pyarrow = pytest.importorskip("pyarrow")
+    from pyarrow import parquet
+
+    path = tmp_path / "rows.parquet"
+    parquet.write_table(pyarrow.table({"x": [1.0, 2.0], "y": ["a", "b"]}), path)
+    out = str(tmp_path / "m.st")
+    assert main(["train", str(path), "--target", "y", "--out", out]) == 1
+    said = capsys.readouterr().err
+    assert "a Parquet file" in said and "deepsharp train and compare read CSV" in said
+    few = tmp_path / "few.csv"
+    few.write_text("x,y\n0.5,a\n2.25,b\n3.5,a\n1.75,b\n")
+    assert main(["train", str(few), "--target", "y", "--out", out]) == 1
+    assert "(the default split, deepsharp train's) needs at least 7 rows" in capsys.readouterr().err

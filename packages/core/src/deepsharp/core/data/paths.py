@@ -163,7 +163,9 @@ def is_parquet(path: str | os.PathLike[str]) -> bool:
 _SIGNATURES = (
     (b"\x1f\x8b", "gzip-compressed: decompress it first (gunzip), or read it with "
      "pandas.read_csv(path) and give the DataFrame"),
-    (_PARQUET, "a Parquet file: scan it with scan_parquet(path)"),
+    (_PARQUET, "a Parquet file: scan it with scan_parquet(path) (deepsharp predict and evaluate "
+     "read it as it is; deepsharp train and compare read CSV: in Python, fit(pipeline, "
+     "scan_parquet(path), ...))"),
     (b"PK\x03\x04", "a zip archive (an Excel workbook is one): save the sheet as CSV (UTF-8), "
      "or read it with pandas and give the DataFrame"),
     (b"\xff\xfe", "UTF-16 text: save it as UTF-8, or read it with pandas.read_csv(path, "

@@ -415,8 +415,13 @@ class Pipeline:
             raise DataError(
                 f"too few rows for the split: there are {count} rows, which give "
                 f"{n_train} training, {n_validation} validation and {n_test} test rows; "
-                f"split(train={self._train}, validation={self._validation}) needs at least "
-                f"{needed} rows so that no part is empty"
+                f"split(train={self._train}, validation={self._validation})"
+                + (
+                    " (the default split, deepsharp train's)"
+                    if (self._train, self._validation) == (0.70, 0.15)
+                    else ""
+                )
+                + f" needs at least {needed} rows so that no part is empty"
             )
         return (
             perm[:n_train].copy(),
