@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from deepsharp.core import DataError, DeepSharpWarning, Pipeline, scan_csv
 from deepsharp.core.cli import main
+from deepsharp.core.data.inference import infer_pipeline
 from deepsharp.core.data.values import label_lookup
+from deepsharp.core.samples import titanic
 
 
 def _numbers() -> Pipeline:
@@ -40,7 +43,9 @@ def test_one_number_written_two_ways_in_a_category_warns_where_the_rows_are_lear
     """Failed before (trial P): "01" and "1" were two categories read from a CSV as text, and
     one number read by pandas, which took "1"'s one-hot for every "01" row — silently. Now
     learning such values warns, at the caller's line; the command line says it as its own."""
-    rows = [{"codes": c, "y": y} for c, y in zip(["01", "1", "1.0", "2", "02", "3"] * 5, "ab" * 15)]
+    rows = [
+        {"codes": c, "y": y} for c, y in zip(["01", "1", "1.0", "2", "02", "3"] * 10, "ab" * 30)
+    ]
     with pytest.warns(DeepSharpWarning, match=r"'codes' holds .*\('01' and '1'; '02' and '2'\)"):
         Pipeline().category("codes").target("y").learn(rows)
     with warnings.catch_warnings(record=True) as said:
@@ -124,3 +129,17 @@ def test_the_command_line_s_refusals_say_what_the_command_does(
     few.write_text("x,y\n0.5,a\n2.25,b\n3.5,a\n1.75,b\n")
     assert main(["train", str(few), "--target", "y", "--out", out]) == 1
     assert "(the default split, deepsharp train's) needs at least 7 rows" in capsys.readouterr().err
+
+
+def test_a_count_on_a_few_rows_is_inferred_as_numbers_not_as_categories() -> None:
+    """Failed before (trial P): on the Titanic file's first ten rows SibSp (0, 1, 3) was read as
+    three categories, and the 58 rows of the whole file holding 2, 4, 5 or 8 were served all
+    zeros, silently. Ten rows a value on average make categories (Pclass on the whole file)."""
+    rows = titanic.rows()
+
+    def kinds(inferred: Any) -> dict[Any, str]:
+        return {choice.column: choice.kind for choice in inferred.choices}
+
+    assert kinds(infer_pipeline(rows[:10], "Survived"))["SibSp"] == "number"
+    whole = kinds(infer_pipeline(rows, "Survived"))
+    assert whole["Pclass"] == "category" and whole["SibSp"] == "number"

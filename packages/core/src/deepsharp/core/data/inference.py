@@ -46,6 +46,9 @@ __all__ = [
 
 FEW_WHOLE_NUMBERS = 5
 """Whole numbers with at most this many distinct values are categories (a class, a grade)."""
+ROWS_A_VALUE = 10
+"""How many rows a value of those whole numbers needs on average for them to be categories:
+fewer, and the column is numbers (too few rows to tell a class from a count)."""
 FEW_STRAYS = 3
 """How many distinct texts that are no number a column of numbers may hold and still be told
 as numbers with a few stray texts ('?', '-': a missing value written otherwise)."""
@@ -162,7 +165,14 @@ def _named_as_an_id(name: ColumnName) -> bool:
 
 
 def _few_whole_numbers(column: Profile) -> Choice | None:
-    if column.whole and column.distinct <= FEW_WHOLE_NUMBERS:
+    # Each value held by several rows: on a few rows a count (SibSp's 0, 1, 3 of ten rows) looks
+    # like a class, and the values its training rows lacked were all zeros at serving (trial P).
+    present = column.rows - column.missing
+    if (
+        column.whole
+        and column.distinct <= FEW_WHOLE_NUMBERS
+        and present >= ROWS_A_VALUE * max(column.distinct, 1)
+    ):
         return Choice(
             column.name,
             "category",
