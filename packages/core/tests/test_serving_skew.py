@@ -143,3 +143,21 @@ def test_a_count_on_a_few_rows_is_inferred_as_numbers_not_as_categories() -> Non
     assert kinds(infer_pipeline(rows[:10], "Survived"))["SibSp"] == "number"
     whole = kinds(infer_pipeline(rows, "Survived"))
     assert whole["Pclass"] == "category" and whole["SibSp"] == "number"
+
+
+def test_a_column_of_one_value_is_0_after_its_logarithm_too() -> None:
+    """Failed before (trial P): a column of one value is only centred, as the docs say, but
+    after log1p the mean of its values rounded away from them: 7.3 gave -4.4e-16, not 0, on a
+    pipeline learned whole and on one learned a part at a time."""
+    for value in (7.3, 5.0, 0.1):
+        rows = [{"d": value}] * 7
+        whole = Pipeline().number("d", log=True).learn(rows)
+        assert whole.features([{"d": value}]).tolist() == [[0.0]]
+        filled = Pipeline().number("d", log=True).learn([*rows, {"d": None}])
+        assert filled.features([{"d": value}, {"d": None}]).tolist() == [[0.0], [0.0]]
+        parts = Pipeline().number("d", log=True)
+        learning = parts.learning(["d"])
+        learning.add(rows[:3])
+        learning.add(rows[3:])
+        learning.finish()
+        assert parts.features([{"d": value}]).tolist() == [[0.0]]

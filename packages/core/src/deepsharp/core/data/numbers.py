@@ -139,7 +139,8 @@ class Number(ColumnKind):
         given = missing.any() and not isinstance(self.fill, str)  # a fill of its own
         ends = [float(present.min()), float(present.max())] if present.size else []
         constant = _one_value(ends + ([fill] if given else []))
-        self._settle(fill, float(np.mean(filled)), float(np.std(filled)), constant)
+        mean = [*ends, fill][0] if constant else float(np.mean(filled))
+        self._settle(fill, mean, float(np.std(filled)), constant)
 
     def learner(self) -> Learner:
         return NumberLearner(self)
@@ -157,7 +158,9 @@ class Number(ColumnKind):
 
     def _settle(self, fill: float, mean: float, std: float, constant: bool) -> None:
         """The learned statistics; `constant`: every training row holds one value (the missing
-        ones filled with their mean or median, or with that value)."""
+        ones filled with their mean or median, or with that value), which is then the mean
+        itself (a mean of log1p's values rounded away from them: a constant column gave
+        -2.2e-16, not 0, trial P)."""
         if not (math.isfinite(mean) and math.isfinite(std) and std <= FLOAT32_MAX):
             raise DataError(
                 f"column {self.name!r}: its values spread too far to standardise in float32 "
@@ -250,7 +253,8 @@ class NumberLearner(Learner):
         given = self.missing and not isinstance(column.fill, str)  # a fill of its own
         ends = [self.least, self.most] if moments.count else []
         constant = _one_value(ends + ([fill] if given else []))
-        column._settle(fill, moments.mean, moments.std, constant)
+        mean = [*ends, fill][0] if constant else moments.mean
+        column._settle(fill, mean, moments.std, constant)
 
 
 class Numbers(ColumnKind):
