@@ -4,6 +4,7 @@ deepsharp, by pandas and by the command line)."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -161,3 +162,19 @@ def test_a_column_of_one_value_is_0_after_its_logarithm_too() -> None:
         learning.add(rows[3:])
         learning.finish()
         assert parts.features([{"d": value}]).tolist() == [[0.0]]
+
+
+def test_a_missing_parquet_file_and_dev_null_are_named_as_what_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before (trial P): 'no such CSV file' of a missing .parquet, and /dev/null 'a character
+    device that nothing was written into (is the program that writes into it running?)'."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text("x,y\n" + "".join(f"{i * 0.37:.2f},{'ab'[i % 2]}\n" for i in range(40)))
+    out = str(tmp_path / "m.st")
+    assert main(["train", str(rows), "--target", "y", "--out", out, "--epochs", "1"]) == 0
+    capsys.readouterr()
+    assert main(["predict", out, str(tmp_path / "nothere.parquet")]) == 1
+    assert "no such Parquet file" in capsys.readouterr().err
+    assert main(["predict", out, os.devnull]) == 1
+    assert f"{os.devnull} holds nothing, ever" in capsys.readouterr().err

@@ -11,6 +11,7 @@ import argparse
 import csv
 import io
 import itertools
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -184,7 +185,9 @@ def _trained_and_rows(arguments: argparse.Namespace, doing: str) -> tuple[Any, A
             f"features: TrainedNetwork.load({arguments.file!r}).{call}, x of shape (N, ...)"
         )
     try:  # read a part at a time: memory stays flat
-        rows = (scan_parquet if is_parquet(arguments.rows) else scan_csv)(arguments.rows)
+        path = str(arguments.rows)
+        named = not os.path.exists(path) and path.lower().endswith((".parquet", ".pq"))
+        rows = (scan_parquet if is_parquet(path) or named else scan_csv)(arguments.rows)
     except ImportError as error:  # a Parquet file, without pyarrow
         raise CommandError(f"{arguments.rows} is a Parquet file: {error}") from None
     return trained, rows

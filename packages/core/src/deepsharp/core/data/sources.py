@@ -171,6 +171,8 @@ def empty_message(name: str, opened: Opened) -> str | None:
     """What to say of a stream that gave nothing (None for a file: it is empty)."""
     if opened.regular:
         return None
+    if os.path.realpath(name) == os.path.realpath(os.devnull):  # nothing is ever in it
+        return f"{name} holds nothing, ever; expected rows under a header naming the columns"
     return (
         f"{name} is {opened.kind} that nothing was written into; expected a header row naming "
         "the columns (is the program that writes into it running?)"
