@@ -241,3 +241,54 @@ def test_a_graphed_plan_hands_a_hook_of_one_s_own_gradients_of_its_own() -> None
     assert seen[0] == seen[1]
     assert len(set(seen[0])) == 4
     assert np.isfinite(np.frombuffer(seen[0][0], np.float32)).all()
+
+
+def test_a_class_setting_of_an_installed_layer_package_and_odd_class_values_are_read(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """Failed before (a review): a layer class of a package installed under site-packages was
+    no class of one's own until a snapshot had named its package, so the first step's key left
+    its class settings out, and `factor = 5.0` assigned later was never read; a class value
+    that raises on any look (a lazy proxy), or a Decimal('sNaN'), made every step raise."""
+    from decimal import Decimal
+
+    site = tmp_path / "site-packages" / "mylayers"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text(
+        "from deepsharp.core import Layer\n"
+        "from deepsharp.core.autodiff import functions as ops\n"
+        "class Proxy:\n"
+        "    def __getattribute__(self, name):\n"
+        "        raise RuntimeError('no look')\n"
+        "class Scale(Layer):\n"
+        "    factor = 1.0\n"
+        "    odd = None\n"
+        "    def forward(self, x, slots, context):\n"
+        "        return ops.mul(x, self.factor)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    import mylayers
+
+    mylayers.Scale.lazy = mylayers.Proxy()
+    mylayers.Scale.odd = Decimal("sNaN")
+
+    def change(step: int, trainer: Trainer) -> None:
+        mylayers.Scale.factor = 5.0 if step >= 2 else 1.0
+
+    make = lambda: Network([Dense(8), mylayers.Scale(), Dense(1)], inputs=14)  # noqa: E731
+    assert _alike(make, change) == (2, ())
+
+
+def test_a_setting_deleted_between_steps_is_read_by_the_next_step() -> None:
+    """Failed before (a review): `del layer.factor` (its class's default read in its place)
+    counted no change, and the plan traced with the deleted value was replayed."""
+
+    def forget(step: int, trainer: Trainer) -> None:
+        layer = trainer.network.layers[1]
+        if step == 0:
+            layer.factor = 3.0
+        if step == 2:
+            del layer.factor
+
+    make = lambda: Network([Dense(8), _Scale(), Dense(1)], inputs=14)  # noqa: E731
+    assert _alike(make, forget) == (2, ())  # the first trace read 3.0; the deletion, 1.0

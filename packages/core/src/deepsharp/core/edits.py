@@ -31,6 +31,12 @@ class Edited:
             return
         self.__dict__["_edits"] = self.__dict__.get("_edits", 0) + 1
 
+    def __delattr__(self, name: str) -> None:
+        """Delete an attribute, counted as a change (a setting removed, its class's default
+        read in its place: a review found it unseen by a compiled step)."""
+        object.__delattr__(self, name)
+        self.__dict__["_edits"] = self.__dict__.get("_edits", 0) + 1
+
 
 _UNSET = object()
 _MUTABLE = (list, dict, set, bytearray, np.ndarray)

@@ -91,10 +91,7 @@ class Snapshot:
 
     def __init__(self, roots: Sequence[Any]) -> None:
         self.roots = list(roots)
-        for root in self.roots:  # a layer's package is one's own, wherever it is installed
-            top = str(getattr(type(root), "__module__", "")).partition(".")[0]
-            if top and top not in ("deepsharp", "builtins"):
-                _HOME.add(top)
+        _homes(self.roots)
         self.too_much: str | None = None
         self._reader = _Reader()
         self._draws = _global_draws()
@@ -593,22 +590,38 @@ def _every(roots: Sequence[Any], kind: type) -> list[Any]:
     return found
 
 
+def _homes(roots: Sequence[Any]) -> None:
+    """The packages of these layers' and losses' classes are one's own, wherever they are
+    installed (a package of one's own layers under site-packages)."""
+    for root in roots:
+        top = str(getattr(type(root), "__module__", "")).partition(".")[0]
+        if top and top not in ("deepsharp", "builtins"):
+            _HOME.add(top)
+
+
 def own_classes(objects: Sequence[Any]) -> tuple[type, ...]:
-    """The classes of one's own among these objects' and their bases (`_ones_own`), once each:
-    none where every class is deepsharp's or a library's."""
+    """The classes of one's own among these objects' and their bases (`_ones_own`, their own
+    packages among them, wherever installed: a review found a layer package's class left out
+    until a snapshot had named its package), once each: none where every class is deepsharp's
+    or a library's."""
+    _homes(objects)
     found = [base for klass in {type(obj) for obj in objects} for base in klass.__mro__]
     return tuple(base for base in dict.fromkeys(found) if _ones_own(base))
 
 
 def class_settings(classes: Sequence[type]) -> tuple[Any, ...]:
     """What these classes hold in their bodies (not their functions), as a compiled step's key
-    reads it: numbers and text by value, anything else by identity (`Scale.factor = 5.0`
-    assigned between steps is read by the next step, trial C)."""
+    reads it: numbers and text by their text (`repr`: no hash or NaN to trip over), anything
+    else by identity (`Scale.factor = 5.0` assigned between steps is read by the next step,
+    trial C); a value that will not be looked at (a lazy proxy) by identity."""
     found: list[Any] = []
     for klass in classes:
         for name, value in _body(klass):
-            plain = isinstance(value, _SCALARS) and not isinstance(value, np.generic)
-            found.append((id(klass), name, value if plain else id(value)))
+            try:
+                plain = isinstance(value, _SCALARS) and not isinstance(value, np.generic)
+                found.append((id(klass), name, repr(value) if plain else id(value)))
+            except Exception:  # a value raising on any look
+                found.append((id(klass), name, id(value)))
     return tuple(found)
 
 
