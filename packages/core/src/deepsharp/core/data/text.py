@@ -24,7 +24,6 @@ import numpy.typing as npt
 from deepsharp.core.data.columns import ColumnKind, Learner, Recipe
 from deepsharp.core.data.summaries import TokenCounts
 from deepsharp.core.data.values import (
-    MISSING_TEXTS,
     Column,
     ColumnName,
     label,
@@ -163,10 +162,10 @@ class Text(ColumnKind):
         values = column.tolist() if isinstance(column, np.ndarray) else column
         texts: list[str] = []
         for i, value in enumerate(values):
-            if isinstance(value, str):  # one of the texts pandas reads as missing ("NA",
-                texts.append("" if value.strip() in MISSING_TEXTS else value)  # "null"), as
-            elif (  # every other kind reads it: a CSV read by deepsharp or by pandas gives
-                value is None  # the same ids (trial P)
+            if isinstance(value, str):  # ("NA" is words: a pipeline saved, and the words
+                texts.append(value)  # it learned, keep their meaning; pandas reads it as NaN)
+            elif (
+                value is None
                 or (isinstance(value, (float, np.floating)) and math.isnan(value))
                 or pandas_missing(value)
             ):  # missing, as in every other kind of column
