@@ -231,6 +231,14 @@ def test_a_float16_product_past_its_range_is_infinite_as_a_cards_output_is() -> 
     gy = np.full((1, 1, 1, 1), 400.0, np.float32)
     assert np.isposinf(f16.conv2d_weight_grad(x, gy, (3, 3), 1, valid)).all()  # 80,000 each
     assert np.isposinf(f16.conv2d_fold(gy, x, (3, 3), 1, valid)).all()
+    # a bias is a term of the total, added before the output is bounded, as a card's addmm
+    # takes it (inf before the bias, here alone, failed a review)
+    total = f16.matmul_bias(np.array([[256.0, 1.0]], np.float32), np.array([[256.0], [0.0]],
+                            np.float32), np.array([-100.0], np.float32))  # fmt: skip
+    assert total.tolist() == [[65436.0]]  # 65,536 - 100: finite, as on a card
+    assert (
+        f16.matmul(np.array([[256.0]], np.float32), np.array([[256.0]], np.float32))[0, 0] == np.inf
+    )
 
 
 def test_float16_rounding_is_numpys_own_on_any_bits() -> None:

@@ -444,6 +444,13 @@ class MixedTotals(Float32Totals):
         with np.errstate(over="ignore", invalid="ignore"):
             return self._out(super().matmul(self.half(a), self.half(b), transpose_a, transpose_b))
 
+    def matmul_bias(self, x: Array, w: Array, bias: Array, transpose_b: bool) -> Array:
+        """x @ w + bias, the bias added before the output is bounded, as a card's float16
+        product takes its bias into its total (65,520 less 100 is finite there: a review)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = super().matmul(self.half(x), self.half(w), False, transpose_b)
+            return self._out(np.add(out, bias, out=out))
+
     def conv2d(self, x: Array, w: Array, stride: int, padding: Paddings) -> Array:
         with np.errstate(over="ignore", invalid="ignore"):
             return self._out(super().conv2d(self.half(x), self.half(w), stride, padding))
