@@ -167,7 +167,7 @@ def test_a_label_written_otherwise_than_it_was_learned_finds_it_where_it_names_o
     from_text = Pipeline().category("code").category("member")
     from_text.learn([{"code": "01", "member": "true"}, {"code": "02", "member": "false"}])
     assert from_text.features([{"code": 2, "member": True}]).tolist() == [[0, 1, 0, 1]]
-    with pytest.warns(DeepSharpWarning, match=r"one number written two ways \('002' and '02'\)"):
+    with pytest.warns(DeepSharpWarning, match=r"written two ways \('002' and '02'\)"):
         both = Pipeline().category("code").learn([{"code": "02"}, {"code": "002"}, {"code": "7"}])
     assert both.features([{"code": 2}, {"code": "007"}]).tolist() == [[0, 0, 0], [0, 0, 1]]
 

@@ -110,6 +110,8 @@ def test_what_is_no_loss_scale_is_refused(setting: Any, error: type, said: str) 
         # rounded to 1 by the float32 rule, they never moved the scale (trial M)
         ({"growth": 1 + 1e-9}, "growth 1.000000001 rounds to 1 in float32"),
         ({"backoff": 1 - 1e-9}, "backoff 0.999999999 rounds to 1 in float32"),
+        # and where the scale starts (2**16 alone was looked at: a review)
+        ({"initial": 65537.0, "backoff": 1 - 3.5e-8}, "backoff 0.999999965 rounds to 1"),
     ],
 )
 def test_a_loss_scale_refuses_what_is_no_rule(arguments: dict[str, Any], said: str) -> None:

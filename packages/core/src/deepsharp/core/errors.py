@@ -151,7 +151,9 @@ def outside() -> int:
     """The `stacklevel` of `warnings.warn` called here that names the first caller outside
     deepsharp (a script's line, not the library's), however deep the call came."""
     level, frame = 1, sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_HOME):
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        _HOME + os.sep
+    ):
         level += 1
         frame = frame.f_back  # type: ignore[assignment]
     return level

@@ -110,12 +110,12 @@ class Category(ColumnKind):
             return
         pairs = "; ".join(" and ".join(map(repr, held)) for held in alike[:3])
         warnings.warn(
-            f"column {self.name!r} holds values that are one number written two ways ({pairs}"
-            f"{', ...' if len(alike) > 3 else ''}): each is a category of its own here, and "
-            "rows read as numbers (pandas' read_csv, Parquet) give them one value, which takes "
-            "one of their categories or none: write each number one way in the training rows, "
-            f"or read the column as text wherever it is read (pandas: dtype={{{self.name!r}: "
-            "str})",
+            f"column {self.name!r} holds values that are one number (or truth value) written "
+            f"two ways ({pairs}{', ...' if len(alike) > 3 else ''}): each is a category of its "
+            "own here, and rows read by pandas' read_csv or from Parquet give them one value, "
+            "which takes one of their categories or none: write each value one way in the "
+            "training rows, or read the column as text wherever it is read (pandas: "
+            f"dtype={{{self.name!r}: str}})",
             DeepSharpWarning,
             stacklevel=outside(),
         )

@@ -414,8 +414,14 @@ def lacking(names: Sequence[ColumnName], present: Sequence[object]) -> str:
     `names` the columns `present` lack (the first alone was named: trial P), each with what it
     may mean."""
     missing = list(dict.fromkeys(name for name in names if name not in present))
-    said = [f"{name!r}{_hint(name, present)}" for name in missing]
+    said = [f"{name!r}{_hint(name, present)}" for name in missing[:LACKING_SHOWN]]
+    if len(missing) > LACKING_SHOWN:  # (2,000 names, each looked for, took 8 s: a review)
+        said.append(f"and {len(missing) - LACKING_SHOWN:,} more")
     return f"no column {said[0]}" if len(said) == 1 else f"no columns {', '.join(said)}"
+
+
+LACKING_SHOWN = 10
+"""The most missing columns a message names (each with what it may mean)."""
 
 
 def _missing_column(rows: Sequence[Any], names: Sequence[ColumnName]) -> DataError:

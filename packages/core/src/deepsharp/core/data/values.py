@@ -108,7 +108,8 @@ def shown_value(value: object) -> str:
     text = repr(value.item() if isinstance(value, np.generic) else value)
     if len(text) <= SHOWN_LENGTH:
         return text
-    return f"{text[: SHOWN_LENGTH - 3]}... ({len(text):,} characters)"
+    length = len(value) if isinstance(value, str) else len(text)  # (a text's, not its quotes')
+    return f"{text[: SHOWN_LENGTH - 3]}... ({length:,} characters)"
 
 
 def shown(values: Sequence[object]) -> str:
@@ -382,8 +383,8 @@ def _too_big(value: float, given: object) -> str:
     """What a value beyond float32 is: a whole number beyond float64 (read as an infinity of
     its sign) is no infinity (trial P)."""
     whole = (isinstance(given, (int, np.integer)) and not isinstance(given, bool)) or (
-        isinstance(given, str) and _WHOLE_TEXT.fullmatch(given.strip()) is not None
-    )
+        isinstance(given, str) and _DECIMAL_TEXT.fullmatch(given.strip()) is not None
+    )  # a number written past float64 ("1e400", 400 digits) is no infinity
     return "infinite" if math.isinf(value) and not whole else "beyond float32's range"
 
 

@@ -97,8 +97,9 @@ class LossScale(StepHook):
             raise ValueError(f"LossScale: backoff must be a number in (0, 1), not {backoff!r}")
         # The rule multiplies in float32: a factor that rounds to 1 there never moves the scale
         # (a "dynamic" scale that skipped every step, trial M).
+        start = _float32(float(initial))
         for what, value in (("growth", growth), ("backoff", backoff)):
-            if _float32(2.0**16 * float(value)) == 2.0**16:
+            if any(_float32(at * float(value)) == at for at in (2.0**16, start)):
                 raise ValueError(
                     f"LossScale: {what} {value!r} rounds to 1 in float32, where the scale is "
                     "multiplied by it: the scale would never move (PyTorch's: growth 2, "
