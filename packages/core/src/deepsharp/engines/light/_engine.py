@@ -171,7 +171,7 @@ class LightEngine:
         place: the reference's bits, one array fewer."""
         own = getattr(self.totals, "matmul_bias", None)
         if own is not None:  # (a mixed precision bounds the output after the bias)
-            return own(x, w, bias, transpose_b)  # type: ignore[no-any-return]
+            return own(x, w, bias, transpose_b)
         out = self.matmul(x, w, False, transpose_b)
         return np.add(out, bias, out=out)
 
