@@ -198,7 +198,7 @@ def _main(arguments: argparse.Namespace) -> int:
                 return _sample(arguments) if arguments.command == "sample" else _train(arguments)
         if arguments.command == "sample":
             return _sample(arguments)
-        if arguments.command in (*SERVING, "export"):
+        if arguments.command in (*SERVING, "export", "compare"):
             import_modules(arguments)
         if arguments.command in SERVING:
             return run_serving(arguments)

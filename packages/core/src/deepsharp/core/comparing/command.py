@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from deepsharp.core.cli_arguments import at_least_one
+from deepsharp.core.cli_arguments import add_imports, at_least_one
 from deepsharp.core.cli_output import seed
 from deepsharp.core.comparing.step import _engines, compare_step
 from deepsharp.core.data.pipeline import Pipeline
@@ -53,6 +53,7 @@ def add_command(commands: Any, engine_help: str) -> None:
     command.add_argument(
         "file", metavar="FILE", help="a trained file, a checkpoint or a network file"
     )
+    add_imports(command)  # a file of layers of one's own (its refusal said --import: trial X)
     command.add_argument(
         "rows", metavar="ROWS.csv", help="rows with the columns the pipeline reads (-: stdin)"
     )

@@ -206,7 +206,17 @@ class Layer(Edited):
     def carried(self, x: Any, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
         """`forward`, its output carrying its inputs' padding masks where it keeps their
         positions (`carry_mask`, as `keeps_positions` says): how networks run their layers."""
-        return carry_mask(self.forward(x, slots, context), x, self.keeps_positions)
+        out = carry_mask(self.forward(x, slots, context), x, self.keeps_positions)
+        built, given = self.output_shape, self.input_shape
+        if built is not None and out.shape[1:] != built:  # on rows of the shape it was built
+            rows = [t.shape[1:] for t in x] if isinstance(x, (list, tuple)) else x.shape[1:]
+            if rows == given:  # for: the shape its build said (trial X: the next layer, or
+                raise ShapeError(  # NumPy after an epoch, was blamed)
+                    f"{self.label}: its forward gives rows of shape {out.shape[1:]}, and its "
+                    f"build said {built} (the shape the layers after it are built for): build "
+                    "returns the shape of the rows forward gives"
+                )
+        return out
 
     def __init__(self, name: str | None = None) -> None:
         self.name: str | None = None if name is None else check_layer_name(name, self.kind)
@@ -409,8 +419,15 @@ def carry_mask(out: Tensor, given: Any, keeps: bool | None = None) -> Tensor:
         layer = f"layer {recording.layer!r}" if recording and recording.layer else "a layer"
         raise ConfigurationError(
             f"{layer}: its forward gave {type(out).__name__} {_brief(out)}, where one tensor "
-            "belongs: a layer gives one output (for two, make two layers, or join them with "
-            "ops.concatenate)"
+            "belongs: "
+            + (
+                "a layer computes with the tensors it is given (their operators and "
+                "deepsharp.core.autodiff.functions), not NumPy, whose values leave the engine "
+                "and the way back"
+                if hasattr(out, "__array__") and not isinstance(out, (list, tuple))
+                else "a layer gives one output (for two, make two layers, or join them with "
+                "ops.concatenate)"
+            )
         )
     inputs = list(given) if isinstance(given, (list, tuple)) else [given]
     masked = [x for x in inputs if getattr(x, "mask", None) is not None]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.errors import FileFormatError, StateError
+from deepsharp.core.errors import FileFormatError, StateError, json_values
 from deepsharp.core.files import Declared, Expectation, read_safetensors, write_safetensors
 from deepsharp.core.kinds import warn_unrecorded
 from deepsharp.core.nn.graph import (
@@ -130,7 +130,11 @@ def network_to_json(network: Network) -> dict[str, Any]:
 
 
 def _config(layer: Layer) -> dict[str, Any]:
+    """A layer's settings as a file records them: JSON values, else a ConfigurationError naming
+    the layer (a NumPy number in a config() of one's own ended a run at its first checkpoint
+    with json's own error, naming neither: trial X)."""
     config = layer.config()
+    json_values(config, f"{layer.label}: its settings (config())")
     warn_unrecorded(layer, Layer, "layer", config)
     return config
 

@@ -21,7 +21,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deepsharp.core.errors import ConfigurationError, DeepSharpWarning, FileFormatError, StateError
+from deepsharp.core.errors import (
+    ConfigurationError,
+    DeepSharpWarning,
+    FileFormatError,
+    StateError,
+    outside,
+)
 from deepsharp.core.files import read_metadata
 from deepsharp.core.reals import brief, is_real, is_whole
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
@@ -197,6 +203,23 @@ class Callback:
 
     def restore(self, state: Mapping[str, Any]) -> None:
         """Take back what `state` gave; FileFormatError where it cannot be."""
+
+
+def warn_of_unnamed_state(parts: list[Any]) -> None:
+    """Warn of a callback or step hook that keeps a state of its own (`state()` its class's)
+    and has no `name`, under which checkpoints keep it: a resumed run started it anew, silently
+    (trial X)."""
+    for part in parts:
+        base = Callback if isinstance(part, Callback) else StepHook
+        if isinstance(part, base) and type(part).state is not base.state and not part.name:
+            kind = "callback" if base is Callback else "step hook"
+            warnings.warn(
+                f"the {kind} {type(part).__name__} has a state() and no name: checkpoints keep "
+                "a state under its name, so a resumed run starts it anew; give it a name "
+                "(name = '...', a class attribute)",
+                DeepSharpWarning,
+                stacklevel=outside(),
+            )
 
 
 def checked_state(callback: Callback | StepHook, what: str = "callback") -> dict[str, Any]:

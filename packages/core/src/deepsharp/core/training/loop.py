@@ -51,6 +51,7 @@ from deepsharp.core.training.callbacks import (
     ProgressBar,
     RunState,
     checked_state,
+    warn_of_unnamed_state,
 )
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.checks import check_parts
@@ -241,6 +242,8 @@ def fit(
             loss, options.batch_size, options.accumulate, weights, feeds, options.metrics
         )
         optimizer_record(optimizer)  # what checkpoints will hold of it: refused now, not later
+        network.to_json()  # and of the network (a layer's config() of NumPy numbers: trial X)
+        warn_of_unnamed_state([*hooks, *parts])
     if checkpoint is not None:
         check_run(checkpoint.run, made, checkpoint.callbacks, parts, _where(checkpoint))
     distribution = (options.distributed or OneProcess()).for_run()

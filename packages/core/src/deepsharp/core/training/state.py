@@ -5,6 +5,7 @@ from it."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,14 +16,24 @@ from numpy.typing import NDArray
 from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.errors import (
     CheckpointMismatchError,
+    DeepSharpWarning,
     FileFormatError,
     ShapeError,
     json_values,
+    outside,
 )
 from deepsharp.core.nn.binding import Bound
 from deepsharp.core.nn.optimizers import Optimizer, OptimizerState
 
-__all__ = ["Held", "Snapshot", "TrainerState", "check_sides", "optimizer_record"]
+__all__ = [
+    "Held",
+    "Snapshot",
+    "TrainerState",
+    "check_sides",
+    "optimizer_record",
+    "own_attributes",
+    "warn_of_attributes",
+]
 
 
 class Snapshot:
@@ -196,3 +207,33 @@ def _optimizer_text(record: Mapping[str, Any]) -> str:
     config = record.get("config") or {}
     args = ", ".join(f"{k}={v!r}" for k, v in config.items()) if isinstance(config, dict) else ""
     return f"{record.get('kind')}({args})"
+
+
+def own_attributes(optimizer: Optimizer) -> dict[str, str] | None:
+    """What an optimizer of one's own holds in its attributes, as text (None for deepsharp's,
+    whose state is all in `OptimizerState`)."""
+    if type(optimizer).__module__.startswith("deepsharp."):
+        return None
+    return {name: repr(value) for name, value in vars(optimizer).items()}
+
+
+def warn_of_attributes(optimizer: Optimizer, before: dict[str, str] | None) -> bool:
+    """Warn where an optimizer of one's own changed its attributes since the run began (a
+    count kept on itself): a checkpoint holds its settings (config()), its memory and its step
+    count, not its attributes, so a resumed run starts them anew (trial X). Whether it warned."""
+    now = own_attributes(optimizer)
+    if before is None or now is None:
+        return False
+    changed = sorted(name for name in {*before, *now} if before.get(name) != now.get(name))
+    if not changed:
+        return False
+    warnings.warn(
+        f"the optimizer {type(optimizer).__name__} changed its attribute(s) "
+        f"{', '.join(map(repr, changed))} during the run: a checkpoint keeps an optimizer's "
+        "settings (config()), its memory (memories, one tensor a slot) and its step count "
+        "(state.steps), not its attributes, so a run resumed from it starts them anew; keep "
+        "what an update changes in its memory, or read state.steps",
+        DeepSharpWarning,
+        stacklevel=outside(),
+    )
+    return True

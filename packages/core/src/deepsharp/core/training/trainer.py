@@ -29,6 +29,7 @@ import copy
 import functools
 import math
 import numbers
+import operator
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -75,6 +76,8 @@ from deepsharp.core.training.state import (
     TrainerState,
     check_sides,
     optimizer_record,
+    own_attributes,
+    warn_of_attributes,
 )
 
 __all__ = ["Trainer"]
@@ -179,6 +182,9 @@ class Trainer:
         self.skipped_steps = 0
         update = getattr(type(optimizer), "update", None)  # deepsharp's, or a subclass's
         self._watching = not getattr(update, "__module__", "").startswith("deepsharp.")
+        self._own_update = self._watching  # handed slots whose places cannot be bound anew
+        self._optimizer_was = own_attributes(optimizer)  # (a checkpoint holds none of them)
+        self._handed: _Slots | None = None
         self._watched_updates = self._watch_calls = 0  # an update of one's own: watched
         self.rules_applied = 0
         self._held: Held | None = None
@@ -508,7 +514,20 @@ class Trainer:
         if self._watching:
             self._watch_update(grads)
             return
-        self.optimizer.apply(self.engine, held.slots, grads, held.state)
+        self.optimizer.apply(self.engine, self._slots_handed(), grads, held.state)
+
+    def _slots_handed(self) -> Sequence[Handle]:
+        """The slots an optimizer's update is handed: the trainer's own list, or for an update
+        of one's own the same slots in a sequence whose places cannot be bound anew
+        (`slots[i] = ...` changed no slot, and the run learned nothing, silently: trial X)."""
+        slots = self.held.slots
+        if not self._own_update:
+            return slots
+        handed = self._handed
+        if handed is None or len(handed) != len(slots) or any(map(operator.is_not, handed, slots)):
+            handed = self._handed = _Slots(slots)
+            handed.kind = type(self.optimizer).__name__
+        return handed
 
     def _watch_update(self, grads: Sequence[Handle]) -> None:
         """An update of one's own is watched over its first updates: where UPDATES_WATCHED of
@@ -519,7 +538,7 @@ class Trainer:
         engine, held = self.engine, self.held
         rate = _rate(self.optimizer, held.state)  # before the update moves the count on
         before = [engine.get(slot) for slot in held.slots]
-        self.optimizer.apply(engine, held.slots, grads, held.state)
+        self.optimizer.apply(engine, self._slots_handed(), grads, held.state)
         self._watch_calls += 1
         if any(
             engine.get(slot).tobytes() != kept.tobytes() for slot, kept in zip(held.slots, before)
@@ -590,6 +609,8 @@ class Trainer:
                 f"the optimizer's rate scale (state.rate_scale, the factor callbacks put on the "
                 f"learning rate) is {scale!r}: it is a finite number of 0 or more"
             )
+        if warn_of_attributes(self.optimizer, self._optimizer_was):
+            self._optimizer_was = None  # said once
         slots, buffers = self.network.values()
         return TrainerState(
             slots=slots,
@@ -646,3 +667,17 @@ class Trainer:
                 "with block brought its slots back and let go of its optimizer's memory); make "
                 "a new Trainer(network, loss, optimizer, ...) to train the network further"
             )
+
+
+class _Slots(tuple):  # type: ignore[type-arg]
+    """The slots handed to an optimizer's update of one's own: a place in it cannot be bound
+    anew (the update changes each slot in place)."""
+
+    kind = "the optimizer"
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise TypeError(
+            f"{self.kind}.update: slots[{index!r}] = ... binds a new value to a place in the "
+            "list the update is handed and changes no slot (the run would learn nothing): "
+            "change each slot in place, engine.assign(slot, new value)"
+        )
