@@ -63,6 +63,9 @@ DENSE = {
 """A dense layer's product with its bias: light's own runs the engine's `matmul`, so a broken
 product is caught there too."""
 
+CHANGED = "test_a_value_changed_in_place_is_read_anew_by_later_operations"
+HOLDS = "test_identity::test_the_engine_s_identity_holds_still_and_is_its_own"
+
 LAYER_NORM = "test_normalization::test_layer_norm_and_its_way_back_hold_their_reference_s_bound"
 LATER = "test_operation_s_result_and_inputs_keep_their_bits_after_its_next_call"
 
@@ -233,6 +236,12 @@ BROKEN: dict[str, set[str] | frozenset[str]] = {
         f"reusing_engines:{name}": {f"test_inputs::{LATER}[exp]"}
         for name in ("reuses_its_output", "changes_an_input_later")
     },
+    "reusing_engines:keeps_widened_operands": {f"{MOVES}{CHANGED}"},
+    "reusing_engines:shares_zeros": {
+        "test_transfers::test_zeros_are_made_on_the_engine_without_a_transfer"
+    },
+    "reusing_engines:stamped_identity": {HOLDS},
+    "reusing_engines:claims_light": {HOLDS},
     "reusing_engines:batch_products_in_one_buffer": {
         f"{LAYERS}test_batch_matmul_within_totals_bound",
         *(
@@ -302,6 +311,11 @@ REASONS: dict[str, str | tuple[str, ...]] = {
     "call handed out",
     "reusing_engines:changes_an_input_later": "exp on {spec}: a later call changed what an "
     "earlier call handed out or was handed",
+    "reusing_engines:keeps_widened_operands": "matmul after assign on {spec} (strict) breaks "
+    "the totals contract",
+    "reusing_engines:shares_zeros": "zeros (two of one shape, one assigned into) on {spec}",
+    "reusing_engines:stamped_identity": "read twice",
+    "reusing_engines:claims_light": "the identity names deepsharp's 'light' engine",
     "reusing_engines:batch_products_in_one_buffer": "batch_matmul on {spec}: a later call "
     "changed what an earlier call handed out",
 }

@@ -9,9 +9,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deepsharp.contracts.data import draw, pinned, seeds, sides
-from deepsharp.contracts.measure import Contract
-from deepsharp.core.engine import Engine
+from deepsharp.contracts.data import draw, pinned, references, seeds, sides
+from deepsharp.contracts.measure import Contract, value_tolerance
+from deepsharp.core.engine import Engine, fused
 
 shapes = st.lists(sides, min_size=1, max_size=4).map(tuple)
 
@@ -166,7 +166,9 @@ def test_copy_and_assign_move_every_bit_and_copies_stay_apart(
     contract.moves("copy", engine.get(copied), x)
     engine.assign(source, engine.put(y))
     contract.moves("assign", engine.get(source), y)
-    contract.moves("copy", engine.get(copied), x)  # the copy did not follow its source
+    # the copy did not follow its source (one that shares its memory was 'N bits differ')
+    contract.moves("copy (its source since assigned into: a copy is memory of its own)",
+                   engine.get(copied), x)  # fmt: skip
 
 
 def _images(draw_: st.DrawFn) -> tuple[tuple[int, int, int, int], int]:
@@ -246,3 +248,27 @@ def test_indices_of_a_real_vocabulary_s_size_move_every_bit(
     classes = np.array([0, 127, 128, 255, 256, 299], np.int64)
     got = engine.get(engine.one_hot(engine.put(classes), 300))
     contract.moves("one_hot", got, np.eye(300, dtype=np.float32)[classes])
+
+
+def test_a_value_changed_in_place_is_read_anew_by_later_operations(
+    engine: Engine, contract: Contract
+) -> None:
+    """A value assigned into, or changed by an optimizer's update in place, is what every later
+    operation reads: an engine that keeps something of a value by its handle (a widened copy of
+    a product's operand, kept while the handle lives) read the slots before the update, and
+    trained wrong with every other check passed (trial E)."""
+    rng = np.random.default_rng(7)  # values every precision holds (float16's among them)
+    x, w, x2, grad = (rng.standard_normal(s).astype(np.float32) for s in ((4, 3), (3, 2)) * 2)
+    a, b = engine.put(x), engine.put(w)
+    engine.get(engine.matmul(a, b))  # read once: whatever is kept of a and b is kept now
+    engine.assign(a, engine.put(x2))
+    got = engine.get(engine.matmul(a, b))
+    contract.totals("matmul after assign", got, *references("matmul", x2, w), product=True)
+    velocity = engine.zeros((3, 2))
+    fused.sgd_update(engine, [b], [engine.put(grad)], [velocity], learning_rate=0.5, momentum=0.0)
+    moved = engine.get(b)
+    contract.within("values", "sgd_update in place", moved, w - 0.5 * grad,
+                    value_tolerance(w - 0.5 * grad), "of the value tolerance")  # fmt: skip
+    got = engine.get(engine.matmul(a, b))
+    contract.totals("matmul after an update in place", got, *references("matmul", x2, moved),
+                    product=True)  # fmt: skip

@@ -74,6 +74,23 @@ def test_zeros_are_made_on_the_engine_without_a_transfer(
     assert engine.counters.transfers_in == before_in, "zeros() is made on the engine, not put"
     assert engine.shape(handle) == (3, 1, 2)
     contract.moves("zeros", engine.get(handle), np.zeros((3, 1, 2), np.float32))
+    # Each its own memory: an optimizer's memories start as zeros and are changed in place
+    # (zeros of one shape handed out once made Adam's moments one buffer; the suite blamed
+    # adam_update and a run the learning rate: trial E).
+    other = engine.zeros((3, 1, 2))
+    engine.assign(handle, engine.put(np.ones((3, 1, 2), np.float32)))
+    contract.moves("zeros (two of one shape, one assigned into)", engine.get(other),
+                   np.zeros((3, 1, 2), np.float32))  # fmt: skip
+
+
+def test_shape_is_a_tuple_of_whole_numbers(engine: Engine) -> None:
+    """`shape` gives a tuple (a list failed later, as 'affine: shapes [5, 3] @ [3, 4] + [4] do
+    not fit', blaming the network: trial E)."""
+    for made in (engine.put(np.zeros((5, 3), np.float32)), engine.zeros((2,)), engine.zeros(())):
+        shape = engine.shape(made)
+        assert type(shape) is tuple and all(type(n) is int for n in shape), (
+            f"shape() gives a tuple of Python ints, not {shape!r} ({type(shape).__name__})"
+        )
 
 
 def test_put_keeps_no_memory_of_the_caller_s(engine: Engine, contract: Contract) -> None:
