@@ -169,9 +169,9 @@ class LightEngine:
     def matmul_bias(self, x: Array, w: Array, bias: Array, transpose_b: bool = False) -> Array:
         """Fast path: the product (the engine's own `matmul`), then the bias added into it in
         place: the reference's bits, one array fewer."""
-        own = getattr(self.totals, "matmul_bias", None)
-        if own is not None:  # (a mixed precision bounds the output after the bias)
-            return own(x, w, bias, transpose_b)
+        own = getattr(self.totals, "matmul_bias", None)  # (a mixed precision bounds the
+        if own is not None and type(self).matmul is LightEngine.matmul:  # output after the
+            return own(x, w, bias, transpose_b)  # bias; an engine's own matmul is its own)
         out = self.matmul(x, w, False, transpose_b)
         return np.add(out, bias, out=out)
 
