@@ -169,7 +169,10 @@ def test_a_layer_giving_another_shape_than_its_build_or_numpy_is_named() -> None
     with pytest.raises(ShapeError, match=said):
         fit(None, (X, classes), Network([Dense(2), _Doubles()], inputs=4), CrossEntropy(),
             Adam(0.01), FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip
-    with pytest.raises(ConfigurationError, match=r"not NumPy, whose values leave the engine"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"numpy.ndarray .*not with numpy.s arrays, whose values leave the engine",
+    ):
         _fit(network=Network([Dense(3), _GivesNumPy(), Dense(1)], inputs=4))
 
 
@@ -212,3 +215,63 @@ def test_compare_reads_a_file_of_layers_of_one_s_own_with_import(tmp_path: Path)
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "Half" in done.stdout or "half" in done.stdout
+
+
+class _StepsInPlace(Optimizer):
+    """Updates each slot with `slots[i] -= step` (the slot changed in place, then put back)."""
+
+    def __init__(self) -> None:
+        self.learning_rate = learning_rate_setting("_StepsInPlace", 0.05)
+
+    def update(self, engine: Any, slots: Any, grads: Any, state: Any) -> None:
+        self.first = getattr(self, "first", None) or len(slots)  # a value made at its first
+        together = slots + []  # noqa: RUF005 (a list's ways: slots + [...], slots.copy())
+        assert together == slots.copy()
+        for i, grad in enumerate(grads):
+            slots[i] -= np.float32(self.rate(state)) * grad
+
+    def config(self) -> dict[str, Any]:
+        return {"learning_rate": self.rate_config()}
+
+
+class _Shows(Layer):
+    def __init__(self, limit: float = float("inf"), name: str | None = None) -> None:
+        super().__init__(name)
+        self.limit = limit
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return x
+
+    def config(self) -> dict[str, Any]:
+        return {"limit": self.limit}
+
+
+def test_what_the_review_found_these_checks_refused_or_kept(tmp_path: Path) -> None:
+    """Failed before (a review of these checks): `slots[i] -= step` (in place on the light
+    engine) was refused as binding a new value; a closed trainer kept the slots it handed an
+    optimizer of one's own; a layer's config() of infinity (JSON's Infinity, as files held it)
+    was refused; an attribute an optimizer makes at its first update warned; a torch tensor
+    from a forward was called NumPy's and named 'Tensor'."""
+    import warnings
+
+    from deepsharp.core import Trainer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeepSharpWarning)
+        run = _fit(_StepsInPlace(), checkpoint_dir=tmp_path / "a")
+    assert run.report.history[-1].loss < run.report.history[0].loss
+    trainer = Trainer(Network([Dense(1)], inputs=4), MeanSquaredError(), _StepsInPlace())
+    trainer.step(X, Y)
+    assert trainer._handed is not None
+    trainer.close()
+    assert trainer._handed is None
+    shown = _fit(network=Network([_Shows(), Dense(1)], inputs=4), checkpoint_dir=tmp_path / "b")
+    shown.trained.save(tmp_path / "inf.safetensors")
+    torch = pytest.importorskip("torch")
+
+    class _GivesTorch(Layer):
+        def forward(self, x: Any, slots: Any, context: Any) -> Any:
+            return torch.zeros(3)
+
+    with pytest.raises(ConfigurationError, match=r"gave torch.Tensor .*not with torch's arrays"):
+        _fit(network=Network([Dense(3), _GivesTorch(), Dense(1)], inputs=4))

@@ -42,10 +42,12 @@ def test_the_engine_s_identity_holds_still_and_is_its_own(
     module = type(engine).__module__
     for own in OWN_ENGINES:
         if identity.name == own:
-            assert module.startswith(f"deepsharp.engines.{own}"), (
+            home = f"deepsharp.engines.{own}"
+            assert module == home or module.startswith(f"{home}."), (
                 f"the identity names deepsharp's {own!r} engine, and this engine is "
                 f"{type(engine).__qualname__} of {module}: name an engine of one's own by its "
-                "own name, so that checkpoints taken on it resume on it alone"
+                "own name (a subclass's too: name = '...'), so that checkpoints taken on it "
+                "resume on it alone"
             )
 
 

@@ -398,6 +398,17 @@ class Layer(Edited):
         return f"{self.kind}({args})"
 
 
+def _kind(value: object) -> str:
+    """A value's type, with its module where that is not Python's own (numpy.ndarray, a torch
+    Tensor's torch.Tensor: not deepsharp's Tensor)."""
+    kind = type(value)
+    return (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+
+
 def _brief(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -418,12 +429,13 @@ def carry_mask(out: Tensor, given: Any, keeps: bool | None = None) -> Tensor:
         recording = open_recording()
         layer = f"layer {recording.layer!r}" if recording and recording.layer else "a layer"
         raise ConfigurationError(
-            f"{layer}: its forward gave {type(out).__name__} {_brief(out)}, where one tensor "
+            f"{layer}: its forward gave {_kind(out)} {_brief(out)}, where one tensor "
             "belongs: "
             + (
                 "a layer computes with the tensors it is given (their operators and "
-                "deepsharp.core.autodiff.functions), not NumPy, whose values leave the engine "
-                "and the way back"
+                "deepsharp.core.autodiff.functions), not with "
+                f"{type(out).__module__.partition('.')[0]}'s arrays, whose values leave the "
+                "engine and the way back"
                 if hasattr(out, "__array__") and not isinstance(out, (list, tuple))
                 else "a layer gives one output (for two, make two layers, or join them with "
                 "ops.concatenate)"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.errors import FileFormatError, StateError, json_values
+from deepsharp.core.errors import ConfigurationError, FileFormatError, StateError
 from deepsharp.core.files import Declared, Expectation, read_safetensors, write_safetensors
 from deepsharp.core.kinds import warn_unrecorded
 from deepsharp.core.nn.graph import (
@@ -134,7 +134,14 @@ def _config(layer: Layer) -> dict[str, Any]:
     the layer (a NumPy number in a config() of one's own ended a run at its first checkpoint
     with json's own error, naming neither: trial X)."""
     config = layer.config()
-    json_values(config, f"{layer.label}: its settings (config())")
+    try:  # (infinity as JSON's Infinity, as files have held it)
+        json.dumps(config)
+    except (TypeError, ValueError) as error:
+        raise ConfigurationError(
+            f"{layer.label}: its settings (config()) must be JSON values for files to record "
+            f"them (text, numbers, lists, mappings; float(x) for a NumPy number), not "
+            f"{config!r}: {error}"
+        ) from None
     warn_unrecorded(layer, Layer, "layer", config)
     return config
 

@@ -214,7 +214,14 @@ def own_attributes(optimizer: Optimizer) -> dict[str, str] | None:
     whose state is all in `OptimizerState`)."""
     if type(optimizer).__module__.startswith("deepsharp."):
         return None
-    return {name: repr(value) for name, value in vars(optimizer).items()}
+    return {name: _text(value) for name, value in vars(optimizer).items()}
+
+
+def _text(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:  # a value whose repr raises: by identity
+        return f"<{type(value).__name__} at {id(value):#x}>"
 
 
 def warn_of_attributes(optimizer: Optimizer, before: dict[str, str] | None) -> bool:
@@ -224,7 +231,8 @@ def warn_of_attributes(optimizer: Optimizer, before: dict[str, str] | None) -> b
     now = own_attributes(optimizer)
     if before is None or now is None:
         return False
-    changed = sorted(name for name in {*before, *now} if before.get(name) != now.get(name))
+    # Those it held at the start (one made at its first update, a cache, is made again)
+    changed = sorted(name for name in before if before[name] != now.get(name))
     if not changed:
         return False
     warnings.warn(

@@ -658,6 +658,7 @@ class Trainer:
         self.compiled.clear()
         self._held = None
         self._slots = []
+        self._handed = None  # (it held the slots: a review)
         self.closed = True
 
     def _check_open(self, asked: str) -> None:
@@ -669,15 +670,23 @@ class Trainer:
             )
 
 
-class _Slots(tuple):  # type: ignore[type-arg]
-    """The slots handed to an optimizer's update of one's own: a place in it cannot be bound
-    anew (the update changes each slot in place)."""
+class _Slots(list):  # type: ignore[type-arg]
+    """The slots handed to an optimizer's update of one's own: a place in it cannot be bound to
+    another value (the update changes each slot in place; `slots[i] -= step`, which changes the
+    slot in place and puts it back, is taken)."""
 
     kind = "the optimizer"
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        raise TypeError(
-            f"{self.kind}.update: slots[{index!r}] = ... binds a new value to a place in the "
-            "list the update is handed and changes no slot (the run would learn nothing): "
-            "change each slot in place, engine.assign(slot, new value)"
+        held = self[index]
+        same = (
+            len(held) == len(value) and all(map(operator.is_, held, value))
+            if isinstance(index, slice) and isinstance(value, (list, tuple))
+            else held is value
         )
+        if not same:
+            raise TypeError(
+                f"{self.kind}.update: slots[{index!r}] = ... binds a new value to a place in "
+                "the list the update is handed and changes no slot (the run would learn "
+                "nothing): change each slot in place, engine.assign(slot, new value)"
+            )
