@@ -295,3 +295,35 @@ def test_tail_within_relative_tolerance(
         x.reshape(-1)[:2] = (low, high)  # both ends, every time
     got = engine.get(getattr(engine, operation)(engine.put(x)))
     contract.tails(f"{operation} tail", got, function(x.astype(np.float64)))
+
+
+NAN_KEPT = ("neg", "abs", "exp", "log", "log1p", "softplus", "sqrt", "tanh", "sigmoid", "relu")
+"""The value-by-value operations a NaN goes through as NaN (IEEE arithmetic's, NumPy's and
+PyTorch's), as it does through a product and a total (`sum`, `mean`, `max`)."""
+
+
+def test_a_nan_goes_through_every_operation_as_nan(engine: Engine, contract: Contract) -> None:
+    """A NaN in is a NaN out, at its place (a row's total, of its row): a run's NaN is what
+    stops it (fit names the epoch and step) and what a loss scale skips. A ReLU written as
+    np.fmax, or a total that leaves NaN out, passed every check and turned a diverged run's
+    NaN into numbers (trial E)."""
+    x = np.array([[np.nan, 0.5, 2.0], [1.0, 0.25, 3.0]], np.float32)
+    handle = engine.put(x)
+    for name in NAN_KEPT:
+        with np.errstate(all="ignore"):  # (NumPy warns of a NaN in logaddexp: a run is quiet)
+            got = np.asarray(engine.get(getattr(engine, name)(handle)))
+        assert np.isnan(got[0, 0]) and not np.isnan(got[1]).any(), (
+            f"{name} on {contract.spec}: a NaN in gave {float(got[0, 0])!r} out (a NaN goes through as "
+            f"NaN, and only where it was): {got.tolist()}"
+        )
+    for name in ("sum", "mean", "max"):
+        got = np.asarray(engine.get(getattr(engine, name)(handle, (1,))))
+        assert np.isnan(got[0]) and not np.isnan(got[1]), (
+            f"{name} over each row on {contract.spec}: the row of a NaN gave {float(got[0])!r} (a "
+            f"total of a NaN is NaN): {got.tolist()}"
+        )
+    product = np.asarray(engine.get(engine.matmul(handle, engine.put(np.ones((3, 2), np.float32)))))
+    assert np.isnan(product[0]).all() and not np.isnan(product[1]).any(), (
+        f"matmul on {contract.spec}: the row of a NaN gave {product.tolist()} (a NaN term makes "
+        "its total NaN)"
+    )
