@@ -7,6 +7,9 @@ its own. Each, compiled, gives the bits of the run as recorded."""
 
 from __future__ import annotations
 
+import collections
+import copy
+import functools
 import gc
 import sys
 from typing import Any
@@ -19,6 +22,7 @@ from deepsharp.core import (
     Adam,
     BinaryCrossEntropy,
     Dense,
+    Dropout,
     Layer,
     LeakyRelu,
     Loss,
@@ -186,7 +190,7 @@ def test_a_branch_drawn_from_the_pass_s_generator_runs_as_recorded_and_says_why(
     make = lambda: Network([Dense(8), Relu(), _MaybeSkips(), Dense(1)], inputs=14)  # noqa: E731
     made, why = _alike(make)
     assert made == 0
-    assert any("drew from its random generator" in line for line in why)
+    assert any("drew from a random generator" in line for line in why)
 
 
 class _Graphs(LightEngine):
@@ -299,3 +303,102 @@ def test_a_setting_deleted_between_steps_is_read_by_the_next_step() -> None:
 
     make = lambda: Network([Dense(8), _Scale(), Dense(1)], inputs=14)  # noqa: E731
     assert _alike(make, forget) == (2, ())  # the first trace read 3.0; the deletion, 1.0
+
+
+# --- trial C2 ------------------------------------------------------------------------------------
+
+
+class _Block:
+    """A callable helper of one's own holding a Dropout."""
+
+    def __init__(self) -> None:
+        self.drop = Dropout(0.5)
+
+    def __call__(self, x: Any, slots: Any, context: Any) -> Any:
+        return self.drop.forward(x, slots, context)
+
+
+class _UsesBlock(Layer):
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.block = _Block()
+        self.through = functools.partial(self.block.drop.forward)  # (a partial reaches it too)
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return self.block(x, slots, context)
+
+
+class _CountsInAList(Layer):
+    """Holds a counting layer in a collections.UserList (of one's own: not a list)."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.held = collections.UserList([_CountsPasses()])
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return self.held[0].forward(x, slots, context)
+
+
+class _CountsPasses(Layer):
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.seen = [0]
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        self.seen[0] += 1
+        return ops.mul(x, 1.0 + 0.1 * self.seen[0])
+
+
+class _Peeks(Layer):
+    """Picks a branch from a copy of the pass's generator."""
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        if context.training and copy.copy(context.generator).uniform(1)[0] < 0.5:
+            return ops.mul(x, 0.0)
+        return x
+
+
+class _Options:
+    scale = 1.0
+
+
+class _Configured(Layer):
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.options = _Options()
+        self.sign = 0.0
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return ops.add(ops.mul(x, self.options.scale), self.sign)
+
+
+def test_what_a_second_trial_found_a_plan_baked_in() -> None:
+    """Failed before (trial C2): a Dropout reached through a callable helper (or a partial), a
+    counting layer in a UserList, a branch from a copy of the pass's generator, an object of
+    one's own changed and assigned again, a setting from 0.0 to -0.0: each replayed the traced
+    step's, silently."""
+
+    def stop_dropping(step: int, trainer: Trainer) -> None:
+        if step == 2:
+            trainer.network.layers[1].block.drop.rate = 0.0
+
+    assert (
+        _alike(lambda: Network([Dense(8), _UsesBlock(), Dense(1)], inputs=14), stop_dropping)[0]
+        == 2
+    )
+    made, why = _alike(lambda: Network([Dense(8), _CountsInAList(), Dense(1)], inputs=14))
+    assert made == 0 and why
+    made, why = _alike(lambda: Network([Dense(8), _Peeks(), Dense(1)], inputs=14))
+    assert made == 0 and any("or a copy of it" in line for line in why)
+
+    def reconfigure(step: int, trainer: Trainer) -> None:
+        layer = trainer.network.layers[1]
+        if step == 2:
+            layer.options.scale = 3.0
+            layer.options = layer.options  # assigned again, as the guide says
+        if step == 3:
+            layer.sign = -0.0
+
+    assert (
+        _alike(lambda: Network([Dense(8), _Configured(), Dense(1)], inputs=14), reconfigure)[0] == 3
+    )

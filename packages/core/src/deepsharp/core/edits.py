@@ -8,6 +8,7 @@ the next step, traced again.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -24,9 +25,9 @@ class Edited:
         next; the value it holds set again is no change)."""
         held = self.__dict__.get(name, _UNSET)
         object.__setattr__(self, name, value)
-        if held is value:  # the same object: a change only where it may have been changed in
-            if not isinstance(value, _MUTABLE):  # place (`opts["k"] = 3`, then `self.opts =
-                return  # opts`: assigned again to say so; trial C)
+        if held is value:  # the same object: a change where it may have been changed in place
+            if isinstance(value, _IMMUTABLE):  # (`opts["k"] = 3`, then `self.opts = opts`:
+                return  # assigned again to say so; trial C; an object of one's own, trial C2)
         elif type(held) is type(value) and _equal(held, value):
             return
         self.__dict__["_edits"] = self.__dict__.get("_edits", 0) + 1
@@ -39,7 +40,7 @@ class Edited:
 
 
 _UNSET = object()
-_MUTABLE = (list, dict, set, bytearray, np.ndarray)
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, tuple, frozenset, np.generic)
 
 
 def _equal(held: Any, value: Any) -> bool:
@@ -48,6 +49,8 @@ def _equal(held: Any, value: Any) -> bool:
     bool, is a change); a dict's items in their order."""
     if isinstance(value, (bool, int, float, str, type(None), np.generic)):
         same = held == value
+        if isinstance(value, (float, np.floating)) and value == 0:  # -0.0 is another setting
+            same = same and math.copysign(1.0, held) == math.copysign(1.0, value)  # (trial C2)
         return bool(same) if isinstance(same, (bool, np.bool_)) else False
     if isinstance(value, (list, tuple)):
         return len(held) == len(value) and all(

@@ -10,6 +10,7 @@ formula: the top 53 bits times 2**-53. `KeyedOrder` shuffles numbers too many fo
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,20 @@ def _mix_word(z: int) -> int:
     return z ^ (z >> 31)
 
 
+_DRAWN = threading.local()
+
+
+def draws() -> int:
+    """How many values this thread's generators have drawn (keys taken among them): what a
+    compiled step's capture compares, before and after a pass and its host steps, to see a
+    draw a replay could not make (one from a copy of the pass's generator too: trial C2)."""
+    return getattr(_DRAWN, "count", 0)
+
+
+def _drew(count: int) -> None:
+    _DRAWN.count = getattr(_DRAWN, "count", 0) + count
+
+
 class Generator:
     """Random bits, floats, permutations and masks from a seed and a counter (the seed taken
     modulo 2**64: -1 is 2**64 - 1's generator)."""
@@ -59,6 +74,7 @@ class Generator:
             raise ValueError(f"a draw is of 0 or more values, not {count!r}")  # trial AP, review)
         places = np.arange(self.counter, self.counter + count, dtype=np.uint64)
         self.counter += int(count)  # a NumPy count made it a NumPy number (a review)
+        _drew(int(count))
         return _mix(places * _GOLDEN + self._key)
 
     def uniform(self, count: int) -> NDArray[np.float64]:
@@ -106,6 +122,7 @@ class Generator:
         start = self.counter + first * width
         places = np.arange(start, start + rows * width, dtype=np.uint64)
         self.counter += int(total) * int(width)
+        _drew(rows * width)
         floats: NDArray[np.float64] = (_mix(places * _GOLDEN + self._key) >> np.uint64(11)).astype(
             np.float64
         )
@@ -121,6 +138,7 @@ class Generator:
         key = _mix_word((self.counter * int(_GOLDEN) + int(self._key)) & _MASK) ^ int(_GOLDEN)
         child._key = np.uint64(key)
         self.counter += 1
+        _drew(1)
         return child
 
     def permutation(self, count: int) -> NDArray[np.int64]:

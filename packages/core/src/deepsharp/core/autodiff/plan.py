@@ -34,9 +34,9 @@ import numpy as np
 from deepsharp.core.autodiff.tensor import open_recording
 from deepsharp.core.engine import Engine, fused
 from deepsharp.core.engine.protocol import Engine as EngineProtocol
-from deepsharp.core.random import Generator
+from deepsharp.core.random import draws
 
-__all__ = ["Captured", "Plan", "capture", "on_host"]
+__all__ = ["DREW", "Captured", "Plan", "capture", "on_host"]
 
 QUERIES = frozenset({"shape", "identity", "counters"})
 """What a pass asks an engine without making a call a plan keeps (shapes are the plan's key)."""
@@ -93,11 +93,11 @@ class _Watch:
         self.constants: list[Any] = []
         self.results: list[Any] = []
         self.hosts = 0
-        # The step's generators, where they stood, and the draws its host steps made from them:
-        # a draw outside a host step (a branch a layer picks on the host) a replay cannot make.
-        self.generators = [value for value in inputs if isinstance(value, Generator)]
-        self.started = _positions(self.generators)
-        self.hosts_drew = [0] * len(self.generators)
+        # The thread's draws so far, and those its host steps make: a draw outside a host step
+        # (a branch a layer picks on the host, from the pass's generator or a copy of it) is
+        # one a replay cannot make.
+        self.started = draws()
+        self.hosts_drew = 0
 
     # --- one call -------------------------------------------------------------------------------
     def call(
@@ -125,13 +125,12 @@ class _Watch:
     def host(self, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         encoded = self.encoded(args)
         self.depth += 1
-        before = _positions(self.generators)
+        before = draws()
         try:
             result = function(self.engine, *args)
         finally:
             self.depth -= 1
-        for index, (was, now) in enumerate(zip(before, _positions(self.generators))):
-            self.hosts_drew[index] += now[1] - was[1] if now[0] == was[0] else 0
+        self.hosts_drew += draws() - before
         label = f"host{self.hosts}"
         self.hosts += 1
         self.functions[label] = function
@@ -179,8 +178,12 @@ class _Watch:
         return Ref(f"c{len(self.constants) - 1}")
 
 
-def _positions(generators: Sequence[Generator]) -> list[tuple[int, int]]:
-    return [(generator.stream, generator.counter) for generator in generators]
+DREW = (
+    "the pass drew from a random generator (a layer's context.generator, or a copy of it) "
+    "outside on_host: a replay would take the traced step's draw again (a branch picked at "
+    "random, as stochastic depth does, is picked anew each step as recorded)"
+)
+"""Why a pass that drew outside its host steps is no plan."""
 
 
 def _is_handle(value: Any) -> bool:
@@ -265,17 +268,8 @@ def capture(
         _uninstall(engine)
     if watch.why is not None:
         return Captured(result, None, watch.why)
-    for (stream, start), drew, (now_stream, now) in zip(
-        watch.started, watch.hosts_drew, _positions(watch.generators)
-    ):
-        if now_stream != stream or now != start + drew:
-            return Captured(
-                result,
-                None,
-                "the pass drew from its random generator (a layer's context.generator) outside "
-                "on_host: a replay would take the traced step's draw again (a branch picked "
-                "at random, as stochastic depth does, is picked anew each step as recorded)",
-            )
+    if draws() != watch.started + watch.hosts_drew:
+        return Captured(result, None, DREW)
     returned = watch.encoded(outputs(result))
     if any(not ref.name.startswith(("v", "i")) for ref in _refs(returned)):
         return Captured(result, None, "the step gives back a value it did not make")

@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from deepsharp.core.autodiff.plan import Plan, capture
+from deepsharp.core.autodiff.plan import DREW, Plan, capture
 from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.random import Generator
@@ -158,6 +158,8 @@ class CompiledSteps:
         if changed is not None:  # no pass is traced again: a quiet pass after it proves
             self._stateful = True  # nothing (a change on every other pass would be baked in)
         why = captured.why or changed
+        if changed is not None and captured.why == DREW:  # the state named: which generator
+            why = changed
         if captured.plan is None or why is not None:
             self._because(str(why))
             self.plans[key] = None

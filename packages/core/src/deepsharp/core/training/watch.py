@@ -642,12 +642,18 @@ def _look_in(value: Any, depth: int, out: list[Any], visited: set[int], kind: ty
         return
     visited.add(id(value))
     items: Iterable[Any]
-    if isinstance(value, (*_SEQUENCES, set, frozenset)):
+    if isinstance(value, (*_SEQUENCES, set, frozenset, collections.UserList)):
         items = value
-    elif isinstance(value, dict):
+    elif isinstance(value, (dict, collections.UserDict, collections.ChainMap)):
         items = value.values()
-    elif isinstance(value, np.ndarray) or callable(value):
-        return
+    elif isinstance(value, np.ndarray):  # an array of objects may hold layers (trial C2)
+        if value.dtype != object or value.size > VALUES:
+            return
+        items = value.ravel().tolist()
+    elif isinstance(value, (types.FunctionType, types.MethodType, functools.partial)):
+        items = (held for _, held in _function_state(value))  # a layer a callable reaches:
+    elif callable(value) and _own_attributes(value) is None:  # its closure, its bound
+        return  # object, a partial's arguments, a callable object's attributes (trial C2)
     else:
         own = _own_attributes(value)
         if own is None:
