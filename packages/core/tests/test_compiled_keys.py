@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from core_helpers import titanic_shaped
-from test_compiled_state import _alike, _run
+from test_compiled_state import Counts, _alike, _run
 
 from deepsharp.core import (
     Adam,
@@ -333,20 +333,10 @@ class _CountsInAList(Layer):
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name)
-        self.held = collections.UserList([_CountsPasses()])
+        self.held = collections.UserList([Counts()])
 
     def forward(self, x: Any, slots: Any, context: Any) -> Any:
         return self.held[0].forward(x, slots, context)
-
-
-class _CountsPasses(Layer):
-    def __init__(self, name: str | None = None) -> None:
-        super().__init__(name)
-        self.seen = [0]
-
-    def forward(self, x: Any, slots: Any, context: Any) -> Any:
-        self.seen[0] += 1
-        return ops.mul(x, 1.0 + 0.1 * self.seen[0])
 
 
 class _Peeks(Layer):

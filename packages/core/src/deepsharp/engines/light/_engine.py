@@ -79,6 +79,10 @@ class LightEngine:
         offered = {name: partial(kind, self.dtype, self._pool) for name, kind in OFFERED.items()}
         self.totals: Totals = choose_totals("light", precision, offered)
         self.precision: str = self.totals.precision.name
+        # A mixed precision's product with its bias, bounded after the bias; not where the
+        # engine's own matmul (a subclass's) is the product it promises.
+        own = getattr(self.totals, "matmul_bias", None)
+        self._product_with_bias = own if type(self).matmul is LightEngine.matmul else None
         self.counters = Counters()
         self.version = np.__version__
         self.device = "cpu"
@@ -169,9 +173,8 @@ class LightEngine:
     def matmul_bias(self, x: Array, w: Array, bias: Array, transpose_b: bool = False) -> Array:
         """Fast path: the product (the engine's own `matmul`), then the bias added into it in
         place: the reference's bits, one array fewer."""
-        own = getattr(self.totals, "matmul_bias", None)  # (a mixed precision bounds the
-        if own is not None and type(self).matmul is LightEngine.matmul:  # output after the
-            return own(x, w, bias, transpose_b)  # bias; an engine's own matmul is its own)
+        if self._product_with_bias is not None:  # (a mixed precision's, found once)
+            return self._product_with_bias(x, w, bias, transpose_b)
         out = self.matmul(x, w, False, transpose_b)
         return np.add(out, bias, out=out)
 
