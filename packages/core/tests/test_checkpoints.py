@@ -370,6 +370,50 @@ def test_a_run_a_callback_stopped_goes_on_when_resumed_from_its_checkpoint(
     assert len(resumed.report.history) == 6
 
 
+class _StepBudget(Callback):
+    """Stops the run after step `step` of epoch `epoch` (a time budget run out mid-epoch);
+    counts the steps of each epoch it sees."""
+
+    def __init__(self, epoch: int = 0, step: int = 0) -> None:
+        self.epoch, self.step, self.steps = epoch, step, 0
+
+    def on_batch_end(self, run: RunState, batch: int, loss: float) -> None:
+        self.steps = batch
+        if run.epoch + 1 == self.epoch and batch == self.step:
+            run.stop = True
+
+
+def test_an_epoch_a_callback_cut_short_is_not_a_checkpoint_and_a_resumed_run_does_it_whole(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial R): a stop after step 3 of epoch 2 wrote checkpoint-000002 as if
+    the epoch were whole, and the run resumed from it went on to epoch 3, epoch 2's last steps
+    lost without a word (its weights and losses not the uninterrupted run's)."""
+    x, y = binary_rows()
+
+    def run(budget: _StepBudget, folder: Path | None, resume: Path | None = None) -> Run:
+        network = Network([Dense(8), Relu(), Dense(1)])
+        options = quick(epochs=4, seed=0, batch_size=25, checkpoint_dir=folder, checkpoint_keep=9)
+        return fit(None, (x, y), network, BinaryCrossEntropy(), Adam(0.01), options,
+                   callbacks=[budget], resume_from=resume)  # fmt: skip
+
+    counted = _StepBudget()
+    whole = run(counted, None)
+    assert counted.steps > 3
+    with pytest.warns(DeepSharpWarning, match=r"after step 3 of epoch 2, before its end.*"
+                      r"none was written for epoch 2.*goes on from epoch 1's"):  # fmt: skip
+        run(_StepBudget(2, 3), tmp_path)
+    assert [epoch for epoch, _ in Checkpoint.in_folder(tmp_path)] == [1]
+    resumed = run(_StepBudget(), tmp_path, Checkpoint.path_in(tmp_path))
+    assert [r.loss for r in resumed.report.history] == [r.loss for r in whole.report.history]
+    assert slot_bits(resumed) == slot_bits(whole)
+    with pytest.warns(DeepSharpWarning, match="no checkpoint holds an epoch of this run yet"):
+        run(_StepBudget(1, 2), tmp_path / "first")
+    # A stop at an epoch's last step cuts nothing short: that epoch's checkpoint is written.
+    run(_StepBudget(2, counted.steps), tmp_path / "last")
+    assert [epoch for epoch, _ in Checkpoint.in_folder(tmp_path / "last")] == [1, 2]
+
+
 def test_a_reduce_on_plateau_whose_resume_was_refused_starts_the_next_fit_afresh(
     tmp_path: Path,
 ) -> None:

@@ -83,6 +83,9 @@ class RunState:
         self.best: Snapshot = trainer.snapshot()  # the slots it started from, until an epoch
         self.stop = False
         self.stopped_by = ""
+        self.cut_short = 0
+        """The step after which a callback's stop ended the last epoch before its rows did (0:
+        it ran to its end): no checkpoint holds a cut epoch (`CheckpointWriter`)."""
         self.first_loss: float | None = None
         """The loss of the slots the run started from (its first step's, before any update):
         what a diverged run's message tells the learning rate from the values by."""
@@ -187,7 +190,8 @@ class Callback:
         """After each training step: `batch` counts the epoch's steps from 1, `loss` is the
         step's (this process's rows' under a distributed run). Reading the slots here costs
         transfers every step. Set `run.stop = True` to end the run after this step (the epoch
-        ends there, judged on the validation rows as any epoch is)."""
+        ends there, judged on the validation rows as any epoch is; cut short, it is written
+        into no checkpoint: a resumed run trains it again from its start)."""
 
     def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
         """After each epoch, with its figures (set `run.stop = True` to end the run)."""
@@ -469,9 +473,30 @@ class CheckpointWriter(Callback):
             )
 
     def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
+        if run.cut_short:  # its steps left are not kept: a resumed run does it whole (trial R)
+            if run.writes:
+                self._cut(run, record.epoch)
+            return
         if run.writes and record.epoch % self.every == 0:
             run.checkpoint().save(Checkpoint.path_in(self.folder, record.epoch))
             self._prune(record.epoch)
+
+    def _cut(self, run: RunState, epoch: int) -> None:
+        """Say that a stop cut `epoch` short, and where a resumed run would go on from."""
+        kept = [e for e, path in Checkpoint.in_folder(self.folder) if e < epoch and self._own(path)]
+        warnings.warn(
+            f"the run stopped after step {run.cut_short} of epoch {epoch}, before its end: a "
+            f"checkpoint holds whole epochs, so none was written for epoch {epoch}; "
+            + (
+                f"resume_from={os.fspath(self.folder)!r} goes on from epoch {kept[-1]}'s and "
+                f"trains epoch {epoch} again from its start"
+                if kept
+                else "no checkpoint holds an epoch of this run yet: resuming would start afresh"
+            )
+            + " (stop at an epoch's end, in on_epoch_end, to lose no steps)",
+            DeepSharpWarning,
+            stacklevel=2,
+        )
 
     def close(self) -> None:
         if self.lock is not None:

@@ -480,7 +480,7 @@ def _epoch(
     batches = train.batches(size, trainer.streams.order, distribution.share)
     if trainer.network.whole_batch:
         batches = _no_lone_last_row(batches)
-    skipped, step = trainer.skipped_steps, 0
+    skipped, step, run.cut_short = trainer.skipped_steps, 0, 0
     # A callback of one's own may end the run after a step, on one process: every process then
     # ends it there (asked only where one may: the built-in callbacks end runs between epochs).
     # Whether one may is agreed among the processes first: a callback given to one process
@@ -503,7 +503,9 @@ def _epoch(
             part.on_batch_end(run, step, value)
         if stops:
             run.stop = distribution.any_process(run.stop)
-        if run.stop:  # a callback ended the run after this step: the epoch ends here
+        if run.stop:  # a callback ended the run after this step: the epoch ends here, and
+            # where rows were left (the order is drawn before the first batch) it is cut short
+            run.cut_short = step if next(batches, None) is not None else 0
             break
     if step and trainer.skipped_steps - skipped == step:
         scale = trainer.loss_scale
