@@ -10,7 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from deepsharp.core import DataError, FileFormatError, Pipeline, read_csv, scan_csv
+from deepsharp.core import (
+    DataError,
+    DeepSharpWarning,
+    FileFormatError,
+    Pipeline,
+    read_csv,
+    scan_csv,
+)
 from deepsharp.core.data.summaries import TokenCounts
 from deepsharp.core.data.text import Text
 
@@ -320,9 +327,27 @@ def test_a_text_pandas_read_as_a_number_gives_the_csv_s_ids(tmp_path: Path) -> N
     one = tmp_path / "one.csv"
     one.write_text("t,y\n42,a\n", encoding="utf-8")
     assert pandas.read_csv(one)["t"].dtype.kind == "i"
-    assert pipeline.features(pandas.read_csv(one)).tolist() == [by_csv[1].tolist()]
+    with pytest.warns(DeepSharpWarning, match="came as numbers"):
+        assert pipeline.features(pandas.read_csv(one)).tolist() == [by_csv[1].tolist()]
     assert pipeline.features([{"t": 42.0}, {"t": True}, {"t": np.int8(7)}]).tolist() == [
         by_csv[1].tolist(),
         [1, 0, 0, 0],
         [pipeline.features([{"t": "7"}]).tolist()[0][0], 0, 0, 0],
     ]
+
+
+def test_a_text_column_pandas_read_as_numbers_is_warned_of_as_other_tokens(tmp_path: Path) -> None:
+    """Failed before (trial T): fields '42.0' and '007' learned as text ('42' '0', '007') came
+    from pandas as the numbers 42.0 and 7, read as '42' and '7': other ids, without a word."""
+    pandas = pytest.importorskip("pandas")
+    path = tmp_path / "codes.csv"
+    path.write_text("code,label\n42.0,a\n007,b\n1e3,a\n", encoding="utf-8")
+    pipeline = Pipeline().text("code", length=3, vocabulary=9).target("label")
+    pipeline.learn(read_csv(path))
+    as_text = pipeline.features(read_csv(path))
+    with pytest.warns(DeepSharpWarning, match=r"text column 'code' came as numbers \(float64\)"
+                      r".*pandas: dtype=\{'code': str\}"):  # fmt: skip
+        as_numbers = pipeline.features(pandas.read_csv(path))
+    assert as_numbers.tolist() != as_text.tolist()  # what the warning is of
+    read = pandas.read_csv(path, dtype={"code": str})  # as it says: the same ids
+    assert pipeline.features(read).tolist() == as_text.tolist()

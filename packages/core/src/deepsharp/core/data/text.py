@@ -15,6 +15,7 @@ import math
 import re
 import sys
 import unicodedata
+import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -30,7 +31,7 @@ from deepsharp.core.data.values import (
     pandas_missing,
     row_text,
 )
-from deepsharp.core.errors import DataError
+from deepsharp.core.errors import DataError, DeepSharpWarning, outside
 
 __all__ = [
     "PADDING",
@@ -202,6 +203,9 @@ class Text(ColumnKind):
 
     def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
         assert self.tokens is not None
+        if isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
+            if values.dtype.kind != "f" or not np.isnan(values).all():  # (all missing: padding)
+                self._warn_of_numbers(values.dtype)
         find, split, length = self.lookup.get, self.split, self.length
         start = self.padding == "start"
         for row, text in enumerate(self.texts(values)):
@@ -209,6 +213,20 @@ class Text(ColumnKind):
             if ids:
                 place = at + length - len(ids) if start else at
                 out[row, place : place + len(ids)] = ids
+
+    def _warn_of_numbers(self, dtype: np.dtype[Any]) -> None:
+        """Warn of a column of numbers alone (pandas read every field as a number): each is
+        read as its shortest text, which is not always the field the tokens were learned from
+        (trial T: '42.0' is the tokens '42' and '0', the number 42.0 is '42'; '007' is 7)."""
+        warnings.warn(
+            f"text column {self.name!r} came as numbers ({dtype}), not as text: each is read as "
+            "its shortest text (42.0 as '42', a field '007' read as 7 as '7'), which is not the "
+            "field as the file wrote it where it was written otherwise, and gives other tokens "
+            "than those learned from it: read the column as text (pandas: "
+            f"dtype={{{self.name!r}: str}})",
+            DeepSharpWarning,
+            stacklevel=outside(),
+        )
 
     def forget(self) -> None:
         self.tokens = None
