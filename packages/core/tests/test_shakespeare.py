@@ -13,6 +13,7 @@ import pytest
 
 from deepsharp.core import (
     Adam,
+    ConfigurationError,
     CrossEntropy,
     DataError,
     Dense,
@@ -134,3 +135,19 @@ def test_a_text_too_short_for_windows_says_how_many_tokens_each_part_holds() -> 
     with pytest.raises(DataError, match=r"each part needs 66 tokens or more"):
         fit(pipeline, shakespeare.Windows("to be or not " * 30), network, CrossEntropy(),
             Adam(), options)  # fmt: skip
+
+
+def test_windows_take_the_pipeline_s_own_text_column_its_name_and_its_length() -> None:
+    """Failed before (trial T): Windows learned a column named "context" whatever the pipeline
+    named its own ("row 1 has no column 'text' (did you mean 'context'?)", of a row the user
+    never gave), and cut windows of 64 whatever its length (a shape error of a (32, 64) batch)."""
+    ids = Input(32, dtype="int64", name="text")
+    network = Network(inputs=ids, outputs=Dense(67)(Embedding(67, 8)(ids)))
+    pipeline = Pipeline().text("text", tokens="characters", length=32, vocabulary=67)
+    options = FitOptions(seed=0, epochs=1, engine=ENGINE, progress=False)
+    windows = shakespeare.Windows(shakespeare.text()[:5_000], steps_an_epoch=1)
+    run = fit(pipeline, windows, network, CrossEntropy(), Adam(0.001), options)
+    assert run.report.epochs_run == 1
+    numbers = Pipeline().number("text")
+    with pytest.raises(ConfigurationError, match=r"a pipeline of one text column.*not one of"):
+        fit(numbers, windows, network, CrossEntropy(), Adam(0.001), options)

@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.text import Text
 from deepsharp.core.engine import Engine
-from deepsharp.core.errors import DataError
+from deepsharp.core.errors import ConfigurationError, DataError
 from deepsharp.core.nn.graph import Input
 from deepsharp.core.nn.layers import (
     Dense,
@@ -95,7 +95,8 @@ def network(vocabulary: int = 67) -> Network:
 class Windows(Source):
     """A text as a next-token model's data: training batches of windows drawn afresh each epoch
     from the first `train` fraction, validation and test windows fixed, evenly spaced over the
-    rest. Features: (N, CONTEXT) ids; targets: the ids that follow each, (N, CONTEXT)."""
+    rest, cut by the pipeline's one text column (its name, its tokens, its length L).
+    Features: (N, L) ids; targets: the ids that follow each, (N, L)."""
 
     def __init__(
         self, corpus: str, steps_an_epoch: int = STEPS_AN_EPOCH, train: float = 0.9
@@ -121,56 +122,66 @@ class Windows(Source):
                 "Windows cuts its validation windows from the text's held-out part and holds "
                 "no test rows apart: fit it with no test_rows or validation_rows"
             )
-        pipeline.learn([{"context": self.corpus[: self.cut]}])
+        declared = pipeline.declared
+        if len(declared) != 1 or not isinstance(declared[0], Text):
+            raise ConfigurationError(
+                "Windows cuts its text into windows for a pipeline of one text column (as "
+                "shakespeare.pipeline(): Pipeline().text(name, tokens=..., length=...)), not "
+                f"one of {', '.join(map(repr, declared)) or 'no columns'}"
+            )
+        pipeline.learn([{declared[0].name: self.corpus[: self.cut]}])  # (trial T: "context")
         (column,) = pipeline.columns
         assert isinstance(column, Text)
+        window = column.length  # each window: `window` ids, and the one after each (trial T)
         ids = np.array([column.lookup.get(c, 1) for c in column.split(self.corpus)], np.int64)
         cut = len(column.split(self.corpus[: self.cut]))  # tokens, not characters, where words
         parts = {"training": cut, "held-out": len(ids) - cut}
-        short = {part: count for part, count in parts.items() if count < CONTEXT + 2}
+        short = {part: count for part, count in parts.items() if count < window + 2}
         if short:
             raise DataError(
                 f"Windows: the text cuts into {len(ids):,} tokens, {parts['training']:,} for "
                 f"training and {parts['held-out']:,} held out (train={self.train:g} of its "
-                f"{len(self.corpus):,} characters); each part needs {CONTEXT + 2} tokens or "
-                f"more (windows of {CONTEXT} and the token after): give a longer text"
+                f"{len(self.corpus):,} characters); each part needs {window + 2} tokens or "
+                f"more (windows of {window} and the token after): give a longer text"
                 + (
                     " or a train fraction that leaves each part enough"
-                    if len(ids) > 2 * (CONTEXT + 2)
+                    if len(ids) > 2 * (window + 2)
                     else ""
                 )
             )
         network.build()
-        held_out = _evenly(ids[cut:], VALIDATION_WINDOWS)
+        held_out = _evenly(ids[cut:], VALIDATION_WINDOWS, window)
         fixed = ArrayFeed((held_out[:, :-1],), held_out[:, 1:])
         said = "validation windows (the same as each epoch's: Windows holds no test rows apart)"
-        return Feeds(pipeline, _Drawn(ids[:cut], self.steps), fixed, fixed, said)
+        return Feeds(pipeline, _Drawn(ids[:cut], self.steps, window), fixed, fixed, said)
 
 
 class _Drawn(Feed):
-    """`steps` batches of windows an epoch, each window's start drawn from the epoch's order."""
+    """`steps` batches of windows of `window` ids (and the one after each) an epoch, each
+    window's start drawn from the epoch's order."""
 
-    def __init__(self, ids: NDArray[np.int64], steps: int) -> None:
+    def __init__(self, ids: NDArray[np.int64], steps: int, window: int) -> None:
         self.ids = ids
         self.steps = steps
+        self.window = window
 
     def __len__(self) -> int:
         return self.steps * BATCH
 
     def batches(self, size: int, order: Generator | None, share: ShareOf) -> Iterator[Batch]:
         starts_of = order if order is not None else Generator(0)
-        last = len(self.ids) - CONTEXT - 1
+        last = len(self.ids) - self.window - 1
         for _ in range(self.steps):
             starts = (starts_of.bits(size) % np.uint64(last)).astype(np.int64)
             first, stop = share(size)
-            windows = self.ids[starts[first:stop, None] + np.arange(CONTEXT + 1)]
+            windows = self.ids[starts[first:stop, None] + np.arange(self.window + 1)]
             yield Batch((windows[:, :-1],), windows[:, 1:], (first, stop, size))
 
 
-def _evenly(ids: NDArray[np.int64], count: int) -> NDArray[np.int64]:
-    """`count` windows of CONTEXT + 1 ids, evenly spaced over `ids`."""
-    starts = np.linspace(0, len(ids) - CONTEXT - 1, count).astype(np.int64)
-    windows: NDArray[np.int64] = ids[starts[:, None] + np.arange(CONTEXT + 1)]
+def _evenly(ids: NDArray[np.int64], count: int, window: int) -> NDArray[np.int64]:
+    """`count` windows of `window` + 1 ids, evenly spaced over `ids`."""
+    starts = np.linspace(0, len(ids) - window - 1, count).astype(np.int64)
+    windows: NDArray[np.int64] = ids[starts[:, None] + np.arange(window + 1)]
     return windows
 
 
