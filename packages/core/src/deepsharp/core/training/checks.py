@@ -51,9 +51,14 @@ def checked_weights(
     targets are a class at each of `positions` places of a sequence, one a place may be given
     instead (shape (rows, positions): class weights of each place's class)."""
     try:
-        array = np.asarray(weights, dtype=np.float64)
+        given = np.asarray(weights)
+        if given.dtype.kind == "c":  # (was cut to its real part, with NumPy's warning: trial S)
+            raise TypeError
+        array = given.astype(np.float64, copy=False)
     except (TypeError, ValueError):
-        raise DataError(f"{where}: the weights must be numbers, not {described(weights)}") from None
+        raise DataError(
+            f"{where}: the weights must be real numbers, not {described(weights)}"
+        ) from None
     if array.ndim == 2 and array.shape[1] == 1:
         array = array[:, 0]
     each_place = positions is not None and array.shape == (rows, positions)
