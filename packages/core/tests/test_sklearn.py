@@ -474,3 +474,64 @@ def test_a_random_state_object_draws_each_fit_s_seed() -> None:
     first = NetworkClassifier(epochs=2, random_state=np.random.RandomState(7)).fit(x, y)
     again = NetworkClassifier(epochs=2, random_state=np.random.RandomState(7)).fit(x, y)
     assert first.predict_proba(x).tobytes() == again.predict_proba(x).tobytes()
+
+
+def test_trained_of_an_estimator_fit_on_a_frame_reads_a_frame_by_its_columns_names(
+    tmp_path: Any,
+) -> None:
+    """Failed before (trial S): the estimator refused a frame of its columns in another order,
+    but `trained_` (what the guide saves and serves without scikit-learn) read any frame by
+    place: the columns swapped served predictions 2.4x off, other columns were taken."""
+    pandas = pytest.importorskip("pandas")
+    from deepsharp.core import DataError
+
+    rng = np.random.default_rng(0)
+    frame = pandas.DataFrame({"age": rng.normal(40, 10, 80), "income": rng.normal(5, 1, 80)})
+    y = 0.1 * frame["age"] + 3 * frame["income"]
+    estimator = NetworkRegressor(epochs=3, random_state=0).fit(frame, y)
+    path = tmp_path / "served.safetensors"
+    estimator.trained_.save(path)
+    served = TrainedNetwork.load(path)
+    expected = estimator.predict(frame.head(3))
+    assert served.predict(frame.head(3))[:, 0].tolist() == expected.astype(np.float32).tolist()
+    assert served.predict(frame[["income", "age"]].head(3)).tolist() == (
+        served.predict(frame.head(3)).tolist()
+    )
+    with pytest.raises(DataError, match="other columns than the one the pipeline learned"):
+        served.predict(frame.head(3).rename(columns={"age": "zip"}))
+    # an array is as it was: by place, the estimator fit on arrays the same bits
+    on_arrays = NetworkRegressor(epochs=3, random_state=0).fit(frame.to_numpy(), y.to_numpy())
+    assert on_arrays.predict(frame.to_numpy()[:3]).tolist() == expected.tolist()
+
+
+def test_every_setting_an_optimizer_takes_is_a_nested_parameter_at_its_default_too() -> None:
+    """Failed before (trial S): SGD's nesterov, left out of its config while False, was no
+    parameter: a grid over it was refused, saying SGD does not take it."""
+    estimator = NetworkClassifier(optimizer=SGD(0.1, momentum=0.9), epochs=1)
+    assert estimator.get_params()["optimizer__nesterov"] is False
+    estimator.set_params(optimizer__nesterov=True)
+    assert estimator.optimizer.nesterov is True and estimator.optimizer.momentum == 0.9
+    assert clone(estimator).get_params()["optimizer__nesterov"] is True
+
+
+def test_a_target_column_of_one_value_is_predicted_as_that_value() -> None:
+    """Failed before (trial S): a column of one value had a spread of 1 in its own units, and
+    came back as the network's leftover around it (2**-20 as -0.003 to 0.009; ones as 0.99
+    to 1.01)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 4))
+    signal = x @ [1.0, 2.0, -1.0, 0.5]
+    for value in (2.0**-20, 0.0, -3.5):
+        y = np.c_[signal, np.full(len(x), value)]
+        predicted = NetworkRegressor(epochs=3, random_state=0).fit(x, y).predict(x[:5])
+        assert predicted[:, 1].tolist() == [np.float32(value)] * 5
+    alone = NetworkRegressor(epochs=3, random_state=0).fit(x, np.ones(len(x))).predict(x[:3])
+    assert alone.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_complex_sample_weights_are_refused_not_cut_to_their_real_part() -> None:
+    """Failed before (trial S): fit took them, their imaginary part dropped with only NumPy's
+    ComplexWarning."""
+    x, y = load_iris(return_X_y=True)
+    with pytest.raises(ValueError, match=r"the weights must be real numbers, not .*complex128"):
+        NetworkClassifier(epochs=1, random_state=0).fit(x, y, sample_weight=np.ones(len(y)) + 5j)

@@ -292,19 +292,32 @@ class _NetworkEstimator(BaseEstimator):  # type: ignore[misc]  # scikit-learn ha
         options = self._options()
         network = self._network(outputs)
         self._check_outputs(network, x.shape[1], outputs, loss, classes)
+        rows = self._named(x)
         run = fit(
             split,
-            (x, targets),
+            (rows, targets),
             network,
             copy.deepcopy(loss),
             copy.deepcopy(self._optimizer()),
             options,
-            test_rows=(x, targets),
+            test_rows=(rows, targets),
             sample_weight=sample_weight,
         )
         run.report.measured_on = "rows fit was given (its training and validation rows)"
         # predict serves on the engine this run trained on, whatever set_params sets later
         return {"trained_": run.trained, "report_": run.report, "_engine_": options.engine}
+
+    def _named(self, x: NDArray[np.float32]) -> Any:
+        """The rows as core `fit` takes them: where the estimator was handed a DataFrame (its
+        `feature_names_in_`), a frame of those columns, so that `trained_` reads a frame by
+        its columns' names as this estimator does (it read any frame by place, a frame of
+        columns in another order served silently wrong: trial S); else the array."""
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            return x
+        import pandas  # (scikit-learn found names: the rows were a frame)
+
+        return pandas.DataFrame(x, columns=list(names), copy=False)
 
     def _fit_all(self, fitting: Callable[[], dict[str, Any]]) -> Any:
         """Run `fitting` (it returns the fitted attributes, setting none) and set what it
@@ -488,8 +501,9 @@ def _settings(optimizer: Optimizer) -> dict[str, Any]:
     """An optimizer's settings as its constructor takes them: its config, with a schedule of
     the learning rate as the schedule itself (the config records it as a mapping, which the
     constructor refuses: a grid over another setting failed on the rate it left alone), and
-    its clipping settings where it has them, None when off (the config leaves them out then,
-    and a grid over them was refused)."""
+    every other setting its constructor takes where the config leaves it out at its default:
+    as the optimizer holds it, else that default (clipping None when off, SGD's nesterov False:
+    a grid over them was refused, as settings the optimizer does not take: trial S)."""
     settings = optimizer.config()
     if isinstance(getattr(optimizer, "learning_rate", None), Schedule):
         settings["learning_rate"] = optimizer.learning_rate
@@ -497,9 +511,13 @@ def _settings(optimizer: Optimizer) -> dict[str, Any]:
         taken = inspect.signature(type(optimizer)).parameters
     except (TypeError, ValueError):  # no signature to read: the config as it is
         return settings
-    for name in ("clip_norm", "global_clip_norm"):  # where its constructor takes them
-        if name in taken:
-            settings.setdefault(name, getattr(optimizer, name, None))
+    for name, parameter in taken.items():
+        if name in settings or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        if hasattr(optimizer, name):
+            settings[name] = getattr(optimizer, name)
+        elif parameter.default is not parameter.empty:
+            settings[name] = parameter.default
     return settings
 
 

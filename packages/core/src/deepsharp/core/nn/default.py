@@ -34,22 +34,26 @@ def default_network(outputs: int, last: Layer | None = None) -> Network:
 def targets_scale(targets: Any) -> tuple[Any, Any]:
     """Number targets' spread (standard deviation) and mean, a column's own for each column of
     (N, targets): what a `Rescaling` at the end of a network trained on the targets standardised
-    (`standardised`) takes, to predict on their scale. A column of one value has a spread of 1.
+    (`standardised`) takes, to predict on their scale. A column of one value has a spread of 0:
+    learned as zeros (`standardised`) and predicted as its value, whatever the network gives
+    (its spread was 1, and a constant 2**-20 came back as -0.003 to 0.009: trial S).
     (A column whose spread was under a millionth of its mean had a spread of 1 too, and was
     learned unstandardised: 1e8 plus a signal of spread 90 was not learned, 1e20 plus one of
     1e13 came out constant and 1e30 plus one of 1e22 diverged at the first step.)"""
     values = np.asarray(targets, np.float64).reshape(len(targets), -1)
     mean = values.mean(axis=0)
     spread = values.std(axis=0)
-    spread[~(spread > 0.0)] = 1.0
+    spread[~(spread > 0.0)] = 0.0
     return spread, mean
 
 
 def standardised(targets: Any, spread: Any, mean: Any) -> Any:
-    """(targets - mean) / spread, a column at a time, in the targets' shape."""
+    """(targets - mean) / spread, a column at a time, in the targets' shape (a column of
+    spread 0, one value, as targets - mean: zeros)."""
     values = np.asarray(targets, np.float64)
     columns = values.reshape(len(values), -1)
-    return ((columns - mean) / spread).reshape(values.shape)
+    divisor = np.where(np.asarray(spread) > 0.0, spread, 1.0)
+    return ((columns - mean) / divisor).reshape(values.shape)
 
 
 def is_identity(layer: Any) -> bool:
