@@ -146,7 +146,7 @@ class Category(ColumnKind):
             self.lookup[None] = len(values)
         if missing is not None:  # the others too: pandas reads each of them as missing
             self.lookup.setdefault(None, missing)
-            for text in MISSING_TEXTS:
+            for text in sorted(MISSING_TEXTS):  # (a set's order: the file's bytes, trial O)
                 self.lookup.setdefault(text, missing)
 
     def write(self, values: Column, out: npt.NDArray[Any], at: int) -> None:
