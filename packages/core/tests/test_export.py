@@ -54,6 +54,7 @@ from deepsharp.core import (
     Relu,
     Softmax,
     StateError,
+    Tensor,
     TrainedNetwork,
     TransformerBlock,
     __version__,
@@ -152,6 +153,29 @@ def test_the_file_records_deepsharp_s_version_and_the_digest_of_the_file_it_came
         assert found["deepsharp.source"] == digest  # saving is deterministic: the same bytes
         assert json.loads(found["deepsharp.classes"]) == ["0", "1"]
         assert json.loads(found["deepsharp.loss"])["kind"] == "BinaryCrossEntropy"
+
+
+@pytest.mark.once  # (three processes: on one Python)
+def test_one_trained_file_exports_to_the_same_bytes_in_every_process(tmp_path: Path) -> None:
+    """Failed before (trial O): a category column that saw missing fields wrote pandas' missing
+    texts in a set's order, which Python's string hashing draws anew in each process."""
+    import subprocess
+
+    rows = [{"port": ["S", "C", None][i % 3], "x": str(i), "y": str(i % 2)} for i in range(30)]
+    pipeline = Pipeline().category("port").number("x").target("y")
+    trained = fit(pipeline, rows, Network([Dense(1)]), BinaryCrossEntropy(), Adam(0.01),
+                  FitOptions(seed=0, epochs=1, progress=False)).trained  # fmt: skip
+    trained.save(tmp_path / "t.safetensors")
+    made = set()
+    for seed in ("1", "2", "3"):
+        out = tmp_path / f"{seed}.onnx"
+        code = "from deepsharp.core import TrainedNetwork as T; import sys; "
+        code += "T.load(sys.argv[1]).export_onnx(sys.argv[2])"
+        environment = {**os.environ, "PYTHONHASHSEED": seed}
+        command = [sys.executable, "-c", code, str(tmp_path / "t.safetensors"), str(out)]
+        subprocess.run(command, check=True, env=environment)
+        made.add(hashlib.sha256(out.read_bytes()).hexdigest())
+    assert len(made) == 1
 
 
 def test_any_count_of_rows_is_served_and_each_row_alone_gets_its_prediction(
@@ -410,6 +434,42 @@ def test_a_layer_that_reads_the_count_of_rows_as_a_number_is_refused(
     ):
         network.export_onnx(tmp_path / "x.onnx")
     assert not (tmp_path / "x.onnx").exists()
+
+
+class Positions(Layer):
+    """Adds a table of its sequence's positions, made on the host: a size of its own."""
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        length, width = x.shape[1], x.shape[2]
+        table = np.arange(length * width, dtype=np.float32).reshape(length, width) / 100
+        return x + Tensor.put(x.engine, table)
+
+
+class RowsPut(Layer):
+    """Adds ones made on the host for the batch's rows: a graph of the traced count."""
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return x + Tensor.put(x.engine, np.ones(x.shape, np.float32))
+
+
+@pytest.mark.parametrize("length", [17, 18, 31, 32])
+def test_a_host_table_of_a_size_of_a_layer_s_own_is_exported_whatever_that_size(
+    tmp_path: Path, length: int
+) -> None:
+    """Failed before (trial O): a table of 17 or 18 positions was taken for the batch's rows
+    (the pass is traced at 17 and 18 rows) and refused, "made for the batch's rows"."""
+    network = Network([Positions(name="positions"), Flatten(), Dense(1)], inputs=(length, 2))
+    network.initialize(Generator(0))
+    network.export_onnx(tmp_path / "x.onnx")
+    rows = np.random.default_rng(0).normal(size=(5, length, 2)).astype(np.float32)
+    served = session(tmp_path / "x.onnx")
+    got = served.run(None, {served.get_inputs()[0].name: rows})[0]
+    expected = network.predict(rows, engine="light:float32")
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    batch = Network([RowsPut(name="rows_put"), Dense(1)], inputs=length)
+    batch.initialize(Generator(0))
+    with pytest.raises(ExportError, match=r"'rows_put'.*host values made for the batch's rows"):
+        batch.export_onnx(tmp_path / "y.onnx")
 
 
 def test_a_layer_kind_stated_unexportable_is_refused_with_its_reason(

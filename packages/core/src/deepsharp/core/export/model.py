@@ -40,7 +40,7 @@ from deepsharp.core.export.graph import (
     onnx_module,
 )
 from deepsharp.core.export.layers import export_of
-from deepsharp.core.export.writer import AGAIN, BATCH, Traced, WritingEngine
+from deepsharp.core.export.writer import TRACES, Traced, WritingEngine
 from deepsharp.core.files import encode_safetensors
 from deepsharp.core.nn.binding import Bound
 from deepsharp.core.nn.layer import Pass, carry_mask
@@ -237,25 +237,50 @@ def trained_model(
 def _traced_twice(
     traced: Callable[[int], tuple[OnnxGraph, dict[str, str]]],
 ) -> tuple[OnnxGraph, dict[str, str]]:
-    """The graph traced at `BATCH` rows, refused where tracing at `AGAIN` rows writes another:
+    """The graph traced at a pair of counts of rows (`TRACES`), the next pair tried where one
+    is refused (a size of a layer's own may be one of the pair's); the first refusal where
+    every pair is refused. What the first trace warned of is said once, at the caller's line
+    (the exporter's own lines are no use to whoever reads it)."""
+    refused: ExportError | None = None
+    first: list[warnings.WarningMessage] = []
+    for batch, again in TRACES:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            try:
+                made = _traced_at(traced, batch, again)
+            except ExportError as error:
+                refused = refused or error
+                first = first or list(said)
+                continue
+        _say(first or said)
+        return made
+    _say(first)
+    assert refused is not None
+    raise refused
+
+
+def _say(said: list[warnings.WarningMessage]) -> None:
+    level = _outside_level()
+    for warning in said:
+        warnings.warn(warning.message, warning.category, stacklevel=level)
+
+
+def _traced_at(
+    traced: Callable[[int], tuple[OnnxGraph, dict[str, str]]], batch: int, again: int
+) -> tuple[OnnxGraph, dict[str, str]]:
+    """The graph traced at `batch` rows, refused where tracing at `again` rows writes another:
     the pass then depends on the count of rows in a way no operation named (a layer dividing by
     `x.shape[0]`, a Python number), and the file would serve only the count it was traced
-    with."""
-    with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always")
-        graph, metadata = traced(BATCH)
+    with. The first trace's warnings are recorded by the caller; the second's are not said."""
+    graph, metadata = traced(batch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        again, _ = traced(AGAIN)
-    level = _outside_level()
-    for warning in said:  # what the first trace warned of, said once, at the caller's line
-        # (the exporter's own lines are no use to whoever reads it)
-        warnings.warn(warning.message, warning.category, stacklevel=level)
-    differs = graph.first_difference(again)
+        second, _ = traced(again)
+    differs = graph.first_difference(second)
     if differs is not None:
         raise ExportError(
             f"{differs} depends on the count of rows the pass is traced with (written one way "
-            f"for {BATCH} rows, another for {AGAIN}): a layer's forward reads the batch's size "
+            f"for {batch} rows, another for {again}): a layer's forward reads the batch's size "
             "as a number (x.shape[0]), which would tie the file to the rows it is traced with: "
             "a row's prediction is made from its own row alone (predict serves rows in chunks, "
             "a file rows as they come), so compute it without the batch, or export without it; "

@@ -26,7 +26,7 @@ from deepsharp.core.export.forms import FORMS, float_inputs
 from deepsharp.core.export.graph import OnnxGraph
 from deepsharp.engines.light._engine import LightEngine  # not the package: it imports the core
 
-__all__ = ["AGAIN", "BATCH", "Traced", "WritingEngine"]
+__all__ = ["AGAIN", "BATCH", "TRACES", "Traced", "WritingEngine"]
 
 BATCH = 17
 """The rows a pass is traced with: a prime no layer's size is likely to be a multiple of, so an
@@ -37,6 +37,13 @@ AGAIN = 18
 depends on the count of rows in a way no operation named (a layer's forward dividing by
 `x.shape[0]`, a Python number), and is refused. Even where the first is odd: a forward that
 reads the count's parity (`x.shape[0] % 2`) is told apart too."""
+
+TRACES = ((BATCH, AGAIN), (31, 32))
+"""The counts of rows a pass is traced with, a pair at a time: where the first pair's traces
+are refused, the next pair's are tried, and the first refusal stands only where every pair is
+refused. A size of a layer's own that is one of a pair (a table of 17 positions put on the
+engine, zeros of 18) is taken for the batch's by that pair alone (trial O: a sequence of
+length 17 or 18 could not be exported)."""
 
 Padding = tuple[int, int]
 Paddings = tuple[Padding, Padding]
