@@ -122,6 +122,43 @@ def test_the_command_refuses_a_file_of_no_rows_and_targets_that_are_not_classes(
     assert "one of 0..2" in said
 
 
+def test_a_field_that_is_not_a_number_is_named_by_its_row_and_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before (trial O): an empty target field was blamed on "every other column", in
+    Python's words (NoneType), no row or column named; a network of ids was given float32
+    values and told to call ids.astype('int64'), which the command line cannot."""
+    from deepsharp.core import LSTM, Embedding, Input
+    from deepsharp.core.random import Generator
+
+    engines = ["--engines", "light", "light:float32"]
+    network = tmp_path / "numbers.safetensors"
+    numbers = Network([Dense(4), Relu(), Dense(1)], inputs=2)
+    numbers.initialize(Generator(0))
+    numbers.save(network)
+    (tmp_path / "empty.csv").write_text("a,b,y\n0.1,0.2,1\n0.3,0.4,\n")
+    assert main(["compare", str(network), str(tmp_path / "empty.csv"), "--target", "y",
+                 *engines]) == 1  # fmt: skip
+    said = capsys.readouterr().err
+    assert "row 2 (counting from 1), column 'y': an empty field, not a number" in said, said
+    (tmp_path / "text.csv").write_text("a,b,y\n0.1,0.2,1\n0.3,x,2\n")
+    assert main(["compare", str(network), str(tmp_path / "text.csv"), "--target", "y",
+                 *engines]) == 1  # fmt: skip
+    said = capsys.readouterr().err
+    assert "row 2 (counting from 1), column 'b': 'x', not a number" in said, said
+    ids = Input(3, dtype="int64", name="ids")
+    reader = Network(inputs=ids, outputs=Dense(1)(LSTM(2)(Embedding(10, 2)(ids))))
+    reader.initialize(Generator(0))
+    reader.save(tmp_path / "ids.safetensors")
+    (tmp_path / "ids.csv").write_text("a,b,c,y\n1,2,3,0.5\n4,5,0,-0.5\n")
+    assert main(["compare", str(tmp_path / "ids.safetensors"), str(tmp_path / "ids.csv"),
+                 "--target", "y", *engines]) == 0  # fmt: skip
+    (tmp_path / "half.csv").write_text("a,b,c,y\n1,2.5,3,0.5\n")
+    assert main(["compare", str(tmp_path / "ids.safetensors"), str(tmp_path / "half.csv"),
+                 "--target", "y", *engines]) == 1  # fmt: skip
+    assert "column 'b': '2.5', not an id (a whole number)" in capsys.readouterr().err
+
+
 def test_the_command_on_a_next_token_model_says_to_compare_in_python(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -288,15 +288,38 @@ def _numbers(arguments: argparse.Namespace, network: Network) -> tuple[Any, Any]
     if first is None:  # was a StopIteration traceback (trial CP)
         raise DataError(_no_rows(arguments.rows))
     columns = first.columns
-    try:
-        x = np.array(
-            [[float(v) for v in columns[name]] for name in scan.names if name != target],  # type: ignore[arg-type]
-            np.float32,
-        ).T
-        y = np.array([float(v) for v in columns[target]], np.float32)  # type: ignore[arg-type]
-    except (TypeError, ValueError) as error:
-        raise DataError(
-            f"{arguments.rows}: with --target every other column must hold numbers ({error}); "
-            "give --pipeline TRAINED for a file of other columns"
-        ) from None
+    # A network of one input of ids (an Embedding first) reads whole numbers (they were read as
+    # float32 and refused with advice in Python, ids.astype('int64'): trial O).
+    specs = network.input_specs
+    ids = len(specs) == 1 and specs[0].dtype == "int64"
+    names = [name for name in scan.names if name != target]
+    x = np.array([_column(arguments.rows, name, columns[name], ids) for name in names]).T
+    y = _column(arguments.rows, target, columns[target], None)
     return network.arrange(x, arguments.rows, reshape=True), y
+
+
+def _column(rows: object, name: str, values: Any, ids: bool | None) -> Any:
+    """A column of ROWS.csv as float32 numbers (int64 where `ids`; None: the target's), refusing
+    a field that is none, naming its row and column (one error blamed "every other column"
+    for an empty target field, with Python's own words: trial O)."""
+    out = np.empty(len(values), np.int64 if ids else np.float32)
+    read = int if ids else float
+    for i, value in enumerate(values):
+        try:
+            out[i] = read(value)
+        except (TypeError, ValueError, OverflowError):
+            field = "an empty field" if value is None or value == "" else f"{value!r}"
+            raise DataError(
+                f"{rows}: row {i + 1} (counting from 1), column {name!r}: {field}, not "
+                + (
+                    "a number; the --target column holds each row's number to compare the loss with"
+                    if ids is None
+                    else (
+                        "an id (a whole number): the network's input takes ids"
+                        if ids
+                        else "a number: with --target every other column must hold numbers"
+                    )
+                    + "; give --pipeline TRAINED for a file of other columns"
+                )
+            ) from None
+    return out
