@@ -298,7 +298,7 @@ def _numbers(arguments: argparse.Namespace, network: Network) -> tuple[Any, Any]
     return network.arrange(x, arguments.rows, reshape=True), y
 
 
-def _column(rows: object, name: str, values: Any, ids: bool | None) -> Any:
+def _column(rows: object, name: str | int, values: Any, ids: bool | None) -> Any:
     """A column of ROWS.csv as float32 numbers (int64 where `ids`; None: the target's), refusing
     a field that is none, naming its row and column (one error blamed "every other column"
     for an empty target field, with Python's own words: trial O)."""
