@@ -404,3 +404,21 @@ def test_progress_asked_for_where_the_standard_error_is_a_file_writes_a_line_an_
         "2",
         "3",
     ]
+
+
+def test_a_dict_of_one_array_for_a_network_of_one_input_is_told_to_give_the_array() -> None:
+    """Failed before (trial O): fit told a dict keyed by the network's one input to "make a
+    network of those inputs" (the one it had) or leave input= out of columns it never gave;
+    predict said "rows of shape (a dict)"."""
+    from deepsharp.core import Input, MeanSquaredError
+
+    rng = np.random.default_rng(0)
+    a = Input(3, name="a")
+    network = Network(inputs=a, outputs=Dense(1)(a))
+    x, y = rng.normal(size=(20, 3)).astype(np.float32), rng.normal(size=(20, 1))
+    said = r"the features are a dict of arrays \('a'\).*give (it )?the array itself"
+    with pytest.raises(DataError, match=said):
+        fit(None, ({"a": x}, y), network, MeanSquaredError(), Adam(0.01), quick(epochs=1))
+    run = fit(None, (x, y), network, MeanSquaredError(), Adam(0.01), quick(epochs=1))
+    with pytest.raises(DataError, match=said):
+        run.trained.predict({"a": x})

@@ -356,11 +356,16 @@ class Pipeline:
             return values
         if self._shape is not None:
             values = array_features(rows if self._names is None else by_names(rows, self._names))
-            if isinstance(values, dict) or values.shape[1:] != self._shape:
+            if isinstance(values, dict):  # (said "rows of shape (a dict)": trial O)
                 raise DataError(
-                    f"the features have rows of shape "
-                    f"{'(a dict)' if isinstance(values, dict) else values.shape[1:]}; the "
-                    f"pipeline learned rows of shape {self._shape}"
+                    f"the features are a dict of arrays ({', '.join(map(repr, values))}); the "
+                    f"pipeline learned one array of rows of shape {self._shape}, for a network "
+                    "of one input: give the array itself"
+                )
+            if values.shape[1:] != self._shape:
+                raise DataError(
+                    f"the features have rows of shape {values.shape[1:]}; the pipeline learned "
+                    f"rows of shape {self._shape}"
                 )
             return values
         with named_in_messages(rows):

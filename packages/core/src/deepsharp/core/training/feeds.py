@@ -1,11 +1,10 @@
 """What a run reads its batches from: the data handed to `fit`, split and made into feeds.
 
 `fit(pipeline, data, ...)` takes rows (a list of mappings, a DataFrame: `Rows`), arrays
-(`(x, y)`: `Arrays`), a scanned file (`scan_csv`, `scan_parquet`: `Streamed`) or any `Source` —
-an object that makes its own feeds. A source splits its rows (from the run's generator), learns the
-pipeline on the training rows, builds the network for their shape, and gives three feeds
-(training, validation, test). A feed gives batches: this process's share of each batch of rows,
-its features shaped for the network and its targets as the loss takes them.
+(`(x, y)`: `Arrays`), a scanned file (`scan_csv`, `scan_parquet`: `Streamed`) or any `Source`,
+which splits its rows (from the run's generator), learns the pipeline on the training rows, builds
+the network for their shape, and gives three feeds (training, validation, test). A feed gives
+batches: this process's share of each batch's rows, features shaped for the network, targets.
 """
 
 from __future__ import annotations
@@ -550,13 +549,17 @@ def _pair(x: object, y: object) -> tuple[Any, NDArray[Any]]:
 
 def build_for(network: Network, pipeline: Pipeline) -> None:
     """The network built for the learned pipeline's rows where it has no inputs yet; refused
-    (DataError naming both) where the pipeline feeds several inputs and the network takes one."""
+    (DataError) where the pipeline feeds several inputs (or a dict) and the network one."""
     several = pipeline.input_shapes
     if several is not None and len(network.input_specs) == 1:
-        raise DataError(
-            f"the pipeline feeds {len(several)} inputs ({', '.join(map(repr, several))}), and "
-            "the network takes one: make a network of those inputs, Network(inputs=[Input(...,"
-            " name=...), ...], outputs=...), or leave input= out of the pipeline's columns"
+        named, one = ", ".join(map(repr, several)), network.input_specs[0].name
+        raise DataError(  # (a dict of arrays was told to make a network of its input: trial O)
+            f"the features are a dict of arrays ({named}), and the network takes one input "
+            f"({one!r}): give it the array itself (a dict is for a network of several inputs)"
+            if pipeline.takes_arrays
+            else f"the pipeline feeds {len(several)} inputs ({named}), and the network takes "
+            "one: make a network of those inputs, Network(inputs=[Input(..., name=...), ...], "
+            "outputs=...), or leave input= out of the pipeline's columns"
         )
     if not network.built:
         try:
