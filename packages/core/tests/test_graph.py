@@ -93,6 +93,21 @@ def test_inserting_a_layer_renames_nothing_else() -> None:
 def test_two_layers_of_one_given_name_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="two layers are named 'same'"):
         Network([Dense(4, name="same"), Dense(1, name="same")], inputs=3)
+    with pytest.raises(ConfigurationError, match=r"must differ$"):  # names given: no more said
+        Network([Dense(4, name="same"), Dense(1, name="same")], inputs=3)
+
+
+def test_layers_named_by_two_networks_alike_are_refused_saying_their_names_were_given() -> None:
+    """Failed before (trial G): the layers of two networks joined in one graph (an ensemble)
+    were refused as "named alike" though the user named nothing: each network had named its
+    layer 'dense'."""
+    first, second = Network([Dense(3)], inputs=6), Network([Dense(3)], inputs=6)
+    x = Input(6)
+    with pytest.raises(ConfigurationError, match=r"two layers are named 'dense'.*both were named "
+                       r"so by the network each was first used in.*Dense\(\.\.\., name=\.\.\.\)"):  # fmt: skip
+        Network(inputs=x, outputs=Add()([first.layers[0](x), second.layers[0](x)]))
+    with pytest.raises(ConfigurationError, match=r"one was named so by the network it was"):
+        Network(inputs=x, outputs=Add()([Dense(3, name="dense")(x), second.layers[0](x)]))
 
 
 def test_an_input_and_a_layer_of_one_name_are_refused_and_automatic_names_avoid_inputs() -> None:

@@ -9,13 +9,15 @@ reads: that order is the network's, and its layers are named in it. A chain
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import itertools
 import math
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -346,6 +348,17 @@ def trace(inputs: Sequence[Symbol], output: Symbol) -> Graph:
     return Graph(specs, layers, nodes)
 
 
+_AUTOMATIC: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+"""The inputs and layers `name_graph` named, with the name it gave (a name the user did not)."""
+
+
+def _automatic(item: object) -> str | None:
+    try:
+        return _AUTOMATIC.get(item)
+    except TypeError:
+        return None
+
+
 def name_graph(graph: Graph) -> None:
     """Name the inputs and layers that have no name: `input`, `input_1`, ...; a layer by its kind
     in lower case, `dense`, `dense_1`, ... in the order the graph meets them. Given names must
@@ -356,9 +369,18 @@ def name_graph(graph: Graph) -> None:
         for item in named:
             if item.name:
                 if item.name in given and given[item.name] is not item:
+                    automatic = [_automatic(x) == item.name for x in (given[item.name], item)]
                     raise ConfigurationError(
                         f"two {family}s are named {item.name!r}: names tell slots and inputs "
                         "apart, so each must differ"
+                        + (  # (the user named nothing: trial G, an ensemble of two networks)
+                            f"; {'both were' if all(automatic) else 'one was'} named so by the "
+                            f"network {'each' if all(automatic) else 'it'} was first used in "
+                            "(a layer takes its name once): give each a name of its own where it "
+                            f"is made ({type(item).__name__}(..., name=...))"
+                            if any(automatic)
+                            else ""
+                        )
                     )
                 given[item.name] = item
         taken.update(given)
@@ -373,5 +395,8 @@ def name_graph(graph: Graph) -> None:
                 name = f"{base}_{count}"
             item.name = name
             taken[name] = item
+            if family == "layer":
+                with contextlib.suppress(TypeError):  # (a layer of one's own may not hash)
+                    _AUTOMATIC[item] = name
     for layer in graph.layers:
         layer.label = f"layer {layer.name!r} ({layer.described()})"
