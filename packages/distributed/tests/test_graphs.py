@@ -68,8 +68,12 @@ def test_the_statistics_are_the_global_batch_s_so_it_lands_where_one_process_doe
     # Strict totals are the same whichever rows share a product, so the two runs differ only
     # by the order the processes' parts are added in; float32 products change their last bits
     # with the rows beside them (a batch of 64 against two of 32), which six epochs compound:
-    # torch:cpu's moving mean lands up to 1e-3 away (0.1497 against 0.1487, measured).
-    rtol, atol = (2e-3, 2e-4) if runs["spec"] == "light" else (1e-2, 2e-3)  # light: strict
+    # torch:cpu's moving mean lands up to 1e-3 away (0.1497 against 0.1487, measured). On light
+    # (strict) the two differ by 8e-6 after one epoch and 5e-4 after six (0.14969 against
+    # 0.14916: BatchNorm's mean taken twice, each pass's process parts added in their order;
+    # with the mean taken once, 1.3e-5 after one epoch and 2.4e-4 after six: the epochs
+    # compound whatever the first steps leave).
+    rtol, atol = (5e-3, 1e-3) if runs["spec"] == "light" else (1e-2, 2e-3)  # light: strict
     for name, value in alone["buffers"].items():
         np.testing.assert_allclose(parallel["buffers"][name], value, rtol=rtol, atol=atol)
     assert abs(parallel["measures"]["accuracy"] - alone["measures"]["accuracy"]) <= 0.03

@@ -79,3 +79,23 @@ def test_layer_norm_and_its_way_back_hold_their_reference_s_bound(
     expected_back = fused.FAST_PATHS["layer_norm_back"](bounded, made[0], made[1], made[3], epsilon)
     outputs = ("x's gradient", "the scale's gradient", "the shift's gradient")
     held(engine, contract, label, zip(outputs, got_back, expected_back, strict=True))
+
+
+def test_layer_norm_makes_a_row_of_one_value_its_shift(engine: Engine, contract: Contract) -> None:
+    """A position whose values are all one value has variance 0: LayerNorm gives the shift,
+    exactly (0 times the scale, plus the shift). Its bound propagates to nothing (above), so it
+    is held here: a mean taken once at float32 is a unit of the last place off the value where
+    its total rounds, and an engine that centred on it made 37 values of 123456.79 into about
+    ±1 (light's float32, the test engine's and the onnx engine's did: trial E2)."""
+    values = np.array([123456.79, 3.3e7, -1e10, 0.1, -7.0], np.float32)
+    for width in (3, 37):
+        x = np.repeat(values[:, None], width, axis=1)
+        scale = draw(11, (width,), low=-1, high=1)
+        shift = draw(12, (width,), low=-1, high=1)
+        out = fused.layer_norm(engine, engine.put(x), engine.put(scale), engine.put(shift), 1e-5)
+        got = engine.get(out)
+        wrong = np.flatnonzero(~(got == shift[None, :]).all(axis=1))
+        assert not wrong.size, (
+            f"{contract.spec}: LayerNorm of {width} values all {values[wrong[0]]!r} gave "
+            f"{got[wrong[0]][:4].tolist()}..., not the shift {shift[:4].tolist()}... (variance 0)"
+        )
