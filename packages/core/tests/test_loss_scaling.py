@@ -464,3 +464,28 @@ def test_a_buffer_a_skipped_step_s_forward_pass_overflowed_is_named_at_predictio
         StateError, match=r"buffer 'batchnorm.moving_mean' .*forward pass overflowed"
     ):
         network.predict(x[:2], CrossEntropy())
+
+
+def test_a_step_cut_into_parts_overflows_at_the_scale_one_batch_of_its_rows_does() -> None:
+    """Failed before (trial W): each part's loss is the mean over its own rows, and scaled by the
+    scale alone its way back's half-format values were twice one batch's under accumulate=2 (on
+    two processes too): at 2^11 it skipped a step one batch of the same rows did not."""
+    import warnings
+
+    from deepsharp.core import fit
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((61, 4)) * 30).astype(np.float32)
+    y = (x[:, 0] + x[:, 1] > 0.3).astype(np.int64)
+
+    def skipped(accumulate: int) -> int:
+        options = FitOptions(seed=5, epochs=1, batch_size=8 // accumulate, accumulate=accumulate,
+                             progress=False, engine="light:mixed_float16",
+                             loss_scale=LossScale(2.0**11, dynamic=False))  # fmt: skip
+        network = Network([Dense(16), Relu(), Dense(2)])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeepSharpWarning)
+            run = fit(None, (x, y), network, CrossEntropy(), SGD(1e-9), options)
+        return run.report.skipped_steps
+
+    assert skipped(1) == skipped(2) == 0

@@ -134,7 +134,7 @@ class LossScale(StepHook):
     # --- the step -------------------------------------------------------------------------------
 
     def objective(self, trainer: Trainer, value: Tensor, share: Share | None) -> Tensor:
-        return mul(value, self.scale)
+        return mul(value, self.scale * divided(trainer))
 
     def objective_key(self) -> float:
         return self.scale
@@ -150,7 +150,8 @@ class LossScale(StepHook):
             part = engine.mul(engine.max(engine.abs(grad), axes) if axes else engine.abs(grad), 0.0)
             flag = part if flag is None else engine.add(flag, part)
         finite = flag is None or math.isfinite(trainer.read(flag))
-        inverse = float(np.float32(1.0 / self.scale))  # as GradScaler: 1/S rounded to float32
+        # as GradScaler: 1/S rounded to float32 (a power of two more: the same mantissa)
+        inverse = float(np.float32(1.0 / (self.scale * divided(trainer))))
         self.update(finite)
         if not finite:
             return None
@@ -287,3 +288,15 @@ def _described(settings: Mapping[str, Any] | None) -> str:
         f"the dynamic loss scale (from {settings.get('initial')!r}, x{settings.get('growth')!r} "
         f"after {settings.get('interval')!r} good steps, x{settings.get('backoff')!r} on overflow)"
     )
+
+
+def divided(trainer: Trainer) -> float:
+    """The power of two nearest 1 over the parts a step's batch is cut into (its processes
+    times the batches it accumulates), the scale's factor on each part: a part's loss is the
+    mean over its own rows, so its way back's values in the half format are as large as one
+    batch of all the rows gives them only so; scaled by the scale alone, they overflowed at
+    half the scale on two processes or under accumulate=2 (other steps skipped than one
+    process's: trial W). A power of two: the unscaled gradients keep their bits where nothing
+    overflows or falls below the half format's range."""
+    parts = trainer.processes * trainer.accumulate
+    return 1.0 if parts == 1 else 2.0 ** -round(math.log2(parts))
