@@ -577,6 +577,7 @@ def titanic_set_apart(what: str) -> dict[str, Any]:
         seed=SAMPLE_SEED,
         epochs=2 if apart and what == "epochs" else 1,
         batch_size=sizes["batch"],
+        accumulate=2 if apart and what == "accumulate" else 1,
         distributed=DataParallel(reduction=reduction),
         progress=False,
         engine=engine,

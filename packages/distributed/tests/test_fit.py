@@ -238,7 +238,8 @@ def test_one_rank_s_callback_ending_the_run_ends_it_on_every_rank(mid: bool) -> 
     [
         ("rate", '"learning_rate": 0.001'),
         ("engine", "rank 0: light numpy"),
-        ("batch", "rank 0: 32; rank 1: 17"),
+        ("batch", "rank 0: 32 a batch, accumulating 1; rank 1: 17 a batch, accumulating 1"),
+        ("accumulate", "rank 0: 32 a batch, accumulating 1; rank 1: 32 a batch, accumulating 2"),
         ("epochs", "rank 0: 1; rank 1: 2"),
         ("class_weight", "rank 1: [1.0, 5.0]"),
         ("tanh", "rank 0: layer 2 Relu 'relu' {}; rank 1: layer 2 Tanh 'tanh' {}"),
@@ -256,13 +257,15 @@ def test_ranks_set_apart_are_refused_before_the_first_step_naming_the_setting(
     (trial BA: each trained on a mix of the two), and other epochs ended in gloo's abort; so
     did a Tanh for a Relu or a Dropout more on one rank (the slots' names and shapes alike:
     trial DS, a blend of the two networks), and another reduction waited out the timeout in a
-    collective; a checkpoint folder given to rank 1 alone wrote nothing."""
+    collective; a checkpoint folder given to rank 1 alone wrote nothing. Trial W: accumulate=2
+    on rank 1 alone was said to be another batch size (16), both given batch_size=8."""
     found = launch(workers.titanic_set_apart, 2, what, start_method=workers.START)
     said = found["refused"]
     name = {
         "rate": "run with different optimizers",
         "engine": "run with different engines",
         "batch": "run with different batch sizes",
+        "accumulate": "run with different batch sizes",
         "epochs": "run with different epochs",
         "class_weight": "run with different class weights",
         "tanh": "build different networks",

@@ -344,7 +344,7 @@ def _run_settings(
     (a process of another batch size takes its share of other batches; of other epochs, it
     waits at a sum the others never reach)."""
     return {
-        "batch sizes": str(size_of(options)),
+        "batch sizes": f"{options.batch_size} a batch, accumulating {options.accumulate}",
         "epochs": str(options.epochs),
         "early stopping": f"patience {options.patience}, restore_best {options.restore_best}, "
         f"monitor {options.monitor}",
