@@ -142,3 +142,17 @@ def test_the_route_the_warning_names_lets_go_of_the_mask() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _predicted_over_ids(lambda e: ds.GlobalAvgPool()(ds.Reshape((10, 8))(Flatten()(e))))
+
+
+@pytest.mark.parametrize("engine", ["light", "light:float32", "testbuffer"])
+def test_silu_of_a_value_far_below_zero_is_about_zero(engine: str) -> None:
+    """Failed before (trial E2): an engine's sigmoid is 6e-39 below -88 (it holds -x at 88),
+    which times x made Silu(-3.4e38) -2.06 and Silu(-1e36) -0.006, where it is -0."""
+    if engine == "testbuffer":
+        pytest.importorskip("deepsharp.engines.testbuffer")
+    x = np.array([[-89.0, -1e20, -1e36, -3.4e38, 2.0]], np.float32)
+    network = Network([ds.Silu()], inputs=5)
+    network.initialize(Generator(0))
+    got = network.predict(x, None, engine)
+    assert np.all(np.abs(got[0, :4]) < 1e-36), got
+    assert abs(got[0, 4] - 2.0 / (1.0 + np.exp(-2.0))) < 1e-6  # (above the floor: as before)
