@@ -246,3 +246,15 @@ def test_a_wrong_count_of_outputs_for_class_targets_names_the_fix() -> None:
     stray[3] = 10**9  # one stray label: no Dense(1000000001)
     with pytest.raises(ShapeError, match=r"found 0\.\.1000000000$"):
         fit(None, (x, stray), Network([Dense(10)]), CrossEntropy(), Adam(0.01), options)
+
+
+def test_class_indices_out_of_range_are_said_as_given() -> None:
+    """Failed before (trial E2): read after their cast to int64, a uint64 index of 2**64 - 1
+    was said as -1, and 1e20 as -9223372036854775808."""
+    from deepsharp.core import CrossEntropy
+
+    for given, said in ((np.array([0, 2**64 - 1], np.uint64), "0..18446744073709551615"),
+                        (np.array([0.0, 1e20]), "0..100000000000000000000")):  # fmt: skip
+        with pytest.raises(ShapeError, match=f"must lie in 0..2 for 3 classes, found {said}"):
+            CrossEntropy().targets(given, 3)
+    assert CrossEntropy().targets(np.array([0.0, 2.0]), 3).tolist() == [0, 2]

@@ -508,14 +508,14 @@ class CrossEntropy(Loss):
             if not np.all(np.isfinite(whole)) or np.any(whole != np.round(whole)):
                 raise DataError("CrossEntropy: targets must be whole class indices")
             array = whole
-        indices = array.astype(np.int64)
-        if indices.size and (indices.min() < 0 or indices.max() >= classes):
-            low, high = int(indices.min()), int(indices.max())
+        if array.size and (array.min() < 0 or array.max() >= classes):
+            # (read before the cast to int64: 2**64 - 1 was said as -1, 1e20 as -2**63: trial E2)
+            low, high = (_shown_index(v) for v in (array.min(), array.max()))
             raise ShapeError(
                 f"CrossEntropy: class indices must lie in 0..{classes - 1} for {classes} "
                 f"classes, found {low}..{high}{outputs_wanted(low, high, classes)}"
             )
-        return indices
+        return array.astype(np.int64)
 
     def correct(self, predictions: NDArray[Any], targets: NDArray[Any]) -> NDArray[Any]:
         """Each row right (its class the likeliest) — for a sequence, the fraction of its
@@ -644,3 +644,8 @@ def loss_to_json(loss: Loss) -> dict[str, Any]:
     config = json_values(loss.config(), f"the loss {type(loss).__name__}: its config()")
     warn_unrecorded(loss, Loss, "loss", config)
     return {"kind": loss.key, "config": config}
+
+
+def _shown_index(value: Any) -> Any:
+    """A class index as given (a whole float as an int, its exact value)."""
+    return int(value) if isinstance(value, (np.integer, np.bool_)) else int(float(value))
