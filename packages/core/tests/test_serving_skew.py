@@ -199,3 +199,32 @@ def test_review_mends_of_the_messages_of_rows() -> None:
         wanted.features([{"a": "1e400"}])
     with pytest.raises(DataError, match=r"\(5,000 characters\)"):
         wanted.features([{"a": "9" * 5000}])
+
+
+def test_a_number_column_takes_truth_values_as_a_parquet_file_and_its_csv_give_them(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial D): a Parquet file's bool column declared .number() was taken as 1
+    and 0, and the same rows as CSV (pandas writes True and False) were refused."""
+    pyarrow = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as parquet
+
+    from deepsharp.core import scan_parquet
+
+    table = pyarrow.table({"b": [True, False, True, None], "y": [0, 1, 0, 1]})
+    parquet.write_table(table, tmp_path / "b.parquet")
+    (tmp_path / "b.csv").write_text("b,y\nTrue,0\nFalse,1\nTrue,0\n,1\n", encoding="utf-8")
+
+    def features(scan: Any) -> tuple[Pipeline, list[Any]]:
+        pipeline = Pipeline().number("b").target("y", kind="classes")
+        learning = pipeline.learning(scan.names)
+        parts = list(scan.parts())
+        for part in parts:
+            learning.add(part)
+        learning.finish()
+        return pipeline, [pipeline.features(part).tolist() for part in parts]
+
+    by_csv, made = features(scan_csv(tmp_path / "b.csv"))
+    assert made == features(scan_parquet(tmp_path / "b.parquet"))[1]
+    with pytest.raises(DataError, match="expected a number, found 'yes'"):
+        by_csv.features([{"b": "yes", "y": 0}])

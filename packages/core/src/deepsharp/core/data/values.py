@@ -11,7 +11,8 @@ The rule for numbers, the same in number, image and target columns: a value is *
 it is None, empty or blank text, a float NaN or the text "nan" (any case); a number column fills
 it, an image or a target refuses it. A value that is infinite ("inf", "-inf", "1e309", a float
 inf) or beyond float32's range (|x| > 3.4028235e38) is refused everywhere, with a DataError
-naming its row and column: the network computes in float32, where it would become inf.
+naming its row and column: the network computes in float32, where it would become inf. A truth
+value is 1 or 0: a bool, or the text pandas writes of one ("True", "False").
 """
 
 from __future__ import annotations
@@ -435,10 +436,17 @@ class _NoNumber(Exception):
         self.value = value
 
 
+_TRUTHS = {"True": 1.0, "False": 0.0}
+"""A truth value's text as pandas writes a bool (`to_csv`), a number as the bool is: 1 or 0 (a
+Parquet file's bool column was taken, the same rows as CSV refused: trial D)."""
+
+
 def _number(value: object) -> float:
     number = parse_number(value)
     if number is None:
-        raise _NoNumber(value)
+        number = _TRUTHS.get(value) if isinstance(value, str) else None
+        if number is None:
+            raise _NoNumber(value)
     return number
 
 
@@ -482,12 +490,12 @@ def _parsed(column: list[object], name: ColumnName) -> npt.NDArray[np.float64]:
         pass
     parsed = np.empty(count, dtype=np.float64)
     for i, value in enumerate(column):
-        number = parse_number(value)
-        if number is None:
+        try:
+            parsed[i] = _number(value)
+        except _NoNumber:
             raise DataError(
                 f"{row_text(i)}, column {name!r}: expected a number, found {shown_value(value)}"
             ) from None
-        parsed[i] = number
     return parsed
 
 
