@@ -80,6 +80,23 @@ def test_doctor_lists_the_light_engine_as_usable() -> None:
     assert "light" in done.stdout and "usable" in done.stdout
 
 
+def test_doctor_says_where_engines_come_from_only_for_those_not_installed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before (trial D): it ended with how to install the engines where every one was."""
+    from deepsharp.core import doctor
+
+    monkeypatch.setattr(
+        doctor, "available_engines", lambda: ["light", "onnx", "torch", "testbuffer"]
+    )
+    doctor.doctor()
+    assert "not installed" not in capsys.readouterr().out
+    monkeypatch.setattr(doctor, "available_engines", lambda: ["light", "onnx"])
+    doctor.doctor()
+    said = capsys.readouterr().out
+    assert "not installed: torch, testbuffer; the engines other than light and onnx" in said
+
+
 # --- everyday failures of the system: one line, a non-zero exit, nothing lost -----------------
 
 ROWS = str(data_path("titanic.csv"))

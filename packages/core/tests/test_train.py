@@ -69,7 +69,7 @@ def test_train_says_what_it_chose_for_each_column_and_why(
         "Name         left out: a different value on every one of the 891 rows (a name, an id)",
         "Age          number: numbers from 0.42 to 80; 177 missing, filled with the median and "
         "flagged",
-        "Fare         number: numbers from 0 to 512.329; skewed (skewness 4.8) and never "
+        "Fare         number: numbers from 0 to 512.3292; skewed (skewness 4.8) and never "
         "negative: log1p taken",
         "Cabin        flag: a value on 204 of 891 rows only",
         "Embarked     category: 3 values (C, Q, S), one-hot; 2 missing, a category of their own",
@@ -113,6 +113,12 @@ def test_a_target_of_several_labels_is_classes_and_of_many_numbers_a_number(
     said = capsys.readouterr().out
     assert "price   target (number): numbers from 0 to 21.83, taken as they are\n" in said
     assert "loss: MeanSquaredError()" in said
+    # Before (trial D): 1,000,000.25 to 1,000,002.5 was said "from 1e+06 to 1e+06".
+    near = [[i % 7, f"c{i % 3}", 1e6 + i / 4, "red"] for i in range(11)]
+    path = _write(tmp_path / "near.csv", ["size", "group", "price", "colour"], near)
+    assert main(["train", path, "--target", "price", "--out", out, "--epochs", "1"]) == 0
+    said = capsys.readouterr().out
+    assert "numbers from 1000000 to 1000002.5, taken as they are" in said, said
 
 
 @pytest.mark.parametrize("size", [1.0, 1e-6])

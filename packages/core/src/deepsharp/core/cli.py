@@ -360,7 +360,7 @@ def _train(arguments: argparse.Namespace) -> int:
         rescaled(run.trained.network, spread, mean)
         print(
             f"(its losses are of {arguments.target} standardised, ({arguments.target} - "
-            f"{mean[0]:g}) / {spread[0]:g}; the saved network predicts in its own units)"
+            f"{mean[0]:.15g}) / {spread[0]:.15g}; the saved network predicts in its own units)"
         )
     try:
         run.trained.save(arguments.out)

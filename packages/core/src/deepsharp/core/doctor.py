@@ -32,8 +32,14 @@ def doctor() -> int:
             print(f"  {name:<12} not usable: {error}")
             continue
         usable += _engine(description)
-    print(f"  {ENGINE_PACKAGES}")
+    lacking = [name for name in SHIPPED if name not in names]
+    if lacking:  # (said where every engine was installed too: trial D)
+        print(f"  not installed: {', '.join(lacking)}; {ENGINE_PACKAGES}")
     return 0 if usable else 1
+
+
+SHIPPED = ("light", "onnx", "torch", "testbuffer")
+"""The engines deepsharp ships (the core's two, and the two of their own packages)."""
 
 
 def _engine(description: EngineDescription) -> int:

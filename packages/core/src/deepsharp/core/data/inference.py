@@ -192,7 +192,7 @@ def _numbers(column: Profile) -> Choice | None:
     skew = _skewness(present)
     log = low >= 0 and column.distinct > MANY_VALUES and skew > SKEWED
     flagged = column.missing > 0
-    why = f"numbers from {low:g} to {high:g}"
+    why = f"numbers from {low:.15g} to {high:.15g}"  # (:g said 1e+06 to 1e+06: trial D)
     if flagged:
         why += f"; {column.missing} missing, filled with the median and flagged"
     if log:
@@ -547,7 +547,8 @@ def _target_kind(column: Profile) -> tuple[TargetKind, str]:
         return "binary", f"two values ({column.some(2)}): the chance of the second"
     if column.numbers is not None and not (column.whole and column.distinct <= MANY_VALUES):
         present = column.numbers[~np.isnan(column.numbers)]
-        return "number", (f"numbers from {present.min():g} to {present.max():g}, taken as they are")
+        low, high = present.min(), present.max()
+        return "number", f"numbers from {low:.15g} to {high:.15g}, taken as they are"
     return "classes", f"{column.distinct} values ({column.some()}): a chance for each"
 
 
