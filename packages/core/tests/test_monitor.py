@@ -80,8 +80,11 @@ def test_an_epoch_whose_metric_is_nan_is_never_the_best() -> None:
 
 
 def test_a_monitor_the_run_does_not_measure_is_refused_naming_the_fix() -> None:
-    with pytest.raises(ValueError, match=r"add it to metrics=\('accuracy', 'auc',\)"):
+    with pytest.raises(ValueError, match=r"add it to metrics=\('accuracy', 'auc'\) \(it measures"):
         FitOptions(seed=0, metrics=("accuracy",), monitor="auc")
+    # Trial G: it said metrics=('mae', 'auc',), and not that AUC measures classifiers alone.
+    with pytest.raises(ValueError, match=r"measures binary or classes predictions\), or monitor"):
+        FitOptions(seed=0, metrics=("mae",), monitor="auc")
     for near in ("val_loss", "loss"):  # ("loss" had no hint: trial EV)
         with pytest.raises(ValueError, match="did you mean 'validation_loss'"):
             FitOptions(seed=0, monitor=near)

@@ -206,9 +206,10 @@ def check_monitor(monitor: object, metrics: Sequence[str], where: str) -> str:
     if monitor == MONITORED or monitor in metrics:
         return monitor
     if monitor in METRICS:
-        raise ValueError(
+        raise ValueError(  # (its tasks said: the hint led a regression to AUC, trial G)
             f"{where}: monitor={monitor!r} judges each epoch by a metric the run does not "
-            f"measure: add it to metrics=({', '.join(map(repr, [*metrics, monitor]))},)"
+            f"measure: add it to metrics={tuple([*metrics, monitor])!r} (it measures "
+            f"{' or '.join(METRICS[monitor].tasks)} predictions), or monitor another"
         )
     close = difflib.get_close_matches(monitor.lower(), [MONITORED, *METRICS], n=2, cutoff=0.5)
     if not close and "loss" in monitor.lower():  # "loss", "val_loss": no close match (trial EV)
