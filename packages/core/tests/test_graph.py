@@ -326,6 +326,22 @@ def test_summary_lists_each_layer_its_shape_and_its_slots(
     assert lines[-1] == "slots (trained): 23; buffers (not trained): 0"
 
 
+def test_summary_names_each_call_of_a_shared_layer_and_what_reads_which(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Failed before (trial G): both calls of a shared layer were its name, and a node reading
+    one said "bn, bn", whichever call it read."""
+    a, b = Input(4, name="a"), Input(4, name="b")
+    shared = Dense(5, name="sh")
+    first, second = shared(a), shared(b)
+    network = Network(inputs=[a, b], outputs=Dense(1)(Add()([first, Relu()(second)])))
+    network.summary()
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert rows["sh#1"].endswith(" a") and rows["sh#2"].endswith(" b")
+    assert "(shared)" in rows["sh#2"] and rows["relu"].endswith("sh#2")
+    assert rows["add"].endswith("sh#1, relu")
+
+
 def test_float_values_are_refused_where_ids_belong() -> None:
     from deepsharp.core import Embedding, Tensor
     from deepsharp.core.autodiff import functions as ops

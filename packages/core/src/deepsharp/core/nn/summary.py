@@ -22,9 +22,17 @@ def summarized(network: Network) -> str:
         rows.append(
             (f"{spec.name} (Input)", shape + ("" if spec.dtype == "float32" else " int64"), "", "")
         )
+    # A layer called more than once: each call named by its place among them, "bn#2", so that
+    # what a node reads says which call's output (trial G: "bn, bn" told them apart not at all).
+    calls = [node.layer for node in graph.nodes]
+    seen: dict[int, int] = {}
     counted: set[int] = set()
     for node in graph.nodes:
         layer = network.layers[node.layer]
+        seen[node.layer] = seen.get(node.layer, 0) + 1
+        called = layer.name or ""
+        if calls.count(node.layer) > 1:
+            called += f"#{seen[node.layer]}"
         shape = (
             "?" if layer.output_shape is None or not network.built else _shape(layer.output_shape)
         )
@@ -35,8 +43,8 @@ def summarized(network: Network) -> str:
         else:
             count = "(shared)"
         reads = ", ".join(names[source] for source in node.sources)
-        rows.append((f"{layer.name} ({layer.kind})", shape, count, reads))
-        names.append(layer.name or "")
+        rows.append((f"{called} ({layer.kind})", shape, count, reads))
+        names.append(called)
     heads = ("layer (kind)", "output shape", "slots", "reads")
     shown = 3 if network.chained else 4
     widths = [max(len(row[i]) for row in [heads, *rows]) for i in range(shown)]
