@@ -230,6 +230,19 @@ def hangs_on(rank: int) -> None:
     job.barrier()
 
 
+def fits_but(rank: int) -> None:
+    """Every rank but `rank` trains under DataParallel; `rank` returns at once, never calling
+    fit (a branch on the rank)."""
+    if int(os.environ["RANK"]) == rank:
+        return
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((60, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    options = FitOptions(seed=1, epochs=1, batch_size=8, progress=False,
+                         distributed=DataParallel())  # fmt: skip
+    fit(None, (x, y), Network([Dense(8), Relu(), Dense(2)]), CrossEntropy(), Adam(0.01), options)
+
+
 def returns_early_but(rank: int) -> str:
     """Every rank but `rank` returns at once; `rank` hangs outside any collective."""
     if int(os.environ["RANK"]) == rank:

@@ -76,6 +76,16 @@ def test_a_rank_that_hangs_after_the_others_returned_is_ended_too() -> None:
     assert took < 2 * TIMEOUT + SLACK
 
 
+def test_a_rank_whose_function_returned_while_another_waited_is_blamed_saying_so() -> None:
+    """Failed before (trial W): gloo's words alone ("Timed out waiting for recv", "Connection
+    closed by peer"), blaming rank 0 or rank 1 from run to run."""
+    error, took = _failure(workers.fits_but, 1)
+    assert error.rank == 1, str(error)
+    assert "rank 1's function returned while another rank's had not" in str(error)
+    assert "fit with the same distributed= on every rank" in str(error)
+    assert took < 2 * TIMEOUT + SLACK
+
+
 def test_when_every_rank_failed_in_a_collective_the_earliest_is_blamed() -> None:
     """No rank failed of itself (each raised inside torch.distributed): the first to fail is
     blamed, with its error and traceback, and the others' errors are named."""

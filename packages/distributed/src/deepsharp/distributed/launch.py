@@ -286,7 +286,12 @@ def _raised(ranks: list[_Rank], in_collective: bool) -> list[_Rank]:
             for p in ranks
             if p.report is not None and p.report[0] == "error" and p.report[4] == in_collective
         ),
-        key=lambda p: float(p.report[5]) if p.report is not None else 0.0,
+        # a rank whose function returned while another's waited says why the others' failed
+        key=lambda p: (
+            (not str(p.report[2]).startswith(ReturnedEarlyError.__name__), float(p.report[5]))
+            if p.report is not None
+            else (True, 0.0)
+        ),
     )
 
 
@@ -399,7 +404,16 @@ def _run_rank(
             timeout=timedelta(seconds=timeout),
         )
         result = function(*args)
-        dist.barrier()  # no rank leaves while another still reads what it sent
+        try:
+            dist.barrier()  # no rank leaves while another still reads what it sent
+        except Exception as error:  # (gloo's words alone, the blame on either rank: trial W)
+            raise ReturnedEarlyError(
+                f"rank {rank}'s function returned while another rank's had not, and that one "
+                f"waited in a collective this rank never made ({type(error).__name__}: "
+                f"{str(error).splitlines()[0] if str(error) else ''}): every rank must make the "
+                "same collectives — fit with the same distributed= on every rank, and no rank "
+                "returning before the others"
+            ) from None
         try:
             report.send(("result", rank, result if rank == 0 else None))
         except Exception as error:
@@ -412,7 +426,8 @@ def _run_rank(
         said = f"{type(error).__name__}: {error}"
         text = traceback.format_exc()
         try:
-            report.send(("error", rank, said, text, _in_collective(error), time.time()))
+            waited = _in_collective(error) or isinstance(error, ReturnedEarlyError)
+            report.send(("error", rank, said, text, waited, time.time()))
         except Exception:
             pass  # the launching process sees the exit code
     finally:
@@ -438,6 +453,12 @@ def _end_with(lifeline: Connection) -> None:
             os._exit(1)
 
     threading.Thread(target=watch, name="deepsharp-launcher-watch", daemon=True).start()
+
+
+class ReturnedEarlyError(DistributedError):
+    """A rank's function returned while another rank's waited in a collective it never made
+    (the barrier every rank meets once its function returned failed): counted as a failure in
+    a collective, blamed before the others' (gloo's words alone, their blame on either rank)."""
 
 
 def _in_collective(error: BaseException) -> bool:
