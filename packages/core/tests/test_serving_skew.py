@@ -228,3 +228,18 @@ def test_a_number_column_takes_truth_values_as_a_parquet_file_and_its_csv_give_t
     assert made == features(scan_parquet(tmp_path / "b.parquet"))[1]
     with pytest.raises(DataError, match="expected a number, found 'yes'"):
         by_csv.features([{"b": "yes", "y": 0}])
+
+
+def test_a_pipeline_s_warnings_name_the_line_that_learned_it() -> None:
+    """Failed before (trial N): a flag column holding a value on every row warned one call too
+    high (at the top of a script, as 'sys:1'), as did a category too wide."""
+    import inspect
+
+    lines = []
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        lines.append(inspect.currentframe().f_lineno + 1)  # type: ignore[union-attr]
+        Pipeline().flag("f").learn([{"f": "a"}, {"f": "b"}])
+        lines.append(inspect.currentframe().f_lineno + 1)  # type: ignore[union-attr]
+        Pipeline().category("c").learn([{"c": str(i)} for i in range(150)])
+    assert [(w.filename, w.lineno) for w in said] == [(__file__, line) for line in lines]

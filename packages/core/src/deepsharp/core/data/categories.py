@@ -129,7 +129,7 @@ class Category(ColumnKind):
                 f"column rarely repays; drop the column, or declare .category({self.name!r}, "
                 f"max_values=N) to keep its N most frequent values",
                 DeepSharpWarning,
-                stacklevel=7,
+                stacklevel=outside(),
             )
 
     def set_learned(self, values: list[str], has_missing: bool) -> None:
@@ -273,5 +273,5 @@ class _FlagLearner(Learner):
             f"is 1 on every row and tells the network nothing (a flag is 1 where a field holds "
             f"a value){hint}",
             DeepSharpWarning,
-            stacklevel=5,
+            stacklevel=outside(),
         )

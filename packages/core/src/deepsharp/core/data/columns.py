@@ -40,7 +40,7 @@ from deepsharp.core.data.values import (
     row_text,
     rows_named,
 )
-from deepsharp.core.errors import DeepSharpWarning, FileFormatError
+from deepsharp.core.errors import DeepSharpWarning, FileFormatError, outside
 from deepsharp.core.kinds import Kinds
 from deepsharp.core.reals import brief, finite_real
 
@@ -179,7 +179,7 @@ class Gathering(Learner):
                 "(it has no learner()): learning from a scanned file, its values are gathered in "
                 "memory first; give it a learner() to learn in parts",
                 DeepSharpWarning,
-                stacklevel=4,
+                stacklevel=outside(),
             )
 
     def add(self, values: Column) -> None:
