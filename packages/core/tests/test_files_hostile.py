@@ -168,3 +168,33 @@ def test_a_file_s_causal_mask_of_other_values_than_0_and_1_is_refused(tmp_path: 
         FileFormatError, match=r"buffer 'mha\.causal' holds 0\.5, where it may hold only 0, 1"
     ):
         Network.load(path)
+
+
+def test_a_trained_file_whose_target_s_classes_its_network_cannot_give_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial H): a file whose target held 3 classes beside a network of one
+    output under BCE (or of two under CrossEntropy) loaded, and served one column as the chance
+    of class 'c' (two unlabelled columns), evaluate scoring it accuracy 1.0."""
+    from core_helpers import fit_titanic, quick
+
+    from deepsharp.core import CrossEntropy, Pipeline, TrainedNetwork
+
+    trained = fit_titanic(quick(epochs=1)).trained
+    three = Pipeline.from_json(
+        json.loads(
+            json.dumps(trained.pipeline.to_json()).replace(
+                '"binary", "classes": ["0", "1"]', '"classes", "classes": ["a", "b", "c"]'
+            )
+        )
+    )
+    assert three.classes == ["a", "b", "c"]
+    for loss, said in (
+        (BinaryCrossEntropy(), "a binary loss"),
+        (CrossEntropy(), "one output each"),
+    ):
+        TrainedNetwork(trained.network, loss, three).save(tmp_path / "t.safetensors")
+        with pytest.raises(FileFormatError, match=f"target has 3 classes.*{said}"):
+            TrainedNetwork.load(tmp_path / "t.safetensors")
+    TrainedNetwork(trained.network, trained.loss, trained.pipeline).save(tmp_path / "t.safetensors")
+    assert TrainedNetwork.load(tmp_path / "t.safetensors").pipeline.classes == ["0", "1"]

@@ -44,6 +44,7 @@ from deepsharp.core.nn.saving import (
     network_metadata,
     warn_of_scripts,
 )
+from deepsharp.core.nn.target_hints import classes_refusal
 
 __all__ = ["CHUNK", "TrainedNetwork"]
 
@@ -253,6 +254,9 @@ class TrainedNetwork:
         if not pipeline.is_learned:
             raise FileFormatError(f"{where}: its pipeline has learned no statistics")
         _check_inputs(where, pipeline, network)
+        refused = classes_refusal(network.outputs, loss.task, pipeline.classes)
+        if refused is not None:  # (it loaded, and served chances under other labels: trial H)
+            raise FileFormatError(f"{where}: {refused}")
         return cls(network, loss, pipeline)
 
     def __repr__(self) -> str:

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["of_a_trained_network", "one_a_row", "outputs_wanted"]
+__all__ = ["classes_refusal", "of_a_trained_network", "one_a_row", "outputs_wanted"]
 
 _TRAINED = contextvars.ContextVar("deepsharp_targets_of_a_trained_network", default=False)
 
@@ -66,3 +66,28 @@ def one_a_row(array: NDArray[np.float32], outputs: int) -> str:
             "CrossEntropy(), which takes an output a class"
         )
     return said
+
+
+def classes_refusal(
+    outputs: int, task: str | None, classes: list[str] | None, loss: str = "its loss"
+) -> str | None:
+    """Why a network of `outputs` outputs under a loss of `task` cannot be trained on (or serve)
+    a target of these classes, or None: a loss of one output a class needs as many outputs as
+    classes (with more, predictions gave chances to classes the target does not have, under no
+    label), a binary one a target of two classes and one output."""
+    if classes is None or task not in ("classes", "binary"):
+        return None
+    shown = ", ".join(map(repr, classes[:5])) + (", ..." if len(classes) > 5 else "")
+    if task == "classes" and outputs != len(classes):
+        return (
+            f"the network gives {outputs} output{'s' if outputs != 1 else ''} a row, and the "
+            f"pipeline's target has {len(classes)} classes ({shown}), which {loss} takes one "
+            f"output each: end the network in Dense({len(classes)})"
+        )
+    if task == "binary" and (len(classes) > 2 or outputs != 1):
+        return (
+            f"the pipeline's target has {len(classes)} classes ({shown}) and the network "
+            f"{outputs} output{'s' if outputs != 1 else ''} a row, which a binary loss takes as "
+            "the chance of a target's second class: two classes and one output"
+        )
+    return None

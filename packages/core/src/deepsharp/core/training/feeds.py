@@ -26,6 +26,7 @@ from deepsharp.core.errors import ConfigurationError, DataError, ShapeError, des
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Features, Network
 from deepsharp.core.nn.rows import image_layout_refusal
+from deepsharp.core.nn.target_hints import classes_refusal
 from deepsharp.core.random import Generator, KeyedOrder, Streams
 from deepsharp.core.training.checks import checked_weights
 from deepsharp.core.training.spill import Spill, block_rows, buffers, spill_folder
@@ -595,14 +596,11 @@ def check_classes(network: Network, loss: Loss, pipeline: Pipeline | None) -> No
     pipeline's target where the loss takes one output a class: with more, it trained and its
     predictions gave chances to classes the target does not have, under no label."""
     classes = pipeline.classes if isinstance(pipeline, Pipeline) else None
-    if classes is None or loss.task != "classes" or network.outputs == len(classes):
-        return
-    shown = ", ".join(map(repr, classes[:5])) + (", ..." if len(classes) > 5 else "")
-    raise ConfigurationError(
-        f"the network gives {network.outputs} output{'s' if network.outputs != 1 else ''} a "
-        f"row, and the pipeline's target has {len(classes)} classes ({shown}), which "
-        f"{loss!r} takes one output each: end the network in Dense({len(classes)})"
+    refused = classes_refusal(
+        network.outputs, loss.task if loss.task == "classes" else None, classes
     )
+    if refused is not None:
+        raise ConfigurationError(refused.replace("its loss", repr(loss)))
 
 
 def _shaped(features: Any, pipeline: Pipeline, network: Network) -> Features:
