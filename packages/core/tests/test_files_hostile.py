@@ -51,17 +51,19 @@ ATTENTION_SLOTS = {
     [
         ([12_000, 1], {"kind": "MultiHeadAttention", "name": "mha",
                        "config": {"heads": 1, "causal": True}},
-         ATTENTION_SLOTS, "buffer 'mha.causal' is missing"),
+         ATTENTION_SLOTS, "an attention's scores) would take 144,000,000 values a row"),
         ([65_536, 1], {"kind": "MultiHeadAttention", "name": "mha",
                        "config": {"heads": 1, "causal": True}},
          ATTENTION_SLOTS, "buffer 'causal' of shape (65536, 65536) would hold 4,294,967,296 "
          "values, beyond the 1,073,741,824 a layer may keep"),
         ([2**28], {"kind": "Rescaling", "name": "l0", "config": {"scale": 2.0}}, {},
-         "buffer 'l0.scale' is missing"),
+         "would take 268,435,456 values a row (32 GiB for the 32 rows predict serves"),
+        ([32_768, 1], {"kind": "MultiHeadAttention", "name": "mha", "config": {"heads": 1}},
+         ATTENTION_SLOTS, "would take 1,073,741,824 values a row (128 GiB for the 32 rows"),
         ([1, 32_768, 65_536], {"kind": "Flatten", "name": "f", "config": {}}, {},
          "a shape of one to eight positive sizes (at most 2**30 values)"),
     ],
-    ids=["causal-12000", "causal-65536", "rescaling-2^28", "input-2^31"],
+    ids=["causal-12000", "causal-65536", "rescaling-2^28", "scores-2^30", "input-2^31"],
 )  # fmt: skip
 def test_a_layer_s_buffer_or_an_input_made_to_exhaust_memory_is_refused_before_it_is_made(
     tmp_path: Path, inputs: list[int], layer: dict[str, Any], tensors: Any, said: str
@@ -69,7 +71,10 @@ def test_a_layer_s_buffer_or_an_input_made_to_exhaust_memory_is_refused_before_i
     """Failed before (trial HF): a 744-byte file's causal attention over 12,000 positions made
     its mask (1.1 GiB of float64) before the file was found to lack it, over 65,536 asked 32
     GiB (a raw MemoryError); a Rescaling 2^28 wide made 2 GB; an input of 2^31 values a row
-    loaded, and each prediction asked 8 GiB a row before the rows were looked at."""
+    loaded, and each prediction asked 8 GiB a row before the rows were looked at. Trial H: an
+    attention's scores over 32,768 positions (2^30 values a row, 128 GiB for the 32 rows
+    predict serves) were counted nowhere; 2^30 values a row was the bound, 32 times that
+    asked."""
     path = _architecture_file(tmp_path / "hostile.safetensors", inputs, [layer], tensors)
     found = load_in_child("network", path)
     assert found["outcome"] == "FileFormatError", found
@@ -198,3 +203,24 @@ def test_a_trained_file_whose_target_s_classes_its_network_cannot_give_is_refuse
             TrainedNetwork.load(tmp_path / "t.safetensors")
     TrainedNetwork(trained.network, trained.loss, trained.pipeline).save(tmp_path / "t.safetensors")
     assert TrainedNetwork.load(tmp_path / "t.safetensors").pipeline.classes == ["0", "1"]
+
+
+def test_a_format_1_file_is_held_to_the_values_a_row_a_later_format_is(tmp_path: Path) -> None:
+    """Failed before (trial H): a 4.5 KB file of format 1 (an Embedding of 1,024 wide over
+    4,194,304 ids) loaded, its architecture never counted, and predicting one row asked 512
+    GiB (a raw MemoryError), where the same network in format 4 was refused as it loaded."""
+    from deepsharp.core.files import write_safetensors
+    from deepsharp.core.nn.predicting import CHUNK
+    from deepsharp.core.nn.saving import SERVED_ROWS
+
+    assert SERVED_ROWS == CHUNK  # the bound holds what predict serves at a time
+    layer = {"kind": "Embedding", "config": {"vocabulary": 1, "dim": 1024, "mask_zero": False}}
+    metadata = {"format": "deepsharp.network", "format_version": "1",
+                "deepsharp_version": "0.1.0",
+                "network": json.dumps({"inputs": [2**22], "layers": [layer]})}  # fmt: skip
+    path = tmp_path / "format-1.safetensors"
+    write_safetensors(path, {"0.embedding.table": np.zeros((1, 1024), np.float32)}, metadata)
+    found = load_in_child("network", path)
+    assert found["outcome"] == "FileFormatError", found
+    assert "would take 4,294,967,296 values a row (512 GiB for the 32 rows" in found["message"]
+    assert found["growth_mib"] < 32, found

@@ -351,6 +351,14 @@ class Layer(Edited):
             if part.takes[:1] == ("int64",):
                 part.check_input(values, where)
 
+    def values_a_row(self) -> int:
+        """The most values one tensor of its pass holds a row, as far as it knows once built: its
+        output's, its parts' (a transformer block's inner layer); an attention's scores too. A
+        network read from a file is held to `MOST_VALUES_A_ROW` of them (`nn/saving.py`)."""
+        shapes = self.output_shape if isinstance(self.output_shape, list) else [self.output_shape]
+        own = sum(math.prod(shape) for shape in shapes if shape is not None)
+        return max([own, *(part.values_a_row() for part in self.parts.values())])
+
     @property
     def ends_in(self) -> str | None:
         """What its outputs are, where a loss must know: "sigmoid" (probabilities of a

@@ -12,7 +12,6 @@ and a bad file raises FileFormatError saying what is wrong.
 from __future__ import annotations
 
 import json
-import math
 import os
 import warnings
 from collections.abc import Mapping
@@ -163,7 +162,9 @@ def network_from_json(
 
 def _chain_of_format_1(cls: type[Network], data: Any) -> Network:
     layers = [layer_from_json(entry) for entry in _list(data["layers"], "layers")]
-    return cls(_as_trained(layers, "1"), inputs=data["inputs"])
+    network = cls(_as_trained(layers, "1"), inputs=data["inputs"])
+    _check_values(network)  # (a format-1 file was not held to it: trial H)
+    return network
 
 
 def _as_trained(layers: list[Layer], version: str) -> list[Layer]:
@@ -220,29 +221,41 @@ def _graph(cls: type[Network], data: Any, version: str = FORMAT_VERSION) -> Netw
     if any(layer.name is None for layer in layers):
         raise ValueError("every layer of a format-3 file is named")
     network = cls.of_graph(Graph(inputs, layers, nodes), chained)
-    if all(spec.shape is not None for spec in inputs):
-        network.build()
-        made = max(_values(layers[node.layer].output_shape) for node in nodes)
-        if made > MOST_VALUES_A_ROW:  # its slots are bounded by the file's bytes; this not
-            raise ValueError(
-                f"a layer's output would take {_large(made)} values a row "
-                f"({_large(made * 4 // 2**30)} GiB), beyond the {MOST_VALUES_A_ROW:,} a file's "
-                "network may: the file is damaged or made to exhaust memory"
-            )
+    _check_values(network)
     return network
+
+
+SERVED_ROWS = 32
+"""The rows `predict` serves at a time (`nn.predicting.CHUNK`, held equal by a test)."""
+
+FILE_VALUES_A_ROW = MOST_VALUES_A_ROW // SERVED_ROWS
+"""The most values one tensor of a file's network may hold a row (2^25): `predict` serves 32
+rows at a time, so a tensor of them holds at most 2^30 values, 4 GiB (at 2^30 a row, a file of
+a few hundred bytes asked 128 GiB for one row: trial H)."""
+
+
+def _check_values(network: Network) -> None:
+    """Refuse a network whose pass would hold over `FILE_VALUES_A_ROW` values a row in one
+    tensor (a layer's output, an attention's scores: `Layer.values_a_row`): its slots are
+    bounded by the file's bytes, these not."""
+    if not all(spec.shape is not None for spec in network.input_specs):
+        return
+    network.build()
+    made = max(layer.values_a_row() for layer in network.layers)
+    if made > FILE_VALUES_A_ROW:
+        served = made * SERVED_ROWS * 4 // 2**30
+        raise ValueError(
+            f"a layer's output (or an attention's scores) would take {_large(made)} values a row "
+            f"({_large(served)} GiB for the {SERVED_ROWS} rows predict serves at a time), beyond "
+            f"the {FILE_VALUES_A_ROW:,} a file's network may: the file is damaged or made to "
+            "exhaust memory"
+        )
 
 
 def _large(count: int) -> str:
     """A whole number as a message shows it: with commas, or its power of two past 2^60 (a
     file's shapes may hold numbers of hundreds of digits, beyond what str() writes)."""
     return f"{count:,}" if count < 2**60 else f"about 2^{count.bit_length() - 1}"
-
-
-def _values(shape: Any) -> int:
-    """How many values an output shape (or a list of them) holds a row."""
-    if isinstance(shape, list):
-        return sum(_values(part) for part in shape)
-    return math.prod(shape) if shape is not None else 0
 
 
 def _list(value: object, what: str) -> list[Any]:

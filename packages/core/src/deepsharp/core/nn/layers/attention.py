@@ -102,6 +102,12 @@ class MultiHeadAttention(Layer):
             )
         return (length, width)
 
+    def values_a_row(self) -> int:
+        """Its output's values, or its scores' where more: heads x L x L a row (a file of a few
+        hundred bytes asked 128 GiB of them for one row: trial H)."""
+        length = self.output_shape[0] if isinstance(self.output_shape, tuple) else 0
+        return max(super().values_a_row(), self.heads * length * length)
+
     def forward(self, x: Any, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
         given_mask = None
         if isinstance(x, (list, tuple)):
