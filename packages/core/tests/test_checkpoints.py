@@ -484,3 +484,26 @@ def test_a_checkpoint_that_waited_past_its_patience_is_refused(tmp_path: Path) -
     resumed = FitOptions(seed=0, epochs=4, patience=3, progress=False)
     with pytest.raises(FileFormatError, match="'waited' is 7, past its patience of 3"):
         fit_titanic(resumed, resume_from=checkpoint)
+
+
+def test_a_checkpoint_s_engine_of_control_characters_and_a_name_of_other_digits_are_refused(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial H): an engine name holding escapes and a newline loaded, and the
+    command line printed it raw (the screen cleared, a line forged); a checkpoint named by
+    Arabic-Indic digits was taken for the latest checkpoint."""
+    fit_titanic(quick(epochs=1, checkpoint_dir=tmp_path))
+    path = Checkpoint.path_in(tmp_path)
+    tensors, metadata = read_safetensors(path, "checkpoint")
+    state = json.loads(metadata["state"])
+    state["engine"]["name"] = "light\x1b[2J\ndeepsharp: all good"
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    (forged / path.name).write_bytes(
+        encode_safetensors(tensors, {**metadata, "state": json.dumps(state)})
+    )
+    with pytest.raises(FileFormatError, match=r"printable text .*'light\\x1b\[2J\\ndeepsharp"):
+        Checkpoint.load(forged / path.name)
+    arabic = "".join(chr(0x0660 + int(d)) for d in "000007")  # (digits \\d took)
+    (tmp_path / f"checkpoint-{arabic}.safetensors").write_bytes(path.read_bytes())
+    assert [epoch for epoch, _ in Checkpoint.in_folder(tmp_path)] == [1]

@@ -91,7 +91,18 @@ class EngineIdentity:
                 f"an engine identity's version and device must be text or null and its "
                 f"precision text, not {data!r}"
             )
+        for field, value in (("name", data["name"]), ("version", version), ("device", device),
+                             ("precision", precision)):  # fmt: skip
+            if value is not None and not (value.isprintable() and len(value) <= IDENTITY_TEXT):
+                raise ValueError(  # (printed as it was: escapes cleared a terminal, trial H)
+                    f"an engine identity's {field} is printable text of at most {IDENTITY_TEXT} "
+                    f"characters, not {value[:IDENTITY_TEXT]!r}"
+                )
         return cls(data["name"], version, device, precision)
+
+
+IDENTITY_TEXT = 200
+"""The most characters each field of an engine identity read from a file may hold."""
 
 
 @dataclass

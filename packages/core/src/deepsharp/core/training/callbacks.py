@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 # What an interrupted atomic write of one of our checkpoints leaves: `.<name>.<random>.tmp`.
-_STALE = re.compile(r"\.checkpoint(-\d+)?\.safetensors\..+\.tmp")
+_STALE = re.compile(r"\.checkpoint(-[0-9]+)?\.safetensors\..+\.tmp")
 
 
 class RunState:

@@ -55,7 +55,7 @@ ARCHITECTURES = {"2": "1", "3": "3", "4": "3", "5": "4"}
 HISTORY = "history"
 """The tensor of a version-4 checkpoint's history: a row an epoch, [epoch, loss, validation
 loss, seconds, *metrics] (NaN where a metric has no value), the metrics' names in the state."""
-_NAME = re.compile(r"checkpoint-(\d+)\.safetensors")
+_NAME = re.compile(r"checkpoint-([0-9]+)\.safetensors")  # (\d: any script's digits, trial H)
 _LARGEST = 2**62  # counters and epochs beyond this are a file's lie, not a run's
 
 
