@@ -422,3 +422,15 @@ def test_a_dict_of_one_array_for_a_network_of_one_input_is_told_to_give_the_arra
     run = fit(None, (x, y), network, MeanSquaredError(), Adam(0.01), quick(epochs=1))
     with pytest.raises(DataError, match=said):
         run.trained.predict({"a": x})
+
+
+def test_a_masked_array_that_masks_a_value_is_refused_not_read_under_its_mask() -> None:
+    """Failed before (trial H): predict read the values under the mask as they were."""
+    x, y = binary_rows(40)
+    run = fit(None, (x, y), Network([Dense(1)]), BinaryCrossEntropy(), Adam(0.01), quick(epochs=1))
+    masked = np.ma.masked_array(x[:3], mask=np.eye(3, x.shape[1], dtype=bool))
+    for predict in (run.trained.predict, run.trained.network.predict):
+        with pytest.raises(DataError, match="a masked array, 3 of its values masked"):
+            predict(masked)
+    unmasked = np.ma.masked_array(x[:3])
+    assert run.trained.predict(unmasked).tolist() == run.trained.predict(x[:3]).tolist()

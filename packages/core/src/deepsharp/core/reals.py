@@ -12,7 +12,9 @@ from typing import TypeGuard
 
 import numpy as np
 
-__all__ = ["brief", "finite_real", "is_real", "is_whole"]
+from deepsharp.core.errors import DataError
+
+__all__ = ["brief", "finite_real", "is_real", "is_whole", "refuse_masked"]
 
 
 def is_whole(value: object) -> TypeGuard[int]:
@@ -42,3 +44,14 @@ def brief(value: object, width: int = 40) -> str:
     """`repr(value)` for a message, cut to `width` characters (a 400-digit number is not read)."""
     text = repr(value)
     return text if len(text) <= width else f"{text[: width - 3]}..."
+
+
+def refuse_masked(values: object, where: str) -> None:
+    """Refuse (DataError) a NumPy masked array that masks a value: the data under its mask were
+    read as values (trial H), where a NaN there is missing."""
+    if isinstance(values, np.ma.MaskedArray) and np.ma.is_masked(values):
+        raise DataError(
+            f"{where}: a masked array, {int(np.ma.getmaskarray(values).sum()):,} of its values masked: "
+            "its values under the mask would be read as they are; fill them with numbers of "
+            "your choosing (values.filled(...)): features hold no missing values"
+        )

@@ -27,6 +27,7 @@ from deepsharp.core.data.values import (
     shown_value,
 )
 from deepsharp.core.errors import DataError
+from deepsharp.core.reals import refuse_masked
 
 __all__ = ["array_features", "column_groups", "feature_matrix", "feature_rows", "take_features"]
 
@@ -132,6 +133,7 @@ def array_features(data: object) -> Any:
 
 
 def _array(data: object, where: str = "") -> npt.NDArray[Any]:
+    refuse_masked(data, f"{where}the features")
     try:
         values = np.asarray(data)
     except (ValueError, TypeError):

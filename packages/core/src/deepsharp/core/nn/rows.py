@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 from deepsharp.core.engine.fused import all_finite
 from deepsharp.core.errors import DataError, ShapeError
 from deepsharp.core.nn.graph import InputSpec
+from deepsharp.core.reals import refuse_masked
 
 if TYPE_CHECKING:
     from deepsharp.core.data.pipeline import Pipeline
@@ -56,6 +57,7 @@ def checked_features(
     """A batch's float features in float32: refused (DataError) when empty (unless it may be), or
     where a value is NaN, infinite or beyond float32's range (it would poison every slot;
     `finite=False` leaves that to the caller)."""
+    refuse_masked(features, where)
     if isinstance(features, np.ndarray) and features.dtype == np.float32:
         rows = features
     else:
