@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import os
@@ -608,3 +609,47 @@ def test_a_diverged_step_is_said_by_the_whole_batch_s_loss() -> None:
     options = FitOptions(seed=0, epochs=1, progress=False, distributed=Shared())
     with pytest.raises(TrainingDivergedError, match="the loss turned nan at epoch 1, step 1"):
         fit(None, (x, x[:, :1]), Network([Dense(1)]), MeanSquaredError(), Adam(0.1), options)
+
+
+def test_the_report_shows_the_best_epoch_and_small_figures_and_says_what_its_figures_are(
+    sample: Run,
+) -> None:
+    """Failed before (trial P2): a run of over 12 epochs showed the first 5 and the last 6,
+    so the best epoch a run stopped early restores (47 of 57) was never shown; figures near
+    1e-4 read 0.0000; a run of restore_best=False, a monitor of no value at any epoch and an
+    epoch a callback cut short were reported without a word."""
+    from deepsharp.core import Callback, Dense, Network, RunState
+    from deepsharp.core.nn.losses import MeanSquaredError
+
+    report = sample.report
+    assert report.epochs_run > 12 and 5 < report.best_epoch < report.epochs_run - 5
+    best = next(line for line in str(report).splitlines() if line.endswith("<- best"))
+    assert best.split()[0] == str(report.best_epoch)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(80, 3)).astype(np.float32)
+    small = fit(None, (x, x[:, :1] * 1e-4), Network([Dense(1)]), MeanSquaredError(),
+                Adam(0.01), FitOptions(seed=0, epochs=2, progress=False, restore_best=False,
+                                       patience=1))  # fmt: skip
+    shown = dataclasses.replace(small.report, measures={"loss": 2.5e-9, "mae": 4.2e-5})
+    said = str(shown)
+    assert "loss       2.5e-09" in said and "mae        4.2e-05" in said, said
+
+    class Cut(Callback):
+        def on_batch_end(self, run: RunState, batch: int, loss: float) -> None:
+            run.stop = run.epoch == 1 and batch == 2
+
+    y = (x[:, 0] > 0).astype(np.float32)
+    cut = fit(None, (x, y), Network([Dense(1)]), BinaryCrossEntropy(), Adam(0.01),
+              FitOptions(seed=0, epochs=4, batch_size=8, progress=False, metrics=("auc",),
+                         monitor="auc", restore_best=False), callbacks=[Cut()])  # fmt: skip
+    notes = "\n".join(cut.report.notes)
+    assert "epoch 2 ran 2 steps: a callback stopped the run" in notes, notes
+    with pytest.warns(DeepSharpWarning, match="every training target is 0") as said:
+        one_class = fit(None, (x, np.zeros(80, np.float32)), Network([Dense(1)]),
+                        BinaryCrossEntropy(), Adam(0.01),
+                        FitOptions(seed=0, epochs=2, progress=False, metrics=("auc",),
+                                   monitor="auc", restore_best=False))  # fmt: skip
+    assert said[0].filename == __file__  # the line of the fit (was feeds.py's)
+    notes = "\n".join(one_class.report.notes)
+    assert "monitor='auc' had no value at any epoch" in notes, notes
+    assert "the measures are of the last epoch's slots, epoch 2" in notes, notes

@@ -35,6 +35,7 @@ from deepsharp.core.errors import (
     DeepSharpWarning,
     ShapeError,
     json_values,
+    outside,
 )
 from deepsharp.core.kinds import Kinds, warn_unrecorded
 from deepsharp.core.nn.target_hints import one_a_row, outputs_wanted
@@ -320,7 +321,7 @@ class BinaryCrossEntropy(Loss):
                 "that one class whatever the features (its loss goes to 0); give rows of both "
                 "classes",
                 DeepSharpWarning,
-                stacklevel=3,
+                stacklevel=outside(),
             )
 
     def config(self) -> dict[str, Any]:
@@ -544,7 +545,7 @@ class CrossEntropy(Loss):
                 "every training target is one class: a network learns to predict it whatever "
                 "the features; give rows of several classes",
                 DeepSharpWarning,
-                stacklevel=3,
+                stacklevel=outside(),
             )
 
     def config(self) -> dict[str, Any]:

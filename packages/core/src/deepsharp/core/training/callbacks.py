@@ -458,7 +458,7 @@ class CheckpointWriter(Callback):
                 "they are removed as it writes its next checkpoint (copy them elsewhere to keep "
                 "them)",
                 DeepSharpWarning,
-                stacklevel=2,
+                stacklevel=outside(),
             )
         others = [epoch for epoch, path in found if not self._own(path)]
         if others and not resumed:
@@ -469,7 +469,7 @@ class CheckpointWriter(Callback):
                 "reaches; to go on with that run, resume from it (resume_from=the folder), "
                 "else name another folder",
                 DeepSharpWarning,
-                stacklevel=2,
+                stacklevel=outside(),
             )
 
     def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
@@ -495,7 +495,7 @@ class CheckpointWriter(Callback):
             )
             + " (stop at an epoch's end, in on_epoch_end, to lose no steps)",
             DeepSharpWarning,
-            stacklevel=2,
+            stacklevel=outside(),
         )
 
     def close(self) -> None:

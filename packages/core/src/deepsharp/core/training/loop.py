@@ -37,6 +37,7 @@ from deepsharp.core.errors import (
     TrainingDivergedError,
     described,
     listed,
+    outside,
 )
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Network
@@ -65,7 +66,7 @@ from deepsharp.core.training.metrics import (
     check_metrics_fit,
     check_monitor,
 )
-from deepsharp.core.training.report import Report, Run
+from deepsharp.core.training.report import Report, Run, run_notes
 from deepsharp.core.training.resuming import check_run, first_difference, run_record
 from deepsharp.core.training.scaling import (
     LossScaleSetting,
@@ -306,6 +307,7 @@ def fit(
         measured_on=feeds.test_said,
         processes=distribution.world_size,
         resumed_at=0 if checkpoint is None else checkpoint.epoch,
+        notes=run_notes(run, options),
     )
     distribution.finish()
     # The network and the pipeline as this run left them: the same Network or Pipeline given
@@ -463,7 +465,7 @@ def _checkpoint(
             f"checkpoint is (its report of {checkpoint.epoch} epochs); give epochs above "
             f"{checkpoint.epoch} to train on",
             DeepSharpWarning,
-            stacklevel=3,
+            stacklevel=outside(),
         )
     return checkpoint
 
@@ -527,7 +529,7 @@ def _epoch(
             f"every step of epoch {epoch} ({step} of {step}) was skipped, so the epoch learnt "
             f"nothing: {why}",
             DeepSharpWarning,
-            stacklevel=4,
+            stacklevel=outside(),
         )
     judged, figures = _evaluate(run, validation)
     if not math.isfinite(judged.mean_loss):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from deepsharp.core.comparing.shadow import ShadowCheck, shadow_lines
 from deepsharp.core.engine import EngineIdentity
@@ -15,7 +16,11 @@ from deepsharp.core.serving import TrainedNetwork
 from deepsharp.core.training.checkpoint import EpochRecord
 from deepsharp.core.training.compiled import StepsRun
 
-__all__ = ["Report", "Run"]
+if TYPE_CHECKING:
+    from deepsharp.core.training.callbacks import RunState
+    from deepsharp.core.training.loop import FitOptions
+
+__all__ = ["Report", "Run", "run_notes"]
 
 
 @dataclass
@@ -69,23 +74,24 @@ class Report:
             + "".join(f"  {name:>{max(9, len(name))}}" for name in names)
             + f"  {'seconds':>8}",
         ]
-        shown = self.history if len(self.history) <= 12 else self.history[:5] + self.history[-6:]
-        for index, record in enumerate(shown):
-            if len(self.history) > 12 and index == 5:
+        for record in _shown(self.history, self.best_epoch):
+            if record is None:
                 lines.append(f"{'...':>6}")
+                continue
             mark = "  <- best" if record.epoch == self.best_epoch else ""
             figures = "".join(
-                f"  {record.metrics.get(name, math.nan):>{max(9, len(name))}.4f}" for name in names
+                f"  {_figure(record.metrics.get(name, math.nan), 4):>{max(9, len(name))}}"
+                for name in names
             )
             lines.append(
-                f"{record.epoch:>6}  {record.loss:>9.5f}  {record.validation_loss:>10.5f}"
-                f"{figures}  {record.seconds:>8.3f}{mark}"
+                f"{record.epoch:>6}  {_figure(record.loss, 5):>9}  "
+                f"{_figure(record.validation_loss, 5):>10}{figures}  {record.seconds:>8.3f}{mark}"
             )
         lines.append("")
         lines.append(f"on the {self.test_rows} {self.measured_on}:")
         width = max([10, *(len(name) for name in self.measures)])
         for name, value in self.measures.items():
-            lines.append(f"  {name:<{width}} {value:.4f}")
+            lines.append(f"  {name:<{width}} {_figure(value, 4)}")
         if self.skipped_steps:
             lines.append(f"{self.skipped_steps} steps skipped (gradients not finite)")
         lines.extend(shadow_lines(self.shadow))
@@ -139,6 +145,56 @@ class Report:
             panels[1].legend()
         figure.tight_layout()
         figure.savefig(os.fspath(path), format=kind)
+
+
+def _shown(history: list[EpochRecord], best: int) -> list[EpochRecord | None]:
+    """The epochs a report's table shows (None: a gap): all of 12 or fewer; else the first 5,
+    the best (a run stopped early restores it: it fell in the gap, trial P2) and the last 6."""
+    if len(history) <= 12:
+        return list(history)
+    first, last = history[:5], history[-6:]
+    kept = [r for r in history if r.epoch == best and r not in first and r not in last]
+    made: list[EpochRecord | None] = [*first]
+    for record in kept:
+        if record.epoch > first[-1].epoch + 1:
+            made.append(None)
+        made.append(record)
+    if last[0].epoch > made[-1].epoch + 1:  # type: ignore[union-attr]
+        made.append(None)
+    return [*made, *last]
+
+
+def _figure(value: float, places: int) -> str:
+    """A figure of the report: `places` decimals, or 4 significant digits where those would
+    show a small figure as 0 (a regression's losses on targets near 1e-4 read 0.0000: trial
+    P2) or a large one too wide."""
+    if not math.isfinite(value) or value == 0 or 10.0**-places <= abs(value) < 1e6:
+        return f"{value:.{places}f}"
+    return f"{value:.4g}"
+
+
+def run_notes(run: RunState, options: FitOptions) -> list[str]:
+    """What a report says beside its table: the measures' slots where they are not the best
+    epoch's, an epoch a callback cut short, a monitor that never had a value (trial P2)."""
+    history, best, cut_short = run.history, run.best_epoch, run.cut_short
+    restored, monitor = options.restore_best, options.monitor
+    notes = []
+    if cut_short and history:
+        notes.append(
+            f"(epoch {history[-1].epoch} ran {cut_short} steps: a callback stopped the run "
+            "after them, and its figures are of those steps)"
+        )
+    if history and all(math.isnan(r.metrics.get(monitor, 0.0)) for r in history):
+        notes.append(
+            f"(monitor={monitor!r} had no value at any epoch (NaN: validation rows of one "
+            "class, say), so the first epoch stood as the best)"
+        )
+    if not restored and history and best != history[-1].epoch:
+        notes.append(
+            f"(the measures are of the last epoch's slots, epoch {history[-1].epoch}, not the "
+            f"best's: restore_best=False)"
+        )
+    return notes
 
 
 @dataclass

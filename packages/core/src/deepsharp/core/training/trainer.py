@@ -47,6 +47,7 @@ from deepsharp.core.errors import (
     StateError,
     described,
     listed,
+    outside,
 )
 from deepsharp.core.nn.layer import Pass
 from deepsharp.core.nn.losses import Loss
@@ -554,7 +555,7 @@ class Trainer:
                     "not zero: an update changes each slot in place (engine.assign(slot, new "
                     "value)); one that binds new values to names changes nothing",
                     DeepSharpWarning,
-                    stacklevel=2,
+                    stacklevel=outside(),
                 )
         if self._watch_calls >= 5 * UPDATES_WATCHED:
             self._watching = False
