@@ -473,6 +473,11 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
         spread, mean = targets_scale(columns)
         fitted = self._run(x, standardised(columns, spread, mean), loss, outputs, sample_weight)
         rescaled(fitted["trained_"].network, spread, mean)
+        shown = ", ".join(f"(y - {m:.15g}) / {s:.15g}" for m, s in zip(mean, spread))
+        fitted["report_"].notes.append(  # (its figures read as the targets' own: trial P2)
+            f"(its losses and measures are of the targets standardised, {shown}; predict gives "
+            "the targets in their own units)"
+        )
         return {**fitted, **shape}
 
     def _default_network(self, outputs: int) -> Network:
