@@ -125,10 +125,6 @@ __all__ = [
     "gelu_back_reference",
     "gelu_reference",
     "gelu_rising",
-    "layer_norm",
-    "layer_norm_back",
-    "layer_norm_back_reference",
-    "layer_norm_reference",
     "matmul_bias",
     "matmul_bias_reference",
     "maxpool2d_pair",
@@ -310,45 +306,6 @@ def gelu_back_given(engine: Engine, x: Handle, grad: Handle, rising: Handle) -> 
     return engine.mul(grad, engine.add(engine.mul(rising, 0.5), engine.mul(x, pdf)))
 
 
-def centered_rows(engine: Engine, x: Handle, last: tuple[int, ...]) -> Handle:
-    """x less its mean along `last`, the mean taken twice: the mean of what the first left
-    over added to it. A row of one value is then all zeros, as it is: its mean at float32 is
-    one unit of the last place off the value where the total rounds (37 values of 123456.79),
-    and LayerNorm made that difference, over a variance of its square, into about ±1 (light's
-    float32, the test engine's, the onnx engine's: trial E2)."""
-    mean = engine.mean(x, last, True)
-    mean = engine.add(mean, engine.mean(engine.sub(x, mean), last, True))
-    return engine.sub(x, mean)
-
-
-def layer_norm_reference(
-    engine: Engine, x: Handle, scale: Handle, shift: Handle, epsilon: float
-) -> Handle:
-    last = (len(engine.shape(x)) - 1,)
-    centered = centered_rows(engine, x, last)
-    variance = engine.mean(engine.mul(centered, centered), last, True)
-    normed = engine.div(centered, engine.sqrt(engine.add(variance, epsilon)))
-    return engine.add(engine.mul(normed, scale), shift)
-
-
-def layer_norm_back_reference(
-    engine: Engine, x: Handle, scale: Handle, grad: Handle, epsilon: float
-) -> tuple[Handle, Handle, Handle]:
-    shape = engine.shape(x)
-    last, positions = (len(shape) - 1,), tuple(range(len(shape) - 1))
-    centered = centered_rows(engine, x, last)
-    deviation = engine.sqrt(
-        engine.add(engine.mean(engine.mul(centered, centered), last, True), epsilon)
-    )
-    normed = engine.div(centered, deviation)
-    toward_shift = engine.sum(grad, positions)
-    toward_scale = engine.sum(engine.mul(grad, normed), positions)
-    toward_normed = engine.mul(grad, scale)
-    spread = engine.mul(normed, engine.mean(engine.mul(toward_normed, normed), last, True))
-    kept = engine.sub(engine.sub(toward_normed, engine.mean(toward_normed, last, True)), spread)
-    return engine.div(kept, deviation), toward_scale, toward_shift
-
-
 def _square_side(pool: tuple[int, int]) -> int:
     """The least side s whose s x s square holds a window of pool[0] x pool[1] places."""
     side = math.isqrt(pool[0] * pool[1])
@@ -429,8 +386,6 @@ FAST_PATHS: dict[str, Callable[..., Any]] = {
     "erf": erf_reference,
     "gelu": gelu_reference,
     "gelu_back": gelu_back_reference,
-    "layer_norm": layer_norm_reference,
-    "layer_norm_back": layer_norm_back_reference,
     "maxpool2d_pair": maxpool2d_pair_reference,
     "maxpool2d_pair_back": maxpool2d_pair_back_reference,
 }
@@ -578,23 +533,6 @@ def gelu_back(engine: Engine, x: Handle, grad: Handle) -> Handle:
     return gelu_back_reference(engine, x, grad)
 
 
-def layer_norm(engine: Engine, x: Handle, scale: Handle, shift: Handle, epsilon: float) -> Handle:
-    own = getattr(engine, "layer_norm", None)
-    if own is not None:
-        return own(x, scale, shift, epsilon)
-    return layer_norm_reference(engine, x, scale, shift, epsilon)
-
-
-def layer_norm_back(
-    engine: Engine, x: Handle, scale: Handle, grad: Handle, epsilon: float
-) -> tuple[Handle, Handle, Handle]:
-    own = getattr(engine, "layer_norm_back", None)
-    if own is not None:
-        made: tuple[Handle, Handle, Handle] = own(x, scale, grad, epsilon)
-        return made
-    return layer_norm_back_reference(engine, x, scale, grad, epsilon)
-
-
 def maxpool2d_pair(engine: Engine, x: Handle, pool: tuple[int, int]) -> tuple[Handle, Handle]:
     own = getattr(engine, "maxpool2d_pair", None)
     if own is not None:
@@ -633,6 +571,19 @@ __all__ += [
     "global_clip_norm",
     "global_clip_norm_reference",
 ]
+
+
+# --- LayerNorm: each position's last axis normalised (deepsharp.core.engine.fused_norms) ----
+
+from deepsharp.core.engine.fused_norms import (  # noqa: E402
+    layer_norm,
+    layer_norm_back,
+    layer_norm_back_reference,
+    layer_norm_reference,
+)
+
+FAST_PATHS.update(layer_norm=layer_norm_reference, layer_norm_back=layer_norm_back_reference)
+__all__ += ["layer_norm", "layer_norm_back", "layer_norm_back_reference", "layer_norm_reference"]
 
 
 # --- a batch onto the engine, checked: the trainer's put of a step's float features ----------
