@@ -5,7 +5,9 @@
 `task`): the classification metrics a `BinaryCrossEntropy` of one output ("binary") or a
 `CrossEntropy` ("classes"), the regression metrics a `MeanSquaredError`, `MeanAbsoluteError` or
 `Huber` ("regression"). Each is computed in float64 on the host from every row's prediction (the
-loss's link applied: probabilities) and target, as scikit-learn computes it:
+loss's link applied: probabilities) and target, as scikit-learn computes it. The targets are as
+the network learns them (`Loss.targets`): numbers float32, so a target past 2**24 is measured at
+float32's places (1.23e8 to within 4), as its prediction, itself float32, is:
 
 - `accuracy`: the rows predicted right (probability 0.5 or more is class 1; the most probable
   class), `accuracy_score`;
