@@ -174,8 +174,10 @@ class Place(Distribution):
         return self.job.totals({"flag": float(flag)})["flag"] > 0
 
     def combine(self, sums: Sums) -> Sums:
-        total = self.job.totals({"loss": sums.loss, "right": sums.right, "rows": sums.rows})
-        return Sums(total["loss"], total["right"], round(total["rows"]))
+        total = self.job.totals(
+            {"loss": sums.loss, "right": sums.right, "rows": sums.rows, "counted": sums.counted}
+        )
+        return Sums(total["loss"], total["right"], round(total["rows"]), round(total["counted"]))
 
     def gather(self, arrays: Sequence[NDArray[Any]]) -> list[NDArray[Any]]:
         return [self.job.gather_rows(array) for array in arrays]

@@ -88,6 +88,13 @@ class Loss(Edited):
         """Outputs to predictions, on the engine (no gradient)."""
         return outputs
 
+    def counted(self, outputs: Tensor) -> Tensor | None:
+        """The positions this loss counts, where it takes a value at each position of a
+        sequence and the outputs carry a padding mask (an `Embedding`'s): the mask, (rows,
+        positions), 1 at a position counted and 0 at padding. None: every value counts. A run
+        measures its validation and test rows at the positions counted, as the loss is taken."""
+        return None
+
     def predictions(self, engine: Engine, outputs: Handle, rows: int, width: int) -> Handle:
         """A batch's outputs as predictions, on the engine: the link applied to them as they are
         (a softmax over the last axis: each position's, for a sequence), then each row's
@@ -424,8 +431,11 @@ class CrossEntropy(Loss):
     def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
         rows = outputs.shape[0]
         if outputs.ndim == 3 and targets.shape == outputs.shape[:2]:
-            # A sequence: a class at every position, each position a row of the mean.
+            # A sequence: a class at every position, each position a row of the mean — the
+            # positions its padding mask counts, as Keras takes a masked loss: padding weighs 0
+            # and the mean is over the positions counted (`counted`).
             positions = outputs.shape[1]
+            counted = self.counted(outputs)
             outputs = ops.reshape(outputs, (rows * positions, outputs.shape[2]))
             targets = ops.reshape(targets, (rows * positions,))
             if weights is not None and weights.shape == (rows, positions):  # a weight a place
@@ -433,6 +443,14 @@ class CrossEntropy(Loss):
             elif weights is not None:
                 spread = ops.broadcast_to(ops.reshape(weights, (rows, 1)), (rows, positions))
                 weights = ops.reshape(spread, (rows * positions,))
+            if counted is not None:
+                places = ops.reshape(counted, (rows * positions,))
+                weights = places if weights is None else ops.mul(weights, places)
+                # The mean over every place, times places / places counted (1 exactly where
+                # every place counts: the same bits as no mask); a batch of padding alone is 0.
+                whole = self._value(outputs, targets, weights)
+                share = ops.div(float(rows * positions), ops.maximum(ops.sum(counted), 1.0))
+                return ops.mul(whole, share)
         elif outputs.ndim == 3:
             raise ShapeError(
                 f"CrossEntropy: the network gives a class at each of {outputs.shape[1]} "
@@ -446,6 +464,11 @@ class CrossEntropy(Loss):
                 f"{outputs.shape}: give one class index per row, shape ({rows},), or one per "
                 "position of a sequence"
             )
+        return self._value(outputs, targets, weights)
+
+    def _value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None) -> Tensor:
+        """The mean loss of rows of classes (N, C), each row's times its weight."""
+        rows = outputs.shape[0]
         logits = outputs if self.from_logits else ops.log(ops.maximum(outputs, EPSILON))
         classes = outputs.shape[1]
         wanted = ops.one_hot(targets, classes)
@@ -463,6 +486,12 @@ class CrossEntropy(Loss):
             wanted = ops.mul(wanted, ops.reshape(weights, (outputs.shape[0], 1)))
         # log_softmax(log p) = log(p / sum(p)): Keras's renormalisation of probabilities.
         return ops.cross_entropy(logits, wanted)
+
+    def counted(self, outputs: Tensor) -> Tensor | None:
+        mask = outputs.mask
+        if outputs.ndim != 3 or mask is None or mask.shape != outputs.shape[:2]:
+            return None
+        return mask
 
     def link(self, engine: Engine, outputs: Handle) -> Handle:
         if not self.from_logits:

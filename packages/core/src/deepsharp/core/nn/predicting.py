@@ -95,9 +95,10 @@ class Predictor:
             )
         return result
 
-    def measured(self, arranged: Features, targets: Any) -> tuple[float, NDArray[np.float32]]:
-        """A batch's mean loss and predictions (`measured`), its features as the network takes
-        them: the batch in one pass, as a run measures its validation and test rows."""
+    def measured(self, arranged: Features, targets: Any) -> Batch:
+        """A batch's mean loss, predictions and positions counted (`measured`), its features as
+        the network takes them: the batch in one pass, as a run measures its validation and
+        test rows."""
         return measured(self.network, self.loss, self.bound, self.context, arranged, targets)
 
     def _refuse_unfinished_slots(self) -> None:
@@ -185,13 +186,20 @@ def predict(
     return Predictor(network, loss, engine).predict(features)
 
 
+Batch = tuple[float, NDArray[np.float32], NDArray[np.float32] | None]
+"""A batch measured: its mean loss, its predictions, and the positions its loss counts
+(`Loss.counted`: its padding mask, (rows, positions), on the host), or None where every value
+counts."""
+
+
 def measured(
     network: Network, loss: Loss, bound: Bound, context: Pass, arranged: Features, targets: Any
-) -> tuple[float, NDArray[np.float32]]:
-    """The mean loss and the predictions (the loss's link applied) of one batch, its features
-    as the network takes them, in one pass without recording: how a run measures its
-    validation and test rows, and `TrainedNetwork.evaluate` its rows. A loss that is not
-    finite is given back, for the caller to judge (NumPy's warnings of it held)."""
+) -> Batch:
+    """The mean loss, the predictions (the loss's link applied) and the positions the loss
+    counts (`Batch`) of one batch, its features as the network takes them, in one pass
+    without recording: how a run measures its validation and test rows, and
+    `TrainedNetwork.evaluate` its rows. A loss that is not finite is given back, for the caller
+    to judge (NumPy's warnings of it held)."""
     engine = context.engine
     xs = [Tensor.put(engine, a) for a in arranged]
     y = Tensor.put(engine, loss.targets(targets, network.outputs))
@@ -200,7 +208,9 @@ def measured(
         value = loss.value(outputs, y)
         rows = arranged[0].shape[0]
         predicted = loss.predictions(engine, outputs.handle, rows, network.outputs)
-        return float(engine.get(value.handle)), engine.get(predicted)
+        counted = loss.counted(outputs)
+        places = None if counted is None else engine.get(counted.handle)
+        return float(engine.get(value.handle)), engine.get(predicted), places
 
 
 def _batch_invariant(engine: Engine) -> bool:

@@ -78,25 +78,32 @@ def data_fingerprint(feeds: Feeds) -> dict[str, Any]:
 
 @dataclass
 class Sums:
-    """What one pass over a part of the rows adds up: the loss summed over its rows, the rows
-    predicted right (for losses that measure accuracy), and the rows."""
+    """What one pass over a part of the rows adds up: the loss summed over what it counts, the
+    rows predicted right (for losses that measure accuracy), the rows, and what the loss and
+    the accuracy count (`counted`: the rows, or the positions a class a position counts, its
+    padding left out: `Loss.counted`)."""
 
     loss: float = 0.0
     right: float = 0.0
     rows: int = 0
+    counted: int = 0
 
-    def add(self, mean_loss: float, rows: int, right: float = 0.0) -> None:
-        self.loss += mean_loss * rows
+    def add(
+        self, mean_loss: float, rows: int, right: float = 0.0, counted: int | None = None
+    ) -> None:
+        counted = rows if counted is None else counted
+        self.loss += mean_loss * counted
         self.right += right
         self.rows += rows
+        self.counted += counted
 
     @property
     def mean_loss(self) -> float:
-        return self.loss / self.rows if self.rows else math.nan
+        return self.loss / self.counted if self.counted else math.nan
 
     @property
     def accuracy(self) -> float:
-        return self.right / self.rows if self.rows else math.nan
+        return self.right / self.counted if self.counted else math.nan
 
 
 class Spread:

@@ -690,7 +690,7 @@ def _evaluate(run: RunState, feed: Feed) -> tuple[Sums, dict[str, float]]:
     the run's metrics of every process's predictions."""
     trainer = run.trainer
     batches = (
-        (*trainer.evaluate(batch.features, batch.targets), batch.targets)
+        (*trainer.measured(batch.features, batch.targets), batch.targets)
         for batch in feed.batches(run.options.batch_size, None, run.distribution.share)
         if len(batch)
     )

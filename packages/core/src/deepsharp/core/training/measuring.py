@@ -21,8 +21,9 @@ from deepsharp.core.training.metrics import measure
 
 __all__ = ["Measured", "measured_part", "measures_of"]
 
-Measured = tuple[float, NDArray[Any], NDArray[Any]]
-"""One batch measured: its mean loss, its predictions (the link applied), its targets."""
+Measured = tuple[float, NDArray[Any], NDArray[Any] | None, NDArray[Any]]
+"""One batch measured: its mean loss, its predictions (the link applied), the positions its
+loss counts (`Loss.counted`: a padding mask, or None), its targets."""
 
 
 def measured_part(
@@ -38,11 +39,14 @@ def measured_part(
     sums = Sums()
     predictions: list[NDArray[Any]] = []
     targets: list[NDArray[Any]] = []
-    for value, predicted, batch_targets in batches:
+    for value, predicted, counted, batch_targets in batches:
+        rows = len(predicted)
+        if counted is not None:  # a class a position: each position counted is a row
+            predicted, batch_targets = _counted(predicted, batch_targets, counted)
         right = (
             float(loss.correct(predicted, batch_targets).sum()) if loss.measures_accuracy else 0.0
         )
-        sums.add(value, len(predicted), right)
+        sums.add(value, rows, right, len(predicted))
         if metrics:  # a feed's targets are as the loss takes them
             predictions.append(predicted)
             targets.append(batch_targets)
@@ -58,6 +62,17 @@ def measured_part(
         )
         figures = measure(metrics, loss.task, every[0], every[1])
     return distribution.combine(sums), figures
+
+
+def _counted(
+    predicted: NDArray[Any], targets: NDArray[Any], counted: NDArray[Any]
+) -> tuple[NDArray[Any], NDArray[Any]]:
+    """A batch of a class at each position as rows of one position each, the positions its
+    loss counts alone (its padding left out, as the loss leaves it: Keras's masked metrics)."""
+    rows, positions = counted.shape
+    keep = counted.reshape(-1) > 0.5
+    flat = np.asarray(targets).reshape(rows * positions)
+    return predicted.reshape(rows * positions, -1)[keep], flat[keep]
 
 
 def measures_of(loss: Loss, sums: Sums, figures: dict[str, float]) -> dict[str, float]:

@@ -53,7 +53,7 @@ from deepsharp.core.nn.layer import Pass
 from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Features, Network, in_order
 from deepsharp.core.nn.optimizers import Optimizer, OptimizerState
-from deepsharp.core.nn.predicting import measured
+from deepsharp.core.nn.predicting import Batch, measured
 from deepsharp.core.random import Generator, Streams
 from deepsharp.core.training.accumulation import added, part_rows, parts_of
 from deepsharp.core.training.checks import (
@@ -562,6 +562,12 @@ class Trainer:
 
     def evaluate(self, features: Any, targets: Any) -> tuple[float, NDArray[np.float32]]:
         """The loss and the predictions (the link applied) for a batch, without recording."""
+        value, predicted, _ = self.measured(features, targets)
+        return value, predicted
+
+    def measured(self, features: Any, targets: Any) -> Batch:
+        """The loss, the predictions and the positions the loss counts (`Loss.counted`) for a
+        batch, without recording: how a run measures its validation and test rows."""
         self._check_open("evaluate")
         arranged = self._arranged(features)
         context = Pass(self.engine, False, None)
