@@ -271,7 +271,10 @@ class Trainer:
         number a row (None: every row weighs 1), weighting the loss as Keras does — the mean
         over the rows of weight·loss. The features' arrays are read while the step runs, never
         changed, and not kept after it: an engine may take a float32 array as it is, without a
-        copy (as `torch.from_numpy` does)."""
+        copy (as `torch.from_numpy` does). A step its rows refuse changes nothing; one stopped
+        after its forward pass (a step hook's error, an interrupt) has taken its dropout masks
+        and moved BatchNorm's statistics, as PyTorch's forward does: `fit` resumed from a
+        checkpoint gives the uninterrupted run's bits."""
         value = self.step_tensor(features, targets, share, weights)
         if self._value_read is not None:  # a hook's read brought it back already
             return self._value_read
@@ -307,30 +310,28 @@ class Trainer:
             )
         arranged = self._arranged(features, empty=share is not None and share[2] > 0, finite=False)
         engine = self.engine
+        rows = arranged[0].shape[0]
+        if rows:  # checked before anything changes: a step refused is no step (trial K)
+            wanted = self.loss.targets(targets, self.network.outputs)
+            if len(wanted) != rows:
+                raise DataError(f"{rows} rows of features but {len(wanted)} targets")
+            places = wanted.shape[1] if self.loss.task == "classes" and wanted.ndim == 2 else None
+            given = (
+                None
+                if weights is None
+                else checked_weights(weights, rows, "the batch's weights", places)
+            )
+            xs = self._put_features(features, arranged)  # (refuses NaN and infinity)
+            y = Tensor.put(engine, wanted)
+            w = None if given is None else Tensor.put(engine, given)
         # Every step, rows or none, takes its own key: masks stay in step across processes.
         dropout = self.streams.dropout.next_key()
-        rows = arranged[0].shape[0]
         with self.held.bound.lock:
             grads: list[Handle] | None
             if rows == 0:
                 value = Tensor(engine.zeros(()), (), engine)
                 grads = [engine.zeros(t.shape) for t in self._slots]
             else:
-                wanted = self.loss.targets(targets, self.network.outputs)
-                if len(wanted) != rows:
-                    raise DataError(f"{rows} rows of features but {len(wanted)} targets")
-                xs = self._put_features(features, arranged)
-                y = Tensor.put(engine, wanted)
-                w = None
-                if weights is not None:
-                    places = (
-                        wanted.shape[1]
-                        if self.loss.task == "classes" and wanted.ndim == 2
-                        else None
-                    )
-                    w = Tensor.put(
-                        engine, checked_weights(weights, rows, "the batch's weights", places)
-                    )
                 value, grads = self._way_back(xs, y, w, share, dropout)
             self._value, self.step_share = value, share
             try:
