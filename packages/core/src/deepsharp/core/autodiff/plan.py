@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -86,12 +87,19 @@ class _Watch:
         self.depth = 0
         self.names: dict[int, str] = {id(value): f"i{i}" for i, value in enumerate(inputs)}
         self.fixed = {id(value): value for value in fixed}
-        self.kept: list[Any] = list(inputs)  # every value seen, alive: ids stay unique
+        # The values named by id are alive while they are named: the inputs and constants
+        # kept, an output named only while it lives (its name let go as it goes, so an id
+        # taken again is never another's), or kept where it cannot be watched so. Outputs
+        # are not kept: the pass lets go of each as it would (a traced step held every one,
+        # twice a step's memory: trial Q), but those worked out from settings alone, which
+        # the plan may keep as they are (`_folded`: `foldable` finds them as they come).
+        self.kept: list[Any] = list(inputs)
         self.calls: list[tuple[str, str, tuple[Any, ...], dict[str, Any]]] = []
         self.functions: dict[str, Callable[..., Any]] = {}
         self.why: str | None = None
         self.constants: list[Any] = []
         self.results: list[Any] = []
+        self.foldable: set[str] = set()
         self.hosts = 0
         # The thread's draws so far, and those its host steps make: a draw outside a host step
         # (a branch a layer picks on the host, from the pass's generator or a copy of it) is
@@ -140,17 +148,30 @@ class _Watch:
     def record(self, function: str, args: tuple[Any, ...], kw: dict[str, Any], result: Any) -> None:
         out = f"v{len(self.calls)}"
         self.calls.append((out, function, args, kw))
-        self.results.append(result)
+        roots = {_root(ref.name) for ref in _refs((args, tuple(kw.values())))}
+        if function.startswith("host") or function in IN_PLACE:
+            self.foldable -= roots
+            self.results.append(None)
+        elif roots <= self.foldable:  # (as `_folded` finds them, and perhaps more)
+            self.foldable.add(out)
+            self.results.append(result)
+        else:
+            self.results.append(None)
         self._name(result, out)
 
     def _name(self, result: Any, expression: str) -> None:
         if result is None or isinstance(result, (*_LITERALS, float)):
             return
-        self.kept.append(result)
-        self.names[id(result)] = expression
-        if isinstance(result, (list, tuple)):
+        if isinstance(result, (list, tuple)):  # named by its parts (a list of it written so)
             for index, part in enumerate(result):
                 self._name(part, f"{expression}[{index}]")
+            return
+        key = id(result)
+        self.names[key] = expression
+        try:
+            weakref.finalize(result, self.names.pop, key, None).atexit = False
+        except TypeError:  # no weak reference to it: kept, so that its id stays its own
+            self.kept.append(result)
 
     def encoded(self, value: Any) -> Any:
         """An argument as the plan writes it: a reference, a constant, or a list or tuple of
