@@ -507,3 +507,31 @@ def test_a_checkpoint_s_engine_of_control_characters_and_a_name_of_other_digits_
     arabic = "".join(chr(0x0660 + int(d)) for d in "000007")  # (digits \\d took)
     (tmp_path / f"checkpoint-{arabic}.safetensors").write_bytes(path.read_bytes())
     assert [epoch for epoch, _ in Checkpoint.in_folder(tmp_path)] == [1]
+
+
+def test_a_run_reads_each_checkpoint_s_header_once_however_many_it_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Trial Q: every write read the header of every checkpoint in the folder (and compared
+    # each with each kept), so a long run's writes grew quadratic: epochs 501-1,000 took 3
+    # times epochs 1-500's time with checkpoint_keep=100000, and a folder of other runs'
+    # checkpoints cost the same with keep=1.
+    from deepsharp.core.training import callbacks
+
+    x, y = binary_rows(64)
+    other = tmp_path / "other"
+    fit(None, (x, y), Network([Dense(1)]), BinaryCrossEntropy(), Adam(0.01),
+        quick(epochs=6, checkpoint_dir=other, checkpoint_keep=10))  # fmt: skip
+    reads: list[Path] = []
+    read = callbacks.read_metadata
+    monkeypatch.setattr(
+        callbacks, "read_metadata", lambda path, *a: reads.append(path) or read(path, *a)
+    )
+    for epoch, path in Checkpoint.in_folder(other):  # another run's, in the folder: left
+        os.rename(path, Checkpoint.path_in(tmp_path, 100 + epoch))
+    with pytest.warns(DeepSharpWarning, match="checkpoints of another run"):
+        run = fit(None, (x, y), Network([Dense(1)]), BinaryCrossEntropy(), Adam(0.01),
+                  quick(epochs=20, checkpoint_dir=tmp_path, checkpoint_keep=100))  # fmt: skip
+    assert run.report.epochs_run == 20
+    assert len(reads) <= 6 + 20 + 2, len(reads)  # each file once (the last written twice)
+    assert len(Checkpoint.in_folder(tmp_path)) == 26
