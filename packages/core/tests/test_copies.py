@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from pathlib import Path
 
 import numpy as np
 
@@ -68,6 +69,27 @@ def test_a_second_fit_of_one_network_leaves_the_first_run_s_predictions() -> Non
     assert network.predict(x, CrossEntropy()).tobytes() == kept  # trained in place, as before
     fit(None, (x, y), network, CrossEntropy(), Adam(0.01), options)
     assert first.trained.predict(x).tobytes() == kept
+
+
+def test_settings_assigned_after_a_run_change_nothing_of_it(tmp_path: Path) -> None:
+    """Failed before (trial NB): run.trained held the layers and the loss given, so a setting
+    assigned for the next run (an activation, from_logits, label smoothing) changed the
+    finished run's predictions, its evaluate and the file it saved, silently."""
+    from deepsharp.core import TrainedNetwork
+
+    x, y = _rows()
+    first, loss = Dense(16), CrossEntropy()
+    run = fit(None, (x, y), Network([first, Relu(), Dense(2)]), loss, Adam(0.01),
+              FitOptions(seed=0, epochs=2, progress=False))  # fmt: skip
+    kept = run.trained.predict(x).tobytes()
+    measured = run.trained.evaluate((x, y))
+    first.activation = "tanh"
+    loss.from_logits = False
+    loss.label_smoothing = 0.2
+    assert run.trained.predict(x).tobytes() == kept
+    assert run.trained.evaluate((x, y)) == measured
+    run.trained.save(tmp_path / "kept.safetensors")
+    assert TrainedNetwork.load(tmp_path / "kept.safetensors").predict(x).tobytes() == kept
 
 
 def test_a_copy_of_a_pipeline_is_its_own() -> None:

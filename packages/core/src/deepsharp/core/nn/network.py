@@ -571,21 +571,25 @@ class Network:
         self._binding = threading.Lock()
 
     def kept_copy(self) -> Network:
-        """A copy holding the same host values, unbound: what a finished run keeps of the
-        network it trained (`Run.trained`). Nothing changes a network's host arrays in place
-        (a run, set_slots and initialize put new ones), so the two share them, read-only,
-        without a second copy of every slot; each is its own from then on. During a run, a
-        copy of the run's current values (as copy.copy takes)."""
+        """A copy holding the same host values, unbound, and layers of its own: what a finished
+        run keeps of the network it trained (`Run.trained`). Nothing changes a network's host
+        arrays in place (a run, set_slots and initialize put new ones), so the two share them,
+        read-only, without a second copy of every slot; its layers are copies, so that a
+        setting assigned to the network's layers for the next run changes nothing of this
+        one's (trial NB: an activation assigned after a run changed its predictions and the
+        file it saved). During a run, a copy of the run's current values (as deepcopy takes)."""
         if self._bound is not None:
-            return copy.copy(self)
+            return copy.deepcopy(self)
+        held = ("_values", "_buffers", "_binding")
         made: Network = object.__new__(type(self))
-        made.__dict__.update(self.__dict__)
-        for name in ("_values", "_buffers"):
-            held = getattr(self, name)
-            if held is not None:
-                for array in held.values():
+        made.__dict__.update(copy.deepcopy({k: v for k, v in vars(self).items() if k not in held}))
+        for name in held[:2]:
+            values = getattr(self, name)
+            if values is not None:
+                for array in values.values():
                     array.setflags(write=False)
-                setattr(made, name, dict(held))
+                values = dict(values)
+            setattr(made, name, values)
         made._binding = threading.Lock()
         return made
 

@@ -310,11 +310,12 @@ def fit(
         notes=run_notes(run, options),
     )
     distribution.finish()
-    # The network and the pipeline as this run left them: the same Network or Pipeline given
-    # to another fit trains (learns) again in place, and this run's predictions keep the slots
-    # and statistics it made (a second fit of one network changed them: trial PK). The
-    # network's copy shares its host arrays (`Network.kept_copy`: no second copy of a slot).
-    return Run(TrainedNetwork(network.kept_copy(), loss, _own_copy(feeds.pipeline)), report)
+    # The network, loss and pipeline as this run left them: the same Network or Pipeline
+    # given to another fit trains (learns) again in place, and this run's predictions keep
+    # the slots and statistics it made (trial PK), and its layers' and loss's settings (trial
+    # NB). The network's copy shares its host arrays (`Network.kept_copy`).
+    kept = TrainedNetwork(network.kept_copy(), copy.deepcopy(loss), _own_copy(feeds.pipeline))
+    return Run(kept, report)
 
 
 def _own_copy(pipeline: Pipeline) -> Pipeline:
