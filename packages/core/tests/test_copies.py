@@ -8,6 +8,7 @@ import pickle
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from deepsharp.core import (
     Adam,
@@ -90,6 +91,29 @@ def test_settings_assigned_after_a_run_change_nothing_of_it(tmp_path: Path) -> N
     assert run.trained.evaluate((x, y)) == measured
     run.trained.save(tmp_path / "kept.safetensors")
     assert TrainedNetwork.load(tmp_path / "kept.safetensors").predict(x).tobytes() == kept
+
+
+def test_a_setting_that_shapes_a_slot_assigned_after_the_build_is_refused(tmp_path: Path) -> None:
+    """Failed before (trial NB): Dense.units assigned after a run was not taken — the next run
+    trained the built 8 units while repr said 4 — and the network's file, saved without a word,
+    did not load."""
+    from deepsharp.core import ConfigurationError
+
+    x, y = _rows()
+    first = Dense(16)
+    network = Network([first, Relu(), Dense(2)])
+    options = FitOptions(seed=0, epochs=1, progress=False)
+    run = fit(None, (x, y), network, CrossEntropy(), Adam(0.01), options)
+    first.units = 4
+    said = r"built with 'dense.bias' of shape \(16,\).* of shape \(4,\): a setting that shapes"
+    with pytest.raises(ConfigurationError, match=said):
+        network.save(tmp_path / "network.safetensors")
+    with pytest.raises(ConfigurationError, match=said):
+        fit(None, (x, y), network, CrossEntropy(), Adam(0.01), options)
+    assert not (tmp_path / "network.safetensors").exists()
+    run.trained.save(tmp_path / "kept.safetensors")  # the finished run's layers are its own
+    first.units = 16  # assigned back: the trained network is whole again
+    network.save(tmp_path / "network.safetensors")
 
 
 def test_a_copy_of_a_pipeline_is_its_own() -> None:

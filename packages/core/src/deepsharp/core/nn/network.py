@@ -410,6 +410,7 @@ class Network:
                     "other trainer first (trainer.close(), or use it in a with block; "
                     "network.release() where that trainer is gone unclosed)"
                 )
+            saving.refuse_settings_past_build(self)
             bound = self.put(engine)
             self._bound = bound
         return bound

@@ -107,8 +107,9 @@ def check_format(
 # --- the architecture ---------------------------------------------------------------------
 
 
-def network_to_json(network: Network) -> dict[str, Any]:
-    """The architecture as format 4 records it (as format 3 did)."""
+def network_to_json(network: Network, warn: bool = True) -> dict[str, Any]:
+    """The architecture as format 4 records it (as format 3 did); `warn`: of a layer's settings
+    it records none of (once a kind, as a file is written)."""
     graph = network.graph
     return {
         "inputs": [
@@ -120,7 +121,7 @@ def network_to_json(network: Network) -> dict[str, Any]:
             for spec in graph.inputs
         ],
         "layers": [
-            {"kind": layer.key, "name": layer.name, "config": _config(layer)}
+            {"kind": layer.key, "name": layer.name, "config": _config(layer, warn)}
             for layer in graph.layers
         ],
         "nodes": [[node.layer, list(node.sources)] for node in graph.nodes],
@@ -128,7 +129,7 @@ def network_to_json(network: Network) -> dict[str, Any]:
     }
 
 
-def _config(layer: Layer) -> dict[str, Any]:
+def _config(layer: Layer, warn: bool = True) -> dict[str, Any]:
     """A layer's settings as a file records them: JSON values, else a ConfigurationError naming
     the layer (a NumPy number in a config() of one's own ended a run at its first checkpoint
     with json's own error, naming neither: trial X)."""
@@ -141,7 +142,8 @@ def _config(layer: Layer) -> dict[str, Any]:
             f"them (text, numbers, lists, mappings; float(x) for a NumPy number), not "
             f"{config!r}: {error}"
         ) from None
-    warn_unrecorded(layer, Layer, "layer", config)
+    if warn:
+        warn_unrecorded(layer, Layer, "layer", config)
     return config
 
 
@@ -365,12 +367,51 @@ _CHANGED = (
 
 
 def network_metadata(network: Network) -> dict[str, str]:
+    recorded = network_to_json(network)
+    refuse_settings_past_build(network, recorded)
     return {
         "format": NETWORK_FORMAT,
         "format_version": FORMAT_VERSION,
-        "network": json.dumps(network_to_json(network)),
+        "network": json.dumps(recorded),
         "deepsharp_version": __version__,
     }
+
+
+def refuse_settings_past_build(network: Network, recorded: Any = None) -> None:
+    """Refuse (ConfigurationError) a built network whose layers' settings, as they stand, make
+    other slots or buffers than those it was built with: a setting that shapes a slot (a
+    Dense's units) assigned after the build is not taken — its runs and predictions kept the
+    built shapes while its repr and its file said the new one, and the file did not load
+    (trial NB)."""
+    if not network.built or not all(spec.shape is not None for spec in network.input_specs):
+        return
+    if recorded is None:  # a run starts: settings no file could record are refused at a write
+        try:
+            recorded = network_to_json(network, warn=False)
+        except ConfigurationError:
+            return
+    try:
+        with warnings.catch_warnings():  # (what the layers made again say is said elsewhere)
+            warnings.simplefilter("ignore")
+            made = network_from_json(type(network), recorded)
+            made.build()
+    except Exception:  # settings that make no network: what reads them says so
+        return
+    built = {**network.specs, **network.buffer_specs}
+    now = {**made.specs, **made.buffer_specs}
+    for name in sorted(set(built) | set(now)):
+        shape = getattr(built.get(name), "shape", None)
+        theirs = getattr(now.get(name), "shape", None)
+        if shape != theirs:
+            raise ConfigurationError(
+                f"the network was built with {name!r} "
+                + ("of no shape" if shape is None else f"of shape {shape}")
+                + ", and its layers' settings as they stand make it "
+                + ("none" if theirs is None else f"of shape {theirs}")
+                + ": a setting that shapes a slot (units, filters, a kernel's size, ...) "
+                "assigned after the network was built is not taken. For another shape make a "
+                "new layer, in a new Network; to keep the trained one, assign the setting back"
+            )
 
 
 def save_network(network: Network, path: str | os.PathLike[str]) -> None:
