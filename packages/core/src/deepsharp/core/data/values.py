@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from deepsharp.core.data.times import time_plain
 from deepsharp.core.errors import DataError
 
 __all__ = [
@@ -555,7 +556,7 @@ def plain_label(text: str | None) -> str | None:
     lowered = text.lower()
     if lowered in ("true", "false") and text not in ("True", "False"):
         return lowered.capitalize()
-    return None
+    return time_plain(text)  # a date, a time or a duration as one reading or another writes it
 
 
 def plain_labels(learned: Sequence[str]) -> dict[str, int]:
