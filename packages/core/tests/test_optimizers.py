@@ -185,3 +185,38 @@ def test_nesterov_takes_pytorch_s_steps(engine: Any) -> None:
         SGD(rate, nesterov=True)
     with pytest.raises(TypeError, match="nesterov is True or False, not 1"):
         SGD(rate, momentum=0.5, nesterov=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("make", "name", "value", "error", "said"),
+    [
+        (lambda: Adam(0.01), "learning_rate", -1.0, ValueError, "Adam's learning_rate must be"),
+        (lambda: Adam(0.01), "learning_rate", "x", TypeError, "Adam's learning_rate"),
+        (lambda: Adam(0.01), "beta2", 2.0, ValueError, "Adam's beta2 must be"),
+        (lambda: SGD(0.1), "momentum", 1.0, ValueError, "SGD's momentum must be"),
+        (lambda: AdamW(), "weight_decay", -0.1, ValueError, "AdamW's weight_decay must be"),
+        (lambda: deepsharp.core.Dropout(0.5), "rate", -0.5, ValueError, "Dropout's rate"),
+        (lambda: deepsharp.core.Dropout(0.5), "rate", 1.0, ValueError, "Dropout's rate"),
+        (
+            lambda: deepsharp.core.BinaryCrossEntropy(),
+            "label_smoothing",
+            3.0,
+            ValueError,
+            "label_smoothing",
+        ),
+        (lambda: deepsharp.core.CrossEntropy(), "from_logits", "no", TypeError, "from_logits"),
+        (lambda: deepsharp.core.Huber(), "delta", 0.0, ValueError, "delta"),
+        (lambda: deepsharp.core.Dense(3), "activation", "gelu_tanh", ValueError, "did you mean"),
+    ],
+)
+def test_a_setting_assigned_after_it_is_made_is_checked_as_the_constructor_checks_it(
+    make: Any, name: str, value: Any, error: type[Exception], said: str
+) -> None:
+    # Trial NB: only the constructors checked: learning_rate = -1 assigned between runs was
+    # taken and climbed the loss (3.47 to 45.2), Dropout.rate = -0.5 and label_smoothing = 3.0
+    # silently, an unknown activation failed later as a bare KeyError.
+    made = make()
+    before = getattr(made, name)
+    with pytest.raises(error, match=said):
+        setattr(made, name, value)
+    assert getattr(made, name) == before

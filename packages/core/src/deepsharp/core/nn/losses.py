@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor
-from deepsharp.core.edits import Edited
+from deepsharp.core.edits import Checked, Edited
 from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.errors import (
     ConfigurationError,
@@ -248,6 +248,15 @@ class BinaryCrossEntropy(Loss):
 
     measures_accuracy = True
     task = "binary"
+    from_logits = Checked(lambda loss, value: _from_logits(type(loss).__name__, value))
+    pos_weight = Checked(
+        lambda loss, value: (
+            None if value is None else _positive(type(loss).__name__, "pos_weight", value)
+        )
+    )
+    label_smoothing = Checked(
+        lambda loss, value: _number(type(loss).__name__, "label_smoothing", value, 0.0, 1.0)
+    )
 
     def __init__(
         self,
@@ -256,15 +265,9 @@ class BinaryCrossEntropy(Loss):
         pos_weight: float | None = None,
         label_smoothing: float = 0.0,
     ) -> None:
-        self.from_logits = _from_logits("BinaryCrossEntropy", from_logits)
-        self.pos_weight = (
-            None
-            if pos_weight is None
-            else _positive("BinaryCrossEntropy", "pos_weight", pos_weight)
-        )
-        self.label_smoothing = _number(
-            "BinaryCrossEntropy", "label_smoothing", label_smoothing, 0.0, 1.0
-        )
+        self.from_logits = from_logits
+        self.pos_weight = pos_weight
+        self.label_smoothing = label_smoothing
 
     def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
         outputs = _same(self, outputs, targets)
@@ -423,10 +426,12 @@ class CrossEntropy(Loss):
 
     measures_accuracy = True
     task = "classes"
+    from_logits = BinaryCrossEntropy.from_logits
+    label_smoothing = BinaryCrossEntropy.label_smoothing
 
     def __init__(self, from_logits: bool = True, *, label_smoothing: float = 0.0) -> None:
-        self.from_logits = _from_logits("CrossEntropy", from_logits)
-        self.label_smoothing = _number("CrossEntropy", "label_smoothing", label_smoothing, 0.0, 1.0)
+        self.from_logits = from_logits
+        self.label_smoothing = label_smoothing
 
     def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
         rows = outputs.shape[0]
@@ -618,9 +623,10 @@ class Huber(Loss):
     every element. The link is the identity."""
 
     task = "regression"
+    delta = Checked(lambda loss, value: _positive(type(loss).__name__, "delta", value))
 
     def __init__(self, delta: float = 1.0) -> None:
-        self.delta = _positive("Huber", "delta", delta)
+        self.delta = delta
 
     def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
         outputs = _same(self, outputs, targets)

@@ -12,7 +12,8 @@ from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.errors import DeepSharpWarning, ShapeError
 from deepsharp.core.nn.initializers import check_initializer
 from deepsharp.core.nn.layer import Layer, Pass, Shape, whole
-from deepsharp.core.nn.layers.activations import activation, check_activation, ends_in
+from deepsharp.core.nn.layers.activations import activation, ends_in
+from deepsharp.core.nn.layers.dense import Dense
 
 __all__ = ["AvgPool2D", "Conv1D", "Conv2D", "GlobalAvgPool", "MaxPool2D"]
 
@@ -59,6 +60,8 @@ class Conv2D(Layer):
 
     keeps_positions = False  # its output's axis 1: filters, channels
 
+    activation = Dense.activation
+
     def __init__(
         self,
         filters: int,
@@ -74,7 +77,7 @@ class Conv2D(Layer):
         self.filters = whole("Conv2D", "filters", filters)
         self.kernel = _pair("Conv2D", "kernel_size", kernel_size)
         self.stride = whole("Conv2D", "stride", stride)
-        self.activation = check_activation(activation, "Conv2D")
+        self.activation = activation
         self.init = check_initializer(init, "Conv2D")
         self.pads: Paddings = ((0, 0), (0, 0))
 
@@ -149,6 +152,8 @@ class Conv1D(Layer):
 
     keeps_positions = False  # its output's axis 1: filters, channels
 
+    activation = Dense.activation
+
     def __init__(
         self,
         filters: int,
@@ -164,7 +169,7 @@ class Conv1D(Layer):
         self.filters = whole("Conv1D", "filters", filters)
         self.kernel = whole("Conv1D", "kernel_size", kernel_size)
         self.stride = whole("Conv1D", "stride", stride)
-        self.activation = check_activation(activation, "Conv1D")
+        self.activation = activation
         self.init = check_initializer(init, "Conv1D")
         self.pads: Paddings = ((0, 0), (0, 0))
 

@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.plan import on_host
 from deepsharp.core.autodiff.tensor import Tensor
+from deepsharp.core.edits import Checked
 from deepsharp.core.engine import Engine, Handle
 from deepsharp.core.errors import ShapeError
 from deepsharp.core.nn.initializers import check_initializer
@@ -29,6 +30,8 @@ class Dense(Layer):
     the `activation` named, if any. Rows of features (N, F) -> (N, units); on sequences (N, L, D)
     each position's D values -> (N, L, units)."""
 
+    activation = Checked(lambda layer, name: check_activation(name, type(layer).__name__))
+
     def __init__(
         self,
         units: int,
@@ -38,7 +41,7 @@ class Dense(Layer):
     ) -> None:
         super().__init__(name)
         self.units = whole("Dense", "units", units)
-        self.activation = check_activation(activation, "Dense")
+        self.activation = activation
         self.init = check_initializer(init, "Dense")
 
     def build(self, shape: Shape) -> Shape:
@@ -82,17 +85,23 @@ class Dropout(Layer):
     place in the whole batch, so processes sharing a batch draw one process's masks.
     """
 
+    rate = Checked(lambda layer, rate: _rate(rate))
+
     def __init__(self, rate: float, name: str | None = None) -> None:
         super().__init__(name)
-        if not is_real(rate) or not 0.0 <= rate < 1.0:
-            raise ValueError(f"Dropout's rate must be a number in [0, 1), not {rate!r}")
-        self.rate = float(rate)
+        self.rate = rate
 
     def forward(self, x: Tensor, slots: Mapping[str, Tensor], context: Pass) -> Tensor:
         return dropout(x, self.rate, context)
 
     def config(self) -> dict[str, Any]:
         return {"rate": self.rate}
+
+
+def _rate(rate: object) -> float:
+    if not is_real(rate) or not 0.0 <= rate < 1.0:
+        raise ValueError(f"Dropout's rate must be a number in [0, 1), not {rate!r}")
+    return float(rate)
 
 
 def dropout(x: Tensor, rate: float, context: Pass) -> Tensor:

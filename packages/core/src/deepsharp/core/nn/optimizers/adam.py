@@ -12,8 +12,7 @@ from deepsharp.core.nn.optimizers.base import (
     LearningRate,
     Optimizer,
     OptimizerState,
-    learning_rate_setting,
-    setting,
+    checked,
 )
 
 __all__ = ["Adam"]
@@ -28,6 +27,9 @@ class Adam(Optimizer):
     global_clipnorm; None: not clipped)."""
 
     memories = ("first", "second")
+    beta1 = checked("beta1", at_least=0.0, below=1.0)
+    beta2 = checked("beta2", at_least=0.0, below=1.0)
+    epsilon = checked("epsilon", above=0.0)
 
     def __init__(
         self,
@@ -39,11 +41,8 @@ class Adam(Optimizer):
         clip_norm: float | None = None,
         global_clip_norm: float | None = None,
     ) -> None:
-        kind = type(self).__name__
-        self.learning_rate = learning_rate_setting(kind, learning_rate)
-        self.beta1 = setting(kind, "beta1", beta1, at_least=0.0, below=1.0)
-        self.beta2 = setting(kind, "beta2", beta2, at_least=0.0, below=1.0)
-        self.epsilon = setting(kind, "epsilon", epsilon, above=0.0)
+        self.learning_rate = learning_rate
+        self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
         self.clipping(clip_norm, global_clip_norm)
 
     def update(

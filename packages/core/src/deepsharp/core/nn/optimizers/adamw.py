@@ -8,7 +8,7 @@ from typing import Any
 from deepsharp.core.engine import Engine, Handle, fused
 from deepsharp.core.errors import ConfigurationError
 from deepsharp.core.nn.optimizers.adam import Adam
-from deepsharp.core.nn.optimizers.base import LearningRate, OptimizerState, setting
+from deepsharp.core.nn.optimizers.base import LearningRate, OptimizerState, checked
 from deepsharp.core.nn.optimizers.schedules import Schedule
 
 __all__ = ["AdamW"]
@@ -18,6 +18,8 @@ class AdamW(Adam):
     """Each step first shrinks every slot, slot -= learning_rate·weight_decay·slot (the decay
     is applied to the slots directly, not added to the gradient), then takes Adam's step.
     Under a schedule, each step's rate shrinks the slots."""
+
+    weight_decay = checked("weight_decay", at_least=0.0)
 
     def __init__(
         self,
@@ -38,7 +40,7 @@ class AdamW(Adam):
             clip_norm=clip_norm,
             global_clip_norm=global_clip_norm,
         )
-        self.weight_decay = setting("AdamW", "weight_decay", weight_decay, at_least=0.0)
+        self.weight_decay = weight_decay
         rate = self.learning_rate
         if not isinstance(rate, Schedule) and not rate * self.weight_decay < 1.0:
             raise ValueError(

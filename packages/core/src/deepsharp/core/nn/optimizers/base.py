@@ -16,12 +16,20 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+from deepsharp.core.edits import Checked
 from deepsharp.core.engine import Engine, Handle, fused
 from deepsharp.core.errors import ConfigurationError
 from deepsharp.core.nn.optimizers.schedules import Schedule
 from deepsharp.core.reals import brief, finite_real
 
-__all__ = ["LearningRate", "Optimizer", "OptimizerState", "learning_rate_setting", "setting"]
+__all__ = [
+    "LearningRate",
+    "Optimizer",
+    "OptimizerState",
+    "checked",
+    "learning_rate_setting",
+    "setting",
+]
 
 LearningRate = float | Schedule
 """What an optimizer's `learning_rate` takes: a number, or a schedule of the step."""
@@ -54,7 +62,11 @@ class Optimizer:
     """
 
     memories: tuple[str, ...] = ()
-    learning_rate: LearningRate = 0.001
+    learning_rate = Checked(
+        lambda optimizer, rate: learning_rate_setting(type(optimizer).__name__, rate),
+        default=0.001,
+    )
+    """A number or a schedule (`LearningRate`), checked as it is assigned (`Checked`)."""
     clip_norm: float | None = None
     global_clip_norm: float | None = None
 
@@ -197,6 +209,20 @@ def setting(
     ):
         raise ValueError(f"{optimizer}'s {name} must be {must}, not {brief(value)}")
     return number
+
+
+def checked(
+    name: str,
+    above: float | None = None,
+    at_least: float | None = None,
+    below: float | None = None,
+) -> Checked:
+    """An optimizer's number setting, checked (`setting`) whenever it is assigned."""
+    return Checked(
+        lambda optimizer, value: setting(
+            type(optimizer).__name__, name, value, above=above, at_least=at_least, below=below
+        )
+    )
 
 
 def _scheduled(schedule: Schedule, steps: int) -> float:

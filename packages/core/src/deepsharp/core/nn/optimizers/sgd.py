@@ -11,8 +11,7 @@ from deepsharp.core.nn.optimizers.base import (
     LearningRate,
     Optimizer,
     OptimizerState,
-    learning_rate_setting,
-    setting,
+    checked,
 )
 
 __all__ = ["SGD"]
@@ -28,6 +27,7 @@ class SGD(Optimizer):
     global_clipnorm; None: not clipped)."""
 
     memories = ("velocity",)
+    momentum = checked("momentum", at_least=0.0, below=1.0)
 
     def __init__(
         self,
@@ -38,8 +38,8 @@ class SGD(Optimizer):
         clip_norm: float | None = None,
         global_clip_norm: float | None = None,
     ) -> None:
-        self.learning_rate = learning_rate_setting("SGD", learning_rate)
-        self.momentum = setting("SGD", "momentum", momentum, at_least=0.0, below=1.0)
+        self.learning_rate = learning_rate
+        self.momentum = momentum
         if not isinstance(nesterov, bool):
             raise TypeError(f"SGD: nesterov is True or False, not {nesterov!r}")
         if nesterov and self.momentum == 0:
