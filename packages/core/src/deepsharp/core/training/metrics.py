@@ -84,8 +84,9 @@ def _ranks(values: Array) -> Array:
     ranks = np.empty(len(values), np.float64)
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     stops = np.r_[starts[1:], len(values)]
-    for start, stop in zip(starts, stops):
-        ranks[order[start:stop]] = (start + 1 + stop) / 2.0
+    # Each run of ties its mean rank, spread over the run at once (a loop over the distinct
+    # scores took 6 times scikit-learn's time on 200,000 rows of 10 classes: trial L).
+    ranks[order] = np.repeat((starts + 1 + stops) / 2.0, stops - starts)
     return ranks
 
 
