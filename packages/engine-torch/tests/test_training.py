@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -363,3 +366,37 @@ def test_an_engine_unavailable_here_says_why_where_a_network_serves_or_fits() ->
     with pytest.raises(EngineUnavailableError, match=r"^FitOptions: engine: this torch engine"):
         FitOptions(seed=0, engine=stand_in)
     assert trained.predict(x[:3], "light").shape == (3, 2)
+
+
+FORKED = """
+import os, signal, sys
+import numpy as np
+from deepsharp.core import Dense, MeanSquaredError, Network
+from deepsharp.core.engine import make_engine
+
+engine = make_engine("torch:cpu")
+network = Network([Dense(512), Dense(512)], inputs=512)
+rows = np.random.default_rng(0).standard_normal((2048, 512)).astype(np.float32)
+from deepsharp.core.random import Generator
+network.initialize(Generator(0))
+parent = network.predict(rows, MeanSquaredError(), engine)  # products split over threads
+child = os.fork()
+if child == 0:
+    signal.alarm(60)  # a child that hangs ends itself
+    again = network.predict(rows, MeanSquaredError(), engine)
+    os._exit(0 if again.shape == parent.shape else 3)
+_, status = os.waitpid(child, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+def test_a_process_forked_after_libtorch_ran_on_threads_predicts() -> None:
+    # Trial K: GNU OpenMP's pool does not survive a fork, and a child's first operation split
+    # over threads waited for it forever (a fork Pool calling predict hung): a forked process
+    # runs libtorch at one thread, as PyTorch's DataLoader workers do.
+    environment = {**os.environ, "OMP_NUM_THREADS": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED], env=environment, timeout=120, capture_output=True
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]

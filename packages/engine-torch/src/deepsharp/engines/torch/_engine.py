@@ -92,7 +92,18 @@ def _bind() -> Any:
         _totals.bind(module)
         _groups.bind(module)
         _exact.bind(module)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_one_thread_forked)
     return module
+
+
+def _one_thread_forked() -> None:
+    """In a process forked from one whose libtorch runs on several threads: libtorch at one
+    thread, as PyTorch's DataLoader gives its workers. GNU OpenMP's pool does not survive a fork,
+    and the child's first operation split over threads waited for it forever (trial K: a fork
+    Pool calling predict hung; plain PyTorch does too)."""
+    if torch is not None and torch.get_num_threads() > 1:
+        torch.set_num_threads(1)
 
 
 CHECKED_IN_LIBTORCH = 1 << 16
