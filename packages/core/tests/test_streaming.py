@@ -321,7 +321,7 @@ def test_resuming_a_streaming_run_on_other_values_or_another_buffer_is_refused(
         (scan_csv(flipped, read_rows=700, buffer_rows=512), "other training rows"),
         (scan_csv(rows_csv, read_rows=700, buffer_rows=64), r"buffer_rows.* of 512; .* is 64"),
         # said as "this run's is None" and with no word of read_rows (trial RS)
-        (read_csv(rows_csv), "512; this run's is none: its rows are held in memory"),
+        (read_csv(rows_csv), "on rows scanned from a file; this run's are rows held in memory"),
         (scan_csv(rows_csv, read_rows=500, buffer_rows=512), "another size, read_rows"),
     ):
         with pytest.raises(CheckpointMismatchError, match=said):
@@ -552,3 +552,22 @@ def test_serving_twenty_times_the_rows_keeps_peak_memory(tmp_path: Path, trained
     passengers.write_csv(big, 200_000)
     low, high = _peak("serve", str(small), str(trained)), _peak("serve", str(big), str(trained))
     assert high - low < 2 * MIB, (low / MIB, high / MIB)  # what 200,000 predictions alone take
+
+
+def test_a_run_of_rows_in_memory_resumed_on_a_scan_says_so(tmp_path: Path) -> None:
+    # Trial J: refused rightly, but said as another buffer_rows setting ("of none ... this
+    # run's is 65536: resume with the run's own settings"), which no setting mends.
+    rows = titanic.rows()
+    path = tmp_path / "rows.csv"
+    with path.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    options = FitOptions(seed=42, epochs=1, progress=False)
+    folder = tmp_path / "checkpoints"
+    fit(titanic.pipeline(), rows, titanic.network(), BinaryCrossEntropy(), Adam(0.001),
+        FitOptions(seed=42, epochs=1, progress=False, checkpoint_dir=folder))  # fmt: skip
+    said = "taken by a run on rows held in memory; this run's are rows scanned from a file"
+    with pytest.raises(CheckpointMismatchError, match=said):
+        fit(titanic.pipeline(), scan_csv(path), titanic.network(), BinaryCrossEntropy(),
+            Adam(0.001), options, resume_from=folder)  # fmt: skip

@@ -400,3 +400,41 @@ def test_a_process_forked_after_libtorch_ran_on_threads_predicts() -> None:
         [sys.executable, "-c", FORKED], env=environment, timeout=120, capture_output=True
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
+
+
+def test_a_run_resumed_at_another_thread_count_than_its_bits_depend_on_is_warned_of(
+    tmp_path: Any,
+) -> None:
+    # Trial J: a torch:cpu checkpoint taken at one thread resumed at two without a word, and
+    # ended elsewhere than the uninterrupted run (float32's totals depend on the thread count).
+    import warnings
+
+    from deepsharp.core import BinaryCrossEntropy, DeepSharpWarning, FitOptions, fit
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.float32)
+
+    def run(threads: int, engine: str, resume_from: Any = None, **more: Any) -> Any:
+        network = Network([Dense(8), Dense(1)])
+        options = FitOptions(seed=0, epochs=2, progress=False, engine=engine, **more)
+        torch.set_num_threads(threads)
+        return fit(None, (x, y), network, BinaryCrossEntropy(), Adam(0.01), options,
+                   resume_from=resume_from)  # fmt: skip
+
+    before = torch.get_num_threads()
+    try:
+        for engine, warned in (("torch:cpu", True), ("torch:cpu:strict", False)):
+            folder = tmp_path / engine.replace(":", "-")
+            run(1, engine, checkpoint_dir=folder, checkpoint_every=1, checkpoint_keep=2)
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                run(2, engine, resume_from=folder / "checkpoint-000001.safetensors")
+            found = [str(w.message) for w in said if issubclass(w.category, DeepSharpWarning)]
+            assert any("taken at 1 thread(s) of the engine and this run has 2" in text
+                       for text in found) is warned, found  # fmt: skip
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", DeepSharpWarning)
+                run(1, engine, resume_from=folder / "checkpoint-000001.safetensors")
+    finally:
+        torch.set_num_threads(before)

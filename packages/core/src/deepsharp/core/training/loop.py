@@ -240,7 +240,7 @@ def fit(
     made: dict[str, Any] = {}  # what the run is made of, where checkpoints keep it
     if checkpoint is not None or options.checkpoint_every:
         made = run_record(
-            loss, options.batch_size, options.accumulate, weights, feeds, options.metrics
+            loss, options.batch_size, options.accumulate, weights, feeds, options.metrics, engine
         )
         optimizer_record(optimizer)  # what checkpoints will hold of it: refused now, not later
         network.to_json()  # and of the network (a layer's config() of NumPy numbers: trial X)

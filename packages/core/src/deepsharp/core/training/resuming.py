@@ -16,12 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Mapping, Sequence, Sized
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from deepsharp.core.errors import CheckpointMismatchError, json_values
+from deepsharp.core.engine import Engine
+from deepsharp.core.errors import (
+    CheckpointMismatchError,
+    DeepSharpWarning,
+    json_values,
+    outside,
+)
 from deepsharp.core.nn.losses import Loss, loss_to_json
 from deepsharp.core.training.feeds import ArrayFeed, Feeds
 from deepsharp.core.training.weights import ClassWeights
@@ -43,9 +50,13 @@ def run_record(
     class_weights: ClassWeights | None,
     feeds: Feeds,
     metrics: Sequence[str] = (),
+    engine: Engine | None = None,
 ) -> dict[str, Any]:
-    """What a checkpoint records of the run: each entry JSON, compared as it is."""
+    """What a checkpoint records of the run: each entry JSON, compared as it is (but the
+    threads, `thread_bits`: warned of)."""
     return {
+        # The thread count the engine's bits depend on (libtorch's at float32), or None.
+        "threads": getattr(engine, "thread_bits", None),
         "loss": {"kind": type(loss).__name__, "config": loss_to_json(loss)["config"]},
         "metrics": sorted(metrics),  # their order is the report's columns' alone
         "batch_size": batch_size,
@@ -69,7 +80,30 @@ def check_run(
 ) -> None:
     """Refuse to resume from a checkpoint whose run (`kept`, as `run_record` made it) differs
     from this one's (`record`), or that holds the state of a callback this run lacks or has
-    with other settings (those its state records as "settings")."""
+    with other settings (those its state records as "settings"). A run at another thread count
+    than the one the engine's bits depend on is warned of: it goes on, within its bound."""
+    threads, ours = kept.get("threads"), record.get("threads")
+    if threads is not None and ours is not None and threads != ours:
+        warnings.warn(
+            f"{where} was taken at {threads} thread(s) of the engine and this run has {ours}: "
+            "its totals depend on the thread count, so the run goes on within its precision's "
+            "bound but not bit for bit the uninterrupted run; for its bits give it "
+            f"{threads} (OMP_NUM_THREADS={threads}, or torch.set_num_threads({threads}))",
+            DeepSharpWarning,
+            stacklevel=outside(),
+        )
+    scanned = kept.get("buffer_rows", 0), record["buffer_rows"]
+    if "buffer_rows" in kept and (scanned[0] is None) != (scanned[1] is None):  # one side's
+        # rows in memory
+
+        def read(rows: Any) -> str:
+            return "rows held in memory" if rows is None else "rows scanned from a file"
+
+        raise CheckpointMismatchError(
+            f"{where} was taken by a run on {read(scanned[0])}; this run's are "
+            f"{read(scanned[1])}, which are split and shuffled another way: resume on the rows "
+            "as the run had them, or start the run afresh"
+        )
     for name, said in (
         ("loss", "the loss"),
         ("batch_size", "a batch size of"),
@@ -250,6 +284,4 @@ def _shown(name: str, value: Any) -> str:
         config = value.get("config") or {}
         args = ", ".join(f"{k}={v!r}" for k, v in config.items())
         return f"{value.get('kind')}({args})"
-    if name == "buffer_rows" and value is None:  # said "None" (trial RS)
-        return "none: its rows are held in memory, not scanned from a file (scan_csv, scan_parquet)"
     return repr(value)

@@ -221,6 +221,14 @@ class TorchEngine:
     def identity(self) -> EngineIdentity:
         return EngineIdentity(self.name, self.version, self.device, self.precision)
 
+    @property
+    def thread_bits(self) -> int | None:
+        """The thread count its bits depend on: libtorch's on the processor, but at strict
+        (its totals in float64, the same bits at any count); None on a card."""
+        if self._cuda or self.precision == "strict":
+            return None
+        return int(torch.get_num_threads())
+
     def __repr__(self) -> str:
         return f"TorchEngine(torch {self.version} on {self.device}, {self.precision})"
 
