@@ -180,7 +180,10 @@ def _binary_data(rows: int = 240) -> tuple[np.ndarray, np.ndarray]:
 
 def _fit(data: Any, loss: Loss, outputs: int = 1, **extra: Any) -> Run:
     options = FitOptions(seed=6, epochs=3, batch_size=16, progress=False)
-    network = Network([Dense(6), Relu(), Dense(outputs)])
+    link = None  # a loss of probabilities takes a network ending in its link
+    if getattr(loss, "from_logits", True) is False:
+        link = "softmax" if isinstance(loss, CrossEntropy) else "sigmoid"
+    network = Network([Dense(6), Relu(), Dense(outputs, activation=link)])
     return fit(None, data, network, loss, Adam(0.02), options, **extra)
 
 

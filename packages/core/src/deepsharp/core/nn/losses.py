@@ -314,6 +314,7 @@ class BinaryCrossEntropy(Loss):
         return np.asarray(((predictions >= 0.5) == (targets >= 0.5)).all(axis=1))
 
     def check_network(self, network: Network) -> None:
+        _refuse_no_probabilities(self, network, "sigmoid")
         if self.from_logits and network.ends_in == "sigmoid":
             raise ConfigurationError(
                 "the network ends in a sigmoid, and BinaryCrossEntropy() takes logits (it applies "
@@ -341,6 +342,27 @@ class BinaryCrossEntropy(Loss):
         if self.label_smoothing:
             found["label_smoothing"] = self.label_smoothing
         return found
+
+
+def _refuse_no_probabilities(
+    loss: BinaryCrossEntropy | CrossEntropy, network: Network, link: str
+) -> None:
+    """Refuse from_logits=False where the network ends in deepsharp's own layer of weights
+    without the link (a Dense, a convolution): its outputs are no probabilities, and the loss
+    trained on them as such, its predictions below 0 (trial X3)."""
+    if loss.from_logits or network.ends_in is not None:
+        return
+    last = network.layers[network.graph.nodes[-1].layer]
+    if type(last).__name__ in ("Dense", "Conv1D", "Conv2D") and type(last).__module__.startswith(
+        "deepsharp."
+    ):
+        name = type(loss).__name__
+        raise ConfigurationError(
+            f"{name}(from_logits=False) takes probabilities, and the network ends in "
+            f"{last.label}, whose outputs are not ({link} not applied): give {name}() (it takes "
+            f"the logits and applies the {link} itself, its predictions probabilities), or end "
+            f"the network in activation='{link}'"
+        )
 
 
 def _pos_weighted_terms(z: Tensor, y: Tensor, pos_weight: float) -> Tensor:
@@ -564,6 +586,7 @@ class CrossEntropy(Loss):
     def check_network(self, network: Network) -> None:
         if network.built and network.outputs == 1:
             raise ConfigurationError(ONE_OUTPUT)
+        _refuse_no_probabilities(self, network, "softmax")
         if self.from_logits and network.ends_in == "softmax":
             raise ConfigurationError(
                 "the network ends in a softmax, and CrossEntropy() takes logits (it applies the "

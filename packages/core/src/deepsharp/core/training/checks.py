@@ -15,7 +15,14 @@ from deepsharp.core.nn.losses import Loss
 from deepsharp.core.nn.network import Network, in_order
 from deepsharp.core.nn.optimizers import Optimizer
 
-__all__ = ["check_parts", "checked_rows", "checked_weights", "quiet", "rows_in"]
+__all__ = [
+    "check_parts",
+    "checked_rows",
+    "checked_weights",
+    "quiet",
+    "refuse_target_in_features",
+    "rows_in",
+]
 
 
 def check_parts(network: Any, loss: Any, optimizer: Any, where: str) -> None:
@@ -27,6 +34,26 @@ def check_parts(network: Any, loss: Any, optimizer: Any, where: str) -> None:
         ("optimizer", optimizer, Optimizer),
     ):
         check_instance(what, value, kind, where)
+
+
+def refuse_target_in_features(x: object, y: object) -> None:
+    """Refuse features of a DataFrame that hold the column given as the targets (a pandas
+    Series of the frame: `(frame, frame["label"])`): the network would read its answer, and
+    every figure says so, 1.0 (trial X3)."""
+    name = getattr(y, "name", None)
+    columns = getattr(x, "columns", None)
+    if name is None or columns is None or not hasattr(y, "equals"):
+        return
+    try:
+        held = name in columns and bool(y.equals(x[name]))  # type: ignore[index]
+    except (TypeError, ValueError):
+        return
+    if held:
+        raise DataError(
+            f"the features hold the target column {name!r} (the targets given are that "
+            "column of the frame): the network would read its answer. Give the features "
+            f"without it: (frame.drop(columns=[{name!r}]), frame[{name!r}])"
+        )
 
 
 def quiet() -> Any:

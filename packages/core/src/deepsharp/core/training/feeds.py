@@ -28,7 +28,7 @@ from deepsharp.core.nn.network import Features, Network
 from deepsharp.core.nn.rows import image_layout_refusal
 from deepsharp.core.nn.target_hints import classes_refusal
 from deepsharp.core.random import Generator, KeyedOrder, Streams
-from deepsharp.core.training.checks import checked_weights
+from deepsharp.core.training.checks import checked_weights, refuse_target_in_features
 from deepsharp.core.training.spill import Spill, block_rows, buffers, spill_folder
 
 __all__ = [
@@ -223,6 +223,7 @@ class Arrays(Source):
                 "this pipeline declares columns, so it reads rows of named columns; give fit "
                 "the rows, or arrays (x, y) with a pipeline of no columns (or None)"
             )
+        refuse_target_in_features(self.x, self.y)
         x, y = _pair(network.named(self.x), self.y)
         count = feature_rows(x)
         parts = pipeline.partition(

@@ -1,0 +1,64 @@
+"""Habits users bring from PyTorch, Keras or pandas that would train a network wrongly without
+a word: each refused, saying what to do (trial X3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    Adam,
+    BinaryCrossEntropy,
+    ConfigurationError,
+    CrossEntropy,
+    DataError,
+    Dense,
+    FitOptions,
+    Network,
+    Relu,
+    Trainer,
+    fit,
+)
+
+
+def _rows() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((60, 4)).astype(np.float32)
+    return x, (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0)
+
+
+def test_a_frame_that_holds_the_target_column_given_as_targets_is_refused() -> None:
+    # Trial X3: fit(None, (frame, frame["label"])) trained on the answer, test accuracy 1.0.
+    pandas = pytest.importorskip("pandas")
+    x, y = _rows()
+    frame = pandas.DataFrame(x, columns=["a", "b", "c", "d"])
+    frame["label"] = y
+    network = Network([Dense(8), Relu(), Dense(3)])
+    options = FitOptions(seed=0, epochs=1, progress=False)
+    said = r"hold the target column 'label'.*frame.drop\(columns=\['label'\]\), frame\['label'\]"
+    with pytest.raises(DataError, match=said):
+        fit(None, (frame, frame["label"]), network, CrossEntropy(), Adam(0.01), options)
+    run = fit(None, (frame.drop(columns=["label"]), frame["label"]), network, CrossEntropy(),
+              Adam(0.01), options)  # fmt: skip
+    assert run.report.epochs_run == 1
+
+
+@pytest.mark.parametrize(
+    ("loss", "outputs", "link"),
+    [
+        (CrossEntropy(from_logits=False), 3, "softmax"),
+        (BinaryCrossEntropy(from_logits=False), 1, "sigmoid"),
+    ],
+)
+def test_a_loss_of_probabilities_on_a_network_ending_in_weights_alone_is_refused(
+    loss: CrossEntropy | BinaryCrossEntropy, outputs: int, link: str
+) -> None:
+    # Trial X3: from_logits=False on a network ending in a plain Dense trained on its outputs
+    # as probabilities (clipped, logged), and served "probabilities" below 0.
+    said = rf"from_logits=False\) takes probabilities, and the network ends in layer 'dense_1'.*activation='{link}'"
+    with pytest.raises(ConfigurationError, match=said):
+        Trainer(Network([Dense(8), Relu(), Dense(outputs)], inputs=4), loss, Adam(0.01))
+    with Trainer(
+        Network([Dense(8), Relu(), Dense(outputs, activation=link)], inputs=4), loss, Adam(0.01)
+    ) as trainer:
+        assert trainer.network.ends_in == link
