@@ -62,3 +62,13 @@ def test_a_loss_of_probabilities_on_a_network_ending_in_weights_alone_is_refused
         Network([Dense(8), Relu(), Dense(outputs, activation=link)], inputs=4), loss, Adam(0.01)
     ) as trainer:
         assert trainer.network.ends_in == link
+
+
+def test_a_layer_set_not_to_train_is_refused() -> None:
+    # Trial X3: layer.trainable = False (Keras's) was taken and ignored: the "frozen" slots
+    # trained on.
+    layer = Dense(8)
+    layer.trainable = True
+    with pytest.raises(ConfigurationError, match="trainable = False: deepsharp's layers have no"):
+        layer.trainable = False
+    assert layer.trainable is True

@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from deepsharp.core.autodiff import functions as ops
 from deepsharp.core.autodiff.tensor import Tensor, open_recording
-from deepsharp.core.edits import Edited
+from deepsharp.core.edits import Checked, Edited
 from deepsharp.core.engine import Engine
 from deepsharp.core.errors import ConfigurationError, ShapeError
 from deepsharp.core.kinds import Kinds
@@ -169,6 +169,17 @@ class Pass:
         )
 
 
+def _trains(layer: object, value: object) -> bool:
+    if value is True:
+        return True
+    raise ConfigurationError(
+        f"{layer}: trainable = {value!r}: deepsharp's layers have no frozen form, every slot "
+        "trains. To keep a layer's slots as they are, give the run a step hook whose "
+        "gradients() gives those slots zeros (StepHook, with SGD or a fresh Adam they do not "
+        "move), or train a network without the layer on its outputs"
+    )
+
+
 class Layer(Edited):
     """A step of a network. Subclasses implement `build` (optional) and `forward`.
 
@@ -183,6 +194,9 @@ class Layer(Edited):
     key: ClassVar[str] = "Layer"
     several: ClassVar[bool] = False
     """Whether it takes a list of two or more inputs (Add, Concatenate) rather than one."""
+    trainable = Checked(lambda layer, value: _trains(layer, value), default=True)
+    """Every layer's slots train: `trainable = False` (Keras's, PyTorch's requires_grad) is
+    refused, where it was taken and ignored, the layer trained on (trial X3)."""
     most_inputs: ClassVar[int] = 1
     """How many inputs it takes at most (a layer called on a list gets a list; on one input,
     that input): one; MultiHeadAttention two (a sequence and its mask); Add any number."""
