@@ -505,6 +505,8 @@ def test_an_equal_tuple_set_again_and_more_kinds_of_batch_than_plans_are_said() 
         for size in [*range(1, 18)] * 2:
             trainer.step(np.ones((size, 14), np.float32), np.ones((size, 1), np.float32))
         assert "more kinds of batch came in turn than the 16 plans" in trainer.compiled.why[0]
+        # a loss scale's values are kinds too (trial M3: the note said batch sizes alone)
+        assert "each value a loss scale takes" in trainer.compiled.why[0]
 
 
 _EXECUTED = """

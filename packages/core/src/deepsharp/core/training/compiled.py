@@ -171,7 +171,10 @@ class CompiledSteps:
             self._because(
                 f"more kinds of batch came in turn than the {KEPT} plans a trainer keeps (the "
                 "least recently used let go): a kind's plan was made again where it would have "
-                "been replayed. Batches of fewer sizes (a last batch of its own only) replay"
+                "been replayed. A kind is a batch's size, its part of an accumulated step and "
+                "each value a loss scale takes (a scale that moves often: a fixed one, or "
+                "bfloat16, makes one); batches of fewer sizes (a last batch of its own only) "
+                "replay"
             )
         if self.made == 4 * KEPT:
             self._because(
