@@ -136,6 +136,9 @@ def judge(
             )
         if family == "totals":
             bounds = tuple(_totals(terms[index], precision) for precision in precisions)
+            over = _half_overflow(ref64, out64, bounds, precisions, terms[index].product)
+            if over is not None:  # each side as the other: both within the contract there
+                out64, out = np.where(over, ref64, out64), np.where(over, ref, out)
         elif family == "chains":
             bounds = tuple(np.broadcast_to(each[index], ref64.shape) for each in chained)
         elif family == "values":
@@ -216,6 +219,31 @@ def _chained(
     with np.errstate(all="ignore"):
         made = fused.FAST_PATHS[operation](engine, *(bounded(arg) for arg in args), **kwargs)
     return [np.nan_to_num(np.asarray(out.bound, np.float64), nan=np.inf) for out in flat(made)]
+
+
+def _half_overflow(
+    ref64: Array,
+    out64: Array,
+    bounds: Sequence[Array],
+    precisions: Sequence[Precision],
+    product: bool,
+) -> Array | None:
+    """Where one side's product is the infinity its half format may round it to (float16's past
+    65,504, as the contract allows: `Precision.half_beyond`), of the other's sign, the other's
+    exact value within its bound of that far; None where no such place is (trial M3: a
+    mixed_float16 step whose products overflowed, skipped by its loss scale as it should be,
+    was judged past its bound, ratio inf)."""
+    beyond = min(precision.half_beyond for precision in precisions)
+    if not product or beyond == np.inf:
+        return None
+    looser = np.maximum(bounds[0], bounds[1])
+    with np.errstate(invalid="ignore"):
+        same_sign = np.sign(out64) == np.sign(ref64)
+        over = (np.isinf(out64) & np.isfinite(ref64) & (np.abs(ref64) + looser >= beyond)) | (
+            np.isinf(ref64) & np.isfinite(out64) & (np.abs(out64) + looser >= beyond)
+        )
+    over &= same_sign
+    return over if over.any() else None
 
 
 def _totals(terms: Any, precision: Precision) -> Array:
