@@ -384,15 +384,18 @@ def name_graph(graph: Graph) -> None:
                     )
                 given[item.name] = item
         taken.update(given)
+    counts: dict[str, int] = {}  # each base's last count tried: naming stays linear (trial Q)
     for family, named in (("input", graph.inputs), ("layer", graph.layers)):
         for item in named:
             if item.name:
                 continue
             base = "input" if family == "input" else type(item).__name__.lower()
-            name, count = base, 0
+            count = counts.get(base, 0)
+            name = base if count == 0 else f"{base}_{count}"
             while name in taken:
                 count += 1
                 name = f"{base}_{count}"
+            counts[base] = count
             item.name = name
             taken[name] = item
             if family == "layer":

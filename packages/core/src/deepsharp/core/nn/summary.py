@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,14 +25,14 @@ def summarized(network: Network) -> str:
         )
     # A layer called more than once: each call named by its place among them, "bn#2", so that
     # what a node reads says which call's output (trial G: "bn, bn" told them apart not at all).
-    calls = [node.layer for node in graph.nodes]
+    calls = Counter(node.layer for node in graph.nodes)
     seen: dict[int, int] = {}
     counted: set[int] = set()
     for node in graph.nodes:
         layer = network.layers[node.layer]
         seen[node.layer] = seen.get(node.layer, 0) + 1
         called = layer.name or ""
-        if calls.count(node.layer) > 1:
+        if calls[node.layer] > 1:
             called += f"#{seen[node.layer]}"
         shape = (
             "?" if layer.output_shape is None or not network.built else _shape(layer.output_shape)
