@@ -84,3 +84,13 @@ def test_a_run_shown_as_a_cell_s_last_value_is_a_line_however_many_epochs() -> N
     assert "best epoch" in repr(run.report) and "accuracy=" in repr(run.report)
     assert repr(run).startswith("Run(TrainedNetwork(Network([Dense(units=3)]")
     assert len(repr(run)) < 400
+
+
+@pytest.mark.parametrize("name", ["cuda", "gpu", "CUDA"])
+def test_a_card_named_as_pytorch_names_it_is_offered_the_torch_engine_s_spec(name: str) -> None:
+    # Trial X3: engine="cuda" said no engine of that name, with no "did you mean".
+    from deepsharp.core import EngineUnavailableError
+    from deepsharp.core.engine import make_engine
+
+    with pytest.raises(EngineUnavailableError, match="did you mean 'torch:cuda:0'"):
+        make_engine(name)

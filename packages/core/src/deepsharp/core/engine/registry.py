@@ -120,11 +120,16 @@ ENGINE_PACKAGES = (
 """Where engines come from, for messages (`deepsharp doctor`'s last line too)."""
 
 
+CARD_NAMES = frozenset({"cuda", "gpu", "cuda:0", "nvidia"})
+"""Names PyTorch's users give a card (`device="cuda"`): the torch engine's spec is offered."""
+
+
 def _not_installed(name: str) -> str:
     installed = available_engines()
     close = difflib.get_close_matches(name, installed, n=3, cutoff=0.6)
     lowered = [known for known in installed if known == name.strip().lower() and known != name]
-    close = list(dict.fromkeys([*lowered, *close]))
+    card = ["torch:cuda:0"] if name.strip().lower() in CARD_NAMES else []  # PyTorch's habit
+    close = list(dict.fromkeys([*card, *lowered, *close]))
     guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "."
     return (
         f"no engine named {name!r} is installed here (installed: "
