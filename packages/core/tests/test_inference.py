@@ -143,6 +143,24 @@ def test_grouped_numbers_and_dates_left_out_are_said_so_with_what_to_do() -> Non
     assert "a different value on every one" in _kind(names, "name").why
 
 
+def test_dates_with_their_times_or_zones_and_durations_are_left_out_not_read_as_text() -> None:
+    """Failed before (trial P3): '2024-11-14 13:04:00' was a text of six words, fed to an
+    Embedding and an LSTM over its digits; a zone's offset and pandas's durations too."""
+    rows = [
+        {
+            "at": f"2024-{i % 12 + 1:02d}-{i % 28 + 1:02d} {i % 24:02d}:{i % 60:02d}:00",
+            "zoned": f"2024-03-{i % 28 + 1:02d}T{i % 24:02d}:30:00+01:00",
+            "took": f"{i % 9} days {i % 24:02d}:{i % 60:02d}:00",
+            "x": i % 3,
+            "y": i % 2,
+        }
+        for i in range(60)
+    ]
+    for name, said in (("at", "dates (2024-"), ("zoned", "dates (2024-"), ("took", "durations")):
+        choice = _kind(rows, name)
+        assert choice.kind == "left out" and choice.why.startswith(said), (name, choice)
+
+
 def test_a_column_of_no_name_is_left_out_saying_so() -> None:
     """Failed before (trial CL): DataFrame.to_csv's index (an empty header) with gaps was a
     ValueError traceback from train ("a column name is non-empty text")."""

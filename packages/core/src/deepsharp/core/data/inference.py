@@ -220,6 +220,9 @@ def _text(column: Profile) -> Choice | None:
     counts = column.words
     if counts is None or not counts.size or column.distinct <= FEW_CATEGORIES:
         return None
+    if all(_DATE.fullmatch(v.strip()) or _DURATION.fullmatch(v.strip()) for v in column.values):
+        return None  # dates and times, durations: no words (trial P3: '2024-11-14 13:04:00'
+        # was a text of 6 words fed to an LSTM), left out by `_written_numbers`, saying so
     mean = float(counts.mean())
     if mean < MANY_WORDS:
         return None
@@ -269,8 +272,16 @@ _GROUPED = re.compile(r"[-+]?\d{1,3}(?:[,\u00a0\u202f' ]\d{3})+(?:\.\d+)?")
 _DECIMAL_COMMA = re.compile(r"[-+]?\d*,\d+")
 """A number written with a decimal comma ('0,37', '-12,5'), as European spreadsheets write it."""
 
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?Z?")
-"""A date (and time) written as ISO 8601 writes it ('2024-03-01', '2024-03-01 12:30')."""
+_DATE = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+)
+"""A date (and time) written as ISO 8601 writes it ('2024-03-01', '2024-03-01 12:30', with its
+zone: '2024-03-01T12:30:00+01:00')."""
+
+_DURATION = re.compile(
+    r"-?\d+ days?(?:,? \+?\d{1,2}:\d{2}:\d{2}(?:\.\d+)?)?|\d{1,2}:\d{2}:\d{2}(?:\.\d+)?"
+)
+"""A duration as pandas or Python writes it ('0 days 00:05:00', '1 day, 2:00:00', '0:05:00')."""
 
 _PLAIN = re.compile(r"[-+]?\d+(?:\.\d+)?")
 """A number as written where it needs no group (812 beside 4,781)."""
@@ -309,6 +320,13 @@ def _written_numbers(column: Profile) -> Choice | None:
             "dates",
             "give what matters of them as numbers (the year, the month, the day of the week, "
             "days since a date) in columns of their own",
+            FEW_CATEGORIES,
+        ),
+        (
+            _DURATION,
+            None,
+            "durations",
+            "give them as numbers of one unit (seconds, minutes, days) in a column of their own",
             FEW_CATEGORIES,
         ),
     ):
