@@ -94,3 +94,13 @@ def test_a_card_named_as_pytorch_names_it_is_offered_the_torch_engine_s_spec(nam
 
     with pytest.raises(EngineUnavailableError, match="did you mean 'torch:cuda:0'"):
         make_engine(name)
+
+
+def test_the_summary_of_a_network_not_built_says_how_to_build_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Trial X3: "?" shapes and 0 slots, with no word of why.
+    Network([Dense(8), Relu(), Dense(1)]).summary()
+    assert "not built yet" in capsys.readouterr().out
+    Network([Dense(8), Relu(), Dense(1)], inputs=4).summary()
+    assert "not built yet" not in capsys.readouterr().out

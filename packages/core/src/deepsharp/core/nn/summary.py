@@ -60,6 +60,11 @@ def summarized(network: Network) -> str:
     trained = sum(math.prod(spec.shape) for spec in network.specs.values())
     kept = sum(math.prod(spec.shape) for spec in network.buffer_specs.values())
     lines.append(f"slots (trained): {trained:,}; buffers (not trained): {kept:,}")
+    if not network.built:  # (trial X3: "?" shapes and 0 slots, with no word of why)
+        lines.append(
+            "not built yet: its shapes and slots follow from its rows' shape; give "
+            "Network(..., inputs=shape) or call network.build(shape), or train it first"
+        )
     return "\n".join(lines)
 
 
