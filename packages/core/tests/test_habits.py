@@ -104,3 +104,13 @@ def test_the_summary_of_a_network_not_built_says_how_to_build_it(
     assert "not built yet" in capsys.readouterr().out
     Network([Dense(8), Relu(), Dense(1)], inputs=4).summary()
     assert "not built yet" not in capsys.readouterr().out
+
+
+def test_a_target_label_known_in_another_case_alone_is_said_so() -> None:
+    # Trial P3: 'Yes', 'yes' and 'YES' were three classes, and a row of 'yes' outside the
+    # training rows was refused naming the known values, not why.
+    from deepsharp.core import Pipeline
+
+    learned = Pipeline().number("x").target("y").learn([{"x": 1, "y": "Yes"}, {"x": 2, "y": "no"}])
+    with pytest.raises(DataError, match=r"'Yes' differ from it in case alone"):
+        learned.targets([{"x": 1, "y": "yes"}])

@@ -84,12 +84,20 @@ class Target:
                     f"{_how_many(count, len(values))}; every row needs one"
                 )
             alike = sum(label(v) == label(value) for v in values)
+            text = str(label(value))
+            cased = [known for known in self.classes or [] if known.casefold() == text.casefold()]
             raise DataError(
                 f"{row_text(i)}, column {self.name!r}: the target value {shown_value(value)} was not in "
                 f"the training rows; the known values are: {shown(self.classes or [])}. It is on "
                 f"{alike} of these {len(values)} rows and on none the pipeline learned from (a "
                 "value on few rows may fall outside a split's training rows): give it training "
                 "rows, or leave its rows out"
+                + (  # (trial P3: 'Yes', 'yes' and 'YES' three classes, not a word why)
+                    f". Labels are read as written: {shown(cased)} differ from it in case alone; "
+                    "write each class one way (column.str.lower() in pandas) if they are one"
+                    if cased
+                    else ""
+                )
             )
         if self.kind == "binary":
             return index.astype(np.float32).reshape(-1, 1)
