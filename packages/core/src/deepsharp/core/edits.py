@@ -14,16 +14,25 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Checked", "Edited"]
+__all__ = ["Checked", "Edited", "Settled"]
 
 
-class Edited:
+class Settled:
+    """Checks each setting its class declares `Checked` as it is assigned (read as any
+    attribute is: the check costs an assignment, never a read)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, _checked(self, name, value))
+
+
+class Edited(Settled):
     """Counts, in `_edits`, each change of an attribute (its value set again is no change)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Set an attribute, counted where it changes (`_edits`: a compiled step's plan is
         traced again after one, so that `Dropout.rate` set to 0 between steps is read at the
         next; the value it holds set again is no change)."""
+        value = _checked(self, name, value)
         held = self.__dict__.get(name, _UNSET)
         object.__setattr__(self, name, value)
         if held is value:  # the same object: a change where it may have been changed in place
@@ -78,16 +87,20 @@ class Checked:
         self.name = name
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        # Read only where the instance holds none (a value assigned lives in its __dict__,
+        # read as any attribute is: this is no data descriptor).
         if instance is None:
             return self if self.default is _UNSET else self.default
-        try:
-            return instance.__dict__[self.name]
-        except KeyError:
-            if self.default is _UNSET:
-                raise AttributeError(
-                    f"{type(instance).__name__} has no {self.name} set yet"
-                ) from None
-            return self.default
+        if self.default is _UNSET:
+            raise AttributeError(f"{type(instance).__name__} has no {self.name} set yet")
+        return self.default
 
-    def __set__(self, instance: Any, value: Any) -> None:
-        instance.__dict__[self.name] = self.check(instance, value)
+
+def _checked(owner: Any, name: str, value: Any) -> Any:
+    """`value` as the setting `name` of `owner`'s class takes it, where the class declares it
+    `Checked` (`Settled` owners); as it is otherwise."""
+    for klass in type(owner).__mro__:
+        declared = klass.__dict__.get(name)
+        if declared is not None:
+            return declared.check(owner, value) if isinstance(declared, Checked) else value
+    return value

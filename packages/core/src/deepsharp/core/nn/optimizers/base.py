@@ -16,7 +16,7 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
-from deepsharp.core.edits import Checked
+from deepsharp.core.edits import Checked, Settled
 from deepsharp.core.engine import Engine, Handle, fused
 from deepsharp.core.errors import ConfigurationError
 from deepsharp.core.nn.optimizers.schedules import Schedule
@@ -49,7 +49,7 @@ class OptimizerState:
         self.rate_scale = rate_scale
 
 
-class Optimizer:
+class Optimizer(Settled):
     """Holds its settings; its memory (`memories`, one tensor of each a slot, starting at zero)
     is made on an engine by `start`, laid out as the slots are: the parts of one flat tensor.
 
