@@ -53,6 +53,7 @@ __all__ = [
     "MeanSquaredError",
     "float_targets",
     "loss_from_json",
+    "refuse_no_probabilities",
     "weighted_mean",
 ]
 
@@ -91,8 +92,9 @@ class Loss(Edited):
     def counted(self, outputs: Tensor) -> Tensor | None:
         """The positions this loss counts, where it takes a value at each position of a
         sequence and the outputs carry a padding mask (an `Embedding`'s): the mask, (rows,
-        positions), 1 at a position counted and 0 at padding. None: every value counts. A run
-        measures its validation and test rows at the positions counted, as the loss is taken."""
+        positions), 1 at a position counted and 0 at padding, which weighs 0 in the loss. None:
+        every value counts. A run measures its validation and test rows at the positions
+        counted alone (their loss the mean over them)."""
         return None
 
     def predictions(self, engine: Engine, outputs: Handle, rows: int, width: int) -> Handle:
@@ -314,7 +316,6 @@ class BinaryCrossEntropy(Loss):
         return np.asarray(((predictions >= 0.5) == (targets >= 0.5)).all(axis=1))
 
     def check_network(self, network: Network) -> None:
-        _refuse_no_probabilities(self, network, "sigmoid")
         if self.from_logits and network.ends_in == "sigmoid":
             raise ConfigurationError(
                 "the network ends in a sigmoid, and BinaryCrossEntropy() takes logits (it applies "
@@ -344,12 +345,14 @@ class BinaryCrossEntropy(Loss):
         return found
 
 
-def _refuse_no_probabilities(
-    loss: BinaryCrossEntropy | CrossEntropy, network: Network, link: str
-) -> None:
-    """Refuse from_logits=False where the network ends in deepsharp's own layer of weights
-    without the link (a Dense, a convolution): its outputs are no probabilities, and the loss
-    trained on them as such, its predictions below 0 (trial X3)."""
+def refuse_no_probabilities(loss: Loss, network: Network) -> None:
+    """Refuse to train a loss of probabilities (from_logits=False) where the network ends in
+    deepsharp's own layer of weights without the link (a Dense, a convolution): its outputs
+    are no probabilities, and the loss trained on them as such, its predictions below 0 (trial
+    X3). At a run's start alone: a file trained so before still serves."""
+    if not isinstance(loss, (BinaryCrossEntropy, CrossEntropy)):
+        return
+    link = "sigmoid" if isinstance(loss, BinaryCrossEntropy) else "softmax"
     if loss.from_logits or network.ends_in is not None:
         return
     last = network.layers[network.graph.nodes[-1].layer]
@@ -458,9 +461,12 @@ class CrossEntropy(Loss):
     def value(self, outputs: Tensor, targets: Tensor, weights: Tensor | None = None) -> Tensor:
         rows = outputs.shape[0]
         if outputs.ndim == 3 and targets.shape == outputs.shape[:2]:
-            # A sequence: a class at every position, each position a row of the mean — the
-            # positions its padding mask counts, as Keras takes a masked loss: padding weighs 0
-            # and the mean is over the positions counted (`counted`).
+            # A sequence: a class at every position, each position a row of the mean, and
+            # padding its mask marks (`counted`) weighing 0, as a weight of 0 does: the mean
+            # over every place (Keras's weighting, not divided by the weights' sum), so that
+            # the parts of an accumulated step and the shares of a data-parallel one add up to
+            # the whole batch's (a mean over each part's own positions counted did not: trials
+            # RV, SQ; the figures measured count the positions counted alone: `measuring`).
             positions = outputs.shape[1]
             counted = self.counted(outputs)
             outputs = ops.reshape(outputs, (rows * positions, outputs.shape[2]))
@@ -470,14 +476,9 @@ class CrossEntropy(Loss):
             elif weights is not None:
                 spread = ops.broadcast_to(ops.reshape(weights, (rows, 1)), (rows, positions))
                 weights = ops.reshape(spread, (rows * positions,))
-            if counted is not None:
+            if counted is not None:  # (1 at every place: the same bits as no mask)
                 places = ops.reshape(counted, (rows * positions,))
                 weights = places if weights is None else ops.mul(weights, places)
-                # The mean over every place, times places / places counted (1 exactly where
-                # every place counts: the same bits as no mask); a batch of padding alone is 0.
-                whole = self._value(outputs, targets, weights)
-                share = ops.div(float(rows * positions), ops.maximum(ops.sum(counted), 1.0))
-                return ops.mul(whole, share)
         elif outputs.ndim == 3:
             raise ShapeError(
                 f"CrossEntropy: the network gives a class at each of {outputs.shape[1]} "
@@ -586,7 +587,6 @@ class CrossEntropy(Loss):
     def check_network(self, network: Network) -> None:
         if network.built and network.outputs == 1:
             raise ConfigurationError(ONE_OUTPUT)
-        _refuse_no_probabilities(self, network, "softmax")
         if self.from_logits and network.ends_in == "softmax":
             raise ConfigurationError(
                 "the network ends in a softmax, and CrossEntropy() takes logits (it applies the "

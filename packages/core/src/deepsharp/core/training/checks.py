@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.errors import DataError, check_instance, described
-from deepsharp.core.nn.losses import Loss
+from deepsharp.core.nn.losses import Loss, refuse_no_probabilities
 from deepsharp.core.nn.network import Network, in_order
 from deepsharp.core.nn.optimizers import Optimizer
 
@@ -34,6 +34,7 @@ def check_parts(network: Any, loss: Any, optimizer: Any, where: str) -> None:
         ("optimizer", optimizer, Optimizer),
     ):
         check_instance(what, value, kind, where)
+    refuse_no_probabilities(loss, network)
 
 
 def refuse_target_in_features(x: object, y: object) -> None:

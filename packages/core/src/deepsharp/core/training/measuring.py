@@ -43,6 +43,9 @@ def measured_part(
         rows = len(predicted)
         if counted is not None:  # a class a position: each position counted is a row
             predicted, batch_targets = _counted(predicted, batch_targets, counted)
+            # the loss's mean over every place (padding weighing 0) as the mean over those
+            # counted, so that the part's loss is the mean over its positions counted
+            value = value * counted.size / len(predicted) if len(predicted) else 0.0
         right = (
             float(loss.correct(predicted, batch_targets).sum()) if loss.measures_accuracy else 0.0
         )
