@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -157,3 +158,48 @@ def test_a_built_network_of_causal_attention_and_rescaling_pickles() -> None:
         assert again is not made
     again = pickle.loads(pickle.dumps(run.trained))
     assert again.predict(x).tobytes() == run.trained.predict(x).tobytes()
+
+
+def test_a_run_whose_loss_or_layer_cannot_be_copied_keeps_it_as_it_is() -> None:
+    """Failed before (trial RV): the finished run's copies of its loss and layers failed for
+    one of one's own holding a lock (or a file), and the run, trained, raised at its end."""
+    import threading
+
+    class Logged(CrossEntropy):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lock = threading.Lock()
+
+    x, y = _rows()
+    run = fit(None, (x, y), Network([Dense(8), Relu(), Dense(2)]), Logged(), Adam(0.01),
+              FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip
+    assert run.trained.predict(x).shape == (len(x), 2)
+
+
+def test_a_layer_of_one_s_own_recording_less_than_makes_it_still_trains() -> None:
+    """Failed before (trial RV): the check of settings assigned after the build rebuilt the
+    network from what its layers record, and refused at every run one of one's own whose
+    config() leaves out a setting that shapes its slot."""
+    import warnings
+
+    from deepsharp.core import Layer
+    from deepsharp.core.autodiff import functions as ops
+
+    class Wide(Layer):
+        def __init__(self, units: int = 8, name: str | None = None) -> None:
+            super().__init__(name)
+            self.units = units
+
+        def build(self, shape: Any) -> Any:
+            self.slot("w", (shape[0], self.units))
+            return (self.units,)
+
+        def forward(self, x: Any, slots: Any, context: Any) -> Any:
+            return ops.matmul(x, slots["w"])
+
+    x, y = _rows()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = fit(None, (x, y), Network([Wide(4), Relu(), Dense(2)]), CrossEntropy(),
+                  Adam(0.01), FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip
+    assert run.report.epochs_run == 1

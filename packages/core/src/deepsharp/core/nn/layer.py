@@ -170,7 +170,7 @@ class Pass:
 
 
 def _trains(layer: object, value: object) -> bool:
-    if value is True:
+    if isinstance(value, (bool, int, np.bool_, np.integer)) and value == 1:  # True, np.True_, 1
         return True
     raise ConfigurationError(
         f"{layer}: trainable = {value!r}: deepsharp's layers have no frozen form, every slot "

@@ -582,8 +582,9 @@ class Network:
         if self._bound is not None:
             return copy.deepcopy(self)
         held = ("_values", "_buffers", "_binding")
+        rest = {k: v for k, v in vars(self).items() if k not in held}
         made: Network = object.__new__(type(self))
-        made.__dict__.update(copy.deepcopy({k: v for k, v in vars(self).items() if k not in held}))
+        made.__dict__.update(own_copy(rest))
         for name in held[:2]:
             values = getattr(self, name)
             if values is not None:
@@ -593,6 +594,15 @@ class Network:
             setattr(made, name, values)
         made._binding = threading.Lock()
         return made
+
+
+def own_copy(value: Any) -> Any:
+    """A deep copy of `value`, or `value` itself where it cannot be copied (a layer or a loss of
+    one's own holding a lock or a file: a finished run is never lost to its copy, trial RV)."""
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # (TypeError, pickle's errors, a __deepcopy__ of one's own)
+        return value
 
 
 def in_order(features: object) -> bool:

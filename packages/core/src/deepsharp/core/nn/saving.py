@@ -385,6 +385,9 @@ def refuse_settings_past_build(network: Network, recorded: Any = None) -> None:
     (trial NB)."""
     if not network.built or not all(spec.shape is not None for spec in network.input_specs):
         return
+    if not all(type(layer).__module__.startswith("deepsharp.") for layer in network.layers):
+        return  # a layer of one's own may record less than makes it (warned of as a file is
+        # written): its network made again from the file is no witness (trial RV)
     if recorded is None:  # a run starts: settings no file could record are refused at a write
         try:
             recorded = network_to_json(network, warn=False)

@@ -12,7 +12,6 @@ engine tensor itself.
 
 from __future__ import annotations
 
-import copy
 import math
 import numbers
 import os
@@ -26,7 +25,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core.comparing.shadow import Shadow, ShadowChecks
-from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.engine import Engine, make_engine
 from deepsharp.core.engine.registry import check_spec
 from deepsharp.core.errors import (
@@ -40,7 +38,7 @@ from deepsharp.core.errors import (
     outside,
 )
 from deepsharp.core.nn.losses import Loss
-from deepsharp.core.nn.network import Network
+from deepsharp.core.nn.network import Network, own_copy
 from deepsharp.core.nn.optimizers import Optimizer
 from deepsharp.core.random import Streams
 from deepsharp.core.serving import TrainedNetwork
@@ -314,18 +312,8 @@ def fit(
     # given to another fit trains (learns) again in place, and this run's predictions keep
     # the slots and statistics it made (trial PK), and its layers' and loss's settings (trial
     # NB). The network's copy shares its host arrays (`Network.kept_copy`).
-    kept = TrainedNetwork(network.kept_copy(), copy.deepcopy(loss), _own_copy(feeds.pipeline))
+    kept = TrainedNetwork(network.kept_copy(), own_copy(loss), own_copy(feeds.pipeline))
     return Run(kept, report)
-
-
-def _own_copy(pipeline: Pipeline) -> Pipeline:
-    """The pipeline as this run learned it. A pipeline that cannot be copied (a column kind of
-    one's own holding a lock or a session) is kept as it is: a finished run is never lost to
-    its copy."""
-    try:
-        return copy.deepcopy(pipeline)
-    except Exception:
-        return pipeline
 
 
 def _batches(feed: Feed) -> Iterator[Batch]:
