@@ -114,3 +114,34 @@ def test_a_target_label_known_in_another_case_alone_is_said_so() -> None:
     learned = Pipeline().number("x").target("y").learn([{"x": 1, "y": "Yes"}, {"x": 2, "y": "no"}])
     with pytest.raises(DataError, match=r"'Yes' differ from it in case alone"):
         learned.targets([{"x": 1, "y": "yes"}])
+
+
+def test_a_network_trained_so_before_still_serves_with_its_loss_of_probabilities() -> None:
+    # Trial RV: the refusal ran at predict and evaluate too: a file saved with CrossEntropy(
+    # from_logits=False) on a plain Dense end loaded and could serve nothing.
+    from deepsharp.core.random import Generator
+
+    network = Network([Dense(8), Relu(), Dense(3)], inputs=4)
+    network.initialize(Generator(0))
+    rows = np.ones((2, 4), np.float32)
+    assert network.predict(rows, CrossEntropy(from_logits=False)).shape == (2, 3)
+
+
+def test_a_frame_served_to_a_network_trained_on_an_array_is_read_by_place_and_warned_of() -> None:
+    # Trial X3: a frame of the columns in another order gave other predictions, silently (as
+    # scikit-learn does, it is said: the array taught no columns' names).
+    pandas = pytest.importorskip("pandas")
+    from deepsharp.core import DeepSharpWarning
+
+    x, y = _rows()
+    options = FitOptions(seed=0, epochs=1, progress=False)
+    run = fit(None, (x, y), Network([Dense(3)]), CrossEntropy(), Adam(0.01), options)
+    frame = pandas.DataFrame(x, columns=["a", "b", "c", "d"])
+    with pytest.warns(DeepSharpWarning, match="read by their places"):
+        assert np.array_equal(run.trained.predict(frame), run.trained.predict(x))
+    named = fit(None, (frame, y), Network([Dense(3)]), CrossEntropy(), Adam(0.01), options)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeepSharpWarning)
+        named.trained.predict(frame[["d", "c", "b", "a"]])  # read by name

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ from deepsharp.core.data.values import (
     row_text,
     shown_value,
 )
-from deepsharp.core.errors import DataError
+from deepsharp.core.errors import DataError, DeepSharpWarning, outside
 from deepsharp.core.reals import refuse_masked
 
 __all__ = ["array_features", "column_groups", "feature_matrix", "feature_rows", "take_features"]
@@ -114,6 +115,24 @@ def by_names(data: Any, names: list[str]) -> Any:
         )
     place = {str(name): name for name in data.columns}
     return data[[place[name] for name in names]]
+
+
+def by_place(data: Any) -> Any:
+    """Features for a pipeline of arrays that learned no columns' names (from an array): a
+    DataFrame is read by its columns' places, as the array was, and warned of, as
+    scikit-learn warns of it (trial X3: a frame of the columns in another order gave other
+    predictions without a word)."""
+    names = frame_names(data)
+    if names is not None:
+        warnings.warn(
+            "the features are a DataFrame, and the pipeline learned from an array without "
+            f"columns' names: its columns are read by their places ({', '.join(names[:4])}"
+            f"{', ...' if len(names) > 4 else ''}), as the array's were. Train on a DataFrame "
+            "for its columns to be read by their names, or give an array",
+            DeepSharpWarning,
+            stacklevel=outside(),
+        )
+    return data
 
 
 def array_features(data: object) -> Any:

@@ -44,6 +44,7 @@ from deepsharp.core.data.columns import ColumnKind
 from deepsharp.core.data.features import (
     array_features,
     by_names,
+    by_place,
     column_groups,
     feature_matrix,
     frame_names,
@@ -355,7 +356,9 @@ class Pipeline:
                 )
             return values
         if self._shape is not None:
-            values = array_features(rows if self._names is None else by_names(rows, self._names))
+            values = array_features(
+                by_place(rows) if self._names is None else by_names(rows, self._names)
+            )
             if isinstance(values, dict):  # (said "rows of shape (a dict)": trial O)
                 raise DataError(
                     f"the features are a dict of arrays ({', '.join(map(repr, values))}); the "
