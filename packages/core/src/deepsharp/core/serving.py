@@ -146,8 +146,9 @@ class TrainedNetwork:
         a scanned file (`scan_csv`, `scan_parquet`) read part by part, or for a network trained
         on arrays a pair (x, y) — and the accuracy for losses of classes, then each of
         `metrics` ("auc", "f1", ..., as `FitOptions(metrics=...)` names them): a dict in that
-        order. As a run measures its test rows: on the run's engine and batch size (32 unless
-        it set another), the same bits as its `report.measures` for the same rows. A next-token
+        order. As a run measures its test rows: given the run's engine and its batch size
+        (`batch_size`, 32 by default, as a run's is; the file does not record the run's), the
+        same bits as its `report.measures` for the same rows. A next-token
         model (one text column in, the next token's logits out) is evaluated on a text, a
         `str`: each token after the first a target (once, but those a last, overlapping window
         shares with the one before), the loss in nats a token
