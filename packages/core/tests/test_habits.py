@@ -145,3 +145,10 @@ def test_a_frame_served_to_a_network_trained_on_an_array_is_read_by_place_and_wa
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeepSharpWarning)
         named.trained.predict(frame[["d", "c", "b", "a"]])  # read by name
+
+
+def test_pytorch_s_ignore_index_in_targets_is_said_so() -> None:
+    # Trial SQ: -100 at padded positions (PyTorch's ignore_index) was refused as any class out
+    # of range, the advice to end the network otherwise.
+    with pytest.raises(Exception, match="-100 is PyTorch's ignore_index"):
+        CrossEntropy().targets(np.array([[1, 2, -100], [0, -100, -100]]), 9)

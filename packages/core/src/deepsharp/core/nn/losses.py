@@ -569,9 +569,16 @@ class CrossEntropy(Loss):
         if array.size and (array.min() < 0 or array.max() >= classes):
             # (read before the cast to int64: 2**64 - 1 was said as -1, 1e20 as -2**63: trial E2)
             low, high = (_shown_index(v) for v in (array.min(), array.max()))
+            ignored = (  # PyTorch's habit (trial SQ)
+                "; -100 is PyTorch's ignore_index, which CrossEntropy does not take: give "
+                "padded positions any class (0) — the padding an Embedding marks weighs 0 — or "
+                "weigh places 0 with sample_weight"
+                if array.min() == -100
+                else outputs_wanted(low, high, classes)
+            )
             raise ShapeError(
                 f"CrossEntropy: class indices must lie in 0..{classes - 1} for {classes} "
-                f"classes, found {low}..{high}{outputs_wanted(low, high, classes)}"
+                f"classes, found {low}..{high}{ignored}"
             )
         return array.astype(np.int64)
 
