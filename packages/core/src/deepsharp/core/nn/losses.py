@@ -53,7 +53,6 @@ __all__ = [
     "MeanSquaredError",
     "float_targets",
     "loss_from_json",
-    "refuse_no_probabilities",
     "weighted_mean",
 ]
 
@@ -343,29 +342,6 @@ class BinaryCrossEntropy(Loss):
         if self.label_smoothing:
             found["label_smoothing"] = self.label_smoothing
         return found
-
-
-def refuse_no_probabilities(loss: Loss, network: Network) -> None:
-    """Refuse to train a loss of probabilities (from_logits=False) where the network ends in
-    deepsharp's own layer of weights without the link (a Dense, a convolution): its outputs
-    are no probabilities, and the loss trained on them as such, its predictions below 0 (trial
-    X3). At a run's start alone: a file trained so before still serves."""
-    if not isinstance(loss, (BinaryCrossEntropy, CrossEntropy)):
-        return
-    link = "sigmoid" if isinstance(loss, BinaryCrossEntropy) else "softmax"
-    if loss.from_logits or network.ends_in is not None:
-        return
-    last = network.layers[network.graph.nodes[-1].layer]
-    if type(last).__name__ in ("Dense", "Conv1D", "Conv2D") and type(last).__module__.startswith(
-        "deepsharp."
-    ):
-        name = type(loss).__name__
-        raise ConfigurationError(
-            f"{name}(from_logits=False) takes probabilities, and the network ends in "
-            f"{last.label}, whose outputs are not ({link} not applied): give {name}() (it takes "
-            f"the logits and applies the {link} itself, its predictions probabilities), or end "
-            f"the network in activation='{link}'"
-        )
 
 
 def _pos_weighted_terms(z: Tensor, y: Tensor, pos_weight: float) -> Tensor:

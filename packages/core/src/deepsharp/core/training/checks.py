@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.errors import DataError, check_instance, described
-from deepsharp.core.nn.losses import Loss, refuse_no_probabilities
+from deepsharp.core.errors import ConfigurationError, DataError, check_instance, described
+from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss
 from deepsharp.core.nn.network import Network, in_order
 from deepsharp.core.nn.optimizers import Optimizer
 
@@ -20,6 +20,7 @@ __all__ = [
     "checked_rows",
     "checked_weights",
     "quiet",
+    "refuse_no_probabilities",
     "refuse_target_in_features",
     "rows_in",
 ]
@@ -35,6 +36,29 @@ def check_parts(network: Any, loss: Any, optimizer: Any, where: str) -> None:
     ):
         check_instance(what, value, kind, where)
     refuse_no_probabilities(loss, network)
+
+
+def refuse_no_probabilities(loss: Loss, network: Network) -> None:
+    """Refuse to train a loss of probabilities (from_logits=False) where the network ends in
+    deepsharp's own layer of weights without the link (a Dense, a convolution): its outputs
+    are no probabilities, and the loss trained on them as such, its predictions below 0 (trial
+    X3). At a run's start alone: a file trained so before still serves."""
+    if not isinstance(loss, (BinaryCrossEntropy, CrossEntropy)):
+        return
+    link = "sigmoid" if isinstance(loss, BinaryCrossEntropy) else "softmax"
+    if loss.from_logits or network.ends_in is not None:
+        return
+    last = network.layers[network.graph.nodes[-1].layer]
+    if type(last).__name__ in ("Dense", "Conv1D", "Conv2D") and type(last).__module__.startswith(
+        "deepsharp."
+    ):
+        name = type(loss).__name__
+        raise ConfigurationError(
+            f"{name}(from_logits=False) takes probabilities, and the network ends in "
+            f"{last.label}, whose outputs are not ({link} not applied): give {name}() (it takes "
+            f"the logits and applies the {link} itself, its predictions probabilities), or end "
+            f"the network in activation='{link}'"
+        )
 
 
 def refuse_target_in_features(x: object, y: object) -> None:

@@ -56,6 +56,7 @@ from deepsharp.core.engine.memory import keep_freed_memory
 from deepsharp.core.engine.protocol import int64_put
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
 from deepsharp.engines.torch import _exact, _groups, _norms, _recurrent, _totals
+from deepsharp.engines.torch._graphs import cuda_graph
 from deepsharp.engines.torch._groups import FLATS_KEPT, Scratch, flat_tensors, lanes
 from deepsharp.engines.torch._pickled import remade
 from deepsharp.engines.torch._probe import checked_device, cuda_refusal, load_torch
@@ -602,23 +603,7 @@ class TorchEngine:
         into the graph's own and replays it — every kernel of the pass in one launch, the same
         kernels on the same values, so the same bits — and gives back the graph's outputs
         (rewritten by its next replay). None on the processor, where there is no graph."""
-        if not self._cuda:
-            return None
-        static = [x.clone() if isinstance(x, TorchTensor) else x for x in inputs]
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.device(self._device):
-            torch.cuda.synchronize()
-            with torch.cuda.graph(graph):  # captured on a side stream: nothing runs yet
-                outputs = plan(*static)
-
-        def replay(*given: Any) -> Any:
-            for mine, theirs in zip(static, given):
-                if isinstance(mine, TorchTensor):
-                    mine.copy_(theirs)
-            graph.replay()
-            return outputs
-
-        return replay
+        return cuda_graph(torch, self._device, plan, inputs) if self._cuda else None
 
     # --- moves -----------------------------------------------------------------------------
     def copy(self, x: Tensor) -> Tensor:
