@@ -560,9 +560,9 @@ class FolderLock:
         except BlockingIOError:
             os.close(descriptor)
             raise StateError(
-                f"checkpoint_dir {os.fspath(folder)!r} is in use by another run (a live process "
-                "writes its checkpoints there): give each run a folder of its own, or wait for "
-                "that run to end"
+                f"checkpoint_dir {os.fspath(folder)!r} is in use by another run (one under way, "
+                "in this process or another, writes its checkpoints there): give each run a "
+                "folder of its own, or wait for that run to end"
             ) from None
         except OSError:  # a file system without locks (some network ones): no lock to hold
             os.close(descriptor)
