@@ -9,12 +9,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deepsharp.core import (
+    SGD,
     Adam,
     Add,
     BatchNorm,
     Concatenate,
     CrossEntropy,
     Dense,
+    Embedding,
     FitOptions,
     Input,
     Network,
@@ -116,3 +118,19 @@ def spam_run(spec: str) -> dict[str, Any]:
 
     run = spam.run(engine=spec, epochs=1, progress=False, distributed=DataParallel())
     return {**figures(run, DataParallel().join()), "counts": run.report.notes[-1]}
+
+
+def padded_tags(distributed: bool) -> dict[str, Any]:
+    """A class at every position of texts of 1 or 8 tokens, padded with 0 (an Embedding's mask):
+    one epoch, in batches of 8 rows, on one process or shared by the job's."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 11, (64, 8))
+    for row, length in enumerate(rng.choice([1, 8], 64)):
+        ids[row, length:] = 0
+    tags = rng.integers(0, 5, (64, 8))
+    x = Input(8, dtype="int64")
+    network = Network(inputs=x, outputs=Dense(5)(Embedding(11, 4)(x)))
+    options = FitOptions(seed=0, epochs=1, batch_size=8, progress=False, restore_best=False,
+                         distributed=DataParallel() if distributed else None)  # fmt: skip
+    run = fit(None, (ids, tags), network, CrossEntropy(), SGD(0.5), options)
+    return {"slots": run.trained.network.slots, "loss": run.report.history[0].loss}
