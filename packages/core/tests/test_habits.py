@@ -152,3 +152,18 @@ def test_pytorch_s_ignore_index_in_targets_is_said_so() -> None:
     # of range, the advice to end the network otherwise.
     with pytest.raises(Exception, match="-100 is PyTorch's ignore_index"):
         CrossEntropy().targets(np.array([[1, 2, -100], [0, -100, -100]]), 9)
+
+
+def test_a_loss_of_probabilities_on_weights_then_a_dropout_is_refused_too() -> None:
+    # Trial S2: a Dropout after the plain Dense passed the check (it looked at the last layer
+    # alone), and served "probabilities" from -55 to 71.
+    from deepsharp.core import Dropout, Flatten
+
+    with pytest.raises(ConfigurationError, match="ends in layer 'dense_1'"):
+        Trainer(Network([Dense(8), Relu(), Dense(3), Dropout(0.1)], inputs=4),
+                CrossEntropy(from_logits=False), Adam(0.01))  # fmt: skip
+    with pytest.raises(ConfigurationError, match="ends in layer 'dense_1'"):
+        Trainer(Network([Dense(8), Relu(), Dense(1), Flatten(), Dropout(0.2)], inputs=4),
+                BinaryCrossEntropy(from_logits=False), Adam(0.01))  # fmt: skip
+    Trainer(Network([Dense(8), Relu(), Dense(3, activation="softmax"), Dropout(0.1)], inputs=4),
+            CrossEntropy(from_logits=False), Adam(0.01)).close()  # fmt: skip

@@ -48,7 +48,9 @@ def refuse_no_probabilities(loss: Loss, network: Network) -> None:
     link = "sigmoid" if isinstance(loss, BinaryCrossEntropy) else "softmax"
     if loss.from_logits or network.ends_in is not None:
         return
-    last = network.layers[network.graph.nodes[-1].layer]
+    last = _values_made(network)
+    if last.ends_in is not None:  # (its link before a Dropout)
+        return
     if type(last).__name__ in ("Dense", "Conv1D", "Conv2D") and type(last).__module__.startswith(
         "deepsharp."
     ):
@@ -59,6 +61,27 @@ def refuse_no_probabilities(loss: Loss, network: Network) -> None:
             f"the logits and applies the {link} itself, its predictions probabilities), or end "
             f"the network in activation='{link}'"
         )
+
+
+PASSING = ("Dropout", "Flatten", "Reshape", "Permute")
+"""deepsharp's layers that pass their input's values on (a Dropout serves them as they are)."""
+
+
+def _values_made(network: Network) -> Any:
+    """The layer that made the network's output values: its last, or the layer before a
+    Dropout, Flatten, Reshape or Permute that ends it (trial S2: Dense(3), Dropout(0.1) under
+    CrossEntropy(from_logits=False) served 'probabilities' from -55 to 71)."""
+    graph = network.graph
+    node = graph.nodes[-1]
+    while True:
+        layer = network.layers[node.layer]
+        inputs = len(graph.inputs)
+        own = type(layer).__module__.startswith("deepsharp.")
+        if not (own and type(layer).__name__ in PASSING and len(node.sources) == 1):
+            return layer
+        if node.sources[0] < inputs:
+            return layer
+        node = graph.nodes[node.sources[0] - inputs]
 
 
 def refuse_target_in_features(x: object, y: object) -> None:

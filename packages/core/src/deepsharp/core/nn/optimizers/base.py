@@ -67,20 +67,17 @@ class Optimizer(Settled):
         default=0.001,
     )
     """A number or a schedule (`LearningRate`), checked as it is assigned (`Checked`)."""
-    clip_norm: float | None = None
-    global_clip_norm: float | None = None
+    clip_norm = Checked(lambda optimizer, norm: _norm(optimizer, "clip_norm", norm), default=None)
+    """The largest norm of each slot's gradient (None: not clipped), checked as assigned."""
+    global_clip_norm = Checked(
+        lambda optimizer, norm: _norm(optimizer, "global_clip_norm", norm), default=None
+    )
+    """The largest norm of all the gradients together (None: not clipped)."""
 
     def clipping(self, clip_norm: float | None, global_clip_norm: float | None) -> None:
         """Set (and check) the gradient clipping: None leaves it off."""
-        kind = type(self).__name__
-        self.clip_norm = (
-            None if clip_norm is None else setting(kind, "clip_norm", clip_norm, above=0.0)
-        )
-        self.global_clip_norm = (
-            None
-            if global_clip_norm is None
-            else setting(kind, "global_clip_norm", global_clip_norm, above=0.0)
-        )
+        self.clip_norm = clip_norm
+        self.global_clip_norm = global_clip_norm
 
     def rate(self, state: OptimizerState) -> float:
         """The learning rate of the update about to be applied: the number, or the schedule at
@@ -223,6 +220,12 @@ def checked(
             type(optimizer).__name__, name, value, above=above, at_least=at_least, below=below
         )
     )
+
+
+def _norm(optimizer: object, name: str, norm: Any) -> float | None:
+    """A clipping norm: None (off) or a finite number above 0 (trial S2: clip_norm = -1
+    assigned after construction was taken, and trained the slots the wrong way)."""
+    return None if norm is None else setting(type(optimizer).__name__, name, norm, above=0.0)
 
 
 def _scheduled(schedule: Schedule, steps: int) -> float:

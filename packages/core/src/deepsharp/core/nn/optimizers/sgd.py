@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from deepsharp.core.edits import Checked
 from deepsharp.core.engine import Engine, Handle, fused
 from deepsharp.core.nn.optimizers.base import (
     LearningRate,
@@ -15,6 +16,12 @@ from deepsharp.core.nn.optimizers.base import (
 )
 
 __all__ = ["SGD"]
+
+
+def _truth(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"SGD: nesterov is True or False, not {value!r}")
+    return value
 
 
 class SGD(Optimizer):
@@ -28,6 +35,7 @@ class SGD(Optimizer):
 
     memories = ("velocity",)
     momentum = checked("momentum", at_least=0.0, below=1.0)
+    nesterov = Checked(lambda optimizer, value: _truth(value), default=False)
 
     def __init__(
         self,
@@ -40,14 +48,12 @@ class SGD(Optimizer):
     ) -> None:
         self.learning_rate = learning_rate
         self.momentum = momentum
-        if not isinstance(nesterov, bool):
-            raise TypeError(f"SGD: nesterov is True or False, not {nesterov!r}")
+        self.nesterov = nesterov
         if nesterov and self.momentum == 0:
             raise ValueError(
                 "SGD: nesterov=True looks ahead along the momentum, and momentum is 0: give "
                 "momentum=0.9 (say), or leave nesterov out"
             )
-        self.nesterov = nesterov
         self.clipping(clip_norm, global_clip_norm)
 
     def update(
