@@ -207,6 +207,10 @@ def test_nesterov_takes_pytorch_s_steps(engine: Any) -> None:
         (lambda: deepsharp.core.CrossEntropy(), "from_logits", "no", TypeError, "from_logits"),
         (lambda: deepsharp.core.Huber(), "delta", 0.0, ValueError, "delta"),
         (lambda: deepsharp.core.Dense(3), "activation", "gelu_tanh", ValueError, "did you mean"),
+        # (trial S2: clip_norm = -1 trained the slots the wrong way, R^2 0.9996 to -2.70)
+        (lambda: Adam(0.01, clip_norm=1.0), "clip_norm", -1.0, ValueError, "Adam's clip_norm"),
+        (lambda: SGD(0.1), "global_clip_norm", 0.0, ValueError, "SGD's global_clip_norm"),
+        (lambda: SGD(0.1, 0.9, nesterov=True), "nesterov", "yes", TypeError, "nesterov is True"),
     ],
 )
 def test_a_setting_assigned_after_it_is_made_is_checked_as_the_constructor_checks_it(
@@ -220,24 +224,3 @@ def test_a_setting_assigned_after_it_is_made_is_checked_as_the_constructor_check
     with pytest.raises(error, match=said):
         setattr(made, name, value)
     assert getattr(made, name) == before
-
-
-@pytest.mark.parametrize(
-    ("make", "name", "value", "error", "said"),
-    [
-        (lambda: Adam(0.01, clip_norm=1.0), "clip_norm", -1.0, ValueError, "Adam's clip_norm"),
-        (lambda: SGD(0.1), "global_clip_norm", 0.0, ValueError, "SGD's global_clip_norm"),
-        (lambda: SGD(0.1, 0.9, nesterov=True), "nesterov", "yes", TypeError, "nesterov is True"),
-    ],
-)
-def test_clipping_and_nesterov_assigned_after_the_optimizer_is_made_are_checked(
-    make: Any, name: str, value: Any, error: type[Exception], said: str
-) -> None:
-    # Trial S2: clip_norm = -1 assigned after construction was taken and trained the slots the
-    # wrong way (R^2 0.9996 -> -2.70); nesterov = "yes" was taken too.
-    made = make()
-    before = getattr(made, name)
-    with pytest.raises(error, match=said):
-        setattr(made, name, value)
-    assert getattr(made, name) == before
-    setattr(made, name, before)
