@@ -96,11 +96,17 @@ class Checked:
         return self.default
 
 
+_DECLARED: dict[tuple[type, str], Checked | None] = {}
+"""Each class's `Checked` setting of a name, or None: found once along its MRO."""
+
+
 def _checked(owner: Any, name: str, value: Any) -> Any:
     """`value` as the setting `name` of `owner`'s class takes it, where the class declares it
     `Checked` (`Settled` owners); as it is otherwise."""
-    for klass in type(owner).__mro__:
-        declared = klass.__dict__.get(name)
-        if declared is not None:
-            return declared.check(owner, value) if isinstance(declared, Checked) else value
-    return value
+    key = (type(owner), name)
+    try:
+        declared = _DECLARED[key]
+    except KeyError:
+        found = next((k.__dict__[name] for k in key[0].__mro__ if name in k.__dict__), None)
+        declared = _DECLARED[key] = found if isinstance(found, Checked) else None
+    return value if declared is None else declared.check(owner, value)

@@ -45,12 +45,12 @@ def refuse_no_probabilities(loss: Loss, network: Network) -> None:
     X3). At a run's start alone: a file trained so before still serves."""
     if not isinstance(loss, (BinaryCrossEntropy, CrossEntropy)):
         return
-    link = "sigmoid" if isinstance(loss, BinaryCrossEntropy) else "softmax"
-    if loss.from_logits or network.ends_in is not None:
+    if loss.from_logits:
         return
     last = _values_made(network)
-    if last.ends_in is not None:  # (its link before a Dropout)
+    if last.ends_in is not None:  # its link (perhaps before a Dropout): probabilities
         return
+    link = "sigmoid" if isinstance(loss, BinaryCrossEntropy) else "softmax"
     if type(last).__name__ in ("Dense", "Conv1D", "Conv2D") and type(last).__module__.startswith(
         "deepsharp."
     ):
@@ -72,10 +72,10 @@ def _values_made(network: Network) -> Any:
     Dropout, Flatten, Reshape or Permute that ends it (trial S2: Dense(3), Dropout(0.1) under
     CrossEntropy(from_logits=False) served 'probabilities' from -55 to 71)."""
     graph = network.graph
+    inputs = len(graph.inputs)  # (a node's sources count the network's inputs first)
     node = graph.nodes[-1]
     while True:
         layer = network.layers[node.layer]
-        inputs = len(graph.inputs)
         own = type(layer).__module__.startswith("deepsharp.")
         if not (own and type(layer).__name__ in PASSING and len(node.sources) == 1):
             return layer
