@@ -33,8 +33,10 @@ from export_helpers import (
 )
 
 from deepsharp.core import (
+    SGD,
     Adam,
     BinaryCrossEntropy,
+    Checkpoint,
     Concatenate,
     Conv2D,
     CrossEntropy,
@@ -47,6 +49,7 @@ from deepsharp.core import (
     GlobalAvgPool,
     Input,
     Layer,
+    MeanSquaredError,
     MultiHeadAttention,
     Network,
     Pipeline,
@@ -471,15 +474,33 @@ def test_the_onnx_engine_refuses_an_opset_onnxruntime_cannot_run_naming_the_high
     assert make_engine("onnx:opset18").identity.version.endswith("opset 18")
 
 
+def test_a_network_saved_alone_exports_from_the_command_line_as_export_onnx_writes_it(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial O4): the command refused a file of Network.save, naming a call."""
+    network = _small()
+    network.save(tmp_path / "network.safetensors")
+    digest = "sha256:" + hashlib.sha256((tmp_path / "network.safetensors").read_bytes()).hexdigest()
+    assert main(["export", str(tmp_path / "network.safetensors"), str(tmp_path / "cli.onnx")]) == 0
+    network.export_onnx(tmp_path / "api.onnx")
+    assert (tmp_path / "cli.onnx").read_bytes() == (tmp_path / "api.onnx").read_bytes()
+    assert metadata(tmp_path / "cli.onnx")["deepsharp.source"] == digest
+    rows = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    served = session(tmp_path / "cli.onnx").run(None, {"input": rows})[0]
+    np.testing.assert_allclose(served, network.predict(rows), rtol=1e-6, atol=1e-6)
+
+
 def test_a_file_that_is_no_trained_network_is_refused_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    network_file = tmp_path / "network.safetensors"
-    _small().save(network_file)
+    rows = np.linspace(-1, 1, 60, dtype=np.float32).reshape(20, 3)
+    options = FitOptions(seed=1, epochs=1, checkpoint_dir=tmp_path / "run")
+    fit(None, (rows, rows[:, :1]), _small(), MeanSquaredError(), SGD(0.1), options)
+    checkpoint = Checkpoint.path_in(tmp_path / "run", 1)
     junk = tmp_path / "junk.safetensors"
     junk.write_bytes(b"not a file deepsharp wrote")
     for given, said in (
-        (network_file, "network alone"),
+        (checkpoint, "checkpoint of a run"),
         (junk, "not a safetensors file|truncated|garbage"),
         (tmp_path / "missing.safetensors", "no trained-network file"),
     ):

@@ -154,10 +154,13 @@ def _parser() -> argparse.ArgumentParser:
         help="write a saved trained network as an ONNX file that serves raw rows",
         description="Write the trained network in FILE as one ONNX file: its pipeline, network "
         "and link, so onnxruntime serves the raw columns and gives what predict gives "
-        "(docs/export.md). Needs deepsharp[onnx].",
+        "(docs/export.md); a network saved alone (Network.save) as its export_onnx writes it, "
+        "arrays of features in, the network's outputs out. Needs deepsharp[onnx].",
     )
     export.add_argument(
-        "file", metavar="FILE", help="a trained network (from fit, train, or sample --save)"
+        "file",
+        metavar="FILE",
+        help="a trained network (from fit, train, or sample --save), or a network alone",
     )
     export.add_argument("out", metavar="OUT.onnx", help="the ONNX file to write")
     export.add_argument(
@@ -475,7 +478,10 @@ def _network_from(
 
 
 def _export(arguments: argparse.Namespace) -> int:
-    from deepsharp.core.export.model import export_trained, sha256_of
+    from deepsharp.core.export.model import export_network, export_trained, sha256_of
+    from deepsharp.core.files import read_metadata
+    from deepsharp.core.nn.network import Network
+    from deepsharp.core.nn.saving import NETWORK_FORMAT
     from deepsharp.core.serving import TrainedNetwork
 
     writable(arguments.out, "OUT.onnx")
@@ -485,11 +491,17 @@ def _export(arguments: argparse.Namespace) -> int:
         option="OUT.onnx",
         written="ONNX file",
     )
-    trained = TrainedNetwork.load(arguments.file)
+    alone = read_metadata(arguments.file, "trained-network file").get("format") == NETWORK_FORMAT
+    # A network saved alone (Network.save) has no pipeline or loss: its file takes the features
+    # as arrays and gives the network's outputs (the O4 trial found it refused, naming a call).
+    loaded = Network.load(arguments.file) if alone else TrainedNetwork.load(arguments.file)
     with open(arguments.file, "rb") as stream:
         source = sha256_of(stream.read())
     try:
-        export_trained(trained, arguments.out, arguments.opset, source)
+        if isinstance(loaded, Network):
+            export_network(loaded, arguments.out, arguments.opset, None, source)
+        else:
+            export_trained(loaded, arguments.out, arguments.opset, source)
     except OSError as error:
         raise CommandError(
             system_said(error, "could not write the ONNX file", arguments.out)

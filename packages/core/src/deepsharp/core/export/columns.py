@@ -220,6 +220,8 @@ def write_columns(g: OnnxGraph, columns: list[ColumnKind], inputs: Inputs) -> st
         try:
             made.append(export(g, inputs, column))
         except ExportError as error:
+            if str(error).startswith(f"column {column.name!r}"):
+                raise  # it names the column already (trial O4: named twice)
             raise ExportError(f"column {column.name!r} ({column.kind}): {error}") from None
     g.scope = "features"
     return made[0] if len(made) == 1 else g.one("Concat", *made, axis=1)

@@ -419,11 +419,12 @@ def export_network(
     path: str | os.PathLike[str],
     opset: int = DEFAULT_OPSET,
     loss: Loss | None = None,
+    source: str | None = None,
 ) -> None:
-    """Write `network_model(network, opset, loss)` to `path`, atomically."""
+    """Write `network_model(network, opset, loss, source)` to `path`, atomically."""
     if loss is not None:
         check_instance("loss", loss, Loss, "export_onnx")
-    write_atomically(path, network_model(network, opset, loss).SerializeToString())
+    write_atomically(path, network_model(network, opset, loss, source).SerializeToString())
 
 
 def export_trained(
