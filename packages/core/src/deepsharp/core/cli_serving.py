@@ -55,7 +55,8 @@ def add_commands(commands: Any, engine_help: str) -> None:
         help="measure a saved trained network on rows with their targets",
         description="The loss of the trained network in FILE on every row of ROWS.csv (rows "
         "with the target column), the accuracy for a classifier, and the metrics named: a "
-        "line each, as a run's report gives its test rows. A Parquet file is read as Parquet. "
+        "line each, as a run's report gives its test rows (but a number target's loss in its own "
+        "units: a run's report gives it of the target standardised). A Parquet file is read as Parquet. "
         "A next-token model (the shakespeare sample's) is measured on a UTF-8 text file "
         "instead (its line ends read as \\n, a byte-order mark dropped): each token after the "
         "first a target (those a last, "

@@ -105,9 +105,16 @@ class Profile:
         return bool(np.all(np.isfinite(present)) and np.all(present == np.round(present)))
 
     def some(self, count: int = 3) -> str:
-        """A few of the distinct values, for a reason: `0, 1` or `C, Q, S, ...`."""
-        shown = ", ".join(self.values[:count])
+        """A few of the distinct values, for a reason: `0, 1` or `C, Q, S, ...` (a value holding
+        a comma, a quote or spaces around it quoted as CSV quotes it: trial CL4)."""
+        shown = ", ".join(map(_listed, self.values[:count]))
         return shown + (", ..." if self.distinct > count else "")
+
+
+def _listed(value: str) -> str:
+    if any(mark in value for mark in ',"\n') or value != value.strip():
+        return '"' + value.replace('"', '""') + '"'
+    return value
 
 
 @dataclass(frozen=True)
@@ -566,7 +573,7 @@ def _target_kind(column: Profile) -> tuple[TargetKind, str]:
     if column.numbers is not None and not (column.whole and column.distinct <= MANY_VALUES):
         present = column.numbers[~np.isnan(column.numbers)]
         low, high = present.min(), present.max()
-        return "number", f"numbers from {low:.15g} to {high:.15g}, taken as they are"
+        return "number", f"numbers from {low:.15g} to {high:.15g}"
     return "classes", f"{column.distinct} values ({column.some()}): a chance for each"
 
 

@@ -14,6 +14,8 @@ import difflib
 import itertools
 import operator
 import os
+import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -162,8 +164,19 @@ def read_csv_header(name: str, reader: Iterator[list[str]], empty: str | None = 
     """The header of a CSV file: its first row that is not blank, naming distinct columns
     (a DataError saying `empty`, or that the file is empty, where there is none)."""
     for record in reader:
+        line = getattr(reader, "line_num", 0)
+        if record in (["sep=", ""], ["sep=,"]) and line == 1:
+            continue  # Excel's line naming the file's separator, the comma (trial CL4)
+        if len(record) == 1 and re.fullmatch(r"sep=.", record[0]) and line == 1:
+            mark = record[0][4:]
+            raise DataError(
+                f"{name}, line 1: Excel's line 'sep={mark}' says the file is separated by "
+                f"{mark!r}, and this reads CSV, separated by commas; save it with commas (and "
+                f"decimal points), or in Python read it with pandas.read_csv(path, sep={mark!r}, "
+                "skiprows=1) and give the DataFrame"
+            )
         if record:
-            return _header(name, getattr(reader, "line_num", 0), record)
+            return _header(name, line, record)
     raise DataError(empty or f"{name}: the file is empty; expected a header row naming the columns")
 
 
@@ -231,6 +244,9 @@ class Part:
 
 
 def _header(name: str, line: int, record: list[str]) -> list[str]:
+    """A CSV header's names, composed (Unicode NFC, as values are: `values.plain_label`): a tool
+    that writes accents apart (NFD, as macOS's may) names the same columns (trial CL4)."""
+    record = [unicodedata.normalize("NFC", column) for column in record]
     seen: set[str] = set()
     for column in record:
         if column in seen:
@@ -400,13 +416,22 @@ def _hint(name: ColumnName, present: Sequence[object]) -> str:
 def near(name: ColumnName, present: Sequence[object]) -> str:
     """ " (did you mean 'pclass'?)" where a column present is the name in another case or with
     spaces around it, or close to it as text; "" where none is."""
-    folded = str(name).strip().casefold()
+    folded = _folded(name)
     for column in present:
-        if str(column).strip().casefold() == folded:
+        if _folded(column) == folded:
+            if unicodedata.normalize("NFC", str(column)) == unicodedata.normalize("NFC", str(name)):
+                return (
+                    f" (the rows name it {column!r}: the same letters, in another Unicode form; "
+                    "compose both, unicodedata.normalize('NFC', name))"
+                )
             return f" (did you mean {column!r}?)"
     texts = {str(column): column for column in present}
     close = difflib.get_close_matches(str(name), list(texts), n=1)
     return f" (did you mean {texts[close[0]]!r}?)" if close else ""
+
+
+def _folded(name: object) -> str:
+    return unicodedata.normalize("NFC", str(name)).strip().casefold()
 
 
 def lacking(names: Sequence[ColumnName], present: Sequence[object]) -> str:

@@ -90,8 +90,10 @@ class Predictor:
             raise DataError(
                 f"row {row + 1} (counting from 1) of {where}: its prediction is "
                 f"{float(result[row][~finite[row]][0])!r}: a value overflowed inside the network "
-                "although the features are finite; look for huge values in this row's features "
-                f"(scale them: a pipeline's number and image columns can){half}"
+                "although the features are finite: huge values in this row's features (scale "
+                "them: a pipeline's number and image columns can), or outputs past float32's "
+                "range, 3.4e38 (targets near it: scale them, or train on their logarithm)"
+                f"{half}"
             )
         return result
 

@@ -1,0 +1,110 @@
+"""Files as other tools write them, read by the command line and the pipeline as their users
+mean them (trial CL4: an analyst's files, written by spreadsheets and macOS tools)."""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepsharp.core import (
+    Adam,
+    CrossEntropy,
+    DataError,
+    Dense,
+    FitOptions,
+    Network,
+    Pipeline,
+    TrainedNetwork,
+    fit,
+)
+from deepsharp.core.cli import main
+from deepsharp.core.data.sources import read_csv
+
+SPECIES = "espèce"  # composed (NFC), as typed
+
+
+def _rows(count: int = 30) -> str:
+    lines = [f"Größe,Länge,{SPECIES}"]
+    lines += [f"{i % 7},{i % 5 + 0.5},{'ab'[i % 2]}" for i in range(count)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_header_written_with_accents_apart_names_the_columns_typed_composed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before: `--target espèce` found no column 'espèce' (did you mean 'espèce'?) in a
+    file whose header wrote its accents apart (NFD), and a network trained on the composed
+    header could not serve the file."""
+    composed, apart = tmp_path / "nfc.csv", tmp_path / "nfd.csv"
+    composed.write_text(_rows(), encoding="utf-8")
+    apart.write_text(unicodedata.normalize("NFD", _rows()), encoding="utf-8")
+    out = tmp_path / "n.ds"
+    assert (
+        main(["train", str(composed), "--target", SPECIES, "--out", str(out), "--epochs", "1"]) == 0
+    )
+    assert main(["predict", str(out), str(apart), "--output", str(tmp_path / "p.csv")]) == 0
+    assert len((tmp_path / "p.csv").read_text().splitlines()) == 31
+    again = tmp_path / "again.ds"
+    assert (
+        main(["train", str(apart), "--target", SPECIES, "--out", str(again), "--epochs", "1"]) == 0
+    )
+    assert TrainedNetwork.load(again).pipeline.target_name == SPECIES
+    capsys.readouterr()
+
+
+def test_a_frame_naming_a_column_in_another_unicode_form_is_said_so() -> None:
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame(
+        {unicodedata.normalize("NFD", "Größe"): [1.0, 2.0] * 10, "y": [0, 1] * 10}
+    )
+    pipeline = Pipeline().number("Größe").target("y")
+    with pytest.raises(DataError, match="the same letters, in another Unicode form"):
+        fit(pipeline, frame, Network([Dense(2)]), CrossEntropy(), Adam(0.01), FitOptions(seed=0))
+
+
+def test_excel_s_line_naming_the_comma_is_read_past_and_another_separator_is_said(
+    tmp_path: Path,
+) -> None:
+    """Failed before: Excel's first line 'sep=,' was taken as the header ('line 2: this row has
+    3 fields but the header has 2')."""
+    path = tmp_path / "excel.csv"
+    path.write_text("sep=,\r\na,b,y\r\n1,2,0\r\n3,4,1\r\n", encoding="utf-8-sig")
+    assert read_csv(path) == [{"a": "1", "b": "2", "y": "0"}, {"a": "3", "b": "4", "y": "1"}]
+    path.write_text("sep=;\na;b;y\n1;2;0\n", encoding="utf-8")
+    with pytest.raises(
+        DataError, match=r"line 1: Excel's line 'sep=;' says the file is separated by ';'"
+    ):
+        read_csv(path)
+    path.write_text("sep=,\n", encoding="utf-8")  # nothing after it: no header
+    with pytest.raises(DataError, match="the file is empty"):
+        read_csv(path)
+
+
+def test_category_values_holding_commas_are_listed_as_csv_quotes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before: three names were listed 'Doe, "Jane", O'Neil, Pat, Smith, John'."""
+    path = tmp_path / "who.csv"
+    names = ['"Doe, ""Jane"""', '"O\'Neil, Pat"', '"Smith, John"']
+    lines = ["size,who,y"] + [f"{i % 7},{names[i % 3]},{i % 2}" for i in range(30)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert (
+        main(
+            ["train", str(path), "--target", "y", "--out", str(tmp_path / "n.ds"), "--epochs", "1"]
+        )
+        == 0
+    )
+    said = capsys.readouterr().out
+    assert '3 values ("Doe, ""Jane""", "O\'Neil, Pat", "Smith, John")' in said, said
+
+
+def test_an_overflow_of_outputs_alone_is_not_blamed_on_the_features() -> None:
+    """Before: an output past float32's range, of finite modest features, was said to be huge
+    values in the row's features."""
+    network = Network([Dense(1)], inputs=1)
+    network.set_slots({"dense.weights": np.array([[3e38]]), "dense.bias": np.array([0.0])})
+    with pytest.raises(DataError, match=r"or outputs past float32's range, 3\.4e38"):
+        network.predict(np.array([[10.0]], np.float32))
