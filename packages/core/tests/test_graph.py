@@ -122,7 +122,7 @@ def test_an_input_and_a_layer_of_one_name_are_refused_and_automatic_names_avoid_
     assert [layer.name for layer in network.layers] == ["dense_1"]
     said: list[str] = []
     network.summary(print_fn=said.append)
-    assert said[0].splitlines()[0] == "Network: a graph of 1 layer"
+    assert said[0].splitlines()[0] == "Network: a graph of 1 layer, on 1 input"
 
 
 def test_an_input_in_a_chain_and_a_network_sharing_layers_say_what_to_do() -> None:
@@ -318,7 +318,7 @@ def test_summary_lists_each_layer_its_shape_and_its_slots(
     assert two_inputs().summary() is None  # printed once; a notebook shows no string again
     text = capsys.readouterr().out.strip()
     lines = text.splitlines()
-    assert lines[0] == "Network: a graph of 3 layers"
+    assert lines[0] == "Network: a graph of 3 layers, on 2 inputs"
     assert any(line.split()[:2] == ["numbers", "(Input)"] for line in lines)
     dense = next(line for line in lines if line.startswith("dense (Dense)"))
     assert "(N, 4)" in dense and " 16 " in dense and dense.endswith("numbers")

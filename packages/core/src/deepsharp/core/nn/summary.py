@@ -52,6 +52,8 @@ def summarized(network: Network) -> str:
     lines = [
         f"Network: {'a chain' if network.chained else 'a graph'} of {len(network.layers)} "
         f"layer{'' if len(network.layers) == 1 else 's'}"
+        # the inputs too, which the rows below list (trial FR4: 'of N layers' above N+1 rows)
+        + f", on {len(graph.inputs)} input{'s' * (len(graph.inputs) > 1)}"
     ]
     lines.append("  ".join(h.ljust(w) for h, w in zip(heads, widths)).rstrip())
     lines.append("  ".join("-" * w for w in widths))
