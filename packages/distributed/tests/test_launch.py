@@ -122,6 +122,24 @@ def test_a_function_defined_under_the_main_guard_is_said_to_be_so(tmp_path: Path
     assert 'defined under `if __name__ == "__main__":`' in done.stdout
 
 
+def test_a_script_calling_launch_without_the_main_guard_is_told_of_it(tmp_path: Path) -> None:
+    """Failed before (trial DM4): it said only that a rank exited 'without a Python error (os._exit,
+    a crash, or a signal)', where each new process importing the script again had launched."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from deepsharp.distributed import launch\n"
+        "def work():\n"
+        "    return 1\n"
+        "launch(work, 2, timeout=60)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False
+    )
+    said = done.stderr[-3000:]
+    assert done.returncode == 1 and "ProcessFailedError" in said, said
+    assert 'put the call under `if __name__ == "__main__":`' in said
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize(
     ("how", "start"),

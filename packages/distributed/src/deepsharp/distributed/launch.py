@@ -141,7 +141,7 @@ def launch(
             _end(ranks)
             _HELD.discard(held)
             held.close()
-        return _outcome(ranks, timeout)  # type: ignore[no-any-return]
+        return _outcome(ranks, timeout, start_method)  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -241,7 +241,7 @@ def _end(ranks: list[_Rank]) -> None:
             place.pipe.close()
 
 
-def _outcome(ranks: list[_Rank], timeout: float) -> Any:
+def _outcome(ranks: list[_Rank], timeout: float, start_method: str = "spawn") -> Any:
     """Rank 0's result, or ProcessFailedError blaming the rank that caused the failure: one that
     raised of itself (earliest first), else one that exited without a word, else one that
     stopped answering, else the first that failed in a collective."""
@@ -260,6 +260,13 @@ def _outcome(ranks: list[_Rank], timeout: float) -> Any:
             f"rank {blamed.rank} of {size} exited {_how(blamed.exit_code)} before its function "
             "returned, without a Python error (os._exit, a crash, or a signal)"
         )
+        if blamed.exit_code == 1 and start_method != "fork":  # (trial DM4: said nothing of it)
+            message += (
+                "; where the script that calls launch does so at its top level, put the call "
+                'under `if __name__ == "__main__":` — each new process imports the script '
+                "again, and multiprocessing refuses to start processes from there (its words "
+                "are on the standard error)"
+            )
         raise ProcessFailedError(
             _with_others(message, None, blamed, ranks), blamed.rank, blamed.exit_code
         )
