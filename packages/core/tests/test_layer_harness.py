@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from deepsharp.core import (
     GRU,
     LSTM,
+    Adam,
     Add,
     AvgPool2D,
     BatchNorm,
@@ -23,13 +25,16 @@ from deepsharp.core import (
     Dense,
     Dropout,
     Embedding,
+    FitOptions,
     Flatten,
     Gelu,
     GlobalAvgPool,
     LayerNorm,
     LeakyRelu,
     MaxPool2D,
+    MeanSquaredError,
     MultiHeadAttention,
+    Network,
     Permute,
     PositionalEmbedding,
     Relu,
@@ -40,9 +45,12 @@ from deepsharp.core import (
     Silu,
     Softmax,
     Tanh,
+    TrainedNetwork,
     TransformerBlock,
+    fit,
 )
 from deepsharp.core.autodiff import functions as ops
+from deepsharp.core.autodiff.tensor import Tensor
 from deepsharp.core.nn.layer import LAYERS, Layer
 from deepsharp.core.nn.testing import check_layer
 
@@ -132,13 +140,13 @@ def test_the_layer_keeps_every_promise_a_layer_makes(name: str) -> None:
 
 
 class HalfBack(Dense):
-    """A layer whose way back is wrong: its bias's gradient halved."""
+    """A layer whose way back is wrong: half its bias taken off the recording (a tensor made
+    of a handle, not detached), so its gradient is halved."""
 
     def forward(self, x: Any, slots: Any, context: Any) -> Any:
-        from deepsharp.core.autodiff import functions as ops
-
-        half = ops.detached(slots["bias"]) * 0.5
-        return ops.affine(x, slots["weights"], slots["bias"] * 0.5 + half)
+        half = slots["bias"] * 0.5
+        lost = Tensor(half.handle, half.shape, half.engine, None, half.dtype)
+        return ops.affine(x, slots["weights"], slots["bias"] * 0.5 + lost)
 
 
 def test_the_harness_catches_a_wrong_way_back() -> None:
@@ -146,6 +154,67 @@ def test_the_harness_catches_a_wrong_way_back() -> None:
         AssertionError, match=r"towards halfback\.bias at \(\d,\) is 0\..*its way back is wrong"
     ):
         check_layer(HalfBack(3), (2,))
+
+
+class Centred(Layer):
+    """In training, x less its batch's mean, the mean detached (a constant to the way back)."""
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return x - ops.mean(ops.detached(x), (0,)) if context.training else x
+
+
+class Gain(Layer):
+    """A slot and a buffer of shape (): one number each."""
+
+    def build(self, shape: Any) -> Any:
+        self.slot("g", (), "ones")
+        self.buffer("seen", ())
+        return shape
+
+    def forward(self, x: Any, slots: Any, context: Any) -> Any:
+        return x * slots["g"] + slots["seen"]
+
+
+def test_a_value_detached_on_purpose_is_held_in_the_nudging_as_the_way_back_holds_it() -> None:
+    """Failed before (trial EX4): the nudging moved the detached mean with its input, and a
+    right way back was said wrong."""
+    found = check_layer(Centred(), (3,), training=True)
+    assert found.nudge_ratio <= 1.0
+
+
+def test_a_slot_and_a_buffer_of_one_number_survive_files_checkpoints_and_set_slots(
+    tmp_path: Path,
+) -> None:
+    """Failed before (trial EX4): shape () was saved as (1,), and the file, every checkpoint
+    and set_slots of the network's own values were refused."""
+    check_layer(Gain(), (3,))
+    x = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+    options = FitOptions(seed=0, epochs=2, checkpoint_dir=tmp_path / "run")
+    run = fit(
+        None,
+        (x, x[:, :1] * 2),
+        Network([Gain(), Dense(1)]),
+        MeanSquaredError(),
+        Adam(0.01),
+        options,
+    )
+    run.trained.network.set_slots(run.trained.network.slots)
+    run.trained.save(tmp_path / "m.safetensors")
+    loaded = TrainedNetwork.load(tmp_path / "m.safetensors")
+    assert (
+        loaded.network.slots["gain.g"].shape == ()
+        and loaded.network.buffers["gain.seen"].shape == ()
+    )
+    again = fit(
+        None,
+        (x, x[:, :1] * 2),
+        Network([Gain(), Dense(1)]),
+        MeanSquaredError(),
+        Adam(0.01),
+        FitOptions(seed=0, epochs=3, checkpoint_dir=tmp_path / "run"),
+        resume_from=tmp_path / "run",
+    )
+    assert len(again.report.history) == 3
 
 
 # --- the mistakes a layer of one's own is first written with -----------------------------------

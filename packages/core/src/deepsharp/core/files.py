@@ -109,7 +109,7 @@ def _encode(tensors: Mapping[str, NDArray[Any]], metadata: Mapping[str, str]) ->
         dtype = np.asarray(array).dtype.newbyteorder("<")
         if dtype not in _NAMES:
             raise TypeError(f"slot {name!r}: cannot store values of type {np.asarray(array).dtype}")
-        array = np.ascontiguousarray(array, dtype=dtype)
+        array = np.asarray(array, dtype=dtype, order="C")  # (0-d kept: trial EX4)
         header[name] = {
             "dtype": _NAMES[dtype],
             "shape": list(array.shape),

@@ -7,7 +7,8 @@ holds each operation's forward and the rule that sends its gradient back.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 
 from deepsharp.core.autodiff.rules_images import same_padding
 from deepsharp.core.autodiff.tensor import RULES, Rule, Tensor, Value, apply, unruled
@@ -303,7 +304,19 @@ def check_ids(indices: Tensor, where: str) -> None:
 def detached(x: Tensor) -> Tensor:
     """The same values with no way back: nothing sent to x's gradient through what is made
     from it (a running statistic computed from a batch's)."""
+    held = HELD_DETACHED.get()
+    if held is not None:  # the layer harness's nudging: a constant, as the way back takes it
+        x = held(x)
     return Tensor(x.handle, x.shape, x.engine, None, x.dtype)
+
+
+HELD_DETACHED: ContextVar[Callable[[Tensor], Tensor] | None] = ContextVar(
+    "held_detached", default=None
+)
+"""Where set, what `detached` gives in place of its value: the layer harness records a pass's
+detached values and hands them back in the passes it nudges (`testing._Held`), so that the
+nudging measures the derivative the way back takes, a detached value held (trial EX4: a layer
+detaching a value in training was said to have a wrong way back)."""
 
 
 def assign(target: Tensor, value: Tensor) -> None:

@@ -113,7 +113,7 @@ def checked_values(
         if name not in values:
             raise ShapeError(f"{what} {name!r} is missing; the network has {list(specs)}")
         with np.errstate(over="ignore"):  # beyond float32: infinite, refused below
-            value = np.ascontiguousarray(values[name], dtype=np.float32)
+            value = np.asarray(values[name], dtype=np.float32, order="C")  # 0-d kept
         if value.shape != spec.shape:
             raise ShapeError(
                 f"{what} {name!r} has shape {value.shape}, the network's is {spec.shape}"

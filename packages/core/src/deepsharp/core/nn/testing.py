@@ -8,7 +8,8 @@ One call holds a layer to what a layer promises:
   values; and in an evaluation pass each row's output is the one it gets alone;
 - its way back is right: on a float64 engine (the light engine's float64 twin) the gradients of
   sum(out · r) towards every float input and every slot agree with central differences of the
-  forward pass (|rule - nudged| <= 1e-7 + 1e-5·|nudged|, the contract's nudging tolerance);
+  forward pass (|rule - nudged| <= 1e-7 + 1e-5·|nudged|, the contract's nudging tolerance),
+  a value the layer detaches (`ops.detached`) held as the pass made it, as the way back holds it;
 - on each engine named, its output and those gradients agree with the float64 ones within the
   engine's precision: 1e-5·(|ref| + max|ref|) for strict and float32 (float32 totals and
   value-by-value functions stray by far less), 8·u_h·(|ref| + max|ref|) for a mixed precision
@@ -23,7 +24,8 @@ from __future__ import annotations
 import math
 import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +238,9 @@ def _nudge(
     and every slot's values."""
     worst = 0.0
     values = [x.astype(np.float64) if x.dtype.kind == "f" else x for x in given]
+    held = _Held()
+    with held.recording():  # the pass's detached values, held in the nudged passes
+        _output(network, engine, values, slots, buffers, training, seed)
     rng = np.random.default_rng(seed + 2)
     for name, gradient in grads.items():
         is_input = name.startswith("input ")
@@ -252,7 +257,8 @@ def _nudge(
                     now[int(name.split()[1])] = moved
                 else:
                     changed[name] = moved
-                out = _output(network, engine, now, changed, buffers, training, seed)
+                with held.replaying():
+                    out = _output(network, engine, now, changed, buffers, training, seed)
                 sides.append(float(np.sum(out * projection)))
             expected = (sides[0] - sides[1]) / (2 * NUDGE)
             ratio = abs(gradient[place] - expected) / (1e-7 + 1e-5 * abs(expected))
@@ -264,6 +270,47 @@ def _nudge(
                 )
             worst = max(worst, ratio)
     return worst
+
+
+class _Held:
+    """The values a pass detached (`ops.detached`), recorded in order, then handed back in that
+    order in the passes that nudge an input or a slot: what the way back takes as a constant is
+    one in the nudging too."""
+
+    def __init__(self) -> None:
+        self.values: list[Array] = []
+        self.at = 0
+
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        def record(x: Tensor) -> Tensor:
+            self.values.append(np.asarray(x.engine.get(x.handle)))
+            return x
+
+        token = ops.HELD_DETACHED.set(record)
+        try:
+            yield
+        finally:
+            ops.HELD_DETACHED.reset(token)
+
+    @contextmanager
+    def replaying(self) -> Iterator[None]:
+        self.at = 0
+
+        def replay(x: Tensor) -> Tensor:
+            if self.at >= len(self.values):
+                raise AssertionError(
+                    "the layer detaches more values in a nudged pass than in the pass before: "
+                    "its forward pass must make the same calls whatever its values"
+                )
+            value, self.at = self.values[self.at], self.at + 1
+            return Tensor.put(x.engine, value)
+
+        token = ops.HELD_DETACHED.set(replay)
+        try:
+            yield
+        finally:
+            ops.HELD_DETACHED.reset(token)
 
 
 def _agree(
