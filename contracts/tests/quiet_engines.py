@@ -32,6 +32,20 @@ class SumsLeaveNanOut(ExampleEngine):
         return np.nansum(x, axis=axes, keepdims=keepdims, dtype=np.float64).astype(np.float32)
 
 
+class MaximumByFmax(ExampleEngine):
+    """maximum as np.fmax, which leaves a NaN operand out (trial EX4: the losses' clip of
+    probabilities then turned a NaN into a finite loss)."""
+
+    name = "maximum-by-fmax"
+
+    def maximum(self, a: Array, b: Array) -> Array:
+        return np.fmax(a, b).astype(np.float32)
+
+
+def maximum_by_fmax() -> ExampleEngine:
+    return MaximumByFmax()
+
+
 def relu_by_fmax() -> ExampleEngine:
     return ReluByFmax()
 

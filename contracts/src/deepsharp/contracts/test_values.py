@@ -306,7 +306,8 @@ def test_a_nan_goes_through_every_operation_as_nan(engine: Engine, contract: Con
     """A NaN in is a NaN out, at its place (a row's total, of its row): a run's NaN is what
     stops it (fit names the epoch and step) and what a loss scale skips. A ReLU written as
     np.fmax, or a total that leaves NaN out, passed every check and turned a diverged run's
-    NaN into numbers (trial E)."""
+    NaN into numbers (trial E); so did a maximum written as np.fmax, through the losses' clip
+    of probabilities (trial EX4)."""
     x = np.array([[np.nan, 0.5, 2.0], [1.0, 0.25, 3.0]], np.float32)
     handle = engine.put(x)
     for name in NAN_KEPT:
@@ -322,6 +323,19 @@ def test_a_nan_goes_through_every_operation_as_nan(engine: Engine, contract: Con
             f"{name} over each row on {contract.spec}: the row of a NaN gave {float(got[0])!r} (a "
             f"total of a NaN is NaN): {got.tolist()}"
         )
+    other = engine.put(np.array([[1.0, 2.0, 0.5], [4.0, 0.5, 1.0]], np.float32))
+    for name in ("add", "sub", "mul", "div", "maximum"):  # each side, and against a number
+        for a, b, said in (
+            (handle, other, "first"),
+            (other, handle, "second"),
+            (handle, 0.5, "first"),
+        ):
+            got = np.asarray(engine.get(getattr(engine, name)(a, b)))
+            assert np.isnan(got[0, 0]) and not np.isnan(got[1]).any(), (
+                f"{name} on {contract.spec}: a NaN as its {said} operand gave "
+                f"{float(got[0, 0])!r} (a NaN goes through as NaN: NumPy's maximum, not fmax, "
+                f"which leaves it out): {got.tolist()}"
+            )
     product = np.asarray(engine.get(engine.matmul(handle, engine.put(np.ones((3, 2), np.float32)))))
     assert np.isnan(product[0]).all() and not np.isnan(product[1]).any(), (
         f"matmul on {contract.spec}: the row of a NaN gave {product.tolist()} (a NaN term makes "
