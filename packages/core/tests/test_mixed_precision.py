@@ -117,10 +117,11 @@ def test_the_mixed_bound_is_exact_and_3_half_units_to_first_order(precision: obj
         assert precision.totals_factor(n, product=False) == FLOAT32.totals_factor(n)
 
 
-def test_only_the_mixed_precisions_have_a_floor() -> None:
+def test_the_mixed_precisions_have_their_half_format_s_floor_the_others_float32_s() -> None:
     sizes = np.array([0.0, 1.0, 10.0])
-    assert STRICT.totals_floor(4, sizes).tolist() == [0.0, 0.0, 0.0]
-    assert FLOAT32.totals_floor(4, sizes).tolist() == [0.0, 0.0, 0.0]
+    # float32's spacing below its least normal number, for each of the n + 1 roundings
+    assert STRICT.totals_floor(4, sizes).tolist() == [5 * 2.0**-149] * 3
+    assert FLOAT32.totals_floor(4, sizes).tolist() == [5 * 2.0**-149] * 3
     floor = MIXED_FLOAT16.totals_floor(4, sizes)
     # u_h·μ_h for the output, about u_h·μ_h·E for the inputs
     assert floor[0] == pytest.approx(2.0**-11 * 2.0**-14, rel=1e-3)

@@ -196,3 +196,27 @@ def test_a_padded_lstm_s_fast_path_is_held_and_a_fault_in_it_is_found(
     broken = compare(*given, engines=("light", "torch:cpu"))
     assert not broken.within
     assert "first past its bound: lstm_masked_sequence" in str(broken)
+
+
+def test_a_torch_engine_of_one_s_own_is_compared_beside_torch_s_and_its_fault_found() -> None:
+    """Failed before (trial CP4): a TorchEngine subclass kept torch's identity, and compare
+    refused it beside torch:cpu as one engine named twice."""
+    from deepsharp.core import BinaryCrossEntropy
+    from deepsharp.engines.torch import TorchEngine
+
+    class CarelessTorch(TorchEngine):  # products of inputs rounded to float16
+        def matmul(
+            self, a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False
+        ) -> Any:
+            return super().matmul(a.half().float(), b.half().float(), transpose_a, transpose_b)
+
+    careless = CarelessTorch("cpu", "float32")
+    assert careless.identity.name == "CarelessTorch" and "CarelessTorch(" in repr(careless)
+    rng = np.random.default_rng(0)
+    batch = (
+        rng.normal(size=(32, 14)).astype(np.float32),
+        (rng.random((32, 1)) > 0.5).astype(np.float32),
+    )
+    found = compare(Network([Dense(16), Dense(1)], inputs=14), BinaryCrossEntropy(), batch,
+                    engines=("torch:cpu", careless))  # fmt: skip
+    assert found.first is not None and found.first.operation == "matmul", found.verdict()

@@ -15,13 +15,19 @@ fraction of their bound, and by the size of the totals (n).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.engine.precision import PRECISIONS, Precision, precision_named
+from deepsharp.core.engine.precision import (
+    PRECISIONS,
+    Precision,
+    precision_named,
+    update_tolerances,
+)
 
 __all__ = [
     "BOUNDS",
@@ -392,6 +398,36 @@ class Contract:
         got64 = np.asarray(got, np.float64)
         ratio = _ratio(np.abs(got64 - ref), np.asarray(allowed, np.float64))
         return self._judge(family, operation, got64, ref, ratio, unit)
+
+    def own_size(
+        self,
+        operation: str,
+        before: Sequence[Sequence[Array]],
+        after: Sequence[Sequence[Array]],
+        got: Sequence[Sequence[Array]],
+        **settings: float,
+    ) -> float:
+        """An optimizer's update held to its own size (`update_tolerances`: 16·u of the sizes
+        each value is made of), beside the value tolerance: `before` every group of its
+        arguments, `after` the groups it updates as the formula gives them (float64), `got`
+        the engine's (trial CP4: an Adam keeping its second moment in float16 passed the value
+        tolerance's absolute 1e-5)."""
+        allowed = update_tolerances(operation, before, after, **settings)
+        worst = 0.0
+        for bounds, refs, values in zip(allowed, after, got, strict=True):
+            for bound, ref, value in zip(bounds, refs, values, strict=True):
+                worst = max(
+                    worst,
+                    self.within(
+                        "values",
+                        f"{operation}, its own size",
+                        value,
+                        ref,
+                        bound,
+                        "of 16·u·Σ|sizes|",
+                    ),
+                )
+        return worst
 
     def measured(self, family: str, operation: str, worst: float, unit: str) -> float:
         """A worst measured elsewhere (the nudging check measures its own), recorded and held

@@ -286,6 +286,9 @@ def check_update(
     for group in updated:
         for got, ref in zip(handles[group], ref_handles[group], strict=True):
             contract.values(f"fast {name}", engine.get(got), f64.get(ref))
+    after = [[np.asarray(f64.get(ref), np.float64) for ref in ref_handles[g]] for g in updated]
+    mine = [[engine.get(got) for got in handles[g]] for g in updated]
+    contract.own_size(name, groups, after, mine, **settings)
 
 
 @pinned

@@ -171,6 +171,7 @@ def test_adam_update_follows_its_formula(
     fused.adam_update(
         engine, *handles, step_size=step_size, beta1=beta1, beta2=beta2, epsilon=epsilon
     )
+    after: list[list[np.ndarray]] = [[], [], []]
     for i in range(len(shapes)):
         g, m, v, p = (group[i].astype(np.float64) for group in (grads, firsts, seconds, slots))
         m = m + (g - m) * (1.0 - beta1)
@@ -179,6 +180,11 @@ def test_adam_update_follows_its_formula(
         contract.values("adam_update", engine.get(handles[2][i]), m)
         contract.values("adam_update", engine.get(handles[3][i]), v)
         contract.values("adam_update", engine.get(handles[0][i]), p)
+        for group, value in zip(after, (p, m, v)):
+            group.append(value)
+    got = [[engine.get(h) for h in handles[place]] for place in (0, 2, 3)]
+    settings = {"step_size": step_size, "beta1": beta1, "beta2": beta2, "epsilon": epsilon}
+    contract.own_size("adam_update", (slots, grads, firsts, seconds), after, got, **settings)
 
 
 @pinned
@@ -201,11 +207,16 @@ def test_sgd_update_follows_its_formula(
     velocities = [draw(seed + 20 + i, s, low=-6, high=1) for i, s in enumerate(shapes)]
     handles = [[engine.put(v) for v in group] for group in (slots, grads, velocities)]
     fused.sgd_update(engine, *handles, learning_rate=learning_rate, momentum=momentum)
+    after: list[list[np.ndarray]] = [[], []]
     for i in range(len(shapes)):
         p, g, v = (group[i].astype(np.float64) for group in (slots, grads, velocities))
         v = momentum * v - learning_rate * g
         contract.values("sgd_update", engine.get(handles[2][i]), v)
         contract.values("sgd_update", engine.get(handles[0][i]), p + v)
+        after[0].append(p + v)
+        after[1].append(v)
+    got = [[engine.get(h) for h in handles[place]] for place in (0, 2)]
+    contract.own_size("sgd_update", (slots, grads, velocities), after, got)
 
 
 @pinned
@@ -219,6 +230,8 @@ def test_decay_update_follows_its_formula(
     fused.decay_update(engine, handles, factor=factor)
     for handle, slot in zip(handles, slots, strict=True):
         contract.values("decay_update", engine.get(handle), slot.astype(np.float64) * factor)
+    after = [[slot.astype(np.float64) * factor for slot in slots]]
+    contract.own_size("decay_update", (slots,), after, [[engine.get(h) for h in handles]])
 
 
 @pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1), (1, 2)], ids=["laid-out", "other", "some"])

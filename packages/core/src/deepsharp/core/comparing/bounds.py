@@ -6,7 +6,9 @@ The bounds are the contract's (`deepsharp.core.engine.precision`), each operatio
   added into places): the precision's bound, `totals_factor(n)·u·Σ|terms|` (and, for a mixed
   precision's products, `totals_floor`), Σ|terms| and n worked out on the host in float64 from
   the operation's inputs (`deepsharp.core.comparing.terms`);
-- value by value (arithmetic, functions, the optimizers' updates): 1e-5 + 1.3e-6·|ref|, and
+- the optimizers' updates: each value within 16·u of the sizes it is made of (its memory's
+  before and after, a slot's and its step's: `update_tolerances`);
+- value by value (arithmetic, functions): 1e-5 + 1.3e-6·|ref|, and
   1.3e-6·|ref| alone in the tails the contract holds to relative accuracy (e^x, sigmoid and
   softplus over [-80, ...], log1p near 0); at a mixed precision an `add` of a smaller operand
   onto a larger one (a bias onto a product's output, which such an engine may keep in its half
@@ -37,6 +39,7 @@ from deepsharp.core.engine.precision import (
     TAIL_RTOL,
     UNIT,
     Precision,
+    update_tolerances,
     value_tolerance,
 )
 
@@ -117,10 +120,12 @@ def judge(
     reference: Sequence[Array],
     got: Sequence[Array],
     precisions: tuple[Precision, Precision],
+    onto_product: bool = False,
 ) -> Judged:
     """`got` (the outputs of one engine) against `reference` (the other's, from the same
     inputs `args`, brought to the host) for `operation`, each element against its family's bound
-    at both precisions."""
+    at both precisions. `onto_product`: an `add` of a smaller operand onto a product's output
+    (a bias), which a mixed precision's half format may round."""
     family = FAMILIES[operation]
     worst: Judged | None = None
     vacuous = ""
@@ -128,6 +133,8 @@ def judge(
         terms = terms_of(operation, args, kwargs)
     elif family == "chains":
         chained = [_chained(operation, args, kwargs, precision) for precision in precisions]
+    elif operation in UPDATES:
+        updated = _updated(operation, args, kwargs, reference)
     for index, (ref, out) in enumerate(zip(reference, got, strict=True)):
         ref64, out64 = np.asarray(ref, np.float64), np.asarray(out, np.float64)
         if ref64.shape != out64.shape:
@@ -141,9 +148,12 @@ def judge(
                 out64, out = np.where(over, ref64, out64), np.where(over, ref, out)
         elif family == "chains":
             bounds = tuple(np.broadcast_to(each[index], ref64.shape) for each in chained)
+        elif operation in UPDATES:
+            bounds = (updated[index], updated[index])
         elif family == "values":
             bounds = tuple(
-                _values(operation, args, ref64, precision, ref64.shape) for precision in precisions
+                _values(operation, args, ref64, precision, ref64.shape, onto_product)
+                for precision in precisions
             )
         else:
             bounds = (np.zeros(ref64.shape), np.zeros(ref64.shape))
@@ -246,16 +256,39 @@ def _half_overflow(
     return over if over.any() else None
 
 
+UPDATES = ("adam_update", "sgd_update", "decay_update")
+"""The optimizers' updates: each value held to its own size (`update_tolerances`)."""
+
+
+def _updated(
+    operation: str, args: Sequence[Any], kwargs: dict[str, Any], reference: Sequence[Array]
+) -> list[Array]:
+    """Each output's bound for an optimizer's update (its groups updated in place, in order:
+    `IN_PLACE`), from its arguments before it and the reference's values after it."""
+    after, start = [], 0
+    for place in IN_PLACE[operation]:
+        count = len(args[place])
+        after.append([np.asarray(ref, np.float64) for ref in reference[start : start + count]])
+        start += count
+    found = update_tolerances(operation, args, after, **kwargs)
+    return [bound for group in found for bound in group]
+
+
 def _totals(terms: Any, precision: Precision) -> Array:
     factor = precision.totals_factor(terms.counts, terms.product)
     allowed = np.asarray(factor * UNIT * terms.sizes, np.float64)
-    if precision.mixed and terms.product:
+    if terms.product:
         allowed = allowed + precision.totals_floor(terms.counts, terms.inputs)
     return allowed
 
 
 def _values(
-    operation: str, args: Sequence[Any], ref: Array, precision: Precision, shape: tuple[int, ...]
+    operation: str,
+    args: Sequence[Any],
+    ref: Array,
+    precision: Precision,
+    shape: tuple[int, ...],
+    onto_product: bool = False,
 ) -> Array:
     allowed = np.broadcast_to(value_tolerance(ref), shape).astype(np.float64)
     x = args[0] if args and isinstance(args[0], np.ndarray) else None
@@ -267,7 +300,7 @@ def _values(
             low, high = TAILS[operation]
             tail = (wide >= low) & (wide <= high)
         allowed = np.where(tail, np.minimum(allowed, TAIL_RTOL * np.abs(ref)), allowed)
-    if precision.mixed and operation == "add" and len(args) == 2:
+    if precision.mixed and operation == "add" and len(args) == 2 and onto_product:
         bias = _bias(args[0], args[1])
         if bias is not None:
             half = precision.half_unit

@@ -252,6 +252,15 @@ class Comparison:
                 f"{worst.where}, at {_figure(worst.ratio)} of it{apart}"
             )
         detail = f"; {first.detail}" if first.detail else ""
+        if (
+            first.detail
+            and first.bounds == (0.0, 0.0)
+            and first.family not in ("moves", "transfers")
+        ):
+            # outputs that cannot be held to the reference's (another shape or type, another
+            # count, an input changed): no figures to give (trial CP4: 'difference inf, bound
+            # 0', the cause at the line's end)
+            return f"first past its bound: {first.where}, {first.shapes}: it {first.detail}"
         if math.isinf(first.difference) and any(p.half == "float16" for p in self.precisions):
             detail += (
                 "; an infinity where float16's range (65,504) was passed, as a product on the "

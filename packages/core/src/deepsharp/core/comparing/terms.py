@@ -161,3 +161,6 @@ TOTALS: dict[str, tuple[str, ...]] = {
     "add_rows": ("values", "indices", "rows"),
 }
 """The totals (primitives and fast paths) and their arguments' names, in order."""
+
+PRODUCTS = frozenset(TOTALS) - {"sum", "mean", "add_rows"}
+"""The totals of products a·b, whose output a mixed precision may keep in its half format."""

@@ -29,6 +29,7 @@ slice, max-pooling's selection, ...) and transfers are exact.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,7 @@ __all__ = [
     "VALUE_RTOL",
     "Precision",
     "precision_named",
+    "update_tolerances",
     "value_tolerance",
 ]
 
@@ -64,6 +66,70 @@ would pass anything, 0 included)."""
 def value_tolerance(ref: Any) -> Any:
     """How far a value-by-value operation's result may lie from `ref`, element by element."""
     return VALUE_ATOL + VALUE_RTOL * np.abs(np.asarray(ref, np.float64))
+
+
+SUBNORMAL_SPACING = 2.0**-149
+"""float32's spacing below its least normal number: what rounding a product there strays."""
+
+UPDATE_FACTOR = 16.0
+"""An optimizer's update, value by value in float32 at every precision, is held to its own
+size: each value it writes within 16·u of the sizes it is made of (`update_tolerances`)."""
+
+UPDATE_FLOOR = 2.0**-126
+"""The least of an update's bound: float32's least normal number (below it an engine may
+flush to 0)."""
+
+
+def update_tolerances(
+    operation: str,
+    before: Sequence[Sequence[Any]],
+    after: Sequence[Sequence[Any]],
+    **settings: float,
+) -> list[list[Any]]:
+    """How far each value an optimizer's update writes may lie from the reference's (`after`:
+    the groups it updates in place, in order, as float64), from the values it was handed
+    (`before`: every group of its arguments): UPDATE_FACTOR·u times the sizes the value is made
+    of, and UPDATE_FLOOR. Its memory (Adam's moments, SGD's velocities) is held to its own size
+    (from the memory before and after: the gradient's part is within their sum), the slots to
+    theirs and to the step's: a value tolerance's absolute 1e-5 was far above Adam's second
+    moment, so an engine that kept it in float16 passed (trial CP4).
+
+    `adam_update`: before (slots, grads, firsts, seconds), after (slots, firsts, seconds);
+    `sgd_update`: before (slots, grads, velocities), after (slots, velocities);
+    `decay_update`: before (slots,), after (slots,)."""
+
+    def allowed(*sizes: Any) -> Any:
+        total = sum(np.abs(np.asarray(size, np.float64)) for size in sizes)
+        return UPDATE_FACTOR * UNIT * total + UPDATE_FLOOR
+
+    if operation == "adam_update":
+        slots, _, firsts, seconds = before
+        new_slots, new_firsts, new_seconds = after
+        step, epsilon = settings["step_size"], settings["epsilon"]
+        steps = [
+            step
+            * (np.abs(np.asarray(m, np.float64)) + np.abs(m2))
+            / (np.sqrt(np.abs(v2)) + epsilon)
+            for m, m2, v2 in zip(firsts, new_firsts, new_seconds, strict=True)
+        ]
+        return [
+            [allowed(p, p2, s) for p, p2, s in zip(slots, new_slots, steps, strict=True)],
+            [allowed(m, m2) for m, m2 in zip(firsts, new_firsts, strict=True)],
+            [allowed(v, v2) for v, v2 in zip(seconds, new_seconds, strict=True)],
+        ]
+    if operation == "sgd_update":
+        slots, _, velocities = before
+        new_slots, new_velocities = after
+        return [
+            [
+                allowed(p, p2, v, v2)
+                for p, p2, v, v2 in zip(slots, new_slots, velocities, new_velocities, strict=True)
+            ],
+            [allowed(v, v2) for v, v2 in zip(velocities, new_velocities, strict=True)],
+        ]
+    if operation == "decay_update":
+        return [[allowed(p, p2) for p, p2 in zip(before[0], after[0], strict=True)]]
+    raise ValueError(f"update_tolerances: {operation!r} is no optimizer's update")
 
 
 @dataclass(frozen=True)
@@ -122,9 +188,13 @@ class Precision:
         totals_factor·u·Σ|terms| because inputs below μ_h are rounded to the half format's
         fixed spacing: u_h·μ_h·((1 + u_h)·(1 + (n + 1)·u)·((1 + u_h)·E + n·u_h·μ_h) + 1), E
         being the sizes of the inputs its terms multiply, Σ(|a| + |b|) (`inputs`); 0 for the
-        other precisions and totals."""
+        other precisions and totals; for those, float32's own underflow: below its least
+        normal number each product rounds to the fixed spacing 2^-149, so (n + 1)·2^-149 (trial
+        CP4: a saturated sigmoid's gradient, 1e-42, made honest engines' products part by
+        that and be judged past their bound)."""
         if not self.mixed:
-            return np.zeros_like(np.asarray(inputs, np.float64))
+            spacing = (np.asarray(count, np.float64) + 1.0) * SUBNORMAL_SPACING
+            return np.zeros_like(np.asarray(inputs, np.float64)) + spacing
         half, floor = self.half_unit, self.half_floor
         n = np.asarray(count, np.float64)
         terms = np.maximum(n + 1.0, 3.0)

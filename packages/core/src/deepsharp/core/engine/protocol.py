@@ -36,7 +36,16 @@ from numpy.typing import NDArray
 
 from deepsharp.core.errors import DataError
 
-__all__ = ["Counters", "Engine", "EngineIdentity", "Handle", "Operand", "Padding", "int64_put"]
+__all__ = [
+    "Counters",
+    "Engine",
+    "EngineIdentity",
+    "Handle",
+    "Operand",
+    "Padding",
+    "int64_put",
+    "own_name",
+]
 
 Handle = Any
 """An engine's opaque reference to one tensor."""
@@ -46,6 +55,17 @@ Operand = Any
 
 Padding = tuple[int, int]
 """Zeros added before and after one spatial axis."""
+
+
+def own_name(engine: object, base: type) -> str:
+    """The name an engine's identity records: `name`, where the engine's own class (or `base`,
+    the engine's package's class) sets it; else, for a subclass, the class's name. A subclass
+    changes what the engine does (its sigmoid, its products): under the name it inherits, a
+    checkpoint of its parent would go on with it and `compare` take the two for one engine."""
+    kind = type(engine)
+    if kind is base or "name" in vars(kind):
+        return str(engine.name)
+    return kind.__name__
 
 
 @dataclass(frozen=True)

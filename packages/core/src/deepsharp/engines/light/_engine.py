@@ -31,7 +31,7 @@ from deepsharp.core.engine.fused import (
 )
 from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
-from deepsharp.core.engine.protocol import int64_put
+from deepsharp.core.engine.protocol import int64_put, own_name
 from deepsharp.engines.light._clamp import bounded
 from deepsharp.engines.light._erf import erf as _erf64
 from deepsharp.engines.light._threads import PARALLEL as PARALLEL_VALUES
@@ -106,14 +106,8 @@ class LightEngine:
 
     @property
     def own_name(self) -> str:
-        """The name its identity records: `name`, where the engine's own class sets it; else,
-        for a subclass, the class's name. A subclass changes what the engine does (its sigmoid,
-        its products): under the name it inherits, a checkpoint of its parent would go on with
-        it and `compare` take the two for one engine."""
-        kind = type(self)
-        if kind is LightEngine or "name" in vars(kind):
-            return self.name
-        return kind.__name__
+        """The name its identity records (`own_name`: a subclass's is its class's name)."""
+        return own_name(self, LightEngine)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(numpy {self.version}, {self.precision})"

@@ -4,8 +4,7 @@ torch is imported when the first engine is made (`_bind`), never when this modul
 module-level names `torch`, `F` and friends are filled in then, so every operation costs one
 global lookup and torch's own dispatch, nothing more.
 
-- Nothing the engine makes requires grad or has a grad_fn: no input ever requires grad, so
-  autograd records nothing; grad mode is never switched.
+- Nothing the engine makes requires grad: autograd records nothing, grad mode never switched.
 - Its totals (products, sums, means, convolutions, products of stacks, rows added into places)
   are added by the strategy its precision names (`_totals`): `float32` (the default,
   libtorch's own kernels) or `strict` (float64, rounded once). Every other operation is the
@@ -17,8 +16,7 @@ global lookup and torch's own dispatch, nothing more.
   ulp, so a value's bits would depend on its place in the tensor), and each is accurate
   relative to its value in its tails; GELU's kernels (each way) take their values padded to
   whole vector passes in every thread's share, so that none is finished on the scalar path.
-- On the processor, the first engine asks glibc's malloc to keep freed memory for reuse
-  (`deepsharp.core.engine.memory`), so a step does not fault its memory in again each time.
+- On the processor, the first engine asks glibc's malloc to keep freed memory for reuse.
 - On a card, products and convolutions run with TF32 off and deterministic algorithms, set
   for the engine's own calls only and put back as the application had them (`_exact`).
 - At a mixed precision (`mixed_bfloat16` on the processor; both on a card) handles may hold
@@ -53,7 +51,7 @@ from deepsharp.core.engine.fused import (
 )
 from deepsharp.core.engine.fused_recurrent import lstm_cell_back_reference, lstm_cell_reference
 from deepsharp.core.engine.memory import keep_freed_memory
-from deepsharp.core.engine.protocol import int64_put
+from deepsharp.core.engine.protocol import int64_put, own_name
 from deepsharp.core.errors import EngineUnavailableError, ShapeError
 from deepsharp.engines.torch import _exact, _groups, _norms, _recurrent, _totals
 from deepsharp.engines.torch._graphs import cuda_graph
@@ -219,8 +217,9 @@ class TorchEngine:
         return remade, (type(self), self.device, self.precision), {"counters": counters}
 
     @property
-    def identity(self) -> EngineIdentity:
-        return EngineIdentity(self.name, self.version, self.device, self.precision)
+    def identity(self) -> EngineIdentity:  # a subclass's own name (trial CP4)
+        name = own_name(self, TorchEngine)
+        return EngineIdentity(name, self.version, self.device, self.precision)
 
     @property
     def thread_bits(self) -> int | None:
@@ -231,7 +230,8 @@ class TorchEngine:
         return int(torch.get_num_threads())
 
     def __repr__(self) -> str:
-        return f"TorchEngine(torch {self.version} on {self.device}, {self.precision})"
+        kind = "TorchEngine" if self.name == "torch" else type(self).__name__
+        return f"{kind}(torch {self.version} on {self.device}, {self.precision})"
 
     # --- transfers -------------------------------------------------------------------------
     def put(self, array: NDArray[Any]) -> Tensor:

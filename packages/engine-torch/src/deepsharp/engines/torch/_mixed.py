@@ -35,6 +35,8 @@ class HalfOutputs(TorchEngine, mixed=True):
       the optimizer), the optimizer's updates, the gradients' scaling.
     """
 
+    name = "torch"  # the torch engine itself, at a mixed precision (not one of its own)
+
     def __init__(self, device: str = "cpu", precision: str | Precision = "mixed_bfloat16") -> None:
         super().__init__(device, precision)  # binds torch
         self._half = getattr(_engine.torch, str(self.totals.precision.half))
