@@ -131,8 +131,19 @@ def test_a_rate_a_schedule_of_one_s_own_gives_is_checked_where_it_is_read(given:
         def rate(self, step: int) -> float:
             return given if step >= 2 else super().rate(step)  # type: ignore[no-any-return]
 
-    with pytest.raises(ConfigurationError, match=r"Giving.rate\(2\) gave .*finite number of at"):
+    # below 0 alone is said to climb the loss (trial TT4: NaN and a text were said so too)
+    why = "climb the loss" if given == -0.1 else "the number each update multiplies its step by"
+    with pytest.raises(
+        ConfigurationError, match=rf"Giving.rate\(2\) gave .*finite number of at.*{why}"
+    ):
         _fit(Adam(Giving(0.01, 5)), 1)
+
+
+def test_an_optimizer_on_a_schedule_is_written_as_it_is_made() -> None:
+    """Before (trial TT4): Adam(learning_rate={'schedule': 'CosineDecay', ...}), no call."""
+    made = Adam(CosineDecay(0.01, 100))
+    assert repr(made).startswith("Adam(learning_rate=CosineDecay(initial=0.01, steps=100,")
+    assert made.config()["learning_rate"]["schedule"] == "CosineDecay"  # files keep the record
 
 
 def test_each_update_takes_the_schedule_s_rate_at_the_trainer_s_step_count() -> None:

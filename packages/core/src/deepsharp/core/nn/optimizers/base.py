@@ -150,7 +150,10 @@ class Optimizer(Settled):
         )
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
+        settings = self.config()
+        if isinstance(self.learning_rate, Schedule) and "learning_rate" in settings:
+            settings["learning_rate"] = self.learning_rate  # as it is written (trial TT4)
+        args = ", ".join(f"{k}={v!r}" for k, v in settings.items())
         return f"{type(self).__name__}({args})"
 
 
@@ -237,9 +240,14 @@ def _scheduled(schedule: Schedule, steps: int) -> float:
         or not isinstance(value, numbers.Real)
         or not (math.isfinite(value) and value >= 0)
     ):
+        number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        why = (  # (trial TT4: a NaN or a text was said to climb the loss)
+            "below 0 each update would climb the loss"
+            if number and value < 0
+            else "it is the number each update multiplies its step by"
+        )
         raise ConfigurationError(
             f"{type(schedule).__name__}.rate({steps}) gave {brief(value)}: a schedule's rate is a "
-            "finite number of at least 0 (below 0 each update would climb the loss): mend "
-            "its rate()"
+            f"finite number of at least 0 ({why}): mend its rate()"
         )
     return float(value)
