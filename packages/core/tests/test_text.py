@@ -280,6 +280,32 @@ def test_words_are_cut_before_they_are_lowered_and_accents_typed_apart_join_thei
     assert ids[0].tolist() == ids[1].tolist() and 1 not in ids[0]  # one known word, not unknown
 
 
+def test_a_capital_with_no_composed_form_lowers_to_the_word_of_its_small_letter() -> None:
+    """Failed before (trial TX4): 'J' and a combining caron lowered to 'j' and the caron apart,
+    another token than 'ǰ', the small letter's one character."""
+    from deepsharp.core.data.text import words
+
+    assert words("J\u030cuice ǰuice") == ["ǰuice", "ǰuice"]
+
+
+def test_a_decimal_a_fraction_and_bytes_in_a_text_column_are_read_as_a_category_reads_them() -> (
+    None
+):
+    """Failed before (trial TX4): refused, saying a text column takes numbers."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    rows = [{"t": "42 1/3 café", "y": 1}]
+    pipeline = Pipeline().text("t", length=4).target("y").learn(rows)
+    given = [
+        {"t": Decimal("42"), "y": 1},
+        {"t": Fraction(1, 3), "y": 1},
+        {"t": "café".encode(), "y": 1},
+    ]
+    assert [row[0] for row in pipeline.features(given).tolist()] != [1, 1, 1]
+    assert 1 not in pipeline.features(given)[:, 0]
+
+
 def test_words_keep_the_vowel_signs_and_viramas_of_indic_scripts() -> None:
     """Before: Python's \\w leaves out the marks of Devanagari, Tamil and other scripts (vowel
     signs, viramas): 'हिन्दी भाषा' was cut into ['ह', 'न', 'द', 'भ', 'ष'], and two other

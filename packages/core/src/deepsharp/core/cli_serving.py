@@ -87,7 +87,11 @@ def add_commands(commands: Any, engine_help: str) -> None:
         "each from softmax(logits / temperature); the prompt and the text on standard output.",
     )
     generate.add_argument("file", metavar="FILE", help="a trained next-token model")
-    generate.add_argument("prompt", metavar="PROMPT", help="the text to go on from")
+    generate.add_argument(
+        "prompt",
+        metavar="PROMPT",
+        help='the text to go on from (one that starts with "-" goes after --: generate FILE -- "-ROMEO")',
+    )
     generate.add_argument(
         "--length", type=_whole_from_0, default=200, help="tokens to draw (default 200)"
     )

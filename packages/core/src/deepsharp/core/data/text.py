@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import numbers
 import re
 import sys
 import unicodedata
@@ -81,10 +82,15 @@ def _word() -> re.Pattern[str]:
 
 def words(text: str) -> list[str]:
     """A text's words: runs of letters, digits and '_' (in any script, with their combining
-    marks), each then lower case; the rest (spaces, punctuation) separates them. The text is
-    first composed (Unicode NFC), so that an accent typed apart from its letter ('café' as
-    'cafe' and U+0301) is the same word as the one letter ('café')."""
-    return [word.lower() for word in _word().findall(unicodedata.normalize("NFC", text))]
+    marks), lower case; the rest (spaces, punctuation, symbols and emoji, invisible characters
+    such as a soft hyphen) separates them and is dropped. The text is composed (Unicode NFC)
+    before and after lowering, so that an accent typed apart from its letter ('café' as 'cafe'
+    and U+0301) is the same word as the one letter ('café'), and a capital lowers to the word
+    its small letter makes."""
+    lowered = unicodedata.normalize("NFC", text).lower()
+    if not unicodedata.is_normalized("NFC", lowered):  # (a capital with no composed form, J̌,
+        lowered = unicodedata.normalize("NFC", lowered)  # lowers to ǰ apart: trial TX4)
+    return _word().findall(lowered)
 
 
 def characters(text: str) -> list[str]:
@@ -171,9 +177,10 @@ class Text(ColumnKind):
                 or pandas_missing(value)
             ):  # missing, as in every other kind of column
                 texts.append("")
-            elif isinstance(value, _NUMBERS):
+            elif isinstance(value, (*_NUMBERS, numbers.Number, bytes, bytearray)):
                 # A number where pandas read the column (or a field) as numbers, a message
-                # "42": its text, as a CSV's field gives it (was refused: trial P).
+                # "42": its text, as a CSV's field gives it (was refused: trial P); a Decimal
+                # or a Fraction its text, bytes as UTF-8, as a category reads them (trial TX4).
                 texts.append(label(value) or "")
             else:
                 self._refuse(i, value)
