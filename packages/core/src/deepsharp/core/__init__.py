@@ -75,6 +75,7 @@ from deepsharp.core.training.callbacks import Callback, ReduceOnPlateau, RunStat
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.hooks import StepHook
 from deepsharp.core.training.loop import FitOptions, Report, Run, fit
+from deepsharp.core.training.metrics import Metric, register_metric
 from deepsharp.core.training.scaling import LossScale
 from deepsharp.core.training.trainer import Trainer
 from deepsharp.core.version import __version__
@@ -126,6 +127,7 @@ __all__ = [
     "MaxPool2D",
     "MeanAbsoluteError",
     "MeanSquaredError",
+    "Metric",
     "MultiHeadAttention",
     "Network",
     "Optimizer",
@@ -162,6 +164,7 @@ __all__ = [
     "fit",
     "make_engine",
     "read_csv",
+    "register_metric",
     "scan_csv",
     "scan_parquet",
     "__version__",

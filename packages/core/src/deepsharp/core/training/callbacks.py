@@ -33,7 +33,7 @@ from deepsharp.core.reals import brief, is_real, is_whole
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.distribution import Distribution
 from deepsharp.core.training.hooks import StepHook
-from deepsharp.core.training.metrics import LOWER_IS_BETTER, METRICS, MONITORED, check_monitor
+from deepsharp.core.training.metrics import METRICS, MONITORED, check_monitor, lower_is_better
 from deepsharp.core.training.state import Snapshot
 from deepsharp.core.training.trainer import Trainer
 from deepsharp.core.training.weights import ClassWeights
@@ -164,7 +164,7 @@ def standing(monitor: str, record: EpochRecord) -> float:
     value = record.validation_loss if monitor == MONITORED else record.metrics[monitor]
     if math.isnan(value):
         return math.inf
-    return value if monitor in LOWER_IS_BETTER else -value
+    return value if lower_is_better(monitor) else -value
 
 
 def check_monitored(monitor: str, run: RunState, who: str) -> None:

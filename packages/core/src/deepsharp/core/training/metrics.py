@@ -44,6 +44,8 @@ __all__ = [
     "MONITORED",
     "Metric",
     "check_metric_names",
+    "lower_is_better",
+    "register_metric",
     "check_metrics_fit",
     "check_monitor",
     "measure",
@@ -55,12 +57,18 @@ CLASSIFYING = ("binary", "classes")
 
 @dataclass(frozen=True)
 class Metric:
-    """A measure of predictions against targets, for the tasks it fits."""
+    """A measure of predictions against targets, for the tasks it fits ("binary", "classes",
+    "regression"). `compute(predictions, targets, task)`: the figure, from every row's
+    prediction (float64, the loss's link applied: probabilities) and target (as the network
+    learns them: class ids, 0/1, numbers), as the built-in ones take them. `lower_is_better`:
+    what judges an epoch by it (`monitor=`) takes less as better. One's own is registered with
+    `register_metric`, then named in `FitOptions(metrics=...)` as the built-in ones are."""
 
     name: str
     tasks: tuple[str, ...]
     compute: Callable[[Array, Array, str], float]
     """(predictions, targets, task) -> the figure."""
+    lower_is_better: bool = False
 
 
 def _labels(predictions: Array, targets: Array, task: str) -> tuple[Array, Array]:
@@ -182,20 +190,67 @@ METRICS: dict[str, Metric] = {
         Metric("precision_macro", CLASSIFYING, _per_class(0, macro=True)),
         Metric("recall_macro", CLASSIFYING, _per_class(1, macro=True)),
         Metric("f1_macro", CLASSIFYING, _per_class(2, macro=True)),
-        Metric("mae", ("regression",), _mae),
-        Metric("mse", ("regression",), _mse),
-        Metric("rmse", ("regression",), _rmse),
+        Metric("mae", ("regression",), _mae, lower_is_better=True),
+        Metric("mse", ("regression",), _mse, lower_is_better=True),
+        Metric("rmse", ("regression",), _rmse, lower_is_better=True),
         Metric("r2", ("regression",), _r2),
     )
 }
-"""Every metric a run can take, by name."""
+"""Every metric a run can take, by name (deepsharp's, and those registered)."""
+
+BUILT_IN = frozenset(METRICS)
+
+TASKS = ("binary", "classes", "regression")
+
+
+def register_metric(metric: Metric) -> Metric:
+    """Make a metric of one's own known by its name, to `FitOptions(metrics=...)`, `monitor=`,
+    `evaluate` and `deepsharp evaluate --metrics` (with `--import` of the module that registers
+    it): a figure a run measures on the validation rows each epoch and on the test rows, as the
+    built-in ones (trial EX4: there was no way to). Register it where the module that defines it
+    is imported — each process of a run, and the one that resumes its checkpoint, must know it.
+    The same metric registered again is taken; another of a name already known is refused."""
+    if not isinstance(metric, Metric):
+        raise TypeError(
+            f"register_metric takes a Metric(name, tasks, compute), not {type(metric).__name__}"
+        )
+    if not isinstance(metric.name, str) or not metric.name.isidentifier():
+        raise ValueError(
+            f"register_metric: a metric's name is a word of letters, digits and _ (it is a "
+            f"column of the report), not {metric.name!r}"
+        )
+    tasks = tuple(metric.tasks) if isinstance(metric.tasks, (list, tuple)) else ()
+    if not tasks or any(task not in TASKS for task in tasks):
+        raise ValueError(
+            f"register_metric: {metric.name!r}'s tasks are some of {', '.join(map(repr, TASKS))}, "
+            f"not {metric.tasks!r}"
+        )
+    if not callable(metric.compute):
+        raise TypeError(f"register_metric: {metric.name!r}'s compute must be callable")
+    known = METRICS.get(metric.name)
+    if known is not None and known != metric:
+        kind = "deepsharp's own" if metric.name in BUILT_IN else "another registered"
+        raise ValueError(
+            f"register_metric: {metric.name!r} is {kind} metric: give yours another name"
+        )
+    METRICS[metric.name] = metric
+    return metric
+
+
+def lower_is_better(name: str) -> bool:
+    """Whether an epoch is better for having less of `name` (the validation loss, or a metric)."""
+    if name == MONITORED:
+        return True
+    metric = METRICS.get(name)
+    return metric is not None and metric.lower_is_better
 
 
 MONITORED = "validation_loss"
 """What judges each epoch by default (early stopping, the best epoch): the validation loss."""
 
 LOWER_IS_BETTER = frozenset({MONITORED, "mae", "mse", "rmse"})
-"""What an epoch is better for having less of (the others: more)."""
+"""What an epoch is better for having less of, of deepsharp's own (`lower_is_better` asks of
+any)."""
 
 
 def check_monitor(monitor: object, metrics: Sequence[str], where: str) -> str:
@@ -240,7 +295,8 @@ def check_metric_names(names: object, where: str) -> tuple[str, ...]:
             close = difflib.get_close_matches(name.lower(), list(METRICS), n=3, cutoff=0.5)
             hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
             raise ValueError(
-                f"{where}: unknown metric {name!r}{hint}; the metrics are {', '.join(METRICS)}"
+                f"{where}: unknown metric {name!r}{hint}; the metrics are {', '.join(METRICS)} "
+                "(one of one's own is registered first: register_metric(Metric(...)))"
             )
         if name not in found:
             found.append(name)
@@ -288,4 +344,20 @@ def measure(
         # position a row, as the loss takes them.
         targets = targets.reshape(-1)
         predictions = predictions.reshape(len(targets), -1)
-    return {name: METRICS[name].compute(predictions, targets, task) for name in names}
+    return {name: _computed(METRICS[name], predictions, targets, task) for name in names}
+
+
+def _computed(metric: Metric, predictions: Array, targets: Array, task: str) -> float:
+    """A metric's figure, as a float: one of one's own that raises, or gives no number, is
+    named (its figure goes into the report and the checkpoints)."""
+    if metric.name in BUILT_IN:
+        return metric.compute(predictions, targets, task)
+    try:
+        value = metric.compute(predictions, targets, task)
+        return float(value)
+    except Exception as error:
+        raise ConfigurationError(
+            f"the metric {metric.name!r} (registered) failed on predictions "
+            f"{predictions.shape} and targets {np.shape(targets)}: {type(error).__name__}: "
+            f"{error}; its compute(predictions, targets, task) gives one number"
+        ) from error
