@@ -1,8 +1,10 @@
 """A metric of one's own, registered by name: measured, monitored, checkpointed and evaluated as
-deepsharp's own are (trial EX4: FitOptions(metrics=...) took deepsharp's names alone)."""
+deepsharp's own are (trial EX4: FitOptions(metrics=...) took deepsharp's names alone); and a
+loss of one's own that leaves the rows' weights unread, warned of."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,14 +16,17 @@ from deepsharp.core import (
     Adam,
     ConfigurationError,
     CrossEntropy,
+    DeepSharpWarning,
     Dense,
     FitOptions,
+    Loss,
     Metric,
     Network,
     Relu,
     fit,
     register_metric,
 )
+from deepsharp.core.nn.losses import float_targets, weighted_mean
 from deepsharp.core.training.metrics import METRICS
 
 
@@ -98,3 +103,46 @@ def test_a_registered_metric_that_fails_is_named(registered: Metric) -> None:
             _fit(FitOptions(seed=0, epochs=1, metrics=("broken",)))
     finally:
         METRICS.pop("broken", None)
+
+
+# --- a loss of one's own and the rows' weights ---------------------------------------------------
+
+
+class Forgetful(Loss):
+    """A mean squared error whose value never hands its weights on."""
+
+    task = "regression"
+
+    def value(self, outputs: Any, targets: Any, weights: Any = None) -> Any:
+        return weighted_mean((outputs - targets) * (outputs - targets), None)
+
+    def targets(self, targets: Any, outputs: Any) -> Any:
+        return float_targets(self, targets, outputs)
+
+
+class Heeding(Forgetful):
+    def value(self, outputs: Any, targets: Any, weights: Any = None) -> Any:
+        return weighted_mean((outputs - targets) * (outputs - targets), weights)
+
+
+def test_a_loss_of_one_s_own_that_never_reads_its_weights_is_warned_of_when_rows_are_weighed() -> (
+    None
+):
+    """Failed before (trial EX4): sample_weight trained bit for bit as no weights, silently."""
+    x = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+    y, weight = x[:, :1] * 2, np.linspace(0.5, 2, 40)
+    options = FitOptions(seed=0, epochs=1)
+    with pytest.warns(DeepSharpWarning, match=r"Forgetful.value never reads its 'weights'"):
+        fit(
+            None,
+            (x, y),
+            Network([Dense(1)]),
+            Forgetful(),
+            Adam(0.01),
+            options,
+            sample_weight=weight,
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeepSharpWarning)
+        fit(None, (x, y), Network([Dense(1)]), Heeding(), Adam(0.01), options, sample_weight=weight)
+        fit(None, (x, y), Network([Dense(1)]), Forgetful(), Adam(0.01), options)  # no weights

@@ -3,14 +3,23 @@
 
 from __future__ import annotations
 
+import dis
+import inspect
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.errors import ConfigurationError, DataError, check_instance, described
+from deepsharp.core.errors import (
+    ConfigurationError,
+    DataError,
+    DeepSharpWarning,
+    check_instance,
+    described,
+)
 from deepsharp.core.nn.losses import BinaryCrossEntropy, CrossEntropy, Loss
 from deepsharp.core.nn.network import Network, in_order
 from deepsharp.core.nn.optimizers import Optimizer
@@ -23,6 +32,7 @@ __all__ = [
     "refuse_no_probabilities",
     "refuse_target_in_features",
     "rows_in",
+    "warn_of_weights_unread",
 ]
 
 
@@ -165,3 +175,32 @@ def rows_in(features: Any) -> int:
     elif in_order(features):
         features = features[0]
     return int(np.shape(features)[0]) if np.ndim(features) else 0
+
+
+def warn_of_weights_unread(loss: Loss) -> None:
+    """Warn where a run weighs its rows (sample_weight, class_weight) and the loss is one of
+    one's own whose `value` never reads its weights: every weight would change nothing (trial
+    EX4: a loss that did not hand its weights on trained bit for bit as the unweighted run)."""
+    value = getattr(type(loss), "value", None)
+    if value is None or value is Loss.value or type(loss).__module__.startswith("deepsharp."):
+        return
+    code = getattr(value, "__code__", None)
+    try:
+        names = list(inspect.signature(value).parameters)
+    except (TypeError, ValueError):
+        return
+    if code is None or len(names) < 4 or code.co_flags & inspect.CO_VARKEYWORDS:
+        return
+    weights = names[3]  # (self, outputs, targets, weights)
+    for instruction in dis.get_instructions(code):  # a read of the local: LOAD_FAST and kin
+        if "FAST" in instruction.opname or "DEREF" in instruction.opname:
+            held = instruction.argval  # (a pair of names where two are loaded at once: 3.13)
+            if held == weights or (isinstance(held, tuple) and weights in held):
+                return
+    warnings.warn(
+        f"{type(loss).__name__}.value never reads its {weights!r}, and this run weighs its "
+        "rows (sample_weight or class_weight): every weight would change nothing; end the "
+        f"loss in weighted_mean(terms, {weights})",
+        DeepSharpWarning,
+        stacklevel=3,
+    )

@@ -53,7 +53,7 @@ from deepsharp.core.training.callbacks import (
     warn_of_unnamed_state,
 )
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
-from deepsharp.core.training.checks import check_parts
+from deepsharp.core.training.checks import check_parts, warn_of_weights_unread
 from deepsharp.core.training.distribution import OneProcess, Spread, Sums
 from deepsharp.core.training.feeds import Batch, Feed, Feeds, check_classes, feeds_for
 from deepsharp.core.training.hooks import StepHook
@@ -231,6 +231,8 @@ def fit(
         )
     check_classes(network, loss, feeds.pipeline)
     check_metrics_fit(options.metrics, loss, network.outputs)
+    if sample_weight is not None or class_weight is not None:
+        warn_of_weights_unread(loss)
     labels = getattr(feeds.pipeline, "classes", None) if class_weight is not None else None
     weights = class_weights_for(class_weight, loss, network.outputs, _targets(feeds.train), labels)
     if weights is not None and sample_weight is not None:
