@@ -220,3 +220,20 @@ def test_a_torch_engine_of_one_s_own_is_compared_beside_torch_s_and_its_fault_fo
     found = compare(Network([Dense(16), Dense(1)], inputs=14), BinaryCrossEntropy(), batch,
                     engines=("torch:cpu", careless))  # fmt: skip
     assert found.first is not None and found.first.operation == "matmul", found.verdict()
+
+
+def test_a_confident_binary_classifier_s_loss_terms_are_not_said_to_be_held_to_nothing() -> None:
+    """Failed before (trial CP4): at logits of -12 and below each term is under 1e-5, and the
+    terms' chain, held to a few value tolerances' 1e-5, was said to be held to a bound that
+    bounds nothing: compare could not tell of two honest engines (the command exited 2)."""
+    from deepsharp.core import BinaryCrossEntropy, Relu
+    from deepsharp.core.random import Generator
+
+    rng = np.random.default_rng(0)
+    rows = np.abs(rng.normal(size=(32, 14))).astype(np.float32)
+    network = Network([Dense(16), Relu(), Dense(1)], inputs=14)
+    network.initialize(Generator(0))
+    network.set_slots({**network.slots, "dense_1.bias": np.full((1,), -12.0, np.float32)})
+    found = compare(network, BinaryCrossEntropy(), (rows, np.zeros((32, 1), np.float32)),
+                    engines=("light", "torch:cpu"))  # fmt: skip
+    assert found.within and not found.vacuous, found.verdict()

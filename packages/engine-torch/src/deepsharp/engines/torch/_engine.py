@@ -230,7 +230,7 @@ class TorchEngine:
         return int(torch.get_num_threads())
 
     def __repr__(self) -> str:
-        kind = "TorchEngine" if self.name == "torch" else type(self).__name__
+        kind = "TorchEngine" if own_name(self, TorchEngine) == "torch" else type(self).__name__
         return f"{kind}(torch {self.version} on {self.device}, {self.precision})"
 
     # --- transfers -------------------------------------------------------------------------
