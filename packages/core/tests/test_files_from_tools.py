@@ -3,6 +3,7 @@ mean them (trial CL4: an analyst's files, written by spreadsheets and macOS tool
 
 from __future__ import annotations
 
+import csv
 import unicodedata
 from pathlib import Path
 
@@ -108,3 +109,27 @@ def test_an_overflow_of_outputs_alone_is_not_blamed_on_the_features() -> None:
     network.set_slots({"dense.weights": np.array([[3e38]]), "dense.bias": np.array([0.0])})
     with pytest.raises(DataError, match=r"or outputs past float32's range, 3\.4e38"):
         network.predict(np.array([[10.0]], np.float32))
+
+
+def test_predictions_keep_the_columns_named_to_join_them_back_by(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before (trial CL4): predictions could be joined to their rows by order alone, and a
+    blank line or a field over several lines moved the rows against the file's lines."""
+    rows = tmp_path / "rows.csv"
+    lines = ["id,note,size,y"] + [f'{i},"line one\nline {i}",{i % 7},{i % 2}' for i in range(30)]
+    rows.write_text("\n\n".join(lines) + "\n", encoding="utf-8")  # blank lines between rows
+    out = tmp_path / "n.ds"
+    assert main(["train", str(rows), "--target", "y", "--out", str(out), "--epochs", "1"]) == 0
+    written = tmp_path / "p.csv"
+    assert main(["predict", str(out), str(rows), "--keep", "id", "--keep", "note",
+                 "--output", str(written)]) == 0  # fmt: skip
+    with open(written, newline="") as handle:
+        read = list(csv.reader(handle))
+    plain = TrainedNetwork.load(out).predict(read_csv(rows))
+    assert read[0] == ["id", "note", "y"]
+    assert [row[0] for row in read[1:]] == [str(i) for i in range(30)]
+    assert read[5][1] == "line one\nline 4"
+    assert [float(row[2]) for row in read[1:]] == plain[:, 0].tolist()
+    assert main(["predict", str(out), str(rows), "--keep", "ID"]) == 1
+    assert "no column 'ID' (did you mean 'id'?) to keep" in capsys.readouterr().err

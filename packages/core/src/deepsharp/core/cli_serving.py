@@ -25,7 +25,7 @@ from deepsharp.core.cli_output import (
     to_stdout,
     writable,
 )
-from deepsharp.core.errors import DeepSharpError
+from deepsharp.core.errors import DataError, DeepSharpError
 
 __all__ = ["SERVING", "add_commands", "run_command"]
 
@@ -47,6 +47,14 @@ def add_commands(commands: Any, engine_help: str) -> None:
     )
     predict.add_argument(
         "--output", metavar="FILE", help="write the predictions to FILE (default: stdout)"
+    )
+    predict.add_argument(
+        "--keep",
+        metavar="COLUMN",
+        action="append",
+        default=[],
+        help="a column of the rows to write before the predictions, as it is (an id to join "
+        "them back to their rows by; again for more)",
     )
     add_imports(predict)
 
@@ -150,7 +158,17 @@ def _predict(arguments: argparse.Namespace) -> int:
     engine = engine_named(arguments.engine)
     trained, rows = _trained_and_rows(arguments, "predict")
     _next_token_note(trained, arguments.file)
-    predictions = _PredictionLines(trained, trained.predict_parts(rows, engine))
+    if arguments.keep:
+        if isinstance(rows, str):
+            raise CommandError("--keep keeps columns of rows: a next-token model reads a text")
+        try:
+            kept = trained.predict_parts_keeping(rows, arguments.keep, engine)
+        except DataError as error:
+            raise CommandError(str(error)) from None
+        predictions = _PredictionLines(trained, kept, list(dict.fromkeys(arguments.keep)))
+    else:
+        parts = ((made, {}) for made in trained.predict_parts(rows, engine))
+        predictions = _PredictionLines(trained, parts, [])
     if arguments.output:
         try:
             write_atomically(arguments.output, predictions)
@@ -250,9 +268,10 @@ def _evaluate(arguments: argparse.Namespace) -> int:
 class _PredictionLines:
     """The predictions as CSV text, a part at a time: the header, then a line a row (counted)."""
 
-    def __init__(self, trained: Any, parts: Iterator[Any]) -> None:
+    def __init__(self, trained: Any, parts: Iterator[Any], keep: list[str]) -> None:
         self.trained = trained
-        self.parts = parts
+        self.parts = parts  # (predictions, the kept columns' values)
+        self.keep = keep
         self.rows = 0
 
     def __iter__(self) -> Iterator[bytes]:
@@ -270,13 +289,30 @@ class _PredictionLines:
         else:
             header = [f"output{index}" for index in range(outputs)]
         text = io.StringIO()
-        csv.writer(text, lineterminator="\n").writerow(header)
+        csv.writer(text, lineterminator="\n").writerow([*map(str, self.keep), *header])
         # A lone surrogate in a file's names (no UTF-8 text) is written escaped (trial HF).
         yield text.getvalue().encode("utf-8", "backslashreplace")
-        for predictions in itertools.chain([] if first is None else [first], self.parts):
+        for predictions, kept in itertools.chain([] if first is None else [first], self.parts):
             self.rows += len(predictions)
             # Each value as repr(float(value)), the shortest text that reads back the same.
-            yield "".join(",".join(map(repr, row)) + "\n" for row in predictions.tolist()).encode()
+            if not self.keep:
+                yield "".join(
+                    ",".join(map(repr, row)) + "\n" for row in predictions.tolist()
+                ).encode()
+                continue
+            text = io.StringIO()  # each kept value as the file held it, CSV-quoted where it must be
+            columns = [_as_read(kept[name]) for name in self.keep]
+            csv.writer(text, lineterminator="\n").writerows(
+                [*front, *map(repr, row)] for front, row in zip(zip(*columns), predictions.tolist())
+            )
+            yield text.getvalue().encode("utf-8", "backslashreplace")
+
+
+def _as_read(values: Any) -> list[str]:
+    """A kept column's values as text: a CSV's fields as they are ('' where empty), a Parquet
+    column's numbers as Python writes them, a missing one ''."""
+    listed = values.tolist() if hasattr(values, "tolist") else list(values)
+    return ["" if value is None or value != value else str(value) for value in listed]
 
 
 def _generate(arguments: argparse.Namespace) -> int:

@@ -26,8 +26,8 @@ from numpy.typing import NDArray
 from deepsharp.core import generating
 from deepsharp.core.data.pipeline import Pipeline
 from deepsharp.core.data.scan import Scan
-from deepsharp.core.data.sources import Part, is_frame, row_naming
-from deepsharp.core.data.values import rows_named
+from deepsharp.core.data.sources import Part, is_frame, lacking, row_naming
+from deepsharp.core.data.values import ColumnName, rows_named
 from deepsharp.core.engine import Engine
 from deepsharp.core.errors import DataError, FileFormatError
 from deepsharp.core.export.graph import DEFAULT_OPSET
@@ -84,6 +84,27 @@ class TrainedNetwork:
         network trained on arrays; an empty one gives no predictions). The slots go to the
         engine once; each part's predictions are the same bits as `predict` gives its rows.
         A message names a batch's row by the batch and its place in it, counting from 1."""
+        return (predictions for predictions, _ in self._predicted(rows, engine, ()))
+
+    def predict_parts_keeping(
+        self, rows: Scan, columns: Sequence[ColumnName], engine: Engine | str | None = None
+    ) -> Iterator[tuple[NDArray[np.float32], dict[ColumnName, Any]]]:
+        """As `predict_parts` of a scanned file, each part's predictions beside the values of
+        `columns` on its rows (an id, to join the predictions back to their rows by: trial
+        CL4), read in the same pass; a column the file lacks is refused naming it."""
+        if not isinstance(rows, Scan):
+            raise DataError(
+                "predict_parts_keeping takes a scanned file (scan_csv, scan_parquet); rows in "
+                "memory keep their own columns beside predict(rows)"
+            )
+        missing = [name for name in columns if name not in rows.names]
+        if missing:
+            raise DataError(f"{rows.path}: {lacking(missing, rows.names)} to keep")
+        return self._predicted(rows, engine, tuple(dict.fromkeys(columns)))
+
+    def _predicted(
+        self, rows: Scan | Iterable[Any], engine: Engine | str | None, keep: tuple[ColumnName, ...]
+    ) -> Iterator[tuple[NDArray[np.float32], dict[ColumnName, Any]]]:
         if isinstance(rows, Scan) and self.pipeline.takes_arrays:
             raise DataError(
                 f"{rows.path}: this network was trained on arrays (fit(None, (x, y), ...)), so "
@@ -107,16 +128,14 @@ class TrainedNetwork:
                 "predict_parts takes its rows in parts: a scan (scan_csv, scan_parquet) or an "
                 f"iterable of batches, each rows as predict takes them, not {type(rows).__name__}"
             )
-        parts = (
-            rows.parts(self.pipeline.reads(rows.names, target=False))
-            if isinstance(rows, Scan)
-            else rows
-        )
+        reads = self.pipeline.reads(rows.names, target=False) if isinstance(rows, Scan) else []
+        parts = rows.parts(list(dict.fromkeys([*reads, *keep]))) if isinstance(rows, Scan) else rows
         predictor = Predictor(self.network, self.loss, engine)
         count = 0
         for number, part in enumerate(parts, start=1):
+            kept = {name: part.columns[name] for name in keep} if keep else {}
             if len(part) == 0:  # a part a filter or a grouping left empty: no predictions
-                yield np.zeros((0, self.outputs), np.float32)
+                yield np.zeros((0, self.outputs), np.float32), kept
                 continue
             count += len(part)
             # A batch's row is named by its batch and its place in it (a part of a scan: by
@@ -128,7 +147,7 @@ class TrainedNetwork:
             )
             with naming, rows.reading() if isinstance(rows, Scan) else nullcontext():
                 features = self.pipeline.features(self._named(part))
-            yield predictor.predict(features)
+            yield predictor.predict(features), kept
         if count == 0 and isinstance(rows, Scan):  # as rows read whole are refused: no rows
             raise DataError(
                 f"{rows.path}: no rows: the file holds its header and no row; give at least one row"
