@@ -189,15 +189,13 @@ def test_a_slot_and_a_buffer_of_one_number_survive_files_checkpoints_and_set_slo
     and set_slots of the network's own values were refused."""
     check_layer(Gain(), (3,))
     x = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
-    options = FitOptions(seed=0, epochs=2, checkpoint_dir=tmp_path / "run")
-    run = fit(
-        None,
-        (x, x[:, :1] * 2),
-        Network([Gain(), Dense(1)]),
-        MeanSquaredError(),
-        Adam(0.01),
-        options,
-    )
+
+    def gained(epochs: int, **kw: Any) -> Any:
+        options = FitOptions(seed=0, epochs=epochs, checkpoint_dir=tmp_path / "run")
+        network = Network([Gain(), Dense(1)])
+        return fit(None, (x, x[:, :1] * 2), network, MeanSquaredError(), Adam(0.01), options, **kw)
+
+    run = gained(2)
     run.trained.network.set_slots(run.trained.network.slots)
     run.trained.save(tmp_path / "m.safetensors")
     loaded = TrainedNetwork.load(tmp_path / "m.safetensors")
@@ -205,15 +203,7 @@ def test_a_slot_and_a_buffer_of_one_number_survive_files_checkpoints_and_set_slo
         loaded.network.slots["gain.g"].shape == ()
         and loaded.network.buffers["gain.seen"].shape == ()
     )
-    again = fit(
-        None,
-        (x, x[:, :1] * 2),
-        Network([Gain(), Dense(1)]),
-        MeanSquaredError(),
-        Adam(0.01),
-        FitOptions(seed=0, epochs=3, checkpoint_dir=tmp_path / "run"),
-        resume_from=tmp_path / "run",
-    )
+    again = gained(3, resume_from=tmp_path / "run")
     assert len(again.report.history) == 3
 
 

@@ -115,11 +115,15 @@ def test_a_function_defined_under_the_main_guard_is_said_to_be_so(tmp_path: Path
         "    except Exception as error:\n"
         "        print(type(error).__name__, error)\n"
     )
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False
-    )
+    done = _ran(script)
     assert "ProcessFailedError" in done.stdout, done.stdout + done.stderr[-2000:]
     assert 'defined under `if __name__ == "__main__":`' in done.stdout
+
+
+def _ran(script: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def test_a_script_calling_launch_without_the_main_guard_is_told_of_it(tmp_path: Path) -> None:
@@ -132,9 +136,7 @@ def test_a_script_calling_launch_without_the_main_guard_is_told_of_it(tmp_path: 
         "    return 1\n"
         "launch(work, 2, timeout=60)\n"
     )
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False
-    )
+    done = _ran(script)
     said = done.stderr[-3000:]
     assert done.returncode == 1 and "ProcessFailedError" in said, said
     assert 'put the call under `if __name__ == "__main__":`' in said
