@@ -286,6 +286,8 @@ def test_a_capital_with_no_composed_form_lowers_to_the_word_of_its_small_letter(
     from deepsharp.core.data.text import words
 
     assert words("J\u030cuice ǰuice") == ["ǰuice", "ǰuice"]
+    # each word lowered alone: a capital sigma before a stop is no word's last (a review)
+    assert words("ΟΔΟΣ.ΑΘΗΝΑ Α.Σ") == ["οδος", "αθηνα", "α", "σ"]  # noqa: RUF001
 
 
 def test_a_decimal_a_fraction_and_bytes_in_a_text_column_are_read_as_a_category_reads_them() -> (

@@ -70,8 +70,16 @@ class Held:
         self.product = product
 
 
-PASSED_ON = frozenset({"reshape", "transpose", "slice", "broadcast_to", "copy"})
-"""Moves whose output is still their input's values: a product's output moved is one."""
+PASSED_ON = frozenset(
+    {
+        *("reshape", "transpose", "slice", "broadcast_to", "copy", "concatenate", "split", "pad"),
+        *("take_rows", "max", "relu", "relu_back", "maxpool2d", "maxpool2d_pair"),
+    }
+)
+"""What passes a product's output on as it is, in its half format where a mixed precision's
+engine keeps it so (the torch engine's keep it through moves, ReLU each way, max and
+max-pooling: a review found a bias added after a ReLU judged past its bound), and a bias
+added onto one (`_onto_product`)."""
 
 
 def _onto_product(name: str, args: Sequence[Any], engine: Engine) -> bool:
@@ -100,6 +108,15 @@ def _wrapped(value: Any, product: bool = False) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(_wrapped(item, product) for item in value)
     return Held(value, product)
+
+
+def _helds(value: Any) -> list[Held]:
+    """The handles in an argument (a list of them: a concatenation's), in order."""
+    if isinstance(value, Held):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [held for item in value for held in _helds(item)]
+    return []
 
 
 def _holds(value: Any) -> bool:
@@ -265,8 +282,10 @@ class Witness:
                 vacuous=vacuous,
             )
         )
-        product = name in PRODUCTS or (
-            name in PASSED_ON and bool(args) and isinstance(args[0], Held) and args[0].product
+        product = (
+            name in PRODUCTS
+            or (name in PASSED_ON and any(held.product for held in _helds(args[:1])))
+            or _onto_product(name, args, engine)
         )
         return _wrapped(result, product)
 

@@ -28,7 +28,13 @@ import numpy as np
 import numpy.typing as npt
 
 from deepsharp.core.data.pipeline import Pipeline
-from deepsharp.core.data.sources import column_names, columns, near, separated_otherwise
+from deepsharp.core.data.sources import (
+    column_names,
+    columns,
+    near,
+    same_text,
+    separated_otherwise,
+)
 from deepsharp.core.data.target import TargetKind
 from deepsharp.core.data.text import words
 from deepsharp.core.data.values import Column, ColumnName, label, parse_number, sorted_labels
@@ -467,6 +473,8 @@ def infer_pipeline(
     """The pipeline the rows' columns suggest for predicting `target`: every other column
     declared as the first rule that claims it says (or left out), and the target's kind."""
     names = column_names(rows)
+    if target not in names:  # the rows' own spelling of a name typed in another Unicode form
+        target = next((name for name in names if same_text(name, target)), target)
     if target not in names:
         separated = separated_otherwise(names)
         if separated:  # said as a scan of the file says it

@@ -47,6 +47,7 @@ __all__ = [
     "row_count",
     "row_naming",
     "rows_of",
+    "same_text",
     "separated_otherwise",
     "take",
     "wrong_width",
@@ -244,9 +245,8 @@ class Part:
 
 
 def _header(name: str, line: int, record: list[str]) -> list[str]:
-    """A CSV header's names, composed (Unicode NFC, as values are: `values.plain_label`): a tool
-    that writes accents apart (NFD, as macOS's may) names the same columns (trial CL4)."""
-    record = [unicodedata.normalize("NFC", column) for column in record]
+    """A CSV header's names, as the file spells them (a pipeline that learned them so reads
+    them so; one in another Unicode form is said so: `near`)."""
     seen: set[str] = set()
     for column in record:
         if column in seen:
@@ -432,6 +432,14 @@ def near(name: ColumnName, present: Sequence[object]) -> str:
 
 def _folded(name: object) -> str:
     return unicodedata.normalize("NFC", str(name)).strip().casefold()
+
+
+def same_text(one: object, other: object) -> bool:
+    """Whether two column names are the same text in two Unicode forms (accents composed in
+    one, written apart in the other, as a macOS tool may write a header: trial CL4)."""
+    if not isinstance(one, str) or not isinstance(other, str):
+        return False
+    return unicodedata.normalize("NFC", one) == unicodedata.normalize("NFC", other)
 
 
 def lacking(names: Sequence[ColumnName], present: Sequence[object]) -> str:

@@ -87,10 +87,13 @@ def words(text: str) -> list[str]:
     before and after lowering, so that an accent typed apart from its letter ('café' as 'cafe'
     and U+0301) is the same word as the one letter ('café'), and a capital lowers to the word
     its small letter makes."""
-    lowered = unicodedata.normalize("NFC", text).lower()
-    if not unicodedata.is_normalized("NFC", lowered):  # (a capital with no composed form, J̌,
-        lowered = unicodedata.normalize("NFC", lowered)  # lowers to ǰ apart: trial TX4)
-    return _word().findall(lowered)
+    # Each word lowered alone (the text whole would take a sigma before punctuation for a
+    # word's last: a review), composed again where lowering took a letter apart (a capital of
+    # no composed form, J̌, lowers to ǰ apart: trial TX4).
+    found = (word.lower() for word in _word().findall(unicodedata.normalize("NFC", text)))
+    return [
+        w if unicodedata.is_normalized("NFC", w) else unicodedata.normalize("NFC", w) for w in found
+    ]
 
 
 def characters(text: str) -> list[str]:

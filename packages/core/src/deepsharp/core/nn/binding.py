@@ -114,6 +114,8 @@ def checked_values(
             raise ShapeError(f"{what} {name!r} is missing; the network has {list(specs)}")
         with np.errstate(over="ignore"):  # beyond float32: infinite, refused below
             value = np.asarray(values[name], dtype=np.float32, order="C")  # 0-d kept
+        if value.ndim == 0 and spec.shape != ():  # a number for a slot of one value, as before
+            value = value.reshape(1)
         if value.shape != spec.shape:
             raise ShapeError(
                 f"{what} {name!r} has shape {value.shape}, the network's is {spec.shape}"

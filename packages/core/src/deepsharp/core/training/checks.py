@@ -184,16 +184,21 @@ def warn_of_weights_unread(loss: Loss) -> None:
     value = getattr(type(loss), "value", None)
     if value is None or value is Loss.value or type(loss).__module__.startswith("deepsharp."):
         return
+    value = inspect.unwrap(value)  # (a decorator's wrapper: the function it wraps)
     code = getattr(value, "__code__", None)
     try:
-        names = list(inspect.signature(value).parameters)
+        parameters = list(inspect.signature(value).parameters.values())
     except (TypeError, ValueError):
         return
-    if code is None or len(names) < 4 or code.co_flags & inspect.CO_VARKEYWORDS:
+    if code is None or len(parameters) < 4 or code.co_flags & inspect.CO_VARKEYWORDS:
         return
-    weights = names[3]  # (self, outputs, targets, weights)
+    if parameters[3].kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+        return  # (*rest: handed on as a whole)
+    weights = parameters[3].name  # (self, outputs, targets, weights)
+    if weights in code.co_cellvars:  # read by a function or comprehension inside (a review)
+        return
     for instruction in dis.get_instructions(code):  # a read of the local: LOAD_FAST and kin
-        if "FAST" in instruction.opname or "DEREF" in instruction.opname:
+        if instruction.opname.startswith("LOAD") and "FAST" in instruction.opname:
             held = instruction.argval  # (a pair of names where two are loaded at once: 3.13)
             if held == weights or (isinstance(held, tuple) and weights in held):
                 return

@@ -202,6 +202,9 @@ BUILT_IN = frozenset(METRICS)
 
 TASKS = ("binary", "classes", "regression")
 
+REPORTED = ("loss", "validation_loss", "validation", "epoch", "seconds", "learning_rate")
+"""The figures a run reports of its own, which no metric of one's own may be named."""
+
 
 def register_metric(metric: Metric) -> Metric:
     """Make a metric of one's own known by its name, to `FitOptions(metrics=...)`, `monitor=`,
@@ -227,6 +230,11 @@ def register_metric(metric: Metric) -> Metric:
         )
     if not callable(metric.compute):
         raise TypeError(f"register_metric: {metric.name!r}'s compute must be callable")
+    if metric.name in REPORTED:
+        raise ValueError(
+            f"register_metric: {metric.name!r} names a figure every run reports already (its "
+            f"report's {', '.join(REPORTED)}): give yours another name"
+        )
     known = METRICS.get(metric.name)
     if known is not None and known != metric:
         kind = "deepsharp's own" if metric.name in BUILT_IN else "another registered"
