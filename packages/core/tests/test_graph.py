@@ -359,9 +359,14 @@ def test_float_values_are_refused_where_ids_belong() -> None:
         with pytest.raises(DataError, match=r"input takes int64 ids.*float"):
             trainer.step(np.array([[1.0, 2.0]]), np.zeros((1, 1)))
         with pytest.raises(
-            DataError, match=r"row 2 .*id 5, outside layer 'embedding'.*vocabulary of 5"
+            DataError, match=r"row 2, .*id 5, outside layer 'embedding'.*vocabulary of 5"
         ):
             trainer.step(np.array([[1, 2], [5, 0]]), np.zeros((2, 1)))
+        # its place counted from 1, as its row is (trial GR5: "row 2 (counting from 1), place [1]")
+        with pytest.raises(
+            DataError, match=r"row 1, place \[2\] \(each counting from 1\) holds the id 7"
+        ):
+            trainer.step(np.array([[1, 7]]), np.zeros((1, 1)))
 
 
 class _WrappedEmbedding(Layer):
@@ -386,7 +391,7 @@ def test_an_embedding_inside_a_layer_of_one_s_own_checks_its_ids(engine: str) ->
         trainer.step(np.array([[1, 2, 3, 4]] * 2), np.ones((2, 1)))
         table = next(name for name in network.slots if name.endswith(".emb.table"))
         before = network.slots[table].copy()
-        with pytest.raises(DataError, match=r"row 2 .*id -1, outside .*'s emb's vocabulary of 10"):
+        with pytest.raises(DataError, match=r"row 2, .*id -1, outside .*'s emb's vocabulary of 10"):
             trainer.step(np.array([[1, 2, 3, 4], [-1, 0, 0, 0]]), np.ones((2, 1)))
     assert np.array_equal(network.slots[table], before)
     for bad in (-1, 10):

@@ -83,7 +83,8 @@ def checked_features(
     if finite and not all_finite(rows):
         place = tuple(int(v) for v in np.argwhere(~np.isfinite(rows))[0])
         raise DataError(
-            f"row {place[0] + 1} (counting from 1), feature {list(place[1:])} of {where} is "
+            f"row {place[0] + 1}, feature {[i + 1 for i in place[1:]]} (each counting from 1) "
+            f"of {where} is "
             f"{float(np.asarray(features)[place])!r}: every feature must be a finite float32 "
             "number (fill or drop such rows first)"
         )

@@ -57,7 +57,8 @@ class Embedding(Layer):
         bad = values < 0 if low < 0 else values >= self.vocabulary
         place = tuple(int(i) for i in np.argwhere(bad)[0])
         raise DataError(
-            f"{where}: row {place[0] + 1} (counting from 1), place {list(place[1:])} holds the id "
+            f"{where}: row {place[0] + 1}, place {[i + 1 for i in place[1:]]} (each counting "
+            f"from 1) holds the id "
             f"{int(values[place])}, outside {self.label}'s vocabulary of {self.vocabulary} (ids "
             f"0 .. {self.vocabulary - 1}): give ids the table has, or a larger vocabulary"
         )
