@@ -689,3 +689,12 @@ def test_running_out_of_memory_is_one_line(
     assert main(["doctor"]) == 1
     said = capsys.readouterr().err
     assert said.count("\n") == 1 and said.startswith("deepsharp: out of memory: Unable to")
+
+    def wordless() -> int:  # (as Python's own allocator raises it: trial ST5 read "memory:  (")
+        raise MemoryError
+
+    monkeypatch.setattr(cli, "doctor", wordless)
+    assert main(["doctor"]) == 1
+    said = capsys.readouterr().err
+    assert said.startswith("deepsharp: out of memory: an array could not be made")
+    assert "scan_csv(path)" in said

@@ -225,9 +225,11 @@ def _main(arguments: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted", code=130)
     except MemoryError as error:  # NumPy's names the array it could not make
-        return _fail(
-            f"out of memory: {error or 'an array could not be made'} (the network or its rows "
-            "need more memory than this process may take)"
+        return _fail(  # (str: an error of no words is still an error, trial ST5)
+            f"out of memory: {str(error) or 'an array could not be made'} (the network or its "
+            "rows need more memory than this process may take; deepsharp train reads its rows "
+            "whole, about 30 times the file's size: a larger file trains in Python, "
+            "fit(pipeline, scan_csv(path), ...), a part at a time)"
         )
 
 
