@@ -102,6 +102,11 @@ def test_a_category_of_too_many_values_is_refused_naming_the_column() -> None:
         DataError, match=r"column 'Ticket' holds more than 100 distinct values in its first 120"
     ):
         counts.add([str(i) for i in range(60, 120)])
+    # max_values keeps the most frequent, but from every value's count (trial ST5: it was told
+    # a one-hot that wide repays nothing)
+    kept = LabelCounts("Ticket", limit=100, kept=20)
+    with pytest.raises(DataError, match=r"max_values=20 keeps the most frequent.*text column"):
+        kept.add([str(i) for i in range(120)])
 
 
 def _learned_in_parts(pipeline: Pipeline, path: Path, read_rows: int) -> Pipeline:

@@ -195,7 +195,7 @@ class CategoryLearner(Learner):
 
     def __init__(self, column: Category) -> None:
         self.column = column
-        self.counts = LabelCounts(column.name)
+        self.counts = LabelCounts(column.name, kept=column.max_values)
 
     def add(self, values: Column) -> None:
         self.counts.add(values)

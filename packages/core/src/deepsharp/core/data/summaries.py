@@ -202,9 +202,10 @@ class Median:
 class LabelCounts:
     """How many rows hold each label (None: missing), over every part."""
 
-    def __init__(self, name: ColumnName, limit: int = MAX_LABELS) -> None:
+    def __init__(self, name: ColumnName, limit: int = MAX_LABELS, kept: int | None = None) -> None:
         self.name = name
         self.limit = limit
+        self.kept = kept  # the category's max_values, where it gives one
         self.counts: dict[str | None, int] = {}
         self.rows = 0
 
@@ -213,6 +214,15 @@ class LabelCounts:
             self.counts[text] = self.counts.get(text, 0) + count
         self.rows += len(values)
         if len(self.counts) > self.limit:
+            if self.kept is not None:  # (trial ST5: said a one-hot that wide, of max_values=20)
+                raise DataError(
+                    f"column {self.name!r} holds more than {self.limit:,} distinct values in "
+                    f"its first {self.rows:,} training rows: max_values={self.kept} keeps the "
+                    f"most frequent, from every value's count, and counts are kept for at most "
+                    f"{self.limit:,} values; a column of so many is an identifier: drop it, make "
+                    "it a number, or read it as a text column (its vocabulary counted in a "
+                    "table of its own)"
+                )
             raise DataError(
                 f"column {self.name!r} holds more than {self.limit:,} distinct values in its "
                 f"first {self.rows:,} training rows: an identifier, not a category (a one-hot "
