@@ -190,9 +190,13 @@ def not_utf8(name: str) -> DataError:
     )
     try:
         if not stat.S_ISREG(os.stat(name).st_mode):  # a pipe: through iconv as it comes
+            # Its first bytes are read and gone: what it may be, each (trial SV5: gzip and
+            # UTF-16 were told to iconv from latin1).
             return DataError(
-                f"{name}: not UTF-8 text: pipe it through iconv -f latin1 -t utf-8 (naming the "
-                "encoding it was written in); a Parquet file is read from a file, not a pipe"
+                f"{name}: not UTF-8 text: compressed, pipe it through gunzip (or zcat); UTF-16 "
+                "or another encoding, through iconv -f utf-16 (or latin1, naming the one it was "
+                "written in) -t utf-8; a Parquet file or a workbook is read from a file, not a "
+                "pipe"
             )
         with open(name, "rb") as raw:
             first = raw.read(4)
