@@ -97,7 +97,9 @@ def test_binary_cross_entropy_refuses_targets_other_than_0_and_1() -> None:
 def test_a_target_that_is_not_finite_is_refused_naming_its_row(loss: Any, bad: float) -> None:
     trainer = Trainer(Network([Dense(1)], inputs=2), loss, Adam(), seed=0)
     rows = np.zeros((3, 2), np.float32)
-    with pytest.raises(DataError, match=r"row 2 \(counting from 1\), output 0: the target is "):
+    with pytest.raises(
+        DataError, match=r"row 2, output 1 \(each counting from 1\): the target is "
+    ):
         trainer.step(rows, [[0.0], [bad], [1.0]])
 
 
@@ -108,7 +110,7 @@ def test_a_target_beyond_float32_s_range_is_refused_as_written(loss: Any) -> Non
     trainer = Trainer(Network([Dense(1)], inputs=2), loss, Adam(), seed=0)
     rows = np.zeros((3, 2), np.float32)
     with pytest.raises(
-        DataError, match=r"row 2 .*output 0: the target is -1e\+40, beyond float32's range"
+        DataError, match=r"row 2, output 1 .*: the target is -1e\+40, beyond float32's range"
     ):
         trainer.step(rows, [0.0, -1e40, 1.0])
 

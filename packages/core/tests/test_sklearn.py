@@ -352,7 +352,7 @@ def test_a_target_beyond_float32_is_named_as_given_without_a_numpy_warning() -> 
 
     x, y = make_regression(n_samples=40, n_features=3, random_state=0)
     y[7] = 1e39
-    said = r"row 8 \(counting from 1\), output 0: the target is 1e\+39, beyond float32's range"
+    said = r"row 8, output 1 \(each counting from 1\): the target is 1e\+39, beyond float32's range"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(DataError, match=said):

@@ -223,10 +223,14 @@ def test_predict_between_steps_predicts_with_the_current_slots() -> None:
 @pytest.mark.parametrize(
     ("row", "target", "says"),
     [
-        ([np.nan] * 14, [1.0], r"row 2 \(counting from 1\), feature \[0\] of the batch is nan"),
-        ([0.0] * 13 + [np.inf], [1.0], r"row 2 .*feature \[13\] .* is inf"),
-        ([0.0] * 13 + [1e300], [1.0], r"row 2 .*feature \[13\] .* is 1e\+300"),
-        ([0.0] * 14, [np.nan], r"row 2 \(counting from 1\), output 0: the target is nan"),
+        (
+            [np.nan] * 14,
+            [1.0],
+            r"row 2, feature \[1\] \(each counting from 1\) of the batch is nan",
+        ),
+        ([0.0] * 13 + [np.inf], [1.0], r"row 2, feature \[14\] .* is inf"),
+        ([0.0] * 13 + [1e300], [1.0], r"row 2, feature \[14\] .* is 1e\+300"),
+        ([0.0] * 14, [np.nan], r"row 2, output 1 \(each counting from 1\): the target is nan"),
     ],
 )
 def test_a_step_refuses_a_batch_with_values_that_are_not_finite(

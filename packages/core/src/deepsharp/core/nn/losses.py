@@ -204,7 +204,7 @@ def _not_finite(loss: Loss, array: NDArray[np.float32], given: Any = None) -> No
         if wide is not None and math.isfinite(wide[i, k]):
             value, beyond = float(wide[i, k]), ", beyond float32's range (±3.4e38)"
         raise DataError(
-            f"{loss.kind}: row {i + 1} (counting from 1), output {k}: the target is "
+            f"{loss.kind}: row {i + 1}, output {k + 1} (each counting from 1): the target is "
             f"{value!r}{beyond}; every target must be a finite float32 number"
         )
 
