@@ -167,7 +167,9 @@ def _predict(arguments: argparse.Namespace) -> int:
             raise CommandError(str(error)) from None
         predictions = _PredictionLines(trained, kept, list(dict.fromkeys(arguments.keep)))
     else:
-        parts = ((made, {}) for made in trained.predict_parts(rows, engine))
+        parts: Iterator[tuple[Any, dict[str, Any]]] = (
+            (made, {}) for made in trained.predict_parts(rows, engine)
+        )
         predictions = _PredictionLines(trained, parts, [])
     if arguments.output:
         try:

@@ -57,7 +57,7 @@ Padding = tuple[int, int]
 """Zeros added before and after one spatial axis."""
 
 
-def own_name(engine: object, base: type) -> str:
+def own_name(engine: Any, base: type) -> str:
     """The name an engine's identity records: `name`, where the engine's own class (or `base`,
     the engine's package's class) sets it; else, for a subclass, the class's name. A subclass
     changes what the engine does (its sigmoid, its products): under the name it inherits, a
