@@ -244,3 +244,17 @@ def test_rows_of_a_part_are_named_by_their_place_in_the_file() -> None:
         pipeline.learning(["x", "y"]).add(
             Part({**part.columns, "y": ["0", "1"]}, 2, 10, None, part.places)
         )
+
+
+def test_a_finished_learning_refuses_more_parts_and_a_second_finish() -> None:
+    """Before (trial ST5): a part added after the finish was taken, and a second finish set
+    the pipeline's statistics again from it, silently."""
+    pipeline = Pipeline().number("x").target("y")
+    learning = pipeline.learning(["x", "y"])
+    learning.add([{"x": 1.0, "y": 0}, {"x": 3.0, "y": 1}])
+    learning.finish()
+    learned = pipeline.features([{"x": 3.0}]).tolist()
+    for call in (lambda: learning.add([{"x": 100.0, "y": 0}]), learning.finish):
+        with pytest.raises(DataError, match=r"this learning has finished.*pipeline\.learning"):
+            call()
+    assert pipeline.features([{"x": 3.0}]).tolist() == learned

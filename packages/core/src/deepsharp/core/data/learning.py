@@ -27,6 +27,7 @@ class Learning:
         self.columns = pipeline._resolve_names(names)
         self.reads = pipeline.reads(names)
         self.rows = 0
+        self.finished = False
         self.learners: list[tuple[ColumnName, Learner | TargetLearner]] = [
             (column.name, column.learner()) for column in self.columns
         ]
@@ -36,6 +37,7 @@ class Learning:
 
     def add(self, part: object) -> None:
         """Learn from one part of the training rows (a `Part`, or any rows)."""
+        self._not_finished("add")
         try:
             with named_in_messages(part):
                 count, taken = columns(part, self.reads)
@@ -48,6 +50,7 @@ class Learning:
 
     def finish(self) -> Pipeline:
         """Set every column's statistics: the pipeline is learned."""
+        self._not_finished("finish")
         pipeline = self.pipeline
         try:
             if self.rows == 0:
@@ -59,4 +62,14 @@ class Learning:
             raise
         pipeline._columns = self.columns
         pipeline._learned = True
+        self.finished = True
         return pipeline
+
+    def _not_finished(self, call: str) -> None:
+        """Refuse a part or a finish after the finish (trial ST5: a part added after it was
+        taken, and a second finish set the statistics again from the parts since, silently)."""
+        if self.finished:
+            raise DataError(
+                f"learning.{call}(): this learning has finished, and its pipeline is learned; "
+                "to learn again from other rows, start another: pipeline.learning(names)"
+            )
