@@ -422,6 +422,17 @@ def test_a_dict_of_one_array_for_a_network_of_one_input_is_told_to_give_the_arra
     run = fit(None, (x, y), network, MeanSquaredError(), Adam(0.01), quick(epochs=1))
     with pytest.raises(DataError, match=said):
         run.trained.predict({"a": x})
+    # a dict of a frame's columns, for a network trained on the frame: its columns are no
+    # inputs (trial SV5: column 'a' was told to be given as x[None], a row of 20 features)
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame(x, columns=["p", "q", "r"])
+    run = fit(
+        None, (frame, y), Network([Dense(1)]), MeanSquaredError(), Adam(0.01), quick(epochs=1)
+    )
+    with pytest.raises(
+        DataError, match=r"from a frame of the columns 'p', 'q', 'r' \(give a DataFrame"
+    ):
+        run.trained.predict({name: frame[name].to_numpy() for name in frame})
 
 
 def test_a_masked_array_that_masks_a_value_is_refused_not_read_under_its_mask() -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -356,15 +356,22 @@ class Pipeline:
                 )
             return values
         if self._shape is not None:
+            if isinstance(rows, Mapping):  # (said "rows of shape (a dict)": trial O; its
+                # arrays refused one by one as inputs', each told x[None]: trial SV5)
+                learned = (
+                    f"a frame of the columns {', '.join(map(repr, self._names))} (give a "
+                    "DataFrame of them) or an array of them"
+                    if self._names is not None
+                    else "an array"
+                )
+                raise DataError(
+                    f"the features are a dict of arrays ({', '.join(map(repr, rows))}); the "
+                    f"pipeline learned one array of rows of shape {self._shape}, for a network "
+                    f"of one input, from {learned}: give the array itself"
+                )
             values = array_features(
                 by_place(rows) if self._names is None else by_names(rows, self._names)
             )
-            if isinstance(values, dict):  # (said "rows of shape (a dict)": trial O)
-                raise DataError(
-                    f"the features are a dict of arrays ({', '.join(map(repr, values))}); the "
-                    f"pipeline learned one array of rows of shape {self._shape}, for a network "
-                    "of one input: give the array itself"
-                )
             if values.shape[1:] != self._shape:
                 raise DataError(
                     f"the features have rows of shape {values.shape[1:]}; the pipeline learned "
