@@ -129,3 +129,19 @@ def test_predictions_keep_the_columns_named_to_join_them_back_by(
     assert [float(row[2]) for row in read[1:]] == plain[:, 0].tolist()
     assert main(["predict", str(out), str(rows), "--keep", "ID"]) == 1
     assert "no column 'ID' (did you mean 'id'?) to keep" in capsys.readouterr().err
+
+
+def test_a_field_past_the_longest_over_many_lines_is_said_so(tmp_path: Path) -> None:
+    """Before (trial ST5): csv's own 'field larger than field limit (16777216)'."""
+    path = tmp_path / "long.csv"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write('a,b\n1,"')
+        for _ in range(18):
+            handle.write("x" * 1_000_000 + "\n")
+        handle.write('"\n')
+    with pytest.raises(DataError, match=r"line \d+: a field runs past 16,777,216 characters"):
+        read_csv(path)
+    from deepsharp.core import scan_csv
+
+    with pytest.raises(DataError, match="a field runs past 16,777,216 characters"):
+        list(scan_csv(path).parts())

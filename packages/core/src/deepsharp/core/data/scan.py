@@ -46,6 +46,7 @@ from deepsharp.core.data.paths import (
 from deepsharp.core.data.sources import (
     Part,
     blank,
+    csv_refusal,
     empty_message,
     lacking,
     open_to_the_end,
@@ -227,7 +228,7 @@ class CsvScan(Scan):
         try:
             return read()
         except csv.Error as exc:
-            raise DataError(f"{self.path}, line {reader.line_num}: not valid CSV: {exc}") from None
+            raise csv_refusal(self.path, reader.line_num, exc) from None
         except UnicodeDecodeError:
             raise not_utf8(self.path) from None
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.data.paths import Opened, csv_rows, not_utf8, open_rows
+from deepsharp.core.data.paths import MAX_LINE, Opened, csv_rows, not_utf8, open_rows
 from deepsharp.core.data.values import (
     Column,
     ColumnName,
@@ -38,6 +38,7 @@ __all__ = [
     "Part",
     "blank",
     "column_names",
+    "csv_refusal",
     "columns",
     "is_frame",
     "named_in_messages",
@@ -84,10 +85,23 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str | None]]:
             if record and quote_open_to_the_end(name, record):
                 raise open_to_the_end(name, last, reader.line_num, len(record))
         except csv.Error as exc:
-            raise DataError(f"{name}, line {reader.line_num}: not valid CSV: {exc}") from None
+            raise csv_refusal(name, reader.line_num, exc) from None
         except UnicodeDecodeError:
             raise not_utf8(name) from None
     return out
+
+
+def csv_refusal(name: str, line: int, error: csv.Error) -> DataError:
+    """The error for what Python's csv refuses, read up to `line`: a field past the longest a
+    field may hold said as such (trial ST5: csv's own words, 'field larger than field limit',
+    at the line it gave up on)."""
+    if "field larger than field limit" in str(error):
+        return DataError(
+            f"{name}, line {line}: a field runs past {MAX_LINE:,} characters, the most a field "
+            'may hold here: a quote (") opened and never closed takes the lines after it as '
+            "its field; close it where the field ends (a quote inside a field is written twice)"
+        )
+    return DataError(f"{name}, line {line}: not valid CSV: {error}")
 
 
 def wrong_width(
