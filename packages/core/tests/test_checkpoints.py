@@ -536,3 +536,39 @@ def test_a_run_reads_each_checkpoint_s_header_once_however_many_it_keeps(
     assert run.report.epochs_run == 20
     assert len(reads) <= 6 + 20 + 2, len(reads)  # each file once (the last written twice)
     assert len(Checkpoint.in_folder(tmp_path)) == 26
+
+
+class _Smoothing(Callback):
+    """Sets a label smoothing after the first epoch (a loss setting is read by the next step)."""
+
+    name = "smoothing"
+
+    def on_epoch_end(self, run: RunState, record: EpochRecord) -> None:
+        if record.epoch == 1:
+            run.trainer.loss.label_smoothing = 0.2  # type: ignore[attr-defined]
+
+
+def test_a_loss_setting_a_callback_changes_is_in_the_checkpoints_after_it(tmp_path: Path) -> None:
+    """Failed before (trial CK6): checkpoints recorded the loss as the run began; a run
+    resumed with it went on without the smoothing, silently, and one resumed with the loss it
+    trained with was refused, said to differ from a plain CrossEntropy()."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(150, 6)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64) + (x[:, 2] > 0.8)
+
+    def go(loss: CrossEntropy, **kw: Any) -> tuple[float, bytes]:
+        network, resume = dense_digits(), kw.pop("resume_from", None)
+        options = quick(**kw)
+        run = fit(None, (x, y), network, loss, Adam(0.01), options, callbacks=[_Smoothing()],
+                  resume_from=resume)  # fmt: skip
+        return run.report.history[-1].loss, network.slots["dense.weights"].tobytes()
+
+    whole = go(CrossEntropy(), checkpoint_dir=tmp_path, checkpoint_keep=10)
+    second = Checkpoint.path_in(tmp_path, 2)
+    assert Checkpoint.load(second).run["loss"]["config"] == {"label_smoothing": 0.2}
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r"CrossEntropy\(label_smoothing=0\.2\); this run's is CrossEntropy\(\)",
+    ):
+        go(CrossEntropy(), resume_from=second)
+    assert go(CrossEntropy(label_smoothing=0.2), resume_from=second) == whole

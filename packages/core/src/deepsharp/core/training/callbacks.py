@@ -34,6 +34,7 @@ from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.distribution import Distribution
 from deepsharp.core.training.hooks import StepHook
 from deepsharp.core.training.metrics import METRICS, MONITORED, check_monitor, lower_is_better
+from deepsharp.core.training.resuming import loss_record
 from deepsharp.core.training.state import Snapshot
 from deepsharp.core.training.trainer import Trainer
 from deepsharp.core.training.weights import ClassWeights
@@ -131,8 +132,17 @@ class RunState:
             network=self.trainer.network.to_json(),
             callbacks={c.name: checked_state(c) for c in self.callbacks if c.name},
             distribution=self.distribution.state(),
-            run=self.record,
+            run=self._recorded(),
         )
+
+    def _recorded(self) -> dict[str, Any]:
+        """What the run is made of, as it is now: its loss and batch size as a callback may
+        have set them (trial CK6: the loss recorded as the run began, a label smoothing set
+        after epoch 1 was in no checkpoint, and a resumed run went on without it, silently)."""
+        if not self.record:
+            return self.record
+        now = loss_record(self.trainer.loss)
+        return {**self.record, "loss": now, "batch_size": self.options.batch_size}
 
     def resume(self, checkpoint: Checkpoint) -> None:
         """Go on from a checkpoint (checked against this run first: nothing changes if refused)."""

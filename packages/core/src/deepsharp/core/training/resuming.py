@@ -36,7 +36,7 @@ from deepsharp.core.training.weights import ClassWeights
 if TYPE_CHECKING:
     from deepsharp.core.training.callbacks import Callback
 
-__all__ = ["check_run", "checked_record", "run_record"]
+__all__ = ["check_run", "checked_record", "loss_record", "run_record"]
 
 _UNCHECKED = ("checkpoints",)
 """Callbacks whose state a checkpoint holds and a resumed run may go without: writing
@@ -57,7 +57,7 @@ def run_record(
     return {
         # The thread count the engine's bits depend on (libtorch's at float32), or None.
         "threads": getattr(engine, "thread_bits", None),
-        "loss": {"kind": type(loss).__name__, "config": loss_to_json(loss)["config"]},
+        "loss": loss_record(loss),
         "metrics": sorted(metrics),  # their order is the report's columns' alone
         "batch_size": batch_size,
         "accumulate": accumulate,
@@ -69,6 +69,12 @@ def run_record(
         "buffer_rows": getattr(feeds.train, "buffer_rows", None),
         "pipeline": _digest(json.dumps(feeds.pipeline.to_json(), sort_keys=True).encode()),
     }
+
+
+def loss_record(loss: Loss) -> dict[str, Any]:
+    """What a checkpoint records of the loss: its kind and settings, as they are when it is
+    taken (a callback may have changed them: trial CK6)."""
+    return {"kind": type(loss).__name__, "config": loss_to_json(loss)["config"]}
 
 
 def check_run(
