@@ -27,11 +27,15 @@ from deepsharp.core import (
     CosineDecay,
     Dense,
     FitOptions,
+    Huber,
+    Loss,
     MeanSquaredError,
     Network,
     Relu,
     TrainedNetwork,
 )
+from deepsharp.core.autodiff import functions as ops
+from deepsharp.core.nn.losses import float_targets, weighted_mean
 from deepsharp.sklearn import NetworkClassifier, NetworkRegressor
 
 
@@ -543,3 +547,32 @@ def test_a_regressor_s_report_says_its_figures_are_of_the_targets_standardised()
     x, y = make_regression(n_samples=60, n_features=3, noise=1.0, random_state=0)
     report = NetworkRegressor(epochs=2, random_state=0).fit(x, y * 300 + 7).report_
     assert "of the targets standardised, (y - " in str(report)
+
+
+class _Poisson(Loss):
+    """A Poisson loss of one's own: outputs the log of the rate, its link exp."""
+
+    task = "regression"
+
+    def link(self, engine: Any, outputs: Any) -> Any:
+        return engine.exp(outputs)
+
+    def value(self, outputs: Any, targets: Any, weights: Any = None) -> Any:
+        return weighted_mean(ops.exp(outputs) - targets * outputs, weights)
+
+    def targets(self, targets: Any, outputs: Any) -> Any:
+        return float_targets(self, targets, outputs)
+
+
+def test_the_default_network_learns_the_targets_of_a_loss_of_their_scale_as_they_are() -> None:
+    """Failed before (trial SK6): it learned them standardised under any loss, and a Poisson
+    loss of one's own (counts, link exp) predicted a mean of 12.06 for a mean of 2.93; Huber's
+    delta was of standard deviations."""
+    rng = np.random.RandomState(0)
+    x = rng.randn(600, 2)
+    counts = rng.poisson(np.exp(1 + 0.5 * x[:, 0])).astype(float)
+    fitted = NetworkRegressor(loss=_Poisson(), epochs=30, random_state=0).fit(x, counts)
+    assert abs(fitted.predict(x).mean() - counts.mean()) < 0.3
+    assert "standardised" not in str(fitted.report_)
+    huber = NetworkRegressor(loss=Huber(delta=1.0), epochs=2, random_state=0).fit(x, counts * 300)
+    assert "standardised" not in str(huber.report_)
