@@ -165,3 +165,27 @@ def test_a_loss_of_one_s_own_that_never_reads_its_weights_is_warned_of_when_rows
                 sample_weight=weight,
             )
         fit(None, (x, y), Network([Dense(1)]), Forgetful(), Adam(0.01), options)  # no weights
+
+
+def test_options_carry_their_metrics_of_one_s_own_to_where_they_are_unpickled(
+    registered: Metric,
+) -> None:
+    """Failed before (trial SK6): a search's worker processes got the metric's name alone and
+    knew no such metric (every fold failed); a run of options naming a metric unknown where it
+    ran was a bare KeyError."""
+    import pickle
+
+    options = FitOptions(seed=0, epochs=1, metrics=("per_class_error",))
+    held = pickle.dumps(options)
+    METRICS.pop(OWN.name)  # a process where it was never registered
+    with pytest.raises(ConfigurationError, match="'per_class_error' is not known in this process"):
+        _fit(options)
+    again = pickle.loads(held)
+    assert METRICS[OWN.name] == OWN and again.metrics == ("per_class_error",)
+    assert "per_class_error" in _fit(again).report.measures
+    local = Metric("local_error", ("classes",), lambda p, t, task: 0.0)  # no pickle: not carried
+    register_metric(local)
+    try:
+        pickle.loads(pickle.dumps(FitOptions(seed=0, metrics=("local_error",))))
+    finally:
+        METRICS.pop("local_error", None)

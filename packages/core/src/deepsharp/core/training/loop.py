@@ -60,9 +60,11 @@ from deepsharp.core.training.hooks import StepHook
 from deepsharp.core.training.measuring import measured_part, measures_of
 from deepsharp.core.training.metrics import (
     MONITORED,
+    carried,
     check_metric_names,
     check_metrics_fit,
     check_monitor,
+    register_metric,
 )
 from deepsharp.core.training.report import Report, Run, run_notes
 from deepsharp.core.training.resuming import check_run, first_difference, run_record
@@ -127,6 +129,14 @@ class FitOptions:
     monitor: str = MONITORED
     accumulate: int = 1
     compile: bool = True
+
+    def __getstate__(self) -> dict[str, Any]:  # its metrics of one's own go with a copy
+        return {**vars(self), "_carried": carried(self.metrics)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for metric in state.pop("_carried", ()):
+            register_metric(metric)  # (the same one again is taken)
+        vars(self).update(state)
 
     def __post_init__(self) -> None:
         self.seed = _whole("seed", self.seed, -(2**63))

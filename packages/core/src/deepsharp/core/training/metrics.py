@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import difflib
 import math
+import numbers
+import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +45,7 @@ __all__ = [
     "METRICS",
     "MONITORED",
     "Metric",
+    "carried",
     "check_metric_names",
     "lower_is_better",
     "register_metric",
@@ -236,6 +239,8 @@ def register_metric(metric: Metric) -> Metric:
             f"report's {', '.join(REPORTED)}): give yours another name"
         )
     known = METRICS.get(metric.name)
+    if known is not None and metric.name not in BUILT_IN and _same_source(known, metric):
+        known = metric  # the same definition made again: a notebook's cell run again
     if known is not None and known != metric:
         kind = "deepsharp's own" if metric.name in BUILT_IN else "another registered"
         raise ValueError(
@@ -243,6 +248,39 @@ def register_metric(metric: Metric) -> Metric:
         )
     METRICS[metric.name] = metric
     return metric
+
+
+def _same_source(one: Metric, other: Metric) -> bool:
+    """Whether two metrics are one definition made twice: the same settings and a compute of
+    the same module and name (trial D6: the guide's cell run again was refused)."""
+
+    def source(metric: Metric) -> tuple[Any, ...]:
+        compute = metric.compute
+        return (
+            tuple(metric.tasks),
+            metric.lower_is_better,
+            getattr(compute, "__module__", None),
+            getattr(compute, "__qualname__", None),
+        )
+
+    return source(one) == source(other) and source(one)[3] is not None
+
+
+def carried(names: Sequence[str]) -> list[Metric]:
+    """The metrics of one's own among `names` that a copy of the options carries to another
+    process (those that pickle: a compute at a module's top level), so that it knows them
+    there (trial SK6: a search's worker processes, handed the names alone, knew none)."""
+    found = []
+    for name in names:
+        metric = METRICS.get(name)
+        if metric is None or name in BUILT_IN:
+            continue
+        try:
+            pickle.dumps(metric)
+        except Exception:  # (a lambda's: the process it goes to must register it itself)
+            continue
+        found.append(metric)
+    return found
 
 
 def lower_is_better(name: str) -> bool:
@@ -317,7 +355,13 @@ def check_metrics_fit(names: Sequence[str], loss: Any, outputs: int) -> None:
     fits)."""
     task = getattr(loss, "task", None)
     for name in names:
-        metric = METRICS[name]
+        metric = METRICS.get(name)
+        if metric is None:  # named where it was registered, run where it is not (trial SK6)
+            raise ConfigurationError(
+                f"the metric {name!r} is not known in this process: a metric of one's own is "
+                "registered (register_metric) in every process that measures it — where the "
+                "module that registers it is imported (a worker process, a resumed run)"
+            )
         if task is None:
             raise ConfigurationError(
                 f"the metric {name!r} needs to know what {loss!r} predicts, and it does not say: "
@@ -362,6 +406,8 @@ def _computed(metric: Metric, predictions: Array, targets: Array, task: str) -> 
         return metric.compute(predictions, targets, task)
     try:
         value = metric.compute(predictions, targets, task)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"it gave {type(value).__name__} {value!r}, not a number")
         return float(value)
     except Exception as error:
         raise ConfigurationError(
