@@ -129,6 +129,9 @@ def test_predictions_keep_the_columns_named_to_join_them_back_by(
     assert [float(row[2]) for row in read[1:]] == plain[:, 0].tolist()
     assert main(["predict", str(out), str(rows), "--keep", "ID"]) == 1
     assert "no column 'ID' (did you mean 'id'?) to keep" in capsys.readouterr().err
+    # the target kept beside its prediction: headed apart (trial D6: 'y,y', refused by read_csv)
+    assert main(["predict", str(out), str(rows), "--keep", "y", "--output", str(written)]) == 0
+    assert [row["y (given)"] for row in read_csv(written)][:3] == ["0", "1", "0"]
 
 
 def test_a_field_past_the_longest_over_many_lines_is_said_so(tmp_path: Path) -> None:

@@ -109,7 +109,8 @@ def _parser() -> argparse.ArgumentParser:
         "said, with why), the network is Dense(32), ReLU, Dense(outputs) (with text: each text "
         "through Embedding(32) and LSTM(32) beside the rest) unless --network names one, "
         "the optimizer Adam(0.001); the report is printed and the trained network written to "
-        "FILE, for `deepsharp predict`.",
+        "FILE, for `deepsharp predict`. The file is read whole (about 30 times its size in "
+        "memory): a larger one trains in Python, fit(pipeline, scan_csv(path), ...).",
     )
     train.add_argument("rows", metavar="ROWS.csv", help="the rows, a header first (-: stdin)")
     train.add_argument("--target", required=True, metavar="COLUMN", help="the column to predict")

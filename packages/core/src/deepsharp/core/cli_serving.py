@@ -80,7 +80,8 @@ def add_commands(commands: Any, engine_help: str) -> None:
         default="",
         metavar="NAMES",
         help="metrics to measure too, by commas: accuracy, auc, f1, precision, recall (and their "
-        "_macro forms), mae, mse, rmse, r2",
+        "_macro forms), mae, mse, rmse, r2, or one of one's own that a module given to --import "
+        "registers (register_metric)",
     )
     evaluate.add_argument(
         "--batch-size", type=at_least_one, default=32, help="rows a pass (default 32, as fit's)"
@@ -291,7 +292,10 @@ class _PredictionLines:
         else:
             header = [f"output{index}" for index in range(outputs)]
         text = io.StringIO()
-        csv.writer(text, lineterminator="\n").writerow([*map(str, self.keep), *header])
+        # A kept column named as a prediction's (the target's, kept to compare: trial D6) is
+        # headed "NAME (given)", so that no header names a column twice.
+        kept = [f"{name} (given)" if str(name) in header else str(name) for name in self.keep]
+        csv.writer(text, lineterminator="\n").writerow([*kept, *header])
         # A lone surrogate in a file's names (no UTF-8 text) is written escaped (trial HF).
         yield text.getvalue().encode("utf-8", "backslashreplace")
         for predictions, kept in itertools.chain([] if first is None else [first], self.parts):
