@@ -132,6 +132,10 @@ def test_predictions_keep_the_columns_named_to_join_them_back_by(
     # the target kept beside its prediction: headed apart (trial D6: 'y,y', refused by read_csv)
     assert main(["predict", str(out), str(rows), "--keep", "y", "--output", str(written)]) == 0
     assert [row["y (given)"] for row in read_csv(written)][:3] == ["0", "1", "0"]
+    rows.write_text(rows.read_text().replace("id,note,size,y", "y (given),note,size,y"), "utf-8")
+    assert main(["predict", str(out), str(rows), "--keep", "y", "--keep", "y (given)",
+                 "--output", str(written)]) == 0  # fmt: skip
+    assert list(read_csv(written)[0]) == ["y (given)", "y (given) (given)", "y"]
 
 
 def test_a_field_past_the_longest_over_many_lines_is_said_so(tmp_path: Path) -> None:

@@ -159,7 +159,7 @@ def test_a_dataframe_of_numbers_needs_no_call_per_column() -> None:
         ((np.zeros((5, 2)), np.zeros(4)), r"x holds 5 rows but y has shape \(4,\)"),
         (
             (np.full((8, 2), np.nan), np.zeros(8)),
-            r"row 1 \(counting from 1\), feature \[0\]: missing",
+            r"row 1, feature \[1\] \(each counting from 1\): missing",
         ),
     ],
 )

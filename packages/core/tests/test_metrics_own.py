@@ -189,3 +189,23 @@ def test_options_carry_their_metrics_of_one_s_own_to_where_they_are_unpickled(
         pickle.loads(pickle.dumps(FitOptions(seed=0, metrics=("local_error",))))
     finally:
         METRICS.pop("local_error", None)
+
+
+def test_options_naming_a_metric_of_a_partial_copy_and_load_where_the_metric_is_not() -> None:
+    """A review: a copy remade a partial's metric and was refused as another metric, in the
+    process that registered it; a pickle whose metric's module was not there did not load."""
+    import copy
+    import functools
+    import pickle
+
+    partial = Metric("partial_error", ("classes",), functools.partial(balanced_error))
+    register_metric(partial)
+    try:
+        options = FitOptions(seed=0, metrics=("partial_error",))
+        assert copy.deepcopy(options).metrics == ("partial_error",)
+        assert pickle.loads(pickle.dumps(options)).metrics == ("partial_error",)
+    finally:
+        METRICS.pop("partial_error", None)
+    unknown = FitOptions.__new__(FitOptions)
+    unknown.__setstate__({**vars(options), "_carried": {"ghost": b"not a pickle"}})
+    assert unknown.metrics == ("partial_error",) and "ghost" not in METRICS

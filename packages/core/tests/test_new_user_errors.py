@@ -420,7 +420,8 @@ def test_an_array_pipeline_refuses_ids_beyond_int64_s_range_naming_them() -> Non
     from deepsharp.core.data.features import array_features
 
     with pytest.raises(
-        DataError, match=r"row 2 .*feature \[1\]: 9223372036854775808 is beyond int64's range"
+        DataError,
+        match=r"row 2, feature \[2\] \(each counting from 1\): 9223372036854775808 is beyond int64's range",
     ):
         array_features(np.array([[1, 2], [3, 2**63]], np.uint64))
     assert array_features(np.array([[1, 2**63 - 1]], np.uint64)).tolist() == [[1, 2**63 - 1]]
@@ -435,9 +436,13 @@ def test_float16_features_are_checked_without_numpy_s_overflow_warning() -> None
         warnings.simplefilter("error")
         made = array_features(np.array([[0.5, -2.0], [65504.0, 1.0]], np.float16))
         assert made.dtype == np.float32 and made.tolist() == [[0.5, -2.0], [65504.0, 1.0]]
-        with pytest.raises(DataError, match=r"row 2 .*feature \[0\]: inf, beyond"):
+        with pytest.raises(
+            DataError, match=r"row 2, feature \[1\] \(each counting from 1\): inf, beyond"
+        ):
             array_features(np.array([[1.0, 2.0], [np.inf, 1.0]], np.float16))
-        with pytest.raises(DataError, match=r"row 1 .*feature \[1\]: missing \(nan\)"):
+        with pytest.raises(
+            DataError, match=r"row 1, feature \[2\] \(each counting from 1\): missing \(nan\)"
+        ):
             array_features(np.array([[1.0, np.nan]], np.float16))
 
 
@@ -458,9 +463,14 @@ def test_dates_and_times_among_arrays_of_features_are_refused_as_a_number_column
     for frame, name in zip(frames, ["when", "wait", "when"], strict=True):
         with pytest.raises(DataError, match=rf"column '{name}' holds dates or times"):
             array_features(frame)
-    with pytest.raises(DataError, match=r"row 1 .*feature \[0\]: np\.datetime64.* a date"):
+    with pytest.raises(
+        DataError, match=r"row 1, feature \[1\] \(each counting from 1\): np\.datetime64.* a date"
+    ):
         array_features(np.array([["2020-01-01"], ["2020-01-02"]], "datetime64[D]"))
-    with pytest.raises(DataError, match=r"row 1 .*feature \[1\]: datetime\.date\(2020, 1, 1\)"):
+    with pytest.raises(
+        DataError,
+        match=r"row 1, feature \[2\] \(each counting from 1\): datetime\.date\(2020, 1, 1\)",
+    ):
         array_features([[1.0, datetime.date(2020, 1, 1)]])
 
 

@@ -645,7 +645,9 @@ def test_a_pipeline_of_no_columns_takes_arrays_as_they_are() -> None:
         again.features(x.reshape(3, 8))
     bad = x.copy()
     bad[1, 0, 3] = np.nan
-    with pytest.raises(DataError, match=r"row 2 \(counting from 1\), feature \[0, 3\]: missing"):
+    with pytest.raises(
+        DataError, match=r"row 2, feature \[1, 4\] \(each counting from 1\): missing"
+    ):
         pipe.features(bad)
     with pytest.raises(DataError, match=r"arrays of numbers; list cannot be read"):
         Pipeline().learn([{"x": 1}])

@@ -297,11 +297,17 @@ def test_a_frame_learned_as_arrays_names_the_row_of_a_missing_or_textual_value()
     pandas = pytest.importorskip("pandas")
     y = np.array([0, 1, 0])
     for q, said in (
-        (pandas.array([1.0, None, 2.0], dtype="Float64"), r"feature \[1\]: missing \(nan\)"),
-        (pandas.array([1, None, 2], dtype="Int64"), r"feature \[1\]: missing \(nan\)"),
-        (["1", "a", "2"], r"feature \[1\]: 'a' is no number"),
+        (
+            pandas.array([1.0, None, 2.0], dtype="Float64"),
+            r"feature \[2\] \(each counting from 1\): missing \(nan\)",
+        ),
+        (
+            pandas.array([1, None, 2], dtype="Int64"),
+            r"feature \[2\] \(each counting from 1\): missing \(nan\)",
+        ),
+        (["1", "a", "2"], r"feature \[2\] \(each counting from 1\): 'a' is no number"),
     ):
         x = pandas.DataFrame({"p": [1.0, 2.0, 3.0], "q": q})
-        with pytest.raises(DataError, match=r"row 2 \(counting from 1\), " + said):
+        with pytest.raises(DataError, match=r"row 2, " + said):
             fit(None, (x, y), Network([Dense(1)]), BinaryCrossEntropy(), Adam(0.01),
                 FitOptions(seed=0, epochs=1, progress=False))  # fmt: skip

@@ -294,7 +294,11 @@ class _PredictionLines:
         text = io.StringIO()
         # A kept column named as a prediction's (the target's, kept to compare: trial D6) is
         # headed "NAME (given)", so that no header names a column twice.
-        kept = [f"{name} (given)" if str(name) in header else str(name) for name in self.keep]
+        kept: list[str] = []
+        for name in map(str, self.keep):
+            while name in header or name in kept:  # ("y" and "y (given)" both kept: a review)
+                name += " (given)"
+            kept.append(name)
         csv.writer(text, lineterminator="\n").writerow([*kept, *header])
         # A lone surrogate in a file's names (no UTF-8 text) is written escaped (trial HF).
         yield text.getvalue().encode("utf-8", "backslashreplace")

@@ -472,7 +472,7 @@ class NetworkRegressor(RegressorMixin, _NetworkEstimator):  # type: ignore[misc]
         columns = np.asarray(targets, dtype=np.float64).reshape(len(x), -1)
         outputs = columns.shape[1]
         shape = {"n_outputs_": outputs, "_one_target_": np.ndim(targets) == 1}
-        if self.network is not None or type(loss) not in SCALE_FREE:
+        if self.network is not None or not isinstance(loss, SCALE_FREE):
             # A network given is trained as it is; so are the targets of a loss whose minimum
             # moves with their scale (trial SK6: a Poisson loss of one's own, its link exp, was
             # taken of the targets standardised and predicted 12.06 for a mean of 2.93; Huber's

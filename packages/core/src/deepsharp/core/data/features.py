@@ -135,6 +135,14 @@ def by_place(data: Any) -> Any:
     return data
 
 
+def _at(place: Sequence[Any]) -> str:
+    """A value's place in arrays of rows: its row and feature, counting from 1 as a row is
+    counted everywhere (the feature was counted from 0 here, from 1 in the network's checks)."""
+    return (
+        f"row {int(place[0]) + 1}, feature {[int(p) + 1 for p in place[1:]]} (each counting from 1)"
+    )
+
+
 def array_features(data: object) -> Any:
     """Numbers of shape (N, ...) as float32 — integers as int64 (ids) —, checked: no missing
     value, none infinite or beyond float32's range (a DataError names the row and the place in
@@ -184,7 +192,7 @@ def _array(data: object, where: str = "") -> npt.NDArray[Any]:
         if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
             place = tuple(int(v) for v in np.argwhere(values > np.iinfo(np.int64).max)[0])
             raise DataError(
-                f"{where}{row_text(place[0])}, feature {list(place[1:])}: {int(values[place])} is "
+                f"{where}{_at(place)}: {int(values[place])} is "
                 "beyond int64's range (what ids and whole numbers are taken as)"
             )
         return np.ascontiguousarray(values, dtype=np.int64)
@@ -199,7 +207,7 @@ def _array(data: object, where: str = "") -> npt.NDArray[Any]:
             value = float(values[place])
             said = "missing (nan)" if math.isnan(value) else f"{value!r}, beyond float32's range"
             raise DataError(
-                f"{where}{row_text(place[0])}, feature {list(place[1:])}: {said}; arrays are "
+                f"{where}{_at(place)}: {said}; arrays are "
                 "taken as they are: fill or drop such rows first"
             )
     return np.ascontiguousarray(values, dtype=np.float32)
@@ -223,7 +231,7 @@ def _numbers_of_objects(
                 out[place] = float(value)
             except (ValueError, TypeError, OverflowError):
                 raise DataError(
-                    f"{where}{row_text(place[0])}, feature {list(place[1:])}: "
+                    f"{where}{_at(place)}: "
                     f"{shown_value(value)} is no number; the pipeline declares no columns, so "
                     "it takes arrays of numbers (for rows of named columns declare them with "
                     ".number(), .category(), .text(), ...)"
@@ -255,10 +263,7 @@ def _refuse_times(data: object, values: npt.NDArray[Any], where: str) -> None:
     else:
         return
     place = np.unravel_index(at, values.shape) if values.ndim else (0,)
-    raise DataError(
-        f"{where}{row_text(int(place[0]))}, feature {[int(p) for p in place[1:]]}: "
-        f"{flat[at]!r} is a date or time: {_TIMES_ADVICE}"
-    )
+    raise DataError(f"{where}{_at(place)}: {flat[at]!r} is a date or time: {_TIMES_ADVICE}")
 
 
 _TIMES_ADVICE = (

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deepsharp.core.data.paths import MAX_LINE, Opened, csv_rows, not_utf8, open_rows
+from deepsharp.core.data.paths import Opened, csv_rows, not_utf8, open_rows
 from deepsharp.core.data.values import (
     Column,
     ColumnName,
@@ -97,9 +97,10 @@ def csv_refusal(name: str, line: int, error: csv.Error) -> DataError:
     at the line it gave up on)."""
     if "field larger than field limit" in str(error):
         return DataError(
-            f"{name}, line {line}: a field runs past {MAX_LINE:,} characters, the most a field "
-            'may hold here: a quote (") opened and never closed takes the lines after it as '
-            "its field; close it where the field ends (a quote inside a field is written twice)"
+            f"{name}, line {line}: a field runs past {csv.field_size_limit():,} characters, the "
+            'most a field may hold here; where no field is meant to be that long, a quote (") '
+            "opened and never closed takes the lines after it as its field: close it where the "
+            "field ends (a quote inside a field is written twice)"
         )
     return DataError(f"{name}, line {line}: not valid CSV: {error}")
 

@@ -29,6 +29,7 @@ from deepsharp.core.errors import (
     outside,
 )
 from deepsharp.core.files import read_metadata
+from deepsharp.core.nn.losses import loss_from_json
 from deepsharp.core.reals import brief, is_real, is_whole
 from deepsharp.core.training.checkpoint import Checkpoint, EpochRecord
 from deepsharp.core.training.distribution import Distribution
@@ -136,13 +137,31 @@ class RunState:
         )
 
     def _recorded(self) -> dict[str, Any]:
-        """What the run is made of, as it is now: its loss and batch size as a callback may
-        have set them (trial CK6: the loss recorded as the run began, a label smoothing set
-        after epoch 1 was in no checkpoint, and a resumed run went on without it, silently)."""
+        """What the run is made of (as it began: a resumed run is checked against it), and its
+        loss as it is now, as a callback may have set it ("loss_now": a resumed run takes it
+        up). Trial CK6: a label smoothing set after epoch 1 was in no checkpoint, and a run
+        resumed after it went on without it, silently; a review: recorded as the run's own, it
+        refused the resume of a run whose callback sets it again each epoch."""
         if not self.record:
             return self.record
-        now = loss_record(self.trainer.loss)
-        return {**self.record, "loss": now, "batch_size": self.options.batch_size}
+        return {**self.record, "loss_now": loss_record(self.trainer.loss)}
+
+    def _loss_as_taken(self, recorded: Any, where: str) -> None:
+        """The loss's settings (or the loss itself, another kind a callback put in its place)
+        as the checkpoint was taken with them."""
+        loss = self.trainer.loss
+        if not isinstance(recorded, dict) or recorded == loss_record(loss):
+            return
+        try:
+            if recorded.get("kind") == type(loss).__name__:
+                for name, value in recorded.get("config", {}).items():
+                    setattr(loss, name, value)  # (checked as the constructor checks it)
+            else:
+                self.trainer.loss = loss_from_json(recorded)
+        except (TypeError, ValueError) as error:
+            raise FileFormatError(
+                f"{where}: its loss as it was taken cannot be made: {error}"
+            ) from None
 
     def resume(self, checkpoint: Checkpoint) -> None:
         """Go on from a checkpoint (checked against this run first: nothing changes if refused)."""
@@ -162,6 +181,7 @@ class RunState:
         except BaseException:
             self.trainer.restore(before)
             raise
+        self._loss_as_taken((checkpoint.run or {}).get("loss_now"), where)
         self.epoch = checkpoint.epoch
         self.history = list(checkpoint.history)
         self.best_epoch = checkpoint.best_epoch

@@ -64,7 +64,7 @@ from deepsharp.core.training.metrics import (
     check_metric_names,
     check_metrics_fit,
     check_monitor,
-    register_metric,
+    known_again,
 )
 from deepsharp.core.training.report import Report, Run, run_notes
 from deepsharp.core.training.resuming import check_run, first_difference, run_record
@@ -134,8 +134,7 @@ class FitOptions:
         return {**vars(self), "_carried": carried(self.metrics)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        for metric in state.pop("_carried", ()):
-            register_metric(metric)  # (the same one again is taken)
+        known_again(state.pop("_carried", {}))
         vars(self).update(state)
 
     def __post_init__(self) -> None:

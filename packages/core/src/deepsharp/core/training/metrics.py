@@ -31,7 +31,7 @@ import difflib
 import math
 import numbers
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,7 @@ __all__ = [
     "Metric",
     "carried",
     "check_metric_names",
+    "known_again",
     "lower_is_better",
     "register_metric",
     "check_metrics_fit",
@@ -266,21 +267,34 @@ def _same_source(one: Metric, other: Metric) -> bool:
     return source(one) == source(other) and source(one)[3] is not None
 
 
-def carried(names: Sequence[str]) -> list[Metric]:
+def carried(names: Sequence[str]) -> dict[str, bytes]:
     """The metrics of one's own among `names` that a copy of the options carries to another
-    process (those that pickle: a compute at a module's top level), so that it knows them
-    there (trial SK6: a search's worker processes, handed the names alone, knew none)."""
-    found = []
+    process, pickled (those that pickle: a compute at a module's top level), so that it knows
+    them there (trial SK6: a search's worker processes, handed the names alone, knew none)."""
+    found = {}
     for name in names:
         metric = METRICS.get(name)
         if metric is None or name in BUILT_IN:
             continue
         try:
-            pickle.dumps(metric)
+            found[name] = pickle.dumps(metric)
         except Exception:  # (a lambda's: the process it goes to must register it itself)
             continue
-        found.append(metric)
     return found
+
+
+def known_again(held: Mapping[str, bytes]) -> None:
+    """The carried metrics (`carried`) registered where they are not known yet: each unpickled
+    only there (a copy in the process that registered it makes nothing again: a review found a
+    compute of functools.partial refused as another metric), and one whose module cannot be
+    imported here left unknown — a run that measures it says so, predicting needs none."""
+    for name, pickled in held.items():
+        if name in METRICS:
+            continue
+        try:
+            register_metric(pickle.loads(pickled))
+        except Exception:  # (its module, or the script that defined it, is not here)
+            continue
 
 
 def lower_is_better(name: str) -> bool:
