@@ -294,12 +294,12 @@ class _PredictionLines:
         text = io.StringIO()
         # A kept column named as a prediction's (the target's, kept to compare: trial D6) is
         # headed "NAME (given)", so that no header names a column twice.
-        kept: list[str] = []
+        headed: list[str] = []
         for name in map(str, self.keep):
-            while name in header or name in kept:  # ("y" and "y (given)" both kept: a review)
+            while name in header or name in headed:  # ("y" and "y (given)" both kept: a review)
                 name += " (given)"
-            kept.append(name)
-        csv.writer(text, lineterminator="\n").writerow([*kept, *header])
+            headed.append(name)
+        csv.writer(text, lineterminator="\n").writerow([*headed, *header])
         # A lone surrogate in a file's names (no UTF-8 text) is written escaped (trial HF).
         yield text.getvalue().encode("utf-8", "backslashreplace")
         for predictions, kept in itertools.chain([] if first is None else [first], self.parts):
