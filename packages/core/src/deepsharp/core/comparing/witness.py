@@ -110,15 +110,6 @@ def _wrapped(value: Any, product: bool = False) -> Any:
     return Held(value, product)
 
 
-def _helds(value: Any) -> list[Held]:
-    """The handles in an argument (a list of them: a concatenation's), in order."""
-    if isinstance(value, Held):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [held for item in value for held in _helds(item)]
-    return []
-
-
 def _holds(value: Any) -> bool:
     """Whether an argument is a handle, or a list or tuple holding one."""
     if isinstance(value, Held):
@@ -284,7 +275,10 @@ class Witness:
         )
         product = (
             name in PRODUCTS
-            or (name in PASSED_ON and any(held.product for held in _helds(args[:1])))
+            or (
+                name in PASSED_ON
+                and any(isinstance(held, Held) and held.product for held in _flat(args[:1]))
+            )
             or _onto_product(name, args, engine)
         )
         return _wrapped(result, product)

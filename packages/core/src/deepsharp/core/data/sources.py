@@ -434,7 +434,7 @@ def near(name: ColumnName, present: Sequence[object]) -> str:
     folded = _folded(name)
     for column in present:
         if _folded(column) == folded:
-            if unicodedata.normalize("NFC", str(column)) == unicodedata.normalize("NFC", str(name)):
+            if same_text(str(column), str(name)):
                 return (
                     f" (the rows name it {column!r}: the same letters, in another Unicode form; "
                     "compose both, unicodedata.normalize('NFC', name))"
